@@ -1,0 +1,341 @@
+/*
+ * algorithm.c — the registry of model kinds and the shared driver around
+ * them: common parameters, canonical row order, eval split, the container's
+ * common sections, scoring checks and model introspection.
+ *
+ * Algorithms are referenced through weak symbols so that a model kind whose
+ * source is not (yet) in the build simply does not exist, and the engine
+ * still links — the unit-test binary and the extension share this file.
+ */
+#include "algorithm.h"
+
+#include <math.h>
+#include <string.h>
+
+extern const gbml_algorithm gbml_algorithm_mean __attribute__((weak));
+extern const gbml_algorithm gbml_algorithm_boost __attribute__((weak));
+extern const gbml_algorithm gbml_algorithm_kmeans __attribute__((weak));
+extern const gbml_algorithm gbml_algorithm_saga __attribute__((weak));
+
+static const gbml_algorithm *
+algorithm_at(int i)
+{
+	switch (i)
+	{
+		case 0:
+			return &gbml_algorithm_boost;
+		case 1:
+			return &gbml_algorithm_kmeans;
+		case 2:
+			return &gbml_algorithm_saga;
+		case 3:
+			return &gbml_algorithm_mean;
+		default:
+			return NULL;
+	}
+}
+
+#define N_ALGORITHMS 4
+
+const gbml_algorithm *
+gbml_algorithm_by_name(const char *name)
+{
+	for (int i = 0; i < N_ALGORITHMS; i++)
+	{
+		const gbml_algorithm *a = algorithm_at(i);
+
+		if (a && strcmp(a->name, name) == 0)
+			return a;
+	}
+	return NULL;
+}
+
+const gbml_algorithm *
+gbml_algorithm_by_id(int id)
+{
+	for (int i = 0; i < N_ALGORITHMS; i++)
+	{
+		const gbml_algorithm *a = algorithm_at(i);
+
+		if (a && (int) a->id == id)
+			return a;
+	}
+	return NULL;
+}
+
+/* ---- common parameters ---- */
+
+static const char *const device_choices[] = {"auto", "cpu", "gpu", NULL};
+static const char *const deploy_choices[] = {"always", "if_better", "never", NULL};
+
+#define CP(field) offsetof(gbml_common_params, field)
+const gbml_param_spec gbml_common_param_specs[] = {
+	{"device", GBML_PARAM_ENUM, CP(device), 0, 0, 0, NULL, device_choices,
+	"where to train: auto (GPU if present, else CPU), cpu or gpu; default: the gbml.device setting"},
+	{"threads", GBML_PARAM_INT, CP(threads), 0, 1024, 0, NULL, NULL,
+	"CPU threads for training; 0 = the gbml.threads setting"},
+	{"gpu_id", GBML_PARAM_INT, CP(gpu_id), 0, 1023, 0, NULL, NULL,
+	"GPU to use; default: the gbml.gpu_id setting"},
+	{"memory_limit_mb", GBML_PARAM_REAL, CP(memory_limit_mb), 0, 1e9, 0, NULL, NULL,
+	"memory budget for this training in MB; 0 = the gbml.memory_limit setting"},
+	{"eval_fraction", GBML_PARAM_REAL, CP(eval_fraction), 0, 0.9, 0, NULL, NULL,
+	"share of groups (or rows) held out as the eval set; 0 = none"},
+	{"deploy", GBML_PARAM_ENUM, CP(deploy), 0, 0, 0, NULL, deploy_choices,
+	"gbml.train: deploy the new version always, if_better (eval metric) or never"},
+	{"eval_source", GBML_PARAM_STRING, CP(eval_source), 0, 0, 0, NULL, NULL,
+	"gbml.train: table or query giving the eval set (same columns as source)"},
+	{"features_column", GBML_PARAM_STRING, CP(features_column), 0, 0, 0, "features", NULL,
+	"gbml.train: column holding the real[] features"},
+	{"label_column", GBML_PARAM_STRING, CP(label_column), 0, 0, 0, "label", NULL,
+	"gbml.train: column holding the label (if the algorithm uses one)"},
+	{"group_column", GBML_PARAM_STRING, CP(group_column), 0, 0, 0, "group_id", NULL,
+	"gbml.train: column holding the query/group id (used when present)"},
+	{"weight_column", GBML_PARAM_STRING, CP(weight_column), 0, 0, 0, "weight", NULL,
+	"gbml.train: column holding the row weight (used when present)"},
+	GBML_PARAM_END
+};
+#undef CP
+
+int
+gbml_parse_training_params(gbml_env *env, const gbml_algorithm *algo,
+						   const gbml_param_value *values, int n_values,
+						   gbml_parsed_params *out)
+{
+	const gbml_param_spec *tables[3] = {gbml_common_param_specs, algo->params, NULL};
+	void	   *outs[2];
+	int			rc;
+
+	memset(out, 0, sizeof(*out));
+	out->algo = algo;
+	out->algo_params = gbml_alloc0(env, algo->params_size ? algo->params_size : 1);
+	if (out->algo_params == NULL)
+		return env->error_code;
+	outs[0] = &out->common;
+	outs[1] = out->algo_params;
+	rc = gbml_params_parse(env, algo->name, tables, outs, values, n_values);
+	if (rc != GBML_OK)
+		return rc;
+	for (int i = 0; i < n_values; i++)
+	{
+		const char *k = values[i].key;
+
+		if (values[i].kind == GBML_VALUE_NULL)
+			continue;
+		if (strcmp(k, "device") == 0)
+			out->common.device_given = true;
+		else if (strcmp(k, "threads") == 0)
+			out->common.threads_given = out->common.threads > 0;
+		else if (strcmp(k, "memory_limit_mb") == 0)
+			out->common.memory_limit_given = out->common.memory_limit_mb > 0;
+		else if (strcmp(k, "gpu_id") == 0)
+			out->common.gpu_id_given = true;
+	}
+	return GBML_OK;
+}
+
+unsigned
+gbml_input_flags(const gbml_parsed_params *p)
+{
+	if (p->algo->input_flags_fn)
+		return p->algo->input_flags_fn(p->algo_params);
+	return p->algo->input_flags;
+}
+
+/* ---- training driver ---- */
+
+int
+gbml_train(gbml_env *env, const gbml_parsed_params *params,
+		   gbml_dataset *ds, gbml_dataset *eval,
+		   uint8_t **model, size_t *model_len)
+{
+	const gbml_algorithm *algo = params->algo;
+	const gbml_param_spec *tables[3] = {gbml_common_param_specs, algo->params, NULL};
+	const void *structs[2] = {&params->common, params->algo_params};
+	gbml_dataset split_eval;
+	bool		own_eval = false;
+	gbml_model_writer writer;
+	gbml_strbuf meta,
+				prms;
+	gbml_train_context ctx;
+	uint32_t	nfeat;
+	double		t0 = gbml_now(),
+				t_prep;
+	bool		first = true;
+	int			rc;
+
+	if (ds->n_rows == 0)
+		return gbml_error(env, GBML_EINVAL, "%s: no input rows", algo->name);
+	if (eval && eval->n_rows > 0 && eval->n_features != ds->n_features)
+		return gbml_error(env, GBML_EINVAL, "%s: the eval set has %d features, the training set %d",
+						  algo->name, eval->n_features, ds->n_features);
+
+	if ((rc = gbml_dataset_canonicalize(ds, env)) != GBML_OK)
+		return rc;
+	if (eval && eval->n_rows > 0)
+	{
+		if ((rc = gbml_dataset_canonicalize(eval, env)) != GBML_OK)
+			return rc;
+	}
+	else if (params->common.eval_fraction > 0)
+	{
+		if ((rc = gbml_dataset_split_eval(ds, &split_eval, params->common.eval_fraction, 0x6762, env)) != GBML_OK)
+			return rc;
+		own_eval = true;
+		eval = split_eval.n_rows > 0 ? &split_eval : NULL;
+	}
+	else
+		eval = NULL;
+	t_prep = gbml_now() - t0;
+
+	gbml_model_writer_init(&writer, env);
+	gbml_sb_init(&meta, env);
+	gbml_sb_init(&prms, env);
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.env = env;
+	ctx.params = params->algo_params;
+	ctx.eval = eval;
+	ctx.meta = &meta;
+	ctx.writer = &writer;
+
+	nfeat = (uint32_t) ds->n_features;
+	gbml_model_add_section(&writer, GBML_SECTION_NFEATURES, &nfeat, 4);
+
+	gbml_sb_append(&prms, "{", 1);
+	gbml_params_to_json(&prms, tables, structs, &first);
+	gbml_sb_append(&prms, "}", 1);
+	gbml_model_add_sb(&writer, GBML_SECTION_PARAMS, &prms);
+
+	rc = algo->train(ds, &ctx);
+	if (rc == GBML_OK)
+	{
+		gbml_strbuf full;
+
+		gbml_sb_init(&full, env);
+		gbml_sb_printf(&full, "{\"rows\":%lld,\"eval_rows\":%lld,\"features\":%d,\"device\":\"%s\",\"threads\":%d,"
+					   "\"prepare_seconds\":%.6f,\"train_seconds\":%.6f",
+					   (long long) ds->n_rows, (long long) (eval ? eval->n_rows : 0), ds->n_features,
+					   env->device == GBML_DEVICE_GPU ? "gpu" : "cpu", env->threads,
+					   t_prep, gbml_now() - t0 - t_prep);
+		if (meta.len > 0)
+		{
+			gbml_sb_append(&full, ",", 1);
+			gbml_sb_append(&full, meta.data, meta.len);
+		}
+		gbml_sb_append(&full, "}", 1);
+		if (meta.failed)
+			full.failed = true;
+		gbml_model_add_sb(&writer, GBML_SECTION_META, &full);
+		gbml_sb_free(&full);
+		rc = gbml_model_finish(&writer, (uint16_t) algo->id, 0, model, model_len);
+	}
+	else
+		gbml_model_writer_free(&writer);
+	gbml_sb_free(&meta);
+	gbml_sb_free(&prms);
+	if (own_eval)
+		gbml_dataset_free(&split_eval, env);
+	return rc;
+}
+
+/* ---- scoring ---- */
+
+int
+gbml_scorer_load(gbml_scorer *s, gbml_env *env, const void *bytes, size_t len)
+{
+	int			rc;
+
+	memset(s, 0, sizeof(*s));
+	if ((rc = gbml_model_open(&s->reader, env, bytes, len)) != GBML_OK)
+		return rc;
+	s->algo = gbml_algorithm_by_id(s->reader.algorithm);
+	if (s->algo == NULL)
+		return gbml_error(env, GBML_ECORRUPT, "model algorithm id %u is unknown to this build", s->reader.algorithm);
+	s->n_features = (int) s->reader.n_features;
+	return s->algo->load(&s->reader, env, &s->handle);
+}
+
+void
+gbml_scorer_free(gbml_scorer *s, gbml_env *env)
+{
+	if (s->algo && s->handle && s->algo->unload)
+		s->algo->unload(s->handle, env);
+	s->handle = NULL;
+}
+
+static const char *
+output_name(gbml_output what)
+{
+	switch (what)
+	{
+		case GBML_OUT_SCORE:
+			return "predict";
+		case GBML_OUT_PROBA:
+			return "predict_proba";
+		case GBML_OUT_CLUSTER:
+			return "kmeans_assign";
+		case GBML_OUT_DISTANCE:
+			return "kmeans_distance";
+	}
+	return "?";
+}
+
+int
+gbml_scorer_predict(const gbml_scorer *s, gbml_env *env, const float *x, int n,
+					gbml_output what, double *out)
+{
+	if (!(s->algo->outputs & what))
+		return gbml_error(env, GBML_EUNSUPPORTED, "%s is not available for a %s model",
+						  output_name(what), s->algo->name);
+	if (n != s->n_features)
+		return gbml_error(env, GBML_EINVAL, "features has %d elements, the model expects %d", n, s->n_features);
+	*out = s->algo->predict(s->handle, x, what);
+	return GBML_OK;
+}
+
+/* ---- introspection ---- */
+
+static bool
+json_object_text(const uint8_t *data, size_t len)
+{
+	return len >= 2 && data[0] == '{' && data[len - 1] == '}';
+}
+
+int
+gbml_model_info_json(gbml_env *env, const void *bytes, size_t len, gbml_strbuf *out)
+{
+	gbml_model_reader r;
+	const gbml_algorithm *algo;
+	const uint8_t *data;
+	size_t		dlen;
+	int			rc;
+
+	if ((rc = gbml_model_open(&r, env, bytes, len)) != GBML_OK)
+		return rc;
+	algo = gbml_algorithm_by_id(r.algorithm);
+	gbml_sb_append(out, "{\"algorithm\":", 13);
+	if (algo)
+		gbml_sb_json_string(out, algo->name);
+	else
+		gbml_sb_printf(out, "%u", r.algorithm);
+	gbml_sb_printf(out, ",\"format_version\":%u,\"bytes\":%zu,\"features\":%u",
+				   r.format_version, len, r.n_features);
+	if (gbml_model_find(&r, GBML_SECTION_PARAMS, &data, &dlen))
+	{
+		if (!json_object_text(data, dlen))
+			return gbml_error(env, GBML_ECORRUPT, "model parameters section is not a JSON object");
+		gbml_sb_append(out, ",\"params\":", 10);
+		gbml_sb_append(out, data, dlen);
+	}
+	if (gbml_model_find(&r, GBML_SECTION_META, &data, &dlen))
+	{
+		if (!json_object_text(data, dlen))
+			return gbml_error(env, GBML_ECORRUPT, "model metadata section is not a JSON object");
+		if (dlen > 2)
+		{
+			gbml_sb_append(out, ",", 1);
+			gbml_sb_append(out, data + 1, dlen - 2);
+		}
+	}
+	gbml_sb_append(out, "}", 1);
+	return gbml_sb_status(out);
+}

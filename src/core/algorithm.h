@@ -1,0 +1,151 @@
+/*
+ * algorithm.h — the table each model kind fills in, and the shared training
+ * and scoring driver built on it.
+ *
+ * The glue never knows an algorithm's internals: it hands a dataset and the
+ * user's params to gbml_train(), gets the model bytes back, and scores with
+ * gbml_scorer_load() / gbml_scorer_predict().  Adding a model kind means one
+ * file that defines a gbml_algorithm and one line in algorithm.c.
+ */
+#ifndef GBML_ALGORITHM_H
+#define GBML_ALGORITHM_H
+
+#include "env.h"
+#include "dataset.h"
+#include "params.h"
+#include "model_format.h"
+
+typedef enum gbml_algo_id
+{
+	GBML_ALGO_MEAN = 1,			/* trivial mean predictor, for tests of the machinery */
+	GBML_ALGO_BOOST = 2,
+	GBML_ALGO_KMEANS = 3,
+	GBML_ALGO_SAGA = 4
+} gbml_algo_id;
+
+/* What a scoring call asks for. */
+typedef enum gbml_output
+{
+	GBML_OUT_SCORE = 1 << 0,	/* predict: raw score / regression value / class */
+	GBML_OUT_PROBA = 1 << 1,	/* predict_proba */
+	GBML_OUT_CLUSTER = 1 << 2,	/* kmeans_assign (returned as a double holding an int) */
+	GBML_OUT_DISTANCE = 1 << 3	/* kmeans_distance */
+} gbml_output;
+
+/* Input requirements the glue enforces while collecting rows. */
+#define GBML_INPUT_LABEL	(1u << 0)	/* a label is required */
+#define GBML_INPUT_MISSING	(1u << 1)	/* NaN/Inf features allowed (as missing) */
+
+/* Everything a trainer gets besides the data. */
+typedef struct gbml_train_context
+{
+	gbml_env   *env;
+	const void *params;			/* the algorithm's params struct, parsed */
+	const gbml_dataset *eval;	/* optional held-out set (may be NULL) */
+	/* Set by the algorithm: JSON object body of the META section, without braces. */
+	gbml_strbuf *meta;
+	/* Extra output of the driver: the model writer to add sections to. */
+	gbml_model_writer *writer;
+} gbml_train_context;
+
+typedef struct gbml_algorithm
+{
+	gbml_algo_id id;
+	const char *name;			/* "boost", "kmeans", "saga", "mean" */
+	const gbml_param_spec *params;	/* GBML_PARAM_END-terminated */
+	size_t		params_size;	/* sizeof the params struct */
+	unsigned	input_flags;	/* GBML_INPUT_* (may depend on params: see input_flags_fn) */
+	unsigned	outputs;		/* GBML_OUT_* this model kind answers */
+
+	/* Optional: input flags from parsed params (e.g. label needed only for some losses). */
+	unsigned	(*input_flags_fn) (const void *params);
+
+	/*
+	 * Trains on ds (canonical order, >= 1 row). Adds algorithm sections to
+	 * ctx->writer and appends META members ("key":value,...) to ctx->meta:
+	 * at least "metrics":{...} and "timings":{...}.  Returns GBML_OK or an
+	 * error code with env->error set.
+	 */
+	int			(*train) (const gbml_dataset *ds, gbml_train_context *ctx);
+
+	/* Builds a scorer from a validated container; *handle allocated via env. */
+	int			(*load) (const gbml_model_reader *model, gbml_env *env, void **handle);
+	void		(*unload) (void *handle, gbml_env *env);
+
+	/* Scores one row of n_features floats (n_features already checked). */
+	double		(*predict) (const void *handle, const float *x, gbml_output what);
+
+	/* Optional: readable dump as a JSON object body (without braces). */
+	int			(*to_json) (const void *handle, gbml_strbuf *out);
+	/* Optional: per-feature importance into out[n_features] (non-negative, sums to 1 or all 0). */
+	int			(*importance) (const void *handle, double *out);
+} gbml_algorithm;
+
+/* Registry of model kinds. */
+const gbml_algorithm *gbml_algorithm_by_name(const char *name);
+const gbml_algorithm *gbml_algorithm_by_id(int id);
+
+/* Parameters every trainer accepts (device, threads, ...), parsed by the glue. */
+typedef struct gbml_common_params
+{
+	int			device;			/* 0 auto, 1 cpu, 2 gpu (GBML_DEVICE_*) */
+	int64_t		threads;		/* 0 = use gbml.threads */
+	int64_t		gpu_id;
+	double		memory_limit_mb;	/* 0 = use gbml.memory_limit */
+	double		eval_fraction;	/* share of rows (groups) held out for eval */
+	int			deploy;			/* registry: 0 always, 1 if_better, 2 never */
+	char	   *eval_source;	/* registry: table or query for the eval set */
+	char	   *features_column;
+	char	   *label_column;
+	char	   *group_column;
+	char	   *weight_column;
+	/* Values given by the user (true) or defaulted: the glue uses these to let settings win. */
+	bool		device_given;
+	bool		threads_given;
+	bool		memory_limit_given;
+	bool		gpu_id_given;
+} gbml_common_params;
+
+extern const gbml_param_spec gbml_common_param_specs[];
+
+/* Parsed params of one training call: common + the algorithm's own struct. */
+typedef struct gbml_parsed_params
+{
+	const gbml_algorithm *algo;
+	gbml_common_params common;
+	void	   *algo_params;	/* allocated via env, algo->params_size bytes */
+} gbml_parsed_params;
+
+int			gbml_parse_training_params(gbml_env *env, const gbml_algorithm *algo,
+									   const gbml_param_value *values, int n_values,
+									   gbml_parsed_params *out);
+unsigned	gbml_input_flags(const gbml_parsed_params *p);
+
+/*
+ * The shared training driver: canonical order, eval split (if requested and
+ * no eval set given), algorithm->train, common sections, container.  The
+ * model bytes are allocated via env.
+ */
+int			gbml_train(gbml_env *env, const gbml_parsed_params *params,
+					   gbml_dataset *ds, gbml_dataset *eval,
+					   uint8_t **model, size_t *model_len);
+
+/* A loaded model ready to score. */
+typedef struct gbml_scorer
+{
+	const gbml_algorithm *algo;
+	gbml_model_reader reader;
+	void	   *handle;
+	int			n_features;
+} gbml_scorer;
+
+int			gbml_scorer_load(gbml_scorer *s, gbml_env *env, const void *bytes, size_t len);
+void		gbml_scorer_free(gbml_scorer *s, gbml_env *env);
+/* Checks the feature count and the output kind, then scores. */
+int			gbml_scorer_predict(const gbml_scorer *s, gbml_env *env, const float *x, int n,
+								gbml_output what, double *out);
+
+/* Model introspection as JSON object text (allocated via env in sb). */
+int			gbml_model_info_json(gbml_env *env, const void *bytes, size_t len, gbml_strbuf *out);
+
+#endif

@@ -1,0 +1,584 @@
+/*
+ * dataset.c — appending, validating, merging, canonical ordering and
+ * serialization of the chunked training set.
+ */
+#include "dataset.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DATASET_MAGIC 0x53444d42u	/* "BMDS" */
+#define FIRST_CHUNK_CAPACITY 64
+#define TARGET_CHUNK_BYTES ((size_t) 64 << 20)
+
+void
+gbml_dataset_init(gbml_dataset *ds, bool allow_missing)
+{
+	memset(ds, 0, sizeof(*ds));
+	ds->allow_missing = allow_missing;
+	ds->chunk_rows = GBML_CHUNK_ROWS;
+}
+
+static void
+chunk_free(gbml_chunk *c, gbml_env *env)
+{
+	if (c == NULL)
+		return;
+	gbml_free(env, c->x);
+	gbml_free(env, c->label);
+	gbml_free(env, c->group);
+	gbml_free(env, c->weight);
+	gbml_free(env, c);
+}
+
+void
+gbml_dataset_free(gbml_dataset *ds, gbml_env *env)
+{
+	for (int i = 0; i < ds->n_chunks; i++)
+		chunk_free(ds->chunks[i], env);
+	gbml_free(env, ds->chunks);
+	ds->chunks = NULL;
+	ds->n_chunks = ds->chunks_cap = 0;
+	ds->n_rows = 0;
+}
+
+/* Allocates a chunk able to hold `capacity` rows. */
+static gbml_chunk *
+chunk_alloc(gbml_env *env, int n_features, int64_t capacity)
+{
+	gbml_chunk *c = gbml_alloc0(env, sizeof(gbml_chunk));
+
+	if (c == NULL)
+		return NULL;
+	c->capacity = capacity;
+	c->x = gbml_alloc_array(env, (size_t) capacity * (size_t) n_features, sizeof(float));
+	c->label = gbml_alloc_array(env, (size_t) capacity, sizeof(float));
+	c->group = gbml_alloc_array(env, (size_t) capacity, sizeof(int64_t));
+	c->weight = gbml_alloc_array(env, (size_t) capacity, sizeof(float));
+	if (c->x == NULL || c->label == NULL || c->group == NULL || c->weight == NULL)
+	{
+		chunk_free(c, env);
+		return NULL;
+	}
+	return c;
+}
+
+/* Grows a chunk's arrays to new_capacity rows, keeping its rows. */
+static int
+chunk_grow(gbml_chunk *c, gbml_env *env, int n_features, int64_t new_capacity)
+{
+	float	   *x = gbml_realloc(env, c->x, (size_t) new_capacity * n_features * sizeof(float));
+
+	if (x == NULL)
+		return env->error_code;
+	c->x = x;
+#define GROW(field, type) do { \
+		type *p_ = gbml_realloc(env, c->field, (size_t) new_capacity * sizeof(type)); \
+		if (p_ == NULL) return env->error_code; \
+		c->field = p_; \
+	} while (0)
+	GROW(label, float);
+	GROW(group, int64_t);
+	GROW(weight, float);
+#undef GROW
+	c->capacity = new_capacity;
+	return GBML_OK;
+}
+
+static int
+push_chunk(gbml_dataset *ds, gbml_env *env, gbml_chunk *c)
+{
+	if (ds->n_chunks == ds->chunks_cap)
+	{
+		int			cap = ds->chunks_cap ? ds->chunks_cap * 2 : 8;
+		gbml_chunk **p = gbml_realloc(env, ds->chunks, (size_t) cap * sizeof(gbml_chunk *));
+
+		if (p == NULL)
+			return GBML_ENOMEM;
+		ds->chunks = p;
+		ds->chunks_cap = cap;
+	}
+	ds->chunks[ds->n_chunks++] = c;
+	return GBML_OK;
+}
+
+/* Returns a chunk with room for one more row, allocating or growing as needed. */
+static gbml_chunk *
+writable_chunk(gbml_dataset *ds, gbml_env *env)
+{
+	gbml_chunk *c = ds->n_chunks ? ds->chunks[ds->n_chunks - 1] : NULL;
+
+	if (c != NULL && c->n_rows < c->capacity)
+		return c;
+	if (c != NULL && c->capacity < ds->chunk_rows)
+	{
+		int64_t		cap = c->capacity * 2;
+
+		if (cap > ds->chunk_rows)
+			cap = ds->chunk_rows;
+		if (chunk_grow(c, env, ds->n_features, cap) != GBML_OK)
+			return NULL;
+		return c;
+	}
+	c = chunk_alloc(env, ds->n_features,
+					ds->n_chunks == 0 ? (ds->chunk_rows < FIRST_CHUNK_CAPACITY ? ds->chunk_rows : FIRST_CHUNK_CAPACITY)
+					: ds->chunk_rows);
+	if (c == NULL)
+		return NULL;
+	if (push_chunk(ds, env, c) != GBML_OK)
+	{
+		chunk_free(c, env);
+		return NULL;
+	}
+	return c;
+}
+
+int
+gbml_dataset_append(gbml_dataset *ds, gbml_env *env, const gbml_row *row, bool require_label)
+{
+	int64_t		rowno = ds->n_rows + 1;
+	gbml_chunk *c;
+	int64_t		r;
+	bool		missing = false;
+
+	if (row->x == NULL)
+		return gbml_error(env, GBML_EINVAL, "row %lld: features is NULL", (long long) rowno);
+	if (row->n_features <= 0)
+		return gbml_error(env, GBML_EINVAL, "row %lld: features is empty", (long long) rowno);
+	if (row->n_features > GBML_MAX_FEATURES)
+		return gbml_error(env, GBML_EINVAL, "row %lld: %d features is more than the maximum %d",
+						  (long long) rowno, row->n_features, GBML_MAX_FEATURES);
+	if (ds->n_features == 0)
+	{
+		size_t		row_bytes = (size_t) row->n_features * sizeof(float);
+
+		ds->n_features = row->n_features;
+		if (row_bytes * (size_t) ds->chunk_rows > TARGET_CHUNK_BYTES)
+		{
+			ds->chunk_rows = (int64_t) (TARGET_CHUNK_BYTES / row_bytes);
+			if (ds->chunk_rows < 16)
+				ds->chunk_rows = 16;
+		}
+	}
+	else if (row->n_features != ds->n_features)
+		return gbml_error(env, GBML_EINVAL, "row %lld: features has %d elements, expected %d like the first row",
+						  (long long) rowno, row->n_features, ds->n_features);
+
+	for (int j = 0; j < row->n_features; j++)
+	{
+		if (!isfinite(row->x[j]))
+		{
+			if (!ds->allow_missing)
+				return gbml_error(env, GBML_EINVAL, "row %lld: feature %d is %s; this algorithm needs finite features",
+								  (long long) rowno, j + 1, isnan(row->x[j]) ? "NaN" : "infinite");
+			missing = true;
+		}
+	}
+	if (row->label_is_null && require_label)
+		return gbml_error(env, GBML_EINVAL, "row %lld: label is NULL", (long long) rowno);
+	if (!row->label_is_null && !isfinite(row->label))
+		return gbml_error(env, GBML_EINVAL, "row %lld: label is not finite", (long long) rowno);
+	if (ds->group_state != 0 && (ds->group_state > 0) == row->group_is_null)
+		return gbml_error(env, GBML_EINVAL, "row %lld: group_id is %s but earlier rows' %s",
+						  (long long) rowno, row->group_is_null ? "NULL" : "set",
+						  row->group_is_null ? "are set" : "are NULL");
+	if (!row->weight_is_null && !(isfinite(row->weight) && row->weight >= 0))
+		return gbml_error(env, GBML_EINVAL, "row %lld: weight must be finite and >= 0", (long long) rowno);
+
+	c = writable_chunk(ds, env);
+	if (c == NULL)
+		return env->error_code;
+	r = c->n_rows++;
+	memcpy(c->x + (size_t) r * ds->n_features, row->x, (size_t) ds->n_features * sizeof(float));
+	c->label[r] = row->label_is_null ? 0.0f : row->label;
+	c->group[r] = row->group_is_null ? 0 : row->group;
+	c->weight[r] = row->weight_is_null ? 1.0f : row->weight;
+	ds->group_state = row->group_is_null ? -1 : 1;
+	if (c->weight[r] != 1.0f)
+		ds->has_weight = true;
+	if (missing)
+		ds->has_missing = true;
+	ds->n_rows++;
+	return GBML_OK;
+}
+
+int
+gbml_dataset_merge(gbml_dataset *dst, gbml_dataset *src, gbml_env *env)
+{
+	if (src->n_rows == 0)
+		return GBML_OK;
+	if (dst->n_rows == 0)
+	{
+		gbml_dataset_free(dst, env);
+		*dst = *src;
+		gbml_dataset_init(src, dst->allow_missing);
+		return GBML_OK;
+	}
+	if (dst->n_features != src->n_features)
+		return gbml_error(env, GBML_EINVAL, "partial results have %d and %d features; every row needs the same number",
+						  dst->n_features, src->n_features);
+	if (dst->group_state != src->group_state)
+		return gbml_error(env, GBML_EINVAL, "group_id is NULL in some rows and set in others");
+	for (int i = 0; i < src->n_chunks; i++)
+	{
+		int			rc = push_chunk(dst, env, src->chunks[i]);
+
+		if (rc != GBML_OK)
+			return rc;
+		src->chunks[i] = NULL;
+	}
+	dst->n_rows += src->n_rows;
+	dst->has_missing |= src->has_missing;
+	dst->has_weight |= src->has_weight;
+	gbml_free(env, src->chunks);
+	gbml_dataset_init(src, dst->allow_missing);
+	return GBML_OK;
+}
+
+/* ---- canonical order ---- */
+
+typedef struct row_key
+{
+	uint64_t	hash;
+	int32_t		chunk;
+	int32_t		row;
+} row_key;
+
+static uint64_t
+hash_bytes(const void *data, size_t len, uint64_t h)
+{
+	const uint8_t *p = data;
+	size_t		i = 0;
+
+	for (; i + 8 <= len; i += 8)
+	{
+		uint64_t	w;
+
+		memcpy(&w, p + i, 8);
+		h ^= w;
+		h *= 0x9e3779b97f4a7c15ULL;
+		h ^= h >> 29;
+	}
+	for (; i < len; i++)
+	{
+		h ^= p[i];
+		h *= 0x100000001b3ULL;
+	}
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	return h;
+}
+
+static const gbml_dataset *sort_ds;
+
+static int
+compare_rows(const gbml_dataset *ds, const row_key *a, const row_key *b)
+{
+	const gbml_chunk *ca = ds->chunks[a->chunk];
+	const gbml_chunk *cb = ds->chunks[b->chunk];
+	int			c;
+
+	c = memcmp(ca->x + (size_t) a->row * ds->n_features, cb->x + (size_t) b->row * ds->n_features,
+			   (size_t) ds->n_features * sizeof(float));
+	if (c)
+		return c;
+	if ((c = memcmp(&ca->label[a->row], &cb->label[b->row], sizeof(float))) != 0)
+		return c;
+	if ((c = memcmp(&ca->group[a->row], &cb->group[b->row], sizeof(int64_t))) != 0)
+		return c;
+	return memcmp(&ca->weight[a->row], &cb->weight[b->row], sizeof(float));
+}
+
+static int
+cmp_keys(const void *pa, const void *pb)
+{
+	const row_key *a = pa;
+	const row_key *b = pb;
+
+	if (a->hash != b->hash)
+		return a->hash < b->hash ? -1 : 1;
+	return compare_rows(sort_ds, a, b);
+}
+
+int
+gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env)
+{
+	row_key    *keys;
+	int64_t		n = ds->n_rows;
+	int64_t		i = 0;
+	int64_t	   *chunk_start;
+	int			rc = GBML_OK;
+	size_t		d = (size_t) ds->n_features;
+
+	if (n < 2)
+		return GBML_OK;
+	keys = gbml_alloc_array(env, (size_t) n, sizeof(row_key));
+	chunk_start = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t));
+	if (keys == NULL || chunk_start == NULL)
+	{
+		gbml_free(env, keys);
+		gbml_free(env, chunk_start);
+		return GBML_ENOMEM;
+	}
+	for (int c = 0; c < ds->n_chunks; c++)
+	{
+		const gbml_chunk *ch = ds->chunks[c];
+
+		chunk_start[c] = i;
+		for (int64_t r = 0; r < ch->n_rows; r++, i++)
+		{
+			uint64_t	h = hash_bytes(ch->x + (size_t) r * d, d * sizeof(float), 0x243f6a8885a308d3ULL);
+
+			h = hash_bytes(&ch->label[r], sizeof(float), h);
+			h = hash_bytes(&ch->group[r], sizeof(int64_t), h);
+			keys[i].hash = hash_bytes(&ch->weight[r], sizeof(float), h);
+			keys[i].chunk = c;
+			keys[i].row = (int32_t) r;
+		}
+	}
+	chunk_start[ds->n_chunks] = n;
+	sort_ds = ds;
+	qsort(keys, (size_t) n, sizeof(row_key), cmp_keys);
+	sort_ds = NULL;
+
+	/*
+	 * Apply the permutation in place by following cycles: position p (global
+	 * index) must receive the row currently at keys[p].  Visited positions are
+	 * marked by setting keys[p].chunk = -1.
+	 */
+	{
+		float	   *tmp_x = gbml_alloc_array(env, d, sizeof(float));
+		int			ci = 0;
+
+		if (tmp_x == NULL)
+			rc = GBML_ENOMEM;
+		for (int64_t start = 0; rc == GBML_OK && start < n; start++)
+		{
+			int64_t		p;
+			gbml_chunk *dc;
+			int64_t		dr;
+			float		tl,
+						tw;
+			int64_t		tg;
+
+			if (keys[start].chunk < 0)
+				continue;
+			/* chunk/row of global position `start` */
+			while (chunk_start[ci + 1] <= start)
+				ci++;
+			dc = ds->chunks[ci];
+			dr = start - chunk_start[ci];
+			if (keys[start].chunk == ci && keys[start].row == dr)
+			{
+				keys[start].chunk = -1;
+				continue;
+			}
+			memcpy(tmp_x, dc->x + dr * d, d * sizeof(float));
+			tl = dc->label[dr];
+			tg = dc->group[dr];
+			tw = dc->weight[dr];
+			p = start;
+			for (;;)
+			{
+				gbml_chunk *sc = ds->chunks[keys[p].chunk];
+				int64_t		sr = keys[p].row;
+				int64_t		src_global = chunk_start[keys[p].chunk] + sr;
+
+				keys[p].chunk = -1;
+				if (src_global == start)
+				{
+					memcpy(dc->x + dr * d, tmp_x, d * sizeof(float));
+					dc->label[dr] = tl;
+					dc->group[dr] = tg;
+					dc->weight[dr] = tw;
+					break;
+				}
+				memcpy(dc->x + dr * d, sc->x + sr * d, d * sizeof(float));
+				dc->label[dr] = sc->label[sr];
+				dc->group[dr] = sc->group[sr];
+				dc->weight[dr] = sc->weight[sr];
+				dc = sc;
+				dr = sr;
+				p = src_global;
+			}
+		}
+		gbml_free(env, tmp_x);
+	}
+	gbml_free(env, keys);
+	gbml_free(env, chunk_start);
+	return rc;
+}
+
+/* ---- serialization ---- */
+
+size_t
+gbml_dataset_bytes(const gbml_dataset *ds)
+{
+	return (size_t) ds->n_rows * ((size_t) ds->n_features * sizeof(float) + 16) + 64;
+}
+
+int
+gbml_dataset_serialize(const gbml_dataset *ds, gbml_strbuf *out)
+{
+	gbml_sb_u32(out, DATASET_MAGIC);
+	gbml_sb_u32(out, (uint32_t) ds->n_features);
+	gbml_sb_u64(out, (uint64_t) ds->n_rows);
+	gbml_sb_u32(out, (uint32_t) ((ds->allow_missing ? 1 : 0) | (ds->has_missing ? 2 : 0) |
+								 (ds->has_weight ? 4 : 0)));
+	gbml_sb_u32(out, (uint32_t) (ds->group_state + 1));
+	gbml_sb_u32(out, (uint32_t) ds->n_chunks);
+	for (int i = 0; i < ds->n_chunks; i++)
+	{
+		const gbml_chunk *c = ds->chunks[i];
+
+		gbml_sb_u64(out, (uint64_t) c->n_rows);
+		gbml_sb_append(out, c->x, (size_t) c->n_rows * ds->n_features * sizeof(float));
+		gbml_sb_append(out, c->label, (size_t) c->n_rows * sizeof(float));
+		gbml_sb_append(out, c->group, (size_t) c->n_rows * sizeof(int64_t));
+		gbml_sb_append(out, c->weight, (size_t) c->n_rows * sizeof(float));
+	}
+	return gbml_sb_status(out);
+}
+
+int
+gbml_dataset_deserialize(gbml_dataset *ds, gbml_env *env, const void *data, size_t len)
+{
+	gbml_cursor cur;
+	uint32_t	flags,
+				n_chunks;
+	uint64_t	n_rows,
+				total = 0;
+
+	gbml_cursor_init(&cur, data, len);
+	if (gbml_cursor_u32(&cur) != DATASET_MAGIC)
+		return gbml_error(env, GBML_ECORRUPT, "serialized aggregate state is corrupt");
+	gbml_dataset_init(ds, false);
+	ds->n_features = (int) gbml_cursor_u32(&cur);
+	n_rows = gbml_cursor_u64(&cur);
+	flags = gbml_cursor_u32(&cur);
+	ds->allow_missing = flags & 1;
+	ds->has_missing = (flags & 2) != 0;
+	ds->has_weight = (flags & 4) != 0;
+	ds->group_state = (int) gbml_cursor_u32(&cur) - 1;
+	n_chunks = gbml_cursor_u32(&cur);
+	if (!cur.ok || ds->n_features < 0 || ds->n_features > GBML_MAX_FEATURES)
+		return gbml_error(env, GBML_ECORRUPT, "serialized aggregate state is corrupt");
+	if (ds->n_features > 0 && (size_t) ds->n_features * sizeof(float) * GBML_CHUNK_ROWS > TARGET_CHUNK_BYTES)
+		ds->chunk_rows = (int64_t) (TARGET_CHUNK_BYTES / ((size_t) ds->n_features * sizeof(float)));
+	for (uint32_t i = 0; i < n_chunks; i++)
+	{
+		uint64_t	rows = gbml_cursor_u64(&cur);
+		gbml_chunk *c;
+
+		if (!cur.ok || rows == 0 || rows > (uint64_t) GBML_CHUNK_ROWS ||
+			rows * ((uint64_t) ds->n_features * 4 + 16) > gbml_cursor_remaining(&cur))
+		{
+			gbml_dataset_free(ds, env);
+			return gbml_error(env, GBML_ECORRUPT, "serialized aggregate state is corrupt");
+		}
+		c = chunk_alloc(env, ds->n_features, (int64_t) rows);
+		if (c == NULL)
+		{
+			gbml_dataset_free(ds, env);
+			return GBML_ENOMEM;
+		}
+		c->n_rows = (int64_t) rows;
+		gbml_cursor_f32_array(&cur, c->x, rows * ds->n_features);
+		gbml_cursor_f32_array(&cur, c->label, rows);
+		memcpy(c->group, gbml_cursor_bytes(&cur, rows, 8), rows * 8);
+		gbml_cursor_f32_array(&cur, c->weight, rows);
+		if (push_chunk(ds, env, c) != GBML_OK)
+		{
+			chunk_free(c, env);
+			gbml_dataset_free(ds, env);
+			return GBML_ENOMEM;
+		}
+		total += rows;
+	}
+	if (!cur.ok || total != n_rows || gbml_cursor_remaining(&cur) != 0)
+	{
+		gbml_dataset_free(ds, env);
+		return gbml_error(env, GBML_ECORRUPT, "serialized aggregate state is corrupt");
+	}
+	ds->n_rows = (int64_t) n_rows;
+	return GBML_OK;
+}
+
+/* ---- eval split ---- */
+
+static bool
+held_out(uint64_t key, uint64_t seed, double fraction)
+{
+	uint64_t	x = key ^ (seed * 0x9e3779b97f4a7c15ULL);
+	uint64_t	h = hash_bytes(&x, sizeof(x), 0x5851f42d4c957f2dULL);
+
+	return (double) (h >> 11) * 0x1.0p-53 < fraction;
+}
+
+int
+gbml_dataset_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
+						uint64_t seed, gbml_env *env)
+{
+	int64_t		global = 0;
+	int			wc = 0;			/* write cursor: chunk, row */
+	int64_t		wr = 0;
+	size_t		d = (size_t) ds->n_features;
+	int			rc;
+
+	gbml_dataset_init(eval, ds->allow_missing);
+	for (int c = 0; c < ds->n_chunks; c++)
+	{
+		gbml_chunk *ch = ds->chunks[c];
+
+		for (int64_t r = 0; r < ch->n_rows; r++, global++)
+		{
+			uint64_t	key = ds->group_state > 0 ? (uint64_t) ch->group[r] : (uint64_t) global;
+
+			if (held_out(key, seed, fraction))
+			{
+				gbml_row row = {
+					.x = ch->x + r * d,.n_features = (int) d,.label = ch->label[r],
+					.group = ch->group[r],.group_is_null = ds->group_state <= 0,
+					.weight = ch->weight[r]
+				};
+
+				if ((rc = gbml_dataset_append(eval, env, &row, false)) != GBML_OK)
+					return rc;
+				continue;
+			}
+			/* keep: move to the write cursor */
+			if (wc != c || wr != r)
+			{
+				gbml_chunk *w = ds->chunks[wc];
+
+				memcpy(w->x + wr * d, ch->x + r * d, d * sizeof(float));
+				w->label[wr] = ch->label[r];
+				w->group[wr] = ch->group[r];
+				w->weight[wr] = ch->weight[r];
+			}
+			if (++wr == ds->chunks[wc]->capacity)
+			{
+				ds->chunks[wc]->n_rows = wr;
+				wc++;
+				wr = 0;
+			}
+		}
+	}
+	/* fix row counts of the compacted chunks; free the emptied ones */
+	if (wc < ds->n_chunks)
+		ds->chunks[wc]->n_rows = wr;
+	{
+		int			keep = wc + (wc < ds->n_chunks && wr > 0 ? 1 : 0);
+
+		for (int c = keep; c < ds->n_chunks; c++)
+			chunk_free(ds->chunks[c], env);
+		ds->n_chunks = keep;
+	}
+	ds->n_rows -= eval->n_rows;
+	eval->group_state = ds->group_state;
+	if (ds->n_rows == 0)
+		return gbml_error(env, GBML_EINVAL, "eval_fraction %.3g leaves no training rows", fraction);
+	return GBML_OK;
+}

@@ -1,0 +1,510 @@
+/*
+ * test_core.c — unit tests of the engine's shared machinery: allocator
+ * budget, buffers, params parser, chunked dataset (validation, merge,
+ * serialization, canonical order, eval split), model container and the
+ * mean model through the training driver.
+ */
+#include "harness.h"
+#include "algorithm.h"
+#include "rng.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void
+fill_dataset(gbml_dataset *ds, gbml_env *env, int64_t n, int d, uint64_t seed, bool groups)
+{
+	gbml_rng	rng;
+	float	   *x = malloc(sizeof(float) * d);
+
+	gbml_rng_seed(&rng, seed);
+	for (int64_t i = 0; i < n; i++)
+	{
+		gbml_row	row = {0};
+
+		for (int j = 0; j < d; j++)
+			x[j] = (float) gbml_rng_uniform(&rng);
+		row.x = x;
+		row.n_features = d;
+		row.label = x[0] * 2 + 1;
+		row.group = i / 10;
+		row.group_is_null = !groups;
+		row.weight_is_null = true;
+		CHECK(gbml_dataset_append(ds, env, &row, true) == GBML_OK);
+	}
+	free(x);
+}
+
+TEST(crc32c_known_vector)
+{
+	CHECK(gbml_crc32c(0, "123456789", 9) == 0xE3069283u);
+	CHECK(gbml_crc32c(0, "", 0) == 0);
+}
+
+TEST(budget_is_enforced_and_released)
+{
+	gbml_env	env;
+	void	   *a,
+			   *b;
+
+	gbml_env_init_malloc(&env, 1);
+	env.memory_limit = 1 << 20;
+	a = gbml_alloc(&env, 600 << 10);
+	CHECK(a != NULL);
+	b = gbml_alloc(&env, 600 << 10);
+	CHECK(b == NULL);
+	CHECK(env.error_code == GBML_EBUDGET);
+	CHECK(strstr(env.error, "memory limit") != NULL);
+	gbml_free(&env, a);
+	CHECK(env.memory_used == 0);
+	b = gbml_alloc(&env, 600 << 10);
+	CHECK(b != NULL);
+	gbml_free(&env, b);
+	CHECK(gbml_alloc_array(&env, SIZE_MAX / 2, 4) == NULL);
+}
+
+TEST(json_writer_escapes_and_nulls)
+{
+	gbml_env	env;
+	gbml_strbuf sb;
+	bool		first = true;
+
+	gbml_env_init_malloc(&env, 1);
+	gbml_sb_init(&sb, &env);
+	gbml_sb_append(&sb, "{", 1);
+	gbml_sb_json_key(&sb, "a\"b", &first);
+	gbml_sb_json_number(&sb, 0.0 / 0.0);
+	gbml_sb_json_key(&sb, "n", &first);
+	gbml_sb_json_number(&sb, 2.5);
+	gbml_sb_json_key(&sb, "s", &first);
+	gbml_sb_json_string(&sb, "x\ny");
+	gbml_sb_append(&sb, "}", 1);
+	CHECK(strcmp(sb.data, "{\"a\\\"b\":null,\"n\":2.5,\"s\":\"x\\u000ay\"}") == 0);
+	gbml_sb_free(&sb);
+}
+
+typedef struct test_params
+{
+	int64_t		depth;
+	double		rate;
+	bool		flag;
+	int			mode;
+	char	   *name;
+	gbml_enum_or_matrix init;
+} test_params;
+
+static const char *const modes[] = {"a", "b", NULL};
+static const gbml_param_spec test_specs[] = {
+	{"depth", GBML_PARAM_INT, offsetof(test_params, depth), 1, 10, 6, NULL, NULL, "d"},
+	{"rate", GBML_PARAM_REAL, offsetof(test_params, rate), 0, 1, 0.1, NULL, NULL, "r"},
+	{"flag", GBML_PARAM_BOOL, offsetof(test_params, flag), 0, 0, 1, NULL, NULL, "f"},
+	{"mode", GBML_PARAM_ENUM, offsetof(test_params, mode), 0, 0, 1, NULL, modes, "m"},
+	{"name", GBML_PARAM_STRING, offsetof(test_params, name), 0, 0, 0, "x", NULL, "n"},
+	{"init", GBML_PARAM_ENUM_OR_MATRIX, offsetof(test_params, init), 0, 0, 0, NULL, modes, "i"},
+	GBML_PARAM_END
+};
+
+static int
+parse_one(gbml_env *env, test_params *p, const gbml_param_value *v, int n)
+{
+	const gbml_param_spec *tables[] = {test_specs, NULL};
+	void	   *outs[] = {p};
+
+	return gbml_params_parse(env, "test", tables, outs, v, n);
+}
+
+TEST(params_defaults_and_values)
+{
+	gbml_env	env;
+	test_params p;
+	double		m[4] = {1, 2, 3, 4};
+	gbml_param_value v[] = {
+		{.key = "depth",.kind = GBML_VALUE_NUMBER,.number = 3},
+		{.key = "mode",.kind = GBML_VALUE_STRING,.string = "a"},
+		{.key = "init",.kind = GBML_VALUE_MATRIX,.matrix = {m, 2, 2}},
+	};
+
+	gbml_env_init_malloc(&env, 1);
+	CHECK(parse_one(&env, &p, v, 0) == GBML_OK);
+	CHECK(p.depth == 6 && p.rate == 0.1 && p.flag && p.mode == 1 && strcmp(p.name, "x") == 0);
+	CHECK(p.init.choice == 0);
+	CHECK(parse_one(&env, &p, v, 3) == GBML_OK);
+	CHECK(p.depth == 3 && p.mode == 0 && p.init.choice == -1 && p.init.matrix.rows == 2 &&
+		  p.init.matrix.values[3] == 4);
+}
+
+TEST(params_errors_name_key_and_range)
+{
+	gbml_env	env;
+	test_params p;
+	gbml_param_value bad_int = {.key = "depth",.kind = GBML_VALUE_NUMBER,.number = 11};
+	gbml_param_value frac_int = {.key = "depth",.kind = GBML_VALUE_NUMBER,.number = 2.5};
+	gbml_param_value str_int = {.key = "depth",.kind = GBML_VALUE_STRING,.string = "6"};
+	gbml_param_value unknown = {.key = "dept",.kind = GBML_VALUE_NUMBER,.number = 1};
+	gbml_param_value bad_enum = {.key = "mode",.kind = GBML_VALUE_STRING,.string = "z"};
+	gbml_param_value twice[] = {{.key = "rate",.kind = GBML_VALUE_NUMBER,.number = 0.5},
+	{.key = "rate",.kind = GBML_VALUE_NUMBER,.number = 0.5}};
+
+	gbml_env_init_malloc(&env, 1);
+	CHECK(parse_one(&env, &p, &bad_int, 1) == GBML_EINVAL);
+	CHECK(strstr(env.error, "\"depth\"") && strstr(env.error, "between 1 and 10") && strstr(env.error, "11"));
+	CHECK(parse_one(&env, &p, &frac_int, 1) == GBML_EINVAL);
+	CHECK(parse_one(&env, &p, &str_int, 1) == GBML_EINVAL);
+	CHECK(strstr(env.error, "a string") != NULL);
+	CHECK(parse_one(&env, &p, &unknown, 1) == GBML_EINVAL);
+	CHECK(strstr(env.error, "unknown parameter \"dept\"") && strstr(env.error, "depth, rate"));
+	CHECK(parse_one(&env, &p, &bad_enum, 1) == GBML_EINVAL);
+	CHECK(strstr(env.error, "\"a\", \"b\"") != NULL);
+	CHECK(parse_one(&env, &p, twice, 2) == GBML_EINVAL);
+}
+
+TEST(dataset_validation_names_rows)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	float		x3[3] = {1, 2, 3},
+				x2[2] = {1, 2},
+				xnan[3] = {1, NAN, 3};
+	gbml_row	r = {.x = x3,.n_features = 3,.label = 1,.group_is_null = true,.weight_is_null = true};
+
+	gbml_env_init_malloc(&env, 1);
+	gbml_dataset_init(&ds, false);
+	CHECK(gbml_dataset_append(&ds, &env, &r, true) == GBML_OK);
+	r.x = x2;
+	r.n_features = 2;
+	CHECK(gbml_dataset_append(&ds, &env, &r, true) == GBML_EINVAL);
+	CHECK(strstr(env.error, "row 2") && strstr(env.error, "expected 3"));
+	r.x = xnan;
+	r.n_features = 3;
+	CHECK(gbml_dataset_append(&ds, &env, &r, true) == GBML_EINVAL);
+	CHECK(strstr(env.error, "feature 2 is NaN") != NULL);
+	r.x = x3;
+	r.label_is_null = true;
+	CHECK(gbml_dataset_append(&ds, &env, &r, true) == GBML_EINVAL);
+	CHECK(strstr(env.error, "label is NULL") != NULL);
+	r.label_is_null = false;
+	r.label = INFINITY;
+	CHECK(gbml_dataset_append(&ds, &env, &r, true) == GBML_EINVAL);
+	r.label = 1;
+	r.group_is_null = false;
+	CHECK(gbml_dataset_append(&ds, &env, &r, true) == GBML_EINVAL);
+	CHECK(strstr(env.error, "group_id") != NULL);
+	r.group_is_null = true;
+	r.weight_is_null = false;
+	r.weight = -1;
+	CHECK(gbml_dataset_append(&ds, &env, &r, true) == GBML_EINVAL);
+	r.x = NULL;
+	CHECK(gbml_dataset_append(&ds, &env, &r, true) == GBML_EINVAL);
+	CHECK(ds.n_rows == 1);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+
+	gbml_dataset_init(&ds, true);	/* boosting: NaN is missing */
+	r.x = xnan;
+	r.weight_is_null = true;
+	CHECK(gbml_dataset_append(&ds, &env, &r, true) == GBML_OK);
+	CHECK(ds.has_missing);
+	gbml_dataset_free(&ds, &env);
+}
+
+TEST(dataset_chunks_grow_and_split)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+
+	gbml_env_init_malloc(&env, 1);
+	gbml_dataset_init(&ds, false);
+	ds.chunk_rows = 1000;
+	fill_dataset(&ds, &env, 2500, 4, 1, false);
+	CHECK(ds.n_rows == 2500 && ds.n_chunks == 3);
+	CHECK(ds.chunks[0]->n_rows == 1000 && ds.chunks[2]->n_rows == 500);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+}
+
+/* Sum of a row-order-independent fingerprint, to check permutations keep rows intact. */
+static double
+fingerprint(const gbml_dataset *ds)
+{
+	double		s = 0;
+
+	for (int c = 0; c < ds->n_chunks; c++)
+		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++)
+		{
+			const float *x = gbml_dataset_row(ds, c, r);
+			double		h = ds->chunks[c]->label[r] * 7.0 + ds->chunks[c]->group[r];
+
+			for (int j = 0; j < ds->n_features; j++)
+				h = h * 1.000001 + x[j];
+			s += h * h;
+		}
+	return s;
+}
+
+TEST(canonical_order_ignores_input_order)
+{
+	gbml_env	env;
+	gbml_dataset a,
+				b,
+				b2;
+	gbml_strbuf sa,
+				sb;
+
+	gbml_env_init_malloc(&env, 1);
+	/* a: rows 0..999 in one dataset; b: the same rows split in two and merged the other way round */
+	gbml_dataset_init(&a, false);
+	a.chunk_rows = 300;
+	fill_dataset(&a, &env, 1000, 3, 7, true);
+	gbml_dataset_init(&b, false);
+	gbml_dataset_init(&b2, false);
+	b.chunk_rows = b2.chunk_rows = 256;
+	{
+		/* same generator, different split: first 400 into b2, rest into b */
+		gbml_dataset tmp;
+
+		gbml_dataset_init(&tmp, false);
+		tmp.chunk_rows = 1000;
+		fill_dataset(&tmp, &env, 1000, 3, 7, true);
+		for (int64_t r = 0; r < 1000; r++)
+		{
+			gbml_row	row = {.x = gbml_dataset_row(&tmp, 0, r),.n_features = 3,
+				.label = tmp.chunks[0]->label[r],.group = tmp.chunks[0]->group[r],.weight = 1};
+
+			CHECK(gbml_dataset_append(r < 400 ? &b2 : &b, &env, &row, true) == GBML_OK);
+		}
+		gbml_dataset_free(&tmp, &env);
+	}
+	CHECK(gbml_dataset_merge(&b, &b2, &env) == GBML_OK);
+	CHECK(b.n_rows == 1000 && b2.n_rows == 0);
+	CHECK_NEAR(fingerprint(&a), fingerprint(&b), 1e-6 * fingerprint(&a));
+	CHECK(gbml_dataset_canonicalize(&a, &env) == GBML_OK);
+	CHECK(gbml_dataset_canonicalize(&b, &env) == GBML_OK);
+	/* compare row by row through serialization of identical chunking */
+	gbml_sb_init(&sa, &env);
+	gbml_sb_init(&sb, &env);
+	{
+		bool		same = true;
+		int64_t		ia = 0;
+
+		for (int c = 0; c < a.n_chunks; c++)
+			for (int64_t r = 0; r < a.chunks[c]->n_rows; r++, ia++)
+			{
+				/* find row ia in b */
+				int64_t		ib = ia;
+				int			cb = 0;
+
+				while (ib >= b.chunks[cb]->n_rows)
+					ib -= b.chunks[cb++]->n_rows;
+				if (memcmp(gbml_dataset_row(&a, c, r), gbml_dataset_row(&b, cb, ib), 12) != 0 ||
+					a.chunks[c]->label[r] != b.chunks[cb]->label[ib])
+					same = false;
+			}
+		CHECK(same);
+	}
+	CHECK_NEAR(fingerprint(&a), fingerprint(&b), 1e-6 * fingerprint(&a));
+	gbml_sb_free(&sa);
+	gbml_sb_free(&sb);
+	gbml_dataset_free(&a, &env);
+	gbml_dataset_free(&b, &env);
+	gbml_dataset_free(&b2, &env);
+	CHECK(env.memory_used == 0);
+}
+
+TEST(serialize_round_trip_and_rejects_corruption)
+{
+	gbml_env	env;
+	gbml_dataset a,
+				b;
+	gbml_strbuf s;
+
+	gbml_env_init_malloc(&env, 1);
+	gbml_dataset_init(&a, false);
+	a.chunk_rows = 100;
+	fill_dataset(&a, &env, 250, 5, 3, true);
+	gbml_sb_init(&s, &env);
+	CHECK(gbml_dataset_serialize(&a, &s) == GBML_OK);
+	CHECK(gbml_dataset_deserialize(&b, &env, s.data, s.len) == GBML_OK);
+	CHECK(b.n_rows == 250 && b.n_features == 5 && b.group_state == 1);
+	CHECK_NEAR(fingerprint(&a), fingerprint(&b), 0);
+	gbml_dataset_free(&b, &env);
+	/* every truncation fails cleanly and frees what it had allocated */
+	{
+		size_t		before = env.memory_used;
+
+		for (size_t cut = 0; cut < s.len; cut += 97)
+			CHECK(gbml_dataset_deserialize(&b, &env, s.data, cut) == GBML_ECORRUPT);
+		CHECK(env.memory_used == before);
+	}
+	gbml_sb_free(&s);
+	gbml_dataset_free(&a, &env);
+	CHECK(env.memory_used == 0);
+}
+
+TEST(eval_split_is_by_group_and_reproducible)
+{
+	gbml_env	env;
+	gbml_dataset ds,
+				ev,
+				ds2,
+				ev2;
+
+	gbml_env_init_malloc(&env, 1);
+	gbml_dataset_init(&ds, false);
+	ds.chunk_rows = 128;
+	fill_dataset(&ds, &env, 2000, 3, 5, true);
+	gbml_dataset_init(&ds2, false);
+	ds2.chunk_rows = 128;
+	fill_dataset(&ds2, &env, 2000, 3, 5, true);
+	CHECK(gbml_dataset_split_eval(&ds, &ev, 0.2, 9, &env) == GBML_OK);
+	CHECK(gbml_dataset_split_eval(&ds2, &ev2, 0.2, 9, &env) == GBML_OK);
+	CHECK(ds.n_rows + ev.n_rows == 2000);
+	CHECK(ev.n_rows > 200 && ev.n_rows < 600);
+	CHECK(ev.n_rows % 10 == 0);		/* whole groups of 10 */
+	CHECK(ev.n_rows == ev2.n_rows);
+	{
+		int64_t		counted = 0;
+
+		for (int c = 0; c < ds.n_chunks; c++)
+		{
+			counted += ds.chunks[c]->n_rows;
+			for (int64_t r = 0; r < ds.chunks[c]->n_rows; r++)
+				for (int e = 0; e < ev.n_chunks; e++)
+					for (int64_t q = 0; q < ev.chunks[e]->n_rows; q++)
+						CHECK(ev.chunks[e]->group[q] != ds.chunks[c]->group[r]);
+		}
+		CHECK(counted == ds.n_rows);
+	}
+	gbml_dataset_free(&ds, &env);
+	gbml_dataset_free(&ev, &env);
+	gbml_dataset_free(&ds2, &env);
+	gbml_dataset_free(&ev2, &env);
+	CHECK(env.memory_used == 0);
+}
+
+static int
+train_mean(gbml_env *env, gbml_dataset *ds, uint8_t **model, size_t *len, int64_t passes)
+{
+	gbml_parsed_params pp;
+	gbml_param_value v = {.key = "passes",.kind = GBML_VALUE_NUMBER,.number = (double) passes};
+	int			rc = gbml_parse_training_params(env, gbml_algorithm_by_name("mean"), &v, 1, &pp);
+
+	if (rc != GBML_OK)
+		return rc;
+	rc = gbml_train(env, &pp, ds, NULL, model, len);
+	gbml_free(env, pp.algo_params);
+	gbml_free(env, pp.common.features_column);
+	gbml_free(env, pp.common.label_column);
+	gbml_free(env, pp.common.group_column);
+	gbml_free(env, pp.common.weight_column);
+	return rc;
+}
+
+TEST(mean_model_round_trip)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *model;
+	size_t		len;
+	gbml_scorer sc;
+	double		out;
+	float		x[2] = {0, 0};
+	gbml_strbuf info;
+
+	gbml_env_init_malloc(&env, 2);
+	gbml_dataset_init(&ds, false);
+	{
+		for (int i = 0; i < 4; i++)
+		{
+			float		xi[2] = {(float) i, 1};
+			gbml_row	row = {.x = xi,.n_features = 2,.label = (float) i,.group_is_null = true,.weight_is_null = true};
+
+			CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
+		}
+	}
+	CHECK(train_mean(&env, &ds, &model, &len, 1) == GBML_OK);
+	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
+	CHECK(gbml_scorer_predict(&sc, &env, x, 2, GBML_OUT_SCORE, &out) == GBML_OK);
+	CHECK_NEAR(out, 1.5, 1e-12);
+	CHECK(gbml_scorer_predict(&sc, &env, x, 1, GBML_OUT_SCORE, &out) == GBML_EINVAL);
+	CHECK(gbml_scorer_predict(&sc, &env, x, 2, GBML_OUT_CLUSTER, &out) == GBML_EUNSUPPORTED);
+	gbml_scorer_free(&sc, &env);
+	gbml_sb_init(&info, &env);
+	CHECK(gbml_model_info_json(&env, model, len, &info) == GBML_OK);
+	CHECK(strstr(info.data, "\"algorithm\":\"mean\"") && strstr(info.data, "\"rows\":4") &&
+		  strstr(info.data, "\"passes\":1") && strstr(info.data, "\"train_rmse\""));
+	gbml_sb_free(&info);
+	gbml_free(&env, model);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+}
+
+static bool
+cancel_after_three(void *ctx, const gbml_progress_info *info)
+{
+	int		   *calls = ctx;
+
+	(void) info;
+	return ++*calls >= 3;
+}
+
+TEST(progress_callback_cancels_training)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *model = NULL;
+	size_t		len;
+	int			calls = 0;
+
+	gbml_env_init_malloc(&env, 1);
+	env.progress_fn = cancel_after_three;
+	env.progress_ctx = &calls;
+	gbml_dataset_init(&ds, false);
+	fill_dataset(&ds, &env, 100, 2, 1, false);
+	CHECK(train_mean(&env, &ds, &model, &len, 1000) == GBML_ECANCELLED);
+	CHECK(calls == 3);
+	CHECK(model == NULL);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+}
+
+TEST(corrupted_models_are_rejected_not_crashed)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *model;
+	size_t		len;
+	gbml_rng	rng;
+	int			accepted = 0;
+
+	gbml_env_init_malloc(&env, 1);
+	gbml_dataset_init(&ds, false);
+	fill_dataset(&ds, &env, 50, 3, 2, false);
+	CHECK(train_mean(&env, &ds, &model, &len, 1) == GBML_OK);
+	gbml_rng_seed(&rng, 42);
+	for (int trial = 0; trial < 5000; trial++)
+	{
+		uint8_t    *bad = malloc(len);
+		size_t		blen = len;
+		gbml_scorer sc;
+		int			kind = trial % 3;
+
+		memcpy(bad, model, len);
+		if (kind == 0)
+			blen = gbml_rng_below(&rng, len);	/* truncation */
+		else if (kind == 1)
+			bad[gbml_rng_below(&rng, len)] ^= (uint8_t) (1u << gbml_rng_below(&rng, 8));	/* bit flip */
+		else
+			for (size_t i = GBML_MODEL_HEADER_SIZE; i < len; i++)
+				bad[i] = (uint8_t) gbml_rng_next(&rng); /* foreign payload */
+		if (gbml_scorer_load(&sc, &env, bad, blen) == GBML_OK)
+		{
+			accepted++;
+			gbml_scorer_free(&sc, &env);
+		}
+		free(bad);
+	}
+	CHECK(accepted == 0);
+	gbml_free(&env, model);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+}
