@@ -143,10 +143,100 @@ gbml_input_flags(const gbml_parsed_params *p)
 
 /* ---- training driver ---- */
 
+/* Index just past the JSON value starting at meta[i] ('{' or '['); 0 if unbalanced. */
+static size_t
+json_value_end(const char *text, size_t len, size_t i)
+{
+	int			depth = 0;
+	bool		in_string = false;
+
+	for (; i < len; i++)
+	{
+		char		c = text[i];
+
+		if (in_string)
+		{
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_string = false;
+		}
+		else if (c == '"')
+			in_string = true;
+		else if (c == '{' || c == '[')
+			depth++;
+		else if ((c == '}' || c == ']') && --depth == 0)
+			return i + 1;
+	}
+	return 0;
+}
+
+/*
+ * Moves the top-level member "timings":{...} of a META members text
+ * (`"a":1,"timings":{...},"b":2`) into `timings`: run-dependent figures live
+ * in the report, not in the deterministic model bytes.
+ */
+static void
+move_timings(gbml_strbuf *meta, gbml_strbuf *timings)
+{
+	static const char key[] = "\"timings\":{";
+	size_t		keylen = sizeof(key) - 1;
+	int			depth = 0;
+	bool		in_string = false;
+
+	for (size_t i = 0; i < meta->len; i++)
+	{
+		char		c = meta->data[i];
+
+		if (in_string)
+		{
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_string = false;
+			continue;
+		}
+		if (depth == 0 && c == '"' && meta->len - i >= keylen &&
+			memcmp(meta->data + i, key, keylen) == 0)
+		{
+			size_t		obj = i + keylen - 1;
+			size_t		end = json_value_end(meta->data, meta->len, obj);
+			size_t		from = i,
+						to = end;
+
+			if (end == 0)
+				return;
+			gbml_sb_append(timings, meta->data + obj, end - obj);
+			if (to < meta->len && meta->data[to] == ',')
+				to++;
+			else if (from > 0 && meta->data[from - 1] == ',')
+				from--;
+			memmove(meta->data + from, meta->data + to, meta->len - to);
+			meta->len -= to - from;
+			meta->data[meta->len] = '\0';
+			return;
+		}
+		if (c == '"')
+			in_string = true;
+		else if (c == '{' || c == '[')
+			depth++;
+		else if (c == '}' || c == ']')
+			depth--;
+	}
+}
+
 int
 gbml_train(gbml_env *env, const gbml_parsed_params *params,
 		   gbml_dataset *ds, gbml_dataset *eval,
 		   uint8_t **model, size_t *model_len)
+{
+	return gbml_train_report(env, params, ds, eval, model, model_len, NULL);
+}
+
+int
+gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
+				  gbml_dataset *ds, gbml_dataset *eval,
+				  uint8_t **model, size_t *model_len, gbml_strbuf *report)
 {
 	const gbml_algorithm *algo = params->algo;
 	const gbml_param_spec *tables[3] = {gbml_common_param_specs, algo->params, NULL};
@@ -208,14 +298,27 @@ gbml_train(gbml_env *env, const gbml_parsed_params *params,
 	rc = algo->train(ds, &ctx);
 	if (rc == GBML_OK)
 	{
-		gbml_strbuf full;
+		gbml_strbuf full,
+					timings;
 
+		gbml_sb_init(&timings, env);
+		move_timings(&meta, &timings);
+		if (report)
+		{
+			gbml_sb_printf(report, "{\"device\":\"%s\",\"threads\":%d,\"prepare_seconds\":%.6f,\"train_seconds\":%.6f,"
+						   "\"peak_memory_mb\":%.1f,\"timings\":",
+						   env->device == GBML_DEVICE_GPU ? "gpu" : "cpu", env->threads,
+						   t_prep, gbml_now() - t0 - t_prep, (double) env->memory_peak / 1048576.0);
+			if (timings.len)
+				gbml_sb_append(report, timings.data, timings.len);
+			else
+				gbml_sb_append(report, "{}", 2);
+			gbml_sb_append(report, "}", 1);
+		}
+		gbml_sb_free(&timings);
 		gbml_sb_init(&full, env);
-		gbml_sb_printf(&full, "{\"rows\":%lld,\"eval_rows\":%lld,\"features\":%d,\"device\":\"%s\",\"threads\":%d,"
-					   "\"prepare_seconds\":%.6f,\"train_seconds\":%.6f",
-					   (long long) ds->n_rows, (long long) (eval ? eval->n_rows : 0), ds->n_features,
-					   env->device == GBML_DEVICE_GPU ? "gpu" : "cpu", env->threads,
-					   t_prep, gbml_now() - t0 - t_prep);
+		gbml_sb_printf(&full, "{\"rows\":%lld,\"eval_rows\":%lld,\"features\":%d",
+					   (long long) ds->n_rows, (long long) (eval ? eval->n_rows : 0), ds->n_features);
 		if (meta.len > 0)
 		{
 			gbml_sb_append(&full, ",", 1);

@@ -125,7 +125,17 @@ unsigned	gbml_input_flags(const gbml_parsed_params *p);
  * The shared training driver: canonical order, eval split (if requested and
  * no eval set given), algorithm->train, common sections, container.  The
  * model bytes are allocated via env.
+ *
+ * The model bytes are deterministic: same rows (in any order), params and
+ * seed give the same bytes whatever the thread count or device speed.  What
+ * depends on the run — wall times, threads, device, and the "timings" member
+ * an algorithm writes into its META — goes into `report` instead (a JSON
+ * object; may be NULL), which gbml.train stores in gbml.models.timings.
  */
+int			gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
+							  gbml_dataset *ds, gbml_dataset *eval,
+							  uint8_t **model, size_t *model_len, gbml_strbuf *report);
+/* The same without the report. */
 int			gbml_train(gbml_env *env, const gbml_parsed_params *params,
 					   gbml_dataset *ds, gbml_dataset *eval,
 					   uint8_t **model, size_t *model_len);

@@ -432,10 +432,39 @@ TEST(mean_model_round_trip)
 	CHECK(gbml_model_info_json(&env, model, len, &info) == GBML_OK);
 	CHECK(strstr(info.data, "\"algorithm\":\"mean\"") && strstr(info.data, "\"rows\":4") &&
 		  strstr(info.data, "\"passes\":1") && strstr(info.data, "\"train_rmse\""));
+	CHECK(strstr(info.data, "seconds") == NULL);	/* run-dependent figures stay out of the model */
 	gbml_sb_free(&info);
 	gbml_free(&env, model);
 	gbml_dataset_free(&ds, &env);
 	CHECK(env.memory_used == 0);
+}
+
+TEST(model_bytes_do_not_depend_on_threads_and_report_gets_timings)
+{
+	gbml_env	env1,
+				env2;
+	gbml_dataset a,
+				b;
+	uint8_t    *m1,
+			   *m2;
+	size_t		l1,
+				l2;
+	gbml_parsed_params pp;
+	gbml_strbuf report;
+
+	gbml_env_init_malloc(&env1, 1);
+	gbml_env_init_malloc(&env2, 2);
+	gbml_dataset_init(&a, false);
+	gbml_dataset_init(&b, false);
+	fill_dataset(&a, &env1, 500, 3, 4, false);
+	fill_dataset(&b, &env2, 500, 3, 4, false);
+	CHECK(gbml_parse_training_params(&env1, gbml_algorithm_by_name("mean"), NULL, 0, &pp) == GBML_OK);
+	gbml_sb_init(&report, &env1);
+	CHECK(gbml_train_report(&env1, &pp, &a, NULL, &m1, &l1, &report) == GBML_OK);
+	CHECK(gbml_train(&env2, &pp, &b, NULL, &m2, &l2) == GBML_OK);
+	CHECK(l1 == l2 && memcmp(m1, m2, l1) == 0);
+	CHECK(report.data && strstr(report.data, "\"train_seconds\"") && strstr(report.data, "\"threads\":1"));
+	gbml_sb_free(&report);
 }
 
 static bool

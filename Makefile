@@ -1,0 +1,80 @@
+# Makefile — builds gbml with PGXS (PostgreSQL 15), the optional CUDA backend,
+# and drives the two entry points of README.md: `make demo` and `make test`.
+#
+#   make            build gbml.so (+ gbml_cuda.so when nvcc is found)
+#   make install    install into the PostgreSQL found by pg_config
+#   make test       install what is missing, build, install, run every test
+#                   (C unit tests, pg_regress, pgTAP) on a throwaway cluster
+#   make demo       the same set-up, then the demo (tests/demo/demo.sql)
+#   make NO_CUDA=1  skip the CUDA backend even when nvcc exists
+
+EXTENSION  = gbml
+EXTVERSION = 0.1.0
+MODULE_big = gbml
+DATA       = gbml--$(EXTVERSION).sql
+PGFILEDESC = "gbml - machine learning inside PostgreSQL"
+
+include core_sources.mk
+GLUE_SOURCES = $(wildcard src/pg/*.c)
+OBJS = $(CORE_SOURCES:.c=.o) $(GLUE_SOURCES:.c=.o)
+
+REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
+REGRESS_OPTS = --load-extension=gbml
+
+PG_CONFIG ?= pg_config
+# -Wdeclaration-after-statement comes with PostgreSQL's CFLAGS; the engine is C11.
+PG_CFLAGS   = -std=gnu11 -fopenmp -Wall -Wextra -Werror -Wno-declaration-after-statement \
+              -Wno-missing-field-initializers -Wno-unused-parameter -Wno-sign-compare \
+              -Wno-cast-function-type
+PG_CPPFLAGS = -I$(CURDIR)/src/core -I$(CURDIR)/src/pg
+SHLIB_LINK  = -fopenmp -ldl -lm
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+# No LLVM bitcode: the JIT gains nothing on our C functions, and clang may be absent.
+override with_llvm = no
+include $(PGXS)
+
+# ---- CUDA backend (gbml_cuda.so) ----
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CUDA_SOURCES = $(wildcard cuda/*.cu)
+CUDA_ARCH   ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+ifeq ($(NO_CUDA),)
+ifneq ($(NVCC),)
+ifneq ($(CUDA_SOURCES),)
+CUDA_LIB = gbml_cuda.so
+endif
+endif
+endif
+
+all: $(CUDA_LIB)
+
+gbml_cuda.so: $(CUDA_SOURCES) $(wildcard cuda/*.h) src/core/backend.h
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -Werror all-warnings \
+		--shared -cudart static -I$(CURDIR)/src/core -o $@ $(CUDA_SOURCES)
+
+ifneq ($(CUDA_LIB),)
+install: install-cuda
+install-cuda: $(CUDA_LIB)
+	$(INSTALL_SHLIB) $(CUDA_LIB) '$(DESTDIR)$(pkglibdir)/$(CUDA_LIB)'
+.PHONY: install-cuda
+endif
+
+EXTRA_CLEAN = gbml_cuda.so tests/unit/gbml_unit results regression.diffs regression.out
+
+# ---- tests ----
+unit:
+	$(MAKE) -C tests/unit run
+
+# Everything `make test` runs, inside an already running cluster (PG* env set).
+check-in-cluster: installcheck pgtap
+
+pgtap:
+	pg_prove --ext .sql -r tests/pgtap
+
+test:
+	tests/run_all.sh test
+
+demo:
+	tests/run_all.sh demo
+
+.PHONY: unit pgtap test demo check-in-cluster

@@ -1,0 +1,64 @@
+-- The model registry: gbml.train reads a table or a query with a cursor,
+-- records versions, deploys per policy; gbml.predict(name, ...) scores with
+-- the deployed version.
+CREATE TABLE train_rows AS
+SELECT ARRAY[(i % 7)::real, 1]::real[] AS features, (i % 4)::real AS label, (i % 10)::bigint AS group_id
+  FROM generate_series(1, 20000) AS i;
+
+SELECT gbml.train('m1', 'mean', 'train_rows') AS id1 \gset
+SELECT gbml.train('m1', 'mean', 'SELECT features, label * 2 AS label FROM train_rows') AS id2 \gset
+SELECT name, version, algorithm, rows, features, device, deployed, params ->> 'passes' AS passes,
+       metrics ? 'eval_value' AS has_metric, timings ? 'train_seconds' AS has_timing
+  FROM gbml.models ORDER BY version;
+SELECT :id2 > :id1 AS ids_increase;
+
+-- the deployed version scores; rolling back changes the answer
+SELECT gbml.predict('m1', ARRAY[0, 0]::real[]) AS v2_prediction;
+SELECT gbml.deploy('m1', 1) = :id1 AS rolled_back;
+SELECT gbml.predict('m1', ARRAY[0, 0]::real[]) AS v1_prediction;
+SELECT count(*) FILTER (WHERE deployed) AS deployed_count FROM gbml.models WHERE name = 'm1';
+
+-- the name is looked up once per query: a query over many rows sees one version
+SELECT count(DISTINCT gbml.predict('m1', features)) AS distinct_scores FROM train_rows;
+
+-- if_better keeps the deployed version unless the eval metric improves (lower RMSE here)
+SELECT gbml.train('m1', 'mean', 'SELECT features, label * 10 AS label FROM train_rows',
+                  '{"deploy": "if_better"}') IS NOT NULL AS trained;
+SELECT version, deployed FROM gbml.models WHERE name = 'm1' ORDER BY version;
+SELECT gbml.train('m1', 'mean', 'SELECT features, 1::real AS label FROM train_rows',
+                  '{"deploy": "if_better"}') IS NOT NULL AS trained;
+SELECT version, deployed FROM gbml.models WHERE name = 'm1' ORDER BY version;
+SELECT gbml.train('m1', 'mean', 'train_rows', '{"deploy": "never"}') IS NOT NULL AS trained;
+SELECT version, deployed FROM gbml.models WHERE name = 'm1' ORDER BY version;
+
+-- held-out eval share, eval_source, renamed columns, weights
+SELECT gbml.train('m2', 'mean', 'train_rows', '{"eval_fraction": 0.2}') AS id \gset
+SELECT (gbml.model_info(model) ->> 'eval_rows')::int BETWEEN 2000 AND 6000 AS eval_share_ok,
+       rows + (gbml.model_info(model) ->> 'eval_rows')::int AS all_rows
+  FROM gbml.models WHERE id = :id;
+SELECT gbml.train('m3', 'mean', 'train_rows',
+                  '{"eval_source": "SELECT features, label FROM train_rows LIMIT 7"}') AS id \gset
+SELECT gbml.model_info(model) ->> 'eval_rows' AS eval_rows FROM gbml.models WHERE id = :id;
+CREATE TABLE renamed AS SELECT features AS x, label AS y, (1 + (label > 2)::int)::real AS w FROM train_rows;
+SELECT gbml.train('m4', 'mean', 'public.renamed',
+                  '{"features_column": "x", "label_column": "y", "weight_column": "w"}') AS id \gset
+-- weighted mean: labels 3 count twice
+SELECT rows, round(gbml.predict(model, ARRAY[0, 0]::real[])::numeric, 6) AS weighted_mean,
+       (SELECT round((sum(y * w) / sum(w))::numeric, 6) FROM renamed) AS expected
+  FROM gbml.models WHERE id = :id;
+-- the run report: times, threads, device
+SELECT timings ? 'train_seconds' AS has_seconds, (timings ->> 'threads')::int AS threads
+  FROM gbml.models WHERE id = :id;
+SELECT gbml.last_training_report() ? 'train_seconds' AS session_report;
+
+-- errors
+SELECT gbml.train('m5', 'forest', 'train_rows');
+SELECT gbml.train('m5', 'mean', 'no_such_table');
+SELECT gbml.train('m5', 'mean', 'SELECT label FROM train_rows');
+SELECT gbml.train('m5', 'mean', 'SELECT features FROM train_rows');
+SELECT gbml.train('m5', 'mean', 'SELECT features, label FROM train_rows WHERE false');
+SELECT gbml.train('', 'mean', 'train_rows');
+SELECT gbml.train('m5', 'mean', 'train_rows', '{"deploy": "sometimes"}');
+SELECT gbml.deploy('m1', 99);
+SELECT gbml.predict('nope', ARRAY[1, 2]::real[]);
+SELECT count(*) AS m5_versions FROM gbml.models WHERE name = 'm5';

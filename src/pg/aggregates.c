@@ -1,0 +1,309 @@
+/*
+ * aggregates.c — the training aggregates gbml.boost_fit, gbml.kmeans_fit,
+ * gbml.saga_fit (and gbml.mean_fit, the test model): an `internal` state
+ * holding the chunked dataset and the parsed params in the aggregate's
+ * memory context; transition appends one row (no per-row allocation); final
+ * trains; combine/serialize/deserialize make them parallel safe.  Rows are
+ * put in a canonical order before training, so a parallel plan gives the
+ * same model bytes as a serial one.
+ */
+#include "glue.h"
+
+#include <math.h>
+
+#include "utils/memutils.h"
+#include "utils/jsonb.h"
+
+PG_FUNCTION_INFO_V1(gbml_boost_fit_trans);
+PG_FUNCTION_INFO_V1(gbml_kmeans_fit_trans);
+PG_FUNCTION_INFO_V1(gbml_saga_fit_trans);
+PG_FUNCTION_INFO_V1(gbml_mean_fit_trans);
+PG_FUNCTION_INFO_V1(gbml_fit_final);
+PG_FUNCTION_INFO_V1(gbml_fit_combine);
+PG_FUNCTION_INFO_V1(gbml_fit_serialize);
+PG_FUNCTION_INFO_V1(gbml_fit_deserialize);
+
+#define STATE_MAGIC 0x46534d42u		/* serialized state: "BMSF" */
+
+typedef struct fit_state
+{
+	MemoryContext mcxt;			/* owns everything below */
+	gbml_env	env;
+	const gbml_algorithm *algo;
+	char		what[64];		/* "gbml.boost_fit" */
+	Jsonb	   *params_jsonb;	/* copy, for serialization */
+	int32		k;				/* kmeans_fit's k argument (0 = none) */
+	gbml_parsed_params params;
+	unsigned	input_flags;
+	gbml_dataset ds;
+} fit_state;
+
+static MemoryContext
+agg_context_or_error(FunctionCallInfo fcinfo, const char *what)
+{
+	MemoryContext aggctx;
+
+	if (!AggCheckCallContext(fcinfo, &aggctx))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						errmsg("%s called in a non-aggregate context", what)));
+	return aggctx;
+}
+
+static void
+state_parse_params(fit_state *st)
+{
+	gbml_param_value extra;
+	MemoryContext old = MemoryContextSwitchTo(st->mcxt);
+
+	memset(&extra, 0, sizeof(extra));
+	if (st->k != 0)
+	{
+		extra.key = "k";
+		extra.kind = GBML_VALUE_NUMBER;
+		extra.number = st->k;
+	}
+	gbml_parse_params_or_error(&st->env, st->algo, st->params_jsonb, &extra, st->k != 0 ? 1 : 0,
+							   &st->params, st->what);
+	st->input_flags = gbml_input_flags(&st->params);
+	gbml_dataset_init(&st->ds, (st->input_flags & GBML_INPUT_MISSING) != 0);
+	gbml_env_configure(&st->env, &st->params.common, st->what);
+	MemoryContextSwitchTo(old);
+}
+
+static fit_state *
+state_create(MemoryContext aggctx, const gbml_algorithm *algo, Jsonb *params, int32 k)
+{
+	MemoryContext mcxt = AllocSetContextCreate(aggctx, "gbml training state", ALLOCSET_DEFAULT_SIZES);
+	fit_state  *st = MemoryContextAllocZero(mcxt, sizeof(fit_state));
+
+	st->mcxt = mcxt;
+	st->algo = algo;
+	snprintf(st->what, sizeof(st->what), "gbml.%s_fit", algo->name);
+	gbml_env_bind(&st->env, mcxt, st->what);
+	st->k = k;
+	if (params)
+	{
+		MemoryContext old = MemoryContextSwitchTo(mcxt);
+
+		st->params_jsonb = (Jsonb *) PG_DETOAST_DATUM_COPY(PointerGetDatum(params));
+		MemoryContextSwitchTo(old);
+	}
+	state_parse_params(st);
+	return st;
+}
+
+static const gbml_algorithm *
+algorithm_or_error(const char *name)
+{
+	const gbml_algorithm *a = gbml_algorithm_by_name(name);
+
+	if (a == NULL)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						errmsg("gbml: algorithm \"%s\" is not built into this gbml library", name)));
+	return a;
+}
+
+/*
+ * The common transition step.  Argument positions differ per aggregate, so
+ * each wrapper extracts them and calls this.
+ */
+static Datum
+fit_trans(FunctionCallInfo fcinfo, const char *algo_name, int features_arg, int label_arg,
+		  int group_arg, int weight_arg, int params_arg, int k_arg)
+{
+	MemoryContext aggctx = agg_context_or_error(fcinfo, algo_name);
+	fit_state  *st = PG_ARGISNULL(0) ? NULL : (fit_state *) PG_GETARG_POINTER(0);
+	gbml_row	row;
+	int64		rowno;
+
+	if (st == NULL)
+	{
+		Jsonb	   *params = (params_arg >= 0 && !PG_ARGISNULL(params_arg)) ? PG_GETARG_JSONB_P(params_arg) : NULL;
+		int32		k = 0;
+
+		if (k_arg >= 0)
+		{
+			if (PG_ARGISNULL(k_arg))
+				ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+								errmsg("gbml.kmeans_fit: k must not be NULL")));
+			k = PG_GETARG_INT32(k_arg);
+			if (k < 1)
+				ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+								errmsg("gbml.kmeans_fit: k must be at least 1, got %d", k)));
+		}
+		st = state_create(aggctx, algorithm_or_error(algo_name), params, k);
+	}
+	rowno = st->ds.n_rows + 1;
+
+	memset(&row, 0, sizeof(row));
+	if (PG_ARGISNULL(features_arg))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("%s: row " INT64_FORMAT ": features is NULL", st->what, rowno)));
+	row.x = gbml_float_array(PG_GETARG_ARRAYTYPE_P(features_arg), &row.n_features, st->what, rowno);
+	if (row.n_features == 0)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s: row " INT64_FORMAT ": features is empty", st->what, rowno)));
+	row.label_is_null = label_arg < 0 || PG_ARGISNULL(label_arg);
+	if (!row.label_is_null)
+		row.label = PG_GETARG_FLOAT4(label_arg);
+	row.group_is_null = group_arg < 0 || PG_ARGISNULL(group_arg);
+	if (!row.group_is_null)
+		row.group = PG_GETARG_INT64(group_arg);
+	row.weight_is_null = weight_arg < 0 || PG_ARGISNULL(weight_arg);
+	if (!row.weight_is_null)
+		row.weight = PG_GETARG_FLOAT4(weight_arg);
+
+	GBML_CHECK(&st->env, gbml_dataset_append(&st->ds, &st->env, &row,
+											 (st->input_flags & GBML_INPUT_LABEL) != 0), st->what);
+	PG_RETURN_POINTER(st);
+}
+
+/* boost_fit(features real[], label real, group_id bigint, params jsonb) */
+Datum
+gbml_boost_fit_trans(PG_FUNCTION_ARGS)
+{
+	int			nargs = PG_NARGS();
+
+	/* state, features, label [, group_id] [, params] */
+	if (nargs == 5)
+		return fit_trans(fcinfo, "boost", 1, 2, 3, -1, 4, -1);
+	if (nargs == 4)
+		return fit_trans(fcinfo, "boost", 1, 2, -1, -1, 3, -1);
+	return fit_trans(fcinfo, "boost", 1, 2, -1, -1, -1, -1);
+}
+
+/* kmeans_fit(features real[], k int, params jsonb) */
+Datum
+gbml_kmeans_fit_trans(PG_FUNCTION_ARGS)
+{
+	return fit_trans(fcinfo, "kmeans", 1, -1, -1, -1, PG_NARGS() > 3 ? 3 : -1, 2);
+}
+
+/* saga_fit(features real[], label real [, weight real], params jsonb) */
+Datum
+gbml_saga_fit_trans(PG_FUNCTION_ARGS)
+{
+	int			nargs = PG_NARGS();
+
+	if (nargs == 5)
+		return fit_trans(fcinfo, "saga", 1, 2, -1, 3, 4, -1);
+	if (nargs == 4)
+		return fit_trans(fcinfo, "saga", 1, 2, -1, -1, 3, -1);
+	return fit_trans(fcinfo, "saga", 1, 2, -1, -1, -1, -1);
+}
+
+/* mean_fit(features real[], label real, params jsonb): the machinery's test model */
+Datum
+gbml_mean_fit_trans(PG_FUNCTION_ARGS)
+{
+	return fit_trans(fcinfo, "mean", 1, 2, -1, -1, PG_NARGS() > 3 ? 3 : -1, -1);
+}
+
+Datum
+gbml_fit_final(PG_FUNCTION_ARGS)
+{
+	fit_state  *st;
+	bytea	   *model;
+
+	agg_context_or_error(fcinfo, "gbml fit final");
+	if (PG_ARGISNULL(0))
+		ereport(ERROR, (errcode(ERRCODE_NO_DATA),
+						errmsg("gbml: no input rows to train on"),
+						errhint("The aggregate's input (after WHERE) is empty.")));
+	st = (fit_state *) PG_GETARG_POINTER(0);
+	model = gbml_train_to_bytea(&st->env, &st->params, &st->ds, NULL, st->what);
+	PG_RETURN_BYTEA_P(model);
+}
+
+Datum
+gbml_fit_combine(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggctx = agg_context_or_error(fcinfo, "gbml fit combine");
+	fit_state  *a = PG_ARGISNULL(0) ? NULL : (fit_state *) PG_GETARG_POINTER(0);
+	fit_state  *b = PG_ARGISNULL(1) ? NULL : (fit_state *) PG_GETARG_POINTER(1);
+
+	if (b == NULL)
+		PG_RETURN_POINTER(a);
+	if (a == NULL)
+	{
+		/* adopt b: its memory context becomes a child of our aggregate context */
+		MemoryContextSetParent(b->mcxt, aggctx);
+		PG_RETURN_POINTER(b);
+	}
+	GBML_CHECK(&a->env, gbml_dataset_merge(&a->ds, &b->ds, &a->env), a->what);
+	/* the budget follows the rows: a now frees what b allocated */
+	a->env.memory_used += b->env.memory_used;
+	b->env.memory_used = 0;
+	/* b's chunks now belong to a but were allocated in b's context: keep it alive under a */
+	MemoryContextSetParent(b->mcxt, a->mcxt);
+	PG_RETURN_POINTER(a);
+}
+
+Datum
+gbml_fit_serialize(PG_FUNCTION_ARGS)
+{
+	fit_state  *st = (fit_state *) PG_GETARG_POINTER(0);
+	gbml_strbuf sb;
+	bytea	   *out;
+	size_t		need = gbml_dataset_bytes(&st->ds);
+	uint32		plen = st->params_jsonb ? VARSIZE(st->params_jsonb) : 0;
+
+	agg_context_or_error(fcinfo, "gbml fit serialize");
+	if (need > MaxAllocSize - 1024 - plen)
+		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						errmsg("%s: a parallel worker's partial state (%zu MB) exceeds the 1 GB a bytea can hold",
+							   st->what, need >> 20),
+						errhint("Run the training without parallel query: SET max_parallel_workers_per_gather = 0.")));
+	gbml_sb_init(&sb, &st->env);
+	gbml_sb_u32(&sb, STATE_MAGIC);
+	gbml_sb_u32(&sb, (uint32) st->algo->id);
+	gbml_sb_u32(&sb, (uint32) st->k);
+	gbml_sb_u32(&sb, plen);
+	if (plen)
+		gbml_sb_append(&sb, st->params_jsonb, plen);
+	GBML_CHECK(&st->env, gbml_dataset_serialize(&st->ds, &sb), st->what);
+	out = palloc(VARHDRSZ + sb.len);
+	SET_VARSIZE(out, VARHDRSZ + sb.len);
+	memcpy(VARDATA(out), sb.data, sb.len);
+	gbml_sb_free(&sb);
+	PG_RETURN_BYTEA_P(out);
+}
+
+Datum
+gbml_fit_deserialize(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggctx = agg_context_or_error(fcinfo, "gbml fit deserialize");
+	bytea	   *in = PG_GETARG_BYTEA_PP(0);
+	const uint8 *p = (const uint8 *) VARDATA_ANY(in);
+	size_t		len = VARSIZE_ANY_EXHDR(in);
+	uint32		magic,
+				algo_id,
+				plen;
+	int32		k;
+	const gbml_algorithm *algo;
+	Jsonb	   *params = NULL;
+	fit_state  *st;
+
+	if (len < 16)
+		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("gbml: corrupt aggregate state")));
+	memcpy(&magic, p, 4);
+	memcpy(&algo_id, p + 4, 4);
+	memcpy(&k, p + 8, 4);
+	memcpy(&plen, p + 12, 4);
+	algo = gbml_algorithm_by_id((int) algo_id);
+	if (magic != STATE_MAGIC || algo == NULL || plen > len - 16)
+		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("gbml: corrupt aggregate state")));
+	if (plen)
+	{
+		params = palloc(plen);
+		memcpy(params, p + 16, plen);
+	}
+	st = state_create(aggctx, algo, params, k);
+	{
+		bool		allow_missing = st->ds.allow_missing;
+
+		GBML_CHECK(&st->env, gbml_dataset_deserialize(&st->ds, &st->env, p + 16 + plen, len - 16 - plen), st->what);
+		st->ds.allow_missing = allow_missing;
+	}
+	PG_RETURN_POINTER(st);
+}

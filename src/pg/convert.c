@@ -1,0 +1,340 @@
+/*
+ * convert.c — jsonb params to engine values, real[] validation, the shared
+ * parse-and-train steps used by the aggregates and by gbml.train, and the
+ * per-query scorer cache of the scoring functions.
+ */
+#include "glue.h"
+
+#include <math.h>
+
+#include "access/detoast.h"
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+
+static double
+jbv_number(JsonbValue *v)
+{
+	return DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow, NumericGetDatum(v->val.numeric)));
+}
+
+/* Converts a jsonb array into a matrix, or returns false if it is not numeric/rectangular. */
+static bool
+jsonb_array_to_matrix(JsonbContainer *arr, gbml_matrix *m)
+{
+	JsonbIterator *it = JsonbIteratorInit(arr);
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			depth = 0;
+	int64		rows = 0,
+				cols = -1,
+				cur_cols = 0,
+				n = 0,
+				cap = 64;
+	bool		nested = false,
+				flat = false;
+	double	   *vals = palloc(sizeof(double) * cap);
+
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		switch (tok)
+		{
+			case WJB_BEGIN_ARRAY:
+				depth++;
+				if (depth == 2)
+				{
+					nested = true;
+					cur_cols = 0;
+				}
+				if (depth > 2)
+					return false;
+				break;
+			case WJB_END_ARRAY:
+				if (depth == 2)
+				{
+					if (cols >= 0 && cur_cols != cols)
+						return false;
+					cols = cur_cols;
+					rows++;
+				}
+				depth--;
+				break;
+			case WJB_ELEM:
+				if (v.type != jbvNumeric)
+					return false;
+				if (depth == 1)
+					flat = true;
+				else
+					cur_cols++;
+				if (n == cap)
+				{
+					cap *= 2;
+					vals = repalloc_huge(vals, sizeof(double) * cap);
+				}
+				vals[n++] = jbv_number(&v);
+				break;
+			default:
+				return false;
+		}
+	}
+	if (nested && flat)
+		return false;
+	m->values = vals;
+	if (nested)
+	{
+		m->rows = rows;
+		m->cols = cols < 0 ? 0 : cols;
+	}
+	else
+	{
+		m->rows = 1;
+		m->cols = n;
+	}
+	return true;
+}
+
+int
+gbml_jsonb_to_params(Jsonb *params, const char *what, gbml_param_value **values)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			n = 0,
+				cap;
+	gbml_param_value *out;
+
+	*values = NULL;
+	if (params == NULL)
+		return 0;
+	if (!JB_ROOT_IS_OBJECT(params))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s: params must be a JSON object like '{\"iterations\": 100}'", what)));
+	cap = JB_ROOT_COUNT(params) + 1;
+	out = palloc0(sizeof(gbml_param_value) * cap);
+	it = JsonbIteratorInit(&params->root);
+	tok = JsonbIteratorNext(&it, &v, false);	/* WJB_BEGIN_OBJECT */
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		gbml_param_value *pv;
+
+		if (tok != WJB_KEY)
+			continue;
+		pv = &out[n++];
+		pv->key = pnstrdup(v.val.string.val, v.val.string.len);
+		tok = JsonbIteratorNext(&it, &v, true);
+		switch (v.type)
+		{
+			case jbvNull:
+				pv->kind = GBML_VALUE_NULL;
+				break;
+			case jbvNumeric:
+				pv->kind = GBML_VALUE_NUMBER;
+				pv->number = jbv_number(&v);
+				break;
+			case jbvString:
+				pv->kind = GBML_VALUE_STRING;
+				pv->string = pnstrdup(v.val.string.val, v.val.string.len);
+				break;
+			case jbvBool:
+				pv->kind = GBML_VALUE_BOOL;
+				pv->boolean = v.val.boolean;
+				break;
+			case jbvBinary:
+				pv->kind = GBML_VALUE_OTHER;
+				if (JsonContainerIsArray(v.val.binary.data) &&
+					jsonb_array_to_matrix(v.val.binary.data, &pv->matrix))
+					pv->kind = GBML_VALUE_MATRIX;
+				break;
+			default:
+				pv->kind = GBML_VALUE_OTHER;
+		}
+	}
+	*values = out;
+	return n;
+}
+
+const float *
+gbml_float_array(ArrayType *arr, int *n, const char *what, int64 rowno)
+{
+	char		where[64] = "";
+
+	if (rowno > 0)
+		snprintf(where, sizeof(where), "row " INT64_FORMAT ": ", rowno);
+	if (ARR_ELEMTYPE(arr) != FLOAT4OID)
+		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+						errmsg("%s: %sfeatures must be real[]", what, where)));
+	if (ARR_NDIM(arr) == 0)
+	{
+		*n = 0;
+		return NULL;
+	}
+	if (ARR_NDIM(arr) != 1)
+		ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+						errmsg("%s: %sfeatures must be a one-dimensional array, got %d dimensions",
+							   what, where, ARR_NDIM(arr))));
+	if (ARR_HASNULL(arr))
+	{
+		int			len = ARR_DIMS(arr)[0];
+		bits8	   *bitmap = ARR_NULLBITMAP(arr);
+
+		for (int i = 0; i < len; i++)
+			if (!(bitmap[i / 8] & (1 << (i % 8))))
+				ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+								errmsg("%s: %sfeature %d is NULL", what, where, i + 1),
+								errhint("Use 'NaN' for a missing value (boosting treats it as missing) or filter the row out.")));
+	}
+	*n = ARR_DIMS(arr)[0];
+	return (const float *) ARR_DATA_PTR(arr);
+}
+
+void
+gbml_parse_params_or_error(gbml_env *env, const gbml_algorithm *algo, Jsonb *params,
+						   const gbml_param_value *extra, int n_extra,
+						   gbml_parsed_params *out, const char *what)
+{
+	gbml_param_value *values;
+	int			n = gbml_jsonb_to_params(params, what, &values);
+	gbml_param_value *all = palloc(sizeof(gbml_param_value) * (n + n_extra + 1));
+
+	if (n)
+		memcpy(all, values, sizeof(gbml_param_value) * n);
+	if (n_extra)
+		memcpy(all + n, extra, sizeof(gbml_param_value) * n_extra);
+	for (int i = 0; i < n + n_extra; i++)
+		if (all[i].kind == GBML_VALUE_OTHER)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("%s: parameter \"%s\" must be a number, string, boolean or numeric array",
+								   what, all[i].key)));
+	GBML_CHECK(env, gbml_parse_training_params(env, algo, all, n + n_extra, out), what);
+}
+
+/* Raises a NOTICE when the model's metadata says training did not converge. */
+static void
+notice_from_meta(gbml_env *env, const uint8_t *model, size_t len, const char *what)
+{
+	gbml_model_reader r;
+	const uint8_t *meta;
+	size_t		mlen;
+
+	if (gbml_model_open(&r, env, model, len) != GBML_OK ||
+		!gbml_model_find(&r, GBML_SECTION_META, &meta, &mlen))
+		return;
+	if (memmem(meta, mlen, "\"converged\":false", 17) != NULL)
+		ereport(NOTICE,
+				(errmsg("%s: training stopped at max_iter without converging", what),
+				 errhint("Raise \"max_iter\", loosen \"tol\" or standardize the features; gbml.model_info shows the final objective.")));
+}
+
+/* The last training's report in this backend (gbml.last_training_report()). */
+static char *last_report;
+
+const char *
+gbml_last_report(void)
+{
+	return last_report;
+}
+
+bytea *
+gbml_train_to_bytea(gbml_env *env, const gbml_parsed_params *params,
+					gbml_dataset *ds, gbml_dataset *eval, const char *what)
+{
+	uint8_t    *model = NULL;
+	size_t		len = 0;
+	bytea	   *result;
+	gbml_strbuf report;
+
+	if (ds->n_rows == 0)
+		ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("%s: no input rows to train on", what)));
+	gbml_sb_init(&report, env);
+	GBML_CHECK(env, gbml_train_report(env, params, ds, eval, &model, &len, &report), what);
+	if (report.data && !report.failed)
+	{
+		if (last_report)
+			pfree(last_report);
+		last_report = MemoryContextStrdup(TopMemoryContext, report.data);
+	}
+	gbml_sb_free(&report);
+	if (len > MaxAllocSize - VARHDRSZ)
+		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						errmsg("%s: the model is %zu bytes, more than a bytea can hold", what, len)));
+	notice_from_meta(env, model, len, what);
+	result = palloc(VARHDRSZ + len);
+	SET_VARSIZE(result, VARHDRSZ + len);
+	memcpy(VARDATA(result), model, len);
+	gbml_free(env, model);
+	return result;
+}
+
+/* ---- scorer cache ---- */
+
+typedef struct scorer_cache
+{
+	MemoryContext mcxt;
+	gbml_env	env;
+	gbml_scorer scorer;
+	bool		loaded;
+	uint32		len;
+	uint8		header[GBML_MODEL_HEADER_SIZE];
+} scorer_cache;
+
+static void
+scorer_cache_reset(void *arg)
+{
+	scorer_cache *c = arg;
+
+	c->loaded = false;
+}
+
+const gbml_scorer *
+gbml_cached_scorer(FunctionCallInfo fcinfo, int argno)
+{
+	scorer_cache *c = fcinfo->flinfo->fn_extra;
+	Datum		d = PG_GETARG_DATUM(argno);
+	bytea	   *head;
+	uint32		len = (uint32) toast_raw_datum_size(d) - VARHDRSZ;
+
+	if (c == NULL)
+	{
+		MemoryContextCallback *cb;
+
+		c = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(scorer_cache));
+		c->mcxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "gbml scorer", ALLOCSET_DEFAULT_SIZES);
+		cb = MemoryContextAllocZero(c->mcxt, sizeof(MemoryContextCallback));
+		cb->func = scorer_cache_reset;
+		cb->arg = c;
+		MemoryContextRegisterResetCallback(c->mcxt, cb);
+		fcinfo->flinfo->fn_extra = c;
+	}
+
+	/* Same model as last call?  The header holds length, algorithm and checksum. */
+	if (c->loaded && len == c->len && len >= GBML_MODEL_HEADER_SIZE)
+	{
+		head = DatumGetByteaPSlice(d, 0, GBML_MODEL_HEADER_SIZE);
+		if (memcmp(VARDATA_ANY(head), c->header, GBML_MODEL_HEADER_SIZE) == 0)
+			return &c->scorer;
+	}
+
+	/* Load (or reload) in the cache's context. */
+	{
+		bytea	   *model = PG_GETARG_BYTEA_PP(argno);
+		size_t		mlen = VARSIZE_ANY_EXHDR(model);
+		MemoryContextCallback *cb;
+
+		c->loaded = false;
+		MemoryContextReset(c->mcxt);
+		/* the reset dropped the callback: re-register it */
+		cb = MemoryContextAllocZero(c->mcxt, sizeof(MemoryContextCallback));
+		cb->func = scorer_cache_reset;
+		cb->arg = c;
+		MemoryContextRegisterResetCallback(c->mcxt, cb);
+		gbml_env_bind(&c->env, c->mcxt, "gbml scoring");
+		c->env.memory_limit = 0;	/* a model that loaded once fits */
+		GBML_CHECK(&c->env, gbml_scorer_load(&c->scorer, &c->env, VARDATA_ANY(model), mlen), "gbml scoring");
+		c->len = (uint32) mlen;
+		memcpy(c->header, VARDATA_ANY(model), Min(mlen, GBML_MODEL_HEADER_SIZE));
+		c->loaded = true;
+	}
+	return &c->scorer;
+}

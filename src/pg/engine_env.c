@@ -1,0 +1,177 @@
+/*
+ * engine_env.c — binds the engine's environment to PostgreSQL: allocations
+ * in a MemoryContext (huge allocations allowed, failures reported to the
+ * engine instead of longjmp'ing out of it), the memory budget, query cancel
+ * and progress NOTICEs, the GPU backend, and engine errors as ERRORs.
+ *
+ * The hooks run only on the backend's main thread: the engine promises not
+ * to allocate or report progress inside parallel regions.
+ */
+#include "glue.h"
+
+#include <math.h>
+
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
+typedef struct progress_state
+{
+	const char *what;
+	double		started;
+	double		last_notice;
+} progress_state;
+
+static void *
+mcxt_alloc(void *ctx, size_t size)
+{
+	return MemoryContextAllocExtended((MemoryContext) ctx, size, MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+}
+
+static void
+mcxt_free(void *ctx, void *ptr)
+{
+	(void) ctx;
+	pfree(ptr);
+}
+
+/*
+ * Called between iterations.  A pending cancel (or termination) makes the
+ * engine stop and unwind; the caller then raises the cancel ERROR with
+ * CHECK_FOR_INTERRUPTS.  Other interrupts are served here.
+ */
+static bool
+progress_hook(void *ctx, const gbml_progress_info *info)
+{
+	progress_state *ps = ctx;
+	double		now;
+
+	if (InterruptPending)
+	{
+		if (QueryCancelPending || ProcDiePending)
+			return true;
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (gbml_setting_progress_interval_s <= 0)
+		return false;
+	now = gbml_now();
+	if (now - ps->last_notice >= gbml_setting_progress_interval_s)
+	{
+		double		elapsed = now - ps->started;
+		char		metric[96] = "";
+		char		eta[48] = "";
+
+		if (info->metric_name && isfinite(info->metric))
+			snprintf(metric, sizeof(metric), ", %s %.6g", info->metric_name, info->metric);
+		if (info->total > 0 && info->iteration > 0)
+			snprintf(eta, sizeof(eta), ", ETA %.1f s",
+					 elapsed / (double) info->iteration * (double) (info->total - info->iteration));
+		if (info->total > 0)
+			ereport(NOTICE, (errmsg("%s: %s iteration " INT64_FORMAT "/" INT64_FORMAT "%s, elapsed %.1f s%s",
+									ps->what, info->phase, info->iteration, info->total, metric, elapsed, eta)));
+		else
+			ereport(NOTICE, (errmsg("%s: %s iteration " INT64_FORMAT "%s, elapsed %.1f s",
+									ps->what, info->phase, info->iteration, metric, elapsed)));
+		ps->last_notice = now;
+	}
+	return false;
+}
+
+void
+gbml_env_bind(gbml_env *env, MemoryContext mcxt, const char *what)
+{
+	progress_state *ps = MemoryContextAllocZero(mcxt, sizeof(progress_state));
+
+	memset(env, 0, sizeof(*env));
+	env->alloc_fn = mcxt_alloc;
+	env->free_fn = mcxt_free;
+	env->alloc_ctx = mcxt;
+	env->memory_limit = (size_t) gbml_setting_memory_limit_kb * 1024;
+	env->threads = gbml_setting_threads;
+	env->device = GBML_DEVICE_CPU;
+	env->gpu_id = gbml_setting_gpu_id;
+	ps->what = what;
+	ps->started = ps->last_notice = gbml_now();
+	env->progress_fn = progress_hook;
+	env->progress_ctx = ps;
+}
+
+const gbml_backend *
+gbml_gpu_backend(char *reason, size_t reason_len)
+{
+	char		path[MAXPGPATH];
+	const gbml_backend *b;
+
+	snprintf(path, sizeof(path), "%s/gbml_cuda.so", pkglib_path);
+	b = gbml_backend_load(path, reason, reason_len);
+	if (b && b->device_count() <= 0)
+	{
+		snprintf(reason, reason_len, "the CUDA backend found no usable GPU (%s)", b->last_error());
+		return NULL;
+	}
+	return b;
+}
+
+void
+gbml_env_configure(gbml_env *env, const gbml_common_params *common, const char *algorithm)
+{
+	int			device = common->device_given ? common->device : gbml_setting_device;
+	char		reason[300] = "";
+
+	if (common->threads_given)
+		env->threads = (int) common->threads;
+	if (common->memory_limit_given)
+		env->memory_limit = (size_t) (common->memory_limit_mb * 1048576.0);
+	if (common->gpu_id_given)
+		env->gpu_id = (int) common->gpu_id;
+	env->device = GBML_DEVICE_CPU;
+	env->gpu = NULL;
+	if (device == GBML_DEVICE_CPU)
+		return;
+	env->gpu = gbml_gpu_backend(reason, sizeof(reason));
+	if (env->gpu && env->gpu_id >= env->gpu->device_count())
+	{
+		snprintf(reason, sizeof(reason), "gpu_id %d does not exist (%d GPUs)", env->gpu_id, env->gpu->device_count());
+		env->gpu = NULL;
+	}
+	if (env->gpu)
+		env->device = GBML_DEVICE_GPU;
+	else if (device == GBML_DEVICE_GPU)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s: device \"gpu\" was requested but no GPU is usable", algorithm),
+				 errdetail("%s", reason),
+				 errhint("Set gbml.device = 'auto' or 'cpu' (or the \"device\" parameter) to train on the CPU.")));
+}
+
+void
+gbml_raise(gbml_env *env, int rc, const char *what)
+{
+	switch (rc)
+	{
+		case GBML_ECANCELLED:
+			CHECK_FOR_INTERRUPTS();
+			ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED), errmsg("%s: canceled", what)));
+			break;
+		case GBML_EBUDGET:
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("%s: %s", what, env->error),
+					 errhint("Raise gbml.memory_limit (or the \"memory_limit_mb\" parameter), or train on fewer rows or features.")));
+			break;
+		case GBML_ENOMEM:
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s: %s", what, env->error)));
+			break;
+		case GBML_ECORRUPT:
+			ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("%s: invalid model: %s", what, env->error)));
+			break;
+		case GBML_EDEVICE:
+			ereport(ERROR, (errcode(ERRCODE_SYSTEM_ERROR), errmsg("%s: %s", what, env->error)));
+			break;
+		case GBML_EUNSUPPORTED:
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("%s: %s", what, env->error)));
+			break;
+		default:
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s: %s", what, env->error)));
+	}
+	pg_unreachable();
+}

@@ -1,0 +1,72 @@
+/*
+ * glue.h — what the PostgreSQL-facing files share: settings, the engine
+ * environment bound to a MemoryContext and to query cancel, conversion of
+ * jsonb params and real[] arrays, and turning engine status codes into
+ * ERRORs.  Only src/pg includes PostgreSQL headers.
+ */
+#ifndef GBML_GLUE_H
+#define GBML_GLUE_H
+
+#include "postgres.h"
+#include "fmgr.h"
+#include "utils/array.h"
+#include "utils/jsonb.h"
+
+#include "algorithm.h"
+#include "backend.h"
+
+/* ---- settings (guc.c) ---- */
+extern int	gbml_setting_device;	/* GBML_DEVICE_* */
+extern int	gbml_setting_threads;
+extern int	gbml_setting_gpu_id;
+extern int	gbml_setting_memory_limit_kb;
+extern int	gbml_setting_progress_interval_s;
+void		gbml_define_settings(void);
+
+/* ---- engine environment (engine_env.c) ---- */
+
+/*
+ * Binds env to `mcxt` (every engine allocation is a chunk of it, so ERROR
+ * and cancel free everything), to the memory budget and to query cancel.
+ * `what` names the operation in progress messages ("gbml.train").
+ */
+void		gbml_env_bind(gbml_env *env, MemoryContext mcxt, const char *what);
+
+/* Applies params' device/threads/memory over the settings; loads the GPU backend if asked. */
+void		gbml_env_configure(gbml_env *env, const gbml_common_params *common, const char *algorithm);
+
+/* ERROR for a failed engine call (does not return); `what` prefixes the message. */
+void		gbml_raise(gbml_env *env, int rc, const char *what) pg_attribute_noreturn();
+#define GBML_CHECK(env, call, what) do { int rc_ = (call); if (rc_ != GBML_OK) gbml_raise((env), rc_, (what)); } while (0)
+
+/* The CUDA backend, loaded on first use; NULL (with reason) when absent. */
+const gbml_backend *gbml_gpu_backend(char *reason, size_t reason_len);
+
+/* ---- conversions (convert.c) ---- */
+
+/* Flattens a jsonb object into engine param values (allocated in CurrentMemoryContext). */
+int			gbml_jsonb_to_params(Jsonb *params, const char *what, gbml_param_value **values);
+
+/*
+ * Returns a pointer to the float4 elements of a real[] (validated: one
+ * dimension, no NULL element) and its length.  `what` and `rowno` name the
+ * problem in messages (rowno 0 = no row number).
+ */
+const float *gbml_float_array(ArrayType *arr, int *n, const char *what, int64 rowno);
+
+/* Parses trainer params from jsonb (NULL = {}) plus extra values; ERROR on problems. */
+void		gbml_parse_params_or_error(gbml_env *env, const gbml_algorithm *algo, Jsonb *params,
+									   const gbml_param_value *extra, int n_extra,
+									   gbml_parsed_params *out, const char *what);
+
+/* Trains and returns the model as a bytea in CurrentMemoryContext; raises NOTICEs from the metadata. */
+bytea	   *gbml_train_to_bytea(gbml_env *env, const gbml_parsed_params *params,
+								gbml_dataset *ds, gbml_dataset *eval, const char *what);
+
+/* JSON text of the last training's run report in this backend (NULL if none). */
+const char *gbml_last_report(void);
+
+/* Loads a scorer for a bytea model, cached in fn_extra across calls of one query. */
+const gbml_scorer *gbml_cached_scorer(FunctionCallInfo fcinfo, int argno);
+
+#endif

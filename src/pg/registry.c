@@ -1,0 +1,241 @@
+/*
+ * registry.c — gbml.train(name, algorithm, source, params): reads `source`
+ * (a table name or a query) through a cursor in batches into the chunked
+ * dataset, trains, records a new version in gbml.models and deploys it per
+ * policy.  This is the form pg_cron calls.  gbml.deploy and the table itself
+ * are plain SQL in the install script.
+ */
+#include "glue.h"
+
+#include <math.h>
+
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+
+PG_FUNCTION_INFO_V1(gbml_train_registry);
+
+#define FETCH_BATCH 10000
+
+/* "SELECT ... FROM <table>" when source names a relation, else the query as a subquery. */
+static char *
+source_sql(const char *source)
+{
+	List	   *names;
+	Oid			relid = InvalidOid;
+
+	/* A table name is a (qualified) identifier; anything else is a query. */
+	if (strpbrk(source, " \t\n()") == NULL)
+	{
+		names = stringToQualifiedNameList(source);
+		relid = RangeVarGetRelid(makeRangeVarFromNameList(names), NoLock, true);
+		if (!OidIsValid(relid))
+			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+							errmsg("gbml.train: source \"%s\" is neither a table nor a query", source)));
+		return psprintf("SELECT * FROM %s", quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+																	 get_rel_name(relid)));
+	}
+	return psprintf("SELECT * FROM (%s) AS gbml_source", source);
+}
+
+/* Column position in a result, 0 if absent. */
+static int
+column_of(TupleDesc td, const char *name)
+{
+	for (int i = 0; i < td->natts; i++)
+		if (!TupleDescAttr(td, i)->attisdropped && strcmp(NameStr(TupleDescAttr(td, i)->attname), name) == 0)
+			return i + 1;
+	return 0;
+}
+
+/*
+ * Reads `source` into ds.  The projection casts to the types the engine
+ * wants, so features may be real[], float8[] or numeric[] and labels any
+ * number or boolean.
+ */
+static void
+read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source, gbml_dataset *ds,
+			unsigned input_flags, const char *what)
+{
+	const gbml_common_params *cp = &pp->common;
+	char	   *base = source_sql(source);
+	char	   *probe = psprintf("%s LIMIT 0", base);
+	TupleDesc	td;
+	int			fcol,
+				lcol,
+				gcol,
+				wcol;
+	StringInfoData q;
+	Portal		portal;
+	SPIPlanPtr	plan;
+	int64		rowno = 0;
+
+	if (SPI_execute(probe, true, 0) != SPI_OK_SELECT)
+		ereport(ERROR, (errmsg("%s: could not read source", what)));
+	td = SPI_tuptable->tupdesc;
+	fcol = column_of(td, cp->features_column);
+	lcol = column_of(td, cp->label_column);
+	gcol = column_of(td, cp->group_column);
+	wcol = column_of(td, cp->weight_column);
+	if (fcol == 0)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+						errmsg("%s: source has no column \"%s\"", what, cp->features_column),
+						errhint("Name the features column \"features\" or pass {\"features_column\": \"...\"}.")));
+	if ((input_flags & GBML_INPUT_LABEL) && lcol == 0)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+						errmsg("%s: source has no column \"%s\"", what, cp->label_column),
+						errhint("Name the label column \"label\" or pass {\"label_column\": \"...\"}.")));
+
+	initStringInfo(&q);
+	appendStringInfo(&q, "SELECT (s.%s)::real[]", quote_identifier(cp->features_column));
+	if (lcol && (input_flags & GBML_INPUT_LABEL))
+	{
+		Oid			lt = TupleDescAttr(td, lcol - 1)->atttypid;
+
+		if (lt == BOOLOID)
+			appendStringInfo(&q, ", (s.%s)::int::real", quote_identifier(cp->label_column));
+		else
+			appendStringInfo(&q, ", (s.%s)::real", quote_identifier(cp->label_column));
+	}
+	else
+		appendStringInfoString(&q, ", NULL::real");
+	if (gcol)
+		appendStringInfo(&q, ", (s.%s)::bigint", quote_identifier(cp->group_column));
+	else
+		appendStringInfoString(&q, ", NULL::bigint");
+	if (wcol)
+		appendStringInfo(&q, ", (s.%s)::real", quote_identifier(cp->weight_column));
+	else
+		appendStringInfoString(&q, ", NULL::real");
+	appendStringInfo(&q, " FROM (%s) AS s", base);
+
+	plan = SPI_prepare(q.data, 0, NULL);
+	if (plan == NULL)
+		ereport(ERROR, (errmsg("%s: could not plan the source query: %s", what, SPI_result_code_string(SPI_result))));
+	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, FETCH_BATCH);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[i];
+			TupleDesc	rtd = SPI_tuptable->tupdesc;
+			bool		isnull;
+			Datum		d;
+			gbml_row	row;
+
+			rowno++;
+			memset(&row, 0, sizeof(row));
+			d = SPI_getbinval(tup, rtd, 1, &isnull);
+			if (isnull)
+				ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+								errmsg("%s: row " INT64_FORMAT ": features is NULL", what, rowno)));
+			row.x = gbml_float_array(DatumGetArrayTypeP(d), &row.n_features, what, rowno);
+			if (row.n_features == 0)
+				ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+								errmsg("%s: row " INT64_FORMAT ": features is empty", what, rowno)));
+			d = SPI_getbinval(tup, rtd, 2, &row.label_is_null);
+			if (!row.label_is_null)
+				row.label = DatumGetFloat4(d);
+			d = SPI_getbinval(tup, rtd, 3, &row.group_is_null);
+			if (!row.group_is_null)
+				row.group = DatumGetInt64(d);
+			d = SPI_getbinval(tup, rtd, 4, &row.weight_is_null);
+			if (!row.weight_is_null)
+				row.weight = DatumGetFloat4(d);
+			GBML_CHECK(env, gbml_dataset_append(ds, env, &row, (input_flags & GBML_INPUT_LABEL) != 0), what);
+		}
+		SPI_freetuptable(SPI_tuptable);
+		CHECK_FOR_INTERRUPTS();
+	}
+	SPI_cursor_close(portal);
+}
+
+Datum
+gbml_train_registry(PG_FUNCTION_ARGS)
+{
+	char	   *name,
+			   *algo_name,
+			   *source;
+	Jsonb	   *params = PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3);
+	const gbml_algorithm *algo;
+	MemoryContext train_mcxt,
+				old;
+	gbml_env	env;
+	gbml_parsed_params pp;
+	gbml_dataset ds,
+				eval;
+	unsigned	flags;
+	bytea	   *model;
+	int64		id;
+	const char *what = "gbml.train";
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("gbml.train: name, algorithm and source must not be NULL")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	algo_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	source = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	if (name[0] == '\0')
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("gbml.train: name must not be empty")));
+	algo = gbml_algorithm_by_name(algo_name);
+	if (algo == NULL)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("gbml.train: unknown algorithm \"%s\"", algo_name),
+						errhint("Use one of 'boost', 'kmeans', 'saga'.")));
+
+	train_mcxt = AllocSetContextCreate(CurrentMemoryContext, "gbml.train", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(train_mcxt);
+	gbml_env_bind(&env, train_mcxt, what);
+	gbml_parse_params_or_error(&env, algo, params, NULL, 0, &pp, what);
+	gbml_env_configure(&env, &pp.common, what);
+	flags = gbml_input_flags(&pp);
+	gbml_dataset_init(&ds, (flags & GBML_INPUT_MISSING) != 0);
+	gbml_dataset_init(&eval, (flags & GBML_INPUT_MISSING) != 0);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	/* SPI_connect switched to its own context; the dataset lives in train_mcxt through env */
+	read_source(&env, &pp, source, &ds, flags, what);
+	if (pp.common.eval_source)
+	{
+		read_source(&env, &pp, pp.common.eval_source, &eval, flags, "gbml.train (eval_source)");
+		if (eval.n_rows == 0)
+			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("gbml.train: eval_source returned no rows")));
+	}
+	MemoryContextSwitchTo(train_mcxt);
+	model = gbml_train_to_bytea(&env, &pp, &ds, pp.common.eval_source ? &eval : NULL, what);
+	gbml_dataset_free(&ds, &env);
+	gbml_dataset_free(&eval, &env);
+
+	/* Record the version and deploy it per policy, in SQL. */
+	{
+		Oid			argtypes[5] = {TEXTOID, TEXTOID, BYTEAOID, TEXTOID, JSONBOID};
+		Datum		values[5];
+		bool		nulls_any = gbml_last_report() == NULL;
+		char		nulls[5] = {' ', ' ', ' ', ' ', nulls_any ? 'n' : ' '};
+		bool		isnull;
+		static const char *const policies[] = {"always", "if_better", "never"};
+
+		values[0] = CStringGetTextDatum(name);
+		values[1] = CStringGetTextDatum(algo->name);
+		values[2] = PointerGetDatum(model);
+		values[3] = CStringGetTextDatum(policies[pp.common.deploy]);
+		values[4] = nulls_any ? (Datum) 0 : DirectFunctionCall1(jsonb_in, CStringGetDatum(gbml_last_report()));
+		if (SPI_execute_with_args("SELECT gbml._record_model($1, $2, $3, $4, $5)", 5, argtypes, values, nulls, false, 1)
+			!= SPI_OK_SELECT || SPI_processed != 1)
+			ereport(ERROR, (errmsg("gbml.train: could not record the model")));
+		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	SPI_finish();
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(train_mcxt);
+	PG_RETURN_INT64(id);
+}

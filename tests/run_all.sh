@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# tests/run_all.sh — the set-up behind `make test` and `make demo` on a fresh
+# Debian 12 machine: installs what is missing (PostgreSQL 15 server and
+# headers, pgTAP, pg_cron, pg_prove) with apt-get, builds and installs gbml,
+# starts a throwaway cluster with pg_virtualenv (pg_cron preloaded) and runs
+#   test: the C unit tests, pg_regress (installcheck) and pgTAP (pg_prove);
+#   demo: tests/demo/demo.sql.
+# Exits non-zero on any failure.
+set -euo pipefail
+mode=${1:-test}
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+need=()
+command -v pg_config >/dev/null && [ -d "$(pg_config --includedir-server 2>/dev/null)" ] || need+=(postgresql-server-dev-15)
+[ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
+[ -f /usr/share/postgresql/15/extension/pgtap.control ] || need+=(postgresql-15-pgtap)
+[ -f /usr/share/postgresql/15/extension/pg_cron.control ] || need+=(postgresql-15-cron)
+command -v pg_prove >/dev/null || need+=(libtap-parser-sourcehandler-pgtap-perl)
+command -v pg_virtualenv >/dev/null || need+=(postgresql-common)
+command -v make >/dev/null && command -v gcc >/dev/null || need+=(build-essential)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "== installing: ${need[*]}"
+  sudo_if_needed apt-get update -qq
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+export PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+
+echo "== building gbml"
+make -s PG_CONFIG=$PG_CONFIG ${NO_CUDA:+NO_CUDA=1}
+sudo_if_needed make -s PG_CONFIG=$PG_CONFIG ${NO_CUDA:+NO_CUDA=1} install
+
+status=0
+if [ "$mode" = test ]; then
+  echo "== C unit tests (src/core)"
+  make -s -C tests/unit run || status=1
+fi
+
+# The throwaway cluster: pg_cron needs to be preloaded; it schedules in contrib_regression
+# (pg_regress's database) so the pgTAP and regression tests can use it.
+in_cluster() {
+  pg_virtualenv -v 15 \
+    -o "shared_preload_libraries=pg_cron" \
+    -o "cron.database_name=gbml_test" \
+    -o "max_worker_processes=16" \
+    -o "max_parallel_workers_per_gather=2" \
+    "$@"
+}
+
+if [ "$mode" = test ]; then
+  echo "== pg_regress and pgTAP on a throwaway cluster"
+  in_cluster bash -c '
+    set -e
+    createdb gbml_test
+    rc=0
+    make -s PG_CONFIG='"$PG_CONFIG"' installcheck || { rc=1; cat regression.diffs 2>/dev/null | head -200; }
+    PGDATABASE=gbml_test pg_prove --ext .sql -r tests/pgtap || rc=1
+    exit $rc' || status=1
+  if [ $status = 0 ]; then echo "== all tests passed"; else echo "== SOME TESTS FAILED"; fi
+  exit $status
+else
+  in_cluster bash -c 'createdb gbml_test && PGDATABASE=gbml_test psql -X -v ON_ERROR_STOP=1 -q -f tests/demo/demo.sql'
+fi
