@@ -3,6 +3,9 @@
 
 \echo Use "CREATE EXTENSION gbml" to load this file. \quit
 
+-- Everyone may use the functions; the registry's privileges are below.
+GRANT USAGE ON SCHEMA gbml TO PUBLIC;
+
 -- ---------------------------------------------------------------------------
 -- Model registry
 -- ---------------------------------------------------------------------------

@@ -44,6 +44,7 @@ in_cluster() {
   pg_virtualenv -v 15 \
     -o "shared_preload_libraries=pg_cron" \
     -o "cron.database_name=gbml_test" \
+    -o "cron.use_background_workers=on" \
     -o "max_worker_processes=16" \
     -o "max_parallel_workers_per_gather=2" \
     "$@"
