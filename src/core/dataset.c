@@ -134,6 +134,23 @@ writable_chunk(gbml_dataset *ds, gbml_env *env)
 	return c;
 }
 
+/* Copies n floats; returns false if any is NaN or infinite (exponent all ones). */
+static bool
+copy_finite(float *restrict dst, const float *restrict src, int n)
+{
+	uint32_t	non_finite = 0;
+
+	for (int j = 0; j < n; j++)
+	{
+		uint32_t	bits;
+
+		memcpy(&bits, &src[j], 4);
+		non_finite |= (uint32_t) ((bits & 0x7f800000u) == 0x7f800000u);
+		dst[j] = src[j];
+	}
+	return non_finite == 0;
+}
+
 int
 gbml_dataset_append(gbml_dataset *ds, gbml_env *env, const gbml_row *row, bool require_label)
 {
@@ -165,16 +182,6 @@ gbml_dataset_append(gbml_dataset *ds, gbml_env *env, const gbml_row *row, bool r
 		return gbml_error(env, GBML_EINVAL, "row %lld: features has %d elements, expected %d like the first row",
 						  (long long) rowno, row->n_features, ds->n_features);
 
-	for (int j = 0; j < row->n_features; j++)
-	{
-		if (!isfinite(row->x[j]))
-		{
-			if (!ds->allow_missing)
-				return gbml_error(env, GBML_EINVAL, "row %lld: feature %d is %s; this algorithm needs finite features",
-								  (long long) rowno, j + 1, isnan(row->x[j]) ? "NaN" : "infinite");
-			missing = true;
-		}
-	}
 	if (row->label_is_null && require_label)
 		return gbml_error(env, GBML_EINVAL, "row %lld: label is NULL", (long long) rowno);
 	if (!row->label_is_null && !isfinite(row->label))
@@ -189,8 +196,20 @@ gbml_dataset_append(gbml_dataset *ds, gbml_env *env, const gbml_row *row, bool r
 	c = writable_chunk(ds, env);
 	if (c == NULL)
 		return env->error_code;
-	r = c->n_rows++;
-	memcpy(c->x + (size_t) r * ds->n_features, row->x, (size_t) ds->n_features * sizeof(float));
+	r = c->n_rows;
+	/* copy and check finiteness in one pass, without an early exit so it vectorises */
+	if (!copy_finite(c->x + (size_t) r * ds->n_features, row->x, ds->n_features))
+	{
+		if (!ds->allow_missing)
+		{
+			for (int j = 0; j < row->n_features; j++)
+				if (!isfinite(row->x[j]))
+					return gbml_error(env, GBML_EINVAL, "row %lld: feature %d is %s; this algorithm needs finite features",
+									  (long long) rowno, j + 1, isnan(row->x[j]) ? "NaN" : "infinite");
+		}
+		missing = true;
+	}
+	c->n_rows++;
 	c->label[r] = row->label_is_null ? 0.0f : row->label;
 	c->group[r] = row->group_is_null ? 0 : row->group;
 	c->weight[r] = row->weight_is_null ? 1.0f : row->weight;
@@ -271,8 +290,7 @@ hash_bytes(const void *data, size_t len, uint64_t h)
 	return h;
 }
 
-static const gbml_dataset *sort_ds;
-
+/* Total order on row contents, for rows whose hashes are equal. */
 static int
 compare_rows(const gbml_dataset *ds, const row_key *a, const row_key *b)
 {
@@ -291,23 +309,38 @@ compare_rows(const gbml_dataset *ds, const row_key *a, const row_key *b)
 	return memcmp(&ca->weight[a->row], &cb->weight[b->row], sizeof(float));
 }
 
-static int
-cmp_keys(const void *pa, const void *pb)
+/* LSD radix sort of keys by hash, 16 bits per pass; tmp has room for n keys. */
+static void
+radix_sort_keys(row_key *keys, row_key *tmp, int64_t n)
 {
-	const row_key *a = pa;
-	const row_key *b = pb;
+	static uint32_t counts[65536];
 
-	if (a->hash != b->hash)
-		return a->hash < b->hash ? -1 : 1;
-	return compare_rows(sort_ds, a, b);
+	for (int shift = 0; shift < 64; shift += 16)
+	{
+		uint32_t	sum = 0;
+
+		memset(counts, 0, sizeof(counts));
+		for (int64_t i = 0; i < n; i++)
+			counts[(keys[i].hash >> shift) & 0xffff]++;
+		for (int d = 0; d < 65536; d++)
+		{
+			uint32_t	c = counts[d];
+
+			counts[d] = sum;
+			sum += c;
+		}
+		for (int64_t i = 0; i < n; i++)
+			tmp[counts[(keys[i].hash >> shift) & 0xffff]++] = keys[i];
+		memcpy(keys, tmp, (size_t) n * sizeof(row_key));
+	}
 }
 
 int
 gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env)
 {
 	row_key    *keys;
+	row_key    *tmp;
 	int64_t		n = ds->n_rows;
-	int64_t		i = 0;
 	int64_t	   *chunk_start;
 	int			rc = GBML_OK;
 	size_t		d = (size_t) ds->n_features;
@@ -315,33 +348,54 @@ gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env)
 	if (n < 2)
 		return GBML_OK;
 	keys = gbml_alloc_array(env, (size_t) n, sizeof(row_key));
+	tmp = gbml_alloc_array(env, (size_t) n, sizeof(row_key));
 	chunk_start = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t));
-	if (keys == NULL || chunk_start == NULL)
+	if (keys == NULL || tmp == NULL || chunk_start == NULL)
 	{
 		gbml_free(env, keys);
+		gbml_free(env, tmp);
 		gbml_free(env, chunk_start);
-		return GBML_ENOMEM;
+		return env->error_code;
 	}
+	chunk_start[0] = 0;
+	for (int c = 0; c < ds->n_chunks; c++)
+		chunk_start[c + 1] = chunk_start[c] + ds->chunks[c]->n_rows;
+
+	/* hash every row: a pure function of its contents, in parallel over chunks */
+#pragma omp parallel for num_threads(env->threads) schedule(dynamic, 1)
 	for (int c = 0; c < ds->n_chunks; c++)
 	{
 		const gbml_chunk *ch = ds->chunks[c];
 
-		chunk_start[c] = i;
-		for (int64_t r = 0; r < ch->n_rows; r++, i++)
+		for (int64_t r = 0; r < ch->n_rows; r++)
 		{
+			row_key    *k = &keys[chunk_start[c] + r];
 			uint64_t	h = hash_bytes(ch->x + (size_t) r * d, d * sizeof(float), 0x243f6a8885a308d3ULL);
 
 			h = hash_bytes(&ch->label[r], sizeof(float), h);
 			h = hash_bytes(&ch->group[r], sizeof(int64_t), h);
-			keys[i].hash = hash_bytes(&ch->weight[r], sizeof(float), h);
-			keys[i].chunk = c;
-			keys[i].row = (int32_t) r;
+			k->hash = hash_bytes(&ch->weight[r], sizeof(float), h);
+			k->chunk = c;
+			k->row = (int32_t) r;
 		}
 	}
-	chunk_start[ds->n_chunks] = n;
-	sort_ds = ds;
-	qsort(keys, (size_t) n, sizeof(row_key), cmp_keys);
-	sort_ds = NULL;
+	radix_sort_keys(keys, tmp, n);
+	gbml_free(env, tmp);
+
+	/* equal hashes (collisions or duplicate rows): order by content, insertion sort per run */
+	for (int64_t i = 1; i < n; i++)
+	{
+		if (keys[i].hash != keys[i - 1].hash)
+			continue;
+		for (int64_t j = i; j > 0 && keys[j].hash == keys[j - 1].hash &&
+			 compare_rows(ds, &keys[j - 1], &keys[j]) > 0; j--)
+		{
+			row_key		t = keys[j];
+
+			keys[j] = keys[j - 1];
+			keys[j - 1] = t;
+		}
+	}
 
 	/*
 	 * Apply the permutation in place by following cycles: position p (global

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# tests/bench/streaming_bench.sh — how fast rows stream into a training
+# aggregate, against the floor of reading the same arrays at all:
+#   A: SELECT sum(cardinality(features)) FROM t          (PostgreSQL alone)
+#   B: SELECT gbml.mean_fit(features, label) FROM t       (collect + train)
+# over N rows x D features (default 1,000,000 x 100), each run REPEAT times
+# (best kept).  B's run report splits it into collect / canonical order /
+# train.  The goal: collect rate at least half of A's (ratio A/B_collect >= 0.5).
+# Needs gbml installed (make install); starts its own throwaway cluster.
+set -euo pipefail
+N=${N:-1000000}
+D=${D:-100}
+REPEAT=${REPEAT:-3}
+cd "$(dirname "$0")/../.."
+exec pg_virtualenv -v 15 -o shared_buffers=2GB -o max_parallel_workers_per_gather=2 -o work_mem=256MB bash -c "
+set -euo pipefail
+psql -X -q -v ON_ERROR_STOP=1 <<SQL
+CREATE EXTENSION gbml;
+\\\\echo generating $N rows x $D features ...
+CREATE TABLE t AS
+SELECT i AS id, (SELECT array_agg(((i * 7919 + j * 104729) % 1000003) / 1000003.0)::real[]
+                   FROM generate_series(1, $D) AS j) AS features,
+       (i % 10)::real AS label
+  FROM generate_series(1, $N) AS i;
+VACUUM ANALYZE t;
+SELECT pg_size_pretty(pg_total_relation_size('t')) AS table_size;
+SQL
+python3 - <<'PY'
+import subprocess, time, json
+def q(sql):
+    t = time.perf_counter()
+    out = subprocess.run(['psql', '-X', '-At', '-c', sql], check=True, capture_output=True, text=True).stdout
+    return time.perf_counter() - t, out
+base = min(q('SELECT sum(cardinality(features)) FROM t')[0] for _ in range($REPEAT))
+best = None
+for _ in range($REPEAT):
+    t, out = q(\"SELECT length(m) FROM (SELECT gbml.mean_fit(features, label) AS m FROM t) s; SELECT gbml.last_training_report()\")
+    rep = json.loads(out.strip().splitlines()[-1])
+    collect = t - rep['prepare_seconds'] - rep['train_seconds']
+    if best is None or t < best[0]:
+        best = (t, collect, rep['prepare_seconds'], rep['train_seconds'])
+t, collect, prep, train = best
+print()
+print('rows x features        : $N x $D')
+print('A sum(cardinality)     : %.3f s' % base)
+print('B gbml.mean_fit total  : %.3f s  (collect %.3f s, canonical order %.3f s, train %.3f s)' % (t, collect, prep, train))
+print('collect rate / A rate  : %.2f   (goal >= 0.5)' % (base / collect))
+print('whole fit rate / A rate: %.2f' % (base / t))
+PY
+"
