@@ -78,3 +78,10 @@ demo:
 	tests/run_all.sh demo
 
 .PHONY: unit pgtap test demo check-in-cluster
+
+# ---- docs generated from code ----
+docs: docs/params.md
+docs/params.md: tools/param_docs.c $(addprefix ,$(CORE_SOURCES)) $(wildcard src/core/*.h)
+	$(CC) -std=gnu11 -O1 -fopenmp -Isrc/core -o tools/param_docs tools/param_docs.c $(CORE_SOURCES) -lm -ldl
+	mkdir -p docs && tools/param_docs > $@
+.PHONY: docs

@@ -2,6 +2,12 @@
 # extension build (Makefile) and the unit-test build (tests/unit/Makefile).
 # Add a file here only once it compiles, so the tree always builds.
 CORE_SOURCES = \
+	src/core/boost.c \
+	src/core/boost_quantize.c \
+	src/core/boost_histogram.c \
+	src/core/boost_predict.c \
+	src/core/boost_loss.c \
+	src/core/metrics.c \
 	src/core/env.c \
 	src/core/strbuf.c \
 	src/core/dataset.c \
@@ -9,8 +15,17 @@ CORE_SOURCES = \
 	src/core/model_format.c \
 	src/core/algorithm.c \
 	src/core/mean_model.c \
-	src/core/backend_loader.c
+	src/core/backend_loader.c \
+	src/core/kmeans.c \
+	src/core/kmeans_kernels.c \
+	src/core/saga.c \
+	src/core/saga_kernels.c
 
 # Unit tests (tests/unit); main.c and harness.h are always included.
 UNIT_TEST_SOURCES = \
-	tests/unit/test_core.c
+	tests/unit/test_boost.c \
+	tests/unit/test_boost_loss.c \
+	tests/unit/test_metrics.c \
+	tests/unit/test_core.c \
+	tests/unit/test_kmeans.c \
+	tests/unit/test_saga.c

@@ -143,6 +143,41 @@ CREATE FUNCTION gbml.kmeans_distance(model bytea, features real[]) RETURNS doubl
     AS 'MODULE_PATHNAME', 'gbml_kmeans_distance_bytea' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 -- ---------------------------------------------------------------------------
+-- Evaluation aggregates (per group with GROUP BY; parallel safe)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION gbml._metric_trans(internal, double precision, real, integer) RETURNS internal
+    AS 'MODULE_PATHNAME', 'gbml_metric_trans' LANGUAGE C PARALLEL SAFE;
+CREATE FUNCTION gbml._metric_trans(internal, double precision, real) RETURNS internal
+    AS 'MODULE_PATHNAME', 'gbml_metric_trans' LANGUAGE C PARALLEL SAFE;
+CREATE FUNCTION gbml._metric_combine(internal, internal) RETURNS internal
+    AS 'MODULE_PATHNAME', 'gbml_metric_combine' LANGUAGE C PARALLEL SAFE;
+CREATE FUNCTION gbml._metric_serialize(internal) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'gbml_metric_serialize' LANGUAGE C STRICT PARALLEL SAFE;
+CREATE FUNCTION gbml._metric_deserialize(bytea, internal) RETURNS internal
+    AS 'MODULE_PATHNAME', 'gbml_metric_deserialize' LANGUAGE C STRICT PARALLEL SAFE;
+CREATE FUNCTION gbml._ndcg_final(internal) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'gbml_ndcg_final' LANGUAGE C PARALLEL SAFE;
+CREATE FUNCTION gbml._auc_final(internal) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'gbml_auc_final' LANGUAGE C PARALLEL SAFE;
+CREATE FUNCTION gbml._rmse_final(internal) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'gbml_rmse_final' LANGUAGE C PARALLEL SAFE;
+
+-- NDCG@k of one query (exponential gain 2^label - 1; a query with no relevant
+-- document counts 1; tied scores rank worst-first).  GROUP BY the query id.
+CREATE AGGREGATE gbml.ndcg(score double precision, label real, k integer) (
+    SFUNC = gbml._metric_trans, STYPE = internal, FINALFUNC = gbml._ndcg_final,
+    COMBINEFUNC = gbml._metric_combine, SERIALFUNC = gbml._metric_serialize,
+    DESERIALFUNC = gbml._metric_deserialize, PARALLEL = SAFE);
+CREATE AGGREGATE gbml.auc(score double precision, label real) (
+    SFUNC = gbml._metric_trans, STYPE = internal, FINALFUNC = gbml._auc_final,
+    COMBINEFUNC = gbml._metric_combine, SERIALFUNC = gbml._metric_serialize,
+    DESERIALFUNC = gbml._metric_deserialize, PARALLEL = SAFE);
+CREATE AGGREGATE gbml.rmse(score double precision, label real) (
+    SFUNC = gbml._metric_trans, STYPE = internal, FINALFUNC = gbml._rmse_final,
+    COMBINEFUNC = gbml._metric_combine, SERIALFUNC = gbml._metric_serialize,
+    DESERIALFUNC = gbml._metric_deserialize, PARALLEL = SAFE);
+
+-- ---------------------------------------------------------------------------
 -- Introspection and devices
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION gbml.model_info(model bytea) RETURNS jsonb

@@ -96,6 +96,20 @@ const gbml_param_spec gbml_common_param_specs[] = {
 };
 #undef CP
 
+/*
+ * Whether a common parameter is recorded in the model.  Where and how a
+ * model was trained (device, threads, GPU, memory budget) must not change
+ * its bytes, so those keys stay out of the 'PRMS' section.
+ */
+static bool
+recorded_in_model(const gbml_param_spec *s)
+{
+	return s->offset != offsetof(gbml_common_params, device) &&
+		s->offset != offsetof(gbml_common_params, threads) &&
+		s->offset != offsetof(gbml_common_params, gpu_id) &&
+		s->offset != offsetof(gbml_common_params, memory_limit_mb);
+}
+
 int
 gbml_parse_training_params(gbml_env *env, const gbml_algorithm *algo,
 						   const gbml_param_value *values, int n_values,
@@ -131,6 +145,20 @@ gbml_parse_training_params(gbml_env *env, const gbml_algorithm *algo,
 			out->common.gpu_id_given = true;
 	}
 	return GBML_OK;
+}
+
+void
+gbml_parsed_params_free(gbml_env *env, gbml_parsed_params *p)
+{
+	gbml_free(env, p->algo_params);
+	gbml_free(env, p->common.features_column);
+	gbml_free(env, p->common.label_column);
+	gbml_free(env, p->common.group_column);
+	gbml_free(env, p->common.weight_column);
+	gbml_free(env, p->common.eval_source);
+	p->algo_params = NULL;
+	p->common.features_column = p->common.label_column = NULL;
+	p->common.group_column = p->common.weight_column = p->common.eval_source = NULL;
 }
 
 unsigned
@@ -239,9 +267,11 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 				  uint8_t **model, size_t *model_len, gbml_strbuf *report)
 {
 	const gbml_algorithm *algo = params->algo;
-	const gbml_param_spec *tables[3] = {gbml_common_param_specs, algo->params, NULL};
+	gbml_param_spec recorded_common[sizeof(gbml_common_param_specs) / sizeof(gbml_common_param_specs[0])];
+	const gbml_param_spec *tables[3] = {recorded_common, algo->params, NULL};
 	const void *structs[2] = {&params->common, params->algo_params};
 	gbml_dataset split_eval;
+	int			n_recorded = 0;
 	bool		own_eval = false;
 	gbml_model_writer writer;
 	gbml_strbuf meta,
@@ -255,6 +285,10 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 
 	if (ds->n_rows == 0)
 		return gbml_error(env, GBML_EINVAL, "%s: no input rows", algo->name);
+	for (const gbml_param_spec *s = gbml_common_param_specs; s->name; s++)
+		if (recorded_in_model(s))
+			recorded_common[n_recorded++] = *s;
+	memset(&recorded_common[n_recorded], 0, sizeof(gbml_param_spec));
 	if (eval && eval->n_rows > 0 && eval->n_features != ds->n_features)
 		return gbml_error(env, GBML_EINVAL, "%s: the eval set has %d features, the training set %d",
 						  algo->name, eval->n_features, ds->n_features);

@@ -159,6 +159,19 @@ gbml_sb_json_number(gbml_strbuf *sb, double v)
 }
 
 void
+gbml_sb_json_doubles(gbml_strbuf *sb, const double *v, int64_t n)
+{
+	gbml_sb_append(sb, "[", 1);
+	for (int64_t i = 0; i < n; i++)
+	{
+		if (i)
+			gbml_sb_append(sb, ",", 1);
+		gbml_sb_json_number(sb, v[i]);
+	}
+	gbml_sb_append(sb, "]", 1);
+}
+
+void
 gbml_sb_json_key(gbml_strbuf *sb, const char *key, bool *first)
 {
 	if (!*first)

@@ -35,6 +35,8 @@ int			gbml_sb_status(const gbml_strbuf *sb);
 /* JSON pieces. */
 void		gbml_sb_json_string(gbml_strbuf *sb, const char *s);
 void		gbml_sb_json_number(gbml_strbuf *sb, double v);
+/* [v0,v1,...] with non-finite values as null */
+void		gbml_sb_json_doubles(gbml_strbuf *sb, const double *v, int64_t n);
 /* "key": — with a leading comma unless *first */
 void		gbml_sb_json_key(gbml_strbuf *sb, const char *key, bool *first);
 

@@ -391,11 +391,7 @@ train_mean(gbml_env *env, gbml_dataset *ds, uint8_t **model, size_t *len, int64_
 	if (rc != GBML_OK)
 		return rc;
 	rc = gbml_train(env, &pp, ds, NULL, model, len);
-	gbml_free(env, pp.algo_params);
-	gbml_free(env, pp.common.features_column);
-	gbml_free(env, pp.common.label_column);
-	gbml_free(env, pp.common.group_column);
-	gbml_free(env, pp.common.weight_column);
+	gbml_parsed_params_free(env, &pp);
 	return rc;
 }
 

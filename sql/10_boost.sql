@@ -1,0 +1,88 @@
+-- Boosted oblivious trees: every loss on small data, determinism, eval and
+-- early stopping, GROUP BY training, bad parameters, ranking with ORDER BY.
+SET gbml.progress_interval = 0;
+CREATE TABLE reg AS
+SELECT i, ARRAY[(i % 17) / 17.0, (i % 13) / 13.0, (i % 7) / 7.0, CASE WHEN i % 11 = 0 THEN 'NaN' ELSE (i % 5) / 5.0 END]::real[] AS f,
+       ((i % 17) / 17.0 * 2 + ((i % 13) / 13.0) ^ 2)::real AS y, (i / 20)::bigint AS g, (i % 3)::int AS part
+  FROM generate_series(1, 3000) AS i;
+
+-- RMSE: the model explains the target (NaN features are missing values, not errors)
+CREATE TABLE m_rmse AS SELECT gbml.boost_fit(f, y, '{"iterations": 100, "depth": 4}') AS model FROM reg;
+SELECT gbml.rmse(gbml.predict(model, f), y) < 0.05 AS fits,
+       (SELECT stddev_pop(y) FROM reg) > 0.5 AS target_varies,
+       gbml.model_info(model) ->> 'loss' AS loss, (gbml.model_info(model) ->> 'trees')::int AS trees
+  FROM reg, m_rmse GROUP BY model;
+
+-- Logloss: probabilities separate the classes
+CREATE TABLE m_log AS SELECT gbml.boost_fit(f, (y > 1.3)::int::real, '{"loss": "Logloss", "iterations": 60}') AS model FROM reg;
+SELECT gbml.auc(gbml.predict_proba(model, f), (y > 1.3)::int::real) > 0.99 AS separates,
+       min(gbml.predict_proba(model, f)) >= 0 AND max(gbml.predict_proba(model, f)) <= 1 AS probabilities
+  FROM reg, m_log GROUP BY model;
+SELECT gbml.boost_fit(f, y, '{"loss": "Logloss"}') FROM reg;
+
+-- Ranking losses on queries of 20 documents: each beats a random order on NDCG@10
+CREATE TABLE rank_base AS
+SELECT g, avg(ndcg) AS random_ndcg FROM (
+  SELECT g, gbml.ndcg(hashint4(i)::float8, round(y)::real, 10) AS ndcg FROM reg GROUP BY g) s GROUP BY g;
+CREATE TABLE rank_models AS
+SELECT loss, gbml.boost_fit(f, round(y)::real, g, jsonb_build_object('loss', loss, 'iterations', 40)) AS model
+  FROM reg, (VALUES ('YetiRank'), ('LambdaMART'), ('PairLogit'), ('QueryRMSE')) AS l(loss) GROUP BY loss;
+SELECT loss, round(avg(ndcg)::numeric, 2) > (SELECT round(avg(random_ndcg)::numeric, 2) + 0.1 FROM rank_base) AS beats_random,
+       avg(ndcg) > 0.9 AS ranks_well
+  FROM (SELECT loss, g, gbml.ndcg(gbml.predict(model, f), round(y)::real, 10) AS ndcg
+          FROM reg, rank_models GROUP BY loss, g) s
+ GROUP BY loss ORDER BY loss;
+-- the default loss with groups is YetiRank
+SELECT gbml.model_info(gbml.boost_fit(f, round(y)::real, g, '{"iterations": 3}')) ->> 'loss' AS default_ranking_loss FROM reg;
+
+-- determinism: same data and seed, any thread count, any plan -> same bytes
+SELECT (SELECT gbml.boost_fit(f, y, g, '{"iterations": 20, "threads": 1, "subsample": 0.7, "random_seed": 3}') FROM reg)
+     = (SELECT gbml.boost_fit(f, y, g, '{"iterations": 20, "threads": 2, "subsample": 0.7, "random_seed": 3}') FROM reg)
+       AS same_bytes_any_threads,
+       (SELECT gbml.boost_fit(f, y, g, '{"iterations": 20, "subsample": 0.7, "random_seed": 3}') FROM reg)
+    <> (SELECT gbml.boost_fit(f, y, g, '{"iterations": 20, "subsample": 0.7, "random_seed": 4}') FROM reg)
+       AS seed_matters;
+SET max_parallel_workers_per_gather = 2;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SELECT (SELECT gbml.boost_fit(f, y, '{"iterations": 10}') FROM reg) = (SELECT model FROM m_rmse) AS fresh_model_differs_by_iterations;
+SELECT (SELECT gbml.boost_fit(f, y, '{"iterations": 100, "depth": 4}') FROM reg) = (SELECT model FROM m_rmse) AS parallel_same_bytes;
+RESET max_parallel_workers_per_gather;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+
+-- eval set and early stopping: a held-out share of the groups
+SELECT (info ->> 'eval_rows')::int > 0 AS has_eval, (info ->> 'stopped_early')::boolean AS stopped_early,
+       (info ->> 'trees')::int < 2000 AS fewer_trees, (info ->> 'trees')::int = (info ->> 'best_iteration')::int AS kept_best,
+       info -> 'metrics' ->> 'eval_metric' AS eval_metric
+  FROM (SELECT gbml.model_info(gbml.boost_fit(f, y, '{"iterations": 2000, "learning_rate": 0.5, "eval_fraction": 0.3,
+                                                      "early_stopping_rounds": 10}')) AS info FROM reg) s;
+
+-- GROUP BY: one model per group
+SELECT part, (gbml.model_info(gbml.boost_fit(f, y, '{"iterations": 5}')) ->> 'rows')::int AS rows
+  FROM reg GROUP BY part ORDER BY part;
+
+-- ranking a query's rows with ORDER BY
+SELECT i, round(y::numeric, 2) AS y FROM reg, m_rmse WHERE g = 7 ORDER BY gbml.predict(model, f) DESC LIMIT 3;
+
+-- introspection
+SELECT jsonb_array_length(gbml.model_json(model) -> 'trees') AS trees,
+       jsonb_array_length(gbml.model_json(model) -> 'trees' -> 0 -> 'leaf_values') AS leaves
+  FROM m_rmse;
+SELECT round(sum(importance)::numeric, 6) AS total_importance,
+       (array_agg(feature ORDER BY importance DESC))[1] AS top_feature
+  FROM gbml.feature_importance((SELECT model FROM m_rmse));
+
+-- bad parameters and input: clear errors
+SELECT gbml.boost_fit(f, y, '{"depth": 11}') FROM reg;
+SELECT gbml.boost_fit(f, y, '{"border_count": 256}') FROM reg;
+SELECT gbml.boost_fit(f, y, '{"loss": "Hinge"}') FROM reg;
+SELECT gbml.boost_fit(f, y, '{"learning_rate": 0}') FROM reg;
+SELECT gbml.boost_fit(f, y, '{"loss": "YetiRank"}') FROM reg;
+SELECT gbml.boost_fit(f, NULL::real) FROM reg;
+SELECT gbml.boost_fit(ARRAY[1, NULL]::real[], 1::real);
+SELECT gbml.predict(model, ARRAY[1, 2]::real[]) FROM m_rmse;
+-- a model takes NaN (missing) at scoring too
+SELECT gbml.predict(model, ARRAY['NaN', 'NaN', 'NaN', 'NaN']::real[]) IS NOT NULL AS scores_missing FROM m_rmse;

@@ -1,0 +1,1546 @@
+/*
+ * boost.c — the "boost" model kind: boosted oblivious trees (MatrixNet /
+ * CatBoost style).  Owns the parameters, the training driver (row order,
+ * quantization, the level-by-level tree growth loop, eval set, early
+ * stopping, best model, META), the model sections and their loader, the
+ * readable dump and feature importance.
+ *
+ * One tree:
+ *   1. gradients and hessians of the loss at the current predictions
+ *      (boost_loss.c), turned into int64 fixed point (boost_histogram.h says
+ *      why: exact, order-free sums, hence thread-count-independent models);
+ *   2. level by level: one histogram pass over the bins of the rows in the
+ *      smaller child of every pair of siblings (the larger child's histogram
+ *      is parent - smaller), then the single (feature, border) with the best
+ *      total score over all leaves; every row's leaf index gets that bit at
+ *      the start of the next level's pass (one visit of each block per level);
+ *   3. Newton leaf values -lr * G / (H + l2_leaf_reg), stored as float, and
+ *      the predictions updated with exactly the float the scorer will add.
+ *
+ * Rows are trained in the canonical order the driver hands over, except that
+ * with a group id they are stably sorted by group first, so the ranking losses
+ * and NDCG see contiguous queries.
+ */
+#include "boost.h"
+#include "boost_histogram.h"
+#include "boost_loss.h"
+#include "boost_quantize.h"
+#include "metrics.h"
+#include "rng.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Rows per bin block (<= 65536: row lists inside a block are uint16). */
+#define BLOCK_ROWS 8192
+
+const char *const gbml_boost_loss_choices[] = {
+	"auto", "RMSE", "Logloss", "QueryRMSE", "PairLogit", "YetiRank", "LambdaMART", NULL
+};
+static const char *const metric_choices[] = {"auto", "NDCG", "RMSE", "AUC", "Logloss", "loss", NULL};
+
+#define BP(field) offsetof(gbml_boost_params, field)
+const gbml_param_spec gbml_boost_param_specs[] = {
+	{"iterations", GBML_PARAM_INT, BP(iterations), 1, 100000, 500, NULL, NULL,
+	"number of boosting iterations (trees)"},
+	{"learning_rate", GBML_PARAM_REAL, BP(learning_rate), 1e-6, 1, 0.1, NULL, NULL,
+	"shrinkage applied to every leaf value"},
+	{"depth", GBML_PARAM_INT, BP(depth), 1, GBML_BOOST_MAX_DEPTH, 6, NULL, NULL,
+	"depth of every oblivious tree (2^depth leaves)"},
+	{"l2_leaf_reg", GBML_PARAM_REAL, BP(l2_leaf_reg), 0, 1e6, 3, NULL, NULL,
+	"L2 regularisation of leaf values: -G / (H + l2_leaf_reg)"},
+	{"border_count", GBML_PARAM_INT, BP(border_count), 1, 255, 32, NULL, NULL,
+	"maximum number of quantile borders (split candidates) per feature"},
+	{"border_sample_size", GBML_PARAM_INT, BP(border_sample_size), 1000, 1e8, 200000, NULL, NULL,
+	"rows sampled to compute the borders"},
+	{"random_seed", GBML_PARAM_INT, BP(random_seed), 0, 9007199254740991.0, 0, NULL, NULL,
+	"seed of every random choice (border sample, subsampling, YetiRank permutations)"},
+	{"subsample", GBML_PARAM_REAL, BP(subsample), 1e-6, 1, 1, NULL, NULL,
+	"share of rows (of groups, for ranking losses) drawn for each tree"},
+	{"loss", GBML_PARAM_ENUM, BP(loss), 0, 0, 0, NULL, gbml_boost_loss_choices,
+	"loss function; auto = YetiRank when rows have a group_id, else RMSE"},
+	{"eval_metric", GBML_PARAM_ENUM, BP(eval_metric), 0, 0, 0, NULL, metric_choices,
+	"metric on the eval set; auto = NDCG@eval_k for ranking losses, RMSE for RMSE, Logloss for Logloss"},
+	{"eval_k", GBML_PARAM_INT, BP(eval_k), 1, 1000000, 10, NULL, NULL,
+	"k of NDCG@k"},
+	{"early_stopping_rounds", GBML_PARAM_INT, BP(early_stopping_rounds), 0, 1000000, 0, NULL, NULL,
+	"stop when the eval metric has not improved for this many trees; 0 = off"},
+	{"use_best_model", GBML_PARAM_BOOL, BP(use_best_model), 0, 0, 1, NULL, NULL,
+	"with an eval set, keep only the trees up to the best eval iteration"},
+	GBML_PARAM_END
+};
+#undef BP
+
+/* ------------------------------------------------------------------ */
+/* Rows in training order                                             */
+/* ------------------------------------------------------------------ */
+
+typedef struct boost_data
+{
+	int64_t		n;
+	const float **rows;			/* n pointers to n_features floats */
+	float	   *label;
+	float	   *weight;			/* NULL when every weight is 1 */
+	int64_t		n_groups;		/* 0 without group ids */
+	int64_t    *group_off;		/* n_groups + 1 */
+} boost_data;
+
+typedef struct group_key
+{
+	int64_t		group;
+	int64_t		index;
+} group_key;
+
+static int
+cmp_group_key(const void *pa, const void *pb)
+{
+	const group_key *a = pa,
+			   *b = pb;
+
+	if (a->group != b->group)
+		return a->group < b->group ? -1 : 1;
+	return a->index < b->index ? -1 : (a->index > b->index);
+}
+
+static void
+data_free(boost_data *d, gbml_env *env)
+{
+	gbml_free(env, d->rows);
+	gbml_free(env, d->label);
+	gbml_free(env, d->weight);
+	gbml_free(env, d->group_off);
+	memset(d, 0, sizeof(*d));
+}
+
+/* Gathers ds's rows into training order: canonical, stably sorted by group id when there is one. */
+static int
+data_prepare(const gbml_dataset *ds, boost_data *d, gbml_env *env)
+{
+	int64_t		n = ds->n_rows;
+	int64_t		i = 0;
+	group_key  *keys = NULL;
+	const float **canon = NULL;
+	float	   *clabel = NULL,
+			   *cweight = NULL;
+	bool		by_group = ds->group_state > 0;
+
+	memset(d, 0, sizeof(*d));
+	d->n = n;
+	d->rows = gbml_alloc_array(env, (size_t) n, sizeof(float *));
+	d->label = gbml_alloc_array(env, (size_t) n, sizeof(float));
+	if (ds->has_weight)
+		d->weight = gbml_alloc_array(env, (size_t) n, sizeof(float));
+	if (d->rows == NULL || d->label == NULL || (ds->has_weight && d->weight == NULL))
+		goto fail;
+	if (!by_group)
+	{
+		for (int c = 0; c < ds->n_chunks; c++)
+		{
+			const gbml_chunk *ch = ds->chunks[c];
+
+			for (int64_t r = 0; r < ch->n_rows; r++, i++)
+			{
+				d->rows[i] = ch->x + (size_t) r * ds->n_features;
+				d->label[i] = ch->label[r];
+				if (d->weight)
+					d->weight[i] = ch->weight[r];
+			}
+		}
+		return GBML_OK;
+	}
+
+	keys = gbml_alloc_array(env, (size_t) n, sizeof(group_key));
+	canon = gbml_alloc_array(env, (size_t) n, sizeof(float *));
+	clabel = gbml_alloc_array(env, (size_t) n, sizeof(float));
+	cweight = gbml_alloc_array(env, (size_t) n, sizeof(float));
+	if (keys == NULL || canon == NULL || clabel == NULL || cweight == NULL)
+		goto fail;
+	for (int c = 0; c < ds->n_chunks; c++)
+	{
+		const gbml_chunk *ch = ds->chunks[c];
+
+		for (int64_t r = 0; r < ch->n_rows; r++, i++)
+		{
+			keys[i].group = ch->group[r];
+			keys[i].index = i;
+			canon[i] = ch->x + (size_t) r * ds->n_features;
+			clabel[i] = ch->label[r];
+			cweight[i] = ch->weight[r];
+		}
+	}
+	qsort(keys, (size_t) n, sizeof(group_key), cmp_group_key);
+	d->n_groups = 0;
+	for (i = 0; i < n; i++)
+		if (i == 0 || keys[i].group != keys[i - 1].group)
+			d->n_groups++;
+	d->group_off = gbml_alloc_array(env, (size_t) d->n_groups + 1, sizeof(int64_t));
+	if (d->group_off == NULL)
+		goto fail;
+	{
+		int64_t		g = 0;
+
+		for (i = 0; i < n; i++)
+		{
+			if (i == 0 || keys[i].group != keys[i - 1].group)
+				d->group_off[g++] = i;
+			d->rows[i] = canon[keys[i].index];
+			d->label[i] = clabel[keys[i].index];
+			if (d->weight)
+				d->weight[i] = cweight[keys[i].index];
+		}
+		d->group_off[g] = n;
+	}
+	gbml_free(env, keys);
+	gbml_free(env, canon);
+	gbml_free(env, clabel);
+	gbml_free(env, cweight);
+	return GBML_OK;
+
+fail:
+	gbml_free(env, keys);
+	gbml_free(env, canon);
+	gbml_free(env, clabel);
+	gbml_free(env, cweight);
+	data_free(d, env);
+	return env->error_code ? env->error_code : GBML_ENOMEM;
+}
+
+static gbml_boost_problem
+data_problem(const boost_data *d, bool with_groups)
+{
+	gbml_boost_problem p;
+
+	p.n = d->n;
+	p.label = d->label;
+	p.weight = d->weight;
+	p.n_groups = with_groups ? d->n_groups : 0;
+	p.group_offsets = with_groups ? d->group_off : NULL;
+	return p;
+}
+
+/* ------------------------------------------------------------------ */
+/* Metrics                                                            */
+/* ------------------------------------------------------------------ */
+
+static bool
+metric_higher_is_better(int metric)
+{
+	return metric == GBML_BOOST_METRIC_NDCG || metric == GBML_BOOST_METRIC_AUC;
+}
+
+static void
+metric_name(int metric, gbml_boost_loss_kind kind, int64_t k, char *buf, size_t len)
+{
+	switch (metric)
+	{
+		case GBML_BOOST_METRIC_NDCG:
+			snprintf(buf, len, "NDCG@%lld", (long long) k);
+			break;
+		case GBML_BOOST_METRIC_RMSE:
+			snprintf(buf, len, "RMSE");
+			break;
+		case GBML_BOOST_METRIC_AUC:
+			snprintf(buf, len, "AUC");
+			break;
+		case GBML_BOOST_METRIC_LOGLOSS:
+			snprintf(buf, len, "Logloss");
+			break;
+		default:
+			snprintf(buf, len, "%s", gbml_boost_loss_names[kind]);
+			break;
+	}
+}
+
+static double
+metric_value(int metric, gbml_boost_loss_kind kind, int64_t k, const boost_data *d, const double *pred)
+{
+	gbml_boost_problem p;
+
+	switch (metric)
+	{
+		case GBML_BOOST_METRIC_NDCG:
+			return gbml_mean_ndcg(pred, d->label, d->n_groups, d->group_off, (int) k);
+		case GBML_BOOST_METRIC_RMSE:
+			return gbml_rmse(pred, d->label, d->weight, d->n);
+		case GBML_BOOST_METRIC_AUC:
+			return gbml_auc(pred, d->label, d->weight, d->n);
+		case GBML_BOOST_METRIC_LOGLOSS:
+			p = data_problem(d, false);
+			return gbml_boost_loss_value(GBML_LOSS_LOGLOSS, &p, pred);
+		default:
+			p = data_problem(d, gbml_boost_loss_is_ranking(kind));
+			return gbml_boost_loss_value(kind, &p, pred);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* The forest being built                                             */
+/* ------------------------------------------------------------------ */
+
+typedef struct forest_builder
+{
+	int			depth;
+	int64_t		n_trees;
+	int64_t		cap;
+	int32_t    *feature;		/* cap * depth */
+	int32_t    *border_index;
+	float	   *border;
+	float	   *gain;
+	float	   *leaf;			/* cap << depth */
+} forest_builder;
+
+static void
+builder_free(forest_builder *b, gbml_env *env)
+{
+	gbml_free(env, b->feature);
+	gbml_free(env, b->border_index);
+	gbml_free(env, b->border);
+	gbml_free(env, b->gain);
+	gbml_free(env, b->leaf);
+	memset(b, 0, sizeof(*b));
+}
+
+/* Makes room for one more tree. */
+static int
+builder_reserve(forest_builder *b, gbml_env *env)
+{
+	int64_t		cap;
+	size_t		d = (size_t) b->depth,
+				nl = (size_t) 1 << b->depth;
+	void	   *p;
+
+	if (b->n_trees < b->cap)
+		return GBML_OK;
+	cap = b->cap ? b->cap * 2 : 64;
+#define GROW(field, per) do { \
+		p = gbml_realloc(env, b->field, (size_t) cap * (per) * sizeof(*b->field)); \
+		if (p == NULL) return env->error_code; \
+		b->field = p; \
+	} while (0)
+	GROW(feature, d);
+	GROW(border_index, d);
+	GROW(border, d);
+	GROW(gain, d);
+	GROW(leaf, nl);
+#undef GROW
+	b->cap = cap;
+	return GBML_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Training                                                           */
+/* ------------------------------------------------------------------ */
+
+/* Everything one training run holds; freed in one place. */
+typedef struct trainer
+{
+	gbml_env   *env;
+	const gbml_boost_params *p;
+	gbml_boost_loss_kind kind;
+	int			metric;
+	int			threads;
+	int			depth;
+
+	boost_data	train;
+	boost_data	eval;
+	bool		has_eval;
+	gbml_boost_borders borders;
+	gbml_boost_bins bins;
+	int			n_features;
+	int64_t    *feat_off;		/* n_features + 1 */
+	int64_t		total_bins;
+
+	double	   *pred,
+			   *grad,
+			   *hess;
+	int64_t    *gq,
+			   *hq;
+	uint16_t   *leaf;
+	double	   *eval_pred;
+
+	/* per-thread scratch */
+	gbml_boost_hist_bin *thist;	/* threads * max_slots * total_bins */
+	uint16_t   *tidx;			/* threads * BLOCK_ROWS */
+	int64_t    *tG,
+			   *tH;				/* threads * BLOCK_ROWS */
+	int64_t    *tseg;			/* threads * (max_slots + 1) */
+	int64_t		max_slots;
+
+	gbml_boost_hist_bin *hist_cur,
+			   *hist_parent;	/* (1 << (depth-1)) * total_bins each */
+	/* (G, H) sums of the leaves the next level will split (choose the smaller sibling by H) */
+	gbml_boost_hist_bin child_sums[1 << GBML_BOOST_MAX_DEPTH];
+	gbml_boost_split *feature_best;
+	int16_t		slot_of[GBML_BOOST_SLOT_TABLE];
+	/* this tree's histograms are packed (constant hessian): gq = g * 2^count_bits + 1 */
+	bool		packed;
+	int			count_bits;
+	int64_t		hq_const;
+
+	forest_builder forest;
+
+	double		t_gradients,
+				t_histograms,
+				t_splits,
+				t_update,
+				t_eval;
+} trainer;
+
+static void
+trainer_free(trainer *T)
+{
+	gbml_env   *env = T->env;
+
+	data_free(&T->train, env);
+	data_free(&T->eval, env);
+	gbml_boost_borders_free(&T->borders, env);
+	gbml_boost_bins_free(&T->bins, env);
+	gbml_free(env, T->feat_off);
+	gbml_free(env, T->pred);
+	gbml_free(env, T->grad);
+	gbml_free(env, T->hess);
+	gbml_free(env, T->gq);
+	gbml_free(env, T->hq);
+	gbml_free(env, T->leaf);
+	gbml_free(env, T->eval_pred);
+	gbml_free(env, T->thist);
+	gbml_free(env, T->tidx);
+	gbml_free(env, T->tG);
+	gbml_free(env, T->tH);
+	gbml_free(env, T->tseg);
+	gbml_free(env, T->hist_cur);
+	gbml_free(env, T->hist_parent);
+	gbml_free(env, T->feature_best);
+	builder_free(&T->forest, env);
+}
+
+/* Power of two 2^e with n * max * 2^e <= 2^62 (so no sum over n rows can overflow). */
+static double
+fixed_scale(double max_abs, int64_t n)
+{
+	int			k,
+				bits_n = 0;
+
+	if (!(max_abs > 0) || !isfinite(max_abs))
+		return 1.0;
+	frexp(max_abs, &k);			/* max_abs < 2^k */
+	while (bits_n < 63 && ((int64_t) 1 << bits_n) <= n)
+		bits_n++;
+	return ldexp(1.0, 62 - k - bits_n);
+}
+
+/*
+ * Row sampling for one tree: leaf[r] = 0 for a drawn row, GBML_BOOST_UNSAMPLED
+ * otherwise.  Whole groups are drawn for ranking losses.  Returns the number
+ * of rows drawn.
+ */
+static int64_t
+draw_rows(trainer *T, int64_t iteration)
+{
+	int64_t		n = T->train.n,
+				drawn = 0;
+	gbml_rng	rng;
+	double		q = T->p->subsample;
+
+	if (q >= 1.0)
+	{
+		memset(T->leaf, 0, sizeof(uint16_t) * (size_t) n);
+		return n;
+	}
+	gbml_rng_stream(&rng, (uint64_t) T->p->random_seed ^ 0x7375627361ULL, (uint64_t) iteration);
+	if (gbml_boost_loss_is_ranking(T->kind) && T->train.n_groups > 0)
+	{
+		for (int64_t g = 0; g < T->train.n_groups; g++)
+		{
+			uint16_t	v = gbml_rng_uniform(&rng) < q ? 0 : GBML_BOOST_UNSAMPLED;
+
+			for (int64_t r = T->train.group_off[g]; r < T->train.group_off[g + 1]; r++)
+				T->leaf[r] = v;
+			if (v == 0)
+				drawn += T->train.group_off[g + 1] - T->train.group_off[g];
+		}
+	}
+	else
+	{
+		for (int64_t r = 0; r < n; r++)
+		{
+			T->leaf[r] = gbml_rng_uniform(&rng) < q ? 0 : GBML_BOOST_UNSAMPLED;
+			drawn += T->leaf[r] == 0;
+		}
+	}
+	if (drawn == 0)
+	{
+		/* tiny data and a small share: take every row rather than an empty tree */
+		memset(T->leaf, 0, sizeof(uint16_t) * (size_t) n);
+		drawn = n;
+	}
+	return drawn;
+}
+
+/* Smallest K with n < 2^K. */
+static int
+bits_for(int64_t n)
+{
+	int			k = 0;
+
+	while (k < 63 && ((int64_t) 1 << k) <= n)
+		k++;
+	return k;
+}
+
+/*
+ * Gradients to fixed point; unsampled rows get 0.  Returns the scales.
+ *
+ * When every drawn row has the same hessian (RMSE and QueryRMSE without
+ * weights) and the data is small enough that gradients keep at least
+ * PACKED_MIN_BITS bits, the tree uses packed histograms: gq = g * 2^K + 1,
+ * K = bits of the row count, and H = count * hq_const (boost_histogram.h).
+ */
+#define PACKED_MIN_BITS 16
+static void
+quantize_gradients(trainer *T, double *scale_g, double *scale_h)
+{
+	int64_t		n = T->train.n;
+	double		mg = 0,
+				mh = 0,
+				hmin = INFINITY,
+				hmax = -INFINITY;
+	double		sg = 1,
+				sh = 1;
+	int			K = bits_for(n);
+	bool		packed = false;
+
+	/* one parallel region: the maxima (exact, order-free), then the conversion */
+#pragma omp parallel num_threads(T->threads)
+	{
+#pragma omp for reduction(max:mg, mh, hmax) reduction(min:hmin) schedule(static)
+		for (int64_t r = 0; r < n; r++)
+		{
+			double		h = T->hess[r];
+
+			if (T->leaf[r] & GBML_BOOST_UNSAMPLED)
+				continue;
+			if (fabs(T->grad[r]) > mg)
+				mg = fabs(T->grad[r]);
+			if (fabs(h) > mh)
+				mh = fabs(h);
+			if (h < hmin)
+				hmin = h;
+			if (h > hmax)
+				hmax = h;
+		}
+#pragma omp single
+		{
+			sh = fixed_scale(mh, n);
+			packed = hmin == hmax && 62 - 2 * K >= PACKED_MIN_BITS;
+			if (packed)
+			{
+				int			k;
+
+				/* rows' |gq| <= 2^(62-2K): sums stay below 2^(62-K), packed sums below 2^63 */
+				if (mg > 0 && isfinite(mg))
+				{
+					frexp(mg, &k);
+					sg = ldexp(1.0, 62 - 2 * K - k);
+				}
+				else
+					sg = 1;
+			}
+			else
+				sg = fixed_scale(mg, n);
+		}
+#pragma omp for schedule(static)
+		for (int64_t r = 0; r < n; r++)
+		{
+			if (T->leaf[r] & GBML_BOOST_UNSAMPLED)
+			{
+				T->gq[r] = 0;
+				T->hq[r] = 0;
+			}
+			else if (packed)
+				T->gq[r] = (int64_t) llrint(T->grad[r] * sg) * ((int64_t) 1 << K) + 1;
+			else
+			{
+				T->gq[r] = (int64_t) llrint(T->grad[r] * sg);
+				T->hq[r] = (int64_t) llrint(T->hess[r] * sh);
+			}
+		}
+	}
+	T->packed = packed;
+	T->count_bits = K;
+	T->hq_const = packed ? (int64_t) llrint(hmax * sh) : 0;
+	*scale_g = sg;
+	*scale_h = sh;
+}
+
+/*
+ * Histograms of every leaf of level `level` into hist_cur: the smaller child
+ * of each sibling pair by a pass over the bins, the other by subtraction.
+ * The pass first applies the previous level's split (prev_feature,
+ * prev_border) to the block's leaf indices, so a level is one parallel
+ * region and one visit of each block.
+ *
+ * "Smaller" is judged by the children's hessian sums (known exactly from the
+ * parent's histogram before any row moves): the row count for constant-hessian
+ * losses, a close proxy otherwise.  Any choice gives the same exact sums;
+ * this one only decides how many rows the pass reads.
+ */
+static void
+level_histograms(trainer *T, int level, bool all_sampled, int prev_feature, int prev_border)
+{
+	int64_t		tb = T->total_bins;
+	int			n_slots;
+	int64_t		small[1 << (GBML_BOOST_MAX_DEPTH - 1)];
+	bool		identity = (level == 0 && all_sampled);
+	int64_t		n_blocks = T->bins.n_blocks;
+
+	for (int i = 0; i < GBML_BOOST_SLOT_TABLE; i++)
+		T->slot_of[i] = -1;
+	if (level == 0)
+	{
+		n_slots = 1;
+		small[0] = 0;
+		T->slot_of[0] = 0;
+	}
+	else
+	{
+		int			half = 1 << (level - 1);
+
+		n_slots = half;
+		for (int p = 0; p < half; p++)
+		{
+			int			c0 = p,
+						c1 = p | half;
+
+			small[p] = T->child_sums[c0].h <= T->child_sums[c1].h ? c0 : c1;
+			T->slot_of[small[p]] = (int16_t) p;
+		}
+	}
+	memset(T->thist, 0, sizeof(gbml_boost_hist_bin) * (size_t) T->threads * (size_t) T->max_slots * (size_t) tb);
+
+#pragma omp parallel num_threads(T->threads)
+	{
+		int			t = 0;
+
+#ifdef _OPENMP
+		t = omp_get_thread_num();
+#endif
+		gbml_boost_hist_bin *h = T->thist + (size_t) t * (size_t) T->max_slots * (size_t) tb;
+		uint16_t   *idx = T->tidx + (size_t) t * BLOCK_ROWS;
+		int64_t    *G = T->tG + (size_t) t * BLOCK_ROWS;
+		int64_t    *H = T->tH + (size_t) t * BLOCK_ROWS;
+		int64_t    *seg = T->tseg + (size_t) t * (size_t) (T->max_slots + 1);
+
+#pragma omp for schedule(dynamic, 1)
+		for (int64_t b = 0; b < n_blocks; b++)
+		{
+			int64_t		start = b * BLOCK_ROWS;
+			int64_t		len = gbml_boost_block_len(&T->bins, b);
+
+			if (level > 0)
+				gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) prev_feature * (size_t) len, len,
+									   prev_border, level - 1, T->leaf + start);
+			const int64_t *hq = T->packed ? NULL : T->hq + start;
+
+			if (identity)
+				gbml_boost_hist_block(T->bins.blocks[b], len, T->n_features, T->feat_off, tb,
+									  NULL, NULL, 1, T->gq + start, hq, G, H, h);
+			else
+			{
+				gbml_boost_partition_block(T->leaf + start, len, T->slot_of, n_slots, seg, idx);
+				if (seg[n_slots] > 0)
+					gbml_boost_hist_block(T->bins.blocks[b], len, T->n_features, T->feat_off, tb,
+										  idx, seg, n_slots, T->gq + start, hq, G, H, h);
+			}
+		}
+	}
+	/* merge per-thread histograms (integer sums: any order gives the same bits) */
+	for (int t = 1; t < T->threads; t++)
+		gbml_boost_hist_add(T->thist, T->thist + (size_t) t * (size_t) T->max_slots * (size_t) tb,
+							(int64_t) n_slots * tb);
+	if (T->packed)
+		gbml_boost_hist_unpack(T->thist, (int64_t) n_slots * tb, T->count_bits, T->hq_const);
+	if (level == 0)
+		memcpy(T->hist_cur, T->thist, sizeof(gbml_boost_hist_bin) * (size_t) tb);
+	else
+	{
+		int			half = 1 << (level - 1);
+
+		for (int p = 0; p < half; p++)
+		{
+			int64_t		other = small[p] ^ half;
+
+			memcpy(T->hist_cur + (size_t) small[p] * tb, T->thist + (size_t) p * tb,
+				   sizeof(gbml_boost_hist_bin) * (size_t) tb);
+			gbml_boost_hist_sub(T->hist_cur + (size_t) other * tb, T->hist_parent + (size_t) p * tb,
+								T->thist + (size_t) p * tb, tb);
+		}
+	}
+}
+
+/*
+ * (G, H) of the children of every leaf of hist_cur (n_leaves leaves) under
+ * the split (feature, border): child l keeps bit `level` = 0, child
+ * l | 1 << level gets 1.
+ */
+static void
+split_sums(const trainer *T, int n_leaves, int level, int feature, int border, gbml_boost_hist_bin *out)
+{
+	for (int l = 0; l < n_leaves; l++)
+	{
+		const gbml_boost_hist_bin *h = T->hist_cur + (size_t) l * T->total_bins + T->feat_off[feature];
+		int64_t		lg = 0,
+					lh = 0,
+					tg = 0,
+					th = 0;
+
+		for (int b = 0; b <= T->borders.count[feature]; b++)
+		{
+			if (b <= border)
+			{
+				lg += h[b].g;
+				lh += h[b].h;
+			}
+			tg += h[b].g;
+			th += h[b].h;
+		}
+		out[l].g = lg;
+		out[l].h = lh;
+		out[l | (1 << level)].g = tg - lg;
+		out[l | (1 << level)].h = th - lh;
+	}
+}
+
+/* Adds tree t's contribution to predictions of rows given by their bins (after use_best_model). */
+static void
+add_tree_from_bins(trainer *T, int64_t t, double *pred)
+{
+	const forest_builder *F = &T->forest;
+	int			d = F->depth;
+
+#pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
+	for (int64_t b = 0; b < T->bins.n_blocks; b++)
+	{
+		int64_t		start = b * BLOCK_ROWS;
+		int64_t		len = gbml_boost_block_len(&T->bins, b);
+		const uint8_t *bins = T->bins.blocks[b];
+
+		for (int64_t r = 0; r < len; r++)
+		{
+			int			idx = 0;
+
+			for (int l = 0; l < d; l++)
+				idx |= (bins[(size_t) F->feature[t * d + l] * len + r] > F->border_index[t * d + l]) << l;
+			pred[start + r] += (double) F->leaf[(t << d) + idx];
+		}
+	}
+}
+
+static int
+setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
+{
+	gbml_env   *env = T->env;
+	const gbml_boost_params *p = T->p;
+	int64_t		n;
+	int			rc;
+
+	/* resolve loss and metric */
+	if (p->loss == 0)
+		T->kind = ds->group_state > 0 ? GBML_LOSS_YETIRANK : GBML_LOSS_RMSE;
+	else
+		T->kind = (gbml_boost_loss_kind) (p->loss - 1);
+	if (strcmp(gbml_boost_loss_names[T->kind], gbml_boost_loss_choices[T->kind + 1]) != 0)
+		return gbml_error(env, GBML_EINVAL, "boost: internal error: loss tables disagree");
+	if (gbml_boost_loss_is_ranking(T->kind) && ds->group_state <= 0)
+		return gbml_error(env, GBML_EINVAL, "boost: loss %s needs a group_id per row",
+						  gbml_boost_loss_names[T->kind]);
+	T->metric = p->eval_metric;
+	if (T->metric == GBML_BOOST_METRIC_AUTO)
+	{
+		if (gbml_boost_loss_is_ranking(T->kind))
+			T->metric = GBML_BOOST_METRIC_NDCG;
+		else if (T->kind == GBML_LOSS_LOGLOSS)
+			T->metric = GBML_BOOST_METRIC_LOGLOSS;
+		else
+			T->metric = GBML_BOOST_METRIC_RMSE;
+	}
+	if (T->metric == GBML_BOOST_METRIC_NDCG && ds->group_state <= 0)
+		return gbml_error(env, GBML_EINVAL, "boost: eval_metric NDCG needs a group_id per row");
+	T->has_eval = eval != NULL && eval->n_rows > 0;
+	if (T->has_eval)
+	{
+		if (eval->n_features != ds->n_features)
+			return gbml_error(env, GBML_EINVAL, "boost: the eval set has %d features, the training set %d",
+							  eval->n_features, ds->n_features);
+		if ((T->metric == GBML_BOOST_METRIC_NDCG ||
+			 (T->metric == GBML_BOOST_METRIC_LOSS && gbml_boost_loss_is_ranking(T->kind))) &&
+			eval->group_state <= 0)
+			return gbml_error(env, GBML_EINVAL, "boost: the eval set needs a group_id per row for %s",
+							  T->metric == GBML_BOOST_METRIC_NDCG ? "NDCG" : gbml_boost_loss_names[T->kind]);
+	}
+
+	if ((rc = data_prepare(ds, &T->train, env)) != GBML_OK)
+		return rc;
+	if (T->has_eval && (rc = data_prepare(eval, &T->eval, env)) != GBML_OK)
+		return rc;
+	n = T->train.n;
+	if (T->kind == GBML_LOSS_LOGLOSS || T->metric == GBML_BOOST_METRIC_LOGLOSS)
+	{
+		for (int64_t i = 0; i < n; i++)
+			if (!(T->train.label[i] >= 0 && T->train.label[i] <= 1))
+				return gbml_error(env, GBML_EINVAL, "boost: Logloss needs labels in [0, 1]; found %g",
+								  (double) T->train.label[i]);
+		for (int64_t i = 0; i < T->eval.n; i++)
+			if (!(T->eval.label[i] >= 0 && T->eval.label[i] <= 1))
+				return gbml_error(env, GBML_EINVAL, "boost: Logloss needs eval labels in [0, 1]; found %g",
+								  (double) T->eval.label[i]);
+	}
+
+	/* quantization */
+	T->n_features = ds->n_features;
+	if ((rc = gbml_boost_borders_build(ds, (int) p->border_count, p->border_sample_size,
+									   (uint64_t) p->random_seed, &T->borders, env)) != GBML_OK)
+		return rc;
+	if ((rc = gbml_boost_bins_build(T->train.rows, n, T->n_features, &T->borders, BLOCK_ROWS,
+									&T->bins, env)) != GBML_OK)
+		return rc;
+	T->feat_off = gbml_alloc_array(env, (size_t) T->n_features + 1, sizeof(int64_t));
+	if (T->feat_off == NULL)
+		return env->error_code;
+	T->feat_off[0] = 0;
+	for (int f = 0; f < T->n_features; f++)
+		T->feat_off[f + 1] = T->feat_off[f] + T->borders.count[f] + 1;
+	T->total_bins = T->feat_off[T->n_features];
+
+	/* working arrays */
+	T->depth = (int) p->depth;
+	T->max_slots = T->depth >= 2 ? (int64_t) 1 << (T->depth - 2) : 1;
+	T->pred = gbml_alloc_array(env, (size_t) n, sizeof(double));
+	T->grad = gbml_alloc_array(env, (size_t) n, sizeof(double));
+	T->hess = gbml_alloc_array(env, (size_t) n, sizeof(double));
+	T->gq = gbml_alloc_array(env, (size_t) n, sizeof(int64_t));
+	T->hq = gbml_alloc_array(env, (size_t) n, sizeof(int64_t));
+	T->leaf = gbml_alloc_array(env, (size_t) n, sizeof(uint16_t));
+	T->thist = gbml_alloc_array(env, (size_t) T->threads * (size_t) T->max_slots * (size_t) T->total_bins,
+								sizeof(gbml_boost_hist_bin));
+	T->tidx = gbml_alloc_array(env, (size_t) T->threads * BLOCK_ROWS, sizeof(uint16_t));
+	T->tG = gbml_alloc_array(env, (size_t) T->threads * BLOCK_ROWS, sizeof(int64_t));
+	T->tH = gbml_alloc_array(env, (size_t) T->threads * BLOCK_ROWS, sizeof(int64_t));
+	T->tseg = gbml_alloc_array(env, (size_t) T->threads * (size_t) (T->max_slots + 1), sizeof(int64_t));
+	T->hist_cur = gbml_alloc_array(env, ((size_t) 1 << (T->depth - 1)) * (size_t) T->total_bins,
+								   sizeof(gbml_boost_hist_bin));
+	T->hist_parent = gbml_alloc_array(env, ((size_t) 1 << (T->depth - 1)) * (size_t) T->total_bins,
+									  sizeof(gbml_boost_hist_bin));
+	T->feature_best = gbml_alloc_array(env, (size_t) T->n_features, sizeof(gbml_boost_split));
+	if (T->has_eval)
+		T->eval_pred = gbml_alloc_array(env, (size_t) T->eval.n, sizeof(double));
+	if (!T->pred || !T->grad || !T->hess || !T->gq || !T->hq || !T->leaf || !T->thist || !T->tidx ||
+		!T->tG || !T->tH || !T->tseg || !T->hist_cur || !T->hist_parent ||
+		!T->feature_best || (T->has_eval && !T->eval_pred))
+		return env->error_code;
+	T->forest.depth = T->depth;
+	return GBML_OK;
+}
+
+/*
+ * Grows one tree on the current gradients and appends it to the forest.
+ * *grown = false when no feature can split (every feature constant).
+ */
+static int
+grow_tree(trainer *T, int64_t iteration, bool *grown)
+{
+	gbml_env   *env = T->env;
+	forest_builder *F = &T->forest;
+	int			d = T->depth;
+	int64_t		drawn;
+	double		sg,
+				sh,
+				t0;
+	int			rc;
+	int			last_f = -1,
+				last_j = -1;
+	gbml_boost_hist_bin leaf_sums[1 << GBML_BOOST_MAX_DEPTH];
+	gbml_boost_problem prob;
+	size_t		base;
+
+	*grown = false;
+	t0 = gbml_now();
+	drawn = draw_rows(T, iteration);
+	prob = data_problem(&T->train, gbml_boost_loss_is_ranking(T->kind));
+	rc = gbml_boost_loss_gradients(T->kind, &prob, T->pred, (uint64_t) T->p->random_seed, iteration,
+								   T->grad, T->hess, env);
+	if (rc != GBML_OK)
+		return rc;
+	quantize_gradients(T, &sg, &sh);
+	T->t_gradients += gbml_now() - t0;
+
+	if ((rc = builder_reserve(F, env)) != GBML_OK)
+		return rc;
+	base = (size_t) F->n_trees * (size_t) d;
+
+	for (int level = 0; level < d; level++)
+	{
+		gbml_boost_split best;
+		double		parent_score;
+		int			n_leaves = 1 << level;
+
+		t0 = gbml_now();
+		level_histograms(T, level, drawn == T->train.n, last_f, last_j);
+		T->t_histograms += gbml_now() - t0;
+
+		t0 = gbml_now();
+		/* leaf totals: the bins of feature 0 cover every row of a leaf */
+		for (int l = 0; l < n_leaves; l++)
+		{
+			const gbml_boost_hist_bin *h = T->hist_cur + (size_t) l * T->total_bins;
+
+			leaf_sums[l].g = leaf_sums[l].h = 0;
+			for (int64_t b = 0; b < T->feat_off[1]; b++)
+			{
+				leaf_sums[l].g += h[b].g;
+				leaf_sums[l].h += h[b].h;
+			}
+		}
+		parent_score = gbml_boost_leaves_score(leaf_sums, n_leaves, 1.0 / sg, 1.0 / sh, T->p->l2_leaf_reg);
+		gbml_boost_best_split(T->hist_cur, n_leaves, T->n_features, T->feat_off, T->total_bins,
+							  T->borders.count, 1.0 / sg, 1.0 / sh, T->p->l2_leaf_reg, T->threads,
+							  T->feature_best, &best);
+		if (best.feature < 0)
+		{
+			T->t_splits += gbml_now() - t0;
+			return GBML_OK;		/* no feature has a border: nothing can split */
+		}
+		F->feature[base + level] = best.feature;
+		F->border_index[base + level] = best.border;
+		F->border[base + level] = T->borders.values[T->borders.offset[best.feature] + best.border];
+		F->gain[base + level] = (float) fmax(0.0, best.score - parent_score);
+		last_f = best.feature;
+		last_j = best.border;
+		/* the children's sums: the next level's sibling choice, or the leaf values */
+		split_sums(T, n_leaves, level, last_f, last_j, T->child_sums);
+		T->t_splits += gbml_now() - t0;
+		{
+			gbml_boost_hist_bin *tmp = T->hist_cur;
+
+			T->hist_cur = T->hist_parent;
+			T->hist_parent = tmp;
+		}
+	}
+
+	/* Newton leaf values; then the last split and the predictions in one pass */
+	t0 = gbml_now();
+	{
+		float	   *lv = F->leaf + ((size_t) F->n_trees << d);
+		double		lr = T->p->learning_rate,
+					l2 = T->p->l2_leaf_reg;
+
+		for (int l = 0; l < (1 << d); l++)
+		{
+			double		G = (double) T->child_sums[l].g / sg;
+			double		H = (double) T->child_sums[l].h / sh;
+			double		v = (H + l2 > 0) ? -lr * G / (H + l2) : 0.0;
+
+			lv[l] = (float) v;
+		}
+#pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
+		for (int64_t b = 0; b < T->bins.n_blocks; b++)
+		{
+			int64_t		start = b * BLOCK_ROWS;
+			int64_t		len = gbml_boost_block_len(&T->bins, b);
+			uint16_t   *leaf = T->leaf + start;
+			double	   *pred = T->pred + start;
+
+			gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) last_f * (size_t) len, len,
+								   last_j, d - 1, leaf);
+			for (int64_t r = 0; r < len; r++)
+				pred[r] += (double) lv[leaf[r] & GBML_BOOST_LEAF_MASK];
+		}
+	}
+	T->t_update += gbml_now() - t0;
+
+	if (T->has_eval)
+	{
+		const int32_t *feat = F->feature + base;
+		const float *bord = F->border + base;
+		const float *lv = F->leaf + ((size_t) F->n_trees << d);
+
+		t0 = gbml_now();
+#pragma omp parallel for schedule(static) num_threads(T->threads)
+		for (int64_t r = 0; r < T->eval.n; r++)
+		{
+			const float *x = T->eval.rows[r];
+			int			idx = 0;
+
+			for (int l = 0; l < d; l++)
+				idx |= (x[feat[l]] > bord[l]) << l;
+			T->eval_pred[r] += (double) lv[idx];
+		}
+		T->t_eval += gbml_now() - t0;
+	}
+	F->n_trees++;
+	*grown = true;
+	return GBML_OK;
+}
+
+static void
+write_sections(trainer *T, gbml_train_context *ctx, double base_score)
+{
+	gbml_strbuf sb;
+	const forest_builder *F = &T->forest;
+	int			d = F->depth;
+
+	gbml_sb_init(&sb, T->env);
+	gbml_sb_u32(&sb, GBML_BOOST_LAYOUT_VERSION);
+	gbml_sb_u32(&sb, (uint32_t) T->kind);
+	gbml_sb_f64(&sb, base_score);
+	gbml_sb_u32(&sb, (uint32_t) F->n_trees);
+	gbml_sb_u32(&sb, (uint32_t) T->n_features);
+	gbml_model_add_sb(ctx->writer, GBML_SECTION_BOOST_HEADER, &sb);
+	gbml_sb_free(&sb);
+
+	gbml_sb_init(&sb, T->env);
+	for (int64_t t = 0; t < F->n_trees; t++)
+	{
+		gbml_sb_u32(&sb, (uint32_t) d);
+		for (int l = 0; l < d; l++)
+		{
+			gbml_sb_u32(&sb, (uint32_t) F->feature[t * d + l]);
+			gbml_sb_f32(&sb, F->border[t * d + l]);
+			gbml_sb_f32(&sb, F->gain[t * d + l]);
+		}
+		for (int l = 0; l < (1 << d); l++)
+			gbml_sb_f32(&sb, F->leaf[(t << d) + l]);
+	}
+	gbml_model_add_sb(ctx->writer, GBML_SECTION_BOOST_TREES, &sb);
+	gbml_sb_free(&sb);
+
+	gbml_sb_init(&sb, T->env);
+	gbml_sb_u32(&sb, (uint32_t) T->n_features);
+	for (int f = 0; f < T->n_features; f++)
+	{
+		gbml_sb_u32(&sb, (uint32_t) T->borders.count[f]);
+		for (int j = 0; j < T->borders.count[f]; j++)
+			gbml_sb_f32(&sb, T->borders.values[T->borders.offset[f] + j]);
+	}
+	gbml_model_add_sb(ctx->writer, GBML_SECTION_BOOST_BORDERS, &sb);
+	gbml_sb_free(&sb);
+}
+
+static int
+boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
+{
+	trainer		T;
+	gbml_env   *env = ctx->env;
+	const gbml_boost_params *p = ctx->params;
+	double		t_start = gbml_now(),
+				t_quant,
+				t_boost;
+	double		base_score;
+	int64_t		best_iter = -1,
+				iterations_run = 0;
+	double		best_value = NAN,
+				last_value = NAN;
+	bool		hib,
+				stopped_early = false,
+				no_split = false;
+	char		mname[64];
+	int			rc;
+
+	memset(&T, 0, sizeof(T));
+	T.env = env;
+	T.p = p;
+	T.threads = env->threads > 0 ? env->threads : 1;
+	if ((rc = setup(&T, ds, ctx->eval)) != GBML_OK)
+		goto done;
+	t_quant = gbml_now() - t_start;
+	hib = metric_higher_is_better(T.metric);
+	metric_name(T.metric, T.kind, p->eval_k, mname, sizeof(mname));
+
+	{
+		gbml_boost_problem prob = data_problem(&T.train, gbml_boost_loss_is_ranking(T.kind));
+
+		base_score = gbml_boost_loss_base_score(T.kind, &prob);
+		if (!isfinite(base_score))
+			base_score = 0;
+	}
+	for (int64_t r = 0; r < T.train.n; r++)
+		T.pred[r] = base_score;
+	for (int64_t r = 0; r < T.eval.n; r++)
+		T.eval_pred[r] = base_score;
+
+	for (int64_t it = 0; it < p->iterations; it++)
+	{
+		bool		grown;
+		gbml_progress_info info = {"train", it + 1, p->iterations, NULL, 0};
+
+		if ((rc = grow_tree(&T, it, &grown)) != GBML_OK)
+			goto done;
+		if (!grown)
+		{
+			no_split = true;
+			break;
+		}
+		iterations_run = it + 1;
+		if (T.has_eval)
+		{
+			double		t0 = gbml_now();
+			double		v = metric_value(T.metric, T.kind, p->eval_k, &T.eval, T.eval_pred);
+
+			T.t_eval += gbml_now() - t0;
+			last_value = v;
+			if (best_iter < 0 || (hib ? v > best_value : v < best_value))
+			{
+				best_value = v;
+				best_iter = it;
+			}
+			info.metric_name = mname;
+			info.metric = v;
+		}
+		if (gbml_progress(env, &info))
+		{
+			rc = gbml_error(env, GBML_ECANCELLED, "canceled");
+			goto done;
+		}
+		if (T.has_eval && p->early_stopping_rounds > 0 && it - best_iter >= p->early_stopping_rounds)
+		{
+			stopped_early = true;
+			break;
+		}
+	}
+	t_boost = gbml_now() - t_start - t_quant;
+
+	/* keep the trees up to the best eval iteration */
+	if (T.has_eval && p->use_best_model && best_iter >= 0 && best_iter + 1 < T.forest.n_trees)
+	{
+		T.forest.n_trees = best_iter + 1;
+		for (int64_t r = 0; r < T.train.n; r++)
+			T.pred[r] = base_score;
+		for (int64_t t = 0; t < T.forest.n_trees; t++)
+			add_tree_from_bins(&T, t, T.pred);
+	}
+
+	write_sections(&T, ctx, base_score);
+
+	/* META */
+	{
+		gbml_strbuf *m = ctx->meta;
+		double		train_value = metric_value(T.metric, T.kind, p->eval_k, &T.train, T.pred);
+		gbml_boost_problem prob = data_problem(&T.train, gbml_boost_loss_is_ranking(T.kind));
+		double		train_loss = gbml_boost_loss_value(T.kind, &prob, T.pred);
+		double		eval_value = T.has_eval ? (p->use_best_model && best_iter >= 0 ? best_value : last_value)
+			: train_value;
+
+		gbml_sb_printf(m, "\"loss\":\"%s\",\"trees\":%lld,\"depth\":%d,\"iterations_run\":%lld,",
+					   gbml_boost_loss_names[T.kind], (long long) T.forest.n_trees, T.depth,
+					   (long long) iterations_run);
+		gbml_sb_printf(m, "\"base_score\":");
+		gbml_sb_json_number(m, base_score);
+		gbml_sb_printf(m, ",\"best_iteration\":%lld,\"stopped_early\":%s,\"no_split_possible\":%s,",
+					   (long long) (best_iter >= 0 ? best_iter + 1 : T.forest.n_trees),
+					   stopped_early ? "true" : "false", no_split ? "true" : "false");
+		{
+			int64_t		nb = 0;
+
+			for (int f = 0; f < T.n_features; f++)
+				nb += T.borders.count[f];
+			gbml_sb_printf(m, "\"borders\":%lld,", (long long) nb);
+		}
+		gbml_sb_printf(m, "\"metrics\":{\"eval_metric\":\"%s\",\"eval_value\":", mname);
+		gbml_sb_json_number(m, eval_value);
+		gbml_sb_printf(m, ",\"higher_is_better\":%s,\"eval_set\":\"%s\",\"train_%s\":",
+					   hib ? "true" : "false", T.has_eval ? "eval" : "train", mname);
+		gbml_sb_json_number(m, train_value);
+		gbml_sb_printf(m, ",\"train_loss\":");
+		gbml_sb_json_number(m, train_loss);
+		gbml_sb_printf(m, "},\"timings\":{\"quantize_seconds\":%.6f,\"boost_seconds\":%.6f,"
+					   "\"seconds_per_tree\":%.6f,\"gradient_seconds\":%.6f,\"histogram_seconds\":%.6f,"
+					   "\"split_seconds\":%.6f,\"update_seconds\":%.6f,\"eval_seconds\":%.6f}",
+					   t_quant, t_boost, iterations_run > 0 ? t_boost / (double) iterations_run : 0.0,
+					   T.t_gradients, T.t_histograms, T.t_splits, T.t_update, T.t_eval);
+		rc = gbml_sb_status(m);
+	}
+
+done:
+	trainer_free(&T);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Loading, scoring, introspection                                    */
+/* ------------------------------------------------------------------ */
+
+static void
+model_free(gbml_boost_model *m, gbml_env *env)
+{
+	if (m == NULL)
+		return;
+	gbml_free(env, m->gain);
+	gbml_free(env, m->border_count);
+	gbml_free(env, m->border_off);
+	gbml_free(env, m->border_values);
+	gbml_free(env, m->depth_buf);
+	gbml_free(env, m->split_off_buf);
+	gbml_free(env, m->leaf_off_buf);
+	gbml_free(env, m->feature_buf);
+	gbml_free(env, m->border_buf);
+	gbml_free(env, m->leaf_buf);
+	gbml_free(env, m->used_buf);
+	gbml_free(env, m->pos_buf);
+	gbml_free(env, m);
+}
+
+static int
+corrupt(gbml_boost_model *m, gbml_env *env, const char *what)
+{
+	model_free(m, env);
+	return gbml_error(env, GBML_ECORRUPT, "boost model: %s", what);
+}
+
+static int
+boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
+{
+	const uint8_t *data;
+	size_t		len;
+	gbml_cursor c;
+	gbml_boost_model *m;
+	uint32_t	version,
+				loss,
+				n_trees,
+				nf;
+	double		base;
+	int64_t		n_splits = 0,
+				n_leaves = 0;
+
+	*handle = NULL;
+	m = gbml_alloc0(env, sizeof(gbml_boost_model));
+	if (m == NULL)
+		return env->error_code;
+
+	/* header */
+	if (!gbml_model_find(r, GBML_SECTION_BOOST_HEADER, &data, &len))
+		return corrupt(m, env, "header section is missing");
+	gbml_cursor_init(&c, data, len);
+	version = gbml_cursor_u32(&c);
+	loss = gbml_cursor_u32(&c);
+	base = gbml_cursor_f64(&c);
+	n_trees = gbml_cursor_u32(&c);
+	nf = gbml_cursor_u32(&c);
+	if (!c.ok || gbml_cursor_remaining(&c) != 0)
+		return corrupt(m, env, "header section has the wrong size");
+	if (version != GBML_BOOST_LAYOUT_VERSION)
+		return corrupt(m, env, "unknown layout version");
+	if (loss > GBML_LOSS_LAMBDAMART)
+		return corrupt(m, env, "unknown loss");
+	if (!isfinite(base))
+		return corrupt(m, env, "base score is not finite");
+	if (nf == 0 || nf != r->n_features || nf > GBML_MAX_FEATURES)
+		return corrupt(m, env, "feature count disagrees with the container");
+	m->loss = (int) loss;
+	m->forest.base_score = base;
+	m->forest.n_features = (int) nf;
+
+	/* trees: a validating pass, then a filling pass */
+	if (!gbml_model_find(r, GBML_SECTION_BOOST_TREES, &data, &len))
+		return corrupt(m, env, "trees section is missing");
+	if ((uint64_t) n_trees > len / (4 + 12 + 8))
+		return corrupt(m, env, "tree count exceeds the trees section");
+	gbml_cursor_init(&c, data, len);
+	for (uint32_t t = 0; t < n_trees; t++)
+	{
+		uint32_t	d = gbml_cursor_u32(&c);
+
+		if (!c.ok || d < 1 || d > GBML_BOOST_MAX_DEPTH)
+			return corrupt(m, env, "tree depth out of range 1..10");
+		for (uint32_t l = 0; l < d; l++)
+		{
+			uint32_t	f = gbml_cursor_u32(&c);
+			float		b = gbml_cursor_f32(&c);
+			float		g = gbml_cursor_f32(&c);
+
+			if (!c.ok)
+				return corrupt(m, env, "trees section is truncated");
+			if (f >= nf)
+				return corrupt(m, env, "split feature index out of range");
+			if (isnan(b) || !(isfinite(g) && g >= 0))
+				return corrupt(m, env, "split border or gain is invalid");
+		}
+		for (uint32_t l = 0; l < (1u << d); l++)
+		{
+			float		v = gbml_cursor_f32(&c);
+
+			if (!c.ok)
+				return corrupt(m, env, "trees section is truncated");
+			if (!isfinite(v))
+				return corrupt(m, env, "leaf value is not finite");
+		}
+		n_splits += d;
+		n_leaves += (int64_t) 1 << d;
+	}
+	if (gbml_cursor_remaining(&c) != 0)
+		return corrupt(m, env, "trees section has trailing bytes");
+
+	m->depth_buf = gbml_alloc_array(env, (size_t) n_trees + 1, sizeof(int32_t));
+	m->split_off_buf = gbml_alloc_array(env, (size_t) n_trees + 1, sizeof(int64_t));
+	m->leaf_off_buf = gbml_alloc_array(env, (size_t) n_trees + 1, sizeof(int64_t));
+	m->feature_buf = gbml_alloc_array(env, (size_t) n_splits + 1, sizeof(int32_t));
+	m->pos_buf = gbml_alloc_array(env, (size_t) n_splits + 1, sizeof(int32_t));
+	m->border_buf = gbml_alloc_array(env, (size_t) n_splits + 1, sizeof(float));
+	m->gain = gbml_alloc_array(env, (size_t) n_splits + 1, sizeof(float));
+	m->leaf_buf = gbml_alloc_array(env, (size_t) n_leaves + 1, sizeof(float));
+	if (!m->depth_buf || !m->split_off_buf || !m->leaf_off_buf || !m->feature_buf || !m->pos_buf ||
+		!m->border_buf || !m->gain || !m->leaf_buf)
+	{
+		int			rc = env->error_code;
+
+		model_free(m, env);
+		return rc;
+	}
+	gbml_cursor_init(&c, data, len);
+	{
+		int64_t		so = 0,
+					lo = 0;
+		int			uniform = -2;
+
+		for (uint32_t t = 0; t < n_trees; t++)
+		{
+			uint32_t	d = gbml_cursor_u32(&c);
+
+			m->depth_buf[t] = (int32_t) d;
+			m->split_off_buf[t] = so;
+			m->leaf_off_buf[t] = lo;
+			for (uint32_t l = 0; l < d; l++, so++)
+			{
+				m->feature_buf[so] = (int32_t) gbml_cursor_u32(&c);
+				m->border_buf[so] = gbml_cursor_f32(&c);
+				m->gain[so] = gbml_cursor_f32(&c);
+			}
+			gbml_cursor_f32_array(&c, m->leaf_buf + lo, (size_t) 1 << d);
+			lo += (int64_t) 1 << d;
+			if (uniform == -2)
+				uniform = (int) d;
+			else if (uniform != (int) d)
+				uniform = -1;
+		}
+		m->split_off_buf[n_trees] = so;
+		m->leaf_off_buf[n_trees] = lo;
+		m->forest.uniform_depth = uniform < 0 ? -1 : uniform;
+		if (n_trees == 0)
+			m->forest.uniform_depth = -1;
+	}
+	m->forest.n_trees = (int) n_trees;
+	m->forest.depth = m->depth_buf;
+	m->forest.split_off = m->split_off_buf;
+	m->forest.leaf_off = m->leaf_off_buf;
+	m->forest.feature = m->feature_buf;
+	m->forest.border = m->border_buf;
+	m->forest.leaf = m->leaf_buf;
+
+	/* features the splits use, for the batch scorer */
+	{
+		int32_t    *map = gbml_alloc_array(env, nf, sizeof(int32_t));
+		int			n_used = 0;
+
+		if (map == NULL)
+		{
+			int			rc = env->error_code;
+
+			model_free(m, env);
+			return rc;
+		}
+		for (uint32_t f = 0; f < nf; f++)
+			map[f] = -1;
+		for (int64_t s = 0; s < n_splits; s++)
+			map[m->feature_buf[s]] = 0;
+		for (uint32_t f = 0; f < nf; f++)
+			if (map[f] == 0)
+				n_used++;
+		m->used_buf = gbml_alloc_array(env, (size_t) n_used + 1, sizeof(int32_t));
+		if (m->used_buf == NULL)
+		{
+			int			rc = env->error_code;
+
+			gbml_free(env, map);
+			model_free(m, env);
+			return rc;
+		}
+		n_used = 0;
+		for (uint32_t f = 0; f < nf; f++)
+			if (map[f] == 0)
+			{
+				m->used_buf[n_used] = (int32_t) f;
+				map[f] = n_used++;
+			}
+		for (int64_t s = 0; s < n_splits; s++)
+			m->pos_buf[s] = map[m->feature_buf[s]];
+		gbml_free(env, map);
+		m->forest.n_used = n_used;
+		m->forest.used_features = m->used_buf;
+		m->forest.feature_pos = m->pos_buf;
+	}
+
+	/* borders */
+	if (!gbml_model_find(r, GBML_SECTION_BOOST_BORDERS, &data, &len))
+		return corrupt(m, env, "borders section is missing");
+	gbml_cursor_init(&c, data, len);
+	if (gbml_cursor_u32(&c) != nf || !c.ok)
+		return corrupt(m, env, "borders section has the wrong feature count");
+	m->border_count = gbml_alloc_array(env, nf, sizeof(int));
+	m->border_off = gbml_alloc_array(env, (size_t) nf + 1, sizeof(int64_t));
+	if (m->border_count == NULL || m->border_off == NULL)
+	{
+		int			rc = env->error_code;
+
+		model_free(m, env);
+		return rc;
+	}
+	m->border_off[0] = 0;
+	for (uint32_t f = 0; f < nf; f++)
+	{
+		uint32_t	cnt = gbml_cursor_u32(&c);
+		const void *vals;
+
+		if (!c.ok || cnt > GBML_BOOST_MAX_BORDERS)
+			return corrupt(m, env, "border count out of range 0..255");
+		vals = gbml_cursor_bytes(&c, cnt, sizeof(float));
+		if (vals == NULL)
+			return corrupt(m, env, "borders section is truncated");
+		m->border_count[f] = (int) cnt;
+		m->border_off[f + 1] = m->border_off[f] + cnt;
+	}
+	if (gbml_cursor_remaining(&c) != 0)
+		return corrupt(m, env, "borders section has trailing bytes");
+	m->border_values = gbml_alloc_array(env, (size_t) m->border_off[nf] + 1, sizeof(float));
+	if (m->border_values == NULL)
+	{
+		int			rc = env->error_code;
+
+		model_free(m, env);
+		return rc;
+	}
+	gbml_cursor_init(&c, data, len);
+	gbml_cursor_u32(&c);
+	for (uint32_t f = 0; f < nf; f++)
+	{
+		uint32_t	cnt = gbml_cursor_u32(&c);
+		float	   *v = m->border_values + m->border_off[f];
+
+		gbml_cursor_f32_array(&c, v, cnt);
+		for (uint32_t j = 0; j < cnt; j++)
+			if (isnan(v[j]) || (j > 0 && !(v[j] > v[j - 1])))
+				return corrupt(m, env, "borders are not strictly increasing numbers");
+	}
+	*handle = m;
+	return GBML_OK;
+}
+
+static void
+boost_unload(void *handle, gbml_env *env)
+{
+	model_free(handle, env);
+}
+
+static double
+boost_predict(const void *handle, const float *x, gbml_output what)
+{
+	const gbml_boost_model *m = handle;
+	double		s = gbml_boost_forest_predict(&m->forest, x);
+
+	if (what == GBML_OUT_PROBA)
+		return m->loss == GBML_LOSS_LOGLOSS ? 1.0 / (1.0 + exp(-s)) : NAN;
+	return s;
+}
+
+static void
+json_float(gbml_strbuf *sb, double v)
+{
+	if (isinf(v))
+		gbml_sb_json_string(sb, v < 0 ? "-Infinity" : "Infinity");
+	else
+		gbml_sb_printf(sb, "%.9g", v);
+}
+
+static int
+boost_to_json(const void *handle, gbml_strbuf *out)
+{
+	const gbml_boost_model *m = handle;
+	const gbml_boost_forest *f = &m->forest;
+
+	gbml_sb_printf(out, "\"loss\":\"%s\",\"base_score\":", gbml_boost_loss_names[m->loss]);
+	gbml_sb_json_number(out, f->base_score);
+	gbml_sb_printf(out, ",\"n_trees\":%d,\"feature_numbering\":\"1-based\",\"trees\":[", f->n_trees);
+	for (int t = 0; t < f->n_trees; t++)
+	{
+		int64_t		s0 = f->split_off[t];
+
+		gbml_sb_printf(out, "%s{\"depth\":%d,\"splits\":[", t ? "," : "", f->depth[t]);
+		for (int l = 0; l < f->depth[t]; l++)
+		{
+			gbml_sb_printf(out, "%s{\"feature\":%d,\"border\":", l ? "," : "", f->feature[s0 + l] + 1);
+			json_float(out, f->border[s0 + l]);
+			gbml_sb_printf(out, ",\"gain\":");
+			json_float(out, m->gain[s0 + l]);
+			gbml_sb_append(out, "}", 1);
+		}
+		gbml_sb_append(out, "],\"leaf_values\":[", 17);
+		for (int l = 0; l < (1 << f->depth[t]); l++)
+		{
+			if (l)
+				gbml_sb_append(out, ",", 1);
+			json_float(out, f->leaf[f->leaf_off[t] + l]);
+		}
+		gbml_sb_append(out, "]}", 2);
+	}
+	gbml_sb_append(out, "],\"borders\":[", 13);
+	for (int j = 0; j < f->n_features; j++)
+	{
+		gbml_sb_append(out, j ? ",[" : "[", j ? 2 : 1);
+		for (int b = 0; b < m->border_count[j]; b++)
+		{
+			if (b)
+				gbml_sb_append(out, ",", 1);
+			json_float(out, m->border_values[m->border_off[j] + b]);
+		}
+		gbml_sb_append(out, "]", 1);
+	}
+	gbml_sb_append(out, "]", 1);
+	return gbml_sb_status(out);
+}
+
+static int
+boost_importance(const void *handle, double *out)
+{
+	const gbml_boost_model *m = handle;
+	const gbml_boost_forest *f = &m->forest;
+	double		total = 0;
+
+	memset(out, 0, sizeof(double) * (size_t) f->n_features);
+	for (int64_t s = 0; s < f->split_off[f->n_trees]; s++)
+	{
+		out[f->feature[s]] += m->gain[s];
+		total += m->gain[s];
+	}
+	if (total > 0)
+		for (int j = 0; j < f->n_features; j++)
+			out[j] /= total;
+	return GBML_OK;
+}
+
+const gbml_algorithm gbml_algorithm_boost = {
+	.id = GBML_ALGO_BOOST,
+	.name = "boost",
+	.params = gbml_boost_param_specs,
+	.params_size = sizeof(gbml_boost_params),
+	.input_flags = GBML_INPUT_LABEL | GBML_INPUT_MISSING,
+	.outputs = GBML_OUT_SCORE | GBML_OUT_PROBA,
+	.train = boost_train,
+	.load = boost_load,
+	.unload = boost_unload,
+	.predict = boost_predict,
+	.to_json = boost_to_json,
+	.importance = boost_importance,
+};

@@ -1,0 +1,77 @@
+/*
+ * boost.h — the boosted oblivious-tree model kind ("boost"): parameters,
+ * and the loaded model that scoring, the bench and the tests use.
+ *
+ * The algorithm table itself is gbml_algorithm_boost (algorithm.h contract);
+ * the trainer lives in boost.c on top of boost_quantize (bins),
+ * boost_histogram (the level kernels), boost_loss (part B: gradients) and
+ * boost_predict (the scorer).
+ */
+#ifndef GBML_BOOST_H
+#define GBML_BOOST_H
+
+#include "algorithm.h"
+#include "boost_predict.h"
+
+/* Model sections. */
+#define GBML_SECTION_BOOST_HEADER	GBML_TAG('B','S','T','H')
+#define GBML_SECTION_BOOST_TREES	GBML_TAG('B','S','T','T')
+#define GBML_SECTION_BOOST_BORDERS	GBML_TAG('B','S','T','B')
+#define GBML_BOOST_LAYOUT_VERSION	1
+
+/* Choices of "eval_metric". */
+typedef enum gbml_boost_eval_metric
+{
+	GBML_BOOST_METRIC_AUTO,
+	GBML_BOOST_METRIC_NDCG,
+	GBML_BOOST_METRIC_RMSE,
+	GBML_BOOST_METRIC_AUC,
+	GBML_BOOST_METRIC_LOGLOSS,
+	GBML_BOOST_METRIC_LOSS
+} gbml_boost_eval_metric;
+
+typedef struct gbml_boost_params
+{
+	int64_t		iterations;
+	double		learning_rate;
+	int64_t		depth;
+	double		l2_leaf_reg;
+	int64_t		border_count;
+	int64_t		border_sample_size;
+	int64_t		random_seed;
+	double		subsample;
+	int			loss;			/* 0 = auto, else 1 + gbml_boost_loss_kind */
+	int			eval_metric;	/* gbml_boost_eval_metric */
+	int64_t		eval_k;
+	int64_t		early_stopping_rounds;
+	bool		use_best_model;
+} gbml_boost_params;
+
+extern const gbml_param_spec gbml_boost_param_specs[];
+/* "auto" followed by the loss names (index = 1 + gbml_boost_loss_kind). */
+extern const char *const gbml_boost_loss_choices[];
+
+extern const gbml_algorithm gbml_algorithm_boost;
+
+/* A loaded model: the forest plus what introspection needs. */
+typedef struct gbml_boost_model
+{
+	gbml_boost_forest forest;
+	int			loss;			/* gbml_boost_loss_kind */
+	float	   *gain;			/* per level, like forest.feature */
+	/* borders per feature, as trained (for model_json) */
+	int		   *border_count;
+	int64_t    *border_off;
+	float	   *border_values;
+	/* storage of the forest arrays */
+	int32_t    *depth_buf;
+	int64_t    *split_off_buf;
+	int64_t    *leaf_off_buf;
+	int32_t    *feature_buf;
+	float	   *border_buf;
+	float	   *leaf_buf;
+	int32_t    *used_buf;
+	int32_t    *pos_buf;
+} gbml_boost_model;
+
+#endif

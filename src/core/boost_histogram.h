@@ -1,0 +1,109 @@
+/*
+ * boost_histogram.h — the hot path of boosted oblivious-tree training: the
+ * per-level histogram of (gradient, hessian) sums over (leaf, feature, bin),
+ * the row bookkeeping around it, and the split search on the histograms.
+ *
+ * These are plain-C kernels over simple arrays so that the CUDA backend can
+ * provide the same entry points (the MatrixNet seed's shared-memory
+ * histograms) and the trainer in boost.c picks one or the other.
+ *
+ * Fixed-point sums.  Gradients and hessians enter the histograms as int64
+ * fixed-point numbers (scaled per tree so that no sum over the whole data set
+ * can overflow: about 40 significant bits per row; see the packed mode below
+ * for constant-hessian losses).  Integer addition is
+ * associative, so per-thread histograms merged in any order, and siblings
+ * obtained by subtraction (parent - smaller child), are exact and give the
+ * same bits whatever the thread count or block schedule: determinism for free,
+ * and no precision lost to the subtraction trick.
+ *
+ * Histogram layout: hist[slot][total_bins], feature f's bins at
+ * feat_off[f] .. feat_off[f] + n_borders[f] (n_borders[f] + 1 bins).
+ */
+#ifndef GBML_BOOST_HISTOGRAM_H
+#define GBML_BOOST_HISTOGRAM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define GBML_BOOST_MAX_DEPTH 10
+/* Leaf index flag of a row left out of this tree by subsampling (leaves are < 1024). */
+#define GBML_BOOST_UNSAMPLED 0x400u
+#define GBML_BOOST_LEAF_MASK 0x3ffu
+/* Entries of a slot_of table: indexed by a row's leaf value, flag included. */
+#define GBML_BOOST_SLOT_TABLE 0x800
+
+typedef struct gbml_boost_hist_bin
+{
+	int64_t		g;
+	int64_t		h;
+} gbml_boost_hist_bin;
+
+/*
+ * Row lists of one block for the slots being histogrammed: rows r with
+ * slot_of[leaf[r]] >= 0 (slot_of has GBML_BOOST_SLOT_TABLE entries, -1 for
+ * leaves not histogrammed and for every unsampled value), grouped by slot,
+ * row order inside a slot.  seg[s] .. seg[s+1] delimits slot s in idx.
+ */
+void		gbml_boost_partition_block(const uint16_t *leaf, int64_t len,
+									   const int16_t *slot_of, int n_slots,
+									   int64_t *seg, uint16_t *idx);
+
+/*
+ * Adds one block's rows into hist (n_slots x total_bins):
+ * for every feature f and slot s, for k in seg[s] .. seg[s+1]:
+ *   hist[s][feat_off[f] + bins[f*len + idx[k]]] += (gq[idx[k]], hq[idx[k]]).
+ * idx == NULL means one slot holding every row of the block in order.
+ * G and H are scratch of len entries (the block's gradients gathered in idx
+ * order once, then streamed for every feature).
+ *
+ * Packed mode, hq == NULL (losses whose hessian is the same for every row):
+ * gq holds gradient * 2^K + 1, only the .g member accumulates — one
+ * read-modify-write per (row, feature) instead of two — and
+ * gbml_boost_hist_unpack() turns the sums back into (gradient, hessian)
+ * before any subtraction or split search.  The sums are exact as long as
+ * the rows' gradients fit in 63 - 2K bits (the trainer's choice of scale).
+ */
+void		gbml_boost_hist_block(const uint8_t *bins, int64_t len, int n_features,
+								  const int64_t *feat_off, int64_t total_bins,
+								  const uint16_t *idx, const int64_t *seg, int n_slots,
+								  const int64_t *gq, const int64_t *hq,
+								  int64_t *G, int64_t *H, gbml_boost_hist_bin *hist);
+
+/* Packed sums -> (G, count * hess_per_row); count_bits = K. */
+void		gbml_boost_hist_unpack(gbml_boost_hist_bin *hist, int64_t n, int count_bits,
+								   int64_t hess_per_row);
+
+/* hist_a[i] += hist_b[i] for n bins (merging per-thread histograms). */
+void		gbml_boost_hist_add(gbml_boost_hist_bin *a, const gbml_boost_hist_bin *b, int64_t n);
+/* out[i] = parent[i] - child[i] (the sibling of a histogrammed child). */
+void		gbml_boost_hist_sub(gbml_boost_hist_bin *out, const gbml_boost_hist_bin *parent,
+								const gbml_boost_hist_bin *child, int64_t n);
+
+/* leaf[r] |= (col[r] > border_index) << level: the row goes right when x > border. */
+void		gbml_boost_leaf_update(const uint8_t *col, int64_t len, int border_index, int level,
+								   uint16_t *leaf);
+
+typedef struct gbml_boost_split
+{
+	int			feature;		/* -1 when no feature has a border */
+	int			border;			/* index into the feature's borders */
+	double		score;			/* sum over children of G^2 / (H + l2) */
+} gbml_boost_split;
+
+/*
+ * Best (feature, border) for a level: the split maximising the sum over all
+ * n_leaves leaves of G_L^2/(H_L + l2) + G_R^2/(H_R + l2), with the sums
+ * de-scaled by inv_scale_g / inv_scale_h.  Ties go to the lowest feature,
+ * then the lowest border.  feature_best is scratch of n_features entries.
+ * Parallel over features (each feature's score is computed in a fixed order).
+ */
+void		gbml_boost_best_split(const gbml_boost_hist_bin *hist, int n_leaves, int n_features,
+								  const int64_t *feat_off, int64_t total_bins, const int *n_borders,
+								  double inv_scale_g, double inv_scale_h, double l2, int threads,
+								  gbml_boost_split *feature_best, gbml_boost_split *best);
+
+/* Sum over leaves of G^2/(H + l2) before the split (for the split's gain). */
+double		gbml_boost_leaves_score(const gbml_boost_hist_bin *leaf_sums, int n_leaves,
+									double inv_scale_g, double inv_scale_h, double l2);
+
+#endif

@@ -1,0 +1,1047 @@
+/*
+ * boost_loss.c — gradients, hessians, objective values and base scores of the
+ * boosting losses (declared in boost_loss.h; user-facing description in
+ * docs/boost_losses.md).
+ *
+ * Determinism whatever env->threads is: pointwise losses write row i from
+ * row i only; query-wise losses run one query per OpenMP iteration and write
+ * only that query's rows, accumulating its pairs in a fixed order.  Random
+ * draws (YetiRank's noisy permutations, PairLogit's pair sample for huge
+ * queries) come from a per-query stream gbml_rng_stream(mix(seed, iteration),
+ * query), so which thread runs a query never matters.  Scratch for sorting is
+ * allocated per thread before the parallel region (env allocator), never
+ * inside it.
+ *
+ * The per-query kernels are plain C over (labels, scores, weights) arrays so
+ * that a CUDA backend can later provide the same computation.
+ */
+#include "boost_loss.h"
+#include "metrics.h"
+#include "rng.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+const char *const gbml_boost_loss_names[] = {
+	"RMSE", "Logloss", "QueryRMSE", "PairLogit", "YetiRank", "LambdaMART", NULL
+};
+
+/* Hessians are floored here so that the contract "hess > 0" holds even for
+ * zero-weight rows and for documents that are in no pair. */
+#define HESS_FLOOR 1e-16
+/* CatBoost's YetiRank pair weight constant ("like in GPU"). */
+#define YETIRANK_MAGIC 0.15
+/* Logloss base score: the mean label is clamped so the log-odds stay finite. */
+#define LOGLOSS_MEAN_CLAMP 1e-6
+/* The NDCG cut-off of the YetiRank/LambdaMART loss value. */
+#define RANK_VALUE_NDCG_K 10
+/* Stream salt of PairLogit's pair sample, so it never coincides with YetiRank's. */
+#define PAIRLOGIT_SALT 0x5041495273ULL
+
+bool
+gbml_boost_loss_is_ranking(gbml_boost_loss_kind kind)
+{
+	return kind == GBML_LOSS_QUERYRMSE || kind == GBML_LOSS_PAIRLOGIT ||
+		kind == GBML_LOSS_YETIRANK || kind == GBML_LOSS_LAMBDAMART;
+}
+
+void
+gbml_boost_loss_default_options(gbml_boost_loss_options *opt)
+{
+	memset(opt, 0, sizeof(*opt));
+	opt->pairlogit_max_pairs = GBML_PAIRLOGIT_MAX_PAIRS;
+	opt->yetirank_permutations = GBML_YETIRANK_PERMUTATIONS;
+	opt->yetirank_decay = GBML_YETIRANK_DECAY;
+	opt->yetirank_newton = true;
+	opt->lambdamart_truncation = GBML_LAMBDAMART_TRUNCATION;
+	opt->lambdamart_norm = true;
+	opt->sigmoid = 1.0;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static inline double
+row_weight(const gbml_boost_problem *p, int64_t i)
+{
+	return p->weight ? (double) p->weight[i] : 1.0;
+}
+
+static inline double
+sigmoid(double x)
+{
+	if (x >= 0)
+		return 1.0 / (1.0 + exp(-x));
+	else
+	{
+		double		e = exp(x);
+
+		return e / (1.0 + e);
+	}
+}
+
+/* log(1 + e^x) without overflow. */
+static inline double
+softplus(double x)
+{
+	return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+}
+
+static inline double
+gain_of(double label)
+{
+	return exp2(label) - 1.0;
+}
+
+/* LightGBM's position discount: rank 0 is the top. */
+static inline double
+discount_of(int64_t rank)
+{
+	return 1.0 / log2(2.0 + (double) rank);
+}
+
+/* One (key, row) pair; sorted by key descending, NaN last, then row ascending,
+ * which is a total order (the stable sort LightGBM and XGBoost use). */
+typedef struct keyed
+{
+	double		key;
+	int64_t		idx;
+} keyed;
+
+static inline bool
+keyed_before(const keyed *a, const keyed *b)
+{
+	bool		an,
+				bn;
+
+	if (a->key > b->key)
+		return true;
+	if (a->key < b->key)
+		return false;
+	an = isnan(a->key);
+	bn = isnan(b->key);
+	if (an != bn)
+		return bn;
+	return a->idx < b->idx;
+}
+
+/* Insertion sort of a short run. */
+static void
+sort_keyed_small(keyed *a, int64_t m)
+{
+	for (int64_t i = 1; i < m; i++)
+	{
+		keyed		v = a[i];
+		int64_t		j = i;
+
+		while (j > 0 && keyed_before(&v, &a[j - 1]))
+		{
+			a[j] = a[j - 1];
+			j--;
+		}
+		a[j] = v;
+	}
+}
+
+/*
+ * Sorts a[0..m) in the keyed order: insertion-sorted runs of 16 merged
+ * bottom-up through tmp (m entries).  The comparisons are inlined, which is
+ * several times faster than qsort on the short queries this runs on, ten
+ * times per query and tree for YetiRank.
+ */
+static void
+sort_keyed(keyed *a, keyed *tmp, int64_t m)
+{
+	const int64_t run = 16;
+	keyed	   *src = a,
+			   *dst = tmp;
+
+	for (int64_t s = 0; s < m; s += run)
+		sort_keyed_small(a + s, (m - s < run) ? m - s : run);
+	for (int64_t w = run; w < m; w *= 2)
+	{
+		for (int64_t lo = 0; lo < m; lo += 2 * w)
+		{
+			int64_t		mid = lo + w < m ? lo + w : m,
+						hi = lo + 2 * w < m ? lo + 2 * w : m,
+						i = lo,
+						j = mid,
+						o = lo;
+
+			while (i < mid && j < hi)
+			{
+				/* branch-free: the keys are random, a branch would mispredict */
+				bool		tj = keyed_before(&src[j], &src[i]);
+
+				dst[o++] = tj ? src[j] : src[i];
+				j += tj;
+				i += !tj;
+			}
+			while (i < mid)
+				dst[o++] = src[i++];
+			while (j < hi)
+				dst[o++] = src[j++];
+		}
+		{
+			keyed	   *t = src;
+
+			src = dst;
+			dst = t;
+		}
+	}
+	if (src != a)
+		memcpy(a, src, sizeof(keyed) * (size_t) m);
+}
+
+/* A seed for (seed, iteration): every tree gets fresh, reproducible draws. */
+static uint64_t
+iteration_seed(uint64_t seed, int64_t iteration)
+{
+	uint64_t	x = seed ^ ((uint64_t) iteration * 0x9e3779b97f4a7c15ULL);
+
+	return gbml_splitmix64(&x);
+}
+
+/* Groups must be contiguous, cover [0, n) and be non-decreasing. */
+static bool
+groups_valid(const gbml_boost_problem *p, int64_t *max_group)
+{
+	int64_t		mx = 0;
+
+	if (p->n_groups < 1 || p->group_offsets == NULL)
+		return false;
+	if (p->group_offsets[0] != 0 || p->group_offsets[p->n_groups] != p->n)
+		return false;
+	for (int64_t g = 0; g < p->n_groups; g++)
+	{
+		int64_t		m = p->group_offsets[g + 1] - p->group_offsets[g];
+
+		if (m < 0)
+			return false;
+		if (m > mx)
+			mx = m;
+	}
+	*max_group = mx;
+	return true;
+}
+
+/*
+ * Sorts packed keys ascending: runs of 4 by a sorting network, then
+ * branch-free bottom-up merges through tmp.  YetiRank sorts each query ten times per
+ * tree, which made the comparison sort its hot spot.
+ */
+static void
+sort_u64(uint64_t *a, uint64_t *tmp, int64_t m)
+{
+	uint64_t   *src = a,
+			   *dst = tmp;
+
+	/* runs of 4 by a branch-free sorting network (5 compare-exchanges) */
+#define CE(x, y) do { uint64_t lo_ = a[x] < a[y] ? a[x] : a[y], hi_ = a[x] < a[y] ? a[y] : a[x]; a[x] = lo_; a[y] = hi_; } while (0)
+	for (int64_t s = 0; s + 4 <= m; s += 4)
+	{
+		CE(s, s + 1);
+		CE(s + 2, s + 3);
+		CE(s, s + 2);
+		CE(s + 1, s + 3);
+		CE(s + 1, s + 2);
+	}
+#undef CE
+	for (int64_t i = m - m % 4 + 1; i < m; i++)
+	{
+		uint64_t	v = a[i];
+		int64_t		j = i;
+
+		while (j > m - m % 4 && v < a[j - 1])
+		{
+			a[j] = a[j - 1];
+			j--;
+		}
+		a[j] = v;
+	}
+	for (int64_t w = 4; w < m; w *= 2)
+	{
+		for (int64_t lo = 0; lo < m; lo += 2 * w)
+		{
+			int64_t		mid = lo + w < m ? lo + w : m,
+						hi = lo + 2 * w < m ? lo + 2 * w : m,
+						i = lo,
+						j = mid,
+						o = lo;
+
+			while (i < mid && j < hi)
+			{
+				uint64_t	x = src[i],
+							y = src[j];
+				bool		tj = y < x;
+
+				dst[o++] = tj ? y : x;
+				j += tj;
+				i += !tj;
+			}
+			while (i < mid)
+				dst[o++] = src[i++];
+			while (j < hi)
+				dst[o++] = src[j++];
+		}
+		{
+			uint64_t   *t = src;
+
+			src = dst;
+			dst = t;
+		}
+	}
+	if (src != a)
+		memcpy(a, src, sizeof(uint64_t) * (size_t) m);
+}
+
+/*
+ * A packed sort key: the float32 value mapped to an unsigned order (largest
+ * first), then the row's position in its query, so ascending order is
+ * "value descending, position ascending".  NaN sorts with -inf.
+ */
+static inline uint64_t
+pack_desc_key(double v, int64_t pos)
+{
+	float		f = isnan(v) ? -INFINITY : (float) v;
+	uint32_t	b;
+
+	memcpy(&b, &f, sizeof(b));
+	b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);	/* ascending order of f */
+	return ((uint64_t) (~b) << 32) | (uint32_t) pos;
+}
+
+/*
+ * Scratch one thread needs for a query of m rows: two keyed arrays (sort and
+ * merge buffer), per-row exp(score - max) and gains, per-rank discounts, and
+ * the prefix counts of PairLogit's pair sampler.
+ */
+typedef struct query_scratch
+{
+	keyed	   *ks;
+	keyed	   *tmp;
+	double	   *ex;
+	double	   *gain;
+	double	   *disc;
+	int64_t    *prefix;
+} query_scratch;
+
+static size_t
+scratch_bytes(int64_t m)
+{
+	return (size_t) m * (2 * sizeof(keyed) + 3 * sizeof(double)) + (size_t) (m + 1) * sizeof(int64_t);
+}
+
+static void
+scratch_carve(void *block, int64_t m, query_scratch *q)
+{
+	char	   *p = block;
+
+	q->ks = (keyed *) p;
+	p += (size_t) m * sizeof(keyed);
+	q->tmp = (keyed *) p;
+	p += (size_t) m * sizeof(keyed);
+	q->ex = (double *) p;
+	p += (size_t) m * sizeof(double);
+	q->gain = (double *) p;
+	p += (size_t) m * sizeof(double);
+	q->disc = (double *) p;
+	p += (size_t) m * sizeof(double);
+	q->prefix = (int64_t *) p;
+}
+
+/*
+ * ex[i - b] = exp(scale * (pred[i] - max)) for the query's rows, so a pair's
+ * sigmoid is one division instead of one exp (CatBoost's expApprox trick).
+ */
+static void
+query_exp(const double *pred, int64_t b, int64_t e, double scale, double *ex)
+{
+	double		mx = -INFINITY;
+
+	for (int64_t i = b; i < e; i++)
+		if (pred[i] > mx)
+			mx = pred[i];
+	if (!isfinite(mx))
+		mx = 0;
+	for (int64_t i = b; i < e; i++)
+		ex[i - b] = exp(scale * (pred[i] - mx));
+}
+
+/* sigmoid(scale * (s_lo - s_hi)) from the exps of the two rows; falls back to
+ * the direct formula when both underflowed (scores far below the query's best). */
+static inline double
+pair_prob(double e_hi, double e_lo, double s_hi, double s_lo, double scale)
+{
+	double		den = e_hi + e_lo;
+
+	if (den > 0 && isfinite(den))
+		return e_lo / den;
+	return sigmoid(scale * (s_lo - s_hi));
+}
+
+/*
+ * Where a query kernel sends its pairs: gradient mode (grad/hess not NULL)
+ * or objective mode (obj/wsum not NULL).  Rows are absolute indices.
+ */
+typedef struct pair_sink
+{
+	const double *pred;
+	const double *ex;			/* gradient mode: query_exp of the query, or NULL */
+	int64_t		base;			/* first row of the query (index origin of ex) */
+	double	   *grad;
+	double	   *hess;			/* NULL: no hessian accumulation */
+	double		obj;
+	double		wsum;
+	bool		want_obj;
+} pair_sink;
+
+/* Pair (winner a, loser b) with weight pw of the logistic pair loss
+ * pw * log(1 + exp(-(s_a - s_b))). */
+static inline void
+pair_visit(pair_sink *k, int64_t a, int64_t b, double pw)
+{
+	double		d = k->pred[a] - k->pred[b];
+
+	if (k->want_obj)
+	{
+		k->obj += pw * softplus(-d);
+		k->wsum += pw;
+		return;
+	}
+	else
+	{
+		/* probability of the wrong order */
+		double		q = k->ex ? pair_prob(k->ex[a - k->base], k->ex[b - k->base],
+										  k->pred[a], k->pred[b], 1.0)
+			: sigmoid(-d);
+
+		k->grad[a] -= pw * q;
+		k->grad[b] += pw * q;
+		if (k->hess)
+		{
+			double		h = pw * q * (1.0 - q);
+
+			k->hess[a] += h;
+			k->hess[b] += h;
+		}
+	}
+}
+
+/* ------------------------------------------------------------- PairLogit */
+
+/*
+ * All pairs (i, j) of the query with label_i > label_j, pair weight the mean
+ * of the two row weights.  Beyond max_pairs pairs, max_pairs pairs are drawn
+ * uniformly with replacement from the rng (an unbiased estimate: each drawn
+ * pair's weight is scaled by total / max_pairs).
+ */
+static void
+pairlogit_query(const gbml_boost_problem *p, int64_t b, int64_t e, int64_t max_pairs,
+				gbml_rng *rng, const query_scratch *qs, pair_sink *k)
+{
+	int64_t		m = e - b;
+	keyed	   *ks = qs->ks;
+	int64_t    *prefix = qs->prefix;
+	int64_t		total;
+
+	if (m < 2)
+		return;
+	if (m * (m - 1) / 2 <= max_pairs)
+	{
+		for (int64_t i = b; i < e; i++)
+			for (int64_t j = i + 1; j < e; j++)
+			{
+				float		li = p->label[i],
+							lj = p->label[j];
+				double		pw;
+
+				if (li == lj)
+					continue;
+				pw = 0.5 * (row_weight(p, i) + row_weight(p, j));
+				if (li > lj)
+					pair_visit(k, i, j, pw);
+				else
+					pair_visit(k, j, i, pw);
+			}
+		return;
+	}
+
+	/* Count pairs by sorting labels: rows with a lower label than the row at
+	 * sorted position q are the sorted positions [m - lower_q, m). */
+	for (int64_t q = 0; q < m; q++)
+	{
+		ks[q].key = p->label[b + q];
+		ks[q].idx = b + q;
+	}
+	sort_keyed(ks, qs->tmp, m);
+	prefix[0] = 0;
+	for (int64_t s = 0; s < m;)
+	{
+		int64_t		t = s;
+
+		while (t < m && ks[t].key == ks[s].key)
+			t++;
+		for (int64_t q = s; q < t; q++)
+			prefix[q + 1] = prefix[q] + (m - t);
+		s = t;
+	}
+	total = prefix[m];
+	if (total == 0)
+		return;
+	if (total <= max_pairs)
+	{
+		for (int64_t q = 0; q < m; q++)
+		{
+			int64_t		lower = prefix[q + 1] - prefix[q];
+
+			for (int64_t r = m - lower; r < m; r++)
+			{
+				int64_t		a = ks[q].idx,
+							c = ks[r].idx;
+
+				pair_visit(k, a, c, 0.5 * (row_weight(p, a) + row_weight(p, c)));
+			}
+		}
+		return;
+	}
+	else
+	{
+		double		scale = (double) total / (double) max_pairs;
+
+		for (int64_t s = 0; s < max_pairs; s++)
+		{
+			int64_t		u = (int64_t) gbml_rng_below(rng, (uint64_t) total);
+			int64_t		lo = 0,
+						hi = m - 1;
+			int64_t		lower,
+						r,
+						a,
+						c;
+
+			/* the last q with prefix[q] <= u */
+			while (lo < hi)
+			{
+				int64_t		mid = lo + (hi - lo + 1) / 2;
+
+				if (prefix[mid] <= u)
+					lo = mid;
+				else
+					hi = mid - 1;
+			}
+			lower = prefix[lo + 1] - prefix[lo];
+			r = m - lower + (int64_t) gbml_rng_below(rng, (uint64_t) lower);
+			a = ks[lo].idx;
+			c = ks[r].idx;
+			pair_visit(k, a, c, scale * 0.5 * (row_weight(p, a) + row_weight(p, c)));
+		}
+	}
+}
+
+/* -------------------------------------------------------------- YetiRank */
+
+/*
+ * CatBoost's YetiRank: `permutations` times, rank the query by the score plus
+ * logistic noise (CatBoost multiplies exp(score) by u/(1.000001-u)); every
+ * adjacent pair of that ranking with different labels becomes a pair with
+ * weight 0.15 * decay^position * |label difference| / permutations (times the
+ * mean row weight), and the pairs get the PairLogit gradient at the current
+ * (noise-free) scores.
+ */
+static void
+yetirank_query(const gbml_boost_problem *p, int64_t b, int64_t e,
+			   const gbml_boost_loss_options *opt, gbml_rng *rng, const query_scratch *qs,
+			   pair_sink *k)
+{
+	int64_t		m = e - b;
+	uint64_t   *ks = (uint64_t *) qs->ks,
+			   *tmp = (uint64_t *) qs->tmp;
+	int			perms = opt->yetirank_permutations;
+
+	if (m < 2)
+		return;
+	for (int perm = 0; perm < perms; perm++)
+	{
+		double		decay = 1.0;
+
+		for (int64_t q = 0; q < m; q++)
+		{
+			double		u = gbml_rng_uniform(rng);
+
+			/* u = 0 gives -inf: that row simply goes last.  The noisy key is
+			 * sorted as a float32: the order is random anyway, and one integer
+			 * comparison per step is what makes this sort cheap. */
+			ks[q] = pack_desc_key(k->pred[b + q] + log(u / (1.000001 - u)), q);
+		}
+		sort_u64(ks, tmp, m);
+		for (int64_t q = 1; q < m; q++)
+		{
+			int64_t		x = b + (int64_t) (uint32_t) ks[q - 1],
+						y = b + (int64_t) (uint32_t) ks[q];
+			float		lx = p->label[x],
+						ly = p->label[y];
+
+			if (lx != ly)
+			{
+				double		pw = YETIRANK_MAGIC * decay * fabs((double) lx - (double) ly) / perms
+					* 0.5 * (row_weight(p, x) + row_weight(p, y));
+
+				if (lx > ly)
+					pair_visit(k, x, y, pw);
+				else
+					pair_visit(k, y, x, pw);
+			}
+			decay *= opt->yetirank_decay;
+		}
+	}
+}
+
+/* ------------------------------------------------------------ LambdaMART */
+
+/*
+ * LightGBM's lambdarank for one query (rank_objective.hpp semantics): sort by
+ * score (stable), for every pair with at least one row in the top
+ * `truncation` and different labels, lambda = sigma * |dNDCG| * sigmoid(-sigma
+ * (s_hi - s_lo)), |dNDCG| divided by (0.01 + |s_hi - s_lo|) under norm; under
+ * norm the query's lambdas are finally scaled by log2(1 + S) / S, S the sum of
+ * |lambda|.  Gains 2^label - 1, discount 1/log2(2 + rank), normalised by the
+ * ideal DCG at the truncation level; a query whose ideal DCG is 0 gets no
+ * gradient.
+ *
+ * Objective mode (obj != NULL) returns sum |dNDCG| log(1 + exp(-sigma ds)),
+ * the function whose gradient this is when norm is off.
+ */
+static void
+lambdamart_query(const gbml_boost_problem *p, int64_t b, int64_t e,
+				 const gbml_boost_loss_options *opt, const query_scratch *qs,
+				 const double *pred, double *grad, double *hess, double *obj)
+{
+	int64_t		m = e - b;
+	keyed	   *ks = qs->ks;
+	double	   *gain = qs->gain,
+			   *disc = qs->disc,
+			   *ex = qs->ex;
+	int64_t		trunc = opt->lambdamart_truncation;
+	int64_t		kk = trunc < m ? trunc : m;
+	double		sig = opt->sigmoid;
+	double		maxdcg = 0,
+				inv,
+				best,
+				worst,
+				sum_lambdas = 0;
+
+	if (m < 2)
+		return;
+	for (int64_t q = 0; q < m; q++)
+	{
+		ks[q].key = p->label[b + q];
+		ks[q].idx = q;
+		gain[q] = gain_of(p->label[b + q]);
+		disc[q] = discount_of(q);
+	}
+	sort_keyed(ks, qs->tmp, m);
+	for (int64_t r = 0; r < kk; r++)
+		maxdcg += gain_of(ks[r].key) * disc[r];
+	if (!(maxdcg > 0))
+		return;
+	inv = 1.0 / maxdcg;
+
+	for (int64_t q = 0; q < m; q++)
+	{
+		ks[q].key = pred[b + q];
+		ks[q].idx = b + q;
+	}
+	sort_keyed(ks, qs->tmp, m);
+	if (obj == NULL)
+		query_exp(pred, b, e, sig, ex);
+	best = ks[0].key;
+	worst = ks[m - 1].key;
+
+	for (int64_t i = 0; i < m - 1 && i < trunc; i++)
+	{
+		for (int64_t j = i + 1; j < m; j++)
+		{
+			int64_t		hr,
+						lr,
+						hi,
+						lo;
+			double		ds,
+						delta,
+						pl,
+						ph;
+			float		li = p->label[ks[i].idx],
+						lj = p->label[ks[j].idx];
+
+			if (li == lj)
+				continue;
+			if (li > lj)
+			{
+				hr = i;
+				lr = j;
+			}
+			else
+			{
+				hr = j;
+				lr = i;
+			}
+			hi = ks[hr].idx;
+			lo = ks[lr].idx;
+			ds = pred[hi] - pred[lo];
+			delta = (gain[hi - b] - gain[lo - b]) * fabs(disc[hr] - disc[lr]) * inv;
+			if (obj)
+			{
+				*obj += delta * softplus(-sig * ds);
+				continue;
+			}
+			if (opt->lambdamart_norm && best != worst)
+				delta /= (0.01 + fabs(ds));
+			pl = pair_prob(ex[hi - b], ex[lo - b], pred[hi], pred[lo], sig);
+			ph = pl * (1.0 - pl);
+			pl *= -sig * delta;
+			ph *= sig * sig * delta;
+			grad[lo] -= pl;
+			hess[lo] += ph;
+			grad[hi] += pl;
+			hess[hi] += ph;
+			sum_lambdas -= 2 * pl;
+		}
+	}
+	if (obj == NULL && opt->lambdamart_norm && sum_lambdas > 0)
+	{
+		double		f = log2(1.0 + sum_lambdas) / sum_lambdas;
+
+		for (int64_t r = b; r < e; r++)
+		{
+			grad[r] *= f;
+			hess[r] *= f;
+		}
+	}
+}
+
+/* -------------------------------------------------------------- QueryRMSE */
+
+/* The query's weighted mean residual, which QueryRMSE removes. */
+static double
+query_shift(const gbml_boost_problem *p, const double *pred, int64_t b, int64_t e)
+{
+	double		sw = 0,
+				sr = 0;
+
+	for (int64_t i = b; i < e; i++)
+	{
+		double		w = row_weight(p, i);
+
+		sw += w;
+		sr += w * ((double) p->label[i] - pred[i]);
+	}
+	return sw > 0 ? sr / sw : 0.0;
+}
+
+/* ------------------------------------------------------------- gradients */
+
+int
+gbml_boost_loss_gradients(gbml_boost_loss_kind kind, const gbml_boost_problem *p,
+						  const double *pred, uint64_t seed, int64_t iteration,
+						  double *grad, double *hess, gbml_env *env)
+{
+	gbml_boost_loss_options opt;
+
+	gbml_boost_loss_default_options(&opt);
+	return gbml_boost_loss_gradients_ex(kind, p, pred, seed, iteration, &opt, grad, hess, env);
+}
+
+static int
+check_options(const gbml_boost_loss_options *opt, gbml_env *env)
+{
+	if (opt->pairlogit_max_pairs < 1 || opt->yetirank_permutations < 1 ||
+		!(opt->yetirank_decay > 0 && opt->yetirank_decay <= 1) ||
+		opt->lambdamart_truncation < 1 || !(opt->sigmoid > 0 && isfinite(opt->sigmoid)))
+		return gbml_error(env, GBML_EINVAL, "invalid boosting loss options");
+	return GBML_OK;
+}
+
+int
+gbml_boost_loss_gradients_ex(gbml_boost_loss_kind kind, const gbml_boost_problem *p,
+							 const double *pred, uint64_t seed, int64_t iteration,
+							 const gbml_boost_loss_options *opt,
+							 double *grad, double *hess, gbml_env *env)
+{
+	int			threads = env->threads > 0 ? env->threads : 1;
+	int64_t		n = p->n;
+	int64_t		max_group = 0;
+	uint64_t	it_seed = iteration_seed(seed, iteration);
+	char	   *scratch = NULL;
+	size_t		per_thread = 0;
+	int			rc;
+
+	if ((rc = check_options(opt, env)) != GBML_OK)
+		return rc;
+	if ((int) kind < 0 || kind > GBML_LOSS_LAMBDAMART)
+		return gbml_error(env, GBML_EINVAL, "unknown boosting loss %d", (int) kind);
+	if (gbml_boost_loss_is_ranking(kind) && !groups_valid(p, &max_group))
+		return gbml_error(env, GBML_EINVAL,
+						  "loss %s needs a group id on every row (contiguous groups)",
+						  gbml_boost_loss_names[kind]);
+
+	switch (kind)
+	{
+		case GBML_LOSS_RMSE:
+#pragma omp parallel for schedule(static) num_threads(threads)
+			for (int64_t i = 0; i < n; i++)
+			{
+				double		w = row_weight(p, i);
+
+				grad[i] = w * (pred[i] - (double) p->label[i]);
+				hess[i] = fmax(w, HESS_FLOOR);
+			}
+			return GBML_OK;
+
+		case GBML_LOSS_LOGLOSS:
+#pragma omp parallel for schedule(static) num_threads(threads)
+			for (int64_t i = 0; i < n; i++)
+			{
+				double		w = row_weight(p, i);
+				double		s = sigmoid(pred[i]);
+
+				grad[i] = w * (s - (double) p->label[i]);
+				hess[i] = fmax(w * fmax(s * (1.0 - s), 1e-16), HESS_FLOOR);
+			}
+			return GBML_OK;
+
+		case GBML_LOSS_QUERYRMSE:
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
+			for (int64_t g = 0; g < p->n_groups; g++)
+			{
+				int64_t		b = p->group_offsets[g],
+							e = p->group_offsets[g + 1];
+				double		shift = query_shift(p, pred, b, e);
+
+				for (int64_t i = b; i < e; i++)
+				{
+					double		w = row_weight(p, i);
+
+					grad[i] = w * (pred[i] + shift - (double) p->label[i]);
+					hess[i] = fmax(w, HESS_FLOOR);
+				}
+			}
+			return GBML_OK;
+
+		case GBML_LOSS_PAIRLOGIT:
+		case GBML_LOSS_YETIRANK:
+		case GBML_LOSS_LAMBDAMART:
+			break;
+	}
+
+	per_thread = scratch_bytes(max_group);
+	scratch = gbml_alloc_array(env, (size_t) threads, per_thread);
+	if (scratch == NULL)
+		return env->error_code;
+
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
+	for (int64_t g = 0; g < p->n_groups; g++)
+	{
+		int64_t		b = p->group_offsets[g],
+					e = p->group_offsets[g + 1];
+		int			tid = 0;
+		query_scratch qs;
+		gbml_rng	rng;
+		pair_sink	sink = {pred, NULL, b, grad, NULL, 0, 0, false};
+
+#ifdef _OPENMP
+		tid = omp_get_thread_num();
+#endif
+		scratch_carve(scratch + (size_t) tid * per_thread, max_group, &qs);
+		if (kind != GBML_LOSS_LAMBDAMART)
+		{
+			query_exp(pred, b, e, 1.0, qs.ex);
+			sink.ex = qs.ex;
+		}
+		for (int64_t i = b; i < e; i++)
+			grad[i] = hess[i] = 0;
+
+		switch (kind)
+		{
+			case GBML_LOSS_PAIRLOGIT:
+				gbml_rng_stream(&rng, it_seed ^ PAIRLOGIT_SALT, (uint64_t) g);
+				sink.hess = hess;
+				pairlogit_query(p, b, e, opt->pairlogit_max_pairs, &rng, &qs, &sink);
+				break;
+			case GBML_LOSS_YETIRANK:
+				gbml_rng_stream(&rng, it_seed, (uint64_t) g);
+				sink.hess = opt->yetirank_newton ? hess : NULL;
+				yetirank_query(p, b, e, opt, &rng, &qs, &sink);
+				if (!opt->yetirank_newton)
+					for (int64_t i = b; i < e; i++)
+						hess[i] = row_weight(p, i);
+				break;
+			case GBML_LOSS_LAMBDAMART:
+				lambdamart_query(p, b, e, opt, &qs, pred, grad, hess, NULL);
+				if (p->weight)
+					for (int64_t i = b; i < e; i++)
+					{
+						grad[i] *= p->weight[i];
+						hess[i] *= p->weight[i];
+					}
+				break;
+			default:
+				break;
+		}
+		for (int64_t i = b; i < e; i++)
+			hess[i] = fmax(hess[i], HESS_FLOOR);
+	}
+	gbml_free(env, scratch);
+	return GBML_OK;
+}
+
+/* ------------------------------------------------------ objective / value */
+
+/*
+ * Sum of the objective (want_mean false) or its natural mean (true).  Runs on
+ * one thread; the scratch for the ranking losses is malloc'ed because the
+ * interface has no env (it is a few bytes per row of the largest query).
+ */
+static double
+objective_impl(gbml_boost_loss_kind kind, const gbml_boost_problem *p, const double *pred,
+			   uint64_t seed, int64_t iteration, const gbml_boost_loss_options *opt,
+			   bool want_mean)
+{
+	int64_t		max_group = 0;
+	double		sum = 0,
+				wsum = 0;
+	uint64_t	it_seed = iteration_seed(seed, iteration);
+	void	   *scratch;
+	query_scratch qs;
+
+	switch (kind)
+	{
+		case GBML_LOSS_RMSE:
+		case GBML_LOSS_LOGLOSS:
+			for (int64_t i = 0; i < p->n; i++)
+			{
+				double		w = row_weight(p, i),
+							y = p->label[i];
+
+				if (kind == GBML_LOSS_RMSE)
+					sum += 0.5 * w * (pred[i] - y) * (pred[i] - y);
+				else
+					sum += w * (softplus(pred[i]) - y * pred[i]);
+				wsum += w;
+			}
+			if (!want_mean)
+				return sum;
+			if (!(wsum > 0))
+				return 0;
+			return kind == GBML_LOSS_RMSE ? sqrt(2 * sum / wsum) : sum / wsum;
+
+		case GBML_LOSS_QUERYRMSE:
+			if (!groups_valid(p, &max_group))
+				return NAN;
+			for (int64_t g = 0; g < p->n_groups; g++)
+			{
+				int64_t		b = p->group_offsets[g],
+							e = p->group_offsets[g + 1];
+				double		shift = query_shift(p, pred, b, e);
+
+				for (int64_t i = b; i < e; i++)
+				{
+					double		w = row_weight(p, i),
+								r = (double) p->label[i] - pred[i] - shift;
+
+					sum += 0.5 * w * r * r;
+					wsum += w;
+				}
+			}
+			if (!want_mean)
+				return sum;
+			return wsum > 0 ? sqrt(2 * sum / wsum) : 0;
+
+		case GBML_LOSS_PAIRLOGIT:
+		case GBML_LOSS_YETIRANK:
+		case GBML_LOSS_LAMBDAMART:
+			break;
+	}
+	if (!groups_valid(p, &max_group))
+		return NAN;
+	if (want_mean && kind != GBML_LOSS_PAIRLOGIT)
+		return 1.0 - gbml_mean_ndcg(pred, p->label, p->n_groups, p->group_offsets,
+									RANK_VALUE_NDCG_K);
+	scratch = malloc(scratch_bytes(max_group > 0 ? max_group : 1));
+	if (scratch == NULL)
+		return NAN;
+	scratch_carve(scratch, max_group, &qs);
+	for (int64_t g = 0; g < p->n_groups; g++)
+	{
+		int64_t		b = p->group_offsets[g],
+					e = p->group_offsets[g + 1];
+		gbml_rng	rng;
+		pair_sink	sink = {pred, NULL, b, NULL, NULL, 0, 0, true};
+
+		if (kind == GBML_LOSS_PAIRLOGIT)
+		{
+			gbml_rng_stream(&rng, it_seed ^ PAIRLOGIT_SALT, (uint64_t) g);
+			pairlogit_query(p, b, e, opt->pairlogit_max_pairs, &rng, &qs, &sink);
+		}
+		else if (kind == GBML_LOSS_YETIRANK)
+		{
+			gbml_rng_stream(&rng, it_seed, (uint64_t) g);
+			yetirank_query(p, b, e, opt, &rng, &qs, &sink);
+		}
+		else
+			lambdamart_query(p, b, e, opt, &qs, pred, NULL, NULL, &sink.obj);
+		sum += sink.obj;
+		wsum += sink.wsum;
+	}
+	free(scratch);
+	if (!want_mean)
+		return sum;
+	return wsum > 0 ? sum / wsum : 0;
+}
+
+double
+gbml_boost_loss_objective_ex(gbml_boost_loss_kind kind, const gbml_boost_problem *p,
+							 const double *pred, uint64_t seed, int64_t iteration,
+							 const gbml_boost_loss_options *opt)
+{
+	if ((int) kind < 0 || kind > GBML_LOSS_LAMBDAMART)
+		return NAN;
+	return objective_impl(kind, p, pred, seed, iteration, opt, false);
+}
+
+double
+gbml_boost_loss_value(gbml_boost_loss_kind kind, const gbml_boost_problem *p, const double *pred)
+{
+	gbml_boost_loss_options opt;
+
+	if ((int) kind < 0 || kind > GBML_LOSS_LAMBDAMART)
+		return NAN;
+	gbml_boost_loss_default_options(&opt);
+	return objective_impl(kind, p, pred, 0, 0, &opt, true);
+}
+
+double
+gbml_boost_loss_base_score(gbml_boost_loss_kind kind, const gbml_boost_problem *p)
+{
+	double		sw = 0,
+				sy = 0,
+				mean;
+
+	if (kind != GBML_LOSS_RMSE && kind != GBML_LOSS_LOGLOSS)
+		return 0.0;
+	for (int64_t i = 0; i < p->n; i++)
+	{
+		double		w = row_weight(p, i);
+
+		sw += w;
+		sy += w * (double) p->label[i];
+	}
+	if (!(sw > 0))
+		return 0.0;
+	mean = sy / sw;
+	if (kind == GBML_LOSS_RMSE)
+		return mean;
+	mean = fmin(fmax(mean, LOGLOSS_MEAN_CLAMP), 1.0 - LOGLOSS_MEAN_CLAMP);
+	return log(mean / (1.0 - mean));
+}

@@ -1,0 +1,114 @@
+/*
+ * boost_loss.h — the losses the boosted oblivious-tree trainer optimises:
+ * per-row gradients and (diagonal) hessians, the mean loss value and the
+ * initial constant prediction.
+ *
+ * Pointwise losses (RMSE, Logloss) and query-wise ones (QueryRMSE,
+ * PairLogit, YetiRank, LambdaMART).  Query-wise losses need the rows of each
+ * query contiguous: the trainer passes group_offsets (n_groups + 1 entries).
+ * Everything here is deterministic whatever env->threads is: each group (or
+ * fixed row block) writes only its own rows, and the randomised YetiRank draws
+ * from a per-group RNG stream derived from (seed, iteration, group).
+ *
+ * Semantics follow CatBoost (RMSE, Logloss, QueryRMSE, PairLogit, YetiRank)
+ * and LightGBM (LambdaMART = lambdarank); docs/boost_losses.md has the details.
+ */
+#ifndef GBML_BOOST_LOSS_H
+#define GBML_BOOST_LOSS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "env.h"
+
+typedef enum gbml_boost_loss_kind
+{
+	GBML_LOSS_RMSE,
+	GBML_LOSS_LOGLOSS,
+	GBML_LOSS_QUERYRMSE,
+	GBML_LOSS_PAIRLOGIT,
+	GBML_LOSS_YETIRANK,
+	GBML_LOSS_LAMBDAMART
+} gbml_boost_loss_kind;
+
+/* "RMSE","Logloss","QueryRMSE","PairLogit","YetiRank","LambdaMART", NULL — index = kind */
+extern const char *const gbml_boost_loss_names[];
+
+/* True for the losses that need a group id on every row. */
+bool		gbml_boost_loss_is_ranking(gbml_boost_loss_kind kind);
+
+typedef struct gbml_boost_problem
+{
+	int64_t		n;				/* rows */
+	const float *label;			/* n */
+	const float *weight;		/* n, or NULL for all 1 */
+	int64_t		n_groups;		/* 0 when no groups */
+	const int64_t *group_offsets;	/* n_groups+1: rows of group g are [off[g], off[g+1]) — contiguous */
+} gbml_boost_problem;
+
+/* Tunables of the ranking losses; gbml_boost_loss_gradients() uses the defaults. */
+#define GBML_PAIRLOGIT_MAX_PAIRS		 10000	/* pairs kept per query (deterministic subsample beyond) */
+#define GBML_YETIRANK_PERMUTATIONS		 10		/* CatBoost's default */
+#define GBML_YETIRANK_DECAY				 0.85	/* CatBoost's position discount decay */
+#define GBML_LAMBDAMART_TRUNCATION		 30		/* LightGBM's lambdarank_truncation_level */
+#define GBML_LAMBDAMART_MAX_LABEL		 31		/* LightGBM's label_gain covers 0..30 */
+
+typedef struct gbml_boost_loss_options
+{
+	int64_t		pairlogit_max_pairs;	/* > 0: pairs per query before sampling */
+	int			yetirank_permutations;	/* > 0 */
+	double		yetirank_decay;			/* in (0, 1] */
+	bool		yetirank_newton;		/* true (default, CatBoost 1.2 "Newton" leaves): hess =
+										 * sum of pair w p(1-p); false (CatBoost's older
+										 * "Gradient" leaves): hess = row weight */
+	int			lambdamart_truncation;	/* > 0 */
+	bool		lambdamart_norm;		/* LightGBM lambdarank_norm (default true) */
+	double		sigmoid;				/* LambdaMART pairwise sigmoid scale (LightGBM sigmoid, default 1) */
+} gbml_boost_loss_options;
+
+void		gbml_boost_loss_default_options(gbml_boost_loss_options *opt);
+
+/*
+ * Fills grad[n], hess[n] (hess > 0) for the current predictions; `iteration`
+ * and `seed` feed the randomised losses (YetiRank's permutations)
+ * deterministically.  Parallel over groups/rows with env->threads,
+ * deterministic whatever the thread count.  Sign convention: grad is
+ * dLoss/dpred (the trainer's leaf value is -G/(H+lambda)).
+ * Returns GBML_OK, or an error code with env->error set (missing groups for a
+ * ranking loss, allocation failure).
+ */
+int			gbml_boost_loss_gradients(gbml_boost_loss_kind kind, const gbml_boost_problem *p,
+									  const double *pred, uint64_t seed, int64_t iteration,
+									  double *grad, double *hess, gbml_env *env);
+int			gbml_boost_loss_gradients_ex(gbml_boost_loss_kind kind, const gbml_boost_problem *p,
+										 const double *pred, uint64_t seed, int64_t iteration,
+										 const gbml_boost_loss_options *opt,
+										 double *grad, double *hess, gbml_env *env);
+
+/*
+ * The summed objective whose derivative gradients_ex() returns, at the same
+ * (seed, iteration, options): RMSE 1/2 sum w (p-y)^2, Logloss sum w (log(1+e^p) - y p),
+ * QueryRMSE 1/2 sum w (y - p - shift_q)^2, PairLogit / YetiRank sum over the
+ * (sampled / permutation-weighted) pairs of pw log(1 + e^-(s_win - s_lose)),
+ * LambdaMART (only meaningful with lambdamart_norm = false) sum over the pairs
+ * of |dNDCG| log(1 + e^-sigma(s_hi - s_lo)).  The pair weights of YetiRank and
+ * LambdaMART are piecewise constant in pred, so the gradient is exact between
+ * order changes.  Exists for tests and diagnostics; NaN if p is invalid.
+ */
+double		gbml_boost_loss_objective_ex(gbml_boost_loss_kind kind, const gbml_boost_problem *p,
+										 const double *pred, uint64_t seed, int64_t iteration,
+										 const gbml_boost_loss_options *opt);
+
+/*
+ * Mean loss value (for progress / eval when the eval metric is the loss),
+ * lower is better: RMSE and QueryRMSE the root mean squared error, Logloss the
+ * weighted mean log loss, PairLogit the pair-weighted mean pair log loss,
+ * YetiRank and LambdaMART 1 - mean NDCG@10 (metrics.h convention).
+ * NaN when a ranking loss gets no groups.
+ */
+double		gbml_boost_loss_value(gbml_boost_loss_kind kind, const gbml_boost_problem *p,
+								  const double *pred);
+
+/* Initial constant prediction (mean label for RMSE, log-odds for Logloss, 0 for ranking losses). */
+double		gbml_boost_loss_base_score(gbml_boost_loss_kind kind, const gbml_boost_problem *p);
+
+#endif

@@ -1,0 +1,159 @@
+/*
+ * boost_predict.c — branch-free scoring of oblivious-tree forests, one row
+ * (the SQL predict path) or a batch of rows (the bench, and batch scoring).
+ *
+ * Batch: rows are taken BATCH_ROWS at a time and the features the forest
+ * uses are transposed to feature-major, so a level of a tree is a compare of
+ * BATCH_ROWS contiguous floats against one border (vectorised, no gathers),
+ * and a row's sum is built in the same order as the single-row scorer.
+ */
+#include "boost_predict.h"
+
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define BATCH_ROWS 64
+
+/*
+ * The common case, every tree of one depth d; inlined once per depth so the
+ * level loop is unrolled with constant shifts.
+ */
+static inline __attribute__((always_inline)) double
+sum_uniform(const gbml_boost_forest *f, const float *x, const int d)
+{
+	const int32_t *feat = f->feature;
+	const float *bord = f->border;
+	const float *leaf = f->leaf;
+	double		sum = f->base_score;
+
+	for (int t = 0; t < f->n_trees; t++)
+	{
+		int			idx = 0;
+
+		for (int l = 0; l < d; l++)
+			idx |= (x[feat[l]] > bord[l]) << l;
+		sum += (double) leaf[idx];
+		feat += d;
+		bord += d;
+		leaf += (size_t) 1 << d;
+	}
+	return sum;
+}
+
+double
+gbml_boost_forest_predict(const gbml_boost_forest *f, const float *x)
+{
+	double		sum = f->base_score;
+
+	switch (f->uniform_depth)
+	{
+		case 1:
+			return sum_uniform(f, x, 1);
+		case 2:
+			return sum_uniform(f, x, 2);
+		case 3:
+			return sum_uniform(f, x, 3);
+		case 4:
+			return sum_uniform(f, x, 4);
+		case 5:
+			return sum_uniform(f, x, 5);
+		case 6:
+			return sum_uniform(f, x, 6);
+		case 7:
+			return sum_uniform(f, x, 7);
+		case 8:
+			return sum_uniform(f, x, 8);
+		case 9:
+			return sum_uniform(f, x, 9);
+		case 10:
+			return sum_uniform(f, x, 10);
+		default:
+			break;
+	}
+	for (int t = 0; t < f->n_trees; t++)
+		sum += (double) f->leaf[f->leaf_off[t] + gbml_boost_tree_leaf(f, t, x)];
+	return sum;
+}
+
+/* Scores one block of BATCH_ROWS transposed rows (xt[pos * BATCH_ROWS + r]) into acc. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void
+score_block(const gbml_boost_forest *f, const float *xt, double *acc)
+{
+	uint32_t	idx[BATCH_ROWS];
+
+	for (int r = 0; r < BATCH_ROWS; r++)
+		acc[r] = f->base_score;
+	for (int t = 0; t < f->n_trees; t++)
+	{
+		int64_t		s0 = f->split_off[t];
+		int			d = f->depth[t];
+		const float *leaf = f->leaf + f->leaf_off[t];
+
+		for (int r = 0; r < BATCH_ROWS; r++)
+			idx[r] = 0;
+		for (int l = 0; l < d; l++)
+		{
+			const float *col = xt + (size_t) f->feature_pos[s0 + l] * BATCH_ROWS;
+			float		b = f->border[s0 + l];
+
+			for (int r = 0; r < BATCH_ROWS; r++)
+				idx[r] |= (uint32_t) (col[r] > b) << l;
+		}
+		for (int r = 0; r < BATCH_ROWS; r++)
+			acc[r] += (double) leaf[idx[r]];
+	}
+}
+
+int
+gbml_boost_forest_predict_batch(const gbml_boost_forest *f, const float *x, int64_t n,
+								int64_t stride, double *out, gbml_env *env)
+{
+	int			threads = env->threads > 0 ? env->threads : 1;
+	int64_t		n_blocks = (n + BATCH_ROWS - 1) / BATCH_ROWS;
+	size_t		per_thread = (size_t) (f->n_used > 0 ? f->n_used : 1) * BATCH_ROWS;
+	float	   *scratch;
+
+	if (n <= 0)
+		return GBML_OK;
+	if (threads > n_blocks)
+		threads = (int) n_blocks;
+	scratch = gbml_alloc_array(env, per_thread * (size_t) threads, sizeof(float));
+	if (scratch == NULL)
+		return env->error_code;
+
+#pragma omp parallel num_threads(threads)
+	{
+		int			t = 0;
+		float	   *xt;
+		double		acc[BATCH_ROWS];
+
+#ifdef _OPENMP
+		t = omp_get_thread_num();
+#endif
+		xt = scratch + per_thread * (size_t) t;
+#pragma omp for schedule(static)
+		for (int64_t b = 0; b < n_blocks; b++)
+		{
+			int64_t		r0 = b * BATCH_ROWS;
+			int			nr = (int) (n - r0 < BATCH_ROWS ? n - r0 : BATCH_ROWS);
+
+			for (int r = 0; r < nr; r++)
+			{
+				const float *row = x + (size_t) (r0 + r) * (size_t) stride;
+
+				for (int u = 0; u < f->n_used; u++)
+					xt[(size_t) u * BATCH_ROWS + r] = row[f->used_features[u]];
+			}
+			for (int r = nr; r < BATCH_ROWS; r++)
+				for (int u = 0; u < f->n_used; u++)
+					xt[(size_t) u * BATCH_ROWS + r] = 0;
+			score_block(f, xt, acc);
+			memcpy(out + r0, acc, sizeof(double) * (size_t) nr);
+		}
+	}
+	gbml_free(env, scratch);
+	return GBML_OK;
+}

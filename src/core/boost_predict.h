@@ -1,0 +1,65 @@
+/*
+ * boost_predict.h — scoring raw float rows with a forest of oblivious trees.
+ *
+ * An oblivious tree of depth D asks the same question at every node of a
+ * level, so a row's leaf is a D-bit number: bit d = (x[feature[d]] >
+ * border[d]), NaN giving 0 (an ordered comparison with NaN is false) — the
+ * same rule training used on bins.  No branches: D loads, compares and
+ * shift-ors, then one leaf load per tree.
+ *
+ * The batch scorer transposes a block of rows to feature-major and scores
+ * the block tree by tree, so each level's compare is one vector instruction
+ * over many rows; it returns exactly the single-row result (the same
+ * additions in the same order: base score, then tree 0, 1, ...).
+ */
+#ifndef GBML_BOOST_PREDICT_H
+#define GBML_BOOST_PREDICT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "env.h"
+
+typedef struct gbml_boost_forest
+{
+	int			n_features;
+	int			n_trees;
+	double		base_score;
+	int			uniform_depth;	/* the depth of every tree, or -1 when they differ */
+	const int32_t *depth;		/* n_trees */
+	const int64_t *split_off;	/* n_trees + 1: tree t's levels are split_off[t] .. */
+	const int64_t *leaf_off;	/* n_trees + 1: tree t's 2^depth leaves start at leaf_off[t] */
+	const int32_t *feature;		/* per level */
+	const float *border;		/* per level */
+	const float *leaf;			/* leaf values (learning rate applied) */
+	/* For the batch scorer: the features the splits use, and each split's position in that list. */
+	int			n_used;
+	const int32_t *used_features;	/* n_used, ascending */
+	const int32_t *feature_pos;	/* per level: index into used_features */
+} gbml_boost_forest;
+
+/* Sum of the trees' leaf values (plus the base score) for one row. */
+double		gbml_boost_forest_predict(const gbml_boost_forest *f, const float *x);
+
+/* Leaf index of tree t for row x (for tests and the trainer's eval set). */
+static inline int
+gbml_boost_tree_leaf(const gbml_boost_forest *f, int t, const float *x)
+{
+	const int32_t *feat = f->feature + f->split_off[t];
+	const float *bord = f->border + f->split_off[t];
+	int			d = f->depth[t];
+	int			idx = 0;
+
+	for (int l = 0; l < d; l++)
+		idx |= (x[feat[l]] > bord[l]) << l;
+	return idx;
+}
+
+/*
+ * Scores n rows (row i at x + i * stride floats) into out[n], parallel over
+ * row blocks with env->threads threads (scratch allocated through env before
+ * the parallel region).  Returns GBML_OK or an allocation error.
+ */
+int			gbml_boost_forest_predict_batch(const gbml_boost_forest *f, const float *x, int64_t n,
+											int64_t stride, double *out, gbml_env *env);
+
+#endif

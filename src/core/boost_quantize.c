@@ -1,0 +1,483 @@
+/*
+ * boost_quantize.c — borders from quantiles of a row sample, and the
+ * feature-major uint8 bins of the training rows (see boost_quantize.h for the
+ * bin convention that keeps training and raw-float scoring identical).
+ *
+ * Everything here is deterministic whatever env->threads is: the sample is
+ * drawn on the main thread (selection sampling over the canonical row order),
+ * each feature's borders depend only on its sorted sample, and each block's
+ * bins only on its rows.
+ */
+#include "boost_quantize.h"
+#include "rng.h"
+
+#include <math.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Bytes of sample values gathered per pass (features are done in batches). */
+#define SAMPLE_BATCH_BYTES ((size_t) 64 << 20)
+/* Rows per tile when binning: the tile's rows stay in L1 while every feature is binned. */
+#define BIN_TILE 64
+/* Up to this many borders a feature is binned by counting (vectorised), above by binary search. */
+#define COUNT_BINS_MAX 48
+
+void
+gbml_boost_borders_free(gbml_boost_borders *b, gbml_env *env)
+{
+	gbml_free(env, b->count);
+	gbml_free(env, b->offset);
+	gbml_free(env, b->values);
+	gbml_free(env, b->has_missing);
+	memset(b, 0, sizeof(*b));
+}
+
+/* Order-preserving map float -> uint32 (for finite floats). */
+static inline uint32_t
+float_key(float v)
+{
+	uint32_t	u;
+
+	memcpy(&u, &v, 4);
+	return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+static inline float
+key_float(uint32_t k)
+{
+	uint32_t	u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+	float		v;
+
+	memcpy(&v, &u, 4);
+	return v;
+}
+
+/* LSD radix sort of n uint32 keys, 3 passes of 11 bits; result in a. */
+static void
+radix_sort_u32(uint32_t *a, uint32_t *tmp, int64_t n)
+{
+	uint32_t   *src = a,
+			   *dst = tmp;
+	int64_t		count[2048];
+
+	for (int pass = 0; pass < 3; pass++)
+	{
+		int			shift = pass * 11;
+		int64_t		sum = 0;
+
+		memset(count, 0, sizeof(count));
+		for (int64_t i = 0; i < n; i++)
+			count[(src[i] >> shift) & 2047]++;
+		for (int b = 0; b < 2048; b++)
+		{
+			int64_t		c = count[b];
+
+			count[b] = sum;
+			sum += c;
+		}
+		for (int64_t i = 0; i < n; i++)
+			dst[count[(src[i] >> shift) & 2047]++] = src[i];
+		{
+			uint32_t   *t = src;
+
+			src = dst;
+			dst = t;
+		}
+	}
+	/* three passes: the result is in tmp; copy back */
+	memcpy(a, src, (size_t) n * sizeof(uint32_t));
+}
+
+/* A split value between sorted values a < b: a <= border < b, so a goes left, b right. */
+static float
+border_between(float a, float b)
+{
+	float		mid = (float) ((double) a + ((double) b - (double) a) * 0.5);
+
+	if (!(mid >= a && mid < b))
+		mid = a;
+	return mid;
+}
+
+/*
+ * Chooses at most max_borders borders from sorted keys v[0..m) (finite values).
+ * Quantile positions k*m/(B+1); a position inside a run of equal values moves
+ * to the nearer edge of the run, so heavy ties cost borders, never create
+ * empty bins.  Returns the number written to out.
+ */
+static int
+choose_borders(const uint32_t *v, int64_t m, int max_borders, float *out)
+{
+	int			n = 0;
+	int64_t		distinct = m > 0 ? 1 : 0;
+
+	if (m < 2 || max_borders <= 0)
+		return 0;
+	for (int64_t i = 1; i < m && distinct <= max_borders + 1; i++)
+		if (v[i] != v[i - 1])
+			distinct++;
+	if (distinct - 1 <= max_borders)
+	{
+		for (int64_t i = 1; i < m; i++)
+			if (v[i] != v[i - 1])
+				out[n++] = border_between(key_float(v[i - 1]), key_float(v[i]));
+		return n;
+	}
+	{
+		int64_t		last = 0;
+
+		for (int k = 1; k <= max_borders; k++)
+		{
+			int64_t		p = (int64_t) k * m / (max_borders + 1);
+			int64_t		lo,
+						hi,
+						q;
+			uint32_t	x;
+
+			if (p <= 0)
+				p = 1;
+			if (p >= m)
+				p = m - 1;
+			x = v[p];
+			/* [lo, hi) = the run of values equal to v[p] */
+			{
+				int64_t		a = 0,
+							b = p;
+
+				while (a < b)
+				{
+					int64_t		mid = (a + b) >> 1;
+
+					if (v[mid] < x)
+						a = mid + 1;
+					else
+						b = mid;
+				}
+				lo = a;
+				a = p;
+				b = m;
+				while (a < b)
+				{
+					int64_t		mid = (a + b) >> 1;
+
+					if (v[mid] <= x)
+						a = mid + 1;
+					else
+						b = mid;
+				}
+				hi = a;
+			}
+			if (lo == p)
+				q = p;
+			else if (lo > 0 && hi < m)
+				q = (p - lo <= hi - p) ? lo : hi;
+			else if (lo > 0)
+				q = lo;
+			else if (hi < m)
+				q = hi;
+			else
+				continue;
+			if (q <= last || q <= 0 || q >= m)
+				continue;
+			out[n++] = border_between(key_float(v[q - 1]), key_float(v[q]));
+			last = q;
+		}
+	}
+	return n;
+}
+
+/* Per-feature "has a missing value" flags over every row (NaN or -Inf). */
+static void
+scan_missing(const gbml_dataset *ds, bool *has_missing)
+{
+	int			d = ds->n_features;
+
+	memset(has_missing, 0, sizeof(bool) * d);
+	if (!ds->has_missing)
+		return;
+	for (int c = 0; c < ds->n_chunks; c++)
+	{
+		const gbml_chunk *ch = ds->chunks[c];
+
+		for (int64_t r = 0; r < ch->n_rows; r++)
+		{
+			const float *x = ch->x + (size_t) r * d;
+
+			for (int j = 0; j < d; j++)
+				if (isnan(x[j]) || (isinf(x[j]) && x[j] < 0))
+					has_missing[j] = true;
+		}
+	}
+}
+
+int
+gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sample_size,
+						 uint64_t seed, gbml_boost_borders *out, gbml_env *env)
+{
+	int			d = ds->n_features;
+	int64_t		n = ds->n_rows;
+	int64_t		m = n < sample_size ? n : sample_size;
+	const float **sample = NULL;
+	float	   *colbuf = NULL;
+	uint32_t   *scratch = NULL;
+	float	   *chosen = NULL;
+	int			threads = env->threads > 0 ? env->threads : 1;
+	int64_t		batch;
+	int			rc = GBML_OK;
+
+	memset(out, 0, sizeof(*out));
+	if (border_count > GBML_BOOST_MAX_BORDERS)
+		border_count = GBML_BOOST_MAX_BORDERS;
+	out->n_features = d;
+	out->count = gbml_alloc0(env, sizeof(int) * (size_t) d);
+	out->offset = gbml_alloc0(env, sizeof(int64_t) * ((size_t) d + 1));
+	out->has_missing = gbml_alloc0(env, sizeof(bool) * (size_t) d);
+	chosen = gbml_alloc_array(env, (size_t) d * (GBML_BOOST_MAX_BORDERS + 1), sizeof(float));
+	sample = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(float *));
+	if (!out->count || !out->offset || !out->has_missing || !chosen || !sample)
+	{
+		rc = env->error_code;
+		goto done;
+	}
+	scan_missing(ds, out->has_missing);
+
+	/* Selection sampling (Knuth's algorithm S) over the canonical order: exactly m rows. */
+	{
+		gbml_rng	rng;
+		int64_t		seen = 0,
+					taken = 0;
+
+		gbml_rng_stream(&rng, seed, 0x626f7264);	/* "bord" */
+		for (int c = 0; c < ds->n_chunks && taken < m; c++)
+		{
+			const gbml_chunk *ch = ds->chunks[c];
+
+			for (int64_t r = 0; r < ch->n_rows && taken < m; r++, seen++)
+			{
+				if (m == n || (double) (n - seen) * gbml_rng_uniform(&rng) < (double) (m - taken))
+					sample[taken++] = ch->x + (size_t) r * d;
+			}
+		}
+		m = taken;
+	}
+
+	batch = (int64_t) (SAMPLE_BATCH_BYTES / ((size_t) (m > 0 ? m : 1) * sizeof(float)));
+	if (batch < 1)
+		batch = 1;
+	if (batch > d)
+		batch = d;
+	colbuf = gbml_alloc_array(env, (size_t) batch * (size_t) m, sizeof(float));
+	scratch = gbml_alloc_array(env, (size_t) threads * 2 * (size_t) (m > 0 ? m : 1), sizeof(uint32_t));
+	if (colbuf == NULL || scratch == NULL)
+	{
+		rc = env->error_code;
+		goto done;
+	}
+
+	for (int64_t f0 = 0; f0 < d; f0 += batch)
+	{
+		int64_t		fb = d - f0 < batch ? d - f0 : batch;
+
+		/* transpose the batch's columns of the sample rows */
+		for (int64_t i = 0; i < m; i++)
+		{
+			const float *x = sample[i] + f0;
+
+			for (int64_t j = 0; j < fb; j++)
+				colbuf[j * m + i] = x[j];
+		}
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+		for (int64_t j = 0; j < fb; j++)
+		{
+			int			t = 0;
+			uint32_t   *keys,
+					   *tmp;
+			const float *col = colbuf + j * m;
+			int64_t		mf = 0;
+			int64_t		f = f0 + j;
+			int			extra = out->has_missing[f] ? 1 : 0;
+			int			cap = border_count;
+			float	   *dst = chosen + f * (GBML_BOOST_MAX_BORDERS + 1);
+
+#ifdef _OPENMP
+			t = omp_get_thread_num();
+#endif
+			keys = scratch + (size_t) t * 2 * (size_t) m;
+			tmp = keys + m;
+			for (int64_t i = 0; i < m; i++)
+				if (isfinite(col[i]))
+					keys[mf++] = float_key(col[i]);
+			radix_sort_u32(keys, tmp, mf);
+			if (cap > GBML_BOOST_MAX_BORDERS - extra)
+				cap = GBML_BOOST_MAX_BORDERS - extra;
+			if (extra)
+				dst[0] = -INFINITY;
+			out->count[f] = extra + choose_borders(keys, mf, cap, dst + extra);
+		}
+	}
+
+	for (int f = 0; f < d; f++)
+		out->offset[f + 1] = out->offset[f] + out->count[f];
+	out->values = gbml_alloc_array(env, (size_t) (out->offset[d] > 0 ? out->offset[d] : 1), sizeof(float));
+	if (out->values == NULL)
+	{
+		rc = env->error_code;
+		goto done;
+	}
+	for (int f = 0; f < d; f++)
+		memcpy(out->values + out->offset[f], chosen + (size_t) f * (GBML_BOOST_MAX_BORDERS + 1),
+			   sizeof(float) * out->count[f]);
+
+done:
+	gbml_free(env, sample);
+	gbml_free(env, colbuf);
+	gbml_free(env, scratch);
+	gbml_free(env, chosen);
+	if (rc != GBML_OK)
+		gbml_boost_borders_free(out, env);
+	return rc;
+}
+
+void
+gbml_boost_bins_free(gbml_boost_bins *b, gbml_env *env)
+{
+	if (b->blocks)
+		for (int64_t i = 0; i < b->n_blocks; i++)
+			gbml_free(env, b->blocks[i]);
+	gbml_free(env, b->blocks);
+	memset(b, 0, sizeof(*b));
+}
+
+/*
+ * Bins of one feature for a tile of rows by counting the borders below each
+ * value: a vector compare-and-add per border over the whole tile, cheaper than
+ * a search per value while the feature has few borders (the default 32).
+ */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void
+count_bins(const float *xv, int nr, const float *borders, int nb, uint8_t *out)
+{
+	int32_t		c[BIN_TILE];
+
+	for (int r = 0; r < BIN_TILE; r++)
+		c[r] = 0;
+	for (int j = 0; j < nb; j++)
+	{
+		float		b = borders[j];
+
+		for (int r = 0; r < BIN_TILE; r++)
+			c[r] += xv[r] > b;
+	}
+	for (int r = 0; r < nr; r++)
+		out[r] = (uint8_t) c[r];
+}
+
+/*
+ * Branch-free bin lookup in a table padded to a power of two with +Inf
+ * (x > +Inf is false, so padding never counts): log2(P) compare-and-adds.
+ */
+static inline int
+padded_bin(const float *pad, int half, float x)
+{
+	int			pos = 0;
+
+	for (int step = half; step > 0; step >>= 1)
+		pos += (x > pad[pos + step - 1]) ? step : 0;
+	return pos;
+}
+
+int
+gbml_boost_bins_build(const float *const *rows, int64_t n_rows, int n_features,
+					  const gbml_boost_borders *borders, int64_t block_rows,
+					  gbml_boost_bins *out, gbml_env *env)
+{
+	int			d = n_features;
+	float	   *pad;
+	int		   *half;
+	int			threads = env->threads > 0 ? env->threads : 1;
+	bool		failed = false;
+
+	memset(out, 0, sizeof(*out));
+	out->n_rows = n_rows;
+	out->n_features = d;
+	out->block_rows = block_rows;
+	out->n_blocks = (n_rows + block_rows - 1) / block_rows;
+	out->blocks = gbml_alloc0(env, sizeof(uint8_t *) * (size_t) (out->n_blocks > 0 ? out->n_blocks : 1));
+	pad = gbml_alloc_array(env, (size_t) d * 256, sizeof(float));
+	half = gbml_alloc_array(env, (size_t) d, sizeof(int));
+	if (out->blocks == NULL || pad == NULL || half == NULL)
+	{
+		gbml_free(env, pad);
+		gbml_free(env, half);
+		gbml_boost_bins_free(out, env);
+		return env->error_code;
+	}
+	for (int64_t b = 0; b < out->n_blocks; b++)
+	{
+		out->blocks[b] = gbml_alloc_array(env, (size_t) gbml_boost_block_len(out, b), (size_t) d);
+		if (out->blocks[b] == NULL)
+		{
+			failed = true;
+			break;
+		}
+	}
+	for (int f = 0; !failed && f < d; f++)
+	{
+		int			cnt = borders->count[f];
+		int			p = 1;
+		float	   *t = pad + (size_t) f * 256;
+
+		while (p < cnt + 1)
+			p <<= 1;
+		for (int j = 0; j < p - 1; j++)
+			t[j] = j < cnt ? borders->values[borders->offset[f] + j] : INFINITY;
+		half[f] = p >> 1;
+	}
+	if (failed)
+	{
+		gbml_free(env, pad);
+		gbml_free(env, half);
+		gbml_boost_bins_free(out, env);
+		return env->error_code;
+	}
+
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+	for (int64_t b = 0; b < out->n_blocks; b++)
+	{
+		int64_t		len = gbml_boost_block_len(out, b);
+		uint8_t    *dst = out->blocks[b];
+		const float *const *brows = rows + b * block_rows;
+
+		for (int64_t r0 = 0; r0 < len; r0 += BIN_TILE)
+		{
+			int64_t		r1 = r0 + BIN_TILE < len ? r0 + BIN_TILE : len;
+
+			for (int f = 0; f < d; f++)
+			{
+				const float *t = pad + (size_t) f * 256;
+				int			h = half[f];
+				uint8_t    *col = dst + (size_t) f * len;
+
+				if (borders->count[f] <= COUNT_BINS_MAX)
+				{
+					float		xv[BIN_TILE];
+					int			nr = (int) (r1 - r0);
+
+					for (int r = 0; r < nr; r++)
+						xv[r] = brows[r0 + r][f];
+					for (int r = nr; r < BIN_TILE; r++)
+						xv[r] = 0;
+					count_bins(xv, nr, t, borders->count[f], col + r0);
+				}
+				else
+					for (int64_t r = r0; r < r1; r++)
+						col[r] = (uint8_t) padded_bin(t, h, brows[r][f]);
+			}
+		}
+	}
+	gbml_free(env, pad);
+	gbml_free(env, half);
+	return GBML_OK;
+}

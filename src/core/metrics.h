@@ -1,0 +1,26 @@
+/*
+ * metrics.h — evaluation metrics shared by the trainers (eval sets, early
+ * stopping, META) and the SQL aggregates gbml.ndcg / gbml.auc.
+ *
+ * NDCG convention (the same wherever gbml prints a figure): exponential gain
+ * 2^rel - 1, discount 1/log2(1 + position), a query with no relevant document
+ * (ideal DCG = 0) counts 1.  Ties in score are broken by original position
+ * (stable sort by score descending), as LightGBM and XGBoost do.
+ */
+#ifndef GBML_METRICS_H
+#define GBML_METRICS_H
+
+#include <stdint.h>
+
+/* NDCG@k of one query; k <= 0 means all documents. */
+double		gbml_ndcg_at_k(const double *score, const float *label, int64_t n, int k);
+/* Mean NDCG@k over queries (unweighted); rows of query g are [off[g], off[g+1]); NaN if none. */
+double		gbml_mean_ndcg(const double *score, const float *label, int64_t n_groups,
+						   const int64_t *group_offsets, int k);
+/* ROC AUC: label > 0.5 is positive; ties count 1/2; weighted (weight may be NULL);
+   NaN scores rank lowest; NaN when either class has no weight (AUC undefined). */
+double		gbml_auc(const double *score, const float *label, const float *weight, int64_t n);
+/* Weighted root mean squared error (weight may be NULL); NaN when the weights sum to 0. */
+double		gbml_rmse(const double *score, const float *label, const float *weight, int64_t n);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * saga.h — SAGA linear models (logistic and squared loss with L2, L1 and
+ * elastic-net penalties): the parameter struct and the model section layout.
+ *
+ * The algorithm table itself is `gbml_algorithm_saga` (algorithm.h).  The
+ * objective, over n training rows with sample weights s_i, is
+ *
+ *     (1/n) sum_i s_i loss(x_i·w + b, y_i)
+ *         + alpha ((1 - l1_ratio)/2 ||w||^2 + l1_ratio ||w||_1)
+ *
+ * with the intercept b unpenalized; with `standardize` x_i is the
+ * standardized row and w the weights on that scale.  docs/saga.md is the user
+ * reference.
+ */
+#ifndef GBML_SAGA_H
+#define GBML_SAGA_H
+
+#include "algorithm.h"
+
+typedef struct gbml_saga_params
+{
+	int			loss;			/* 0 logistic, 1 squared (gbml_saga_loss) */
+	double		alpha;			/* penalty strength */
+	double		C;				/* > 0: alpha = 1 / (C n), scikit-learn's C */
+	double		l1_ratio;		/* 0 = ridge, 1 = lasso */
+	double		tol;			/* stop when max|dw| / max|w| over an epoch < tol */
+	int64_t		max_iter;		/* epochs */
+	double		step_size;		/* 0 = 1 / (3 L) */
+	bool		fit_intercept;
+	int64_t		random_seed;
+	bool		standardize;
+} gbml_saga_params;
+
+extern const gbml_param_spec gbml_saga_param_specs[];
+
+/* How logistic labels were given, so predict answers in the same encoding. */
+typedef enum gbml_saga_label_encoding
+{
+	GBML_SAGA_LABELS_NONE = 0,	/* squared loss: labels are numbers */
+	GBML_SAGA_LABELS_01 = 1,	/* 0 / 1 (and booleans) */
+	GBML_SAGA_LABELS_PM1 = 2	/* -1 / +1 */
+} gbml_saga_label_encoding;
+
+/*
+ * Section 'SAGA' (little-endian), one per model:
+ *   u32 layout version (1) | u32 loss | u32 label encoding |
+ *   u32 flags (bit 0 fit_intercept, bit 1 standardized) | u32 d |
+ *   f64 intercept | f64 w[d] | f64 feature_mean[d] | f64 feature_std[d]
+ * w and the intercept are on the scale the solver worked on (standardized
+ * features when bit 1 is set); feature_mean/std are the training rows'
+ * (population) statistics, always stored: they define the standardization and
+ * give the importance of each weight.
+ */
+#define GBML_SAGA_SECTION GBML_TAG('S','A','G','A')
+#define GBML_SAGA_LAYOUT_VERSION 1
+#define GBML_SAGA_FLAG_INTERCEPT 1u
+#define GBML_SAGA_FLAG_STANDARDIZED 2u
+
+#endif

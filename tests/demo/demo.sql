@@ -1,0 +1,78 @@
+-- tests/demo/demo.sql — `make demo`: gbml end to end on data shipped in data/.
+-- Learning to rank with query groups, K-Means and SAGA, all in SQL.
+\pset footer off
+\set ECHO none
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS gbml;
+SET gbml.progress_interval = 0;
+
+\echo
+\echo '=== 1. Learning to rank: LightGBM''s lambdarank sample (3,005 docs in 201 queries, 300 features)'
+CREATE TABLE rank_train (qid bigint, label real, features real[]);
+CREATE TABLE rank_test  (qid bigint, label real, features real[]);
+\copy rank_train FROM 'data/rank_train.csv' CSV HEADER
+\copy rank_test  FROM 'data/rank_test.csv' CSV HEADER
+
+\echo '--- train a YetiRank model (query id = group_id) into the registry, 20% of queries held out for early stopping'
+SELECT gbml.train('ranker', 'boost',
+                  'SELECT features, label, qid AS group_id FROM rank_train',
+                  '{"loss": "YetiRank", "iterations": 300, "depth": 6, "learning_rate": 0.05,
+                    "eval_fraction": 0.2, "early_stopping_rounds": 50}') AS model_id;
+SELECT name, version, algorithm, rows, features, deployed,
+       metrics ->> 'eval_metric' AS eval_metric, round((metrics ->> 'eval_value')::numeric, 4) AS eval_value,
+       round((timings ->> 'train_seconds')::numeric, 2) AS train_s
+  FROM gbml.models WHERE name = 'ranker';
+
+\echo '--- test NDCG@10 on unseen queries (exponential gain; a query with no relevant document counts 1)'
+SELECT round(avg(ndcg)::numeric, 4) AS test_ndcg_at_10, count(*) AS queries
+  FROM (SELECT qid, gbml.ndcg(gbml.predict('ranker', features), label, 10) AS ndcg
+          FROM rank_test GROUP BY qid) AS per_query;
+
+\echo '--- ranking one query''s documents in SQL: ORDER BY the model''s score'
+SELECT row_number() OVER () AS rank, label AS true_relevance, round(score::numeric, 3) AS score
+  FROM (SELECT label, gbml.predict('ranker', features) AS score
+          FROM rank_test WHERE qid = 202 ORDER BY score DESC LIMIT 8) AS top;
+
+\echo '--- the five most important features'
+SELECT feature, round(importance::numeric, 4) AS importance
+  FROM gbml.feature_importance((SELECT model FROM gbml.models WHERE name = 'ranker' AND deployed))
+ ORDER BY importance DESC LIMIT 5;
+
+\echo
+\echo '=== 2. Spam filtering with SAGA logistic regression (UCI Spambase, 4,601 e-mails, 57 features)'
+CREATE TABLE spam (id serial, label real, features real[]);
+\copy spam (label, features) FROM 'data/spambase.csv' CSV HEADER
+CREATE TABLE spam_models AS
+SELECT gbml.saga_fit(features, label, '{"loss": "logistic", "alpha": 0.0001, "standardize": true, "max_iter": 200}') AS model
+  FROM spam WHERE id % 5 <> 0;
+SELECT round(avg((gbml.predict(model, features) = label)::int)::numeric, 4) AS holdout_accuracy,
+       round(gbml.auc(gbml.predict_proba(model, features), label)::numeric, 4) AS holdout_auc
+  FROM spam, spam_models WHERE id % 5 = 0 GROUP BY model;
+SELECT gbml.model_info(model) ->> 'epochs' AS epochs, gbml.model_info(model) ->> 'stop_reason' AS stop_reason,
+       round((gbml.model_info(model) -> 'metrics' ->> 'objective')::numeric, 5) AS objective
+  FROM spam_models;
+
+\echo
+\echo '=== 3. K-Means: two clusters of e-mails, and how they line up with spam'
+CREATE TABLE spam_clusters AS
+SELECT gbml.kmeans_fit(ARRAY[ln(1 + features[55]), ln(1 + features[56]), ln(1 + features[57]),
+                             features[52] * 10, features[53] * 10]::real[], 2, '{"random_seed": 7}') AS model
+  FROM spam;
+SELECT gbml.kmeans_assign(model, ARRAY[ln(1 + features[55]), ln(1 + features[56]), ln(1 + features[57]),
+                                       features[52] * 10, features[53] * 10]::real[]) AS cluster,
+       count(*) AS emails, round(avg(label)::numeric, 3) AS spam_share
+  FROM spam, spam_clusters GROUP BY 1 ORDER BY 1;
+SELECT gbml.model_info(model) ->> 'iterations' AS iterations, gbml.model_info(model) ->> 'stop_reason' AS stop_reason,
+       round((gbml.model_info(model) -> 'metrics' ->> 'inertia')::numeric, 1) AS inertia
+  FROM spam_clusters;
+
+\echo
+\echo '=== 4. Retraining on a schedule with pg_cron (every night at 03:00)'
+CREATE EXTENSION IF NOT EXISTS pg_cron;
+SELECT cron.schedule('nightly-ranker', '0 3 * * *',
+       $$SELECT gbml.train('ranker', 'boost', 'SELECT features, label, qid AS group_id FROM rank_train',
+                           '{"loss": "YetiRank", "iterations": 300, "eval_fraction": 0.2, "deploy": "if_better"}')$$) IS NOT NULL AS scheduled;
+SELECT jobname, schedule, left(command, 60) || '...' AS command FROM cron.job WHERE jobname = 'nightly-ranker';
+SELECT cron.unschedule('nightly-ranker') AS unscheduled;
+\echo
+\echo 'Done. Every step above was plain SQL against gbml.'

@@ -1,0 +1,940 @@
+/*
+ * test_boost.c — unit tests of the boosted oblivious-tree trainer and scorer:
+ * quantization, learning on small synthetic data with every loss, scoring
+ * consistency (raw-float scorer vs the trainer's own predictions, batch vs
+ * single row), determinism across thread counts, eval set and early
+ * stopping, missing values, bad parameters, cancellation, and corrupted
+ * models (crafted sections with a valid checksum).
+ */
+#include "harness.h"
+#include "boost.h"
+#include "boost_loss.h"
+#include "boost_quantize.h"
+#include "metrics.h"
+#include "rng.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers ---- */
+
+typedef enum
+{
+	DATA_REGRESSION,			/* y = 3*[x0 > 0.5] + 2*x1^2 + noise */
+	DATA_BINARY,				/* y = [x0 + x1 + noise > 1] */
+	DATA_RANKING,				/* groups of 20, relevance 0..4 from x0, x1 */
+	DATA_NOISE					/* y = 0.2*x0 + big noise (overfits fast) */
+} data_kind;
+
+static void
+make_data(gbml_dataset *ds, gbml_env *env, data_kind kind, int64_t n, int d, uint64_t seed,
+		  double missing_rate)
+{
+	gbml_rng	rng;
+	float	   *x = malloc(sizeof(float) * d);
+
+	gbml_dataset_init(ds, true);
+	gbml_rng_seed(&rng, seed);
+	for (int64_t i = 0; i < n; i++)
+	{
+		gbml_row	row = {0};
+		double		noise = gbml_rng_uniform(&rng) - 0.5;
+		double		y = 0;
+
+		for (int j = 0; j < d; j++)
+			x[j] = (float) gbml_rng_uniform(&rng);
+		switch (kind)
+		{
+			case DATA_REGRESSION:
+				y = 3.0 * (x[0] > 0.5f) + 2.0 * x[1] * x[1] + 0.1 * noise;
+				break;
+			case DATA_BINARY:
+				y = (x[0] + x[1] + 0.3 * noise > 1.0) ? 1 : 0;
+				break;
+			case DATA_RANKING:
+				y = floor(4.99 * (0.7 * x[0] + 0.3 * x[1]) + 0.5 * noise);
+				y = y < 0 ? 0 : (y > 4 ? 4 : y);
+				break;
+			case DATA_NOISE:
+				y = 0.2 * x[0] + 2.0 * noise;
+				break;
+		}
+		for (int j = 2; j < d; j++)
+			if (missing_rate > 0 && gbml_rng_uniform(&rng) < missing_rate)
+				x[j] = NAN;
+		row.x = x;
+		row.n_features = d;
+		row.label = (float) y;
+		row.group = i / 20;
+		row.group_is_null = kind != DATA_RANKING;
+		row.weight_is_null = true;
+		CHECK(gbml_dataset_append(ds, env, &row, true) == GBML_OK);
+	}
+	free(x);
+}
+
+static gbml_param_value
+num(const char *key, double v)
+{
+	gbml_param_value p = {.key = key,.kind = GBML_VALUE_NUMBER,.number = v};
+
+	return p;
+}
+
+static gbml_param_value
+str(const char *key, const char *v)
+{
+	gbml_param_value p = {.key = key,.kind = GBML_VALUE_STRING,.string = v};
+
+	return p;
+}
+
+static int
+train(gbml_env *env, gbml_dataset *ds, gbml_dataset *eval, const gbml_param_value *v, int nv,
+	  uint8_t **model, size_t *len)
+{
+	gbml_parsed_params pp;
+	int			rc = gbml_parse_training_params(env, &gbml_algorithm_boost, v, nv, &pp);
+
+	if (rc == GBML_OK)
+		rc = gbml_train(env, &pp, ds, eval, model, len);
+	gbml_parsed_params_free(env, &pp);
+	return rc;
+}
+
+/* A number from the META section: the first "key": after an optional "scope". */
+static double
+meta_number(gbml_env *env, const uint8_t *model, size_t len, const char *key)
+{
+	gbml_model_reader r;
+	const uint8_t *data;
+	size_t		dlen;
+	char	   *text,
+			   *p;
+	char		pat[128];
+	double		v = NAN;
+
+	if (gbml_model_open(&r, env, model, len) != GBML_OK ||
+		!gbml_model_find(&r, GBML_SECTION_META, &data, &dlen))
+		return NAN;
+	text = malloc(dlen + 1);
+	memcpy(text, data, dlen);
+	text[dlen] = 0;
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(text, pat);
+	if (p)
+	{
+		p += strlen(pat);
+		if (strncmp(p, "true", 4) == 0)
+			v = 1;
+		else if (strncmp(p, "false", 5) == 0)
+			v = 0;
+		else
+			v = strtod(p, NULL);
+	}
+	free(text);
+	return v;
+}
+
+/* Scores every row of ds with the scorer into out (dataset order). */
+static void
+score_all(gbml_scorer *sc, gbml_env *env, const gbml_dataset *ds, double *out, float *label)
+{
+	int64_t		i = 0;
+
+	for (int c = 0; c < ds->n_chunks; c++)
+		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++, i++)
+		{
+			CHECK(gbml_scorer_predict(sc, env, gbml_dataset_row(ds, c, r), ds->n_features,
+									  GBML_OUT_SCORE, &out[i]) == GBML_OK);
+			if (label)
+				label[i] = ds->chunks[c]->label[r];
+		}
+}
+
+static double
+label_std(const gbml_dataset *ds)
+{
+	double		s = 0,
+				s2 = 0;
+
+	for (int c = 0; c < ds->n_chunks; c++)
+		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++)
+		{
+			s += ds->chunks[c]->label[r];
+			s2 += (double) ds->chunks[c]->label[r] * ds->chunks[c]->label[r];
+		}
+	s /= (double) ds->n_rows;
+	return sqrt(s2 / (double) ds->n_rows - s * s);
+}
+
+/* ---- tests ---- */
+
+TEST(boost_loss_choices_match_loss_names)
+{
+	for (int k = 0; k <= GBML_LOSS_LAMBDAMART; k++)
+		CHECK(strcmp(gbml_boost_loss_choices[k + 1], gbml_boost_loss_names[k]) == 0);
+	CHECK(gbml_boost_loss_names[GBML_LOSS_LAMBDAMART + 1] == NULL);
+	CHECK(gbml_boost_loss_choices[GBML_LOSS_LAMBDAMART + 2] == NULL);
+}
+
+TEST(boost_borders_and_bins)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	gbml_boost_borders b;
+	gbml_boost_bins bins;
+	const int	n = 5000,
+				d = 3;
+	float		x[3];
+	const float **rows = malloc(sizeof(float *) * n);
+	int64_t		hist[64] = {0};
+	gbml_rng	rng;
+
+	gbml_env_init_malloc(&env, 2);
+	gbml_dataset_init(&ds, true);
+	gbml_rng_seed(&rng, 7);
+	for (int i = 0; i < n; i++)
+	{
+		gbml_row	row = {.x = x,.n_features = d,.label = 0,.group_is_null = true,.weight_is_null = true};
+
+		x[0] = (float) (i % 10);	/* 10 distinct values -> 9 borders */
+		x[1] = (i % 7 == 0) ? NAN : (float) gbml_rng_uniform(&rng);	/* missing + continuous */
+		x[2] = 1.5f;			/* constant -> no border */
+		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
+	}
+	CHECK(gbml_boost_borders_build(&ds, 32, 200000, 1, &b, &env) == GBML_OK);
+	CHECK(b.count[0] == 9);
+	CHECK(!b.has_missing[0] && b.has_missing[1] && !b.has_missing[2]);
+	CHECK(b.count[1] == 33);
+	CHECK(isinf(b.values[b.offset[1]]) && b.values[b.offset[1]] < 0);
+	CHECK(b.count[2] == 0);
+	for (int f = 0; f < d; f++)
+		for (int j = 1; j < b.count[f]; j++)
+			CHECK(b.values[b.offset[f] + j] > b.values[b.offset[f] + j - 1]);
+	for (int j = 0; j < 9; j++)
+		CHECK(b.values[b.offset[0] + j] >= (float) j && b.values[b.offset[0] + j] < (float) (j + 1));
+
+	{
+		int64_t		i = 0;
+
+		for (int c = 0; c < ds.n_chunks; c++)
+			for (int64_t r = 0; r < ds.chunks[c]->n_rows; r++)
+				rows[i++] = gbml_dataset_row(&ds, c, r);
+	}
+	CHECK(gbml_boost_bins_build(rows, n, d, &b, 1000, &bins, &env) == GBML_OK);
+	CHECK(bins.n_blocks == 5);
+	for (int64_t i = 0; i < n; i++)
+	{
+		int64_t		blk = i / 1000,
+					r = i % 1000,
+					len = gbml_boost_block_len(&bins, blk);
+
+		for (int f = 0; f < d; f++)
+		{
+			int			bin = bins.blocks[blk][f * len + r];
+			int			expect = 0;
+
+			for (int j = 0; j < b.count[f]; j++)
+				expect += rows[i][f] > b.values[b.offset[f] + j];
+			CHECK(bin == expect);
+			CHECK(bin == gbml_boost_bin_of(b.values + b.offset[f], b.count[f], rows[i][f]));
+			if (f == 1)
+			{
+				CHECK((bin == 0) == (bool) isnan(rows[i][f]));
+				hist[bin]++;
+			}
+		}
+	}
+	/* quantile bins of the continuous feature hold about the same number of rows */
+	for (int bin = 1; bin <= 33; bin++)
+		CHECK(hist[bin] > (n * 6 / 7) / 33 / 2 && hist[bin] < (n * 6 / 7) / 33 * 2);
+	gbml_boost_bins_free(&bins, &env);
+	gbml_boost_borders_free(&b, &env);
+	gbml_dataset_free(&ds, &env);
+	free(rows);
+	CHECK(env.memory_used == 0);
+}
+
+TEST(boost_rmse_learns_and_scorer_matches_trainer)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *model = NULL;
+	size_t		len;
+	gbml_scorer sc;
+	gbml_param_value v[] = {num("iterations", 60), num("depth", 4), num("learning_rate", 0.3)};
+	double	   *pred;
+	float	   *label;
+	double		rmse,
+				meta_rmse;
+
+	gbml_env_init_malloc(&env, 2);
+	make_data(&ds, &env, DATA_REGRESSION, 3000, 5, 11, 0);
+	CHECK(train(&env, &ds, NULL, v, 3, &model, &len) == GBML_OK);
+	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
+	pred = malloc(sizeof(double) * ds.n_rows);
+	label = malloc(sizeof(float) * ds.n_rows);
+	score_all(&sc, &env, &ds, pred, label);
+	rmse = gbml_rmse(pred, label, NULL, ds.n_rows);
+	CHECK(rmse < 0.15 * label_std(&ds));
+	/* the trainer's own predictions (from bins) are the scorer's (from raw floats) */
+	meta_rmse = meta_number(&env, model, len, "train_RMSE");
+	CHECK_NEAR(meta_rmse, rmse, 1e-12 * (1 + rmse));
+	CHECK(meta_number(&env, model, len, "trees") == 60);
+	CHECK(meta_number(&env, model, len, "higher_is_better") == 0);
+	CHECK_NEAR(meta_number(&env, model, len, "eval_value"), rmse, 1e-9);
+
+	/* batch scorer == single-row scorer, bit for bit */
+	{
+		const gbml_boost_model *m = sc.handle;
+		float	   *xs = malloc(sizeof(float) * ds.n_rows * ds.n_features);
+		double	   *bout = malloc(sizeof(double) * ds.n_rows);
+		int64_t		i = 0;
+		bool		same = true;
+
+		for (int c = 0; c < ds.n_chunks; c++)
+			for (int64_t r = 0; r < ds.chunks[c]->n_rows; r++, i++)
+				memcpy(xs + i * ds.n_features, gbml_dataset_row(&ds, c, r), sizeof(float) * ds.n_features);
+		CHECK(gbml_boost_forest_predict_batch(&m->forest, xs, ds.n_rows, ds.n_features, bout, &env) == GBML_OK);
+		for (i = 0; i < ds.n_rows; i++)
+			if (memcmp(&bout[i], &pred[i], sizeof(double)) != 0)
+				same = false;
+		CHECK(same);
+		free(xs);
+		free(bout);
+	}
+
+	/* importance: the two informative features carry nearly all the gain */
+	{
+		double		imp[5],
+					s = 0;
+
+		CHECK(gbml_algorithm_boost.importance(sc.handle, imp) == GBML_OK);
+		for (int j = 0; j < 5; j++)
+			s += imp[j];
+		CHECK_NEAR(s, 1.0, 1e-9);
+		CHECK(imp[0] + imp[1] > 0.95);
+	}
+	/* readable dump */
+	{
+		gbml_strbuf sb;
+
+		gbml_sb_init(&sb, &env);
+		CHECK(gbml_algorithm_boost.to_json(sc.handle, &sb) == GBML_OK);
+		gbml_sb_append(&sb, "", 1);
+		CHECK(strstr(sb.data, "\"loss\":\"RMSE\"") != NULL);
+		CHECK(strstr(sb.data, "\"leaf_values\":[") != NULL);
+		CHECK(strstr(sb.data, "\"borders\":[[") != NULL);
+		gbml_sb_free(&sb);
+	}
+	/* PROBA is NaN for a non-logistic loss */
+	{
+		double		out;
+
+		CHECK(gbml_scorer_predict(&sc, &env, gbml_dataset_row(&ds, 0, 0), 5, GBML_OUT_PROBA, &out) == GBML_OK);
+		CHECK(isnan(out));
+	}
+	gbml_scorer_free(&sc, &env);
+	gbml_free(&env, model);
+	gbml_dataset_free(&ds, &env);
+	free(pred);
+	free(label);
+	CHECK(env.memory_used == 0);
+}
+
+/* The model's own sections (header, trees, borders, params), compared one by one. */
+static bool
+same_model_sections(gbml_env *env, const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+	gbml_model_reader ra,
+				rb;
+	uint32_t	tags[] = {GBML_SECTION_BOOST_HEADER, GBML_SECTION_BOOST_TREES, GBML_SECTION_BOOST_BORDERS,
+	GBML_SECTION_PARAMS};
+
+	if (gbml_model_open(&ra, env, a, alen) != GBML_OK || gbml_model_open(&rb, env, b, blen) != GBML_OK)
+		return false;
+	for (int i = 0; i < 4; i++)
+	{
+		const uint8_t *da,
+				   *db;
+		size_t		la,
+					lb;
+
+		if (!gbml_model_find(&ra, tags[i], &da, &la) || !gbml_model_find(&rb, tags[i], &db, &lb))
+			return false;
+		if (la != lb || memcmp(da, db, la) != 0)
+			return false;
+	}
+	return true;
+}
+
+static void
+determinism_case(data_kind kind, const char *loss, double missing)
+{
+	uint8_t    *models[3] = {NULL, NULL, NULL};
+	size_t		lens[3];
+	int			threads[3] = {1, 2, 3};
+	gbml_env	envs[3];
+	gbml_param_value v[] = {num("iterations", 12), num("depth", 5), num("subsample", 0.7),
+	str("loss", loss), num("random_seed", 42), num("border_count", 64)};
+
+	for (int i = 0; i < 3; i++)
+	{
+		gbml_dataset ds;
+
+		gbml_env_init_malloc(&envs[i], threads[i]);
+		/* > 1 block of rows, rows appended in a different order each time */
+		make_data(&ds, &envs[i], kind, 20000, 6, 5, missing);
+		if (i == 1)
+		{
+			/* reverse the chunk list: canonical order must undo it */
+			for (int a = 0, b = ds.n_chunks - 1; a < b; a++, b--)
+			{
+				gbml_chunk *t = ds.chunks[a];
+
+				ds.chunks[a] = ds.chunks[b];
+				ds.chunks[b] = t;
+			}
+		}
+		CHECK(train(&envs[i], &ds, NULL, v, 6, &models[i], &lens[i]) == GBML_OK);
+		gbml_dataset_free(&ds, &envs[i]);
+	}
+	CHECK(models[0] && models[1] && models[2]);
+	if (models[0] && models[1] && models[2])
+	{
+		CHECK(same_model_sections(&envs[0], models[0], lens[0], models[1], lens[1]));
+		CHECK(same_model_sections(&envs[0], models[0], lens[0], models[2], lens[2]));
+		/* the whole container too: run-dependent figures live outside the model bytes */
+		CHECK(lens[0] == lens[1] && memcmp(models[0], models[1], lens[0]) == 0);
+		CHECK(lens[0] == lens[2] && memcmp(models[0], models[2], lens[0]) == 0);
+	}
+	for (int i = 0; i < 3; i++)
+		gbml_free(&envs[i], models[i]);
+}
+
+TEST(boost_deterministic_across_threads_rmse)
+{
+	determinism_case(DATA_REGRESSION, "RMSE", 0.1);
+}
+
+TEST(boost_deterministic_across_threads_yetirank)
+{
+	determinism_case(DATA_RANKING, "YetiRank", 0.05);
+}
+
+TEST(boost_every_loss_learns)
+{
+	gbml_env	env;
+	const char *losses[] = {"RMSE", "Logloss", "QueryRMSE", "PairLogit", "YetiRank", "LambdaMART"};
+
+	gbml_env_init_malloc(&env, 2);
+	for (int k = 0; k < 6; k++)
+	{
+		gbml_dataset ds;
+		uint8_t    *model = NULL;
+		size_t		len;
+		gbml_scorer sc;
+		gbml_param_value v[] = {str("loss", losses[k]), num("iterations", 40), num("depth", 4),
+		num("learning_rate", 0.2)};
+		bool		binary = strcmp(losses[k], "Logloss") == 0;
+		int64_t		n = 2000;
+		double	   *pred = malloc(sizeof(double) * n),
+				   *zero = calloc(n, sizeof(double));
+		float	   *label = malloc(sizeof(float) * n);
+
+		make_data(&ds, &env, binary ? DATA_BINARY : DATA_RANKING, n, 4, 100 + k, 0);
+		if (train(&env, &ds, NULL, v, 4, &model, &len) != GBML_OK)
+		{
+			fprintf(stderr, "  loss %s: %s\n", losses[k], env.error);
+			CHECK(false);
+			gbml_dataset_free(&ds, &env);
+			continue;
+		}
+		CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
+		score_all(&sc, &env, &ds, pred, label);
+		if (binary)
+		{
+			double		auc = gbml_auc(pred, label, NULL, n);
+			double		p;
+
+			CHECK(auc > 0.97);
+			CHECK(gbml_scorer_predict(&sc, &env, gbml_dataset_row(&ds, 0, 0), 4, GBML_OUT_PROBA, &p) == GBML_OK);
+			CHECK(p > 0 && p < 1);
+		}
+		else
+		{
+			/* ds is in canonical order, not grouped: rebuild groups for NDCG */
+			int64_t    *off = malloc(sizeof(int64_t) * (n + 1));
+			double	   *sp = malloc(sizeof(double) * n);
+			float	   *sl = malloc(sizeof(float) * n);
+			int64_t		ng = 0,
+						i = 0;
+
+			for (int64_t g = 0; g * 20 < n; g++)
+			{
+				off[ng++] = i;
+				for (int c = 0; c < ds.n_chunks; c++)
+					for (int64_t r = 0; r < ds.chunks[c]->n_rows; r++)
+						if (ds.chunks[c]->group[r] == g)
+						{
+							CHECK(gbml_scorer_predict(&sc, &env, gbml_dataset_row(&ds, c, r), 4,
+													  GBML_OUT_SCORE, &sp[i]) == GBML_OK);
+							sl[i++] = ds.chunks[c]->label[r];
+						}
+			}
+			off[ng] = i;
+			CHECK(i == n);
+			{
+				double		ndcg = gbml_mean_ndcg(sp, sl, ng, off, 10);
+				double		base = gbml_mean_ndcg(zero, sl, ng, off, 10);
+
+				if (!(ndcg > 0.9 && ndcg > base + 0.1))
+					fprintf(stderr, "  loss %s: NDCG@10 %.4f, constant %.4f\n", losses[k], ndcg, base);
+				CHECK(ndcg > 0.9);
+				CHECK(ndcg > base + 0.1);
+			}
+			free(off);
+			free(sp);
+			free(sl);
+		}
+		gbml_scorer_free(&sc, &env);
+		gbml_free(&env, model);
+		gbml_dataset_free(&ds, &env);
+		free(pred);
+		free(zero);
+		free(label);
+	}
+	CHECK(env.memory_used == 0);
+}
+
+TEST(boost_eval_set_and_early_stopping)
+{
+	gbml_env	env;
+	gbml_dataset ds,
+				ev;
+	uint8_t    *model = NULL;
+	size_t		len;
+	gbml_scorer sc;
+	gbml_param_value v[] = {num("iterations", 400), num("depth", 6), num("learning_rate", 0.5),
+	num("l2_leaf_reg", 0), num("early_stopping_rounds", 15)};
+	double		trees,
+				best;
+
+	gbml_env_init_malloc(&env, 2);
+	make_data(&ds, &env, DATA_NOISE, 1500, 8, 21, 0);
+	make_data(&ev, &env, DATA_NOISE, 1500, 8, 22, 0);
+	CHECK(train(&env, &ds, &ev, v, 5, &model, &len) == GBML_OK);
+	trees = meta_number(&env, model, len, "trees");
+	best = meta_number(&env, model, len, "best_iteration");
+	CHECK(meta_number(&env, model, len, "stopped_early") == 1);
+	CHECK(trees < 100);
+	CHECK(trees == best);
+	CHECK(meta_number(&env, model, len, "iterations_run") == best + 15);
+	/* META's eval value is the eval RMSE of the kept trees */
+	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
+	{
+		double	   *pred = malloc(sizeof(double) * ev.n_rows);
+		float	   *label = malloc(sizeof(float) * ev.n_rows);
+
+		score_all(&sc, &env, &ev, pred, label);
+		CHECK_NEAR(meta_number(&env, model, len, "eval_value"), gbml_rmse(pred, label, NULL, ev.n_rows), 1e-9);
+		free(pred);
+		free(label);
+	}
+	gbml_scorer_free(&sc, &env);
+	gbml_free(&env, model);
+
+	/* use_best_model false keeps every tree grown */
+	{
+		gbml_param_value v2[] = {num("iterations", 400), num("depth", 6), num("learning_rate", 0.5),
+		num("l2_leaf_reg", 0), num("early_stopping_rounds", 15),
+		{.key = "use_best_model",.kind = GBML_VALUE_BOOL,.boolean = false}};
+
+		CHECK(train(&env, &ds, &ev, v2, 6, &model, &len) == GBML_OK);
+		CHECK(meta_number(&env, model, len, "trees") == best + 15);
+		gbml_free(&env, model);
+	}
+	/* eval_fraction: the driver holds out rows itself */
+	{
+		gbml_param_value v3[] = {num("iterations", 30), num("eval_fraction", 0.2), str("eval_metric", "AUC")};
+
+		CHECK(train(&env, &ds, NULL, v3, 3, &model, &len) == GBML_OK);
+		CHECK(meta_number(&env, model, len, "higher_is_better") == 1);
+		CHECK(meta_number(&env, model, len, "eval_value") > 0.5);
+		gbml_free(&env, model);
+	}
+	gbml_dataset_free(&ds, &env);
+	gbml_dataset_free(&ev, &env);
+	CHECK(env.memory_used == 0);
+}
+
+TEST(boost_missing_values_get_their_own_split)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *model = NULL;
+	size_t		len;
+	gbml_scorer sc;
+	gbml_rng	rng;
+	gbml_param_value v[] = {num("iterations", 80), num("depth", 3), num("learning_rate", 0.3)};
+	float		x[2];
+	double		out;
+
+	gbml_env_init_malloc(&env, 2);
+	gbml_dataset_init(&ds, true);
+	gbml_rng_seed(&rng, 3);
+	for (int i = 0; i < 4000; i++)
+	{
+		gbml_row	row = {.x = x,.n_features = 2,.group_is_null = true,.weight_is_null = true};
+		bool		miss = i % 3 == 0;
+
+		x[0] = miss ? NAN : (float) gbml_rng_uniform(&rng);
+		x[1] = (float) gbml_rng_uniform(&rng);
+		/* missing is worth 5; present values are below 1 */
+		row.label = miss ? 5.0f : x[0];
+		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
+	}
+	CHECK(train(&env, &ds, NULL, v, 3, &model, &len) == GBML_OK);
+	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
+	x[0] = NAN;
+	x[1] = 0.5f;
+	CHECK(gbml_scorer_predict(&sc, &env, x, 2, GBML_OUT_SCORE, &out) == GBML_OK);
+	CHECK_NEAR(out, 5.0, 0.1);
+	x[0] = 0.2f;
+	CHECK(gbml_scorer_predict(&sc, &env, x, 2, GBML_OUT_SCORE, &out) == GBML_OK);
+	CHECK_NEAR(out, 0.2, 0.15);
+	x[0] = 0.9f;
+	CHECK(gbml_scorer_predict(&sc, &env, x, 2, GBML_OUT_SCORE, &out) == GBML_OK);
+	CHECK_NEAR(out, 0.9, 0.15);
+	gbml_scorer_free(&sc, &env);
+	gbml_free(&env, model);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+}
+
+TEST(boost_bad_parameters_and_inputs)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *model = NULL;
+	size_t		len;
+
+	gbml_env_init_malloc(&env, 1);
+	make_data(&ds, &env, DATA_REGRESSION, 200, 3, 1, 0);
+	{
+		gbml_param_value v = num("depth", 11);
+
+		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+		CHECK(strstr(env.error, "depth") != NULL);
+	}
+	{
+		gbml_param_value v = num("learning_rate", 0);
+
+		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+	}
+	{
+		gbml_param_value v = num("border_count", 256);
+
+		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+	}
+	{
+		gbml_param_value v = str("loss", "Hinge");
+
+		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+		CHECK(strstr(env.error, "YetiRank") != NULL);	/* the message lists the choices */
+	}
+	{
+		gbml_param_value v = num("iteration", 5);	/* typo */
+
+		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+	}
+	{
+		gbml_param_value v = str("loss", "YetiRank");
+
+		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+		CHECK(strstr(env.error, "needs a group_id") != NULL);
+	}
+	{
+		gbml_param_value v = str("eval_metric", "NDCG");
+
+		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+		CHECK(strstr(env.error, "group_id") != NULL);
+	}
+	{
+		/* labels up to ~5: not a probability */
+		gbml_param_value v = str("loss", "Logloss");
+
+		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+		CHECK(strstr(env.error, "[0, 1]") != NULL);
+	}
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+}
+
+static int	cancel_after;
+
+static bool
+cancel_progress(void *ctx, const gbml_progress_info *info)
+{
+	(void) ctx;
+	return info->iteration >= cancel_after;
+}
+
+TEST(boost_cancel_releases_memory)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *model = NULL;
+	size_t		len;
+	gbml_param_value v = num("iterations", 100);
+
+	gbml_env_init_malloc(&env, 2);
+	make_data(&ds, &env, DATA_REGRESSION, 3000, 4, 1, 0);
+	env.progress_fn = cancel_progress;
+	cancel_after = 3;
+	CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_ECANCELLED);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+}
+
+TEST(boost_memory_budget_is_a_clean_error)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *model = NULL;
+	size_t		len;
+	gbml_param_value v[] = {num("iterations", 5), num("depth", 10), num("border_count", 255)};
+	size_t		held;
+
+	gbml_env_init_malloc(&env, 2);
+	make_data(&ds, &env, DATA_REGRESSION, 3000, 50, 1, 0);
+	held = env.memory_used;
+	env.memory_limit = held + (4 << 20);
+	CHECK(train(&env, &ds, NULL, v, 3, &model, &len) == GBML_EBUDGET);
+	CHECK(env.memory_used == held);
+	env.memory_limit = 0;
+	gbml_dataset_free(&ds, &env);
+}
+
+/* Rebuilds a container from a model's sections, replacing one section's bytes. */
+static int
+rebuild(gbml_env *env, const gbml_model_reader *r, uint32_t tag, const uint8_t *body, size_t blen,
+		uint8_t **out, size_t *olen)
+{
+	gbml_model_writer w;
+
+	gbml_model_writer_init(&w, env);
+	for (int i = 0; i < r->n_sections; i++)
+	{
+		if (r->sections[i].tag == tag)
+			gbml_model_add_section(&w, tag, body, blen);
+		else
+			gbml_model_add_section(&w, r->sections[i].tag, r->sections[i].data, r->sections[i].len);
+	}
+	return gbml_model_finish(&w, r->algorithm, r->flags, out, olen);
+}
+
+TEST(boost_corrupt_models_are_rejected)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *model = NULL;
+	size_t		len;
+	gbml_model_reader r;
+	gbml_rng	rng;
+	gbml_param_value v[] = {num("iterations", 5), num("depth", 3)};
+	uint32_t	tags[3] = {GBML_SECTION_BOOST_HEADER, GBML_SECTION_BOOST_TREES, GBML_SECTION_BOOST_BORDERS};
+	int			rejected = 0,
+				accepted = 0;
+	float		x[3] = {0.5f, NAN, 0.25f};
+
+	gbml_env_init_malloc(&env, 1);
+	make_data(&ds, &env, DATA_REGRESSION, 500, 3, 1, 0);
+	CHECK(train(&env, &ds, NULL, v, 2, &model, &len) == GBML_OK);
+	CHECK(gbml_model_open(&r, &env, model, len) == GBML_OK);
+
+	/* targeted: a split feature index out of range */
+	{
+		const uint8_t *data;
+		size_t		dlen;
+		uint8_t    *copy,
+				   *bad;
+		size_t		blen;
+		gbml_scorer sc;
+		uint32_t	big = 3;
+
+		CHECK(gbml_model_find(&r, GBML_SECTION_BOOST_TREES, &data, &dlen));
+		copy = malloc(dlen);
+		memcpy(copy, data, dlen);
+		memcpy(copy + 4, &big, 4);	/* tree 0, level 0 feature */
+		CHECK(rebuild(&env, &r, GBML_SECTION_BOOST_TREES, copy, dlen, &bad, &blen) == GBML_OK);
+		CHECK(gbml_scorer_load(&sc, &env, bad, blen) == GBML_ECORRUPT);
+		CHECK(strstr(env.error, "feature index") != NULL);
+		gbml_scorer_free(&sc, &env);
+		gbml_free(&env, bad);
+		free(copy);
+	}
+
+	/* fuzz: random byte changes and truncations inside each boost section */
+	gbml_rng_seed(&rng, 99);
+	for (int it = 0; it < 3000; it++)
+	{
+		uint32_t	tag = tags[it % 3];
+		const uint8_t *data;
+		size_t		dlen,
+					blen,
+					nlen;
+		uint8_t    *copy,
+				   *bad;
+		gbml_scorer sc;
+		int			rc;
+
+		CHECK(gbml_model_find(&r, tag, &data, &dlen));
+		copy = malloc(dlen + 8);
+		memcpy(copy, data, dlen);
+		nlen = dlen;
+		switch (gbml_rng_below(&rng, 4))
+		{
+			case 0:
+				nlen = gbml_rng_below(&rng, dlen + 1);	/* truncate */
+				break;
+			case 1:
+				for (int k = 0; k < 4; k++)
+					copy[gbml_rng_below(&rng, dlen)] = (uint8_t) gbml_rng_next(&rng);
+				break;
+			case 2:
+				copy[gbml_rng_below(&rng, dlen)] ^= (uint8_t) (1u << gbml_rng_below(&rng, 8));
+				break;
+			default:
+				{
+					/* a random 32-bit word (counts, depths, indices) */
+					uint32_t	w = (uint32_t) gbml_rng_next(&rng);
+					size_t		at = gbml_rng_below(&rng, dlen >= 4 ? dlen - 3 : 1) & ~(size_t) 3;
+
+					if (dlen >= 4)
+						memcpy(copy + at, &w, 4);
+				}
+		}
+		CHECK(rebuild(&env, &r, tag, copy, nlen, &bad, &blen) == GBML_OK);
+		rc = gbml_scorer_load(&sc, &env, bad, blen);
+		CHECK(rc == GBML_OK || rc == GBML_ECORRUPT);
+		if (rc == GBML_OK)
+		{
+			double		out;
+			gbml_strbuf sb;
+			double		imp[3];
+
+			accepted++;
+			CHECK(gbml_scorer_predict(&sc, &env, x, 3, GBML_OUT_SCORE, &out) == GBML_OK);
+			gbml_sb_init(&sb, &env);
+			CHECK(gbml_algorithm_boost.to_json(sc.handle, &sb) == GBML_OK);
+			CHECK(gbml_algorithm_boost.importance(sc.handle, imp) == GBML_OK);
+			gbml_sb_free(&sb);
+		}
+		else
+			rejected++;
+		gbml_scorer_free(&sc, &env);
+		gbml_free(&env, bad);
+		free(copy);
+	}
+	CHECK(rejected > 1000);
+	gbml_free(&env, model);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+}
+
+TEST(boost_depth_one_and_constant_features)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *model = NULL;
+	size_t		len;
+	float		x[2];
+	gbml_scorer sc;
+	double		out;
+
+	gbml_env_init_malloc(&env, 2);
+	/* every feature constant: no split possible, the model is the mean */
+	gbml_dataset_init(&ds, true);
+	for (int i = 0; i < 100; i++)
+	{
+		gbml_row	row = {.x = x,.n_features = 2,.label = (float) (i % 4),.group_is_null = true,.weight_is_null = true};
+
+		x[0] = 1;
+		x[1] = 2;
+		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
+	}
+	{
+		gbml_param_value v[] = {num("iterations", 10), num("depth", 1)};
+
+		CHECK(train(&env, &ds, NULL, v, 2, &model, &len) == GBML_OK);
+		CHECK(meta_number(&env, model, len, "trees") == 0);
+		CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
+		CHECK(gbml_scorer_predict(&sc, &env, x, 2, GBML_OUT_SCORE, &out) == GBML_OK);
+		CHECK_NEAR(out, 1.5, 1e-6);
+		gbml_scorer_free(&sc, &env);
+		gbml_free(&env, model);
+	}
+	gbml_dataset_free(&ds, &env);
+	/* a single row trains too */
+	gbml_dataset_init(&ds, true);
+	{
+		gbml_row	row = {.x = x,.n_features = 2,.label = 7,.group_is_null = true,.weight_is_null = true};
+		gbml_param_value v[] = {num("iterations", 3)};
+
+		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
+		CHECK(train(&env, &ds, NULL, v, 1, &model, &len) == GBML_OK);
+		gbml_free(&env, model);
+	}
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+}
+
+TEST(boost_zero_weight_rows_are_ignored)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *model = NULL;
+	size_t		len;
+	gbml_scorer sc;
+	gbml_rng	rng;
+	gbml_param_value v[] = {num("iterations", 60), num("depth", 4), num("learning_rate", 0.3)};
+	float		x[3];
+	double		se = 0;
+	int			n_good = 0;
+
+	gbml_env_init_malloc(&env, 2);
+	gbml_dataset_init(&ds, true);
+	gbml_rng_seed(&rng, 8);
+	for (int i = 0; i < 4000; i++)
+	{
+		gbml_row	row = {.x = x,.n_features = 3,.group_is_null = true};
+		bool		junk = i % 4 == 0;
+
+		for (int j = 0; j < 3; j++)
+			x[j] = (float) gbml_rng_uniform(&rng);
+		row.label = junk ? 100.0f : 2.0f * x[0];
+		row.weight = junk ? 0.0f : 1.0f;
+		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
+	}
+	CHECK(ds.has_weight);
+	CHECK(train(&env, &ds, NULL, v, 3, &model, &len) == GBML_OK);
+	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
+	for (int c = 0; c < ds.n_chunks; c++)
+		for (int64_t r = 0; r < ds.chunks[c]->n_rows; r++)
+			if (ds.chunks[c]->weight[r] > 0)
+			{
+				double		p;
+
+				CHECK(gbml_scorer_predict(&sc, &env, gbml_dataset_row(&ds, c, r), 3, GBML_OUT_SCORE, &p) == GBML_OK);
+				se += (p - ds.chunks[c]->label[r]) * (p - ds.chunks[c]->label[r]);
+				n_good++;
+			}
+	/* the labels 100 of weight 0 would pull every prediction far up */
+	CHECK(sqrt(se / n_good) < 0.1);
+	gbml_scorer_free(&sc, &env);
+	gbml_free(&env, model);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+}
