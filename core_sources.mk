@@ -6,6 +6,7 @@ CORE_SOURCES = \
 	src/core/boost_quantize.c \
 	src/core/boost_histogram.c \
 	src/core/boost_predict.c \
+	src/core/boost_predict_fast.c \
 	src/core/boost_loss.c \
 	src/core/metrics.c \
 	src/core/env.c \
@@ -27,5 +28,7 @@ UNIT_TEST_SOURCES = \
 	tests/unit/test_boost_loss.c \
 	tests/unit/test_metrics.c \
 	tests/unit/test_core.c \
+	tests/unit/test_stored_models.c \
+	tests/unit/test_boost_fast.c \
 	tests/unit/test_kmeans.c \
 	tests/unit/test_saga.c

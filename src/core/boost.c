@@ -1191,6 +1191,7 @@ model_free(gbml_boost_model *m, gbml_env *env)
 	gbml_free(env, m->leaf_buf);
 	gbml_free(env, m->used_buf);
 	gbml_free(env, m->pos_buf);
+	gbml_boost_forest_free_fast(&m->forest, env);
 	gbml_free(env, m);
 }
 
@@ -1433,6 +1434,15 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 		for (uint32_t j = 0; j < cnt; j++)
 			if (isnan(v[j]) || (j > 0 && !(v[j] > v[j - 1])))
 				return corrupt(m, env, "borders are not strictly increasing numbers");
+	}
+	{
+		int			rc = gbml_boost_forest_prepare_fast(&m->forest, env);
+
+		if (rc != GBML_OK)
+		{
+			model_free(m, env);
+			return rc;
+		}
 	}
 	*handle = m;
 	return GBML_OK;

@@ -47,6 +47,9 @@ gbml_boost_forest_predict(const gbml_boost_forest *f, const float *x)
 {
 	double		sum = f->base_score;
 
+	if (f->fast)
+		return gbml_boost_forest_predict_fast(f, x);
+
 	switch (f->uniform_depth)
 	{
 		case 1:

@@ -35,7 +35,18 @@ typedef struct gbml_boost_forest
 	int			n_used;
 	const int32_t *used_features;	/* n_used, ascending */
 	const int32_t *feature_pos;	/* per level: index into used_features */
+	/* Optional quantized SIMD layout for the single-row scorer (boost_predict_fast.c), or NULL. */
+	const struct gbml_boost_fast *fast;
 } gbml_boost_forest;
+
+/*
+ * Builds the quantized layout of the single-row fast path when the CPU and
+ * the forest allow it (AVX-512 VBMI, one depth <= 8, <= 128 used features);
+ * leaves f->fast NULL otherwise.  Free with gbml_boost_forest_free_fast.
+ */
+int			gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env);
+void		gbml_boost_forest_free_fast(gbml_boost_forest *f, gbml_env *env);
+double		gbml_boost_forest_predict_fast(const gbml_boost_forest *f, const float *x);
 
 /* Sum of the trees' leaf values (plus the base score) for one row. */
 double		gbml_boost_forest_predict(const gbml_boost_forest *f, const float *x);

@@ -431,7 +431,7 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 					max_change = 0,
 					max_w = 0,
 					abs_sum = 0;
-		gbml_progress_info info = {"train", epoch, p->max_iter, "objective", 0};
+		gbml_progress_info info = {"train", epoch, p->max_iter, "objective", NAN};
 
 		memcpy(st.w_prev, st.w, sizeof(double) * (size_t) d);
 		for (int c = 0; c < ds->n_chunks; c++)
@@ -471,6 +471,12 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 				a.l1_threshold = step * alpha * p->l1_ratio;
 				a.l2_shrink = 1.0 / (1.0 + step * alpha * (1 - p->l1_ratio));
 				gbml_saga_chunk_pass(&a);
+				/* a cancel check per chunk: an epoch over a big table can take seconds */
+				if (k + 1 < ds->n_chunks && gbml_progress(env, &info))
+				{
+					rc = gbml_error(env, GBML_ECANCELLED, "canceled");
+					goto done;
+				}
 			}
 			max_change = fabs(b - b_before);
 			max_w = fabs(b);

@@ -277,6 +277,10 @@ typedef struct scorer_cache
 	bool		loaded;
 	uint32		len;
 	uint8		header[GBML_MODEL_HEADER_SIZE];
+	/* a model stored out of line is known by its TOAST pointer: no fetch per row */
+	bool		ondisk;
+	Oid			toastrelid;
+	Oid			valueid;
 } scorer_cache;
 
 static void
@@ -287,48 +291,78 @@ scorer_cache_reset(void *arg)
 	c->loaded = false;
 }
 
+/*
+ * Is the argument the model already loaded?  Called once per row, so it must
+ * not fetch or decompress: a TOAST pointer is compared by its value id, an
+ * in-memory model by its header (length, algorithm and CRC-32C of the whole
+ * payload); only a compressed in-line value needs a (short) slice.
+ */
+static bool
+same_model(const scorer_cache *c, Datum d)
+{
+	struct varlena *v = (struct varlena *) DatumGetPointer(d);
+
+	if (!c->loaded)
+		return false;
+	if (VARATT_IS_EXTERNAL_ONDISK(v))
+	{
+		struct varatt_external ext;
+
+		VARATT_EXTERNAL_GET_POINTER(ext, v);
+		return c->ondisk && ext.va_toastrelid == c->toastrelid && ext.va_valueid == c->valueid;
+	}
+	if (!VARATT_IS_EXTENDED(v))
+		return VARSIZE_ANY_EXHDR(v) == c->len && c->len >= GBML_MODEL_HEADER_SIZE &&
+			memcmp(VARDATA_ANY(v), c->header, GBML_MODEL_HEADER_SIZE) == 0;
+	if ((uint32) toast_raw_datum_size(d) - VARHDRSZ == c->len && c->len >= GBML_MODEL_HEADER_SIZE)
+	{
+		bytea	   *head = DatumGetByteaPSlice(d, 0, GBML_MODEL_HEADER_SIZE);
+
+		return memcmp(VARDATA_ANY(head), c->header, GBML_MODEL_HEADER_SIZE) == 0;
+	}
+	return false;
+}
+
 const gbml_scorer *
 gbml_cached_scorer(FunctionCallInfo fcinfo, int argno)
 {
 	scorer_cache *c = fcinfo->flinfo->fn_extra;
 	Datum		d = PG_GETARG_DATUM(argno);
-	bytea	   *head;
-	uint32		len = (uint32) toast_raw_datum_size(d) - VARHDRSZ;
 
 	if (c == NULL)
 	{
-		MemoryContextCallback *cb;
-
 		c = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(scorer_cache));
 		c->mcxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "gbml scorer", ALLOCSET_DEFAULT_SIZES);
-		cb = MemoryContextAllocZero(c->mcxt, sizeof(MemoryContextCallback));
-		cb->func = scorer_cache_reset;
-		cb->arg = c;
-		MemoryContextRegisterResetCallback(c->mcxt, cb);
 		fcinfo->flinfo->fn_extra = c;
 	}
-
-	/* Same model as last call?  The header holds length, algorithm and checksum. */
-	if (c->loaded && len == c->len && len >= GBML_MODEL_HEADER_SIZE)
-	{
-		head = DatumGetByteaPSlice(d, 0, GBML_MODEL_HEADER_SIZE);
-		if (memcmp(VARDATA_ANY(head), c->header, GBML_MODEL_HEADER_SIZE) == 0)
-			return &c->scorer;
-	}
+	if (same_model(c, d))
+		return &c->scorer;
 
 	/* Load (or reload) in the cache's context. */
 	{
-		bytea	   *model = PG_GETARG_BYTEA_PP(argno);
-		size_t		mlen = VARSIZE_ANY_EXHDR(model);
+		struct varlena *v = (struct varlena *) DatumGetPointer(d);
+		bytea	   *model;
+		size_t		mlen;
 		MemoryContextCallback *cb;
 
 		c->loaded = false;
+		c->ondisk = VARATT_IS_EXTERNAL_ONDISK(v);
+		if (c->ondisk)
+		{
+			struct varatt_external ext;
+
+			VARATT_EXTERNAL_GET_POINTER(ext, v);
+			c->toastrelid = ext.va_toastrelid;
+			c->valueid = ext.va_valueid;
+		}
 		MemoryContextReset(c->mcxt);
-		/* the reset dropped the callback: re-register it */
+		/* the reset dropped the callback: (re-)register it */
 		cb = MemoryContextAllocZero(c->mcxt, sizeof(MemoryContextCallback));
 		cb->func = scorer_cache_reset;
 		cb->arg = c;
 		MemoryContextRegisterResetCallback(c->mcxt, cb);
+		model = PG_GETARG_BYTEA_PP(argno);
+		mlen = VARSIZE_ANY_EXHDR(model);
 		gbml_env_bind(&c->env, c->mcxt, "gbml scoring");
 		c->env.memory_limit = 0;	/* a model that loaded once fits */
 		GBML_CHECK(&c->env, gbml_scorer_load(&c->scorer, &c->env, VARDATA_ANY(model), mlen), "gbml scoring");

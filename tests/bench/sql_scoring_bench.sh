@@ -15,7 +15,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"
 echo 'SELECT id FROM t ORDER BY stored_score DESC LIMIT 10;' > "$work/stored.sql"
-echo 'SELECT id FROM t, m ORDER BY gbml.predict(m.model, t.features) DESC LIMIT 10;' > "$work/predict.sql"
+echo "SELECT id FROM t ORDER BY gbml.predict((SELECT model FROM m), t.features) DESC LIMIT 10;" > "$work/predict.sql"
 exec pg_virtualenv -v 15 -o shared_buffers=2GB -o max_parallel_workers_per_gather=2 -o work_mem=64MB bash -c "
 set -euo pipefail
 psql -X -q -v ON_ERROR_STOP=1 <<SQL
@@ -23,7 +23,7 @@ CREATE EXTENSION gbml;
 SET gbml.progress_interval = 0;
 \\\\echo generating $N rows x $D features ...
 CREATE TABLE t AS
-SELECT i AS id, (SELECT array_agg(((i * 7919 + j * 104729) % 1000003) / 1000003.0)::real[]
+SELECT i AS id, (SELECT array_agg(((i::bigint * 7919 + j * 104729) % 1000003) / 1000003.0)::real[]
                    FROM generate_series(1, $D) AS j) AS features
   FROM generate_series(1, $N) AS i;
 \\\\echo training a $TREES-tree depth-6 model on 20,000 rows ...
@@ -31,7 +31,7 @@ CREATE TABLE m AS
 SELECT gbml.boost_fit(features, (features[1] * 3 + features[2] * features[3] + sin(features[4] * 6))::real,
                       '{\"iterations\": $TREES, \"depth\": 6, \"learning_rate\": 0.05}') AS model
   FROM t WHERE id % 50 = 0;
-SELECT (gbml.model_info(model) ->> 'iterations') AS trees FROM m;
+SELECT (gbml.model_info(model) ->> 'trees') AS trees FROM m;
 ALTER TABLE t ADD COLUMN stored_score float8;
 UPDATE t SET stored_score = gbml.predict((SELECT model FROM m), features);
 VACUUM ANALYZE t;
@@ -44,5 +44,6 @@ pgbench -n -f $work/predict.sql -t $TX 2>/dev/null | grep -E 'latency average|tp
 a=\$(pgbench -n -f $work/stored.sql -t $TX 2>/dev/null | sed -n 's/latency average = \\([0-9.]*\\) ms/\\1/p')
 b=\$(pgbench -n -f $work/predict.sql -t $TX 2>/dev/null | sed -n 's/latency average = \\([0-9.]*\\) ms/\\1/p')
 python3 -c \"a=\$a; b=\$b; print('stored %.1f ms, predict %.1f ms, ratio B/A = %.2f (goal <= 3)' % (a, b, b/a))\"
-psql -X -At -c \"SELECT 'same top 10: ' || ((SELECT array_agg(id ORDER BY id) FROM (SELECT id FROM t ORDER BY stored_score DESC LIMIT 10) s) = (SELECT array_agg(id ORDER BY id) FROM (SELECT id FROM t, m ORDER BY gbml.predict(m.model, t.features) DESC LIMIT 10) s))\"
+psql -X -At -c \"SELECT 'same top-10 scores: ' || ((SELECT array_agg(stored_score ORDER BY stored_score DESC) FROM (SELECT stored_score FROM t ORDER BY stored_score DESC LIMIT 10) s) = (SELECT array_agg(p ORDER BY p DESC) FROM (SELECT gbml.predict((SELECT model FROM m), features) AS p FROM t ORDER BY 1 DESC LIMIT 10) s))\"
+psql -X -c \"EXPLAIN SELECT id FROM t ORDER BY gbml.predict((SELECT model FROM m), t.features) DESC LIMIT 10\"
 "

@@ -18,7 +18,7 @@ psql -X -q -v ON_ERROR_STOP=1 <<SQL
 CREATE EXTENSION gbml;
 \\\\echo generating $N rows x $D features ...
 CREATE TABLE t AS
-SELECT i AS id, (SELECT array_agg(((i * 7919 + j * 104729) % 1000003) / 1000003.0)::real[]
+SELECT i AS id, (SELECT array_agg(((i::bigint * 7919 + j * 104729) % 1000003) / 1000003.0)::real[]
                    FROM generate_series(1, $D) AS j) AS features,
        (i % 10)::real AS label
   FROM generate_series(1, $N) AS i;

@@ -1,0 +1,262 @@
+/*
+ * boost_predict_fast.c — the single-row scorer's fast path (the SQL
+ * `ORDER BY gbml.predict(...)` case): SIMD over trees instead of rows.
+ *
+ * At load time every split (feature, border) becomes (position of the
+ * feature among the used ones, index of the border among that feature's
+ * sorted split borders), laid out 64 trees at a time as bytes.  Per row:
+ *   1. quantize: bin[u] = how many of feature u's split borders x[u] exceeds
+ *      (AVX-512 compares; NaN exceeds none, exactly like `x > border`);
+ *   2. per block of 64 trees and per level, one VPERMI2B fetches the 64
+ *      trees' bins, one byte compare against the border indices gives the
+ *      level's bit for all 64 trees;
+ *   3. leaf values are gathered 16 trees at a time;
+ *   4. the sum is built in tree order in double, the same additions as the
+ *      scalar scorer and the trainer, so the score is bit-identical to them.
+ * Needs AVX-512 VBMI (Ice Lake, Zen 4 and later); other CPUs keep the scalar
+ * path.  x > border  <=>  bin > border index, because the borders are sorted
+ * and unique.
+ */
+#include "boost_predict.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_FAST_PATH 1
+#endif
+
+#define BLOCK_TREES 64
+#define MAX_USED 128
+#define MAX_DEPTH 8
+
+typedef struct gbml_boost_fast
+{
+	int			n_used;
+	int			depth;
+	int			n_blocks;
+	int			stride;			/* borders per feature, padded to a multiple of 16 */
+	float	   *borders;		/* n_used * stride, +inf padded */
+	uint8_t    *pos;			/* n_blocks * depth * 64 */
+	uint8_t    *thr;			/* n_blocks * depth * 64 */
+} gbml_boost_fast;
+
+static int
+cmp_float(const void *a, const void *b)
+{
+	float		x = *(const float *) a,
+				y = *(const float *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+void
+gbml_boost_forest_free_fast(gbml_boost_forest *f, gbml_env *env)
+{
+	gbml_boost_fast *fast = (gbml_boost_fast *) f->fast;
+
+	if (fast == NULL)
+		return;
+	gbml_free(env, fast->borders);
+	gbml_free(env, fast->pos);
+	gbml_free(env, fast->thr);
+	gbml_free(env, fast);
+	f->fast = NULL;
+}
+
+int
+gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
+{
+#ifdef HAVE_FAST_PATH
+	gbml_boost_fast *fast;
+	int			d = f->uniform_depth;
+	int64_t		n_splits;
+	int			max_m = 0;
+	float	   *tmp;
+	int		   *count;
+
+	f->fast = NULL;
+	if (getenv("GBML_NO_FAST_SCORER") || !__builtin_cpu_supports("avx512vbmi") ||
+		!__builtin_cpu_supports("avx512bw") || d < 1 || d > MAX_DEPTH ||
+		f->n_used < 1 || f->n_used > MAX_USED || f->n_trees < 1)
+		return GBML_OK;
+	n_splits = (int64_t) f->n_trees * d;
+
+	/* distinct split borders per used feature */
+	count = gbml_alloc0(env, sizeof(int) * (size_t) f->n_used);
+	tmp = gbml_alloc_array(env, (size_t) n_splits, sizeof(float));
+	fast = gbml_alloc0(env, sizeof(gbml_boost_fast));
+	if (count == NULL || tmp == NULL || fast == NULL)
+		goto oom;
+	for (int u = 0; u < f->n_used; u++)
+	{
+		int			m = 0;
+
+		for (int64_t s = 0; s < n_splits; s++)
+			if (f->feature_pos[s] == u)
+				tmp[m++] = f->border[s];
+		qsort(tmp, (size_t) m, sizeof(float), cmp_float);
+		{
+			int			uniq = 0;
+
+			for (int i = 0; i < m; i++)
+				if (uniq == 0 || tmp[i] != tmp[uniq - 1])
+					tmp[uniq++] = tmp[i];
+			count[u] = uniq;
+			if (uniq > max_m)
+				max_m = uniq;
+		}
+	}
+	if (max_m > 255)
+	{
+		gbml_free(env, count);
+		gbml_free(env, tmp);
+		gbml_free(env, fast);
+		return GBML_OK;			/* border indices would not fit a byte */
+	}
+	fast->n_used = f->n_used;
+	fast->depth = d;
+	fast->n_blocks = (f->n_trees + BLOCK_TREES - 1) / BLOCK_TREES;
+	fast->stride = (max_m + 15) / 16 * 16;
+	fast->borders = gbml_alloc_array(env, (size_t) f->n_used * fast->stride, sizeof(float));
+	fast->pos = gbml_alloc_array(env, (size_t) fast->n_blocks * d * BLOCK_TREES, 1);
+	fast->thr = gbml_alloc_array(env, (size_t) fast->n_blocks * d * BLOCK_TREES, 1);
+	if (fast->borders == NULL || fast->pos == NULL || fast->thr == NULL)
+		goto oom;
+	for (int u = 0; u < f->n_used; u++)
+	{
+		float	   *ub = fast->borders + (size_t) u * fast->stride;
+		int			m = 0,
+					uniq = 0;
+
+		/* sort in tmp (all of the feature's splits), keep the distinct values */
+		for (int64_t s = 0; s < n_splits; s++)
+			if (f->feature_pos[s] == u)
+				tmp[m++] = f->border[s];
+		qsort(tmp, (size_t) m, sizeof(float), cmp_float);
+		for (int i = 0; i < m; i++)
+			if (uniq == 0 || tmp[i] != ub[uniq - 1])
+				ub[uniq++] = tmp[i];
+		for (int i = uniq; i < fast->stride; i++)
+			ub[i] = INFINITY;
+	}
+	/* padding trees: feature 0, threshold 255 (never exceeded) */
+	memset(fast->pos, 0, (size_t) fast->n_blocks * d * BLOCK_TREES);
+	memset(fast->thr, 255, (size_t) fast->n_blocks * d * BLOCK_TREES);
+	for (int t = 0; t < f->n_trees; t++)
+	{
+		int			b = t / BLOCK_TREES,
+					j = t % BLOCK_TREES;
+
+		for (int l = 0; l < d; l++)
+		{
+			int64_t		s = f->split_off[t] + l;
+			int			u = f->feature_pos[s];
+			const float *ub = fast->borders + (size_t) u * fast->stride;
+			int			k = 0;
+
+			while (ub[k] != f->border[s])
+				k++;
+			fast->pos[((size_t) b * d + l) * BLOCK_TREES + j] = (uint8_t) u;
+			fast->thr[((size_t) b * d + l) * BLOCK_TREES + j] = (uint8_t) k;
+		}
+	}
+	gbml_free(env, count);
+	gbml_free(env, tmp);
+	f->fast = fast;
+	return GBML_OK;
+oom:
+	gbml_free(env, count);
+	gbml_free(env, tmp);
+	if (fast)
+	{
+		gbml_free(env, fast->borders);
+		gbml_free(env, fast->pos);
+		gbml_free(env, fast->thr);
+		gbml_free(env, fast);
+	}
+	return env->error_code;
+#else
+	(void) env;
+	f->fast = NULL;
+	return GBML_OK;
+#endif
+}
+
+#ifdef HAVE_FAST_PATH
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
+double
+gbml_boost_forest_predict_fast(const gbml_boost_forest *f, const float *x)
+{
+	const gbml_boost_fast *fast = f->fast;
+	uint8_t		bins[MAX_USED] __attribute__((aligned(64)));
+	float		leaves[BLOCK_TREES] __attribute__((aligned(64)));
+	uint8_t		idx_bytes[BLOCK_TREES] __attribute__((aligned(64)));
+	const int	d = fast->depth;
+	double		sum = f->base_score;
+	__m512i		tbl_lo,
+				tbl_hi;
+
+	/* 1. quantize the used features */
+	memset(bins, 0, sizeof(bins));
+	for (int u = 0; u < fast->n_used; u++)
+	{
+		__m512		xv = _mm512_set1_ps(x[f->used_features[u]]);
+		const float *ub = fast->borders + (size_t) u * fast->stride;
+		int			bin = 0;
+
+		for (int i = 0; i < fast->stride; i += 16)
+			bin += __builtin_popcount(_mm512_cmp_ps_mask(xv, _mm512_loadu_ps(ub + i), _CMP_GT_OQ));
+		bins[u] = (uint8_t) bin;
+	}
+	tbl_lo = _mm512_load_si512(bins);
+	tbl_hi = _mm512_load_si512(bins + 64);
+
+	for (int b = 0; b < fast->n_blocks; b++)
+	{
+		__m512i		idx = _mm512_setzero_si512();
+		int			first = b * BLOCK_TREES;
+		int			n = f->n_trees - first < BLOCK_TREES ? f->n_trees - first : BLOCK_TREES;
+
+		/* 2. leaf index of 64 trees, one level at a time */
+		for (int l = 0; l < d; l++)
+		{
+			size_t		o = ((size_t) b * d + l) * BLOCK_TREES;
+			__m512i		pos = _mm512_loadu_si512(fast->pos + o);
+			__m512i		thr = _mm512_loadu_si512(fast->thr + o);
+			__m512i		tb = _mm512_permutex2var_epi8(tbl_lo, pos, tbl_hi);
+			__mmask64	bit = _mm512_cmpgt_epu8_mask(tb, thr);
+
+			idx = _mm512_mask_add_epi8(idx, bit, idx, _mm512_set1_epi8((char) (1 << l)));
+		}
+		/* 3. gather the leaves, 16 trees at a time */
+		_mm512_store_si512(idx_bytes, idx);
+		for (int g = 0; g < BLOCK_TREES / 16 && g * 16 < n; g++)
+		{
+			__m512i		li = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *) (idx_bytes + g * 16)));
+			__m512i		tree = _mm512_add_epi32(_mm512_set1_epi32(first + g * 16),
+												_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+			__m512i		off = _mm512_add_epi32(_mm512_slli_epi32(tree, d), li);
+			int			lanes = n - g * 16 < 16 ? n - g * 16 : 16;
+			__mmask16	valid = (__mmask16) (lanes == 16 ? 0xffff : ((1u << lanes) - 1));
+
+			_mm512_store_ps(leaves + g * 16,
+							_mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, off, f->leaf, 4));
+		}
+		/* 4. the sum, in tree order (bit-identical to the scalar scorer) */
+		for (int j = 0; j < n; j++)
+			sum += (double) leaves[j];
+	}
+	return sum;
+}
+#else
+double
+gbml_boost_forest_predict_fast(const gbml_boost_forest *f, const float *x)
+{
+	(void) f;
+	(void) x;
+	return NAN;
+}
+#endif
