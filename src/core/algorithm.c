@@ -293,6 +293,9 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 		return gbml_error(env, GBML_EINVAL, "%s: the eval set has %d features, the training set %d",
 						  algo->name, eval->n_features, ds->n_features);
 
+	gbml_dataset_finish_appends(ds, env);
+	if (eval)
+		gbml_dataset_finish_appends(eval, env);
 	if ((rc = gbml_dataset_canonicalize(ds, env)) != GBML_OK)
 		return rc;
 	if (eval && eval->n_rows > 0)
@@ -304,6 +307,7 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 	{
 		if ((rc = gbml_dataset_split_eval(ds, &split_eval, params->common.eval_fraction, 0x6762, env)) != GBML_OK)
 			return rc;
+		gbml_dataset_finish_appends(&split_eval, env);
 		own_eval = true;
 		eval = split_eval.n_rows > 0 ? &split_eval : NULL;
 	}

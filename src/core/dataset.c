@@ -5,6 +5,8 @@
 #include "dataset.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,9 +34,102 @@ chunk_free(gbml_chunk *c, gbml_env *env)
 	gbml_free(env, c);
 }
 
+/* ---- pre-faulting the next chunk ---- */
+
+static gbml_chunk *chunk_alloc(gbml_env *env, int n_features, int64_t capacity);
+
+typedef struct gbml_prefault
+{
+	pthread_t	thread;
+	bool		running;
+	gbml_chunk *spare;			/* the next full-size chunk, being touched */
+	char	   *addr;			/* its feature block (most of its bytes) */
+	size_t		len;
+} gbml_prefault;
+
+/* The helper thread: one write per page.  Plain C, no PostgreSQL call. */
+static void *
+prefault_main(void *arg)
+{
+	gbml_prefault *pf = arg;
+	volatile char *p = pf->addr;
+
+	for (size_t i = 0; i < pf->len; i += 4096)
+		p[i] = 0;
+	return NULL;
+}
+
+/*
+ * Allocates the next full-size chunk and starts touching its pages on a
+ * helper thread that blocks every signal (so PostgreSQL's handlers only ever
+ * run on the backend's own thread).  Any failure just means no pre-faulting.
+ */
+static void
+prefault_start(gbml_dataset *ds, gbml_env *env)
+{
+	gbml_prefault *pf = ds->prefault;
+	sigset_t	all,
+				old;
+
+	if (pf == NULL)
+	{
+		pf = gbml_alloc0(env, sizeof(gbml_prefault));
+		if (pf == NULL)
+			return;
+		ds->prefault = pf;
+	}
+	if (pf->running || pf->spare)
+		return;
+	pf->spare = chunk_alloc(env, ds->n_features, ds->chunk_rows);
+	if (pf->spare == NULL)
+		return;
+	pf->addr = (char *) pf->spare->x;
+	pf->len = (size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pf->running = pthread_create(&pf->thread, NULL, prefault_main, pf) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* The pre-faulted chunk, if one is ready (waits for its thread), or NULL. */
+static gbml_chunk *
+prefault_take(gbml_dataset *ds)
+{
+	gbml_chunk *c;
+
+	if (ds->prefault == NULL || ds->prefault->spare == NULL)
+		return NULL;
+	gbml_dataset_stop_prefault(ds);
+	c = ds->prefault->spare;
+	ds->prefault->spare = NULL;
+	return c;
+}
+
+void
+gbml_dataset_stop_prefault(gbml_dataset *ds)
+{
+	if (ds->prefault && ds->prefault->running)
+	{
+		pthread_join(ds->prefault->thread, NULL);
+		ds->prefault->running = false;
+	}
+}
+
+void
+gbml_dataset_finish_appends(gbml_dataset *ds, gbml_env *env)
+{
+	if (ds->prefault == NULL)
+		return;
+	gbml_dataset_stop_prefault(ds);
+	chunk_free(ds->prefault->spare, env);
+	gbml_free(env, ds->prefault);
+	ds->prefault = NULL;
+}
+
 void
 gbml_dataset_free(gbml_dataset *ds, gbml_env *env)
 {
+	gbml_dataset_finish_appends(ds, env);
 	for (int i = 0; i < ds->n_chunks; i++)
 		chunk_free(ds->chunks[i], env);
 	gbml_free(env, ds->chunks);
@@ -119,11 +214,15 @@ writable_chunk(gbml_dataset *ds, gbml_env *env)
 			cap = ds->chunk_rows;
 		if (chunk_grow(c, env, ds->n_features, cap) != GBML_OK)
 			return NULL;
+		if (cap == ds->chunk_rows)
+			prefault_start(ds, env);
 		return c;
 	}
-	c = chunk_alloc(env, ds->n_features,
-					ds->n_chunks == 0 ? (ds->chunk_rows < FIRST_CHUNK_CAPACITY ? ds->chunk_rows : FIRST_CHUNK_CAPACITY)
-					: ds->chunk_rows);
+	c = ds->n_chunks > 0 ? prefault_take(ds) : NULL;
+	if (c == NULL)
+		c = chunk_alloc(env, ds->n_features,
+						ds->n_chunks == 0 ? (ds->chunk_rows < FIRST_CHUNK_CAPACITY ? ds->chunk_rows : FIRST_CHUNK_CAPACITY)
+						: ds->chunk_rows);
 	if (c == NULL)
 		return NULL;
 	if (push_chunk(ds, env, c) != GBML_OK)
@@ -131,6 +230,9 @@ writable_chunk(gbml_dataset *ds, gbml_env *env)
 		chunk_free(c, env);
 		return NULL;
 	}
+	/* a table of more than one chunk: get the next chunk's pages ready meanwhile */
+	if (ds->n_chunks >= 1 && c->capacity == ds->chunk_rows)
+		prefault_start(ds, env);
 	return c;
 }
 
@@ -225,6 +327,8 @@ gbml_dataset_append(gbml_dataset *ds, gbml_env *env, const gbml_row *row, bool r
 int
 gbml_dataset_merge(gbml_dataset *dst, gbml_dataset *src, gbml_env *env)
 {
+	gbml_dataset_finish_appends(dst, env);
+	gbml_dataset_finish_appends(src, env);
 	if (src->n_rows == 0)
 		return GBML_OK;
 	if (dst->n_rows == 0)

@@ -43,6 +43,7 @@ typedef struct gbml_dataset
 	bool		has_missing;	/* some feature is non-finite */
 	int			group_state;	/* 0 unknown, 1 every row has a group, -1 none has */
 	bool		has_weight;		/* some weight differs from 1 */
+	struct gbml_prefault *prefault; /* background page-faulting of the next chunk, or NULL */
 } gbml_dataset;
 
 /* Row as the glue hands it over; group_is_null / weight_is_null for SQL NULL. */
@@ -68,6 +69,16 @@ void		gbml_dataset_free(gbml_dataset *ds, gbml_env *env);
  */
 int			gbml_dataset_append(gbml_dataset *ds, gbml_env *env, const gbml_row *row,
 								bool require_label);
+
+/*
+ * Appending pre-faults the next chunk on a helper thread (fresh memory is
+ * zeroed by the kernel on first touch, which otherwise costs the scan as much
+ * as the copy).  Call gbml_dataset_finish_appends once no more rows come (the
+ * driver, merge and free do); gbml_dataset_stop_prefault only waits for the
+ * thread, for a MemoryContext reset callback that frees the memory itself.
+ */
+void		gbml_dataset_finish_appends(gbml_dataset *ds, gbml_env *env);
+void		gbml_dataset_stop_prefault(gbml_dataset *ds);
 
 /* Moves all chunks of src into dst (src is left empty). Feature counts must match. */
 int			gbml_dataset_merge(gbml_dataset *dst, gbml_dataset *src, gbml_env *env);

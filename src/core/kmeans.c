@@ -4,7 +4,8 @@
  * (S1 assignment, S2 update), the stop rules, the model section, its loader,
  * scoring and the JSON dump.  The hot loops are in kmeans_kernels.c.
  *
- * Work is split into fixed tasks of KM_TASK_ROWS rows inside chunks (S1,
+ * Work is split into fixed tasks of at most KM_TASK_ROWS rows inside chunks
+ * (fewer for small inputs, so that 2 x KM_MAX_SLOTS tasks exist) (S1,
  * dynamic schedule) and a fixed number of slots, groups of consecutive tasks
  * (S2: one partial sum per slot, merged in slot order).  Neither depends on
  * the thread count, and every floating-point sum is reduced in a fixed order,
@@ -25,6 +26,7 @@
 #include <string.h>
 
 #define KM_TASK_ROWS 512
+#define KM_TASK_ROWS_MIN 64
 #define KM_MAX_SLOTS 16
 #define KM_SLOT_BYTES ((size_t) 64 << 20)	/* cap on all slot partial sums */
 #define KM_SECTION GBML_TAG('K','M','N','S')
@@ -35,7 +37,7 @@
  * fork/join costs microseconds, and on a busy machine a barrier can cost a
  * scheduler time slice.  Results never depend on the thread count.
  */
-#define KM_WORK_PER_THREAD ((double) (1 << 21))
+#define KM_WORK_PER_THREAD ((double) (1 << 19))
 
 static const char *const km_init_choices[] = {"k-means++", "random", NULL};
 
@@ -228,6 +230,7 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 {
 	int64_t		g = 0;
 	int			t = 0;
+	int			task_rows;
 	size_t		kd;
 	size_t		slot_cap;
 	int			zero_row_chunk = -1;
@@ -246,25 +249,34 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 	w->chunk_start = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t));
 	if (w->chunk_start == NULL)
 		return env->error_code;
+	/*
+	 * Task size, a function of n only: small inputs get smaller tasks so that
+	 * the slots (and the threads taking them) stay balanced.
+	 */
+	task_rows = (int) ((ds->n_rows / (2 * KM_MAX_SLOTS) + 15) / 16 * 16);
+	if (task_rows < KM_TASK_ROWS_MIN)
+		task_rows = KM_TASK_ROWS_MIN;
+	if (task_rows > KM_TASK_ROWS)
+		task_rows = KM_TASK_ROWS;
 	w->ntasks = 0;
 	for (int c = 0; c < ds->n_chunks; c++)
 	{
 		w->chunk_start[c] = g;
 		g += ds->chunks[c]->n_rows;
-		w->ntasks += (int) ((ds->chunks[c]->n_rows + KM_TASK_ROWS - 1) / KM_TASK_ROWS);
+		w->ntasks += (int) ((ds->chunks[c]->n_rows + task_rows - 1) / task_rows);
 	}
 	w->chunk_start[ds->n_chunks] = g;
 	w->tasks = gbml_alloc_array(env, (size_t) w->ntasks, sizeof(km_task));
 	if (w->tasks == NULL)
 		return env->error_code;
 	for (int c = 0; c < ds->n_chunks; c++)
-		for (int64_t s = 0; s < ds->chunks[c]->n_rows; s += KM_TASK_ROWS)
+		for (int64_t s = 0; s < ds->chunks[c]->n_rows; s += task_rows)
 		{
 			km_task    *tk = &w->tasks[t++];
 
 			tk->chunk = c;
 			tk->start = s;
-			tk->count = ds->chunks[c]->n_rows - s < KM_TASK_ROWS ? ds->chunks[c]->n_rows - s : KM_TASK_ROWS;
+			tk->count = ds->chunks[c]->n_rows - s < task_rows ? ds->chunks[c]->n_rows - s : task_rows;
 			tk->global = w->chunk_start[c] + s;
 		}
 

@@ -6,8 +6,10 @@
  *
  *   S1, assignment: gbml_km_assign() — argmin_j (|c_j|^2 - 2 x.c_j) for a
  *       block of rows, float32 register-blocked dot products with the
- *       centroids in cache, then an exact-in-double re-check of the rows whose
- *       two best candidates are closer than the float32 error bound.  The
+ *       centroids in cache (all k centroids in registers-wide vectors for
+ *       small k, 32-centroid panels otherwise), then an exact-in-double
+ *       re-check of the rows whose two best candidates are closer than the
+ *       float32 error bound.  The
  *       labels are therefore those of a float64 computation (what
  *       scikit-learn does with float64 input), at float32 speed.
  *   S2, update: gbml_km_accumulate() — per-cluster sums in double.
@@ -106,7 +108,8 @@ double		gbml_km_sqdist(const float *x, double scale, const double *c, int d);
 /*
  * Which register-tile variant gbml_km_assign uses ("avx512", "avx2",
  * "generic"), chosen from the CPU at the first gbml_km_centers_prepare().
- * gbml_km_force_isa() overrides it (tests compare the variants; a name the
+ * gbml_km_force_isa() overrides it (tests compare the variants; "panels"
+ * keeps the CPU's ISA but turns the small-k tile off; a name the
  * CPU cannot run is ignored); NULL restores the automatic choice.
  */
 const char *gbml_km_kernel_isa(void);

@@ -89,6 +89,7 @@ state_create(MemoryContext aggctx, const gbml_algorithm *algo, Jsonb *params, in
 		MemoryContextSwitchTo(old);
 	}
 	state_parse_params(st);
+	gbml_dataset_guard(mcxt, &st->ds);
 	return st;
 }
 

@@ -175,3 +175,19 @@ gbml_raise(gbml_env *env, int rc, const char *what)
 	}
 	pg_unreachable();
 }
+
+static void
+stop_prefault_callback(void *arg)
+{
+	gbml_dataset_stop_prefault((gbml_dataset *) arg);
+}
+
+void
+gbml_dataset_guard(MemoryContext mcxt, gbml_dataset *ds)
+{
+	MemoryContextCallback *cb = MemoryContextAllocZero(mcxt, sizeof(MemoryContextCallback));
+
+	cb->func = stop_prefault_callback;
+	cb->arg = ds;
+	MemoryContextRegisterResetCallback(mcxt, cb);
+}

@@ -35,6 +35,12 @@ void		gbml_env_bind(gbml_env *env, MemoryContext mcxt, const char *what);
 /* Applies params' device/threads/memory over the settings; loads the GPU backend if asked. */
 void		gbml_env_configure(gbml_env *env, const gbml_common_params *common, const char *algorithm);
 
+/*
+ * Makes sure a dataset's helper thread (pre-faulting) has stopped before
+ * `mcxt` frees the dataset's memory, whether by ERROR, cancel or normal end.
+ */
+void		gbml_dataset_guard(MemoryContext mcxt, gbml_dataset *ds);
+
 /* ERROR for a failed engine call (does not return); `what` prefixes the message. */
 void		gbml_raise(gbml_env *env, int rc, const char *what) pg_attribute_noreturn();
 #define GBML_CHECK(env, call, what) do { int rc_ = (call); if (rc_ != GBML_OK) gbml_raise((env), rc_, (what)); } while (0)

@@ -199,6 +199,8 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 	flags = gbml_input_flags(&pp);
 	gbml_dataset_init(&ds, (flags & GBML_INPUT_MISSING) != 0);
 	gbml_dataset_init(&eval, (flags & GBML_INPUT_MISSING) != 0);
+	gbml_dataset_guard(train_mcxt, &ds);
+	gbml_dataset_guard(train_mcxt, &eval);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

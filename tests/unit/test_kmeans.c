@@ -68,14 +68,18 @@ flat_labels(const gbml_kmeans_result *r, const gbml_dataset *ds)
 
 TEST(kmeans_kernel_matches_exact_argmin_on_every_isa)
 {
-	const char *isas[] = {"avx512", "avx2", "generic"};
+	/* "panels" = the CPU's best ISA without the small-k tile */
+	const char *isas[] = {"avx512", "avx2", "generic", "panels"};
+	/* the small-k tile's vector-count boundaries (16 and 8 lanes), then random k */
+	const int	ks[] = {1, 2, 8, 9, 15, 16, 17, 24, 25, 32, 33, 48, 49, 63, 64, 65};
+	const int	nks = (int) (sizeof(ks) / sizeof(ks[0]));
 	gbml_rng	rng;
 
 	gbml_rng_seed(&rng, 7);
-	for (int trial = 0; trial < 6; trial++)
+	for (int trial = 0; trial < nks + 6; trial++)
 	{
 		int			d = trial == 0 ? 1 : (int) (3 + gbml_rng_below(&rng, 70));
-		int			k = (int) (1 + gbml_rng_below(&rng, 90));
+		int			k = trial < nks ? ks[trial] : (int) (1 + gbml_rng_below(&rng, 90));
 		int			n = 700;
 		int			kp = gbml_km_padded(k);
 		float	   *x = malloc(sizeof(float) * n * d);
@@ -114,7 +118,7 @@ TEST(kmeans_kernel_matches_exact_argmin_on_every_isa)
 		for (int i = 0; i < n; i++)
 			if (sqrt(xn[i]) > xmax)
 				xmax = sqrt(xn[i]);
-		for (int v = 0; v < 3; v++)
+		for (int v = 0; v < 4; v++)
 		{
 			gbml_km_centers C;
 			int			mismatches = 0;
