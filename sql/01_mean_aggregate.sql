@@ -26,6 +26,9 @@ SELECT round(gbml.predict(gbml.mean_fit(features, label, '{"passes": 3}'), ARRAY
 SET max_parallel_workers_per_gather = 0;
 CREATE TABLE serial_model AS SELECT gbml.mean_fit(features, label) AS model FROM pts;
 SET max_parallel_workers_per_gather = 2;
+-- the partial-state functions are costed high so plans stay serial: make them cheap to force parallel
+ALTER FUNCTION gbml._fit_serialize(internal) COST 1;
+ALTER FUNCTION gbml._fit_deserialize(bytea, internal) COST 1;
 SET parallel_setup_cost = 0;
 SET parallel_tuple_cost = 0;
 SET min_parallel_table_scan_size = 0;
@@ -35,6 +38,8 @@ CREATE TABLE parallel_model AS SELECT gbml.mean_fit(features, label) AS model FR
 SELECT (SELECT model FROM serial_model) = (SELECT model FROM parallel_model) AS same_bytes,
        (SELECT model FROM serial_model) = (SELECT model FROM m) AS same_as_first;
 RESET max_parallel_workers_per_gather;
+ALTER FUNCTION gbml._fit_serialize(internal) COST 100000000;
+ALTER FUNCTION gbml._fit_deserialize(bytea, internal) COST 100000000;
 RESET parallel_setup_cost;
 RESET parallel_tuple_cost;
 RESET min_parallel_table_scan_size;

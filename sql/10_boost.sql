@@ -43,12 +43,17 @@ SELECT (SELECT gbml.boost_fit(f, y, g, '{"iterations": 20, "threads": 1, "subsam
     <> (SELECT gbml.boost_fit(f, y, g, '{"iterations": 20, "subsample": 0.7, "random_seed": 4}') FROM reg)
        AS seed_matters;
 SET max_parallel_workers_per_gather = 2;
+-- the partial-state functions are costed high so plans stay serial: make them cheap to force parallel
+ALTER FUNCTION gbml._fit_serialize(internal) COST 1;
+ALTER FUNCTION gbml._fit_deserialize(bytea, internal) COST 1;
 SET parallel_setup_cost = 0;
 SET parallel_tuple_cost = 0;
 SET min_parallel_table_scan_size = 0;
 SELECT (SELECT gbml.boost_fit(f, y, '{"iterations": 10}') FROM reg) = (SELECT model FROM m_rmse) AS fresh_model_differs_by_iterations;
 SELECT (SELECT gbml.boost_fit(f, y, '{"iterations": 100, "depth": 4}') FROM reg) = (SELECT model FROM m_rmse) AS parallel_same_bytes;
 RESET max_parallel_workers_per_gather;
+ALTER FUNCTION gbml._fit_serialize(internal) COST 100000000;
+ALTER FUNCTION gbml._fit_deserialize(bytea, internal) COST 100000000;
 RESET parallel_setup_cost;
 RESET parallel_tuple_cost;
 RESET min_parallel_table_scan_size;

@@ -577,26 +577,58 @@ gbml_dataset_bytes(const gbml_dataset *ds)
 	return (size_t) ds->n_rows * ((size_t) ds->n_features * sizeof(float) + 16) + 64;
 }
 
-int
-gbml_dataset_serialize(const gbml_dataset *ds, gbml_strbuf *out)
+size_t
+gbml_dataset_serialized_size(const gbml_dataset *ds)
 {
-	gbml_sb_u32(out, DATASET_MAGIC);
-	gbml_sb_u32(out, (uint32_t) ds->n_features);
-	gbml_sb_u64(out, (uint64_t) ds->n_rows);
-	gbml_sb_u32(out, (uint32_t) ((ds->allow_missing ? 1 : 0) | (ds->has_missing ? 2 : 0) |
-								 (ds->has_weight ? 4 : 0)));
-	gbml_sb_u32(out, (uint32_t) (ds->group_state + 1));
-	gbml_sb_u32(out, (uint32_t) ds->n_chunks);
+	return 28 + 8 * (size_t) ds->n_chunks +
+		(size_t) ds->n_rows * ((size_t) ds->n_features * sizeof(float) + sizeof(float) + sizeof(int64_t) + sizeof(float));
+}
+
+/* The same bytes as gbml_dataset_serialize, written straight into `out` (one copy, no regrowth). */
+void
+gbml_dataset_serialize_into(const gbml_dataset *ds, uint8_t *out)
+{
+	uint32_t	u32;
+	uint64_t	u64;
+
+#define PUT(ptr, n) do { memcpy(out, (ptr), (n)); out += (n); } while (0)
+	u32 = DATASET_MAGIC;
+	PUT(&u32, 4);
+	u32 = (uint32_t) ds->n_features;
+	PUT(&u32, 4);
+	u64 = (uint64_t) ds->n_rows;
+	PUT(&u64, 8);
+	u32 = (uint32_t) ((ds->allow_missing ? 1 : 0) | (ds->has_missing ? 2 : 0) | (ds->has_weight ? 4 : 0));
+	PUT(&u32, 4);
+	u32 = (uint32_t) (ds->group_state + 1);
+	PUT(&u32, 4);
+	u32 = (uint32_t) ds->n_chunks;
+	PUT(&u32, 4);
 	for (int i = 0; i < ds->n_chunks; i++)
 	{
 		const gbml_chunk *c = ds->chunks[i];
 
-		gbml_sb_u64(out, (uint64_t) c->n_rows);
-		gbml_sb_append(out, c->x, (size_t) c->n_rows * ds->n_features * sizeof(float));
-		gbml_sb_append(out, c->label, (size_t) c->n_rows * sizeof(float));
-		gbml_sb_append(out, c->group, (size_t) c->n_rows * sizeof(int64_t));
-		gbml_sb_append(out, c->weight, (size_t) c->n_rows * sizeof(float));
+		u64 = (uint64_t) c->n_rows;
+		PUT(&u64, 8);
+		PUT(c->x, (size_t) c->n_rows * ds->n_features * sizeof(float));
+		PUT(c->label, (size_t) c->n_rows * sizeof(float));
+		PUT(c->group, (size_t) c->n_rows * sizeof(int64_t));
+		PUT(c->weight, (size_t) c->n_rows * sizeof(float));
 	}
+#undef PUT
+}
+
+int
+gbml_dataset_serialize(const gbml_dataset *ds, gbml_strbuf *out)
+{
+	size_t		n = gbml_dataset_serialized_size(ds);
+	uint8_t    *tmp = gbml_alloc(out->env, n);
+
+	if (tmp == NULL)
+		return out->env->error_code;
+	gbml_dataset_serialize_into(ds, tmp);
+	gbml_sb_append(out, tmp, n);
+	gbml_free(out->env, tmp);
 	return gbml_sb_status(out);
 }
 

@@ -92,6 +92,9 @@ int			gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env);
 
 /* Flat binary form for parallel aggregates. */
 int			gbml_dataset_serialize(const gbml_dataset *ds, gbml_strbuf *out);
+/* Exact size of the serialized form, and serialization into a caller's buffer of that size. */
+size_t		gbml_dataset_serialized_size(const gbml_dataset *ds);
+void		gbml_dataset_serialize_into(const gbml_dataset *ds, uint8_t *out);
 int			gbml_dataset_deserialize(gbml_dataset *ds, gbml_env *env,
 									 const void *data, size_t len);
 

@@ -244,29 +244,32 @@ Datum
 gbml_fit_serialize(PG_FUNCTION_ARGS)
 {
 	fit_state  *st = (fit_state *) PG_GETARG_POINTER(0);
-	gbml_strbuf sb;
 	bytea	   *out;
-	size_t		need = gbml_dataset_bytes(&st->ds);
+	size_t		data_len = gbml_dataset_serialized_size(&st->ds);
 	uint32		plen = st->params_jsonb ? VARSIZE(st->params_jsonb) : 0;
+	size_t		total = 16 + (size_t) plen + data_len;
+	char	   *p;
+	uint32		head[4];
 
 	agg_context_or_error(fcinfo, "gbml fit serialize");
-	if (need > MaxAllocSize - 1024 - plen)
+	if (total > MaxAllocSize - VARHDRSZ)
 		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 						errmsg("%s: a parallel worker's partial state (%zu MB) exceeds the 1 GB a bytea can hold",
-							   st->what, need >> 20),
+							   st->what, total >> 20),
 						errhint("Run the training without parallel query: SET max_parallel_workers_per_gather = 0.")));
-	gbml_sb_init(&sb, &st->env);
-	gbml_sb_u32(&sb, STATE_MAGIC);
-	gbml_sb_u32(&sb, (uint32) st->algo->id);
-	gbml_sb_u32(&sb, (uint32) st->k);
-	gbml_sb_u32(&sb, plen);
+	/* one exact allocation, written once: partial states can be hundreds of MB */
+	out = palloc(VARHDRSZ + total);
+	SET_VARSIZE(out, VARHDRSZ + total);
+	p = VARDATA(out);
+	head[0] = STATE_MAGIC;
+	head[1] = (uint32) st->algo->id;
+	head[2] = (uint32) st->k;
+	head[3] = plen;
+	memcpy(p, head, 16);
 	if (plen)
-		gbml_sb_append(&sb, st->params_jsonb, plen);
-	GBML_CHECK(&st->env, gbml_dataset_serialize(&st->ds, &sb), st->what);
-	out = palloc(VARHDRSZ + sb.len);
-	SET_VARSIZE(out, VARHDRSZ + sb.len);
-	memcpy(VARDATA(out), sb.data, sb.len);
-	gbml_sb_free(&sb);
+		memcpy(p + 16, st->params_jsonb, plen);
+	gbml_dataset_finish_appends(&st->ds, &st->env);
+	gbml_dataset_serialize_into(&st->ds, (uint8_t *) p + 16 + plen);
 	PG_RETURN_BYTEA_P(out);
 }
 

@@ -323,6 +323,7 @@ TEST(serialize_round_trip_and_rejects_corruption)
 	fill_dataset(&a, &env, 250, 5, 3, true);
 	gbml_sb_init(&s, &env);
 	CHECK(gbml_dataset_serialize(&a, &s) == GBML_OK);
+	CHECK(s.len == gbml_dataset_serialized_size(&a));
 	CHECK(gbml_dataset_deserialize(&b, &env, s.data, s.len) == GBML_OK);
 	CHECK(b.n_rows == 250 && b.n_features == 5 && b.group_state == 1);
 	CHECK_NEAR(fingerprint(&a), fingerprint(&b), 0);
