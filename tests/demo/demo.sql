@@ -53,15 +53,13 @@ SELECT gbml.model_info(model) ->> 'epochs' AS epochs, gbml.model_info(model) ->>
   FROM spam_models;
 
 \echo
-\echo '=== 3. K-Means: two clusters of e-mails, and how they line up with spam'
+\echo '=== 3. K-Means: three clusters of e-mails (log-scaled word frequencies), and how they line up with spam'
+CREATE TABLE spam_log AS SELECT id, label, ARRAY(SELECT ln(1 + v) FROM unnest(features) AS v)::real[] AS f FROM spam;
 CREATE TABLE spam_clusters AS
-SELECT gbml.kmeans_fit(ARRAY[ln(1 + features[55]), ln(1 + features[56]), ln(1 + features[57]),
-                             features[52] * 10, features[53] * 10]::real[], 2, '{"random_seed": 7}') AS model
-  FROM spam;
-SELECT gbml.kmeans_assign(model, ARRAY[ln(1 + features[55]), ln(1 + features[56]), ln(1 + features[57]),
-                                       features[52] * 10, features[53] * 10]::real[]) AS cluster,
-       count(*) AS emails, round(avg(label)::numeric, 3) AS spam_share
-  FROM spam, spam_clusters GROUP BY 1 ORDER BY 1;
+SELECT gbml.kmeans_fit(f, 3, '{"random_seed": 7, "n_init": 5}') AS model FROM spam_log;
+SELECT gbml.kmeans_assign(model, f) AS cluster, count(*) AS emails, round(avg(label)::numeric, 3) AS spam_share,
+       round(avg(gbml.kmeans_distance(model, f))::numeric, 2) AS mean_distance
+  FROM spam_log, spam_clusters GROUP BY 1 ORDER BY 1;
 SELECT gbml.model_info(model) ->> 'iterations' AS iterations, gbml.model_info(model) ->> 'stop_reason' AS stop_reason,
        round((gbml.model_info(model) -> 'metrics' ->> 'inertia')::numeric, 1) AS inertia
   FROM spam_clusters;
