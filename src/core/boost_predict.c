@@ -26,7 +26,7 @@ sum_uniform(const gbml_boost_forest *f, const float *x, const int d)
 	const int32_t *feat = f->feature;
 	const float *bord = f->border;
 	const float *leaf = f->leaf;
-	double		sum = f->base_score;
+	double		acc[GBML_BOOST_LANES] = {0, 0, 0, 0};
 
 	for (int t = 0; t < f->n_trees; t++)
 	{
@@ -34,18 +34,18 @@ sum_uniform(const gbml_boost_forest *f, const float *x, const int d)
 
 		for (int l = 0; l < d; l++)
 			idx |= (x[feat[l]] > bord[l]) << l;
-		sum += (double) leaf[idx];
+		acc[t & 3] += (double) leaf[idx];
 		feat += d;
 		bord += d;
 		leaf += (size_t) 1 << d;
 	}
-	return sum;
+	return gbml_boost_combine(f->base_score, acc);
 }
 
 double
 gbml_boost_forest_predict(const gbml_boost_forest *f, const float *x)
 {
-	double		sum = f->base_score;
+	double		acc[GBML_BOOST_LANES] = {0, 0, 0, 0};
 
 	if (f->fast)
 		return gbml_boost_forest_predict_fast(f, x);
@@ -76,8 +76,8 @@ gbml_boost_forest_predict(const gbml_boost_forest *f, const float *x)
 			break;
 	}
 	for (int t = 0; t < f->n_trees; t++)
-		sum += (double) f->leaf[f->leaf_off[t] + gbml_boost_tree_leaf(f, t, x)];
-	return sum;
+		acc[t & 3] += (double) f->leaf[f->leaf_off[t] + gbml_boost_tree_leaf(f, t, x)];
+	return gbml_boost_combine(f->base_score, acc);
 }
 
 /* Scores one block of BATCH_ROWS transposed rows (xt[pos * BATCH_ROWS + r]) into acc. */
@@ -86,14 +86,17 @@ static void
 score_block(const gbml_boost_forest *f, const float *xt, double *acc)
 {
 	uint32_t	idx[BATCH_ROWS];
+	double		lanes[GBML_BOOST_LANES][BATCH_ROWS];
 
-	for (int r = 0; r < BATCH_ROWS; r++)
-		acc[r] = f->base_score;
+	for (int a = 0; a < GBML_BOOST_LANES; a++)
+		for (int r = 0; r < BATCH_ROWS; r++)
+			lanes[a][r] = 0;
 	for (int t = 0; t < f->n_trees; t++)
 	{
 		int64_t		s0 = f->split_off[t];
 		int			d = f->depth[t];
 		const float *leaf = f->leaf + f->leaf_off[t];
+		double	   *lane = lanes[t & 3];
 
 		for (int r = 0; r < BATCH_ROWS; r++)
 			idx[r] = 0;
@@ -106,7 +109,13 @@ score_block(const gbml_boost_forest *f, const float *xt, double *acc)
 				idx[r] |= (uint32_t) (col[r] > b) << l;
 		}
 		for (int r = 0; r < BATCH_ROWS; r++)
-			acc[r] += (double) leaf[idx[r]];
+			lane[r] += (double) leaf[idx[r]];
+	}
+	for (int r = 0; r < BATCH_ROWS; r++)
+	{
+		double		a[GBML_BOOST_LANES] = {lanes[0][r], lanes[1][r], lanes[2][r], lanes[3][r]};
+
+		acc[r] = gbml_boost_combine(f->base_score, a);
 	}
 }
 

@@ -48,6 +48,20 @@ int			gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env);
 void		gbml_boost_forest_free_fast(gbml_boost_forest *f, gbml_env *env);
 double		gbml_boost_forest_predict_fast(const gbml_boost_forest *f, const float *x);
 
+/*
+ * How a score is summed, the same in every scorer (scalar, batch, SIMD):
+ * tree t's leaf goes into accumulator t mod 4 (in tree order), then
+ * base + ((a0 + a1) + (a2 + a3)).  Four independent chains instead of one let
+ * the CPU overlap the additions; the order is fixed, so scores are
+ * deterministic and identical across scorers.
+ */
+#define GBML_BOOST_LANES 4
+static inline double
+gbml_boost_combine(double base, const double acc[GBML_BOOST_LANES])
+{
+	return base + ((acc[0] + acc[1]) + (acc[2] + acc[3]));
+}
+
 /* Sum of the trees' leaf values (plus the base score) for one row. */
 double		gbml_boost_forest_predict(const gbml_boost_forest *f, const float *x);
 
