@@ -43,7 +43,7 @@ SELECT feature, round(importance::numeric, 4) AS importance
 CREATE TABLE spam (id serial, label real, features real[]);
 \copy spam (label, features) FROM 'data/spambase.csv' CSV HEADER
 CREATE TABLE spam_models AS
-SELECT gbml.saga_fit(features, label, '{"loss": "logistic", "alpha": 0.0001, "standardize": true, "max_iter": 200}') AS model
+SELECT gbml.saga_fit(features, label, '{"loss": "logistic", "alpha": 0.001, "standardize": true, "max_iter": 2000}') AS model
   FROM spam WHERE id % 5 <> 0;
 SELECT round(avg((gbml.predict(model, features) = label)::int)::numeric, 4) AS holdout_accuracy,
        round(gbml.auc(gbml.predict_proba(model, features), label)::numeric, 4) AS holdout_auc
