@@ -48,6 +48,13 @@
 /* Largest number of rows one tile call handles (state arrays live on the stack). */
 #define KM_RB 256
 
+/*
+ * The small-k tile tries the local (row-dependent) error bound when
+ * 2 cmax^2 exceeds this many times the block's mean |x|^2: below it the
+ * quick gap is about as tight and the extra arithmetic would not pay.
+ */
+#define KM_LOCAL_RATIO 8.0
+
 /* Absolute slack for float underflow (products below FLT_MIN lose absolute accuracy). */
 #define KM_ABS_SLACK 1e-36
 
@@ -58,6 +65,13 @@
  */
 #define KM_SMALL_KMAX_AVX512 64
 #define KM_SMALL_KMAX_AVX2 32
+
+/* Eight rows' acceptance thresholds at once in the small-k tile. */
+typedef double km_q8d __attribute__((vector_size(64)));
+typedef int64_t km_q8l __attribute__((vector_size(64)));
+typedef float km_q8f __attribute__((vector_size(32)));
+
+#define KM_SELD(m, a, b) ((km_q8d) (((km_q8l) (a) & (m)) | ((km_q8l) (b) & ~(m))))
 
 /* ---- the tile template, instantiated three times ---- */
 
@@ -128,7 +142,7 @@ typedef void (*km_tile_fn) (const gbml_km_centers *C, const float *x, int n,
 
 typedef int (*km_small_fn) (const gbml_km_centers *C, const float *x, int n, const double *xnorm2,
 							double qa, double qb, int32_t *labels, int32_t *pend, float *best,
-							float *second, int32_t *arg);
+							float *second, int32_t *arg, bool use_local);
 
 static km_tile_fn km_tile = NULL;
 static km_small_fn km_small = NULL;	/* NULL: no small-k tile on this CPU */
@@ -384,8 +398,22 @@ gbml_km_assign(const gbml_km_centers *C, const float *x, int64_t n,
 		for (int64_t i0 = 0; i0 < n; i0 += KM_RB)
 		{
 			int			m = (int) (n - i0 < KM_RB ? n - i0 : KM_RB);
-			int			np = small(C, x + (size_t) i0 * d, m, xnorm2 + i0, qa, qb,
-								   labels + i0, pend, best, second, arg);
+			double		xsum = 0;
+			int			ns = 0,
+						np;
+
+			/*
+			 * The local bound costs a few double operations per row; it
+			 * pays when the largest centroid is far out compared with the
+			 * rows (then the quick gap is loose).  Every 16th row's norm is
+			 * enough to tell (a sum over all rows would be a serial
+			 * dependency chain as long as a small-d assignment).  Speed
+			 * only: the labels are exact either way.
+			 */
+			for (int i = 0; i < m; i += 16, ns++)
+				xsum += xnorm2[i0 + i];
+			np = small(C, x + (size_t) i0 * d, m, xnorm2 + i0, qa, qb, labels + i0, pend, best,
+					   second, arg, 2.0 * C->cmax * C->cmax * ns > KM_LOCAL_RATIO * xsum);
 
 			for (int p = 0; p < np; p++)
 			{
@@ -722,7 +750,7 @@ KM_FN(const gbml_km_centers *C, const float *x, int n, float *best, float *secon
 KM_TARGET static inline __attribute__((always_inline)) int
 KM_SMALL_BODY(const gbml_km_centers *C, const float *x, int n, const double *xnorm2,
 			  double qa, double qb, int32_t *labels, int32_t *pend, float *best,
-			  float *second, int32_t *arg, const int NV, const int R)
+			  float *second, int32_t *arg, const bool LOCAL, const int NV, const int R)
 {
 	const int	d = C->d;
 	const float *P[4];
@@ -730,6 +758,9 @@ KM_SMALL_BODY(const gbml_km_centers *C, const float *x, int n, const double *xno
 	KM_VI		iota;
 	int			np = 0;
 	const KM_VF inf = (KM_VF) {0} + INFINITY;
+	const double alpha = C->alpha,
+				twocm2 = 2.0 * C->cmax * C->cmax,
+				slack0 = KM_ABS_SLACK * (d + 4) * 2.0;
 
 	for (int l = 0; l < KM_LANES; l++)
 		iota[l] = l;
@@ -745,6 +776,8 @@ KM_SMALL_BODY(const gbml_km_centers *C, const float *x, int n, const double *xno
 	{
 		const float *xr[8];
 		KM_VF		acc[8][4];
+		float		bs[8];
+		km_q8f		tfs = {0};
 
 #pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
@@ -773,30 +806,87 @@ KM_SMALL_BODY(const gbml_km_centers *C, const float *x, int n, const double *xno
 					acc[r][v] += xs * cv[v];
 			}
 		}
+		/*
+		 * With the local bound (LOCAL, a constant): distances and each row's
+		 * float minimum b first, then the acceptance thresholds of the R rows
+		 * at once in double vectors.  The gap is the smaller of q0 = qa +
+		 * qb|x|^2 (km_decide's quick test) and its local bound without the
+		 * square roots: with r = |x - c_b| and rho = |x| + r, rho^2 +
+		 * 2|x|rho <= 5|x|^2 + 3r^2, and r^2 <= r2 below (b's own error
+		 * bounded with 2|x||c| <= |x|^2 + |c|^2).  The local bound is far
+		 * tighter when one centroid lies far out (cmax large) and the row
+		 * does not.  Without it, each row takes q0 in the loop below.
+		 */
+		if (LOCAL)
+		{
+			km_q8d		bd = {0},
+						xv = {0},
+						q0,
+						sl,
+						r2,
+						q,
+						t,
+						at;
+
+#pragma GCC unroll 8
+			for (int r = 0; r < R; r++)
+			{
+				KM_VF		m;
+
+#pragma GCC unroll 4
+				for (int v = 0; v < NV; v++)
+					acc[r][v] = cn[v] - 2.0f * acc[r][v];
+				m = acc[r][0];
+#pragma GCC unroll 4
+				for (int v = 1; v < NV; v++)
+					m = KM_SEL(acc[r][v] < m, acc[r][v], m);
+				bs[r] = KM_RMIN(m);
+				bd[r] = bs[r];
+				xv[r] = xnorm2[i0 + r < n ? i0 + r : n - 1];
+			}
+			q0 = qa + qb * xv;
+			sl = slack0 * (1.0 + xv);
+			r2 = bd + xv * (1.0 + 1e-12) + (alpha * (twocm2 + xv) + sl);
+			r2 = KM_SELD(r2 > 0.0, r2, (km_q8d) {0});
+			q = 2.0 * (alpha * (5.0 * xv + 3.0 * r2) + sl) * (1.0 + 1e-9);
+			t = bd + KM_SELD(q < q0, q, q0);
+			at = KM_SELD(t < 0.0, -t, t);
+			tfs = __builtin_convertvector(t + at * 0x1p-22 + 0x1p-126, km_q8f);
+		}
 #pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
 		{
 			int			i = i0 + r;
-			KM_VF		D[4],
-						m;
+			KM_VF		Dq[4];
+			KM_VF	   *D = LOCAL ? acc[r] : Dq;
 			float		b,
 						tf;
-			double		t;
 			uint64_t	mk = 0;
 
 			if (i >= n)
 				break;
+			if (LOCAL)
+			{
+				b = bs[r];
+				tf = tfs[r];
+			}
+			else
+			{
+				KM_VF		m;
+				double		t;
+
 #pragma GCC unroll 4
-			for (int v = 0; v < NV; v++)
-				D[v] = cn[v] - 2.0f * acc[r][v];
-			m = D[0];
+				for (int v = 0; v < NV; v++)
+					Dq[v] = cn[v] - 2.0f * acc[r][v];
+				m = Dq[0];
 #pragma GCC unroll 4
-			for (int v = 1; v < NV; v++)
-				m = KM_SEL(D[v] < m, D[v], m);
-			b = KM_RMIN(m);
-			/* tf >= b + q (rounded up to float), so "no other lane <= tf" implies gap > q */
-			t = (double) b + (qa + qb * xnorm2[i]);
-			tf = (float) (t + fabs(t) * 0x1p-22 + 0x1p-126);
+				for (int v = 1; v < NV; v++)
+					m = KM_SEL(Dq[v] < m, Dq[v], m);
+				b = KM_RMIN(m);
+				t = (double) b + (qa + qb * xnorm2[i]);
+				tf = (float) (t + fabs(t) * 0x1p-22 + 0x1p-126);
+			}
+			/* tf >= b + gap (rounded up to float): "no other lane <= tf" implies a larger float gap */
 #pragma GCC unroll 4
 			for (int v = 0; v < NV; v++)
 				mk |= KM_LEMASK(D[v], (KM_VF) {0} + tf) << (v * KM_LANES);
@@ -837,18 +927,31 @@ KM_SMALL_BODY(const gbml_km_centers *C, const float *x, int n, const double *xno
 KM_TARGET static int
 KM_SMALL_FN(const gbml_km_centers *C, const float *x, int n, const double *xnorm2,
 			double qa, double qb, int32_t *labels, int32_t *pend, float *best,
-			float *second, int32_t *arg)
+			float *second, int32_t *arg, bool use_local)
 {
+	/* the local-bound flag and the vector count become constants of the inlined body */
+	if (use_local)
+		switch ((C->k + KM_LANES - 1) / KM_LANES)
+		{
+			case 1:
+				return KM_SMALL_BODY(C, x, n, xnorm2, qa, qb, labels, pend, best, second, arg, true, 1, 8);
+			case 2:
+				return KM_SMALL_BODY(C, x, n, xnorm2, qa, qb, labels, pend, best, second, arg, true, 2, KM_LANES == 16 ? 6 : 4);
+			case 3:
+				return KM_SMALL_BODY(C, x, n, xnorm2, qa, qb, labels, pend, best, second, arg, true, 3, 4);
+			default:
+				return KM_SMALL_BODY(C, x, n, xnorm2, qa, qb, labels, pend, best, second, arg, true, 4, KM_LANES == 16 ? 4 : 2);
+		}
 	switch ((C->k + KM_LANES - 1) / KM_LANES)
 	{
 		case 1:
-			return KM_SMALL_BODY(C, x, n, xnorm2, qa, qb, labels, pend, best, second, arg, 1, 8);
+			return KM_SMALL_BODY(C, x, n, xnorm2, qa, qb, labels, pend, best, second, arg, false, 1, 8);
 		case 2:
-			return KM_SMALL_BODY(C, x, n, xnorm2, qa, qb, labels, pend, best, second, arg, 2, KM_LANES == 16 ? 6 : 4);
+			return KM_SMALL_BODY(C, x, n, xnorm2, qa, qb, labels, pend, best, second, arg, false, 2, KM_LANES == 16 ? 6 : 4);
 		case 3:
-			return KM_SMALL_BODY(C, x, n, xnorm2, qa, qb, labels, pend, best, second, arg, 3, 4);
+			return KM_SMALL_BODY(C, x, n, xnorm2, qa, qb, labels, pend, best, second, arg, false, 3, 4);
 		default:
-			return KM_SMALL_BODY(C, x, n, xnorm2, qa, qb, labels, pend, best, second, arg, 4, KM_LANES == 16 ? 4 : 2);
+			return KM_SMALL_BODY(C, x, n, xnorm2, qa, qb, labels, pend, best, second, arg, false, 4, KM_LANES == 16 ? 4 : 2);
 	}
 }
 

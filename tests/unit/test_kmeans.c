@@ -94,6 +94,16 @@ TEST(kmeans_kernel_matches_exact_argmin_on_every_isa)
 
 		for (int j = 0; j < k * d; j++)
 			c[j] = gbml_rng_uniform(&rng) * 10 + 100;	/* far from the origin: cancellation */
+		if (trial % 2 == 1 && k >= 3)
+		{
+			/*
+			 * One centroid far out (cmax >> |x|): the small-k tile then
+			 * decides with its local error bound, which the near ties
+			 * below must not fool.
+			 */
+			for (int j = 0; j < d; j++)
+				c[(k - 1) * d + j] = 3e4 + gbml_rng_uniform(&rng) * 100;
+		}
 		for (int i = 0; i < n; i++)
 		{
 			if (i % 3 == 0 && k >= 2)
