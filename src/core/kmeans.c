@@ -540,7 +540,7 @@ km_search(const km_work *w, double r)
 static void
 km_candidate_pass(km_work *w, int T)
 {
-#pragma omp parallel for schedule(dynamic, 1) num_threads(km_threads_for(w, 2.0 * w->n * w->d * T))
+#pragma omp parallel for schedule(static) num_threads(km_threads_for(w, 2.0 * w->n * w->d * T))
 	for (int ti = 0; ti < w->ntasks; ti++)
 	{
 		const km_task *tk = &w->tasks[ti];
