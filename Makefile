@@ -22,6 +22,8 @@ REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
 REGRESS_OPTS = --load-extension=gbml
 
 PG_CONFIG ?= pg_config
+# (before the PGXS include: its clean rule tests EXTRA_CLEAN when it is read)
+EXTRA_CLEAN = gbml_cuda.so tests/unit/gbml_unit tools/param_docs
 # -Wdeclaration-after-statement comes with PostgreSQL's CFLAGS; the engine is C11.
 PG_CFLAGS   = -std=gnu11 -fopenmp -Wall -Wextra -Werror -Wno-declaration-after-statement \
               -Wno-missing-field-initializers -Wno-unused-parameter -Wno-sign-compare \
@@ -59,7 +61,6 @@ install-cuda: $(CUDA_LIB)
 .PHONY: install-cuda
 endif
 
-EXTRA_CLEAN = gbml_cuda.so tests/unit/gbml_unit results regression.diffs regression.out
 
 # ---- tests ----
 unit:
