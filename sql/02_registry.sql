@@ -62,3 +62,11 @@ SELECT gbml.train('m5', 'mean', 'train_rows', '{"deploy": "sometimes"}');
 SELECT gbml.deploy('m1', 99);
 SELECT gbml.predict('nope', ARRAY[1, 2]::real[]);
 SELECT count(*) AS m5_versions FROM gbml.models WHERE name = 'm5';
+-- an error after the first full chunk (its successor is being pre-faulted on a helper
+-- thread) unwinds cleanly, through gbml.train and through an aggregate
+CREATE TABLE late_bad AS
+SELECT CASE WHEN i = 100000 THEN NULL ELSE ARRAY[i, 1]::real[] END AS features, 1::real AS label
+  FROM generate_series(1, 120000) AS i;
+SELECT gbml.train('late', 'mean', 'late_bad');
+SELECT gbml.mean_fit(features, label) FROM (SELECT * FROM late_bad ORDER BY (features IS NULL), label) s;
+SELECT gbml.mean_fit(features, label) IS NOT NULL AS still_trains FROM late_bad WHERE features IS NOT NULL;

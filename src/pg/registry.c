@@ -170,8 +170,8 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 				old;
 	gbml_env	env;
 	gbml_parsed_params pp;
-	gbml_dataset ds,
-				eval;
+	gbml_dataset *ds,
+			   *eval;
 	unsigned	flags;
 	bytea	   *model;
 	int64		id;
@@ -197,25 +197,32 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 	gbml_parse_params_or_error(&env, algo, params, NULL, 0, &pp, what);
 	gbml_env_configure(&env, &pp.common, what);
 	flags = gbml_input_flags(&pp);
-	gbml_dataset_init(&ds, (flags & GBML_INPUT_MISSING) != 0);
-	gbml_dataset_init(&eval, (flags & GBML_INPUT_MISSING) != 0);
-	gbml_dataset_guard(train_mcxt, &ds);
-	gbml_dataset_guard(train_mcxt, &eval);
+	/*
+	 * The datasets live in train_mcxt, not on the stack: the guard callback
+	 * that stops their helper thread runs when the context is deleted, which
+	 * after an ERROR happens once this frame is gone.
+	 */
+	ds = MemoryContextAllocZero(train_mcxt, sizeof(gbml_dataset));
+	eval = MemoryContextAllocZero(train_mcxt, sizeof(gbml_dataset));
+	gbml_dataset_init(ds, (flags & GBML_INPUT_MISSING) != 0);
+	gbml_dataset_init(eval, (flags & GBML_INPUT_MISSING) != 0);
+	gbml_dataset_guard(train_mcxt, ds);
+	gbml_dataset_guard(train_mcxt, eval);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	/* SPI_connect switched to its own context; the dataset lives in train_mcxt through env */
-	read_source(&env, &pp, source, &ds, flags, what);
+	read_source(&env, &pp, source, ds, flags, what);
 	if (pp.common.eval_source)
 	{
-		read_source(&env, &pp, pp.common.eval_source, &eval, flags, "gbml.train (eval_source)");
-		if (eval.n_rows == 0)
+		read_source(&env, &pp, pp.common.eval_source, eval, flags, "gbml.train (eval_source)");
+		if (eval->n_rows == 0)
 			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("gbml.train: eval_source returned no rows")));
 	}
 	MemoryContextSwitchTo(train_mcxt);
-	model = gbml_train_to_bytea(&env, &pp, &ds, pp.common.eval_source ? &eval : NULL, what);
-	gbml_dataset_free(&ds, &env);
-	gbml_dataset_free(&eval, &env);
+	model = gbml_train_to_bytea(&env, &pp, ds, pp.common.eval_source ? eval : NULL, what);
+	gbml_dataset_free(ds, &env);
+	gbml_dataset_free(eval, &env);
 
 	/* Record the version and deploy it per policy, in SQL. */
 	{
