@@ -257,24 +257,25 @@ metric_name(int metric, gbml_boost_loss_kind kind, int64_t k, char *buf, size_t 
 }
 
 static double
-metric_value(int metric, gbml_boost_loss_kind kind, int64_t k, const boost_data *d, const double *pred)
+metric_value(gbml_env *env, int metric, gbml_boost_loss_kind kind, int64_t k, const boost_data *d,
+			 const double *pred)
 {
 	gbml_boost_problem p;
 
 	switch (metric)
 	{
 		case GBML_BOOST_METRIC_NDCG:
-			return gbml_mean_ndcg(pred, d->label, d->n_groups, d->group_off, (int) k);
+			return gbml_mean_ndcg_env(env, pred, d->label, d->n_groups, d->group_off, (int) k);
 		case GBML_BOOST_METRIC_RMSE:
 			return gbml_rmse(pred, d->label, d->weight, d->n);
 		case GBML_BOOST_METRIC_AUC:
-			return gbml_auc(pred, d->label, d->weight, d->n);
+			return gbml_auc_env(env, pred, d->label, d->weight, d->n);
 		case GBML_BOOST_METRIC_LOGLOSS:
 			p = data_problem(d, false);
-			return gbml_boost_loss_value(GBML_LOSS_LOGLOSS, &p, pred);
+			return gbml_boost_loss_value_env(env, GBML_LOSS_LOGLOSS, &p, pred);
 		default:
 			p = data_problem(d, gbml_boost_loss_is_ranking(kind));
-			return gbml_boost_loss_value(kind, &p, pred);
+			return gbml_boost_loss_value_env(env, kind, &p, pred);
 	}
 }
 
@@ -1089,7 +1090,7 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 		if (T.has_eval)
 		{
 			double		t0 = gbml_now();
-			double		v = metric_value(T.metric, T.kind, p->eval_k, &T.eval, T.eval_pred);
+			double		v = metric_value(env, T.metric, T.kind, p->eval_k, &T.eval, T.eval_pred);
 
 			T.t_eval += gbml_now() - t0;
 			last_value = v;
@@ -1129,9 +1130,9 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 	/* META */
 	{
 		gbml_strbuf *m = ctx->meta;
-		double		train_value = metric_value(T.metric, T.kind, p->eval_k, &T.train, T.pred);
+		double		train_value = metric_value(env, T.metric, T.kind, p->eval_k, &T.train, T.pred);
 		gbml_boost_problem prob = data_problem(&T.train, gbml_boost_loss_is_ranking(T.kind));
-		double		train_loss = gbml_boost_loss_value(T.kind, &prob, T.pred);
+		double		train_loss = gbml_boost_loss_value_env(env, T.kind, &prob, T.pred);
 		double		eval_value = T.has_eval ? (p->use_best_model && best_iter >= 0 ? best_value : last_value)
 			: train_value;
 

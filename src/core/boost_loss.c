@@ -900,11 +900,11 @@ gbml_boost_loss_gradients_ex(gbml_boost_loss_kind kind, const gbml_boost_problem
 
 /*
  * Sum of the objective (want_mean false) or its natural mean (true).  Runs on
- * one thread; the scratch for the ranking losses is malloc'ed because the
- * interface has no env (it is a few bytes per row of the largest query).
+ * one thread; the scratch for the ranking losses (a few bytes per row of the
+ * largest query) comes from env, or from malloc when env is NULL (tests).
  */
 static double
-objective_impl(gbml_boost_loss_kind kind, const gbml_boost_problem *p, const double *pred,
+objective_impl(gbml_env *env, gbml_boost_loss_kind kind, const gbml_boost_problem *p, const double *pred,
 			   uint64_t seed, int64_t iteration, const gbml_boost_loss_options *opt,
 			   bool want_mean)
 {
@@ -966,9 +966,10 @@ objective_impl(gbml_boost_loss_kind kind, const gbml_boost_problem *p, const dou
 	if (!groups_valid(p, &max_group))
 		return NAN;
 	if (want_mean && kind != GBML_LOSS_PAIRLOGIT)
-		return 1.0 - gbml_mean_ndcg(pred, p->label, p->n_groups, p->group_offsets,
+		return 1.0 - gbml_mean_ndcg_env(env, pred, p->label, p->n_groups, p->group_offsets,
 									RANK_VALUE_NDCG_K);
-	scratch = malloc(scratch_bytes(max_group > 0 ? max_group : 1));
+	scratch = env ? gbml_alloc(env, scratch_bytes(max_group > 0 ? max_group : 1))
+		: malloc(scratch_bytes(max_group > 0 ? max_group : 1));
 	if (scratch == NULL)
 		return NAN;
 	scratch_carve(scratch, max_group, &qs);
@@ -994,7 +995,10 @@ objective_impl(gbml_boost_loss_kind kind, const gbml_boost_problem *p, const dou
 		sum += sink.obj;
 		wsum += sink.wsum;
 	}
-	free(scratch);
+	if (env)
+		gbml_free(env, scratch);
+	else
+		free(scratch);
 	if (!want_mean)
 		return sum;
 	return wsum > 0 ? sum / wsum : 0;
@@ -1007,18 +1011,25 @@ gbml_boost_loss_objective_ex(gbml_boost_loss_kind kind, const gbml_boost_problem
 {
 	if ((int) kind < 0 || kind > GBML_LOSS_LAMBDAMART)
 		return NAN;
-	return objective_impl(kind, p, pred, seed, iteration, opt, false);
+	return objective_impl(NULL, kind, p, pred, seed, iteration, opt, false);
 }
 
 double
 gbml_boost_loss_value(gbml_boost_loss_kind kind, const gbml_boost_problem *p, const double *pred)
+{
+	return gbml_boost_loss_value_env(NULL, kind, p, pred);
+}
+
+double
+gbml_boost_loss_value_env(gbml_env *env, gbml_boost_loss_kind kind, const gbml_boost_problem *p,
+						  const double *pred)
 {
 	gbml_boost_loss_options opt;
 
 	if ((int) kind < 0 || kind > GBML_LOSS_LAMBDAMART)
 		return NAN;
 	gbml_boost_loss_default_options(&opt);
-	return objective_impl(kind, p, pred, 0, 0, &opt, true);
+	return objective_impl(env, kind, p, pred, 0, 0, &opt, true);
 }
 
 double

@@ -107,6 +107,9 @@ double		gbml_boost_loss_objective_ex(gbml_boost_loss_kind kind, const gbml_boost
  */
 double		gbml_boost_loss_value(gbml_boost_loss_kind kind, const gbml_boost_problem *p,
 								  const double *pred);
+/* The same with its scratch from env (the trainer's form; the one above mallocs, for tests). */
+double		gbml_boost_loss_value_env(gbml_env *env, gbml_boost_loss_kind kind, const gbml_boost_problem *p,
+									  const double *pred);
 
 /* Initial constant prediction (mean label for RMSE, log-odds for Logloss, 0 for ranking losses). */
 double		gbml_boost_loss_base_score(gbml_boost_loss_kind kind, const gbml_boost_problem *p);

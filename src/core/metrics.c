@@ -7,10 +7,10 @@
  * NDCG uses exponential gain 2^rel - 1 and discount 1/log2(2 + rank) (rank 0
  * at the top); a query whose ideal DCG is 0 (no relevant document) counts 1.
  *
- * The interface takes no env (the SQL aggregates call it on their own
- * buffers), so NDCG@k with a small k uses an O(n k) selection that allocates
- * nothing; only a large k (or all documents) and AUC sort a malloc'ed index,
- * which is freed before returning.  Sums run in row order on one thread, so
+ * NDCG@k with a small k uses an O(n k) selection that allocates nothing;
+ * only a large k (or all documents) and AUC sort an index, taken from the
+ * caller's env (the *_env forms) or from malloc (the plain forms, for tests
+ * and benchmarks), and freed before returning.  Sums run in row order on one thread, so
  * the results are deterministic.
  */
 #include "metrics.h"
@@ -18,6 +18,21 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
+
+static void *
+scratch_alloc(gbml_env *env, size_t bytes)
+{
+	return env ? gbml_alloc(env, bytes) : malloc(bytes);
+}
+
+static void
+scratch_free(gbml_env *env, void *p)
+{
+	if (env)
+		gbml_free(env, p);
+	else
+		free(p);
+}
 
 /* Up to this cut-off NDCG selects the top k in O(n k) without memory. */
 #define NDCG_SELECT_MAX_K 64
@@ -105,9 +120,9 @@ cmp_ranked(const void *a, const void *b)
 
 /* DCG of the first kk positions by sorting (large k); -1 if out of memory. */
 static double
-dcg_sort(const double *key, const float *label, int64_t n, int64_t kk)
+dcg_sort(gbml_env *env, const double *key, const float *label, int64_t n, int64_t kk)
 {
-	ranked	   *rs = malloc((size_t) n * sizeof(ranked));
+	ranked	   *rs = scratch_alloc(env, (size_t) n * sizeof(ranked));
 	double		dcg = 0;
 
 	if (rs == NULL)
@@ -120,16 +135,16 @@ dcg_sort(const double *key, const float *label, int64_t n, int64_t kk)
 	qsort(rs, (size_t) n, sizeof(ranked), cmp_ranked);
 	for (int64_t r = 0; r < kk; r++)
 		dcg += gain_of(label[rs[r].idx]) * discount_of(r);
-	free(rs);
+	scratch_free(env, rs);
 	return dcg;
 }
 
 static double
-dcg_at(const double *key, const float *label, int64_t n, int64_t kk)
+dcg_at(gbml_env *env, const double *key, const float *label, int64_t n, int64_t kk)
 {
 	if (kk > NDCG_SELECT_MAX_K)
 	{
-		double		d = dcg_sort(key, label, n, kk);
+		double		d = dcg_sort(env, key, label, n, kk);
 
 		if (d != -1)
 			return d;
@@ -140,22 +155,35 @@ dcg_at(const double *key, const float *label, int64_t n, int64_t kk)
 double
 gbml_ndcg_at_k(const double *score, const float *label, int64_t n, int k)
 {
+	return gbml_ndcg_at_k_env(NULL, score, label, n, k);
+}
+
+double
+gbml_ndcg_at_k_env(gbml_env *env, const double *score, const float *label, int64_t n, int k)
+{
 	int64_t		kk = (k <= 0 || k > n) ? n : k;
 	double		ideal,
 				dcg;
 
 	if (n <= 0)
 		return 1.0;
-	ideal = dcg_at(NULL, label, n, kk);
+	ideal = dcg_at(env, NULL, label, n, kk);
 	if (!(ideal > 0))
 		return 1.0;
-	dcg = dcg_at(score, label, n, kk);
+	dcg = dcg_at(env, score, label, n, kk);
 	return dcg / ideal;
 }
 
 double
 gbml_mean_ndcg(const double *score, const float *label, int64_t n_groups,
 			   const int64_t *group_offsets, int k)
+{
+	return gbml_mean_ndcg_env(NULL, score, label, n_groups, group_offsets, k);
+}
+
+double
+gbml_mean_ndcg_env(gbml_env *env, const double *score, const float *label, int64_t n_groups,
+				   const int64_t *group_offsets, int k)
 {
 	double		sum = 0;
 
@@ -166,7 +194,7 @@ gbml_mean_ndcg(const double *score, const float *label, int64_t n_groups,
 		int64_t		b = group_offsets[g],
 					e = group_offsets[g + 1];
 
-		sum += gbml_ndcg_at_k(score + b, label + b, e - b, k);
+		sum += gbml_ndcg_at_k_env(env, score + b, label + b, e - b, k);
 	}
 	return sum / (double) n_groups;
 }
@@ -197,6 +225,12 @@ cmp_auc_row(const void *a, const void *b)
 double
 gbml_auc(const double *score, const float *label, const float *weight, int64_t n)
 {
+	return gbml_auc_env(NULL, score, label, weight, n);
+}
+
+double
+gbml_auc_env(gbml_env *env, const double *score, const float *label, const float *weight, int64_t n)
+{
 	auc_row    *rs;
 	double		wpos = 0,
 				wneg = 0,
@@ -205,7 +239,7 @@ gbml_auc(const double *score, const float *label, const float *weight, int64_t n
 
 	if (n <= 0)
 		return NAN;
-	rs = malloc((size_t) n * sizeof(auc_row));
+	rs = scratch_alloc(env, (size_t) n * sizeof(auc_row));
 	if (rs == NULL)
 		return NAN;
 	for (int64_t i = 0; i < n; i++)
@@ -237,7 +271,7 @@ gbml_auc(const double *score, const float *label, const float *weight, int64_t n
 		wneg += bn;
 		s = t;
 	}
-	free(rs);
+	scratch_free(env, rs);
 	if (!(wpos > 0) || !(wneg > 0))
 		return NAN;
 	return area / (wpos * wneg);

@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+#include "env.h"
+
 /* NDCG@k of one query; k <= 0 means all documents. */
 double		gbml_ndcg_at_k(const double *score, const float *label, int64_t n, int k);
 /* Mean NDCG@k over queries (unweighted); rows of query g are [off[g], off[g+1]); NaN if none. */
@@ -21,6 +23,17 @@ double		gbml_mean_ndcg(const double *score, const float *label, int64_t n_groups
    NaN scores rank lowest; NaN when either class has no weight (AUC undefined). */
 double		gbml_auc(const double *score, const float *label, const float *weight, int64_t n);
 /* Weighted root mean squared error (weight may be NULL); NaN when the weights sum to 0. */
+/*
+ * The same with scratch memory (a large-k NDCG sort, the AUC sort) taken
+ * from env, so it counts against the memory budget and lives in a
+ * MemoryContext.  The engine and the SQL aggregates use these; the forms
+ * without env (malloc) are for tests and benchmarks.
+ */
+double		gbml_ndcg_at_k_env(gbml_env *env, const double *score, const float *label, int64_t n, int k);
+double		gbml_mean_ndcg_env(gbml_env *env, const double *score, const float *label, int64_t n_groups,
+							   const int64_t *group_offsets, int k);
+double		gbml_auc_env(gbml_env *env, const double *score, const float *label, const float *weight, int64_t n);
+
 double		gbml_rmse(const double *score, const float *label, const float *weight, int64_t n);
 
 #endif

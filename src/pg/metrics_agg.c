@@ -201,7 +201,12 @@ gbml_ndcg_final(PG_FUNCTION_ARGS)
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 							errmsg("gbml.ndcg: relevance labels must be >= 0, got %g", st->pairs[i].label)));
 	unpack(st, &score, &label);
-	PG_RETURN_FLOAT8(gbml_ndcg_at_k(score, label, st->n, st->k));
+	{
+		gbml_env	env;
+
+		gbml_env_bind(&env, CurrentMemoryContext, "gbml.ndcg");
+		PG_RETURN_FLOAT8(gbml_ndcg_at_k_env(&env, score, label, st->n, st->k));
+	}
 }
 
 Datum
@@ -215,7 +220,12 @@ gbml_auc_final(PG_FUNCTION_ARGS)
 	if (st == NULL || st->n == 0)
 		PG_RETURN_NULL();
 	unpack(st, &score, &label);
-	auc = gbml_auc(score, label, NULL, st->n);
+	{
+		gbml_env	env;
+
+		gbml_env_bind(&env, CurrentMemoryContext, "gbml.auc");
+		auc = gbml_auc_env(&env, score, label, NULL, st->n);
+	}
 	if (isnan(auc))
 		PG_RETURN_NULL();		/* one class only: AUC is undefined */
 	PG_RETURN_FLOAT8(auc);
