@@ -572,19 +572,13 @@ gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env)
 /* ---- serialization ---- */
 
 size_t
-gbml_dataset_bytes(const gbml_dataset *ds)
-{
-	return (size_t) ds->n_rows * ((size_t) ds->n_features * sizeof(float) + 16) + 64;
-}
-
-size_t
 gbml_dataset_serialized_size(const gbml_dataset *ds)
 {
 	return 28 + 8 * (size_t) ds->n_chunks +
 		(size_t) ds->n_rows * ((size_t) ds->n_features * sizeof(float) + sizeof(float) + sizeof(int64_t) + sizeof(float));
 }
 
-/* The same bytes as gbml_dataset_serialize, written straight into `out` (one copy, no regrowth). */
+/* The serialized form, written straight into `out` (one copy, no regrowth). */
 void
 gbml_dataset_serialize_into(const gbml_dataset *ds, uint8_t *out)
 {
@@ -616,20 +610,6 @@ gbml_dataset_serialize_into(const gbml_dataset *ds, uint8_t *out)
 		PUT(c->weight, (size_t) c->n_rows * sizeof(float));
 	}
 #undef PUT
-}
-
-int
-gbml_dataset_serialize(const gbml_dataset *ds, gbml_strbuf *out)
-{
-	size_t		n = gbml_dataset_serialized_size(ds);
-	uint8_t    *tmp = gbml_alloc(out->env, n);
-
-	if (tmp == NULL)
-		return out->env->error_code;
-	gbml_dataset_serialize_into(ds, tmp);
-	gbml_sb_append(out, tmp, n);
-	gbml_free(out->env, tmp);
-	return gbml_sb_status(out);
 }
 
 int

@@ -90,16 +90,11 @@ int			gbml_dataset_merge(gbml_dataset *dst, gbml_dataset *src, gbml_env *env);
  */
 int			gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env);
 
-/* Flat binary form for parallel aggregates. */
-int			gbml_dataset_serialize(const gbml_dataset *ds, gbml_strbuf *out);
-/* Exact size of the serialized form, and serialization into a caller's buffer of that size. */
+/* Flat binary form for parallel aggregates: its exact size, and writing it into a buffer of that size. */
 size_t		gbml_dataset_serialized_size(const gbml_dataset *ds);
 void		gbml_dataset_serialize_into(const gbml_dataset *ds, uint8_t *out);
 int			gbml_dataset_deserialize(gbml_dataset *ds, gbml_env *env,
 									 const void *data, size_t len);
-
-/* Bytes the dataset holds (for budget hints and the serialization cap). */
-size_t		gbml_dataset_bytes(const gbml_dataset *ds);
 
 /* Global row index -> (chunk, row) helpers for trainers that need random access. */
 static inline const float *
