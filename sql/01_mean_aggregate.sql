@@ -83,3 +83,11 @@ SET gbml.memory_limit = '1MB';
 SELECT gbml.mean_fit(ARRAY[i, i, i, i, i, i, i, i]::real[], 1) FROM generate_series(1, 100000) AS i;
 RESET gbml.memory_limit;
 SELECT gbml.mean_fit(ARRAY[i, i]::real[], 1, '{"memory_limit_mb": 0.5}') FROM generate_series(1, 100000) AS i;
+
+-- a model stored compressed in line is recognised row after row without decompressing
+CREATE TABLE packed (model bytea);
+ALTER TABLE packed ALTER COLUMN model SET STORAGE MAIN;
+INSERT INTO packed SELECT gbml.mean_fit(array_fill(1::real, ARRAY[800]), (i % 3)::real) FROM generate_series(1, 30) AS i;
+SELECT pg_column_compression(model) IS NOT NULL AS compressed, length(model) > 3000 AS big FROM packed;
+SELECT count(*) AS rows, min(gbml.predict(p.model, array_fill(i::real, ARRAY[800]))) = 1 AS same_score
+  FROM packed p, generate_series(1, 2000) AS i;

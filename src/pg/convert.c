@@ -281,6 +281,8 @@ typedef struct scorer_cache
 	bool		ondisk;
 	Oid			toastrelid;
 	Oid			valueid;
+	/* a model compressed in line is known by its packed bytes (a copy, < a page) */
+	struct varlena *packed;
 } scorer_cache;
 
 static void
@@ -293,9 +295,10 @@ scorer_cache_reset(void *arg)
 
 /*
  * Is the argument the model already loaded?  Called once per row, so it must
- * not fetch or decompress: a TOAST pointer is compared by its value id, an
- * in-memory model by its header (length, algorithm and CRC-32C of the whole
- * payload); only a compressed in-line value needs a (short) slice.
+ * not fetch, decompress or allocate: a TOAST pointer is compared by its value
+ * id, a model compressed in line by its packed bytes, a plain in-memory model
+ * by its header (length, algorithm and CRC-32C of the whole payload).  Other
+ * forms (expanded, indirect) simply reload.
  */
 static bool
 same_model(const scorer_cache *c, Datum d)
@@ -311,15 +314,12 @@ same_model(const scorer_cache *c, Datum d)
 		VARATT_EXTERNAL_GET_POINTER(ext, v);
 		return c->ondisk && ext.va_toastrelid == c->toastrelid && ext.va_valueid == c->valueid;
 	}
-	if (!VARATT_IS_EXTENDED(v))
+	if (VARATT_IS_COMPRESSED(v))
+		return c->packed != NULL && VARSIZE(v) == VARSIZE(c->packed) &&
+			memcmp(v, c->packed, VARSIZE(v)) == 0;
+	if (!VARATT_IS_EXTERNAL(v))
 		return VARSIZE_ANY_EXHDR(v) == c->len && c->len >= GBML_MODEL_HEADER_SIZE &&
 			memcmp(VARDATA_ANY(v), c->header, GBML_MODEL_HEADER_SIZE) == 0;
-	if ((uint32) toast_raw_datum_size(d) - VARHDRSZ == c->len && c->len >= GBML_MODEL_HEADER_SIZE)
-	{
-		bytea	   *head = DatumGetByteaPSlice(d, 0, GBML_MODEL_HEADER_SIZE);
-
-		return memcmp(VARDATA_ANY(head), c->header, GBML_MODEL_HEADER_SIZE) == 0;
-	}
 	return false;
 }
 
@@ -356,6 +356,12 @@ gbml_cached_scorer(FunctionCallInfo fcinfo, int argno)
 			c->valueid = ext.va_valueid;
 		}
 		MemoryContextReset(c->mcxt);
+		c->packed = NULL;
+		if (VARATT_IS_COMPRESSED(v))
+		{
+			c->packed = MemoryContextAlloc(c->mcxt, VARSIZE(v));
+			memcpy(c->packed, v, VARSIZE(v));
+		}
 		/* the reset dropped the callback: (re-)register it */
 		cb = MemoryContextAllocZero(c->mcxt, sizeof(MemoryContextCallback));
 		cb->func = scorer_cache_reset;
