@@ -150,15 +150,31 @@ gbml_parse_training_params(gbml_env *env, const gbml_algorithm *algo,
 void
 gbml_parsed_params_free(gbml_env *env, gbml_parsed_params *p)
 {
+	const gbml_param_spec *tables[3] = {gbml_common_param_specs, p->algo ? p->algo->params : NULL, NULL};
+	void	   *outs[2] = {&p->common, p->algo_params};
+
+	if (p->algo_params == NULL)
+		tables[1] = NULL;
+	gbml_params_free(env, tables, outs);
 	gbml_free(env, p->algo_params);
-	gbml_free(env, p->common.features_column);
-	gbml_free(env, p->common.label_column);
-	gbml_free(env, p->common.group_column);
-	gbml_free(env, p->common.weight_column);
-	gbml_free(env, p->common.eval_source);
 	p->algo_params = NULL;
-	p->common.features_column = p->common.label_column = NULL;
-	p->common.group_column = p->common.weight_column = p->common.eval_source = NULL;
+}
+
+int
+gbml_train_values(gbml_env *env, const char *algorithm, const gbml_param_value *values, int n_values,
+				  gbml_dataset *ds, gbml_dataset *eval, uint8_t **model, size_t *model_len)
+{
+	const gbml_algorithm *algo = gbml_algorithm_by_name(algorithm);
+	gbml_parsed_params pp;
+	int			rc;
+
+	if (algo == NULL)
+		return gbml_error(env, GBML_EINVAL, "unknown algorithm \"%s\"", algorithm);
+	rc = gbml_parse_training_params(env, algo, values, n_values, &pp);
+	if (rc == GBML_OK)
+		rc = gbml_train(env, &pp, ds, eval, model, model_len);
+	gbml_parsed_params_free(env, &pp);
+	return rc;
 }
 
 unsigned

@@ -123,6 +123,11 @@ unsigned	gbml_input_flags(const gbml_parsed_params *p);
 /* Frees what gbml_parse_training_params allocated (the glue lets its MemoryContext do it). */
 void		gbml_parsed_params_free(gbml_env *env, gbml_parsed_params *p);
 
+/* Parse, train, free: for callers that hold params as values (tests, benchmarks). */
+int			gbml_train_values(gbml_env *env, const char *algorithm, const gbml_param_value *values,
+							  int n_values, gbml_dataset *ds, gbml_dataset *eval,
+							  uint8_t **model, size_t *model_len);
+
 /*
  * The shared training driver: canonical order, eval split (if requested and
  * no eval set given), algorithm->train, common sections, container.  The

@@ -255,6 +255,27 @@ gbml_params_parse(gbml_env *env, const char *context,
 }
 
 void
+gbml_params_free(gbml_env *env, const gbml_param_spec *const *tables, void *const *outs)
+{
+	for (int t = 0; tables[t]; t++)
+		for (const gbml_param_spec *s = tables[t]; s->name; s++)
+		{
+			void	   *f = field_ptr(outs[t], s);
+
+			if (s->type == GBML_PARAM_STRING)
+			{
+				gbml_free(env, *(char **) f);
+				*(char **) f = NULL;
+			}
+			else if (s->type == GBML_PARAM_ENUM_OR_MATRIX)
+			{
+				gbml_free(env, ((gbml_enum_or_matrix *) f)->matrix.values);
+				((gbml_enum_or_matrix *) f)->matrix.values = NULL;
+			}
+		}
+}
+
+void
 gbml_params_to_json(gbml_strbuf *sb, const gbml_param_spec *const *tables,
 					const void *const *structs, bool *first)
 {

@@ -86,6 +86,9 @@ int			gbml_params_parse(gbml_env *env, const char *context,
 							  const gbml_param_spec *const *tables, void *const *outs,
 							  const gbml_param_value *values, int n_values);
 
+/* Frees what gbml_params_parse allocated in the structs (strings, matrices). */
+void		gbml_params_free(gbml_env *env, const gbml_param_spec *const *tables, void *const *outs);
+
 /* Writes {"key": value, ...} for every parameter of the tables (resolved values). */
 void		gbml_params_to_json(gbml_strbuf *sb, const gbml_param_spec *const *tables,
 								const void *const *structs, bool *first);

@@ -265,12 +265,7 @@ main(int argc, char **argv)
 		printf("}\n");
 		fflush(stdout);
 		gbml_free(&env, best_model);
-		gbml_free(&env, pp.algo_params);
-		gbml_free(&env, pp.common.features_column);
-		gbml_free(&env, pp.common.label_column);
-		gbml_free(&env, pp.common.group_column);
-		gbml_free(&env, pp.common.weight_column);
-		gbml_free(&env, pp.common.eval_source);
+		gbml_parsed_params_free(&env, &pp);
 		if (!sweep_key)
 			break;
 	}

@@ -93,13 +93,7 @@ static int
 train(gbml_env *env, gbml_dataset *ds, gbml_dataset *eval, const gbml_param_value *v, int nv,
 	  uint8_t **model, size_t *len)
 {
-	gbml_parsed_params pp;
-	int			rc = gbml_parse_training_params(env, &gbml_algorithm_boost, v, nv, &pp);
-
-	if (rc == GBML_OK)
-		rc = gbml_train(env, &pp, ds, eval, model, len);
-	gbml_parsed_params_free(env, &pp);
-	return rc;
+	return gbml_train_values(env, "boost", v, nv, ds, eval, model, len);
 }
 
 /* A number from the META section: the first "key": after an optional "scope". */

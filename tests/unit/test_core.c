@@ -392,15 +392,9 @@ TEST(eval_split_is_by_group_and_reproducible)
 static int
 train_mean(gbml_env *env, gbml_dataset *ds, uint8_t **model, size_t *len, int64_t passes)
 {
-	gbml_parsed_params pp;
 	gbml_param_value v = {.key = "passes",.kind = GBML_VALUE_NUMBER,.number = (double) passes};
-	int			rc = gbml_parse_training_params(env, gbml_algorithm_by_name("mean"), &v, 1, &pp);
 
-	if (rc != GBML_OK)
-		return rc;
-	rc = gbml_train(env, &pp, ds, NULL, model, len);
-	gbml_parsed_params_free(env, &pp);
-	return rc;
+	return gbml_train_values(env, "mean", &v, 1, ds, NULL, model, len);
 }
 
 TEST(mean_model_round_trip)

@@ -195,15 +195,7 @@ static int
 train_kmeans(gbml_env *env, gbml_dataset *ds, const gbml_param_value *vals, int nv,
 			 uint8_t **model, size_t *len)
 {
-	gbml_parsed_params pp;
-	int			rc = gbml_parse_training_params(env, gbml_algorithm_by_name("kmeans"), vals, nv, &pp);
-
-	if (rc == GBML_OK)
-		rc = gbml_train(env, &pp, ds, NULL, model, len);
-	if (pp.algo_params)
-		gbml_free(env, ((gbml_kmeans_params *) pp.algo_params)->init.matrix.values);
-	gbml_parsed_params_free(env, &pp);
-	return rc;
+	return gbml_train_values(env, "kmeans", vals, nv, ds, NULL, model, len);
 }
 
 TEST(kmeans_model_bytes_do_not_depend_on_threads)

@@ -261,9 +261,7 @@ static int
 train_saga(gbml_env *env, gbml_dataset *ds, gbml_dataset *eval, const kv *kvs, int n,
 		   uint8_t **model, size_t *len)
 {
-	gbml_parsed_params pp;
 	gbml_param_value v[16];
-	int			rc;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -285,11 +283,7 @@ train_saga(gbml_env *env, gbml_dataset *ds, gbml_dataset *eval, const kv *kvs, i
 			v[i].number = kvs[i].num;
 		}
 	}
-	rc = gbml_parse_training_params(env, gbml_algorithm_by_name("saga"), v, n, &pp);
-	if (rc == GBML_OK)
-		rc = gbml_train(env, &pp, ds, eval, model, len);
-	gbml_parsed_params_free(env, &pp);
-	return rc;
+	return gbml_train_values(env, "saga", v, n, ds, eval, model, len);
 }
 
 /* Decodes the SAGA section: weights (solver scale), intercept, flags. */
