@@ -70,3 +70,10 @@ SELECT CASE WHEN i = 100000 THEN NULL ELSE ARRAY[i, 1]::real[] END AS features, 
 SELECT gbml.train('late', 'mean', 'late_bad');
 SELECT gbml.mean_fit(features, label) FROM (SELECT * FROM late_bad ORDER BY (features IS NULL), label) s;
 SELECT gbml.mean_fit(features, label) IS NOT NULL AS still_trains FROM late_bad WHERE features IS NOT NULL;
+-- wide, compressed feature arrays are read batch by batch
+CREATE TABLE wide AS SELECT array_fill((i % 5)::real, ARRAY[1000]) AS features, (i % 5)::real AS label
+  FROM generate_series(1, 25000) AS i;
+SELECT pg_column_compression(features) IS NOT NULL AS compressed FROM wide LIMIT 1;
+SELECT gbml.train('wide', 'mean', 'wide') AS id \gset
+SELECT rows, features, round(gbml.predict(model, array_fill(0::real, ARRAY[1000]))::numeric, 3) AS mean
+  FROM gbml.models WHERE id = :id;

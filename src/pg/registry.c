@@ -73,6 +73,7 @@ read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source, gbm
 	StringInfoData q;
 	Portal		portal;
 	SPIPlanPtr	plan;
+	MemoryContext batch_cxt;
 	int64		rowno = 0;
 
 	if (SPI_execute(probe, true, 0) != SPI_OK_SELECT)
@@ -118,11 +119,20 @@ read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source, gbm
 	if (plan == NULL)
 		ereport(ERROR, (errmsg("%s: could not plan the source query: %s", what, SPI_result_code_string(SPI_result))));
 	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+	/*
+	 * Wide (compressed) feature arrays are detoasted into a copy per row: keep
+	 * those copies in a context reset after every batch, not in SPI's, which
+	 * would grow with the table.
+	 */
+	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "gbml.train batch", ALLOCSET_DEFAULT_SIZES);
 	for (;;)
 	{
+		MemoryContext spi_cxt;
+
 		SPI_cursor_fetch(portal, true, FETCH_BATCH);
 		if (SPI_processed == 0)
 			break;
+		spi_cxt = MemoryContextSwitchTo(batch_cxt);
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
 			HeapTuple	tup = SPI_tuptable->vals[i];
@@ -152,9 +162,12 @@ read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source, gbm
 				row.weight = DatumGetFloat4(d);
 			GBML_CHECK(env, gbml_dataset_append(ds, env, &row, (input_flags & GBML_INPUT_LABEL) != 0), what);
 		}
+		MemoryContextSwitchTo(spi_cxt);
+		MemoryContextReset(batch_cxt);
 		SPI_freetuptable(SPI_tuptable);
 		CHECK_FOR_INTERRUPTS();
 	}
+	MemoryContextDelete(batch_cxt);
 	SPI_cursor_close(portal);
 }
 
