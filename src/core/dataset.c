@@ -236,21 +236,38 @@ writable_chunk(gbml_dataset *ds, gbml_env *env)
 	return c;
 }
 
-/* Copies n floats; returns false if any is NaN or infinite (exponent all ones). */
+/*
+ * Copies n floats; returns false if any is NaN or infinite (exponent all ones).
+ * memcpy is libc's tuned copy; the check then reads the destination from L1
+ * with 16-byte vector-extension words, so it vectorises at -O2 on any target
+ * (a fused scalar loop did not, and ran at a tenth of memcpy's speed).
+ */
+typedef uint32_t u32x4 __attribute__((vector_size(16)));
+
 static bool
 copy_finite(float *restrict dst, const float *restrict src, int n)
 {
-	uint32_t	non_finite = 0;
+	const u32x4 exponent = {0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u};
+	u32x4		non_finite = {0, 0, 0, 0};
+	uint32_t	tail = 0;
+	int			j = 0;
 
-	for (int j = 0; j < n; j++)
+	memcpy(dst, src, (size_t) n * sizeof(float));
+	for (; j + 4 <= n; j += 4)
+	{
+		u32x4		bits;
+
+		memcpy(&bits, &dst[j], sizeof(bits));
+		non_finite |= (u32x4) ((bits & exponent) == exponent);
+	}
+	for (; j < n; j++)
 	{
 		uint32_t	bits;
 
-		memcpy(&bits, &src[j], 4);
-		non_finite |= (uint32_t) ((bits & 0x7f800000u) == 0x7f800000u);
-		dst[j] = src[j];
+		memcpy(&bits, &dst[j], 4);
+		tail |= (uint32_t) ((bits & 0x7f800000u) == 0x7f800000u);
 	}
-	return non_finite == 0;
+	return (non_finite[0] | non_finite[1] | non_finite[2] | non_finite[3] | tail) == 0;
 }
 
 int
@@ -299,7 +316,6 @@ gbml_dataset_append(gbml_dataset *ds, gbml_env *env, const gbml_row *row, bool r
 	if (c == NULL)
 		return env->error_code;
 	r = c->n_rows;
-	/* copy and check finiteness in one pass, without an early exit so it vectorises */
 	if (!copy_finite(c->x + (size_t) r * ds->n_features, row->x, ds->n_features))
 	{
 		if (!ds->allow_missing)
@@ -394,6 +410,64 @@ hash_bytes(const void *data, size_t len, uint64_t h)
 	return h;
 }
 
+/*
+ * The canonical-order hash of one row: four independent multiply-xorshift
+ * lanes over the feature bytes (one lane's multiply latency would make this
+ * a serial chain as long as the row), then label, group and weight, then a
+ * finaliser.  Only the order it induces matters; equal hashes are broken by
+ * content in gbml_dataset_canonicalize.
+ */
+static inline uint64_t
+lane_step(uint64_t h, uint64_t w)
+{
+	h ^= w;
+	h *= 0x9e3779b97f4a7c15ULL;
+	return h ^ (h >> 29);
+}
+
+static uint64_t
+hash_row(const float *x, size_t d, float label, int64_t group, float weight)
+{
+	const uint8_t *p = (const uint8_t *) x;
+	size_t		len = d * sizeof(float),
+				i = 0;
+	uint64_t	h0 = 0x243f6a8885a308d3ULL,
+				h1 = 0x13198a2e03707344ULL,
+				h2 = 0xa4093822299f31d0ULL,
+				h3 = 0x082efa98ec4e6c89ULL,
+				w;
+	uint32_t	lw,
+				ww;
+
+	for (; i + 32 <= len; i += 32)
+	{
+		uint64_t	w4[4];
+
+		memcpy(w4, p + i, 32);
+		h0 = lane_step(h0, w4[0]);
+		h1 = lane_step(h1, w4[1]);
+		h2 = lane_step(h2, w4[2]);
+		h3 = lane_step(h3, w4[3]);
+	}
+	for (; i + 8 <= len; i += 8)
+	{
+		memcpy(&w, p + i, 8);
+		h1 = lane_step(h1, w);
+	}
+	w = 0;
+	memcpy(&w, p + i, len - i);
+	h2 = lane_step(h2, w ^ ((uint64_t) len << 56));
+	memcpy(&lw, &label, 4);
+	memcpy(&ww, &weight, 4);
+	h3 = lane_step(h3, (uint64_t) lw | ((uint64_t) ww << 32));
+	h0 = lane_step(h0, (uint64_t) group);
+	w = h0 ^ (h1 * 0xc2b2ae3d27d4eb4fULL) ^ (h2 * 0x165667b19e3779f9ULL) ^ (h3 * 0xff51afd7ed558ccdULL);
+	w ^= w >> 33;
+	w *= 0xff51afd7ed558ccdULL;
+	w ^= w >> 33;
+	return w;
+}
+
 /* Total order on row contents, for rows whose hashes are equal. */
 static int
 compare_rows(const gbml_dataset *ds, const row_key *a, const row_key *b)
@@ -439,6 +513,97 @@ radix_sort_keys(row_key *keys, row_key *tmp, int64_t n)
 	}
 }
 
+#define VISITED UINT64_MAX
+
+static inline int64_t
+packed_global(const int64_t *chunk_start, uint64_t packed)
+{
+	return chunk_start[packed >> 32] + (int64_t) (uint32_t) packed;
+}
+
+/* Moves row (sc, sr) to (dc, dr): features, label, group and weight. */
+static inline void
+move_row(const gbml_dataset *ds, gbml_chunk *dc, int64_t dr, const gbml_chunk *sc, int64_t sr)
+{
+	size_t		d = (size_t) ds->n_features;
+
+	memcpy(dc->x + dr * d, sc->x + sr * d, d * sizeof(float));
+	dc->label[dr] = sc->label[sr];
+	dc->group[dr] = sc->group[sr];
+	dc->weight[dr] = sc->weight[sr];
+}
+
+static int
+apply_permutation(gbml_dataset *ds, gbml_env *env, const row_key *keys, const int64_t *chunk_start)
+{
+	int64_t		n = ds->n_rows;
+	size_t		d = (size_t) ds->n_features;
+	uint64_t   *src = gbml_alloc_array(env, (size_t) n, sizeof(uint64_t));
+	gbml_chunk *hold = gbml_alloc0(env, sizeof(gbml_chunk));
+	float		hold_label_weight[2];
+	int64_t		hold_group;
+	float	   *hold_x = gbml_alloc_array(env, d, sizeof(float));
+	int			ci = 0;
+
+	if (src == NULL || hold == NULL || hold_x == NULL)
+	{
+		gbml_free(env, src);
+		gbml_free(env, hold);
+		gbml_free(env, hold_x);
+		return env->error_code;
+	}
+	/* a one-row chunk that holds the cycle's first row while the cycle moves */
+	hold->x = hold_x;
+	hold->label = &hold_label_weight[0];
+	hold->weight = &hold_label_weight[1];
+	hold->group = &hold_group;
+	for (int64_t i = 0; i < n; i++)
+		src[i] = ((uint64_t) keys[i].chunk << 32) | (uint32_t) keys[i].row;
+
+	for (int64_t start = 0; start < n; start++)
+	{
+		gbml_chunk *dc;
+		int64_t		dr,
+					p;
+
+		if (src[start] == VISITED)
+			continue;
+		while (chunk_start[ci + 1] <= start)
+			ci++;
+		dc = ds->chunks[ci];
+		dr = start - chunk_start[ci];
+		if (src[start] == (((uint64_t) ci << 32) | (uint32_t) dr))
+		{
+			src[start] = VISITED;
+			continue;
+		}
+		move_row(ds, hold, 0, dc, dr);
+		p = start;
+		for (;;)
+		{
+			uint64_t	from = src[p];
+			int64_t		from_global = packed_global(chunk_start, from);
+			gbml_chunk *sc = ds->chunks[from >> 32];
+			int64_t		sr = (int64_t) (uint32_t) from;
+
+			src[p] = VISITED;
+			if (from_global == start)
+			{
+				move_row(ds, dc, dr, hold, 0);
+				break;
+			}
+			move_row(ds, dc, dr, sc, sr);
+			dc = sc;
+			dr = sr;
+			p = from_global;
+		}
+	}
+	gbml_free(env, src);
+	gbml_free(env, hold);
+	gbml_free(env, hold_x);
+	return GBML_OK;
+}
+
 int
 gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env)
 {
@@ -474,11 +639,7 @@ gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env)
 		for (int64_t r = 0; r < ch->n_rows; r++)
 		{
 			row_key    *k = &keys[chunk_start[c] + r];
-			uint64_t	h = hash_bytes(ch->x + (size_t) r * d, d * sizeof(float), 0x243f6a8885a308d3ULL);
-
-			h = hash_bytes(&ch->label[r], sizeof(float), h);
-			h = hash_bytes(&ch->group[r], sizeof(int64_t), h);
-			k->hash = hash_bytes(&ch->weight[r], sizeof(float), h);
+			k->hash = hash_row(ch->x + (size_t) r * d, d, ch->label[r], ch->group[r], ch->weight[r]);
 			k->chunk = c;
 			k->row = (int32_t) r;
 		}
@@ -503,71 +664,18 @@ gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env)
 
 	/*
 	 * Apply the permutation in place by following cycles: position p (global
-	 * index) must receive the row currently at keys[p].  Visited positions are
-	 * marked by setting keys[p].chunk = -1.
+	 * index) must receive the row at src[p], packed as chunk << 32 | row (a
+	 * compact array that stays in cache, unlike the keys).  Visited positions
+	 * are marked VISITED.  Every step reads a row at a random place: about
+	 * 150 ns a row here, bound by random-access bandwidth (a scout that
+	 * prefetched the rows eight steps ahead measured no faster).
 	 */
-	{
-		float	   *tmp_x = gbml_alloc_array(env, d, sizeof(float));
-		int			ci = 0;
-
-		if (tmp_x == NULL)
-			rc = GBML_ENOMEM;
-		for (int64_t start = 0; rc == GBML_OK && start < n; start++)
-		{
-			int64_t		p;
-			gbml_chunk *dc;
-			int64_t		dr;
-			float		tl,
-						tw;
-			int64_t		tg;
-
-			if (keys[start].chunk < 0)
-				continue;
-			/* chunk/row of global position `start` */
-			while (chunk_start[ci + 1] <= start)
-				ci++;
-			dc = ds->chunks[ci];
-			dr = start - chunk_start[ci];
-			if (keys[start].chunk == ci && keys[start].row == dr)
-			{
-				keys[start].chunk = -1;
-				continue;
-			}
-			memcpy(tmp_x, dc->x + dr * d, d * sizeof(float));
-			tl = dc->label[dr];
-			tg = dc->group[dr];
-			tw = dc->weight[dr];
-			p = start;
-			for (;;)
-			{
-				gbml_chunk *sc = ds->chunks[keys[p].chunk];
-				int64_t		sr = keys[p].row;
-				int64_t		src_global = chunk_start[keys[p].chunk] + sr;
-
-				keys[p].chunk = -1;
-				if (src_global == start)
-				{
-					memcpy(dc->x + dr * d, tmp_x, d * sizeof(float));
-					dc->label[dr] = tl;
-					dc->group[dr] = tg;
-					dc->weight[dr] = tw;
-					break;
-				}
-				memcpy(dc->x + dr * d, sc->x + sr * d, d * sizeof(float));
-				dc->label[dr] = sc->label[sr];
-				dc->group[dr] = sc->group[sr];
-				dc->weight[dr] = sc->weight[sr];
-				dc = sc;
-				dr = sr;
-				p = src_global;
-			}
-		}
-		gbml_free(env, tmp_x);
-	}
+	rc = apply_permutation(ds, env, keys, chunk_start);
 	gbml_free(env, keys);
 	gbml_free(env, chunk_start);
 	return rc;
 }
+
 
 /* ---- serialization ---- */
 
