@@ -155,16 +155,50 @@ gbml_jsonb_to_params(Jsonb *params, const char *what, gbml_param_value **values)
 	return n;
 }
 
+/*
+ * Rows arrive one call at a time, each usually straight from a heap page in
+ * shared buffers and not yet in cache, and gbml reads every byte of the
+ * array (a scan that only counts elements touches one cache line of it).
+ * Consecutive rows of a scan sit at a nearly constant stride (tuples back to
+ * back in a page), so the stride from the previous array predicts the next
+ * two; prefetching them is only a hint (it never faults), and a wrong guess
+ * at a page boundary wastes a few prefetches.  Measured: the scorer had
+ * waited on the row's first loads for a third of its time.
+ */
+static void
+prefetch_next_rows(const char *here, size_t bytes)
+{
+	static const char *previous;
+	ptrdiff_t	stride = here - previous;
+
+	previous = here;
+	if (stride == 0 || stride > 65536 || stride < -65536)
+		return;
+	for (size_t off = 0; off < bytes; off += 64)
+	{
+		__builtin_prefetch(here + stride + off);
+		__builtin_prefetch(here + 2 * stride + off);
+	}
+}
+
+/* "row N: " for messages about row N (0: no row number); built only on error. */
+static const char *
+row_prefix(char *buf, size_t size, int64 rowno)
+{
+	buf[0] = '\0';
+	if (rowno > 0)
+		snprintf(buf, size, "row " INT64_FORMAT ": ", rowno);
+	return buf;
+}
+
 const float *
 gbml_float_array(ArrayType *arr, int *n, const char *what, int64 rowno)
 {
-	char		where[64] = "";
+	char		where[64];
 
-	if (rowno > 0)
-		snprintf(where, sizeof(where), "row " INT64_FORMAT ": ", rowno);
 	if (ARR_ELEMTYPE(arr) != FLOAT4OID)
 		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-						errmsg("%s: %sfeatures must be real[]", what, where)));
+						errmsg("%s: %sfeatures must be real[]", what, row_prefix(where, sizeof(where), rowno))));
 	if (ARR_NDIM(arr) == 0)
 	{
 		*n = 0;
@@ -173,7 +207,7 @@ gbml_float_array(ArrayType *arr, int *n, const char *what, int64 rowno)
 	if (ARR_NDIM(arr) != 1)
 		ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 						errmsg("%s: %sfeatures must be a one-dimensional array, got %d dimensions",
-							   what, where, ARR_NDIM(arr))));
+							   what, row_prefix(where, sizeof(where), rowno), ARR_NDIM(arr))));
 	if (ARR_HASNULL(arr))
 	{
 		int			len = ARR_DIMS(arr)[0];
@@ -182,10 +216,11 @@ gbml_float_array(ArrayType *arr, int *n, const char *what, int64 rowno)
 		for (int i = 0; i < len; i++)
 			if (!(bitmap[i / 8] & (1 << (i % 8))))
 				ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-								errmsg("%s: %sfeature %d is NULL", what, where, i + 1),
+								errmsg("%s: %sfeature %d is NULL", what, row_prefix(where, sizeof(where), rowno), i + 1),
 								errhint("Use 'NaN' for a missing value (boosting treats it as missing) or filter the row out.")));
 	}
 	*n = ARR_DIMS(arr)[0];
+	prefetch_next_rows(ARR_DATA_PTR(arr), (size_t) *n * sizeof(float));
 	return (const float *) ARR_DATA_PTR(arr);
 }
 

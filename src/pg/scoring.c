@@ -20,33 +20,6 @@ PG_FUNCTION_INFO_V1(gbml_kmeans_distance_bytea);
 PG_FUNCTION_INFO_V1(gbml_predict_name);
 PG_FUNCTION_INFO_V1(gbml_predict_proba_name);
 
-/*
- * A scan hands us rows one call at a time, each usually straight from a heap
- * page in shared buffers and not yet in cache: the scorer then waited on the
- * row's first loads for about a third of its time.  Consecutive rows of a
- * heap page sit at a constant stride (tuples are laid out back to back), so
- * the stride from the previous row predicts the next two; prefetching them
- * is only a hint (it never faults), and a wrong guess at a page boundary
- * costs a few wasted prefetches.
- */
-static void
-prefetch_next_rows(const float *x, int n)
-{
-	static const char *previous;
-	const char *here = (const char *) x;
-	ptrdiff_t	stride = here - previous;
-	size_t		bytes = (size_t) n * sizeof(float);
-
-	previous = here;
-	if (stride == 0 || stride > 65536 || stride < -65536)
-		return;
-	for (size_t off = 0; off < bytes; off += 64)
-	{
-		__builtin_prefetch(here + stride + off);
-		__builtin_prefetch(here + 2 * stride + off);
-	}
-}
-
 static double
 score_row(FunctionCallInfo fcinfo, const gbml_scorer *sc, gbml_output what, const char *fname)
 {
@@ -56,7 +29,6 @@ score_row(FunctionCallInfo fcinfo, const gbml_scorer *sc, gbml_output what, cons
 	double		out;
 	gbml_env	env;
 
-	prefetch_next_rows(x, n);
 
 	if (!(sc->algo->input_flags & GBML_INPUT_MISSING))
 		for (int j = 0; j < n; j++)

@@ -3,7 +3,8 @@
 #   A: SELECT id FROM t ORDER BY stored_score DESC LIMIT 10             (a stored float column)
 #   B: SELECT id FROM t ORDER BY gbml.predict(m, features) DESC LIMIT 10 (a TREES-tree depth-6 model)
 # over N rows x D features (default 1,000,000 x 100, 500 trees), each run by pgbench
-# for TX transactions on one client; prints latencies and B/A (goal: <= 3).
+# for TX transactions on one client; prints latencies and B/A (goal: <= 3) under the
+# default plan (parallel workers allowed, as the server is configured) and a serial one.
 # Needs gbml installed; starts its own throwaway cluster.
 set -euo pipefail
 N=${N:-1000000}
@@ -43,7 +44,10 @@ echo '--- B: ORDER BY gbml.predict(model, features)'
 pgbench -n -f $work/predict.sql -t $TX 2>/dev/null | grep -E 'latency average|tps'
 a=\$(pgbench -n -f $work/stored.sql -t $TX 2>/dev/null | sed -n 's/latency average = \\([0-9.]*\\) ms/\\1/p')
 b=\$(pgbench -n -f $work/predict.sql -t $TX 2>/dev/null | sed -n 's/latency average = \\([0-9.]*\\) ms/\\1/p')
-python3 -c \"a=\$a; b=\$b; print('stored %.1f ms, predict %.1f ms, ratio B/A = %.2f (goal <= 3)' % (a, b, b/a))\"
+as=\$(PGOPTIONS='-c max_parallel_workers_per_gather=0' pgbench -n -f $work/stored.sql -t $TX 2>/dev/null | sed -n 's/latency average = \\([0-9.]*\\) ms/\\1/p')
+bs=\$(PGOPTIONS='-c max_parallel_workers_per_gather=0' pgbench -n -f $work/predict.sql -t $TX 2>/dev/null | sed -n 's/latency average = \\([0-9.]*\\) ms/\\1/p')
+python3 -c \"a=\$a; b=\$b; print('default plan (parallel allowed): stored %.1f ms, predict %.1f ms, ratio B/A = %.2f (goal <= 3)' % (a, b, b/a))\"
+python3 -c \"a=\$as; b=\$bs; print('serial plan (no workers)       : stored %.1f ms, predict %.1f ms, ratio B/A = %.2f' % (a, b, b/a))\"
 psql -X -At -c \"SELECT 'same top-10 scores: ' || ((SELECT array_agg(stored_score ORDER BY stored_score DESC) FROM (SELECT stored_score FROM t ORDER BY stored_score DESC LIMIT 10) s) = (SELECT array_agg(p ORDER BY p DESC) FROM (SELECT gbml.predict((SELECT model FROM m), features) AS p FROM t ORDER BY 1 DESC LIMIT 10) s))\"
 psql -X -c \"EXPLAIN SELECT id FROM t ORDER BY gbml.predict((SELECT model FROM m), t.features) DESC LIMIT 10\"
 "
