@@ -57,8 +57,8 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 	"shrinkage applied to every leaf value"},
 	{"depth", GBML_PARAM_INT, BP(depth), 1, GBML_BOOST_MAX_DEPTH, 6, NULL, NULL,
 	"depth of every oblivious tree (2^depth leaves)"},
-	{"l2_leaf_reg", GBML_PARAM_REAL, BP(l2_leaf_reg), 0, 1e6, 3, NULL, NULL,
-	"L2 regularisation of leaf values: -G / (H + l2_leaf_reg)"},
+	{"l2_leaf_reg", GBML_PARAM_REAL, BP(l2_leaf_reg), 0, 1e6, NAN, NULL, NULL,
+	"L2 regularisation of leaf values: -G / (H + l2_leaf_reg); null: 0 for YetiRank (CatBoost's default), else 3"},
 	{"border_count", GBML_PARAM_INT, BP(border_count), 1, 255, 32, NULL, NULL,
 	"maximum number of quantile borders (split candidates) per feature"},
 	{"border_sample_size", GBML_PARAM_INT, BP(border_sample_size), 1000, 1e8, 200000, NULL, NULL,
@@ -351,6 +351,7 @@ typedef struct trainer
 	int			metric;
 	int			threads;
 	int			depth;
+	double		l2;				/* l2_leaf_reg, the loss's default resolved */
 
 	boost_data	train;
 	boost_data	eval;
@@ -835,6 +836,12 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 	if (gbml_boost_loss_is_ranking(T->kind) && ds->group_state <= 0)
 		return gbml_error(env, GBML_EINVAL, "boost: loss %s needs a group_id per row",
 						  gbml_boost_loss_names[T->kind]);
+	/* CatBoost's defaults: no L2 term for YetiRank, whose pair hessians are
+	 * small (0.15 * decay^position * p (1 - p) per pair), 3 for the rest */
+	if (isnan(p->l2_leaf_reg))
+		T->l2 = T->kind == GBML_LOSS_YETIRANK ? 0.0 : 3.0;
+	else
+		T->l2 = p->l2_leaf_reg;
 	T->metric = p->eval_metric;
 	if (T->metric == GBML_BOOST_METRIC_AUTO)
 	{
@@ -992,9 +999,9 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 				leaf_sums[l].h += h[b].h;
 			}
 		}
-		parent_score = gbml_boost_leaves_score(leaf_sums, n_leaves, 1.0 / sg, 1.0 / sh, T->p->l2_leaf_reg);
+		parent_score = gbml_boost_leaves_score(leaf_sums, n_leaves, 1.0 / sg, 1.0 / sh, T->l2);
 		gbml_boost_best_split(T->hist_cur, n_leaves, T->n_features, T->feat_off, T->total_bins,
-							  T->borders.count, 1.0 / sg, 1.0 / sh, T->p->l2_leaf_reg, T->threads,
+							  T->borders.count, 1.0 / sg, 1.0 / sh, T->l2, T->threads,
 							  T->feature_best, &best);
 		if (best.feature < 0)
 		{
@@ -1026,7 +1033,7 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 	{
 		float	   *lv = F->leaf + ((size_t) F->n_trees << d);
 		double		lr = T->p->learning_rate,
-					l2 = T->p->l2_leaf_reg;
+					l2 = T->l2;
 		int64_t		newton_h[1 << GBML_BOOST_MAX_DEPTH];
 
 		if (T->newton_hess)
@@ -1232,7 +1239,9 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 		gbml_sb_printf(m, "\"loss\":\"%s\",\"trees\":%lld,\"depth\":%d,\"iterations_run\":%lld,",
 					   gbml_boost_loss_names[T.kind], (long long) T.forest.n_trees, T.depth,
 					   (long long) iterations_run);
-		gbml_sb_printf(m, "\"base_score\":");
+		gbml_sb_printf(m, "\"l2_leaf_reg\":");
+		gbml_sb_json_number(m, T.l2);
+		gbml_sb_printf(m, ",\"base_score\":");
 		gbml_sb_json_number(m, base_score);
 		gbml_sb_printf(m, ",\"best_iteration\":%lld,\"stopped_early\":%s,\"no_split_possible\":%s,",
 					   (long long) (best_iter >= 0 ? best_iter + 1 : T.forest.n_trees),
