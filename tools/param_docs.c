@@ -16,7 +16,11 @@ print_default(const gbml_param_spec *s)
 			printf("%.0f", s->default_number);
 			break;
 		case GBML_PARAM_REAL:
-			printf("%g", s->default_number);
+			/* NaN: a default the trainer resolves (the meaning says how) */
+			if (s->default_number != s->default_number)
+				printf("null");
+			else
+				printf("%g", s->default_number);
 			break;
 		case GBML_PARAM_BOOL:
 			printf("%s", s->default_number != 0 ? "true" : "false");

@@ -17,6 +17,11 @@
  *   3. Newton leaf values -lr * G / (H + l2_leaf_reg), stored as float, and
  *      the predictions updated with exactly the float the scorer will add.
  *
+ * YetiRank follows CatBoost here too: its split search sees the row weights
+ * in the place of the hessian (CatBoost scores splits on weighted first
+ * derivatives), and the loss's Newton hessian only enters the leaf values
+ * (structure_by_weight below).
+ *
  * Rows are trained in the canonical order the driver hands over, except that
  * with a group id they are stably sorted by group first, so the ranking losses
  * and NDCG see contiguous queries.
@@ -52,8 +57,8 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 	"shrinkage applied to every leaf value"},
 	{"depth", GBML_PARAM_INT, BP(depth), 1, GBML_BOOST_MAX_DEPTH, 6, NULL, NULL,
 	"depth of every oblivious tree (2^depth leaves)"},
-	{"l2_leaf_reg", GBML_PARAM_REAL, BP(l2_leaf_reg), 0, 1e6, 3, NULL, NULL,
-	"L2 regularisation of leaf values: -G / (H + l2_leaf_reg)"},
+	{"l2_leaf_reg", GBML_PARAM_REAL, BP(l2_leaf_reg), 0, 1e6, NAN, NULL, NULL,
+	"L2 regularisation of leaf values: -G / (H + l2_leaf_reg); null: 0 for YetiRank (CatBoost's default), else 3"},
 	{"border_count", GBML_PARAM_INT, BP(border_count), 1, 255, 32, NULL, NULL,
 	"maximum number of quantile borders (split candidates) per feature"},
 	{"border_sample_size", GBML_PARAM_INT, BP(border_sample_size), 1000, 1e8, 200000, NULL, NULL,
@@ -346,6 +351,7 @@ typedef struct trainer
 	int			metric;
 	int			threads;
 	int			depth;
+	double		l2;				/* l2_leaf_reg, the loss's default resolved */
 
 	boost_data	train;
 	boost_data	eval;
@@ -359,6 +365,12 @@ typedef struct trainer
 	double	   *pred,
 			   *grad,
 			   *hess;
+	/* structure_by_weight losses: hess holds the row weights (the split
+	 * search's), newton_hess the loss's hessian (the leaf values'), summed in
+	 * fixed point at newton_scale into tleaf_h (threads << depth) */
+	double	   *newton_hess;
+	double		newton_scale;
+	int64_t    *tleaf_h;
 	int64_t    *gq,
 			   *hq;
 	uint16_t   *leaf;
@@ -405,6 +417,8 @@ trainer_free(trainer *T)
 	gbml_free(env, T->pred);
 	gbml_free(env, T->grad);
 	gbml_free(env, T->hess);
+	gbml_free(env, T->newton_hess);
+	gbml_free(env, T->tleaf_h);
 	gbml_free(env, T->gq);
 	gbml_free(env, T->hq);
 	gbml_free(env, T->leaf);
@@ -497,10 +511,11 @@ bits_for(int64_t n)
 /*
  * Gradients to fixed point; unsampled rows get 0.  Returns the scales.
  *
- * When every drawn row has the same hessian (RMSE and QueryRMSE without
- * weights) and the data is small enough that gradients keep at least
+ * When every drawn row has the same hessian (RMSE, QueryRMSE and YetiRank
+ * without weights) and the data is small enough that gradients keep at least
  * PACKED_MIN_BITS bits, the tree uses packed histograms: gq = g * 2^K + 1,
  * K = bits of the row count, and H = count * hq_const (boost_histogram.h).
+ * Also sets newton_scale when the leaf values use newton_hess.
  */
 #define PACKED_MIN_BITS 16
 static void
@@ -509,6 +524,7 @@ quantize_gradients(trainer *T, double *scale_g, double *scale_h)
 	int64_t		n = T->train.n;
 	double		mg = 0,
 				mh = 0,
+				mnh = 0,
 				hmin = INFINITY,
 				hmax = -INFINITY;
 	double		sg = 1,
@@ -519,7 +535,7 @@ quantize_gradients(trainer *T, double *scale_g, double *scale_h)
 	/* one parallel region: the maxima (exact, order-free), then the conversion */
 #pragma omp parallel num_threads(T->threads)
 	{
-#pragma omp for reduction(max:mg, mh, hmax) reduction(min:hmin) schedule(static)
+#pragma omp for reduction(max:mg, mh, mnh, hmax) reduction(min:hmin) schedule(static)
 		for (int64_t r = 0; r < n; r++)
 		{
 			double		h = T->hess[r];
@@ -530,6 +546,8 @@ quantize_gradients(trainer *T, double *scale_g, double *scale_h)
 				mg = fabs(T->grad[r]);
 			if (fabs(h) > mh)
 				mh = fabs(h);
+			if (T->newton_hess && T->newton_hess[r] > mnh)
+				mnh = T->newton_hess[r];
 			if (h < hmin)
 				hmin = h;
 			if (h > hmax)
@@ -538,6 +556,7 @@ quantize_gradients(trainer *T, double *scale_g, double *scale_h)
 #pragma omp single
 		{
 			sh = fixed_scale(mh, n);
+			T->newton_scale = fixed_scale(mnh, n);
 			packed = hmin == hmax && 62 - 2 * K >= PACKED_MIN_BITS;
 			if (packed)
 			{
@@ -742,6 +761,63 @@ add_tree_from_bins(trainer *T, int64_t t, double *pred)
 	}
 }
 
+/*
+ * Whether the loss's trees are grown as CatBoost grows YetiRank's: the split
+ * search weighs rows by their weight, not by the loss's hessian (CatBoost
+ * scores splits on the weighted first derivatives only; at its YetiRank
+ * default l2 of 0 its Cosine score orders splits as sum G^2/W does), and the
+ * hessian enters only the Newton leaf values -G / (H + l2).
+ */
+static bool
+structure_by_weight(gbml_boost_loss_kind kind)
+{
+	return kind == GBML_LOSS_YETIRANK;
+}
+
+/*
+ * Applies the tree's last split to every row's leaf index and returns, per
+ * leaf, the fixed-point sum (at newton_scale) of newton_hess over the drawn
+ * rows: integer sums, so the same bits whatever the thread count.
+ */
+static void
+last_split_newton_sums(trainer *T, int feature, int border, int64_t *sums)
+{
+	int			d = T->depth;
+	int64_t		nl = (int64_t) 1 << d;
+
+	memset(T->tleaf_h, 0, sizeof(int64_t) * (size_t) T->threads * (size_t) nl);
+#pragma omp parallel num_threads(T->threads)
+	{
+		int			t = 0;
+
+#ifdef _OPENMP
+		t = omp_get_thread_num();
+#endif
+		int64_t    *acc = T->tleaf_h + (size_t) t * (size_t) nl;
+
+#pragma omp for schedule(dynamic, 1)
+		for (int64_t b = 0; b < T->bins.n_blocks; b++)
+		{
+			int64_t		start = b * BLOCK_ROWS;
+			int64_t		len = gbml_boost_block_len(&T->bins, b);
+			uint16_t   *leaf = T->leaf + start;
+
+			gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) feature * (size_t) len, len,
+								   border, d - 1, leaf);
+			for (int64_t r = 0; r < len; r++)
+				if (!(leaf[r] & GBML_BOOST_UNSAMPLED))
+					acc[leaf[r] & GBML_BOOST_LEAF_MASK] +=
+						(int64_t) llrint(T->newton_hess[start + r] * T->newton_scale);
+		}
+	}
+	for (int64_t l = 0; l < nl; l++)
+	{
+		sums[l] = 0;
+		for (int t = 0; t < T->threads; t++)
+			sums[l] += T->tleaf_h[(size_t) t * (size_t) nl + (size_t) l];
+	}
+}
+
 static int
 setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 {
@@ -760,6 +836,12 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 	if (gbml_boost_loss_is_ranking(T->kind) && ds->group_state <= 0)
 		return gbml_error(env, GBML_EINVAL, "boost: loss %s needs a group_id per row",
 						  gbml_boost_loss_names[T->kind]);
+	/* CatBoost's defaults: no L2 term for YetiRank, whose pair hessians are
+	 * small (0.15 * decay^position * p (1 - p) per pair), 3 for the rest */
+	if (isnan(p->l2_leaf_reg))
+		T->l2 = T->kind == GBML_LOSS_YETIRANK ? 0.0 : 3.0;
+	else
+		T->l2 = p->l2_leaf_reg;
 	T->metric = p->eval_metric;
 	if (T->metric == GBML_BOOST_METRIC_AUTO)
 	{
@@ -840,10 +922,20 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 	T->feature_best = gbml_alloc_array(env, (size_t) T->n_features, sizeof(gbml_boost_split));
 	if (T->has_eval)
 		T->eval_pred = gbml_alloc_array(env, (size_t) T->eval.n, sizeof(double));
+	if (structure_by_weight(T->kind))
+	{
+		T->newton_hess = gbml_alloc_array(env, (size_t) n, sizeof(double));
+		T->tleaf_h = gbml_alloc_array(env, (size_t) T->threads << T->depth, sizeof(int64_t));
+	}
 	if (!T->pred || !T->grad || !T->hess || !T->gq || !T->hq || !T->leaf || !T->thist || !T->tidx ||
 		!T->tG || !T->tH || !T->tseg || !T->hist_cur || !T->hist_parent ||
-		!T->feature_best || (T->has_eval && !T->eval_pred))
+		!T->feature_best || (T->has_eval && !T->eval_pred) ||
+		(structure_by_weight(T->kind) && (!T->newton_hess || !T->tleaf_h)))
 		return env->error_code;
+	/* the split search's hessian is the row weight, the same for every tree */
+	if (T->newton_hess)
+		for (int64_t r = 0; r < n; r++)
+			T->hess[r] = T->train.weight ? (double) T->train.weight[r] : 1.0;
 	T->forest.depth = T->depth;
 	return GBML_OK;
 }
@@ -874,7 +966,7 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 	drawn = draw_rows(T, iteration);
 	prob = data_problem(&T->train, gbml_boost_loss_is_ranking(T->kind));
 	rc = gbml_boost_loss_gradients(T->kind, &prob, T->pred, (uint64_t) T->p->random_seed, iteration,
-								   T->grad, T->hess, env);
+								   T->grad, T->newton_hess ? T->newton_hess : T->hess, env);
 	if (rc != GBML_OK)
 		return rc;
 	quantize_gradients(T, &sg, &sh);
@@ -907,9 +999,9 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 				leaf_sums[l].h += h[b].h;
 			}
 		}
-		parent_score = gbml_boost_leaves_score(leaf_sums, n_leaves, 1.0 / sg, 1.0 / sh, T->p->l2_leaf_reg);
+		parent_score = gbml_boost_leaves_score(leaf_sums, n_leaves, 1.0 / sg, 1.0 / sh, T->l2);
 		gbml_boost_best_split(T->hist_cur, n_leaves, T->n_features, T->feat_off, T->total_bins,
-							  T->borders.count, 1.0 / sg, 1.0 / sh, T->p->l2_leaf_reg, T->threads,
+							  T->borders.count, 1.0 / sg, 1.0 / sh, T->l2, T->threads,
 							  T->feature_best, &best);
 		if (best.feature < 0)
 		{
@@ -933,17 +1025,24 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 		}
 	}
 
-	/* Newton leaf values; then the last split and the predictions in one pass */
+	/*
+	 * Newton leaf values; then the last split and the predictions in one pass
+	 * (with newton_hess, the last split comes first, with the leaves' H).
+	 */
 	t0 = gbml_now();
 	{
 		float	   *lv = F->leaf + ((size_t) F->n_trees << d);
 		double		lr = T->p->learning_rate,
-					l2 = T->p->l2_leaf_reg;
+					l2 = T->l2;
+		int64_t		newton_h[1 << GBML_BOOST_MAX_DEPTH];
 
+		if (T->newton_hess)
+			last_split_newton_sums(T, last_f, last_j, newton_h);
 		for (int l = 0; l < (1 << d); l++)
 		{
 			double		G = (double) T->child_sums[l].g / sg;
-			double		H = (double) T->child_sums[l].h / sh;
+			double		H = T->newton_hess ? (double) newton_h[l] / T->newton_scale
+				: (double) T->child_sums[l].h / sh;
 			double		v = (H + l2 > 0) ? -lr * G / (H + l2) : 0.0;
 
 			lv[l] = (float) v;
@@ -956,8 +1055,9 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 			uint16_t   *leaf = T->leaf + start;
 			double	   *pred = T->pred + start;
 
-			gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) last_f * (size_t) len, len,
-								   last_j, d - 1, leaf);
+			if (!T->newton_hess)
+				gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) last_f * (size_t) len, len,
+									   last_j, d - 1, leaf);
 			for (int64_t r = 0; r < len; r++)
 				pred[r] += (double) lv[leaf[r] & GBML_BOOST_LEAF_MASK];
 		}
@@ -1139,7 +1239,9 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 		gbml_sb_printf(m, "\"loss\":\"%s\",\"trees\":%lld,\"depth\":%d,\"iterations_run\":%lld,",
 					   gbml_boost_loss_names[T.kind], (long long) T.forest.n_trees, T.depth,
 					   (long long) iterations_run);
-		gbml_sb_printf(m, "\"base_score\":");
+		gbml_sb_printf(m, "\"l2_leaf_reg\":");
+		gbml_sb_json_number(m, T.l2);
+		gbml_sb_printf(m, ",\"base_score\":");
 		gbml_sb_json_number(m, base_score);
 		gbml_sb_printf(m, ",\"best_iteration\":%lld,\"stopped_early\":%s,\"no_split_possible\":%s,",
 					   (long long) (best_iter >= 0 ? best_iter + 1 : T.forest.n_trees),

@@ -502,6 +502,32 @@ TEST(boost_every_loss_learns)
 	CHECK(env.memory_used == 0);
 }
 
+/* l2_leaf_reg's default depends on the loss (CatBoost's: 0 for YetiRank, else 3); META has it */
+TEST(boost_l2_leaf_reg_default_follows_the_loss)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	const char *losses[] = {"auto", "YetiRank", "PairLogit", "QueryRMSE", "YetiRank"};
+	double		given[] = {NAN, NAN, NAN, NAN, 5};
+	double		want[] = {0, 0, 3, 3, 5};
+
+	gbml_env_init_malloc(&env, 2);
+	make_data(&ds, &env, DATA_RANKING, 400, 4, 7, 0);
+	for (int k = 0; k < 5; k++)
+	{
+		uint8_t    *model = NULL;
+		size_t		len;
+		gbml_param_value v[] = {str("loss", losses[k]), num("iterations", 3), num("depth", 3),
+		num("l2_leaf_reg", given[k])};
+
+		CHECK(train(&env, &ds, NULL, v, isnan(given[k]) ? 3 : 4, &model, &len) == GBML_OK);
+		CHECK(meta_number(&env, model, len, "l2_leaf_reg") == want[k]);
+		gbml_free(&env, model);
+	}
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+}
+
 TEST(boost_eval_set_and_early_stopping)
 {
 	gbml_env	env;
