@@ -74,8 +74,9 @@ int			gbml_dataset_append(gbml_dataset *ds, gbml_env *env, const gbml_row *row,
  * Appending pre-faults the next chunk on a helper thread (fresh memory is
  * zeroed by the kernel on first touch, which otherwise costs the scan as much
  * as the copy).  Call gbml_dataset_finish_appends once no more rows come (the
- * driver, merge and free do); gbml_dataset_stop_prefault only waits for the
- * thread, for a MemoryContext reset callback that frees the memory itself.
+ * driver, merge and free do); gbml_dataset_stop_prefault only stops the
+ * thread (it checks a flag every 2 MB) and waits for it, for a MemoryContext
+ * reset callback that frees the memory itself.
  */
 void		gbml_dataset_finish_appends(gbml_dataset *ds, gbml_env *env);
 void		gbml_dataset_stop_prefault(gbml_dataset *ds);
