@@ -29,9 +29,10 @@ malloc_hook(void *ctx, size_t size)
 }
 
 static void
-free_hook(void *ctx, void *ptr)
+free_hook(void *ctx, void *ptr, size_t size)
 {
 	(void) ctx;
+	(void) size;
 	free(ptr);
 }
 
@@ -151,7 +152,7 @@ gbml_free(gbml_env *env, void *ptr)
 		abort();				/* a foreign pointer: a programming error */
 	h->magic = 0;
 	env->memory_used -= h->size + sizeof(alloc_header);
-	env->free_fn(env->alloc_ctx, h);
+	env->free_fn(env->alloc_ctx, h, h->size + sizeof(alloc_header));
 }
 
 char *

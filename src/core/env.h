@@ -57,9 +57,10 @@ typedef struct gbml_backend gbml_backend;
 
 typedef struct gbml_env
 {
-	/* Allocator hook: returns NULL on failure, never longjmps. */
+	/* Allocator hook: returns NULL on failure, never longjmps.  free_fn gets
+	 * the size that was asked of alloc_fn. */
 	void	   *(*alloc_fn) (void *ctx, size_t size);
-	void		(*free_fn) (void *ctx, void *ptr);
+	void		(*free_fn) (void *ctx, void *ptr, size_t size);
 	void	   *alloc_ctx;
 
 	/* Budget in bytes (0 = unlimited) and bytes currently held. */
