@@ -13,6 +13,7 @@
 #define DATASET_MAGIC 0x53444d42u	/* "BMDS" */
 #define FIRST_CHUNK_CAPACITY 64
 #define TARGET_CHUNK_BYTES ((size_t) 64 << 20)
+#define GROW_LIMIT_BYTES ((size_t) 1 << 20)
 
 void
 gbml_dataset_init(gbml_dataset *ds, bool allow_missing)
@@ -247,7 +248,15 @@ writable_chunk(gbml_dataset *ds, gbml_env *env)
 
 	if (c != NULL && c->n_rows < c->capacity)
 		return c;
-	if (c != NULL && c->capacity < ds->chunk_rows)
+	/*
+	 * The first chunk grows by doubling while it is small (GROUP BY over many
+	 * small groups stays cheap); past GROW_LIMIT_BYTES the next chunks are
+	 * full-size instead, pre-faulted on the helper thread, so a big table
+	 * never pays for copying a growing chunk (2x its size in copies and fresh
+	 * pages, on the backend's own thread).
+	 */
+	if (c != NULL && c->capacity < ds->chunk_rows &&
+		(size_t) c->capacity * ((size_t) ds->n_features * sizeof(float) + 16) < GROW_LIMIT_BYTES)
 	{
 		int64_t		cap = c->capacity * 2;
 
@@ -255,7 +264,8 @@ writable_chunk(gbml_dataset *ds, gbml_env *env)
 			cap = ds->chunk_rows;
 		if (chunk_grow(c, env, ds->n_features, cap) != GBML_OK)
 			return NULL;
-		if (cap == ds->chunk_rows)
+		if (cap == ds->chunk_rows ||
+			(size_t) cap * ((size_t) ds->n_features * sizeof(float) + 16) >= GROW_LIMIT_BYTES)
 			prefault_start(ds, env);
 		return c;
 	}
