@@ -21,6 +21,7 @@ gbml_dataset_init(gbml_dataset *ds, bool allow_missing)
 	memset(ds, 0, sizeof(*ds));
 	ds->allow_missing = allow_missing;
 	ds->chunk_rows = GBML_CHUNK_ROWS;
+	ds->prefault_at = -1;
 }
 
 static void
@@ -245,15 +246,22 @@ static gbml_chunk *
 writable_chunk(gbml_dataset *ds, gbml_env *env)
 {
 	gbml_chunk *c = ds->n_chunks ? ds->chunks[ds->n_chunks - 1] : NULL;
+	bool		from_spare;
 
 	if (c != NULL && c->n_rows < c->capacity)
+	{
+		if (c->n_rows == ds->prefault_at)
+		{
+			ds->prefault_at = -1;
+			prefault_start(ds, env);
+		}
 		return c;
+	}
 	/*
 	 * The first chunk grows by doubling while it is small (GROUP BY over many
 	 * small groups stays cheap); past GROW_LIMIT_BYTES the next chunks are
-	 * full-size instead, pre-faulted on the helper thread, so a big table
-	 * never pays for copying a growing chunk (2x its size in copies and fresh
-	 * pages, on the backend's own thread).
+	 * full-size instead, so a big table never pays for copying a growing
+	 * chunk (2x its size in copies and fresh pages, on the backend's thread).
 	 */
 	if (c != NULL && c->capacity < ds->chunk_rows &&
 		(size_t) c->capacity * ((size_t) ds->n_features * sizeof(float) + 16) < GROW_LIMIT_BYTES)
@@ -264,12 +272,12 @@ writable_chunk(gbml_dataset *ds, gbml_env *env)
 			cap = ds->chunk_rows;
 		if (chunk_grow(c, env, ds->n_features, cap) != GBML_OK)
 			return NULL;
-		if (cap == ds->chunk_rows ||
-			(size_t) cap * ((size_t) ds->n_features * sizeof(float) + 16) >= GROW_LIMIT_BYTES)
-			prefault_start(ds, env);
+		if (cap == ds->chunk_rows)
+			ds->prefault_at = cap / 2;
 		return c;
 	}
 	c = ds->n_chunks > 0 ? prefault_take(ds) : NULL;
+	from_spare = c != NULL;
 	if (c == NULL)
 		c = chunk_alloc(env, ds->n_features,
 						ds->n_chunks == 0 ? (ds->chunk_rows < FIRST_CHUNK_CAPACITY ? ds->chunk_rows : FIRST_CHUNK_CAPACITY)
@@ -281,9 +289,20 @@ writable_chunk(gbml_dataset *ds, gbml_env *env)
 		chunk_free(c, env);
 		return NULL;
 	}
-	/* a table of more than one chunk: get the next chunk's pages ready meanwhile */
-	if (ds->n_chunks >= 1 && c->capacity == ds->chunk_rows)
-		prefault_start(ds, env);
+	/*
+	 * Pre-fault the next full-size chunk on the helper thread: at once when
+	 * this one came pre-faulted (the input is big), else from half-way
+	 * through this one, so that a GROUP BY group of a few thousand rows does
+	 * not fault a whole spare chunk it will never use (every group's state
+	 * lives until the end).
+	 */
+	if (c->capacity == ds->chunk_rows)
+	{
+		if (from_spare)
+			prefault_start(ds, env);
+		else
+			ds->prefault_at = ds->chunk_rows / 2;
+	}
 	return c;
 }
 

@@ -44,6 +44,7 @@ typedef struct gbml_dataset
 	int			group_state;	/* 0 unknown, 1 every row has a group, -1 none has */
 	bool		has_weight;		/* some weight differs from 1 */
 	struct gbml_prefault *prefault; /* background page-faulting of the next chunk, or NULL */
+	int64_t		prefault_at;	/* start it when the last chunk holds this many rows (-1: not armed) */
 } gbml_dataset;
 
 /* Row as the glue hands it over; group_is_null / weight_is_null for SQL NULL. */
