@@ -23,11 +23,11 @@ REGRESS_OPTS = --load-extension=gbml
 
 PG_CONFIG ?= pg_config
 # (before the PGXS include: its clean rule tests EXTRA_CLEAN when it is read)
-EXTRA_CLEAN = gbml_cuda.so tests/unit/gbml_unit tools/param_docs
+EXTRA_CLEAN = gbml_cuda.so tests/unit/gbml_unit tools/param_docs $(OBJS:.o=.d)
 # -Wdeclaration-after-statement comes with PostgreSQL's CFLAGS; the engine is C11.
 PG_CFLAGS   = -std=gnu11 -fopenmp -Wall -Wextra -Werror -Wno-declaration-after-statement \
               -Wno-missing-field-initializers -Wno-unused-parameter -Wno-sign-compare \
-              -Wno-cast-function-type
+              -Wno-cast-function-type -MMD -MP
 PG_CPPFLAGS = -I$(CURDIR)/src/core -I$(CURDIR)/src/pg
 SHLIB_LINK  = -fopenmp -ldl -lm
 
@@ -35,6 +35,10 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 # No LLVM bitcode: the JIT gains nothing on our C functions, and clang may be absent.
 override with_llvm = no
 include $(PGXS)
+
+# Header dependencies (-MMD above): a changed struct in a header rebuilds every
+# object that includes it, never a mix of old and new layouts in one gbml.so.
+-include $(OBJS:.o=.d)
 
 # ---- CUDA backend (gbml_cuda.so) ----
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
