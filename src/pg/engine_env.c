@@ -32,13 +32,15 @@ typedef struct progress_state
  * 30 ms here, paid at the end of every big training.  A binding lists its
  * blocks; gbml_free unmaps one at once, and the reset callback of the
  * binding's MemoryContext (end of query, ERROR, cancel) hands all that are
- * left to a detached thread that only calls munmap — no PostgreSQL API, all
- * signals blocked — or unmaps them itself if no thread can be started.
+ * left, when they are 64 MB or more, to a detached thread that only calls
+ * munmap — no PostgreSQL API, all signals blocked — or unmaps them itself
+ * (less than that, or if no thread can be started).
  * Callbacks run newest first, so a dataset's guard (registered after the
  * binding) has stopped its pre-fault thread before its pages go.
  */
 #define BIG_BLOCK ((size_t) 8 << 20)
 #define BIG_HEADER 64			/* keeps the block's payload 64-byte aligned */
+#define BACKGROUND_UNMAP_BYTES ((size_t) 64 << 20)
 
 typedef struct big_block
 {
@@ -79,12 +81,21 @@ binding_reset(void *arg)
 	sigset_t	all,
 				old;
 	bool		started = false;
+	size_t		total = 0;
 
 	if (first == &bd->blocks)
 		return;
 	/* a NULL-terminated chain for the thread, detached from the binding */
 	bd->blocks.prev->next = NULL;
 	bd->blocks.next = bd->blocks.prev = &bd->blocks;
+	for (big_block *b = first; b; b = b->next)
+		total += b->mapped;
+	if (total < BACKGROUND_UNMAP_BYTES)
+	{
+		/* a few ms at most: no thread (a GROUP BY may end thousands of these) */
+		unmap_blocks_main(first);
+		return;
+	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	if (pthread_attr_init(&attr) == 0)
