@@ -25,6 +25,13 @@ SELECT round(gbml.predict(gbml.mean_fit(features, label, '{"passes": 3}'), ARRAY
 -- a parallel plan gives the same model bytes as a serial one
 SET max_parallel_workers_per_gather = 0;
 CREATE TABLE serial_model AS SELECT gbml.mean_fit(features, label) AS model FROM pts;
+-- the trainers that walk chunks (K-Means sums, SAGA's epoch plan) too: merged partial
+-- states are rewritten into the serial chunk layout before training
+CREATE TABLE serial_others AS
+SELECT gbml.kmeans_fit(features, 4) AS km,
+       gbml.saga_fit(features, (label > 12)::int::real, '{"alpha": 0.01}') AS sg,
+       gbml.boost_fit(features, label, '{"iterations": 5}') AS bo
+  FROM pts;
 SET max_parallel_workers_per_gather = 2;
 -- the partial-state functions are costed high so plans stay serial: make them cheap to force parallel
 ALTER FUNCTION gbml._fit_serialize(internal) COST 1;
@@ -37,6 +44,13 @@ EXPLAIN (COSTS OFF) SELECT gbml.mean_fit(features, label) FROM pts;
 CREATE TABLE parallel_model AS SELECT gbml.mean_fit(features, label) AS model FROM pts;
 SELECT (SELECT model FROM serial_model) = (SELECT model FROM parallel_model) AS same_bytes,
        (SELECT model FROM serial_model) = (SELECT model FROM m) AS same_as_first;
+CREATE TABLE parallel_others AS
+SELECT gbml.kmeans_fit(features, 4) AS km,
+       gbml.saga_fit(features, (label > 12)::int::real, '{"alpha": 0.01}') AS sg,
+       gbml.boost_fit(features, label, '{"iterations": 5}') AS bo
+  FROM pts;
+SELECT s.km = p.km AS kmeans_same, s.sg = p.sg AS saga_same, s.bo = p.bo AS boost_same
+  FROM serial_others s, parallel_others p;
 RESET max_parallel_workers_per_gather;
 ALTER FUNCTION gbml._fit_serialize(internal) COST 100000000;
 ALTER FUNCTION gbml._fit_deserialize(bytea, internal) COST 100000000;

@@ -447,6 +447,86 @@ gbml_dataset_merge(gbml_dataset *dst, gbml_dataset *src, gbml_env *env)
 	return GBML_OK;
 }
 
+/* ---- canonical layout ---- */
+
+/* Capacity at which the first chunk stops growing (see writable_chunk). */
+static int64_t
+first_chunk_limit(const gbml_dataset *ds)
+{
+	size_t		row_bytes = (size_t) ds->n_features * sizeof(float) + 16;
+	int64_t		cap = ds->chunk_rows < FIRST_CHUNK_CAPACITY ? ds->chunk_rows : FIRST_CHUNK_CAPACITY;
+
+	while (cap < ds->chunk_rows && (size_t) cap * row_bytes < GROW_LIMIT_BYTES)
+		cap = cap * 2 < ds->chunk_rows ? cap * 2 : ds->chunk_rows;
+	return cap;
+}
+
+/* Whether the chunks hold as many rows each as appending the rows one by one gives. */
+static bool
+layout_is_serial(const gbml_dataset *ds)
+{
+	int64_t		left = ds->n_rows;
+
+	for (int c = 0; c < ds->n_chunks; c++)
+	{
+		int64_t		want = c == 0 ? first_chunk_limit(ds) : ds->chunk_rows;
+
+		if (want > left)
+			want = left;
+		if (ds->chunks[c]->n_rows != want || want == 0)
+			return false;
+		left -= want;
+	}
+	return left == 0;
+}
+
+/*
+ * Rewrites a dataset whose chunks were put together by merges (a parallel
+ * plan's partial states) into the layout serial appends give, source chunk
+ * by source chunk, freeing each once copied (at most one chunk more in
+ * memory).  Trainers that walk chunks (K-Means sums, SAGA's epoch plan) then
+ * see the same layout whatever the plan, so a parallel plan trains the same
+ * bytes as a serial one (they did not before: sql/01 checks it now).
+ */
+static int
+relayout(gbml_dataset *ds, gbml_env *env)
+{
+	gbml_dataset out;
+	int			rc = GBML_OK;
+
+	gbml_dataset_init(&out, true);
+	out.chunk_rows = ds->chunk_rows;
+	for (int c = 0; c < ds->n_chunks; c++)
+	{
+		gbml_chunk *ch = ds->chunks[c];
+
+		for (int64_t r = 0; rc == GBML_OK && r < ch->n_rows; r++)
+		{
+			gbml_row	row = {.x = ch->x + (size_t) r * ds->n_features,.n_features = ds->n_features,
+				.label = ch->label[r],.group = ch->group[r],.weight = ch->weight[r]};
+
+			rc = gbml_dataset_append(&out, env, &row, false);
+		}
+		chunk_free(ch, env);
+		ds->chunks[c] = NULL;
+		if (rc != GBML_OK)
+			break;
+	}
+	gbml_dataset_finish_appends(&out, env);
+	if (rc != GBML_OK)
+	{
+		gbml_dataset_free(&out, env);
+		return rc;
+	}
+	gbml_free(env, ds->chunks);
+	out.allow_missing = ds->allow_missing;
+	out.has_missing = ds->has_missing;
+	out.has_weight = ds->has_weight;
+	out.group_state = ds->group_state;
+	*ds = out;
+	return GBML_OK;
+}
+
 /* ---- canonical order ---- */
 
 typedef struct row_key
@@ -688,6 +768,9 @@ gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env)
 
 	if (n < 2)
 		return GBML_OK;
+	gbml_dataset_finish_appends(ds, env);
+	if (!layout_is_serial(ds) && (rc = relayout(ds, env)) != GBML_OK)
+		return rc;
 	keys = gbml_alloc_array(env, (size_t) n, sizeof(row_key));
 	tmp = gbml_alloc_array(env, (size_t) n, sizeof(row_key));
 	chunk_start = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t));

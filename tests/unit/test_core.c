@@ -241,6 +241,65 @@ fingerprint(const gbml_dataset *ds)
 	return s;
 }
 
+/*
+ * A dataset merged from partial states (a parallel plan) is rewritten into
+ * the chunk layout serial appends give, so chunk-walking trainers see the
+ * same thing: same chunks, same rows, same serialized bytes.
+ */
+TEST(canonical_layout_of_merged_datasets)
+{
+	gbml_env	env;
+	gbml_dataset serial,
+				part1,
+				part2,
+				rows;
+	uint8_t    *bs,
+			   *bm;
+	size_t		ls,
+				lm;
+
+	gbml_env_init_malloc(&env, 1);
+	gbml_dataset_init(&rows, false);
+	rows.chunk_rows = 1u << 20;
+	fill_dataset(&rows, &env, 3000, 3, 5, false);
+	gbml_dataset_init(&serial, false);
+	gbml_dataset_init(&part1, false);
+	gbml_dataset_init(&part2, false);
+	serial.chunk_rows = part1.chunk_rows = part2.chunk_rows = 1000;
+	for (int64_t r = 0; r < 3000; r++)
+	{
+		gbml_row	row = {.x = gbml_dataset_row(&rows, 0, r),.n_features = 3,
+			.label = rows.chunks[0]->label[r],.group_is_null = true,.weight = 1};
+
+		/* serial in reverse order; the parallel halves interleaved */
+		gbml_row	rev = {.x = gbml_dataset_row(&rows, 0, 2999 - r),.n_features = 3,
+			.label = rows.chunks[0]->label[2999 - r],.group_is_null = true,.weight = 1};
+
+		CHECK(gbml_dataset_append(&serial, &env, &rev, true) == GBML_OK);
+		CHECK(gbml_dataset_append(r % 7 ? &part1 : &part2, &env, &row, true) == GBML_OK);
+	}
+	CHECK(gbml_dataset_merge(&part1, &part2, &env) == GBML_OK);
+	CHECK(part1.n_chunks != serial.n_chunks || part1.chunks[0]->n_rows != serial.chunks[0]->n_rows);
+	CHECK(gbml_dataset_canonicalize(&serial, &env) == GBML_OK);
+	CHECK(gbml_dataset_canonicalize(&part1, &env) == GBML_OK);
+	CHECK(part1.n_chunks == serial.n_chunks);
+	for (int c = 0; c < serial.n_chunks && c < part1.n_chunks; c++)
+		CHECK(part1.chunks[c]->n_rows == serial.chunks[c]->n_rows);
+	ls = gbml_dataset_serialized_size(&serial);
+	lm = gbml_dataset_serialized_size(&part1);
+	bs = malloc(ls);
+	bm = malloc(lm);
+	gbml_dataset_serialize_into(&serial, bs);
+	gbml_dataset_serialize_into(&part1, bm);
+	CHECK(ls == lm && memcmp(bs, bm, ls) == 0);
+	free(bs);
+	free(bm);
+	gbml_dataset_free(&serial, &env);
+	gbml_dataset_free(&part1, &env);
+	gbml_dataset_free(&rows, &env);
+	CHECK(env.memory_used == 0);
+}
+
 TEST(canonical_order_ignores_input_order)
 {
 	gbml_env	env;
