@@ -81,10 +81,29 @@ prefault_pieces(gbml_prefault *pf)
 	}
 }
 
+/* One write per page of [p, p + len), unless `stop` is set meanwhile. */
+static void
+touch_pages(gbml_prefault *pf, void *p, size_t len)
+{
+	volatile char *c = p;
+
+	if (__atomic_load_n(&pf->stop, __ATOMIC_RELAXED))
+		return;
+	for (size_t i = 0; i < len; i += 4096)
+		c[i] = 0;
+}
+
 static void *
 prefault_main(void *arg)
 {
-	prefault_pieces(arg);
+	gbml_prefault *pf = arg;
+	size_t		rows = (size_t) pf->spare->capacity;
+
+	prefault_pieces(pf);
+	/* the label, group and weight arrays too: 16 bytes a row the backend would fault */
+	touch_pages(pf, pf->spare->label, rows * sizeof(float));
+	touch_pages(pf, pf->spare->group, rows * sizeof(int64_t));
+	touch_pages(pf, pf->spare->weight, rows * sizeof(float));
 	return NULL;
 }
 
