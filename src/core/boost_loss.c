@@ -90,19 +90,6 @@ softplus(double x)
 	return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
 }
 
-static inline double
-gain_of(double label)
-{
-	return exp2(label) - 1.0;
-}
-
-/* LightGBM's position discount: rank 0 is the top. */
-static inline double
-discount_of(int64_t rank)
-{
-	return 1.0 / log2(2.0 + (double) rank);
-}
-
 /* One (key, row) pair; sorted by key descending, NaN last, then row ascending,
  * which is a total order (the stable sort LightGBM and XGBoost use). */
 typedef struct keyed
@@ -639,12 +626,12 @@ lambdamart_query(const gbml_boost_problem *p, int64_t b, int64_t e,
 	{
 		ks[q].key = p->label[b + q];
 		ks[q].idx = q;
-		gain[q] = gain_of(p->label[b + q]);
-		disc[q] = discount_of(q);
+		gain[q] = gbml_ndcg_gain(p->label[b + q]);
+		disc[q] = gbml_ndcg_discount(q);
 	}
 	sort_keyed(ks, qs->tmp, m);
 	for (int64_t r = 0; r < kk; r++)
-		maxdcg += gain_of(ks[r].key) * disc[r];
+		maxdcg += gbml_ndcg_gain(ks[r].key) * disc[r];
 	if (!(maxdcg > 0))
 		return;
 	inv = 1.0 / maxdcg;
@@ -901,7 +888,7 @@ gbml_boost_loss_gradients_ex(gbml_boost_loss_kind kind, const gbml_boost_problem
 /*
  * Sum of the objective (want_mean false) or its natural mean (true).  Runs on
  * one thread; the scratch for the ranking losses (a few bytes per row of the
- * largest query) comes from env, or from malloc when env is NULL (tests).
+ * largest query) comes from env (the plain forms pass a malloc env).
  */
 static double
 objective_impl(gbml_env *env, gbml_boost_loss_kind kind, const gbml_boost_problem *p, const double *pred,
@@ -968,8 +955,7 @@ objective_impl(gbml_env *env, gbml_boost_loss_kind kind, const gbml_boost_proble
 	if (want_mean && kind != GBML_LOSS_PAIRLOGIT)
 		return 1.0 - gbml_mean_ndcg_env(env, pred, p->label, p->n_groups, p->group_offsets,
 									RANK_VALUE_NDCG_K);
-	scratch = env ? gbml_alloc(env, scratch_bytes(max_group > 0 ? max_group : 1))
-		: malloc(scratch_bytes(max_group > 0 ? max_group : 1));
+	scratch = gbml_alloc(env, scratch_bytes(max_group > 0 ? max_group : 1));
 	if (scratch == NULL)
 		return NAN;
 	scratch_carve(scratch, max_group, &qs);
@@ -995,10 +981,7 @@ objective_impl(gbml_env *env, gbml_boost_loss_kind kind, const gbml_boost_proble
 		sum += sink.obj;
 		wsum += sink.wsum;
 	}
-	if (env)
-		gbml_free(env, scratch);
-	else
-		free(scratch);
+	gbml_free(env, scratch);
 	if (!want_mean)
 		return sum;
 	return wsum > 0 ? sum / wsum : 0;
@@ -1011,13 +994,19 @@ gbml_boost_loss_objective_ex(gbml_boost_loss_kind kind, const gbml_boost_problem
 {
 	if ((int) kind < 0 || kind > GBML_LOSS_LAMBDAMART)
 		return NAN;
-	return objective_impl(NULL, kind, p, pred, seed, iteration, opt, false);
+	gbml_env	env;
+
+	gbml_env_init_malloc(&env, 1);
+	return objective_impl(&env, kind, p, pred, seed, iteration, opt, false);
 }
 
 double
 gbml_boost_loss_value(gbml_boost_loss_kind kind, const gbml_boost_problem *p, const double *pred)
 {
-	return gbml_boost_loss_value_env(NULL, kind, p, pred);
+	gbml_env	env;
+
+	gbml_env_init_malloc(&env, 1);
+	return gbml_boost_loss_value_env(&env, kind, p, pred);
 }
 
 double

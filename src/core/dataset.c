@@ -260,6 +260,18 @@ push_chunk(gbml_dataset *ds, gbml_env *env, gbml_chunk *c)
 	return GBML_OK;
 }
 
+/* Capacity at which the first chunk stops growing: full size, or GROW_LIMIT_BYTES. */
+static int64_t
+first_chunk_limit(const gbml_dataset *ds)
+{
+	size_t		row_bytes = (size_t) ds->n_features * sizeof(float) + 16;
+	int64_t		cap = ds->chunk_rows < FIRST_CHUNK_CAPACITY ? ds->chunk_rows : FIRST_CHUNK_CAPACITY;
+
+	while (cap < ds->chunk_rows && (size_t) cap * row_bytes < GROW_LIMIT_BYTES)
+		cap = cap * 2 < ds->chunk_rows ? cap * 2 : ds->chunk_rows;
+	return cap;
+}
+
 /* Returns a chunk with room for one more row, allocating or growing as needed. */
 static gbml_chunk *
 writable_chunk(gbml_dataset *ds, gbml_env *env)
@@ -282,8 +294,7 @@ writable_chunk(gbml_dataset *ds, gbml_env *env)
 	 * full-size instead, so a big table never pays for copying a growing
 	 * chunk (2x its size in copies and fresh pages, on the backend's thread).
 	 */
-	if (c != NULL && c->capacity < ds->chunk_rows &&
-		(size_t) c->capacity * ((size_t) ds->n_features * sizeof(float) + 16) < GROW_LIMIT_BYTES)
+	if (c != NULL && c->capacity < first_chunk_limit(ds))
 	{
 		int64_t		cap = c->capacity * 2;
 
@@ -467,18 +478,6 @@ gbml_dataset_merge(gbml_dataset *dst, gbml_dataset *src, gbml_env *env)
 }
 
 /* ---- canonical layout ---- */
-
-/* Capacity at which the first chunk stops growing (see writable_chunk). */
-static int64_t
-first_chunk_limit(const gbml_dataset *ds)
-{
-	size_t		row_bytes = (size_t) ds->n_features * sizeof(float) + 16;
-	int64_t		cap = ds->chunk_rows < FIRST_CHUNK_CAPACITY ? ds->chunk_rows : FIRST_CHUNK_CAPACITY;
-
-	while (cap < ds->chunk_rows && (size_t) cap * row_bytes < GROW_LIMIT_BYTES)
-		cap = cap * 2 < ds->chunk_rows ? cap * 2 : ds->chunk_rows;
-	return cap;
-}
 
 /* Whether the chunks hold as many rows each as appending the rows one by one gives. */
 static bool

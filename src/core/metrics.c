@@ -9,8 +9,8 @@
  *
  * NDCG@k with a small k uses an O(n k) selection that allocates nothing;
  * only a large k (or all documents) and AUC sort an index, taken from the
- * caller's env (the *_env forms) or from malloc (the plain forms, for tests
- * and benchmarks), and freed before returning.  Sums run in row order on one thread, so
+ * caller's env (the plain forms, for tests and benchmarks, use a malloc env),
+ * and freed before returning.  Sums run in row order on one thread, so
  * the results are deterministic.
  */
 #include "metrics.h"
@@ -18,21 +18,6 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
-
-static void *
-scratch_alloc(gbml_env *env, size_t bytes)
-{
-	return env ? gbml_alloc(env, bytes) : malloc(bytes);
-}
-
-static void
-scratch_free(gbml_env *env, void *p)
-{
-	if (env)
-		gbml_free(env, p);
-	else
-		free(p);
-}
 
 /* Up to this cut-off NDCG selects the top k in O(n k) without memory. */
 #define NDCG_SELECT_MAX_K 64
@@ -51,21 +36,9 @@ ranks_before(double sa, int64_t ia, double sb, int64_t ib)
 	return ia < ib;
 }
 
-static inline double
-gain_of(double label)
-{
-	return exp2(label) - 1.0;
-}
-
-static inline double
-discount_of(int64_t rank)
-{
-	return 1.0 / log2(2.0 + (double) rank);
-}
-
 /*
  * DCG of the first kk positions of the order "key desc, index asc", where the
- * gain of row i is gain_of(label[i]).  key == NULL ranks by label (ideal DCG).
+ * gain of row i is gbml_ndcg_gain(label[i]).  key == NULL ranks by label (ideal DCG).
  */
 static double
 dcg_select(const double *key, const float *label, int64_t n, int64_t kk)
@@ -93,7 +66,7 @@ dcg_select(const double *key, const float *label, int64_t n, int64_t kk)
 		}
 		if (best < 0)
 			break;
-		dcg += gain_of(label[best]) * discount_of(r);
+		dcg += gbml_ndcg_gain(label[best]) * gbml_ndcg_discount(r);
 		prev = best;
 	}
 	return dcg;
@@ -122,7 +95,7 @@ cmp_ranked(const void *a, const void *b)
 static double
 dcg_sort(gbml_env *env, const double *key, const float *label, int64_t n, int64_t kk)
 {
-	ranked	   *rs = scratch_alloc(env, (size_t) n * sizeof(ranked));
+	ranked	   *rs = gbml_alloc(env, (size_t) n * sizeof(ranked));
 	double		dcg = 0;
 
 	if (rs == NULL)
@@ -134,8 +107,8 @@ dcg_sort(gbml_env *env, const double *key, const float *label, int64_t n, int64_
 	}
 	qsort(rs, (size_t) n, sizeof(ranked), cmp_ranked);
 	for (int64_t r = 0; r < kk; r++)
-		dcg += gain_of(label[rs[r].idx]) * discount_of(r);
-	scratch_free(env, rs);
+		dcg += gbml_ndcg_gain(label[rs[r].idx]) * gbml_ndcg_discount(r);
+	gbml_free(env, rs);
 	return dcg;
 }
 
@@ -155,7 +128,10 @@ dcg_at(gbml_env *env, const double *key, const float *label, int64_t n, int64_t 
 double
 gbml_ndcg_at_k(const double *score, const float *label, int64_t n, int k)
 {
-	return gbml_ndcg_at_k_env(NULL, score, label, n, k);
+	gbml_env	env;
+
+	gbml_env_init_malloc(&env, 1);
+	return gbml_ndcg_at_k_env(&env, score, label, n, k);
 }
 
 double
@@ -178,7 +154,10 @@ double
 gbml_mean_ndcg(const double *score, const float *label, int64_t n_groups,
 			   const int64_t *group_offsets, int k)
 {
-	return gbml_mean_ndcg_env(NULL, score, label, n_groups, group_offsets, k);
+	gbml_env	env;
+
+	gbml_env_init_malloc(&env, 1);
+	return gbml_mean_ndcg_env(&env, score, label, n_groups, group_offsets, k);
 }
 
 double
@@ -225,7 +204,10 @@ cmp_auc_row(const void *a, const void *b)
 double
 gbml_auc(const double *score, const float *label, const float *weight, int64_t n)
 {
-	return gbml_auc_env(NULL, score, label, weight, n);
+	gbml_env	env;
+
+	gbml_env_init_malloc(&env, 1);
+	return gbml_auc_env(&env, score, label, weight, n);
 }
 
 double
@@ -239,7 +221,7 @@ gbml_auc_env(gbml_env *env, const double *score, const float *label, const float
 
 	if (n <= 0)
 		return NAN;
-	rs = scratch_alloc(env, (size_t) n * sizeof(auc_row));
+	rs = gbml_alloc(env, (size_t) n * sizeof(auc_row));
 	if (rs == NULL)
 		return NAN;
 	for (int64_t i = 0; i < n; i++)
@@ -271,7 +253,7 @@ gbml_auc_env(gbml_env *env, const double *score, const float *label, const float
 		wneg += bn;
 		s = t;
 	}
-	scratch_free(env, rs);
+	gbml_free(env, rs);
 	if (!(wpos > 0) || !(wneg > 0))
 		return NAN;
 	return area / (wpos * wneg);

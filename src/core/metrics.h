@@ -10,11 +10,25 @@
 #ifndef GBML_METRICS_H
 #define GBML_METRICS_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "env.h"
 
 /* NDCG@k of one query; k <= 0 means all documents. */
+/* The NDCG convention in one place: gain 2^label - 1, discount 1/log2(2 + rank), rank 0 the top. */
+static inline double
+gbml_ndcg_gain(double label)
+{
+	return exp2(label) - 1.0;
+}
+
+static inline double
+gbml_ndcg_discount(int64_t rank)
+{
+	return 1.0 / log2(2.0 + (double) rank);
+}
+
 double		gbml_ndcg_at_k(const double *score, const float *label, int64_t n, int k);
 /* Mean NDCG@k over queries (unweighted); rows of query g are [off[g], off[g+1]); NaN if none. */
 double		gbml_mean_ndcg(const double *score, const float *label, int64_t n_groups,

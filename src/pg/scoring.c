@@ -75,7 +75,8 @@ gbml_kmeans_distance_bytea(PG_FUNCTION_ARGS)
 
 typedef struct named_model
 {
-	char	   *name;
+	char	   *name;			/* NULL until a version loaded */
+	size_t		name_len;
 	MemoryContext mcxt;
 	gbml_env	env;
 	gbml_scorer scorer;
@@ -86,10 +87,14 @@ named_scorer(FunctionCallInfo fcinfo, const char *fname)
 {
 	named_model *nm = fcinfo->flinfo->fn_extra;
 	text	   *name_t = PG_GETARG_TEXT_PP(0);
-	char	   *name = text_to_cstring(name_t);
+	char	   *name;
 
-	if (nm != NULL && strcmp(nm->name, name) == 0)
+	/* called per row: compare the text's bytes, no copy, no palloc */
+	if (nm != NULL && nm->name != NULL &&
+		nm->name_len == VARSIZE_ANY_EXHDR(name_t) &&
+		memcmp(nm->name, VARDATA_ANY(name_t), VARSIZE_ANY_EXHDR(name_t)) == 0)
 		return &nm->scorer;
+	name = text_to_cstring(name_t);
 	if (nm == NULL)
 	{
 		nm = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(named_model));
@@ -127,6 +132,7 @@ named_scorer(FunctionCallInfo fcinfo, const char *fname)
 			nm->env.memory_limit = 0;
 			GBML_CHECK(&nm->env, gbml_scorer_load(&nm->scorer, &nm->env, VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b)), fname);
 			nm->name = pstrdup(name);
+			nm->name_len = strlen(name);
 			MemoryContextSwitchTo(old);
 		}
 		SPI_finish();
