@@ -491,14 +491,7 @@ km_init_random(km_work *w, gbml_rng *rng, double *centers)
 			pick = j;			/* t already taken: Floyd takes j, which is new */
 		}
 	}
-	for (int i = m - 1; i > 0; i--)
-	{
-		int			j = (int) gbml_rng_below(rng, (uint64_t) i + 1);
-		int64_t		tmp = chosen[i];
-
-		chosen[i] = chosen[j];
-		chosen[j] = tmp;
-	}
+	gbml_rng_shuffle_u64(rng, (uint64_t *) chosen, (uint64_t) m);
 	for (int i = 0; i < k; i++)
 		km_copy_row(w, chosen[i], centers + (size_t) i * w->d);
 	gbml_free(w->env, table);

@@ -78,18 +78,22 @@ gbml_rng_below(gbml_rng *r, uint64_t n)
 	return (uint64_t) (((unsigned __int128) gbml_rng_next(r) * n) >> 64);
 }
 
-/* Fisher-Yates shuffle of an index array. */
-static inline void
-gbml_rng_shuffle_u32(gbml_rng *r, uint32_t *a, uint64_t n)
-{
-	for (uint64_t i = n; i > 1; i--)
-	{
-		uint64_t	j = gbml_rng_below(r, i);
-		uint32_t	t = a[i - 1];
-
-		a[i - 1] = a[j];
-		a[j] = t;
-	}
+/* Fisher-Yates shuffles of index arrays (one definition, two element types). */
+#define GBML_RNG_SHUFFLE(name, type) \
+static inline void \
+name(gbml_rng *r, type *a, uint64_t n) \
+{ \
+	for (uint64_t i = n; i > 1; i--) \
+	{ \
+		uint64_t	j = gbml_rng_below(r, i); \
+		type		t = a[i - 1]; \
+ \
+		a[i - 1] = a[j]; \
+		a[j] = t; \
+	} \
 }
+GBML_RNG_SHUFFLE(gbml_rng_shuffle_u32, uint32_t)
+GBML_RNG_SHUFFLE(gbml_rng_shuffle_u64, uint64_t)
+#undef GBML_RNG_SHUFFLE
 
 #endif

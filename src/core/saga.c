@@ -104,7 +104,6 @@ typedef struct saga_state
 {
 	int			d;
 	int64_t		dp;				/* padded length of the vectors */
-	int64_t		n;
 	double	   *w,
 			   *avg,
 			   *w_prev,
@@ -116,8 +115,7 @@ typedef struct saga_state
 	double	  **memory;			/* per chunk: one stored gradient per row */
 	uint32_t   *order;			/* every chunk's row order, chunk c at row_start[c] */
 	int64_t    *row_start;		/* n_chunks + 1 */
-	uint64_t   *slice_at;		/* per slice: chunk << 32 | first position in the chunk's order */
-	uint32_t   *slices;			/* this epoch's slice order */
+	uint64_t   *slice_at;		/* this epoch's slices: chunk << 32 | first position in its order */
 	int64_t		n_slices;
 	double	   *trace_epoch,
 			   *trace_obj,
@@ -143,7 +141,6 @@ state_free(saga_state *st, const gbml_dataset *ds, gbml_env *env)
 	gbml_free(env, st->order);
 	gbml_free(env, st->row_start);
 	gbml_free(env, st->slice_at);
-	gbml_free(env, st->slices);
 	gbml_free(env, st->trace_epoch);
 	gbml_free(env, st->trace_obj);
 	gbml_free(env, st->trace_time);
@@ -158,7 +155,8 @@ alloc_vec(gbml_env *env, int64_t dp)
 
 /*
  * Checks logistic labels and finds their encoding.  `want` is 0 for the
- * training set (detect), or the training encoding for an eval set.
+ * training set (detect, into *enc), or the training encoding for an eval set
+ * (checked against it; enc unused).
  */
 static int
 check_labels(const gbml_dataset *ds, gbml_env *env, const char *what, int want, int *enc)
@@ -196,7 +194,6 @@ check_labels(const gbml_dataset *ds, gbml_env *env, const char *what, int want, 
 			return gbml_error(env, GBML_EINVAL,
 							  "saga: the eval set's labels are %s but the training labels are %s",
 							  has_neg ? "-1/+1" : "0/1", encoding_name(want));
-		*enc = want;
 		return GBML_OK;
 	}
 	if (!has_pos || !(has_zero || has_neg))
@@ -230,13 +227,11 @@ plan_epoch(saga_state *st, const gbml_dataset *ds, gbml_rng *rng)
 {
 	int64_t		ns = 0;
 
-	st->row_start[0] = 0;
 	for (int c = 0; c < ds->n_chunks; c++)
 	{
 		int64_t		rows = ds->chunks[c]->n_rows;
 		uint32_t   *o = st->order + st->row_start[c];
 
-		st->row_start[c + 1] = st->row_start[c] + rows;
 		for (int64_t r = 0; r < rows; r++)
 			o[r] = (uint32_t) r;
 		gbml_rng_shuffle_u32(rng, o, (uint64_t) rows);
@@ -244,17 +239,13 @@ plan_epoch(saga_state *st, const gbml_dataset *ds, gbml_rng *rng)
 	if (ds->n_chunks == 1)
 	{
 		st->slice_at[0] = 0;
-		st->slices[0] = 0;
 		st->n_slices = 1;
 		return;
 	}
 	for (int c = 0; c < ds->n_chunks; c++)
-		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r += SLICE_ROWS, ns++)
-		{
-			st->slice_at[ns] = ((uint64_t) c << 32) | (uint64_t) r;
-			st->slices[ns] = (uint32_t) ns;
-		}
-	gbml_rng_shuffle_u32(rng, st->slices, (uint64_t) ns);
+		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r += SLICE_ROWS)
+			st->slice_at[ns++] = ((uint64_t) c << 32) | (uint64_t) r;
+	gbml_rng_shuffle_u64(rng, st->slice_at, (uint64_t) ns);
 	st->n_slices = ns;
 }
 
@@ -392,6 +383,7 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 	const bool	stdz = p->standardize;
 	saga_state	st;
 	gbml_rng	rng;
+	gbml_saga_pass_args a;
 	gbml_strbuf body;
 	double		alpha,
 				L,
@@ -410,7 +402,6 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 				n_trace = 0,
 				n_nonzero = 0;
 	int			enc = GBML_SAGA_LABELS_NONE,
-				eval_enc = 0,
 				rc = GBML_OK;
 	bool		converged = false,
 				first = true;
@@ -422,14 +413,13 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 	{
 		if ((rc = check_labels(ds, env, "the training set", 0, &enc)) != GBML_OK)
 			return rc;
-		if (ctx->eval && (rc = check_labels(ctx->eval, env, "the eval set", enc, &eval_enc)) != GBML_OK)
+		if (ctx->eval && (rc = check_labels(ctx->eval, env, "the eval set", enc, NULL)) != GBML_OK)
 			return rc;
 	}
 	alpha = p->C > 0 ? 1.0 / (p->C * (double) n) : p->alpha;
 
 	st.d = d;
 	st.dp = gbml_saga_padded(d);
-	st.n = n;
 	if ((st.w = alloc_vec(env, st.dp)) == NULL ||
 		(st.avg = alloc_vec(env, st.dp)) == NULL ||
 		(st.w_prev = alloc_vec(env, st.dp)) == NULL ||
@@ -442,7 +432,6 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 		(st.order = gbml_alloc_array(env, (size_t) n, sizeof(uint32_t))) == NULL ||
 		(st.row_start = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t))) == NULL ||
 		(st.slice_at = gbml_alloc_array(env, (size_t) (n / SLICE_ROWS + ds->n_chunks), sizeof(uint64_t))) == NULL ||
-		(st.slices = gbml_alloc_array(env, (size_t) (n / SLICE_ROWS + ds->n_chunks), sizeof(uint32_t))) == NULL ||
 		(st.trace_epoch = gbml_alloc_array(env, TRACE_CAP, sizeof(double))) == NULL ||
 		(st.trace_obj = gbml_alloc_array(env, TRACE_CAP, sizeof(double))) == NULL ||
 		(st.trace_time = gbml_alloc_array(env, TRACE_CAP, sizeof(double))) == NULL ||
@@ -451,12 +440,16 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 		rc = env->error_code;
 		goto done;
 	}
+	st.row_start[0] = 0;
 	for (int c = 0; c < ds->n_chunks; c++)
+	{
+		st.row_start[c + 1] = st.row_start[c] + ds->chunks[c]->n_rows;
 		if ((st.memory[c] = gbml_alloc0(env, sizeof(double) * (size_t) ds->chunks[c]->n_rows)) == NULL)
 		{
 			rc = env->error_code;
 			goto done;
 		}
+	}
 
 	/* feature statistics (always: they are stored for importance) and the step size */
 	feature_stats(ds, d, st.mean, st.std);
@@ -480,6 +473,21 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 	step = p->step_size > 0 ? p->step_size : 1.0 / (3.0 * L);
 	t_stats = gbml_now() - t_start;
 
+	/* what every pass shares; per slice only the chunk's arrays and the rows change */
+	a.d = d;
+	a.scale = stdz ? st.scale : NULL;
+	a.shift = stdz ? st.shift : NULL;
+	a.w = st.w;
+	a.avg = st.avg;
+	a.intercept = &b;
+	a.avg_intercept = &avg_b;
+	a.loss = loss;
+	a.fit_intercept = p->fit_intercept;
+	a.step = step;
+	a.inv_n = 1.0 / (double) n;
+	a.l1_threshold = step * alpha * p->l1_ratio;
+	a.l2_shrink = 1.0 / (1.0 + step * alpha * (1 - p->l1_ratio));
+
 	gbml_rng_seed(&rng, (uint64_t) p->random_seed);
 	for (epoch = 1; epoch <= p->max_iter; epoch++)
 	{
@@ -497,33 +505,17 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 
 			for (int64_t k = 0; k < st.n_slices; k++)
 			{
-				uint64_t	at = st.slice_at[st.slices[k]];
-				int			c = (int) (at >> 32);
-				int64_t		first_pos = (int64_t) (uint32_t) at;
-				int64_t		rows_c = ds->chunks[c]->n_rows;
+				int			c = (int) (st.slice_at[k] >> 32);
+				int64_t		first_pos = (int64_t) (uint32_t) st.slice_at[k];
 				const gbml_chunk *ch = ds->chunks[c];
-				gbml_saga_pass_args a;
 
 				a.x = ch->x;
 				a.label = ch->label;
 				a.weight = ds->has_weight ? ch->weight : NULL;
 				a.order = st.order + st.row_start[c] + first_pos;
-				a.n_visit = st.n_slices == 1 ? rows_c : Min64(SLICE_ROWS, rows_c - first_pos);
-				a.n_rows = rows_c;
-				a.d = d;
-				a.scale = stdz ? st.scale : NULL;
-				a.shift = stdz ? st.shift : NULL;
+				a.n_visit = st.n_slices == 1 ? ch->n_rows : Min64(SLICE_ROWS, ch->n_rows - first_pos);
+				a.n_rows = ch->n_rows;
 				a.memory = st.memory[c];
-				a.w = st.w;
-				a.avg = st.avg;
-				a.intercept = &b;
-				a.avg_intercept = &avg_b;
-				a.loss = loss;
-				a.fit_intercept = p->fit_intercept;
-				a.step = step;
-				a.inv_n = 1.0 / (double) n;
-				a.l1_threshold = step * alpha * p->l1_ratio;
-				a.l2_shrink = 1.0 / (1.0 + step * alpha * (1 - p->l1_ratio));
 				gbml_saga_chunk_pass(&a);
 				/* a cancel check every ~64k rows: an epoch over a big table can take seconds */
 				since_check += a.n_visit;
