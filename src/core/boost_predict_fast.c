@@ -34,7 +34,6 @@
 
 typedef struct gbml_boost_fast
 {
-	int			n_used;
 	int			depth;
 	int			n_blocks;
 	int			stride;			/* borders per feature, padded to a multiple of 16 */
@@ -80,7 +79,7 @@ gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
 	int64_t		n_splits;
 	int			max_m = 0;
 	float	   *tmp;
-	int		   *count;
+	int64_t    *off;
 
 	f->fast = NULL;
 	if (getenv("GBML_NO_FAST_SCORER") || !__builtin_cpu_supports("avx512vbmi") ||
@@ -89,39 +88,41 @@ gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
 		return GBML_OK;
 	n_splits = (int64_t) f->n_trees * d;
 
-	/* distinct split borders per used feature */
-	count = gbml_alloc0(env, sizeof(int) * (size_t) f->n_used);
+	/*
+	 * Distinct split borders per used feature, sorted, packed in tmp: feature
+	 * u's at tmp[off[u] .. off[u + 1]) (gathered there, sorted, then
+	 * de-duplicated in place; the packed total never exceeds n_splits).
+	 */
+	off = gbml_alloc_array(env, (size_t) f->n_used + 1, sizeof(int64_t));
 	tmp = gbml_alloc_array(env, (size_t) n_splits, sizeof(float));
 	fast = gbml_alloc0(env, sizeof(gbml_boost_fast));
-	if (count == NULL || tmp == NULL || fast == NULL)
+	if (off == NULL || tmp == NULL || fast == NULL)
 		goto oom;
+	off[0] = 0;
 	for (int u = 0; u < f->n_used; u++)
 	{
-		int			m = 0;
+		float	   *seg = tmp + off[u];
+		int			m = 0,
+					uniq = 0;
 
 		for (int64_t s = 0; s < n_splits; s++)
 			if (f->feature_pos[s] == u)
-				tmp[m++] = f->border[s];
-		qsort(tmp, (size_t) m, sizeof(float), cmp_float);
-		{
-			int			uniq = 0;
-
-			for (int i = 0; i < m; i++)
-				if (uniq == 0 || tmp[i] != tmp[uniq - 1])
-					tmp[uniq++] = tmp[i];
-			count[u] = uniq;
-			if (uniq > max_m)
-				max_m = uniq;
-		}
+				seg[m++] = f->border[s];
+		qsort(seg, (size_t) m, sizeof(float), cmp_float);
+		for (int i = 0; i < m; i++)
+			if (uniq == 0 || seg[i] != seg[uniq - 1])
+				seg[uniq++] = seg[i];
+		off[u + 1] = off[u] + uniq;
+		if (uniq > max_m)
+			max_m = uniq;
 	}
 	if (max_m > 255)
 	{
-		gbml_free(env, count);
+		gbml_free(env, off);
 		gbml_free(env, tmp);
 		gbml_free(env, fast);
 		return GBML_OK;			/* border indices would not fit a byte */
 	}
-	fast->n_used = f->n_used;
 	fast->depth = d;
 	fast->n_blocks = (f->n_trees + BLOCK_TREES - 1) / BLOCK_TREES;
 	fast->stride = (max_m + 15) / 16 * 16;
@@ -133,17 +134,9 @@ gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
 	for (int u = 0; u < f->n_used; u++)
 	{
 		float	   *ub = fast->borders + (size_t) u * fast->stride;
-		int			m = 0,
-					uniq = 0;
+		int			uniq = (int) (off[u + 1] - off[u]);
 
-		/* sort in tmp (all of the feature's splits), keep the distinct values */
-		for (int64_t s = 0; s < n_splits; s++)
-			if (f->feature_pos[s] == u)
-				tmp[m++] = f->border[s];
-		qsort(tmp, (size_t) m, sizeof(float), cmp_float);
-		for (int i = 0; i < m; i++)
-			if (uniq == 0 || tmp[i] != ub[uniq - 1])
-				ub[uniq++] = tmp[i];
+		memcpy(ub, tmp + off[u], sizeof(float) * (size_t) uniq);
 		for (int i = uniq; i < fast->stride; i++)
 			ub[i] = INFINITY;
 	}
@@ -181,22 +174,15 @@ gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
 			fast->thr[((size_t) b * d + l) * BLOCK_TREES + j] = (uint8_t) k;
 		}
 	}
-	gbml_free(env, count);
+	gbml_free(env, off);
 	gbml_free(env, tmp);
 	f->fast = fast;
 	return GBML_OK;
 oom:
-	gbml_free(env, count);
+	gbml_free(env, off);
 	gbml_free(env, tmp);
-	if (fast)
-	{
-		gbml_free(env, fast->borders);
-		gbml_free(env, fast->borders_t);
-		gbml_free(env, fast->feature_of);
-		gbml_free(env, fast->pos);
-		gbml_free(env, fast->thr);
-		gbml_free(env, fast);
-	}
+	f->fast = fast;				/* NULL or partly filled: free_fast releases what is there */
+	gbml_boost_forest_free_fast(f, env);
 	return env->error_code;
 #else
 	(void) env;
