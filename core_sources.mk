@@ -22,7 +22,7 @@ CORE_SOURCES = \
 	src/core/saga.c \
 	src/core/saga_kernels.c
 
-# Unit tests (tests/unit); main.c and harness.h are always included.
+# Unit tests (tests/unit); main.c, test_util.c, harness.h and test_util.h are always included.
 UNIT_TEST_SOURCES = \
 	tests/unit/test_boost.c \
 	tests/unit/test_boost_loss.c \

@@ -12,6 +12,7 @@
 #include "boost_quantize.h"
 #include "metrics.h"
 #include "rng.h"
+#include "test_util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -73,61 +74,11 @@ make_data(gbml_dataset *ds, gbml_env *env, data_kind kind, int64_t n, int d, uin
 	free(x);
 }
 
-static gbml_param_value
-num(const char *key, double v)
-{
-	gbml_param_value p = {.key = key,.kind = GBML_VALUE_NUMBER,.number = v};
-
-	return p;
-}
-
-static gbml_param_value
-str(const char *key, const char *v)
-{
-	gbml_param_value p = {.key = key,.kind = GBML_VALUE_STRING,.string = v};
-
-	return p;
-}
-
 static int
 train(gbml_env *env, gbml_dataset *ds, gbml_dataset *eval, const gbml_param_value *v, int nv,
 	  uint8_t **model, size_t *len)
 {
 	return gbml_train_values(env, "boost", v, nv, ds, eval, model, len);
-}
-
-/* A number from the META section: the first "key": after an optional "scope". */
-static double
-meta_number(gbml_env *env, const uint8_t *model, size_t len, const char *key)
-{
-	gbml_model_reader r;
-	const uint8_t *data;
-	size_t		dlen;
-	char	   *text,
-			   *p;
-	char		pat[128];
-	double		v = NAN;
-
-	if (gbml_model_open(&r, env, model, len) != GBML_OK ||
-		!gbml_model_find(&r, GBML_SECTION_META, &data, &dlen))
-		return NAN;
-	text = malloc(dlen + 1);
-	memcpy(text, data, dlen);
-	text[dlen] = 0;
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	p = strstr(text, pat);
-	if (p)
-	{
-		p += strlen(pat);
-		if (strncmp(p, "true", 4) == 0)
-			v = 1;
-		else if (strncmp(p, "false", 5) == 0)
-			v = 0;
-		else
-			v = strtod(p, NULL);
-	}
-	free(text);
-	return v;
 }
 
 /* Scores every row of ds with the scorer into out (dataset order). */
@@ -257,7 +208,7 @@ TEST(boost_rmse_learns_and_scorer_matches_trainer)
 	uint8_t    *model = NULL;
 	size_t		len;
 	gbml_scorer sc;
-	gbml_param_value v[] = {num("iterations", 60), num("depth", 4), num("learning_rate", 0.3)};
+	gbml_param_value v[] = {tu_num("iterations", 60), tu_num("depth", 4), tu_num("learning_rate", 0.3)};
 	double	   *pred;
 	float	   *label;
 	double		rmse,
@@ -273,11 +224,11 @@ TEST(boost_rmse_learns_and_scorer_matches_trainer)
 	rmse = gbml_rmse(pred, label, NULL, ds.n_rows);
 	CHECK(rmse < 0.15 * label_std(&ds));
 	/* the trainer's own predictions (from bins) are the scorer's (from raw floats) */
-	meta_rmse = meta_number(&env, model, len, "train_RMSE");
+	meta_rmse = tu_meta_number(&env, model, len, "train_RMSE");
 	CHECK_NEAR(meta_rmse, rmse, 1e-12 * (1 + rmse));
-	CHECK(meta_number(&env, model, len, "trees") == 60);
-	CHECK(meta_number(&env, model, len, "higher_is_better") == 0);
-	CHECK_NEAR(meta_number(&env, model, len, "eval_value"), rmse, 1e-9);
+	CHECK(tu_meta_number(&env, model, len, "trees") == 60);
+	CHECK(tu_meta_number(&env, model, len, "higher_is_better") == 0);
+	CHECK_NEAR(tu_meta_number(&env, model, len, "eval_value"), rmse, 1e-9);
 
 	/* batch scorer == single-row scorer, bit for bit */
 	{
@@ -338,30 +289,8 @@ TEST(boost_rmse_learns_and_scorer_matches_trainer)
 }
 
 /* The model's own sections (header, trees, borders, params), compared one by one. */
-static bool
-same_model_sections(gbml_env *env, const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
-{
-	gbml_model_reader ra,
-				rb;
-	uint32_t	tags[] = {GBML_SECTION_BOOST_HEADER, GBML_SECTION_BOOST_TREES, GBML_SECTION_BOOST_BORDERS,
-	GBML_SECTION_PARAMS};
-
-	if (gbml_model_open(&ra, env, a, alen) != GBML_OK || gbml_model_open(&rb, env, b, blen) != GBML_OK)
-		return false;
-	for (int i = 0; i < 4; i++)
-	{
-		const uint8_t *da,
-				   *db;
-		size_t		la,
-					lb;
-
-		if (!gbml_model_find(&ra, tags[i], &da, &la) || !gbml_model_find(&rb, tags[i], &db, &lb))
-			return false;
-		if (la != lb || memcmp(da, db, la) != 0)
-			return false;
-	}
-	return true;
-}
+static const uint32_t boost_tags[] = {GBML_SECTION_BOOST_HEADER, GBML_SECTION_BOOST_TREES,
+GBML_SECTION_BOOST_BORDERS, GBML_SECTION_PARAMS};
 
 static void
 determinism_case(data_kind kind, const char *loss, double missing)
@@ -370,8 +299,8 @@ determinism_case(data_kind kind, const char *loss, double missing)
 	size_t		lens[3];
 	int			threads[3] = {1, 2, 3};
 	gbml_env	envs[3];
-	gbml_param_value v[] = {num("iterations", 12), num("depth", 5), num("subsample", 0.7),
-	str("loss", loss), num("random_seed", 42), num("border_count", 64)};
+	gbml_param_value v[] = {tu_num("iterations", 12), tu_num("depth", 5), tu_num("subsample", 0.7),
+	tu_str("loss", loss), tu_num("random_seed", 42), tu_num("border_count", 64)};
 
 	for (int i = 0; i < 3; i++)
 	{
@@ -397,8 +326,8 @@ determinism_case(data_kind kind, const char *loss, double missing)
 	CHECK(models[0] && models[1] && models[2]);
 	if (models[0] && models[1] && models[2])
 	{
-		CHECK(same_model_sections(&envs[0], models[0], lens[0], models[1], lens[1]));
-		CHECK(same_model_sections(&envs[0], models[0], lens[0], models[2], lens[2]));
+		CHECK(tu_same_sections(&envs[0], models[0], lens[0], models[1], lens[1], boost_tags, 4));
+		CHECK(tu_same_sections(&envs[0], models[0], lens[0], models[2], lens[2], boost_tags, 4));
 		/* the whole container too: run-dependent figures live outside the model bytes */
 		CHECK(lens[0] == lens[1] && memcmp(models[0], models[1], lens[0]) == 0);
 		CHECK(lens[0] == lens[2] && memcmp(models[0], models[2], lens[0]) == 0);
@@ -429,8 +358,8 @@ TEST(boost_every_loss_learns)
 		uint8_t    *model = NULL;
 		size_t		len;
 		gbml_scorer sc;
-		gbml_param_value v[] = {str("loss", losses[k]), num("iterations", 40), num("depth", 4),
-		num("learning_rate", 0.2)};
+		gbml_param_value v[] = {tu_str("loss", losses[k]), tu_num("iterations", 40), tu_num("depth", 4),
+		tu_num("learning_rate", 0.2)};
 		bool		binary = strcmp(losses[k], "Logloss") == 0;
 		int64_t		n = 2000;
 		double	   *pred = malloc(sizeof(double) * n),
@@ -517,11 +446,11 @@ TEST(boost_l2_leaf_reg_default_follows_the_loss)
 	{
 		uint8_t    *model = NULL;
 		size_t		len;
-		gbml_param_value v[] = {str("loss", losses[k]), num("iterations", 3), num("depth", 3),
-		num("l2_leaf_reg", given[k])};
+		gbml_param_value v[] = {tu_str("loss", losses[k]), tu_num("iterations", 3), tu_num("depth", 3),
+		tu_num("l2_leaf_reg", given[k])};
 
 		CHECK(train(&env, &ds, NULL, v, isnan(given[k]) ? 3 : 4, &model, &len) == GBML_OK);
-		CHECK(meta_number(&env, model, len, "l2_leaf_reg") == want[k]);
+		CHECK(tu_meta_number(&env, model, len, "l2_leaf_reg") == want[k]);
 		gbml_free(&env, model);
 	}
 	gbml_dataset_free(&ds, &env);
@@ -536,8 +465,8 @@ TEST(boost_eval_set_and_early_stopping)
 	uint8_t    *model = NULL;
 	size_t		len;
 	gbml_scorer sc;
-	gbml_param_value v[] = {num("iterations", 400), num("depth", 6), num("learning_rate", 0.5),
-	num("l2_leaf_reg", 0), num("early_stopping_rounds", 15)};
+	gbml_param_value v[] = {tu_num("iterations", 400), tu_num("depth", 6), tu_num("learning_rate", 0.5),
+	tu_num("l2_leaf_reg", 0), tu_num("early_stopping_rounds", 15)};
 	double		trees,
 				best;
 
@@ -545,12 +474,12 @@ TEST(boost_eval_set_and_early_stopping)
 	make_data(&ds, &env, DATA_NOISE, 1500, 8, 21, 0);
 	make_data(&ev, &env, DATA_NOISE, 1500, 8, 22, 0);
 	CHECK(train(&env, &ds, &ev, v, 5, &model, &len) == GBML_OK);
-	trees = meta_number(&env, model, len, "trees");
-	best = meta_number(&env, model, len, "best_iteration");
-	CHECK(meta_number(&env, model, len, "stopped_early") == 1);
+	trees = tu_meta_number(&env, model, len, "trees");
+	best = tu_meta_number(&env, model, len, "best_iteration");
+	CHECK(tu_meta_number(&env, model, len, "stopped_early") == 1);
 	CHECK(trees < 100);
 	CHECK(trees == best);
-	CHECK(meta_number(&env, model, len, "iterations_run") == best + 15);
+	CHECK(tu_meta_number(&env, model, len, "iterations_run") == best + 15);
 	/* META's eval value is the eval RMSE of the kept trees */
 	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
 	{
@@ -558,7 +487,7 @@ TEST(boost_eval_set_and_early_stopping)
 		float	   *label = malloc(sizeof(float) * ev.n_rows);
 
 		score_all(&sc, &env, &ev, pred, label);
-		CHECK_NEAR(meta_number(&env, model, len, "eval_value"), gbml_rmse(pred, label, NULL, ev.n_rows), 1e-9);
+		CHECK_NEAR(tu_meta_number(&env, model, len, "eval_value"), gbml_rmse(pred, label, NULL, ev.n_rows), 1e-9);
 		free(pred);
 		free(label);
 	}
@@ -567,21 +496,21 @@ TEST(boost_eval_set_and_early_stopping)
 
 	/* use_best_model false keeps every tree grown */
 	{
-		gbml_param_value v2[] = {num("iterations", 400), num("depth", 6), num("learning_rate", 0.5),
-		num("l2_leaf_reg", 0), num("early_stopping_rounds", 15),
-		{.key = "use_best_model",.kind = GBML_VALUE_BOOL,.boolean = false}};
+		gbml_param_value v2[] = {tu_num("iterations", 400), tu_num("depth", 6), tu_num("learning_rate", 0.5),
+		tu_num("l2_leaf_reg", 0), tu_num("early_stopping_rounds", 15),
+		tu_bool("use_best_model", false)};
 
 		CHECK(train(&env, &ds, &ev, v2, 6, &model, &len) == GBML_OK);
-		CHECK(meta_number(&env, model, len, "trees") == best + 15);
+		CHECK(tu_meta_number(&env, model, len, "trees") == best + 15);
 		gbml_free(&env, model);
 	}
 	/* eval_fraction: the driver holds out rows itself */
 	{
-		gbml_param_value v3[] = {num("iterations", 30), num("eval_fraction", 0.2), str("eval_metric", "AUC")};
+		gbml_param_value v3[] = {tu_num("iterations", 30), tu_num("eval_fraction", 0.2), tu_str("eval_metric", "AUC")};
 
 		CHECK(train(&env, &ds, NULL, v3, 3, &model, &len) == GBML_OK);
-		CHECK(meta_number(&env, model, len, "higher_is_better") == 1);
-		CHECK(meta_number(&env, model, len, "eval_value") > 0.5);
+		CHECK(tu_meta_number(&env, model, len, "higher_is_better") == 1);
+		CHECK(tu_meta_number(&env, model, len, "eval_value") > 0.5);
 		gbml_free(&env, model);
 	}
 	gbml_dataset_free(&ds, &env);
@@ -597,7 +526,7 @@ TEST(boost_missing_values_get_their_own_split)
 	size_t		len;
 	gbml_scorer sc;
 	gbml_rng	rng;
-	gbml_param_value v[] = {num("iterations", 80), num("depth", 3), num("learning_rate", 0.3)};
+	gbml_param_value v[] = {tu_num("iterations", 80), tu_num("depth", 3), tu_num("learning_rate", 0.3)};
 	float		x[2];
 	double		out;
 
@@ -643,47 +572,47 @@ TEST(boost_bad_parameters_and_inputs)
 	gbml_env_init_malloc(&env, 1);
 	make_data(&ds, &env, DATA_REGRESSION, 200, 3, 1, 0);
 	{
-		gbml_param_value v = num("depth", 11);
+		gbml_param_value v = tu_num("depth", 11);
 
 		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
 		CHECK(strstr(env.error, "depth") != NULL);
 	}
 	{
-		gbml_param_value v = num("learning_rate", 0);
+		gbml_param_value v = tu_num("learning_rate", 0);
 
 		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
 	}
 	{
-		gbml_param_value v = num("border_count", 256);
+		gbml_param_value v = tu_num("border_count", 256);
 
 		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
 	}
 	{
-		gbml_param_value v = str("loss", "Hinge");
+		gbml_param_value v = tu_str("loss", "Hinge");
 
 		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
 		CHECK(strstr(env.error, "YetiRank") != NULL);	/* the message lists the choices */
 	}
 	{
-		gbml_param_value v = num("iteration", 5);	/* typo */
+		gbml_param_value v = tu_num("iteration", 5);	/* typo */
 
 		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
 	}
 	{
-		gbml_param_value v = str("loss", "YetiRank");
+		gbml_param_value v = tu_str("loss", "YetiRank");
 
 		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
 		CHECK(strstr(env.error, "needs a group_id") != NULL);
 	}
 	{
-		gbml_param_value v = str("eval_metric", "NDCG");
+		gbml_param_value v = tu_str("eval_metric", "NDCG");
 
 		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
 		CHECK(strstr(env.error, "group_id") != NULL);
 	}
 	{
 		/* labels up to ~5: not a probability */
-		gbml_param_value v = str("loss", "Logloss");
+		gbml_param_value v = tu_str("loss", "Logloss");
 
 		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
 		CHECK(strstr(env.error, "[0, 1]") != NULL);
@@ -692,27 +621,19 @@ TEST(boost_bad_parameters_and_inputs)
 	CHECK(env.memory_used == 0);
 }
 
-static int	cancel_after;
-
-static bool
-cancel_progress(void *ctx, const gbml_progress_info *info)
-{
-	(void) ctx;
-	return info->iteration >= cancel_after;
-}
-
 TEST(boost_cancel_releases_memory)
 {
 	gbml_env	env;
 	gbml_dataset ds;
 	uint8_t    *model = NULL;
 	size_t		len;
-	gbml_param_value v = num("iterations", 100);
+	gbml_param_value v = tu_num("iterations", 100);
+	tu_cancel	cancel = {.at_iteration = 3};
 
 	gbml_env_init_malloc(&env, 2);
 	make_data(&ds, &env, DATA_REGRESSION, 3000, 4, 1, 0);
-	env.progress_fn = cancel_progress;
-	cancel_after = 3;
+	env.progress_fn = tu_cancel_progress;
+	env.progress_ctx = &cancel;
 	CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_ECANCELLED);
 	gbml_dataset_free(&ds, &env);
 	CHECK(env.memory_used == 0);
@@ -724,7 +645,7 @@ TEST(boost_memory_budget_is_a_clean_error)
 	gbml_dataset ds;
 	uint8_t    *model = NULL;
 	size_t		len;
-	gbml_param_value v[] = {num("iterations", 5), num("depth", 10), num("border_count", 255)};
+	gbml_param_value v[] = {tu_num("iterations", 5), tu_num("depth", 10), tu_num("border_count", 255)};
 	size_t		held;
 
 	gbml_env_init_malloc(&env, 2);
@@ -763,7 +684,7 @@ TEST(boost_corrupt_models_are_rejected)
 	size_t		len;
 	gbml_model_reader r;
 	gbml_rng	rng;
-	gbml_param_value v[] = {num("iterations", 5), num("depth", 3)};
+	gbml_param_value v[] = {tu_num("iterations", 5), tu_num("depth", 3)};
 	uint32_t	tags[3] = {GBML_SECTION_BOOST_HEADER, GBML_SECTION_BOOST_TREES, GBML_SECTION_BOOST_BORDERS};
 	int			rejected = 0,
 				accepted = 0;
@@ -886,10 +807,10 @@ TEST(boost_depth_one_and_constant_features)
 		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
 	}
 	{
-		gbml_param_value v[] = {num("iterations", 10), num("depth", 1)};
+		gbml_param_value v[] = {tu_num("iterations", 10), tu_num("depth", 1)};
 
 		CHECK(train(&env, &ds, NULL, v, 2, &model, &len) == GBML_OK);
-		CHECK(meta_number(&env, model, len, "trees") == 0);
+		CHECK(tu_meta_number(&env, model, len, "trees") == 0);
 		CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
 		CHECK(gbml_scorer_predict(&sc, &env, x, 2, GBML_OUT_SCORE, &out) == GBML_OK);
 		CHECK_NEAR(out, 1.5, 1e-6);
@@ -901,7 +822,7 @@ TEST(boost_depth_one_and_constant_features)
 	gbml_dataset_init(&ds, true);
 	{
 		gbml_row	row = {.x = x,.n_features = 2,.label = 7,.group_is_null = true,.weight_is_null = true};
-		gbml_param_value v[] = {num("iterations", 3)};
+		gbml_param_value v[] = {tu_num("iterations", 3)};
 
 		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
 		CHECK(train(&env, &ds, NULL, v, 1, &model, &len) == GBML_OK);
@@ -919,7 +840,7 @@ TEST(boost_zero_weight_rows_are_ignored)
 	size_t		len;
 	gbml_scorer sc;
 	gbml_rng	rng;
-	gbml_param_value v[] = {num("iterations", 60), num("depth", 4), num("learning_rate", 0.3)};
+	gbml_param_value v[] = {tu_num("iterations", 60), tu_num("depth", 4), tu_num("learning_rate", 0.3)};
 	float		x[3];
 	double		se = 0;
 	int			n_good = 0;

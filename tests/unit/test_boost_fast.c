@@ -25,7 +25,6 @@ check_depth(int depth, int trees, int features)
 	gbml_env	env;
 	gbml_dataset ds;
 	gbml_rng	rng;
-	gbml_parsed_params pp;
 	gbml_param_value v[3] = {
 		{.key = "iterations",.kind = GBML_VALUE_NUMBER,.number = trees},
 		{.key = "depth",.kind = GBML_VALUE_NUMBER,.number = depth},
@@ -56,8 +55,7 @@ check_depth(int depth, int trees, int features)
 		row.weight_is_null = true;
 		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
 	}
-	CHECK(gbml_parse_training_params(&env, gbml_algorithm_by_name("boost"), v, 3, &pp) == GBML_OK);
-	CHECK(gbml_train(&env, &pp, &ds, NULL, &model, &len) == GBML_OK);
+	CHECK(gbml_train_values(&env, "boost", v, 3, &ds, NULL, &model, &len) == GBML_OK);
 	CHECK(gbml_scorer_load(&fast, &env, model, len) == GBML_OK);
 	setenv("GBML_NO_FAST_SCORER", "1", 1);
 	CHECK(gbml_scorer_load(&slow, &env, model, len) == GBML_OK);
@@ -78,7 +76,6 @@ check_depth(int depth, int trees, int features)
 	gbml_scorer_free(&fast, &env);
 	gbml_scorer_free(&slow, &env);
 	gbml_free(&env, model);
-	gbml_parsed_params_free(&env, &pp);
 	gbml_dataset_free(&ds, &env);
 	CHECK(env.memory_used == 0);
 	free(x);

@@ -367,11 +367,56 @@ check_query_sums_zero(const test_problem *t, const double *g)
 	}
 }
 
+/*
+ * Gradients of kind on t (opt NULL: gbml_boost_loss_gradients with its
+ * defaults) with 1 and n_threads threads: CHECKs both succeed with the same
+ * bytes.  The 1-thread result is left in g, h (t->p.n each).
+ */
+static void
+gradients_any_threads(gbml_boost_loss_kind kind, const test_problem *t, const gbml_boost_loss_options *opt,
+					  uint64_t seed, int64_t it, int n_threads, double *g, double *h)
+{
+	gbml_env	env1,
+				envn;
+	int64_t		n = t->p.n;
+	double	   *gn = malloc(sizeof(double) * n),
+			   *hn = malloc(sizeof(double) * n);
+
+	gbml_env_init_malloc(&env1, 1);
+	gbml_env_init_malloc(&envn, n_threads);
+	if (opt)
+	{
+		CHECK(gbml_boost_loss_gradients_ex(kind, &t->p, t->pred, seed, it, opt, g, h, &env1) == GBML_OK);
+		CHECK(gbml_boost_loss_gradients_ex(kind, &t->p, t->pred, seed, it, opt, gn, hn, &envn) == GBML_OK);
+	}
+	else
+	{
+		CHECK(gbml_boost_loss_gradients(kind, &t->p, t->pred, seed, it, g, h, &env1) == GBML_OK);
+		CHECK(gbml_boost_loss_gradients(kind, &t->p, t->pred, seed, it, gn, hn, &envn) == GBML_OK);
+	}
+	CHECK(memcmp(g, gn, sizeof(double) * n) == 0);
+	CHECK(memcmp(h, hn, sizeof(double) * n) == 0);
+	free(gn);
+	free(hn);
+}
+
+/* Lowest and highest label of query q. */
+static void
+query_label_range(const test_problem *t, int64_t q, float *lo, float *hi)
+{
+	*lo = 1e9f;
+	*hi = -1e9f;
+	for (int64_t i = t->off[q]; i < t->off[q + 1]; i++)
+	{
+		*lo = fminf(*lo, t->label[i]);
+		*hi = fmaxf(*hi, t->label[i]);
+	}
+}
+
 TEST(boost_loss_yetirank_properties)
 {
 	test_problem t;
-	gbml_env	env1,
-				env4;
+	gbml_env	env4;
 	int64_t		n;
 	double	   *g1,
 			   *h1,
@@ -384,14 +429,10 @@ TEST(boost_loss_yetirank_properties)
 	h1 = malloc(sizeof(double) * n);
 	g4 = malloc(sizeof(double) * n);
 	h4 = malloc(sizeof(double) * n);
-	gbml_env_init_malloc(&env1, 1);
 	gbml_env_init_malloc(&env4, 4);
 
 	/* same bytes whatever the thread count */
-	CHECK(gbml_boost_loss_gradients(GBML_LOSS_YETIRANK, &t.p, t.pred, 9, 2, g1, h1, &env1) == GBML_OK);
-	CHECK(gbml_boost_loss_gradients(GBML_LOSS_YETIRANK, &t.p, t.pred, 9, 2, g4, h4, &env4) == GBML_OK);
-	CHECK(memcmp(g1, g4, sizeof(double) * n) == 0);
-	CHECK(memcmp(h1, h4, sizeof(double) * n) == 0);
+	gradients_any_threads(GBML_LOSS_YETIRANK, &t, NULL, 9, 2, 4, g1, h1);
 	check_query_sums_zero(&t, g1);
 	for (int64_t i = 0; i < n; i++)
 		CHECK(h1[i] > 0);
@@ -407,14 +448,10 @@ TEST(boost_loss_yetirank_properties)
 	CHECK(gbml_boost_loss_gradients(GBML_LOSS_YETIRANK, &t.p, t.pred, 1, 0, g1, h1, &env4) == GBML_OK);
 	for (int64_t q = 0; q < t.p.n_groups; q++)
 	{
-		float		lo = 1e9f,
-					hi = -1e9f;
+		float		lo,
+					hi;
 
-		for (int64_t i = t.off[q]; i < t.off[q + 1]; i++)
-		{
-			lo = fminf(lo, t.label[i]);
-			hi = fmaxf(hi, t.label[i]);
-		}
+		query_label_range(&t, q, &lo, &hi);
 		for (int64_t i = t.off[q]; i < t.off[q + 1]; i++)
 		{
 			if (lo == hi)
@@ -516,26 +553,17 @@ TEST(boost_loss_lambdamart_hand_case)
 TEST(boost_loss_lambdamart_properties)
 {
 	test_problem t;
-	gbml_env	env1,
-				env3;
+	gbml_env	env3;
 	int64_t		n;
 	double	   *g1,
-			   *h1,
-			   *g3,
-			   *h3;
+			   *h1;
 
 	make_problem(&t, 200, 1, 60, 5, true, 8);
 	n = t.p.n;
 	g1 = malloc(sizeof(double) * n);
 	h1 = malloc(sizeof(double) * n);
-	g3 = malloc(sizeof(double) * n);
-	h3 = malloc(sizeof(double) * n);
-	gbml_env_init_malloc(&env1, 1);
 	gbml_env_init_malloc(&env3, 3);
-	CHECK(gbml_boost_loss_gradients(GBML_LOSS_LAMBDAMART, &t.p, t.pred, 0, 0, g1, h1, &env1) == GBML_OK);
-	CHECK(gbml_boost_loss_gradients(GBML_LOSS_LAMBDAMART, &t.p, t.pred, 0, 0, g3, h3, &env3) == GBML_OK);
-	CHECK(memcmp(g1, g3, sizeof(double) * n) == 0);
-	CHECK(memcmp(h1, h3, sizeof(double) * n) == 0);
+	gradients_any_threads(GBML_LOSS_LAMBDAMART, &t, NULL, 0, 0, 3, g1, h1);
 	for (int64_t i = 0; i < n; i++)
 		CHECK(h1[i] > 0);
 	/* unweighted: per-query sums vanish */
@@ -548,44 +576,30 @@ TEST(boost_loss_lambdamart_properties)
 	CHECK(gbml_boost_loss_gradients(GBML_LOSS_LAMBDAMART, &t.p, t.pred, 0, 0, g1, h1, &env3) == GBML_OK);
 	for (int64_t q = 0; q < t.p.n_groups; q++)
 	{
-		float		lo = 1e9f,
-					hi = -1e9f;
+		float		lo,
+					hi;
 
-		for (int64_t i = t.off[q]; i < t.off[q + 1]; i++)
-		{
-			lo = fminf(lo, t.label[i]);
-			hi = fmaxf(hi, t.label[i]);
-		}
+		query_label_range(&t, q, &lo, &hi);
 		for (int64_t i = t.off[q]; i < t.off[q + 1]; i++)
 			if (lo != hi && t.label[i] == hi && t.off[q + 1] - t.off[q] <= 30)
 				CHECK(g1[i] < 0);
 	}
 	free(g1);
 	free(h1);
-	free(g3);
-	free(h3);
 	free_problem(&t);
 }
 
 TEST(boost_loss_thread_independent_all_kinds)
 {
 	test_problem t;
-	gbml_env	env1,
-				env4;
 	int64_t		n;
 	double	   *g1,
-			   *h1,
-			   *g4,
-			   *h4;
+			   *h1;
 
 	make_problem(&t, 500, 1, 50, 3, true, 9);
 	n = t.p.n;
 	g1 = malloc(sizeof(double) * n);
 	h1 = malloc(sizeof(double) * n);
-	g4 = malloc(sizeof(double) * n);
-	h4 = malloc(sizeof(double) * n);
-	gbml_env_init_malloc(&env1, 1);
-	gbml_env_init_malloc(&env4, 4);
 	for (int k = GBML_LOSS_RMSE; k <= GBML_LOSS_LAMBDAMART; k++)
 	{
 		gbml_boost_loss_options opt;
@@ -595,15 +609,10 @@ TEST(boost_loss_thread_independent_all_kinds)
 		if (k == GBML_LOSS_LOGLOSS)
 			for (int64_t i = 0; i < n; i++)
 				t.label[i] = t.label[i] > 1 ? 1.0f : 0.0f;
-		CHECK(gbml_boost_loss_gradients_ex((gbml_boost_loss_kind) k, &t.p, t.pred, 77, 5, &opt, g1, h1, &env1) == GBML_OK);
-		CHECK(gbml_boost_loss_gradients_ex((gbml_boost_loss_kind) k, &t.p, t.pred, 77, 5, &opt, g4, h4, &env4) == GBML_OK);
-		CHECK(memcmp(g1, g4, sizeof(double) * n) == 0);
-		CHECK(memcmp(h1, h4, sizeof(double) * n) == 0);
+		gradients_any_threads((gbml_boost_loss_kind) k, &t, &opt, 77, 5, 4, g1, h1);
 	}
 	free(g1);
 	free(h1);
-	free(g4);
-	free(h4);
 	free_problem(&t);
 }
 

@@ -12,6 +12,7 @@
 #include "kmeans.h"
 #include "kmeans_kernels.h"
 #include "rng.h"
+#include "test_util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -558,37 +559,14 @@ TEST(kmeans_stored_model_assigns_and_measures)
 	/* A crafted model: valid checksum, but k in the section says 3 (the length check must catch it). */
 	{
 		uint8_t    *bad = malloc(len);
-		size_t		off = GBML_MODEL_HEADER_SIZE;
-		bool		patched = false;
+		size_t		off,
+					slen;
+		uint32_t	k3 = 3;
 
 		memcpy(bad, model, len);
-		while (off + 12 <= len)
-		{
-			uint32_t	tag;
-			uint64_t	slen;
-
-			memcpy(&tag, bad + off, 4);
-			memcpy(&slen, bad + off + 4, 8);
-			if (tag == GBML_TAG('K', 'M', 'N', 'S'))
-			{
-				uint32_t	k3 = 3;
-
-				memcpy(bad + off + 12 + 4, &k3, 4);
-				patched = true;
-				break;
-			}
-			off += 12 + slen;
-		}
-		CHECK(patched);
-		{
-			/* the checksum covers the header (less its own field) and the payload */
-			uint32_t	crc = gbml_crc32c(0, bad, 12);
-
-			crc = gbml_crc32c(crc, bad + 16, 8);
-			crc = gbml_crc32c(crc, bad + GBML_MODEL_HEADER_SIZE, len - GBML_MODEL_HEADER_SIZE);
-
-			memcpy(bad + 12, &crc, 4);
-		}
+		CHECK(tu_section_offset(&env, bad, len, GBML_TAG('K', 'M', 'N', 'S'), &off, &slen) && slen >= 8);
+		memcpy(bad + off + 4, &k3, 4);
+		tu_fix_crc(bad, len);
 		CHECK(gbml_model_open(&sc.reader, &env, bad, len) == GBML_OK);	/* the container is fine */
 		CHECK(algo->load(&sc.reader, &env, &h) == GBML_ECORRUPT);
 		CHECK(strstr(env.error, "wrong length") != NULL);
@@ -599,26 +577,17 @@ TEST(kmeans_stored_model_assigns_and_measures)
 	CHECK(env.memory_used == 0);
 }
 
-static bool
-cancel_at_five(void *ctx, const gbml_progress_info *info)
-{
-	int		   *calls = ctx;
-
-	(void) info;
-	return ++*calls >= 5;
-}
-
 TEST(kmeans_cancel_between_iterations)
 {
 	gbml_env	env;
 	gbml_dataset ds;
 	gbml_kmeans_params p;
 	gbml_kmeans_result r;
-	int			calls = 0;
+	tu_cancel	cancel = {.at_call = 5};
 
 	gbml_env_init_malloc(&env, 2);
-	env.progress_fn = cancel_at_five;
-	env.progress_ctx = &calls;
+	env.progress_fn = tu_cancel_progress;
+	env.progress_ctx = &cancel;
 	gbml_dataset_init(&ds, false);
 	fill_blobs(&ds, &env, 3000, 3, 20, 1, 1);
 	default_params(&p, 20);
@@ -626,7 +595,7 @@ TEST(kmeans_cancel_between_iterations)
 	p.min_frac_changed = 0;
 	p.init.choice = GBML_KM_INIT_RANDOM;
 	CHECK(gbml_kmeans_fit(&ds, &p, &env, false, &r) == GBML_ECANCELLED);
-	CHECK(calls == 5);
+	CHECK(cancel.calls == 5);
 	gbml_dataset_free(&ds, &env);
 	CHECK(env.memory_used == 0);
 }

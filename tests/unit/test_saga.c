@@ -13,6 +13,7 @@
 #include "saga.h"
 #include "saga_kernels.h"
 #include "rng.h"
+#include "test_util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -249,40 +250,10 @@ ref_solve(const tdata *t, int loss, double alpha, double l1, bool intercept, dou
 
 /* ---- training through the driver ---- */
 
-typedef struct kv
-{
-	const char *key;
-	const char *str;			/* string value, or NULL for a number/bool */
-	double		num;
-	int			is_bool;
-} kv;
-
 static int
-train_saga(gbml_env *env, gbml_dataset *ds, gbml_dataset *eval, const kv *kvs, int n,
+train_saga(gbml_env *env, gbml_dataset *ds, gbml_dataset *eval, const gbml_param_value *v, int n,
 		   uint8_t **model, size_t *len)
 {
-	gbml_param_value v[16];
-
-	for (int i = 0; i < n; i++)
-	{
-		memset(&v[i], 0, sizeof(v[i]));
-		v[i].key = kvs[i].key;
-		if (kvs[i].str)
-		{
-			v[i].kind = GBML_VALUE_STRING;
-			v[i].string = kvs[i].str;
-		}
-		else if (kvs[i].is_bool)
-		{
-			v[i].kind = GBML_VALUE_BOOL;
-			v[i].boolean = kvs[i].num != 0;
-		}
-		else
-		{
-			v[i].kind = GBML_VALUE_NUMBER;
-			v[i].number = kvs[i].num;
-		}
-	}
 	return gbml_train_values(env, "saga", v, n, ds, eval, model, len);
 }
 
@@ -309,49 +280,12 @@ decode(gbml_env *env, const uint8_t *model, size_t len, double *w, int d, double
 	return gbml_cursor_f64_array(&c, w, d) && c.ok;
 }
 
-/* The META text of a model (NUL-terminated copy; caller frees). */
-static char *
-meta_of(gbml_env *env, const uint8_t *model, size_t len)
-{
-	gbml_model_reader r;
-	const uint8_t *data;
-	size_t		dlen;
-	char	   *s;
-
-	if (gbml_model_open(&r, env, model, len) != GBML_OK ||
-		!gbml_model_find(&r, GBML_SECTION_META, &data, &dlen))
-		return NULL;
-	s = malloc(dlen + 1);
-	memcpy(s, data, dlen);
-	s[dlen] = 0;
-	return s;
-}
-
-static double
-meta_number(const char *meta, const char *key)
-{
-	char		pat[64];
-	const char *p;
-
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	p = meta ? strstr(meta, pat) : NULL;
-	return p ? strtod(p + strlen(pat), NULL) : NAN;
-}
-
-/* The SAGA section bytes, for byte-for-byte comparisons. */
 static bool
 section_equal(gbml_env *env, const uint8_t *m1, size_t l1, const uint8_t *m2, size_t l2)
 {
-	gbml_model_reader r1,
-				r2;
-	const uint8_t *d1,
-			   *d2;
-	size_t		n1,
-				n2;
+	uint32_t	tag = GBML_SAGA_SECTION;
 
-	return gbml_model_open(&r1, env, m1, l1) == GBML_OK && gbml_model_open(&r2, env, m2, l2) == GBML_OK &&
-		gbml_model_find(&r1, GBML_SAGA_SECTION, &d1, &n1) && gbml_model_find(&r2, GBML_SAGA_SECTION, &d2, &n2) &&
-		n1 == n2 && memcmp(d1, d2, n1) == 0;
+	return tu_same_sections(env, m1, l1, m2, l2, &tag, 1);
 }
 
 /*
@@ -375,14 +309,14 @@ check_against_reference(int labels, int loss, double alpha, double l1, bool weig
 				f_ref,
 				f_saga;
 	uint32_t	flags;
-	kv			p[] = {
-		{"loss", loss == GBML_SAGA_LOSS_LOGISTIC ? "logistic" : "squared", 0, 0},
-		{"alpha", NULL, alpha, 0},
-		{"l1_ratio", NULL, l1, 0},
-		{"tol", NULL, 1e-12, 0},
-		{"max_iter", NULL, 20000, 0},
-		{"standardize", NULL, stdz, 1},
-		{"fit_intercept", NULL, intercept, 1},
+	gbml_param_value p[] = {
+		tu_str("loss", loss == GBML_SAGA_LOSS_LOGISTIC ? "logistic" : "squared"),
+		tu_num("alpha", alpha),
+		tu_num("l1_ratio", l1),
+		tu_num("tol", 1e-12),
+		tu_num("max_iter", 20000),
+		tu_bool("standardize", stdz),
+		tu_bool("fit_intercept", intercept),
 	};
 
 	gbml_env_init_malloc(&env, 2);
@@ -402,10 +336,10 @@ check_against_reference(int labels, int loss, double alpha, double l1, bool weig
 	CHECK(f_saga >= f_ref - 1e-12 * fabs(f_ref));	/* the reference is optimal */
 	CHECK_NEAR(f_saga, f_ref, rel_tol * fabs(f_ref));
 	{
-		char	   *meta = meta_of(&env, model, len);
+		char	   *meta = tu_meta_text(&env, model, len);
 
 		/* the objective the trainer reports is the one the reference computes */
-		CHECK_NEAR(meta_number(meta, "objective"), f_saga, 1e-10 * fabs(f_ref));
+		CHECK_NEAR(tu_json_number(meta, "objective"), f_saga, 1e-10 * fabs(f_ref));
 		CHECK(meta && strstr(meta, "\"converged\":true") && strstr(meta, "\"stop_reason\":\"tol\""));
 		free(meta);
 	}
@@ -486,11 +420,11 @@ TEST(saga_weak_l2_many_chunks_converge_like_one)
 					br,
 					f_ref;
 		uint32_t	flags;
-		kv			p[] = {
-			{"loss", "logistic", 0, 0},
-			{"alpha", NULL, 1.0 / n, 0},
-			{"tol", NULL, 0, 0},
-			{"max_iter", NULL, 150, 0},
+		gbml_param_value p[] = {
+			tu_str("loss", "logistic"),
+			tu_num("alpha", 1.0 / n),
+			tu_num("tol", 0),
+			tu_num("max_iter", 150),
 		};
 
 		gbml_env_init_malloc(&env, 2);
@@ -525,7 +459,7 @@ TEST(saga_labels_01_and_pm1_give_same_model_and_own_encoding)
 			   *m2 = NULL;
 	size_t		l1,
 				l2;
-	kv			p[] = {{"alpha", NULL, 1e-3, 0}, {"tol", NULL, 1e-10, 0}};
+	gbml_param_value p[] = {tu_num("alpha", 1e-3), tu_num("tol", 1e-10)};
 	gbml_scorer s1,
 				s2;
 	int			agree = 0,
@@ -594,7 +528,7 @@ train_with_labels(gbml_env *env, const float *labels, int n, const char *loss)
 	gbml_dataset ds;
 	uint8_t    *model = NULL;
 	size_t		len;
-	kv			p[] = {{"loss", loss, 0, 0}};
+	gbml_param_value p[] = {tu_str("loss", loss)};
 	int			rc;
 
 	gbml_dataset_init(&ds, false);
@@ -678,10 +612,10 @@ TEST(saga_same_seed_same_bytes_any_thread_count)
 	size_t		l1,
 				l2,
 				l3;
-	kv			p[] = {{"alpha", NULL, 1e-3, 0}, {"l1_ratio", NULL, 0.5, 0}, {"max_iter", NULL, 5, 0},
-	{"random_seed", NULL, 11, 0}};
-	kv			q[] = {{"alpha", NULL, 1e-3, 0}, {"l1_ratio", NULL, 0.5, 0}, {"max_iter", NULL, 5, 0},
-	{"random_seed", NULL, 12, 0}};
+	gbml_param_value p[] = {tu_num("alpha", 1e-3), tu_num("l1_ratio", 0.5), tu_num("max_iter", 5),
+	tu_num("random_seed", 11)};
+	gbml_param_value q[] = {tu_num("alpha", 1e-3), tu_num("l1_ratio", 0.5), tu_num("max_iter", 5),
+	tu_num("random_seed", 12)};
 
 	gbml_env_init_malloc(&e1, 1);
 	gbml_env_init_malloc(&e2, 2);
@@ -697,11 +631,11 @@ TEST(saga_same_seed_same_bytes_any_thread_count)
 	CHECK(l1 == l2 && memcmp(m1, m2, l1) == 0);
 	CHECK(!section_equal(&e1, m1, l1, m3, l3));
 	{
-		char	   *a = meta_of(&e1, m1, l1),
-				   *b = meta_of(&e2, m2, l2);
+		char	   *a = tu_meta_text(&e1, m1, l1),
+				   *b = tu_meta_text(&e2, m2, l2);
 
 		/* the objective is summed in fixed blocks: same value with 1 and 2 threads */
-		CHECK(meta_number(a, "objective") == meta_number(b, "objective"));
+		CHECK(tu_json_number(a, "objective") == tu_json_number(b, "objective"));
 		free(a);
 		free(b);
 	}
@@ -724,24 +658,24 @@ TEST(saga_non_convergence_is_reported_in_meta)
 	tdata		t;
 	uint8_t    *model = NULL;
 	size_t		len;
-	kv			p[] = {{"max_iter", NULL, 2, 0}, {"tol", NULL, 1e-9, 0}, {"alpha", NULL, 1e-4, 0}};
+	gbml_param_value p[] = {tu_num("max_iter", 2), tu_num("tol", 1e-9), tu_num("alpha", 1e-4)};
 	char	   *meta;
 
 	gbml_env_init_malloc(&env, 1);
 	make_data(&ds, &env, &t, 500, 5, LABELS_01, false, 9, 0);
 	CHECK(train_saga(&env, &ds, NULL, p, 3, &model, &len) == GBML_OK);
-	meta = meta_of(&env, model, len);
+	meta = tu_meta_text(&env, model, len);
 	CHECK(meta != NULL);
 	if (meta)
 	{
 		CHECK(strstr(meta, "\"converged\":false"));
 		CHECK(strstr(meta, "\"stop_reason\":\"max_iter\""));
-		CHECK(meta_number(meta, "epochs") == 2);
+		CHECK(tu_json_number(meta, "epochs") == 2);
 		CHECK(strstr(meta, "\"trace_objective\":["));
 		CHECK(strstr(meta, "\"eval_metric\":\"objective\""));
 		CHECK(strstr(meta, "\"higher_is_better\":false"));
-		CHECK(meta_number(meta, "train_accuracy") > 0.6);
-		CHECK(meta_number(meta, "step_size") > 0 && meta_number(meta, "L") > 0);
+		CHECK(tu_json_number(meta, "train_accuracy") > 0.6);
+		CHECK(tu_json_number(meta, "step_size") > 0 && tu_json_number(meta, "L") > 0);
 	}
 	free(meta);
 	gbml_free(&env, model);
@@ -759,22 +693,22 @@ TEST(saga_eval_set_metrics_and_sklearn_C)
 				te;
 	uint8_t    *model = NULL;
 	size_t		len;
-	kv			p[] = {{"loss", "squared", 0, 0}, {"C", NULL, 2.0, 0}};
+	gbml_param_value p[] = {tu_str("loss", "squared"), tu_num("C", 2.0)};
 	char	   *meta;
 
 	gbml_env_init_malloc(&env, 2);
 	make_data(&ds, &env, &t, 400, 3, LABELS_REG, false, 21, 0);
 	make_data(&ev, &env, &te, 100, 3, LABELS_REG, false, 22, 0);
 	CHECK(train_saga(&env, &ds, &ev, p, 2, &model, &len) == GBML_OK);
-	meta = meta_of(&env, model, len);
+	meta = tu_meta_text(&env, model, len);
 	CHECK(meta != NULL);
 	if (meta)
 	{
-		CHECK_NEAR(meta_number(meta, "alpha"), 1.0 / (2.0 * 400), 1e-15);
+		CHECK_NEAR(tu_json_number(meta, "alpha"), 1.0 / (2.0 * 400), 1e-15);
 		CHECK(strstr(meta, "\"eval_metric\":\"eval_objective\""));
-		CHECK(meta_number(meta, "eval_rmse") > 0.02 && meta_number(meta, "eval_rmse") < 0.3);
-		CHECK(meta_number(meta, "train_rmse") > 0.02 && meta_number(meta, "train_rmse") < 0.3);
-		CHECK(meta_number(meta, "eval_value") == meta_number(meta, "eval_objective"));
+		CHECK(tu_json_number(meta, "eval_rmse") > 0.02 && tu_json_number(meta, "eval_rmse") < 0.3);
+		CHECK(tu_json_number(meta, "train_rmse") > 0.02 && tu_json_number(meta, "train_rmse") < 0.3);
+		CHECK(tu_json_number(meta, "eval_value") == tu_json_number(meta, "eval_objective"));
 	}
 	free(meta);
 	gbml_free(&env, model);
@@ -792,8 +726,8 @@ TEST(saga_predict_json_importance_standardized)
 	tdata		t;
 	uint8_t    *model = NULL;
 	size_t		len;
-	kv			p[] = {{"loss", "squared", 0, 0}, {"standardize", NULL, 1, 1}, {"alpha", NULL, 1e-3, 0},
-	{"tol", NULL, 1e-9, 0}};
+	gbml_param_value p[] = {tu_str("loss", "squared"), tu_bool("standardize", 1), tu_num("alpha", 1e-3),
+	tu_num("tol", 1e-9)};
 	gbml_scorer sc;
 	gbml_strbuf js;
 	double		w[3],
@@ -850,16 +784,6 @@ TEST(saga_predict_json_importance_standardized)
 	CHECK(env.memory_used == 0);
 }
 
-static void
-fix_crc(uint8_t *m, size_t len)
-{
-	uint32_t	crc = gbml_crc32c(0, m, 12);
-
-	crc = gbml_crc32c(crc, m + 16, 8);
-	crc = gbml_crc32c(crc, m + GBML_MODEL_HEADER_SIZE, len - GBML_MODEL_HEADER_SIZE);
-	memcpy(m + 12, &crc, 4);
-}
-
 TEST(saga_crafted_models_with_valid_crc_do_not_crash)
 {
 	gbml_env	env;
@@ -868,20 +792,16 @@ TEST(saga_crafted_models_with_valid_crc_do_not_crash)
 	uint8_t    *model = NULL;
 	size_t		len,
 				off;
-	gbml_model_reader r;
-	const uint8_t *sec;
 	size_t		slen;
 	gbml_rng	rng;
 	int			rejected = 0,
 				accepted = 0;
-	kv			p[] = {{"standardize", NULL, 1, 1}, {"max_iter", NULL, 3, 0}};
+	gbml_param_value p[] = {tu_bool("standardize", 1), tu_num("max_iter", 3)};
 
 	gbml_env_init_malloc(&env, 1);
 	make_data(&ds, &env, &t, 100, 5, LABELS_01, false, 8, 0);
 	CHECK(train_saga(&env, &ds, NULL, p, 2, &model, &len) == GBML_OK);
-	CHECK(gbml_model_open(&r, &env, model, len) == GBML_OK);
-	CHECK(gbml_model_find(&r, GBML_SAGA_SECTION, &sec, &slen));
-	off = (size_t) (sec - model);
+	CHECK(tu_section_offset(&env, model, len, GBML_SAGA_SECTION, &off, &slen));
 	gbml_rng_seed(&rng, 99);
 	for (int trial = 0; trial < 4000; trial++)
 	{
@@ -908,7 +828,7 @@ TEST(saga_crafted_models_with_valid_crc_do_not_crash)
 		else					/* random bytes anywhere in the section */
 			for (int k = 0; k < 1 + kind; k++)
 				bad[off + gbml_rng_below(&rng, slen)] = (uint8_t) gbml_rng_next(&rng);
-		fix_crc(bad, len);
+		tu_fix_crc(bad, len);
 		if (gbml_scorer_load(&sc, &env, bad, len) == GBML_OK)
 		{
 			float		x[5] = {1, 2, 3, 4, 5};
@@ -934,15 +854,6 @@ TEST(saga_crafted_models_with_valid_crc_do_not_crash)
 	CHECK(env.memory_used == 0);
 }
 
-static bool
-cancel_at_epoch_3(void *ctx, const gbml_progress_info *info)
-{
-	int		   *calls = ctx;
-
-	++*calls;
-	return info->iteration >= 3;
-}
-
 TEST(saga_progress_reports_objective_and_cancels)
 {
 	gbml_env	env;
@@ -950,15 +861,15 @@ TEST(saga_progress_reports_objective_and_cancels)
 	tdata		t;
 	uint8_t    *model = NULL;
 	size_t		len;
-	int			calls = 0;
-	kv			p[] = {{"tol", NULL, 0, 0}, {"max_iter", NULL, 1000, 0}};
+	tu_cancel	cancel = {.at_iteration = 3};
+	gbml_param_value p[] = {tu_num("tol", 0), tu_num("max_iter", 1000)};
 
 	gbml_env_init_malloc(&env, 1);
-	env.progress_fn = cancel_at_epoch_3;
-	env.progress_ctx = &calls;
+	env.progress_fn = tu_cancel_progress;
+	env.progress_ctx = &cancel;
 	make_data(&ds, &env, &t, 200, 3, LABELS_01, false, 8, 0);
 	CHECK(train_saga(&env, &ds, NULL, p, 2, &model, &len) == GBML_ECANCELLED);
-	CHECK(calls == 3);
+	CHECK(cancel.calls == 3);
 	CHECK(model == NULL);
 	gbml_dataset_free(&ds, &env);
 	tdata_free(&t);
@@ -972,14 +883,14 @@ TEST(saga_trace_schedule_and_divergence_error)
 	tdata		t;
 	uint8_t    *model = NULL;
 	size_t		len;
-	kv			p[] = {{"max_iter", NULL, 35, 0}, {"tol", NULL, 0, 0}};
-	kv			bad[] = {{"loss", "squared", 0, 0}, {"step_size", NULL, 50, 0}, {"max_iter", NULL, 50, 0}};
+	gbml_param_value p[] = {tu_num("max_iter", 35), tu_num("tol", 0)};
+	gbml_param_value bad[] = {tu_str("loss", "squared"), tu_num("step_size", 50), tu_num("max_iter", 50)};
 	char	   *meta;
 
 	gbml_env_init_malloc(&env, 1);
 	make_data(&ds, &env, &t, 200, 3, LABELS_01, false, 8, 0);
 	CHECK(train_saga(&env, &ds, NULL, p, 2, &model, &len) == GBML_OK);
-	meta = meta_of(&env, model, len);
+	meta = tu_meta_text(&env, model, len);
 	/* the objective is evaluated at epochs 1..20, every 10th, and the last */
 	CHECK(meta && strstr(meta, "\"trace_epochs\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,30,35]"));
 	CHECK(meta && strstr(meta, "\"stop_reason\":\"max_iter\""));
@@ -1012,7 +923,7 @@ TEST(saga_tiny_and_degenerate_inputs)
 	{
 		gbml_dataset ds;
 		float		x[3] = {0, 0, 0};
-		kv			p[] = {{"loss", "squared", 0, 0}, {"standardize", NULL, 1, 1}, {"l1_ratio", NULL, 1, 0}};
+		gbml_param_value p[] = {tu_str("loss", "squared"), tu_bool("standardize", 1), tu_num("l1_ratio", 1)};
 		gbml_scorer sc;
 		double		out;
 

@@ -81,7 +81,6 @@ write_models(void)
 		const stored_case *c = &cases[i];
 		gbml_env	env;
 		gbml_dataset ds;
-		gbml_parsed_params pp;
 		gbml_param_value v[2];
 		int			nv = 0;
 		uint8_t    *model;
@@ -99,8 +98,7 @@ write_models(void)
 			v[nv++] = (gbml_param_value) {.key = "k",.kind = GBML_VALUE_NUMBER,.number = 3};
 		if (strcmp(c->algorithm, "boost") == 0)
 			v[nv++] = (gbml_param_value) {.key = "iterations",.kind = GBML_VALUE_NUMBER,.number = 10};
-		CHECK(gbml_parse_training_params(&env, gbml_algorithm_by_name(c->algorithm), v, nv, &pp) == GBML_OK);
-		CHECK(gbml_train(&env, &pp, &ds, NULL, &model, &len) == GBML_OK);
+		CHECK(gbml_train_values(&env, c->algorithm, v, nv, &ds, NULL, &model, &len) == GBML_OK);
 		snprintf(path, sizeof(path), MODELS_DIR "/v%d_%s_%zu.gbml", GBML_MODEL_FORMAT_VERSION, c->algorithm, i);
 		f = fopen(path, "wb");
 		fwrite(model, 1, len, f);
@@ -118,7 +116,6 @@ write_models(void)
 		fprintf(expected, "\n");
 		gbml_scorer_free(&sc, &env);
 		gbml_free(&env, model);
-		gbml_parsed_params_free(&env, &pp);
 		gbml_dataset_free(&ds, &env);
 	}
 	fclose(expected);

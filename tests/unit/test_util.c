@@ -1,0 +1,129 @@
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+gbml_param_value
+tu_num(const char *key, double v)
+{
+	return (gbml_param_value) {.key = key,.kind = GBML_VALUE_NUMBER,.number = v};
+}
+
+gbml_param_value
+tu_str(const char *key, const char *v)
+{
+	return (gbml_param_value) {.key = key,.kind = GBML_VALUE_STRING,.string = v};
+}
+
+gbml_param_value
+tu_bool(const char *key, bool v)
+{
+	return (gbml_param_value) {.key = key,.kind = GBML_VALUE_BOOL,.boolean = v};
+}
+
+char *
+tu_meta_text(gbml_env *env, const uint8_t *model, size_t len)
+{
+	gbml_model_reader r;
+	const uint8_t *data;
+	size_t		dlen;
+	char	   *s;
+
+	if (gbml_model_open(&r, env, model, len) != GBML_OK ||
+		!gbml_model_find(&r, GBML_SECTION_META, &data, &dlen))
+		return NULL;
+	s = malloc(dlen + 1);
+	memcpy(s, data, dlen);
+	s[dlen] = 0;
+	return s;
+}
+
+double
+tu_json_number(const char *json, const char *key)
+{
+	char		pat[128];
+	const char *p;
+	char	   *end;
+	double		v;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = json ? strstr(json, pat) : NULL;
+	if (p == NULL)
+		return NAN;
+	p += strlen(pat);
+	if (strncmp(p, "true", 4) == 0)
+		return 1;
+	if (strncmp(p, "false", 5) == 0)
+		return 0;
+	v = strtod(p, &end);
+	return end == p ? NAN : v;
+}
+
+double
+tu_meta_number(gbml_env *env, const uint8_t *model, size_t len, const char *key)
+{
+	char	   *meta = tu_meta_text(env, model, len);
+	double		v = tu_json_number(meta, key);
+
+	free(meta);
+	return v;
+}
+
+bool
+tu_same_sections(gbml_env *env, const uint8_t *a, size_t alen, const uint8_t *b, size_t blen,
+				 const uint32_t *tags, int n_tags)
+{
+	gbml_model_reader ra,
+				rb;
+
+	if (gbml_model_open(&ra, env, a, alen) != GBML_OK || gbml_model_open(&rb, env, b, blen) != GBML_OK)
+		return false;
+	for (int i = 0; i < n_tags; i++)
+	{
+		const uint8_t *da,
+				   *db;
+		size_t		la,
+					lb;
+
+		if (!gbml_model_find(&ra, tags[i], &da, &la) || !gbml_model_find(&rb, tags[i], &db, &lb) ||
+			la != lb || memcmp(da, db, la) != 0)
+			return false;
+	}
+	return true;
+}
+
+bool
+tu_section_offset(gbml_env *env, const uint8_t *model, size_t len, uint32_t tag,
+				  size_t *offset, size_t *section_len)
+{
+	gbml_model_reader r;
+	const uint8_t *data;
+
+	if (gbml_model_open(&r, env, model, len) != GBML_OK || !gbml_model_find(&r, tag, &data, section_len))
+		return false;
+	*offset = (size_t) (data - model);
+	return true;
+}
+
+void
+tu_fix_crc(uint8_t *m, size_t len)
+{
+	/* the checksum covers the header (less its own field) and the payload */
+	uint32_t	crc = gbml_crc32c(0, m, 12);
+
+	crc = gbml_crc32c(crc, m + 16, 8);
+	crc = gbml_crc32c(crc, m + GBML_MODEL_HEADER_SIZE, len - GBML_MODEL_HEADER_SIZE);
+	memcpy(m + 12, &crc, 4);
+}
+
+bool
+tu_cancel_progress(void *ctx, const gbml_progress_info *info)
+{
+	tu_cancel  *c = ctx;
+
+	++c->calls;
+	return (c->at_call > 0 && c->calls >= c->at_call) ||
+		(c->at_iteration > 0 && info->iteration >= c->at_iteration);
+}

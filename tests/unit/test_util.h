@@ -1,0 +1,39 @@
+/*
+ * test_util.h — helpers shared by the unit tests (built with main.c).
+ */
+#ifndef GBML_TEST_UTIL_H
+#define GBML_TEST_UTIL_H
+
+#include "algorithm.h"
+
+/* Param values for gbml_train_values(). */
+gbml_param_value tu_num(const char *key, double v);
+gbml_param_value tu_str(const char *key, const char *v);
+gbml_param_value tu_bool(const char *key, bool v);
+
+/* The META section as a NUL-terminated malloc'd copy, or NULL (caller frees). */
+char	   *tu_meta_text(gbml_env *env, const uint8_t *model, size_t len);
+/* The value after the first "key": in json: a number, true = 1, false = 0; NaN if absent, not a number or json NULL. */
+double		tu_json_number(const char *json, const char *key);
+/* tu_json_number over the model's META. */
+double		tu_meta_number(gbml_env *env, const uint8_t *model, size_t len, const char *key);
+
+/* True when both models open and every tag's section is present in both with the same bytes. */
+bool		tu_same_sections(gbml_env *env, const uint8_t *a, size_t alen, const uint8_t *b, size_t blen,
+							 const uint32_t *tags, int n_tags);
+/* Offset of section tag's body in model and its length; false if the model does not open or lacks it. */
+bool		tu_section_offset(gbml_env *env, const uint8_t *model, size_t len, uint32_t tag,
+							  size_t *offset, size_t *section_len);
+/* Recomputes the container checksum after the test patched the bytes (layout: model_format.h). */
+void		tu_fix_crc(uint8_t *model, size_t len);
+
+/* Progress callback: counts calls; cancels at call at_call or iteration at_iteration (0 = never). */
+typedef struct tu_cancel
+{
+	int			calls;
+	int			at_call;
+	int64_t		at_iteration;
+} tu_cancel;
+bool		tu_cancel_progress(void *ctx, const gbml_progress_info *info);
+
+#endif
