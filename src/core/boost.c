@@ -434,19 +434,27 @@ trainer_free(trainer *T)
 	builder_free(&T->forest, env);
 }
 
+/* Smallest K with n < 2^K. */
+static int
+bits_for(int64_t n)
+{
+	int			k = 0;
+
+	while (k < 63 && ((int64_t) 1 << k) <= n)
+		k++;
+	return k;
+}
+
 /* Power of two 2^e with n * max * 2^e <= 2^62 (so no sum over n rows can overflow). */
 static double
 fixed_scale(double max_abs, int64_t n)
 {
-	int			k,
-				bits_n = 0;
+	int			k;
 
 	if (!(max_abs > 0) || !isfinite(max_abs))
 		return 1.0;
 	frexp(max_abs, &k);			/* max_abs < 2^k */
-	while (bits_n < 63 && ((int64_t) 1 << bits_n) <= n)
-		bits_n++;
-	return ldexp(1.0, 62 - k - bits_n);
+	return ldexp(1.0, 62 - k - bits_for(n));
 }
 
 /*
@@ -495,17 +503,6 @@ draw_rows(trainer *T, int64_t iteration)
 		drawn = n;
 	}
 	return drawn;
-}
-
-/* Smallest K with n < 2^K. */
-static int
-bits_for(int64_t n)
-{
-	int			k = 0;
-
-	while (k < 63 && ((int64_t) 1 << k) <= n)
-		k++;
-	return k;
 }
 
 /*
@@ -1305,6 +1302,16 @@ corrupt(gbml_boost_model *m, gbml_env *env, const char *what)
 	return gbml_error(env, GBML_ECORRUPT, "boost model: %s", what);
 }
 
+/* A failed allocation while loading: free the partial model, keep env's error. */
+static int
+load_failed(gbml_boost_model *m, gbml_env *env)
+{
+	int			rc = env->error_code;
+
+	model_free(m, env);
+	return rc;
+}
+
 static int
 boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 {
@@ -1398,12 +1405,7 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 	m->leaf_buf = gbml_alloc_array(env, (size_t) n_leaves + 1, sizeof(float));
 	if (!m->depth_buf || !m->split_off_buf || !m->leaf_off_buf || !m->feature_buf || !m->pos_buf ||
 		!m->border_buf || !m->gain || !m->leaf_buf)
-	{
-		int			rc = env->error_code;
-
-		model_free(m, env);
-		return rc;
-	}
+		return load_failed(m, env);
 	gbml_cursor_init(&c, data, len);
 	{
 		int64_t		so = 0,
@@ -1432,9 +1434,7 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 		}
 		m->split_off_buf[n_trees] = so;
 		m->leaf_off_buf[n_trees] = lo;
-		m->forest.uniform_depth = uniform < 0 ? -1 : uniform;
-		if (n_trees == 0)
-			m->forest.uniform_depth = -1;
+		m->forest.uniform_depth = uniform < 0 ? -1 : uniform;	/* -2 (no tree) too */
 	}
 	m->forest.n_trees = (int) n_trees;
 	m->forest.depth = m->depth_buf;
@@ -1450,12 +1450,7 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 		int			n_used = 0;
 
 		if (map == NULL)
-		{
-			int			rc = env->error_code;
-
-			model_free(m, env);
-			return rc;
-		}
+			return load_failed(m, env);
 		for (uint32_t f = 0; f < nf; f++)
 			map[f] = -1;
 		for (int64_t s = 0; s < n_splits; s++)
@@ -1466,11 +1461,8 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 		m->used_buf = gbml_alloc_array(env, (size_t) n_used + 1, sizeof(int32_t));
 		if (m->used_buf == NULL)
 		{
-			int			rc = env->error_code;
-
 			gbml_free(env, map);
-			model_free(m, env);
-			return rc;
+			return load_failed(m, env);
 		}
 		n_used = 0;
 		for (uint32_t f = 0; f < nf; f++)
@@ -1496,12 +1488,7 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 	m->border_count = gbml_alloc_array(env, nf, sizeof(int));
 	m->border_off = gbml_alloc_array(env, (size_t) nf + 1, sizeof(int64_t));
 	if (m->border_count == NULL || m->border_off == NULL)
-	{
-		int			rc = env->error_code;
-
-		model_free(m, env);
-		return rc;
-	}
+		return load_failed(m, env);
 	m->border_off[0] = 0;
 	for (uint32_t f = 0; f < nf; f++)
 	{
@@ -1520,12 +1507,7 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 		return corrupt(m, env, "borders section has trailing bytes");
 	m->border_values = gbml_alloc_array(env, (size_t) m->border_off[nf] + 1, sizeof(float));
 	if (m->border_values == NULL)
-	{
-		int			rc = env->error_code;
-
-		model_free(m, env);
-		return rc;
-	}
+		return load_failed(m, env);
 	gbml_cursor_init(&c, data, len);
 	gbml_cursor_u32(&c);
 	for (uint32_t f = 0; f < nf; f++)

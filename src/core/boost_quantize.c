@@ -223,6 +223,7 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 	float	   *colbuf = NULL;
 	uint32_t   *scratch = NULL;
 	float	   *chosen = NULL;
+	int64_t		stride;
 	int			threads = env->threads > 0 ? env->threads : 1;
 	int64_t		batch;
 	int			rc = GBML_OK;
@@ -234,7 +235,9 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 	out->count = gbml_alloc0(env, sizeof(int) * (size_t) d);
 	out->offset = gbml_alloc0(env, sizeof(int64_t) * ((size_t) d + 1));
 	out->has_missing = gbml_alloc0(env, sizeof(bool) * (size_t) d);
-	chosen = gbml_alloc_array(env, (size_t) d * (GBML_BOOST_MAX_BORDERS + 1), sizeof(float));
+	/* a feature gets at most border_count borders plus the missing one */
+	stride = border_count + 1;
+	chosen = gbml_alloc_array(env, (size_t) d * (size_t) stride, sizeof(float));
 	sample = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(float *));
 	if (!out->count || !out->offset || !out->has_missing || !chosen || !sample)
 	{
@@ -299,7 +302,7 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 			int64_t		f = f0 + j;
 			int			extra = out->has_missing[f] ? 1 : 0;
 			int			cap = border_count;
-			float	   *dst = chosen + f * (GBML_BOOST_MAX_BORDERS + 1);
+			float	   *dst = chosen + f * stride;
 
 #ifdef _OPENMP
 			t = omp_get_thread_num();
@@ -327,7 +330,7 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 		goto done;
 	}
 	for (int f = 0; f < d; f++)
-		memcpy(out->values + out->offset[f], chosen + (size_t) f * (GBML_BOOST_MAX_BORDERS + 1),
+		memcpy(out->values + out->offset[f], chosen + (size_t) f * (size_t) stride,
 			   sizeof(float) * out->count[f]);
 
 done:
