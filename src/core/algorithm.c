@@ -496,3 +496,14 @@ gbml_model_info_json(gbml_env *env, const void *bytes, size_t len, gbml_strbuf *
 	gbml_sb_append(out, "}", 1);
 	return gbml_sb_status(out);
 }
+
+void
+gbml_importance_normalize(double *out, int n)
+{
+	double		total = 0;
+
+	for (int j = 0; j < n; j++)
+		total += out[j];
+	for (int j = 0; j < n; j++)
+		out[j] = total > 0 && isfinite(total) ? out[j] / total : 0;
+}

@@ -81,6 +81,9 @@ typedef struct gbml_algorithm
 	int			(*importance) (const void *handle, double *out);
 } gbml_algorithm;
 
+/* Scales non-negative scores to shares that sum to 1 (all 0 when the total is 0 or not finite). */
+void		gbml_importance_normalize(double *out, int n);
+
 /* Registry of model kinds. */
 const gbml_algorithm *gbml_algorithm_by_name(const char *name);
 const gbml_algorithm *gbml_algorithm_by_id(int id);

@@ -1611,17 +1611,11 @@ boost_importance(const void *handle, double *out)
 {
 	const gbml_boost_model *m = handle;
 	const gbml_boost_forest *f = &m->forest;
-	double		total = 0;
 
 	memset(out, 0, sizeof(double) * (size_t) f->n_features);
 	for (int64_t s = 0; s < f->split_off[f->n_trees]; s++)
-	{
 		out[f->feature[s]] += m->gain[s];
-		total += m->gain[s];
-	}
-	if (total > 0)
-		for (int j = 0; j < f->n_features; j++)
-			out[j] /= total;
+	gbml_importance_normalize(out, f->n_features);
 	return GBML_OK;
 }
 

@@ -683,11 +683,12 @@ km_init_matrix(km_work *w, const gbml_matrix *m, double *centers)
  * they are still in cache, then the merge of the slots (in slot order) into
  * w->cnew / w->counts.  One parallel region per iteration; threads take whole
  * slots, so every sum has a fixed order.  Each task times its two phases;
- * the pass's wall time is split between S1 and S2 in proportion.  Returns the
- * number of rows whose label changed.
+ * the pass's wall time is split between S1 and S2 in proportion, and S1's
+ * share goes to *s1_out (NULL: not wanted; likewise rechecked_out).  Returns
+ * the number of rows whose label changed.
  */
 static int64_t
-km_pass(km_work *w, bool update, int64_t *rechecked_out, double *s1_out, double *s2_out)
+km_pass(km_work *w, bool update, int64_t *rechecked_out, double *s1_out)
 {
 	gbml_km_centers C;
 	int64_t		changed = 0,
@@ -767,17 +768,10 @@ km_pass(km_work *w, bool update, int64_t *rechecked_out, double *s1_out, double 
 		}
 	}
 	wall = gbml_now() - t_start;
-	if (update && ts1 + ts2 > 0)
-	{
-		*s1_out = wall * ts1 / (ts1 + ts2);
-		*s2_out = wall - *s1_out;
-	}
-	else
-	{
-		*s1_out = wall;
-		*s2_out = 0;
-	}
-	*rechecked_out += rechecked;
+	if (s1_out)
+		*s1_out = update && ts1 + ts2 > 0 ? wall * ts1 / (ts1 + ts2) : wall;
+	if (rechecked_out)
+		*rechecked_out += rechecked;
 	return changed;
 }
 
@@ -1061,17 +1055,15 @@ km_lloyd(km_work *w, const gbml_kmeans_params *p, double tol_scaled, km_run *run
 					t2;
 		int64_t		changed;
 		double		shift = 0,
-					p1,
-					p2;
+					p1;
 		gbml_progress_info info;
 
-		changed = km_pass(w, true, &run->rechecked, &p1, &p2);
+		changed = km_pass(w, true, &run->rechecked, &p1);
 		if ((rc = km_update(w, &shift, &run->relocations)) != GBML_OK)
 			return rc;
 		t2 = gbml_now();
 		/* the pass's wall time split by phase; the centre update is S2 */
 		t1 = t0 + p1;
-		(void) p2;
 		if (run->n_timed < GBML_KM_MAX_TIMED)
 		{
 			s1[run->n_timed] = t1 - t0;
@@ -1109,13 +1101,7 @@ km_lloyd(km_work *w, const gbml_kmeans_params *p, double tol_scaled, km_run *run
 		}
 	}
 	if (!converged)
-	{
-		int64_t		ignored = 0;
-		double		p1,
-					p2;
-
-		km_pass(w, false, &ignored, &p1, &p2);
-	}
+		km_pass(w, false, NULL, NULL);
 	run->inertia = km_inertia(w);
 	run->lloyd_seconds = gbml_now() - t_start;
 	return GBML_OK;
@@ -1225,16 +1211,9 @@ gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *e
 	}
 	/* Labels and sizes of the kept run (recomputed when a later run was worse). */
 	if (best_init != n_init - 1)
-	{
-		int64_t		ignored = 0;
-
-		double		p1,
-					p2;
-
-		memcpy(w.c, best_c, kd * sizeof(double));
-		km_pass(&w, false, &ignored, &p1, &p2);
-		km_inertia(&w);
-	}
+	memcpy(w.c, best_c, kd * sizeof(double));
+	km_pass(&w, false, NULL, NULL);
+	km_inertia(&w);
 
 	res->k = w.k;
 	res->d = w.d;
@@ -1631,8 +1610,7 @@ kmeans_importance(const void *handle, double *out)
 {
 	const km_model *m = handle;
 	int			d = m->d;
-	double		total_w = 0,
-				total = 0;
+	double		total_w = 0;
 
 	for (int j = 0; j < m->k; j++)
 		total_w += (double) m->sizes[j];
@@ -1656,10 +1634,8 @@ kmeans_importance(const void *handle, double *out)
 			s += (double) m->sizes[j] * t * t;
 		}
 		out[f] = s;
-		total += s;
 	}
-	for (int f = 0; f < d; f++)
-		out[f] = total > 0 && isfinite(total) ? out[f] / total : 0;
+	gbml_importance_normalize(out, d);
 	return GBML_OK;
 }
 

@@ -885,15 +885,10 @@ static int
 saga_importance(const void *handle, double *out)
 {
 	const saga_model *m = handle;
-	double		total = 0;
 
 	for (int j = 0; j < m->d; j++)
-	{
 		out[j] = fabs(m->w_eff[j]) * m->std[j];
-		total += out[j];
-	}
-	for (int j = 0; j < m->d; j++)
-		out[j] = total > 0 && isfinite(total) ? out[j] / total : 0;
+	gbml_importance_normalize(out, m->d);
 	return GBML_OK;
 }
 
