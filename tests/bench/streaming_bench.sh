@@ -37,22 +37,26 @@ def q(sql):
 # both sides ran at the same time.
 rounds = []
 for _ in range($REPEAT):
-    base = q('SELECT sum(cardinality(features)) FROM t')[0]
-    base_serial = q('SET max_parallel_workers_per_gather = 0; SELECT sum(cardinality(features)) FROM t')[0]
-    t, out = q(\"SELECT length(m) FROM (SELECT gbml.mean_fit(features, label) AS m FROM t) s; SELECT gbml.last_training_report()\")
+    r = {'A': q('SELECT sum(cardinality(features)) FROM t')[0],
+         'A_serial': q('SET max_parallel_workers_per_gather = 0; SELECT sum(cardinality(features)) FROM t')[0]}
+    r['total'], out = q(\"SELECT length(m) FROM (SELECT gbml.mean_fit(features, label) AS m FROM t) s; SELECT gbml.last_training_report()\")
     rep = json.loads(out.strip().splitlines()[-1])
-    collect = t - rep['prepare_seconds'] - rep['train_seconds']
-    rounds.append((base, base_serial, t, collect, rep['prepare_seconds'], rep['train_seconds']))
-best = lambda i: min(r[i] for r in rounds)
-ratios = sorted(r[0] / r[3] for r in rounds)
-ratios_serial = sorted(r[1] / r[3] for r in rounds)
-t = min(rounds, key=lambda r: r[2])
+    r['prepare'], r['train'] = rep['prepare_seconds'], rep['train_seconds']
+    r['collect'] = r['total'] - r['prepare'] - r['train']
+    rounds.append(r)
+best = {key: min(r[key] for r in rounds) for key in rounds[0]}
+fastest = min(rounds, key=lambda r: r['total'])
+def rate_vs(scan):
+    per_round = sorted(r[scan] / r['collect'] for r in rounds)
+    return '%.2f best/best; per round median %.2f (%.2f-%.2f)' % (
+        best[scan] / best['collect'], statistics.median(per_round), per_round[0], per_round[-1])
 print()
 print('rows x features        : $N x $D   (%d interleaved rounds, best of each shown)' % len(rounds))
-print('A sum(cardinality)     : %.3f s  (serial plan %.3f s)' % (best(0), best(1)))
-print('B gbml.mean_fit total  : %.3f s  (collect %.3f s, canonical order %.3f s, train %.3f s)' % (t[2], best(3), t[4], t[5]))
-print('collect rate / A rate  : %.2f best/best; per round median %.2f (%.2f-%.2f)   (goal >= 0.5)' % (best(0) / best(3), statistics.median(ratios), ratios[0], ratios[-1]))
-print('  against the serial A : %.2f best/best; per round median %.2f (%.2f-%.2f)' % (best(1) / best(3), statistics.median(ratios_serial), ratios_serial[0], ratios_serial[-1]))
-print('whole fit rate / A rate: %.2f' % (best(0) / t[2]))
+print('A sum(cardinality)     : %.3f s  (serial plan %.3f s)' % (best['A'], best['A_serial']))
+print('B gbml.mean_fit total  : %.3f s  (collect %.3f s, canonical order %.3f s, train %.3f s)'
+      % (fastest['total'], best['collect'], fastest['prepare'], fastest['train']))
+print('collect rate / A rate  : %s   (goal >= 0.5)' % rate_vs('A'))
+print('  against the serial A : %s' % rate_vs('A_serial'))
+print('whole fit rate / A rate: %.2f' % (best['A'] / fastest['total']))
 PY
 "
