@@ -1041,6 +1041,7 @@ km_lloyd(km_work *w, const gbml_kmeans_params *p, double tol_scaled, km_run *run
 {
 	gbml_env   *env = w->env;
 	bool		converged = false;
+	int64_t		relocations_before = 0;
 	double		t_start = gbml_now();
 	int			rc;
 
@@ -1059,6 +1060,7 @@ km_lloyd(km_work *w, const gbml_kmeans_params *p, double tol_scaled, km_run *run
 		gbml_progress_info info;
 
 		changed = km_pass(w, true, &run->rechecked, &p1);
+		relocations_before = run->relocations;
 		if ((rc = km_update(w, &shift, &run->relocations)) != GBML_OK)
 			return rc;
 		t2 = gbml_now();
@@ -1100,7 +1102,12 @@ km_lloyd(km_work *w, const gbml_kmeans_params *p, double tol_scaled, km_run *run
 			break;
 		}
 	}
-	if (!converged)
+	/*
+	 * Labels match the centroids unless the loop stopped early, or the last
+	 * update moved a row into an empty cluster (which changes centroids and
+	 * counts but not labels): then one more assignment.
+	 */
+	if (!converged || run->relocations != relocations_before)
 		km_pass(w, false, NULL, NULL);
 	run->inertia = km_inertia(w);
 	run->lloyd_seconds = gbml_now() - t_start;
@@ -1209,11 +1216,16 @@ gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *e
 			memcpy(best_s2, s2, sizeof(double) * run.n_timed);
 		}
 	}
-	/* Labels and sizes of the kept run (recomputed when a later run was worse). */
+	/*
+	 * Labels and sizes of the kept run: km_lloyd left them for the last run,
+	 * so they are recomputed only when an earlier run was better.
+	 */
 	if (best_init != n_init - 1)
-	memcpy(w.c, best_c, kd * sizeof(double));
-	km_pass(&w, false, NULL, NULL);
-	km_inertia(&w);
+	{
+		memcpy(w.c, best_c, kd * sizeof(double));
+		km_pass(&w, false, NULL, NULL);
+		km_inertia(&w);
+	}
 
 	res->k = w.k;
 	res->d = w.d;
