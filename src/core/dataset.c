@@ -500,44 +500,67 @@ layout_is_serial(const gbml_dataset *ds)
 
 /*
  * Rewrites a dataset whose chunks were put together by merges (a parallel
- * plan's partial states) into the layout serial appends give, source chunk
- * by source chunk, freeing each once copied (at most one chunk more in
- * memory).  Trainers that walk chunks (K-Means sums, SAGA's epoch plan) then
- * see the same layout whatever the plan, so a parallel plan trains the same
- * bytes as a serial one (they did not before: sql/01 checks it now).
+ * plan's partial states) into the layout serial appends give: target chunks
+ * of first_chunk_limit rows, then chunk_rows each, filled by range copies
+ * from the source chunks, each source freed once copied (at most one chunk
+ * more in memory; no per-row validation, no pre-fault thread: the rows were
+ * checked when they were appended).  Trainers that walk chunks (K-Means sums,
+ * SAGA's epoch plan) then see the same layout whatever the plan, so a
+ * parallel plan trains the same bytes as a serial one (sql/01 checks it).
  */
 static int
 relayout(gbml_dataset *ds, gbml_env *env)
 {
 	gbml_dataset out;
-	int			rc = GBML_OK;
+	size_t		d = (size_t) ds->n_features;
+	int64_t		left = ds->n_rows;
+	int			src = 0;
+	int64_t		src_row = 0;
 
-	gbml_dataset_init(&out, true);
+	gbml_dataset_init(&out, ds->allow_missing);
+	out.n_features = ds->n_features;
 	out.chunk_rows = ds->chunk_rows;
-	for (int c = 0; c < ds->n_chunks; c++)
+	while (left > 0)
 	{
-		gbml_chunk *ch = ds->chunks[c];
+		int64_t		want = out.n_chunks == 0 ? first_chunk_limit(ds) : ds->chunk_rows;
+		gbml_chunk *c;
 
-		for (int64_t r = 0; rc == GBML_OK && r < ch->n_rows; r++)
+		if (want > left)
+			want = left;
+		c = chunk_alloc(env, ds->n_features, want);
+		if (c == NULL || push_chunk(&out, env, c) != GBML_OK)
 		{
-			gbml_row	row = {.x = ch->x + (size_t) r * ds->n_features,.n_features = ds->n_features,
-				.label = ch->label[r],.group = ch->group[r],.weight = ch->weight[r]};
-
-			rc = gbml_dataset_append(&out, env, &row, false);
+			chunk_free(c, env);
+			gbml_dataset_free(&out, env);
+			return env->error_code ? env->error_code : GBML_ENOMEM;
 		}
-		chunk_free(ch, env);
-		ds->chunks[c] = NULL;
-		if (rc != GBML_OK)
-			break;
+		while (c->n_rows < want)
+		{
+			gbml_chunk *s = ds->chunks[src];
+			int64_t		take = s->n_rows - src_row;
+
+			if (take > want - c->n_rows)
+				take = want - c->n_rows;
+			memcpy(c->x + (size_t) c->n_rows * d, s->x + (size_t) src_row * d, (size_t) take * d * sizeof(float));
+			memcpy(c->label + c->n_rows, s->label + src_row, (size_t) take * sizeof(float));
+			memcpy(c->group + c->n_rows, s->group + src_row, (size_t) take * sizeof(int64_t));
+			memcpy(c->weight + c->n_rows, s->weight + src_row, (size_t) take * sizeof(float));
+			c->n_rows += take;
+			src_row += take;
+			if (src_row == s->n_rows)
+			{
+				chunk_free(s, env);
+				ds->chunks[src++] = NULL;
+				src_row = 0;
+			}
+		}
+		out.n_rows += want;
+		left -= want;
 	}
-	gbml_dataset_finish_appends(&out, env);
-	if (rc != GBML_OK)
-	{
-		gbml_dataset_free(&out, env);
-		return rc;
-	}
+	/* source chunks left over hold no rows (a merged empty state) */
+	for (; src < ds->n_chunks; src++)
+		chunk_free(ds->chunks[src], env);
 	gbml_free(env, ds->chunks);
-	out.allow_missing = ds->allow_missing;
 	out.has_missing = ds->has_missing;
 	out.has_weight = ds->has_weight;
 	out.group_state = ds->group_state;
