@@ -33,3 +33,25 @@ BEGIN
   RETURN false;
 END $$;
 SELECT pg_temp.rss_settled(mb) AS memory_given_back FROM rss_before;
+
+-- Big engine blocks are mapped directly but still count in their context's
+-- memory, so a hashed GROUP BY over a fit aggregate spills at work_mem
+-- instead of holding every group (each group here allocates an 8 MB chunk).
+CREATE TEMP TABLE grouped AS
+SELECT i / 10000 AS g, array_fill(((i % 89) / 89.0)::real, ARRAY[32]) AS f, (i % 5)::real AS y
+  FROM generate_series(0, 29999) AS i;
+ANALYZE grouped;
+CREATE FUNCTION pg_temp.hash_batches(q text) RETURNS int LANGUAGE plpgsql AS $$
+DECLARE plan json;
+BEGIN
+  EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON, COSTS OFF, TIMING OFF) ' || q INTO plan;
+  RETURN (plan -> 0 -> 'Plan' ->> 'HashAgg Batches')::int;
+END $$;
+SET enable_sort = off;
+SET max_parallel_workers_per_gather = 0;
+SET work_mem = '4MB';
+SELECT pg_temp.hash_batches('SELECT g, gbml.mean_fit(f, y) FROM grouped GROUP BY g') > 1 AS spilled;
+SELECT g, length(gbml.mean_fit(f, y)) > 0 AS trained FROM grouped GROUP BY g ORDER BY g;
+RESET work_mem;
+RESET max_parallel_workers_per_gather;
+RESET enable_sort;

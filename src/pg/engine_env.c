@@ -37,6 +37,10 @@ typedef struct progress_state
  * (less than that, or if no thread can be started).
  * Callbacks run newest first, so a dataset's guard (registered after the
  * binding) has stopped its pre-fault thread before its pages go.
+ * The blocks count in their context's mem_allocated, as palloc'd ones would:
+ * hash aggregation reads it to spill at work_mem (a GROUP BY over a fit
+ * aggregate), and MemoryContextMemAllocated reports it.  Reset callbacks run
+ * before the context's own reset, which checks that figure.
  */
 #define BIG_BLOCK ((size_t) 8 << 20)
 #define BIG_HEADER 64			/* keeps the block's payload 64-byte aligned */
@@ -47,6 +51,7 @@ typedef struct big_block
 	struct big_block *prev,
 			   *next;
 	size_t		mapped;
+	MemoryContext owner;		/* whose mem_allocated counts it */
 } big_block;
 
 typedef struct binding
@@ -89,7 +94,10 @@ binding_reset(void *arg)
 	bd->blocks.prev->next = NULL;
 	bd->blocks.next = bd->blocks.prev = &bd->blocks;
 	for (big_block *b = first; b; b = b->next)
+	{
+		b->owner->mem_allocated -= b->mapped;
 		total += b->mapped;
+	}
 	if (total < BACKGROUND_UNMAP_BYTES)
 	{
 		/* a few ms at most: no thread (a GROUP BY may end thousands of these) */
@@ -121,6 +129,8 @@ mcxt_alloc(void *ctx, size_t size)
 	if (b == MAP_FAILED)
 		return NULL;
 	b->mapped = BIG_HEADER + size;
+	b->owner = bd->mcxt;
+	b->owner->mem_allocated += b->mapped;
 	b->next = bd->blocks.next;
 	b->prev = &bd->blocks;
 	b->next->prev = b;
@@ -140,6 +150,7 @@ mcxt_free(void *ctx, void *ptr, size_t size)
 		return;
 	}
 	b = (big_block *) ((char *) ptr - BIG_HEADER);
+	b->owner->mem_allocated -= b->mapped;
 	b->prev->next = b->next;
 	b->next->prev = b->prev;
 	munmap(b, b->mapped);
