@@ -607,6 +607,8 @@ quantize_gradients(trainer *T, double *scale_g, double *scale_h)
  * losses, a close proxy otherwise.  Any choice gives the same exact sums;
  * this one only decides how many rows the pass reads.
  */
+#define MERGE_BINS 4096			/* bins per task of the per-thread histogram merge */
+
 static void
 level_histograms(trainer *T, int level, bool all_sampled, int prev_feature, int prev_border)
 {
@@ -638,14 +640,15 @@ level_histograms(trainer *T, int level, bool all_sampled, int prev_feature, int 
 			T->slot_of[small[p]] = (int16_t) p;
 		}
 	}
-	memset(T->thist, 0, sizeof(gbml_boost_hist_bin) * (size_t) T->threads * (size_t) T->max_slots * (size_t) tb);
 
 #pragma omp parallel num_threads(T->threads)
 	{
-		int			t = 0;
+		int			t = 0,
+					nt = 1;
 
 #ifdef _OPENMP
 		t = omp_get_thread_num();
+		nt = omp_get_num_threads();
 #endif
 		gbml_boost_hist_bin *h = T->thist + (size_t) t * (size_t) T->max_slots * (size_t) tb;
 		uint16_t   *idx = T->tidx + (size_t) t * BLOCK_ROWS;
@@ -653,6 +656,8 @@ level_histograms(trainer *T, int level, bool all_sampled, int prev_feature, int 
 		int64_t    *H = T->tH + (size_t) t * BLOCK_ROWS;
 		int64_t    *seg = T->tseg + (size_t) t * (size_t) (T->max_slots + 1);
 
+		/* each thread clears the slots this level uses, in its own histogram */
+		memset(h, 0, sizeof(gbml_boost_hist_bin) * (size_t) n_slots * (size_t) tb);
 #pragma omp for schedule(dynamic, 1)
 		for (int64_t b = 0; b < n_blocks; b++)
 		{
@@ -675,13 +680,21 @@ level_histograms(trainer *T, int level, bool all_sampled, int prev_feature, int 
 										  idx, seg, n_slots, T->gq + start, hq, G, H, h);
 			}
 		}
+		/*
+		 * Merge the per-thread histograms into thread 0's, split by bins
+		 * across the threads (integer sums: any order gives the same bits).
+		 */
+#pragma omp for schedule(static)
+		for (int64_t lo = 0; lo < (int64_t) n_slots * tb; lo += MERGE_BINS)
+		{
+			int64_t		len = (int64_t) n_slots * tb - lo < MERGE_BINS ? (int64_t) n_slots * tb - lo : MERGE_BINS;
+
+			for (int u = 1; u < nt; u++)
+				gbml_boost_hist_add(T->thist + lo, T->thist + (size_t) u * (size_t) T->max_slots * (size_t) tb + lo, len);
+			if (T->packed)
+				gbml_boost_hist_unpack(T->thist + lo, len, T->count_bits, T->hq_const);
+		}
 	}
-	/* merge per-thread histograms (integer sums: any order gives the same bits) */
-	for (int t = 1; t < T->threads; t++)
-		gbml_boost_hist_add(T->thist, T->thist + (size_t) t * (size_t) T->max_slots * (size_t) tb,
-							(int64_t) n_slots * tb);
-	if (T->packed)
-		gbml_boost_hist_unpack(T->thist, (int64_t) n_slots * tb, T->count_bits, T->hq_const);
 	if (level == 0)
 		memcpy(T->hist_cur, T->thist, sizeof(gbml_boost_hist_bin) * (size_t) tb);
 	else
