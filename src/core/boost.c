@@ -714,35 +714,29 @@ level_histograms(trainer *T, int level, bool all_sampled, int prev_feature, int 
 }
 
 /*
- * (G, H) of the children of every leaf of hist_cur (n_leaves leaves) under
- * the split (feature, border): child l keeps bit `level` = 0, child
- * l | 1 << level gets 1.
+ * (G, H) of the children of every leaf of hist_cur (n_leaves leaves, totals
+ * leaf_sums) under the split (feature, border): child l keeps bit `level` =
+ * 0, child l | 1 << level gets 1.
  */
 static void
-split_sums(const trainer *T, int n_leaves, int level, int feature, int border, gbml_boost_hist_bin *out)
+split_sums(const trainer *T, const gbml_boost_hist_bin *leaf_sums, int n_leaves, int level,
+		   int feature, int border, gbml_boost_hist_bin *out)
 {
 	for (int l = 0; l < n_leaves; l++)
 	{
 		const gbml_boost_hist_bin *h = T->hist_cur + (size_t) l * T->total_bins + T->feat_off[feature];
 		int64_t		lg = 0,
-					lh = 0,
-					tg = 0,
-					th = 0;
+					lh = 0;
 
-		for (int b = 0; b <= T->borders.count[feature]; b++)
+		for (int b = 0; b <= border; b++)
 		{
-			if (b <= border)
-			{
-				lg += h[b].g;
-				lh += h[b].h;
-			}
-			tg += h[b].g;
-			th += h[b].h;
+			lg += h[b].g;
+			lh += h[b].h;
 		}
 		out[l].g = lg;
 		out[l].h = lh;
-		out[l | (1 << level)].g = tg - lg;
-		out[l | (1 << level)].h = th - lh;
+		out[l | (1 << level)].g = leaf_sums[l].g - lg;
+		out[l | (1 << level)].h = leaf_sums[l].h - lh;
 	}
 }
 
@@ -997,20 +991,23 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 		T->t_histograms += gbml_now() - t0;
 
 		t0 = gbml_now();
-		/* leaf totals: the bins of feature 0 cover every row of a leaf */
-		for (int l = 0; l < n_leaves; l++)
+		/*
+		 * Leaf totals: at the root the bins of feature 0 (they cover every
+		 * row), below it the children's sums the last split computed.
+		 */
+		if (level == 0)
 		{
-			const gbml_boost_hist_bin *h = T->hist_cur + (size_t) l * T->total_bins;
-
-			leaf_sums[l].g = leaf_sums[l].h = 0;
+			leaf_sums[0].g = leaf_sums[0].h = 0;
 			for (int64_t b = 0; b < T->feat_off[1]; b++)
 			{
-				leaf_sums[l].g += h[b].g;
-				leaf_sums[l].h += h[b].h;
+				leaf_sums[0].g += T->hist_cur[b].g;
+				leaf_sums[0].h += T->hist_cur[b].h;
 			}
 		}
+		else
+			memcpy(leaf_sums, T->child_sums, sizeof(gbml_boost_hist_bin) * (size_t) n_leaves);
 		parent_score = gbml_boost_leaves_score(leaf_sums, n_leaves, 1.0 / sg, 1.0 / sh, T->l2);
-		gbml_boost_best_split(T->hist_cur, n_leaves, T->n_features, T->feat_off, T->total_bins,
+		gbml_boost_best_split(T->hist_cur, leaf_sums, n_leaves, T->n_features, T->feat_off, T->total_bins,
 							  T->borders.count, 1.0 / sg, 1.0 / sh, T->l2, T->threads,
 							  T->feature_best, &best);
 		if (best.feature < 0)
@@ -1025,7 +1022,7 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 		last_f = best.feature;
 		last_j = best.border;
 		/* the children's sums: the next level's sibling choice, or the leaf values */
-		split_sums(T, n_leaves, level, last_f, last_j, T->child_sums);
+		split_sums(T, leaf_sums, n_leaves, level, last_f, last_j, T->child_sums);
 		T->t_splits += gbml_now() - t0;
 		{
 			gbml_boost_hist_bin *tmp = T->hist_cur;

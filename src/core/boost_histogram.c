@@ -263,7 +263,8 @@ gbml_boost_leaves_score(const gbml_boost_hist_bin *leaf_sums, int n_leaves,
 }
 
 void
-gbml_boost_best_split(const gbml_boost_hist_bin *hist, int n_leaves, int n_features,
+gbml_boost_best_split(const gbml_boost_hist_bin *hist, const gbml_boost_hist_bin *leaf_sums,
+					  int n_leaves, int n_features,
 					  const int64_t *feat_off, int64_t total_bins, const int *n_borders,
 					  double inv_scale_g, double inv_scale_h, double l2, int threads,
 					  gbml_boost_split *feature_best, gbml_boost_split *best)
@@ -289,16 +290,11 @@ gbml_boost_best_split(const gbml_boost_hist_bin *hist, int n_leaves, int n_featu
 			for (int l = 0; l < n_leaves; l++)
 			{
 				const gbml_boost_hist_bin *h = hist + (size_t) l * (size_t) total_bins + feat_off[f];
-				int64_t		tg = 0,
-							th = 0,
+				int64_t		tg = leaf_sums[l].g,
+							th = leaf_sums[l].h,
 							lg = 0,
 							lh = 0;
 
-				for (int b = 0; b <= nb; b++)
-				{
-					tg += h[b].g;
-					th += h[b].h;
-				}
 				if (th == 0 && tg == 0)
 					continue;	/* an empty leaf adds 0 whatever the split */
 				for (int j = 0; j < nb; j++)

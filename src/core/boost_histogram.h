@@ -93,11 +93,14 @@ typedef struct gbml_boost_split
 /*
  * Best (feature, border) for a level: the split maximising the sum over all
  * n_leaves leaves of G_L^2/(H_L + l2) + G_R^2/(H_R + l2), with the sums
- * de-scaled by inv_scale_g / inv_scale_h.  Ties go to the lowest feature,
- * then the lowest border.  feature_best is scratch of n_features entries.
- * Parallel over features (each feature's score is computed in a fixed order).
+ * de-scaled by inv_scale_g / inv_scale_h.  leaf_sums holds each leaf's
+ * totals (the same for every feature: every row has a bin in each).  Ties go
+ * to the lowest feature, then the lowest border.  feature_best is scratch of
+ * n_features entries.  Parallel over features (each feature's score is
+ * computed in a fixed order).
  */
-void		gbml_boost_best_split(const gbml_boost_hist_bin *hist, int n_leaves, int n_features,
+void		gbml_boost_best_split(const gbml_boost_hist_bin *hist, const gbml_boost_hist_bin *leaf_sums,
+								  int n_leaves, int n_features,
 								  const int64_t *feat_off, int64_t total_bins, const int *n_borders,
 								  double inv_scale_g, double inv_scale_h, double l2, int threads,
 								  gbml_boost_split *feature_best, gbml_boost_split *best);
