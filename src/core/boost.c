@@ -1162,7 +1162,7 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 	memset(&T, 0, sizeof(T));
 	T.env = env;
 	T.p = p;
-	T.threads = env->threads > 0 ? env->threads : 1;
+	T.threads = env->threads;
 	if ((rc = setup(&T, ds, ctx->eval)) != GBML_OK)
 		goto done;
 	t_quant = gbml_now() - t_start;
@@ -1253,13 +1253,7 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 		gbml_sb_printf(m, ",\"best_iteration\":%lld,\"stopped_early\":%s,\"no_split_possible\":%s,",
 					   (long long) (best_iter >= 0 ? best_iter + 1 : T.forest.n_trees),
 					   stopped_early ? "true" : "false", no_split ? "true" : "false");
-		{
-			int64_t		nb = 0;
-
-			for (int f = 0; f < T.n_features; f++)
-				nb += T.borders.count[f];
-			gbml_sb_printf(m, "\"borders\":%lld,", (long long) nb);
-		}
+		gbml_sb_printf(m, "\"borders\":%lld,", (long long) T.borders.offset[T.n_features]);
 		gbml_sb_printf(m, "\"metrics\":{\"eval_metric\":\"%s\",\"eval_value\":", mname);
 		gbml_sb_json_number(m, eval_value);
 		gbml_sb_printf(m, ",\"higher_is_better\":%s,\"eval_set\":\"%s\",\"train_%s\":",

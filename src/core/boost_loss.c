@@ -756,7 +756,7 @@ gbml_boost_loss_gradients_ex(gbml_boost_loss_kind kind, const gbml_boost_problem
 							 const gbml_boost_loss_options *opt,
 							 double *grad, double *hess, gbml_env *env)
 {
-	int			threads = env->threads > 0 ? env->threads : 1;
+	int			threads = env->threads;
 	int64_t		n = p->n;
 	int64_t		max_group = 0;
 	uint64_t	it_seed = iteration_seed(seed, iteration);

@@ -50,7 +50,6 @@ typedef struct gbml_boost_problem
 #define GBML_YETIRANK_PERMUTATIONS		 10		/* CatBoost's default */
 #define GBML_YETIRANK_DECAY				 0.85	/* CatBoost's position discount decay */
 #define GBML_LAMBDAMART_TRUNCATION		 30		/* LightGBM's lambdarank_truncation_level */
-#define GBML_LAMBDAMART_MAX_LABEL		 31		/* LightGBM's label_gain covers 0..30 */
 
 typedef struct gbml_boost_loss_options
 {

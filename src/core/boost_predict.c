@@ -123,7 +123,7 @@ int
 gbml_boost_forest_predict_batch(const gbml_boost_forest *f, const float *x, int64_t n,
 								int64_t stride, double *out, gbml_env *env)
 {
-	int			threads = env->threads > 0 ? env->threads : 1;
+	int			threads = env->threads;
 	int64_t		n_blocks = (n + BATCH_ROWS - 1) / BATCH_ROWS;
 	size_t		per_thread = (size_t) (f->n_used > 0 ? f->n_used : 1) * BATCH_ROWS;
 	float	   *scratch;

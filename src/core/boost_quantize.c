@@ -224,14 +224,13 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 	uint32_t   *scratch = NULL;
 	float	   *chosen = NULL;
 	int64_t		stride;
-	int			threads = env->threads > 0 ? env->threads : 1;
+	int			threads = env->threads;
 	int64_t		batch;
 	int			rc = GBML_OK;
 
 	memset(out, 0, sizeof(*out));
 	if (border_count > GBML_BOOST_MAX_BORDERS)
 		border_count = GBML_BOOST_MAX_BORDERS;
-	out->n_features = d;
 	out->count = gbml_alloc0(env, sizeof(int) * (size_t) d);
 	out->offset = gbml_alloc0(env, sizeof(int64_t) * ((size_t) d + 1));
 	out->has_missing = gbml_alloc0(env, sizeof(bool) * (size_t) d);
@@ -399,12 +398,11 @@ gbml_boost_bins_build(const float *const *rows, int64_t n_rows, int n_features,
 	int			d = n_features;
 	float	   *pad;
 	int		   *half;
-	int			threads = env->threads > 0 ? env->threads : 1;
+	int			threads = env->threads;
 	bool		failed = false;
 
 	memset(out, 0, sizeof(*out));
 	out->n_rows = n_rows;
-	out->n_features = d;
 	out->block_rows = block_rows;
 	out->n_blocks = (n_rows + block_rows - 1) / block_rows;
 	out->blocks = gbml_alloc0(env, sizeof(uint8_t *) * (size_t) (out->n_blocks > 0 ? out->n_blocks : 1));

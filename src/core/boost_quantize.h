@@ -28,7 +28,6 @@
 
 typedef struct gbml_boost_borders
 {
-	int			n_features;
 	int		   *count;			/* borders of feature f: 0..255 */
 	int64_t    *offset;			/* n_features + 1: feature f's borders are values[offset[f] .. offset[f+1]) */
 	float	   *values;			/* ascending per feature; -INFINITY first when the feature has missing values */
@@ -66,7 +65,6 @@ gbml_boost_bin_of(const float *borders, int count, float x)
 typedef struct gbml_boost_bins
 {
 	int64_t		n_rows;
-	int			n_features;
 	int64_t		block_rows;		/* rows per block (the last block may be shorter) */
 	int64_t		n_blocks;
 	uint8_t   **blocks;			/* block b: n_features * rows_in_block(b) bytes, feature-major */

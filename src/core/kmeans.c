@@ -242,7 +242,7 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 	w->k = (int) p->k;
 	w->d = ds->n_features;
 	w->n = ds->n_rows;
-	w->threads = env->threads > 0 ? env->threads : 1;
+	w->threads = env->threads;
 	w->spherical = p->spherical;
 	kd = (size_t) w->k * (size_t) w->d;
 
