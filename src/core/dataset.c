@@ -123,14 +123,14 @@ prefault_start(gbml_dataset *ds, gbml_env *env)
 	{
 		pf = gbml_alloc0(env, sizeof(gbml_prefault));
 		if (pf == NULL)
-			return;
+			goto no_prefault;
 		ds->prefault = pf;
 	}
 	if (pf->running || pf->spare)
 		return;
 	pf->spare = chunk_alloc(env, ds->n_features, ds->chunk_rows);
 	if (pf->spare == NULL)
-		return;
+		goto no_prefault;
 	pf->addr = (char *) pf->spare->x;
 	pf->len = (size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float);
 	pf->cursor = 0;
@@ -139,6 +139,12 @@ prefault_start(gbml_dataset *ds, gbml_env *env)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pf->running = pthread_create(&pf->thread, NULL, prefault_main, pf) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return;
+
+no_prefault:
+	/* optional: the failed allocation's error must not outlive this call */
+	env->error_code = GBML_OK;
+	env->error[0] = '\0';
 }
 
 /* The pre-faulted chunk (helping its thread finish), or NULL if there is none. */
