@@ -173,11 +173,28 @@ cmp_score_desc_label_asc(const void *a, const void *b)
 	return 0;
 }
 
-/* Splits the sorted pairs into arrays for src/core/metrics.c. */
-static void
-unpack(metric_state *st, double **score, float **label)
+/*
+ * The state a final function works on, or NULL when no row came (the
+ * metric is then NULL).
+ */
+static metric_state *
+final_state(FunctionCallInfo fcinfo)
 {
-	qsort(st->pairs, st->n, sizeof(metric_pair), cmp_score_desc_label_asc);
+	metric_state *st = PG_ARGISNULL(0) ? NULL : (metric_state *) PG_GETARG_POINTER(0);
+
+	return st != NULL && st->n > 0 ? st : NULL;
+}
+
+/*
+ * Splits the pairs into arrays for src/core/metrics.c, sorted (score
+ * descending, label ascending) when the metric's value depends on the order
+ * they come in: then any plan gives the same bits.
+ */
+static void
+unpack(metric_state *st, bool sort, double **score, float **label)
+{
+	if (sort)
+		qsort(st->pairs, st->n, sizeof(metric_pair), cmp_score_desc_label_asc);
 	*score = palloc_extended(sizeof(double) * Max(st->n, 1), MCXT_ALLOC_HUGE);
 	*label = palloc_extended(sizeof(float) * Max(st->n, 1), MCXT_ALLOC_HUGE);
 	for (int64 i = 0; i < st->n; i++)
@@ -190,17 +207,17 @@ unpack(metric_state *st, double **score, float **label)
 Datum
 gbml_ndcg_final(PG_FUNCTION_ARGS)
 {
-	metric_state *st = PG_ARGISNULL(0) ? NULL : (metric_state *) PG_GETARG_POINTER(0);
+	metric_state *st = final_state(fcinfo);
 	double	   *score;
 	float	   *label;
 
-	if (st == NULL || st->n == 0)
+	if (st == NULL)
 		PG_RETURN_NULL();
 	for (int64 i = 0; i < st->n; i++)
 		if (st->pairs[i].label < 0)
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 							errmsg("gbml.ndcg: relevance labels must be >= 0, got %g", st->pairs[i].label)));
-	unpack(st, &score, &label);
+	unpack(st, true, &score, &label);
 	{
 		gbml_env	env;
 
@@ -212,14 +229,15 @@ gbml_ndcg_final(PG_FUNCTION_ARGS)
 Datum
 gbml_auc_final(PG_FUNCTION_ARGS)
 {
-	metric_state *st = PG_ARGISNULL(0) ? NULL : (metric_state *) PG_GETARG_POINTER(0);
+	metric_state *st = final_state(fcinfo);
 	double	   *score;
 	float	   *label;
 	double		auc;
 
-	if (st == NULL || st->n == 0)
+	if (st == NULL)
 		PG_RETURN_NULL();
-	unpack(st, &score, &label);
+	/* gbml_auc_env sorts its own copy: the input order does not matter */
+	unpack(st, false, &score, &label);
 	{
 		gbml_env	env;
 
@@ -234,12 +252,12 @@ gbml_auc_final(PG_FUNCTION_ARGS)
 Datum
 gbml_rmse_final(PG_FUNCTION_ARGS)
 {
-	metric_state *st = PG_ARGISNULL(0) ? NULL : (metric_state *) PG_GETARG_POINTER(0);
+	metric_state *st = final_state(fcinfo);
 	double	   *score;
 	float	   *label;
 
-	if (st == NULL || st->n == 0)
+	if (st == NULL)
 		PG_RETURN_NULL();
-	unpack(st, &score, &label);
+	unpack(st, true, &score, &label);	/* the sum's order */
 	PG_RETURN_FLOAT8(gbml_rmse(score, label, NULL, st->n));
 }
