@@ -93,6 +93,7 @@ typedef struct boost_data
 	float	   *weight;			/* NULL when every weight is 1 */
 	int64_t		n_groups;		/* 0 without group ids */
 	int64_t    *group_off;		/* n_groups + 1 */
+	double	   *ideal_dcg;		/* per query, for the eval NDCG of every tree; NULL: computed per call */
 } boost_data;
 
 typedef struct group_key
@@ -119,6 +120,7 @@ data_free(boost_data *d, gbml_env *env)
 	gbml_free(env, d->label);
 	gbml_free(env, d->weight);
 	gbml_free(env, d->group_off);
+	gbml_free(env, d->ideal_dcg);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -270,7 +272,7 @@ metric_value(gbml_env *env, int metric, gbml_boost_loss_kind kind, int64_t k, co
 	switch (metric)
 	{
 		case GBML_BOOST_METRIC_NDCG:
-			return gbml_mean_ndcg_env(env, pred, d->label, d->n_groups, d->group_off, (int) k);
+			return gbml_mean_ndcg_env(env, pred, d->label, d->n_groups, d->group_off, (int) k, d->ideal_dcg);
 		case GBML_BOOST_METRIC_RMSE:
 			return gbml_rmse(pred, d->label, d->weight, d->n);
 		case GBML_BOOST_METRIC_AUC:
@@ -875,6 +877,15 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 		return rc;
 	if (T->has_eval && (rc = data_prepare(eval, &T->eval, env)) != GBML_OK)
 		return rc;
+	if (T->has_eval && T->metric == GBML_BOOST_METRIC_NDCG && T->eval.n_groups > 0)
+	{
+		/* the labels never change: each eval query's ideal DCG once, not every tree */
+		T->eval.ideal_dcg = gbml_alloc_array(env, (size_t) T->eval.n_groups, sizeof(double));
+		if (T->eval.ideal_dcg == NULL)
+			return env->error_code;
+		gbml_ndcg_ideals(env, T->eval.label, T->eval.n_groups, T->eval.group_off, (int) T->p->eval_k,
+						 T->eval.ideal_dcg);
+	}
 	n = T->train.n;
 	if (T->kind == GBML_LOSS_LOGLOSS || T->metric == GBML_BOOST_METRIC_LOGLOSS)
 	{

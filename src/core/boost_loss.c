@@ -954,7 +954,7 @@ objective_impl(gbml_env *env, gbml_boost_loss_kind kind, const gbml_boost_proble
 		return NAN;
 	if (want_mean && kind != GBML_LOSS_PAIRLOGIT)
 		return 1.0 - gbml_mean_ndcg_env(env, pred, p->label, p->n_groups, p->group_offsets,
-									RANK_VALUE_NDCG_K);
+									RANK_VALUE_NDCG_K, NULL);
 	scratch = gbml_alloc(env, scratch_bytes(max_group > 0 ? max_group : 1));
 	if (scratch == NULL)
 		return NAN;

@@ -9,8 +9,9 @@
  *
  * NDCG@k with a small k uses an O(n k) selection that allocates nothing;
  * only a large k (or all documents) and AUC sort an index, taken from the
- * caller's env (the plain forms, for tests and benchmarks, use a malloc env),
- * and freed before returning.  Sums run in row order on one thread, so
+ * caller's env once per call (the plain forms, for tests and benchmarks, use
+ * a malloc env), and freed before returning; without the memory, NDCG falls
+ * back to the selection.  Sums run in row order on one thread, so
  * the results are deterministic.
  */
 #include "metrics.h"
@@ -91,15 +92,12 @@ cmp_ranked(const void *a, const void *b)
 	return 0;
 }
 
-/* DCG of the first kk positions by sorting (large k); -1 if out of memory. */
+/* DCG of the first kk positions by sorting (large k), in the caller's scratch of n entries. */
 static double
-dcg_sort(gbml_env *env, const double *key, const float *label, int64_t n, int64_t kk)
+dcg_sort(ranked *rs, const double *key, const float *label, int64_t n, int64_t kk)
 {
-	ranked	   *rs = gbml_alloc(env, (size_t) n * sizeof(ranked));
 	double		dcg = 0;
 
-	if (rs == NULL)
-		return -1;
 	for (int64_t i = 0; i < n; i++)
 	{
 		rs[i].key = key ? key[i] : (double) label[i];
@@ -108,21 +106,46 @@ dcg_sort(gbml_env *env, const double *key, const float *label, int64_t n, int64_
 	qsort(rs, (size_t) n, sizeof(ranked), cmp_ranked);
 	for (int64_t r = 0; r < kk; r++)
 		dcg += gbml_ndcg_gain(label[rs[r].idx]) * gbml_ndcg_discount(r);
-	gbml_free(env, rs);
 	return dcg;
 }
 
+/* DCG@kk; scratch (n entries, or NULL) serves the sort a large kk wants, else O(n kk) selection. */
 static double
-dcg_at(gbml_env *env, const double *key, const float *label, int64_t n, int64_t kk)
+dcg_at(ranked *scratch, const double *key, const float *label, int64_t n, int64_t kk)
 {
-	if (kk > NDCG_SELECT_MAX_K)
-	{
-		double		d = dcg_sort(env, key, label, n, kk);
-
-		if (d != -1)
-			return d;
-	}
+	if (kk > NDCG_SELECT_MAX_K && scratch != NULL)
+		return dcg_sort(scratch, key, label, n, kk);
 	return dcg_select(key, label, n, kk);
+}
+
+/* Scratch for the queries of largest size max_n at cut-off k, or NULL when none is needed (or no memory). */
+static ranked *
+dcg_scratch(gbml_env *env, int64_t max_n, int k)
+{
+	int64_t		kk = (k <= 0 || k > max_n) ? max_n : k;
+
+	if (kk <= NDCG_SELECT_MAX_K)
+		return NULL;
+	return gbml_alloc(env, (size_t) max_n * sizeof(ranked));
+}
+
+/* NDCG of one query, given its ideal DCG. */
+static double
+ndcg_with_ideal(ranked *scratch, const double *score, const float *label, int64_t n, int k, double ideal)
+{
+	int64_t		kk = (k <= 0 || k > n) ? n : k;
+
+	if (n <= 0 || !(ideal > 0))
+		return 1.0;
+	return dcg_at(scratch, score, label, n, kk) / ideal;
+}
+
+static double
+ideal_dcg(ranked *scratch, const float *label, int64_t n, int k)
+{
+	int64_t		kk = (k <= 0 || k > n) ? n : k;
+
+	return n <= 0 ? 0 : dcg_at(scratch, NULL, label, n, kk);
 }
 
 double
@@ -137,17 +160,33 @@ gbml_ndcg_at_k(const double *score, const float *label, int64_t n, int k)
 double
 gbml_ndcg_at_k_env(gbml_env *env, const double *score, const float *label, int64_t n, int k)
 {
-	int64_t		kk = (k <= 0 || k > n) ? n : k;
-	double		ideal,
-				dcg;
+	ranked	   *scratch = dcg_scratch(env, n, k);
+	double		v = ndcg_with_ideal(scratch, score, label, n, k, ideal_dcg(scratch, label, n, k));
 
-	if (n <= 0)
-		return 1.0;
-	ideal = dcg_at(env, NULL, label, n, kk);
-	if (!(ideal > 0))
-		return 1.0;
-	dcg = dcg_at(env, score, label, n, kk);
-	return dcg / ideal;
+	gbml_free(env, scratch);
+	return v;
+}
+
+static int64_t
+largest_group(int64_t n_groups, const int64_t *group_offsets)
+{
+	int64_t		m = 0;
+
+	for (int64_t g = 0; g < n_groups; g++)
+		if (group_offsets[g + 1] - group_offsets[g] > m)
+			m = group_offsets[g + 1] - group_offsets[g];
+	return m;
+}
+
+void
+gbml_ndcg_ideals(gbml_env *env, const float *label, int64_t n_groups, const int64_t *group_offsets,
+				 int k, double *ideal)
+{
+	ranked	   *scratch = dcg_scratch(env, largest_group(n_groups, group_offsets), k);
+
+	for (int64_t g = 0; g < n_groups; g++)
+		ideal[g] = ideal_dcg(scratch, label + group_offsets[g], group_offsets[g + 1] - group_offsets[g], k);
+	gbml_free(env, scratch);
 }
 
 double
@@ -157,24 +196,28 @@ gbml_mean_ndcg(const double *score, const float *label, int64_t n_groups,
 	gbml_env	env;
 
 	gbml_env_init_malloc(&env, 1);
-	return gbml_mean_ndcg_env(&env, score, label, n_groups, group_offsets, k);
+	return gbml_mean_ndcg_env(&env, score, label, n_groups, group_offsets, k, NULL);
 }
 
 double
 gbml_mean_ndcg_env(gbml_env *env, const double *score, const float *label, int64_t n_groups,
-				   const int64_t *group_offsets, int k)
+				   const int64_t *group_offsets, int k, const double *ideal)
 {
+	ranked	   *scratch;
 	double		sum = 0;
 
 	if (n_groups <= 0)
 		return NAN;
+	scratch = dcg_scratch(env, largest_group(n_groups, group_offsets), k);
 	for (int64_t g = 0; g < n_groups; g++)
 	{
 		int64_t		b = group_offsets[g],
-					e = group_offsets[g + 1];
+					n = group_offsets[g + 1] - b;
 
-		sum += gbml_ndcg_at_k_env(env, score + b, label + b, e - b, k);
+		sum += ndcg_with_ideal(scratch, score + b, label + b, n, k,
+							   ideal ? ideal[g] : ideal_dcg(scratch, label + b, n, k));
 	}
+	gbml_free(env, scratch);
 	return sum / (double) n_groups;
 }
 

@@ -44,8 +44,11 @@ double		gbml_auc(const double *score, const float *label, const float *weight, i
  * without env (malloc) are for tests and benchmarks.
  */
 double		gbml_ndcg_at_k_env(gbml_env *env, const double *score, const float *label, int64_t n, int k);
+/* ideal: each query's ideal DCG from gbml_ndcg_ideals (a trainer's eval set, every tree), or NULL */
 double		gbml_mean_ndcg_env(gbml_env *env, const double *score, const float *label, int64_t n_groups,
-							   const int64_t *group_offsets, int k);
+							   const int64_t *group_offsets, int k, const double *ideal);
+void		gbml_ndcg_ideals(gbml_env *env, const float *label, int64_t n_groups,
+							 const int64_t *group_offsets, int k, double *ideal);
 double		gbml_auc_env(gbml_env *env, const double *score, const float *label, const float *weight, int64_t n);
 
 double		gbml_rmse(const double *score, const float *label, const float *weight, int64_t n);
