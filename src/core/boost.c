@@ -1091,14 +1091,7 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 		t0 = gbml_now();
 #pragma omp parallel for schedule(static) num_threads(T->threads)
 		for (int64_t r = 0; r < T->eval.n; r++)
-		{
-			const float *x = T->eval.rows[r];
-			int			idx = 0;
-
-			for (int l = 0; l < d; l++)
-				idx |= (x[feat[l]] > bord[l]) << l;
-			T->eval_pred[r] += (double) lv[idx];
-		}
+			T->eval_pred[r] += (double) lv[gbml_oblivious_leaf(feat, bord, d, T->eval.rows[r])];
 		T->t_eval += gbml_now() - t0;
 	}
 	F->n_trees++;

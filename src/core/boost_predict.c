@@ -30,11 +30,7 @@ sum_uniform(const gbml_boost_forest *f, const float *x, const int d)
 
 	for (int t = 0; t < f->n_trees; t++)
 	{
-		int			idx = 0;
-
-		for (int l = 0; l < d; l++)
-			idx |= (x[feat[l]] > bord[l]) << l;
-		acc[t & 3] += (double) leaf[idx];
+		acc[t & 3] += (double) leaf[gbml_oblivious_leaf(feat, bord, d, x)];
 		feat += d;
 		bord += d;
 		leaf += (size_t) 1 << d;

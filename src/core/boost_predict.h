@@ -65,18 +65,23 @@ gbml_boost_combine(double base, const double acc[GBML_BOOST_LANES])
 /* Sum of the trees' leaf values (plus the base score) for one row. */
 double		gbml_boost_forest_predict(const gbml_boost_forest *f, const float *x);
 
-/* Leaf index of tree t for row x (for tests and the trainer's eval set). */
+/* Leaf index of an oblivious tree of depth d (split l: feature feat[l], border bord[l]) for row x:
+   the scorer, the trainer's eval set and tests all use this one definition. */
 static inline int
-gbml_boost_tree_leaf(const gbml_boost_forest *f, int t, const float *x)
+gbml_oblivious_leaf(const int32_t *feat, const float *bord, int d, const float *x)
 {
-	const int32_t *feat = f->feature + f->split_off[t];
-	const float *bord = f->border + f->split_off[t];
-	int			d = f->depth[t];
 	int			idx = 0;
 
 	for (int l = 0; l < d; l++)
 		idx |= (x[feat[l]] > bord[l]) << l;
 	return idx;
+}
+
+/* Leaf index of tree t for row x (for tests). */
+static inline int
+gbml_boost_tree_leaf(const gbml_boost_forest *f, int t, const float *x)
+{
+	return gbml_oblivious_leaf(f->feature + f->split_off[t], f->border + f->split_off[t], f->depth[t], x);
 }
 
 /*
