@@ -16,6 +16,7 @@
  * that a CUDA backend can later provide the same computation.
  */
 #include "boost_loss.h"
+#include "rank_order.h"
 #include "metrics.h"
 #include "rng.h"
 
@@ -90,30 +91,13 @@ softplus(double x)
 	return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
 }
 
-/* One (key, row) pair; sorted by key descending, NaN last, then row ascending,
- * which is a total order (the stable sort LightGBM and XGBoost use). */
-typedef struct keyed
-{
-	double		key;
-	int64_t		idx;
-} keyed;
+/* (key, row) pairs sorted in the ranking order of rank_order.h. */
+typedef gbml_keyed keyed;
 
-static inline bool
-keyed_before(const keyed *a, const keyed *b)
-{
-	bool		an,
-				bn;
-
-	if (a->key > b->key)
-		return true;
-	if (a->key < b->key)
-		return false;
-	an = isnan(a->key);
-	bn = isnan(b->key);
-	if (an != bn)
-		return bn;
-	return a->idx < b->idx;
-}
+#define KEYED_BEFORE(x, y) gbml_keyed_before(&(x), &(y))
+#define U64_BEFORE(x, y) ((x) < (y))
+GBML_DEFINE_MERGE_RUNS(merge_keyed_runs, keyed, KEYED_BEFORE)
+GBML_DEFINE_MERGE_RUNS(merge_u64_runs, uint64_t, U64_BEFORE)
 
 /* Insertion sort of a short run. */
 static void
@@ -124,7 +108,7 @@ sort_keyed_small(keyed *a, int64_t m)
 		keyed		v = a[i];
 		int64_t		j = i;
 
-		while (j > 0 && keyed_before(&v, &a[j - 1]))
+		while (j > 0 && gbml_keyed_before(&v, &a[j - 1]))
 		{
 			a[j] = a[j - 1];
 			j--;
@@ -143,44 +127,10 @@ static void
 sort_keyed(keyed *a, keyed *tmp, int64_t m)
 {
 	const int64_t run = 16;
-	keyed	   *src = a,
-			   *dst = tmp;
 
 	for (int64_t s = 0; s < m; s += run)
 		sort_keyed_small(a + s, (m - s < run) ? m - s : run);
-	for (int64_t w = run; w < m; w *= 2)
-	{
-		for (int64_t lo = 0; lo < m; lo += 2 * w)
-		{
-			int64_t		mid = lo + w < m ? lo + w : m,
-						hi = lo + 2 * w < m ? lo + 2 * w : m,
-						i = lo,
-						j = mid,
-						o = lo;
-
-			while (i < mid && j < hi)
-			{
-				/* branch-free: the keys are random, a branch would mispredict */
-				bool		tj = keyed_before(&src[j], &src[i]);
-
-				dst[o++] = tj ? src[j] : src[i];
-				j += tj;
-				i += !tj;
-			}
-			while (i < mid)
-				dst[o++] = src[i++];
-			while (j < hi)
-				dst[o++] = src[j++];
-		}
-		{
-			keyed	   *t = src;
-
-			src = dst;
-			dst = t;
-		}
-	}
-	if (src != a)
-		memcpy(a, src, sizeof(keyed) * (size_t) m);
+	merge_keyed_runs(a, tmp, m, run);
 }
 
 /* A seed for (seed, iteration): every tree gets fresh, reproducible draws. */
@@ -223,9 +173,6 @@ groups_valid(const gbml_boost_problem *p, int64_t *max_group)
 static void
 sort_u64(uint64_t *a, uint64_t *tmp, int64_t m)
 {
-	uint64_t   *src = a,
-			   *dst = tmp;
-
 	/* runs of 4 by a branch-free sorting network (5 compare-exchanges) */
 #define CE(x, y) do { uint64_t lo_ = a[x] < a[y] ? a[x] : a[y], hi_ = a[x] < a[y] ? a[y] : a[x]; a[x] = lo_; a[y] = hi_; } while (0)
 	for (int64_t s = 0; s + 4 <= m; s += 4)
@@ -249,40 +196,7 @@ sort_u64(uint64_t *a, uint64_t *tmp, int64_t m)
 		}
 		a[j] = v;
 	}
-	for (int64_t w = 4; w < m; w *= 2)
-	{
-		for (int64_t lo = 0; lo < m; lo += 2 * w)
-		{
-			int64_t		mid = lo + w < m ? lo + w : m,
-						hi = lo + 2 * w < m ? lo + 2 * w : m,
-						i = lo,
-						j = mid,
-						o = lo;
-
-			while (i < mid && j < hi)
-			{
-				uint64_t	x = src[i],
-							y = src[j];
-				bool		tj = y < x;
-
-				dst[o++] = tj ? y : x;
-				j += tj;
-				i += !tj;
-			}
-			while (i < mid)
-				dst[o++] = src[i++];
-			while (j < hi)
-				dst[o++] = src[j++];
-		}
-		{
-			uint64_t   *t = src;
-
-			src = dst;
-			dst = t;
-		}
-	}
-	if (src != a)
-		memcpy(a, src, sizeof(uint64_t) * (size_t) m);
+	merge_u64_runs(a, tmp, m, 4);
 }
 
 /*

@@ -1,8 +1,8 @@
 /*
  * metrics.c — NDCG@k, ROC AUC and RMSE (declared in metrics.h).
  *
- * One ranking order everywhere: score descending, NaN scores last, ties by
- * original position (the stable sort LightGBM and XGBoost use), so a figure
+ * One ranking order everywhere (rank_order.h): score descending, NaN scores
+ * last, ties by original position (the stable sort LightGBM and XGBoost use), so a figure
  * here matches the benchmark's Python metric and the peers' own evaluators.
  * NDCG uses exponential gain 2^rel - 1 and discount 1/log2(2 + rank) (rank 0
  * at the top); a query whose ideal DCG is 0 (no relevant document) counts 1.
@@ -15,6 +15,7 @@
  * the results are deterministic.
  */
 #include "metrics.h"
+#include "rank_order.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -22,20 +23,6 @@
 
 /* Up to this cut-off NDCG selects the top k in O(n k) without memory. */
 #define NDCG_SELECT_MAX_K 64
-
-/* Is (sa, ia) ranked before (sb, ib)?  Score desc, NaN last, index asc. */
-static inline bool
-ranks_before(double sa, int64_t ia, double sb, int64_t ib)
-{
-	bool		na = isnan(sa),
-				nb = isnan(sb);
-
-	if (na != nb)
-		return nb;
-	if (!na && sa != sb)
-		return sa > sb;
-	return ia < ib;
-}
 
 /*
  * DCG of the first kk positions of the order "key desc, index asc", where the
@@ -59,10 +46,10 @@ dcg_select(const double *key, const float *label, int64_t n, int64_t kk)
 			{
 				double		kp = key ? key[prev] : (double) label[prev];
 
-				if (!ranks_before(kp, prev, ki, i))
+				if (!gbml_ranks_before(kp, prev, ki, i))
 					continue;
 			}
-			if (best < 0 || ranks_before(ki, i, key ? key[best] : (double) label[best], best))
+			if (best < 0 || gbml_ranks_before(ki, i, key ? key[best] : (double) label[best], best))
 				best = i;
 		}
 		if (best < 0)
@@ -73,11 +60,7 @@ dcg_select(const double *key, const float *label, int64_t n, int64_t kk)
 	return dcg;
 }
 
-typedef struct ranked
-{
-	double		key;
-	int64_t		idx;
-} ranked;
+typedef gbml_keyed ranked;
 
 static int
 cmp_ranked(const void *a, const void *b)
@@ -85,9 +68,9 @@ cmp_ranked(const void *a, const void *b)
 	const ranked *x = a,
 			   *y = b;
 
-	if (ranks_before(x->key, x->idx, y->key, y->idx))
+	if (gbml_ranks_before(x->key, x->idx, y->key, y->idx))
 		return -1;
-	if (ranks_before(y->key, y->idx, x->key, x->idx))
+	if (gbml_ranks_before(y->key, y->idx, x->key, x->idx))
 		return 1;
 	return 0;
 }
