@@ -124,17 +124,29 @@ data_free(boost_data *d, gbml_env *env)
 	memset(d, 0, sizeof(*d));
 }
 
-/* Gathers ds's rows into training order: canonical, stably sorted by group id when there is one. */
+/* Puts ds's row r of chunk c at position i of d. */
+static inline void
+gather_row(boost_data *d, int64_t i, const gbml_dataset *ds, int c, int64_t r)
+{
+	const gbml_chunk *ch = ds->chunks[c];
+
+	d->rows[i] = ch->x + (size_t) r * ds->n_features;
+	d->label[i] = ch->label[r];
+	if (d->weight)
+		d->weight[i] = ch->weight[r];
+}
+
+/*
+ * Gathers ds's rows into training order: canonical, stably sorted by group
+ * id when there is one (the sort key's index is chunk << 32 | row, which
+ * orders like the canonical position).
+ */
 static int
 data_prepare(const gbml_dataset *ds, boost_data *d, gbml_env *env)
 {
 	int64_t		n = ds->n_rows;
 	int64_t		i = 0;
 	group_key  *keys = NULL;
-	const float **canon = NULL;
-	float	   *clabel = NULL,
-			   *cweight = NULL;
-	bool		by_group = ds->group_state > 0;
 
 	memset(d, 0, sizeof(*d));
 	d->n = n;
@@ -144,42 +156,23 @@ data_prepare(const gbml_dataset *ds, boost_data *d, gbml_env *env)
 		d->weight = gbml_alloc_array(env, (size_t) n, sizeof(float));
 	if (d->rows == NULL || d->label == NULL || (ds->has_weight && d->weight == NULL))
 		goto fail;
-	if (!by_group)
+	if (ds->group_state <= 0)
 	{
 		for (int c = 0; c < ds->n_chunks; c++)
-		{
-			const gbml_chunk *ch = ds->chunks[c];
-
-			for (int64_t r = 0; r < ch->n_rows; r++, i++)
-			{
-				d->rows[i] = ch->x + (size_t) r * ds->n_features;
-				d->label[i] = ch->label[r];
-				if (d->weight)
-					d->weight[i] = ch->weight[r];
-			}
-		}
+			for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++)
+				gather_row(d, i++, ds, c, r);
 		return GBML_OK;
 	}
 
 	keys = gbml_alloc_array(env, (size_t) n, sizeof(group_key));
-	canon = gbml_alloc_array(env, (size_t) n, sizeof(float *));
-	clabel = gbml_alloc_array(env, (size_t) n, sizeof(float));
-	cweight = gbml_alloc_array(env, (size_t) n, sizeof(float));
-	if (keys == NULL || canon == NULL || clabel == NULL || cweight == NULL)
+	if (keys == NULL)
 		goto fail;
 	for (int c = 0; c < ds->n_chunks; c++)
-	{
-		const gbml_chunk *ch = ds->chunks[c];
-
-		for (int64_t r = 0; r < ch->n_rows; r++, i++)
+		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++, i++)
 		{
-			keys[i].group = ch->group[r];
-			keys[i].index = i;
-			canon[i] = ch->x + (size_t) r * ds->n_features;
-			clabel[i] = ch->label[r];
-			cweight[i] = ch->weight[r];
+			keys[i].group = ds->chunks[c]->group[r];
+			keys[i].index = ((int64_t) c << 32) | r;
 		}
-	}
 	qsort(keys, (size_t) n, sizeof(group_key), cmp_group_key);
 	d->n_groups = 0;
 	for (i = 0; i < n; i++)
@@ -195,24 +188,15 @@ data_prepare(const gbml_dataset *ds, boost_data *d, gbml_env *env)
 		{
 			if (i == 0 || keys[i].group != keys[i - 1].group)
 				d->group_off[g++] = i;
-			d->rows[i] = canon[keys[i].index];
-			d->label[i] = clabel[keys[i].index];
-			if (d->weight)
-				d->weight[i] = cweight[keys[i].index];
+			gather_row(d, i, ds, (int) (keys[i].index >> 32), keys[i].index & 0xffffffffLL);
 		}
 		d->group_off[g] = n;
 	}
 	gbml_free(env, keys);
-	gbml_free(env, canon);
-	gbml_free(env, clabel);
-	gbml_free(env, cweight);
 	return GBML_OK;
 
 fail:
 	gbml_free(env, keys);
-	gbml_free(env, canon);
-	gbml_free(env, clabel);
-	gbml_free(env, cweight);
 	data_free(d, env);
 	return env->error_code ? env->error_code : GBML_ENOMEM;
 }
