@@ -74,13 +74,6 @@ make_data(gbml_dataset *ds, gbml_env *env, data_kind kind, int64_t n, int d, uin
 	free(x);
 }
 
-static int
-train(gbml_env *env, gbml_dataset *ds, gbml_dataset *eval, const gbml_param_value *v, int nv,
-	  uint8_t **model, size_t *len)
-{
-	return gbml_train_values(env, "boost", v, nv, ds, eval, model, len);
-}
-
 /* Scores every row of ds with the scorer into out (dataset order). */
 static void
 score_all(gbml_scorer *sc, gbml_env *env, const gbml_dataset *ds, double *out, float *label)
@@ -216,7 +209,7 @@ TEST(boost_rmse_learns_and_scorer_matches_trainer)
 
 	gbml_env_init_malloc(&env, 2);
 	make_data(&ds, &env, DATA_REGRESSION, 3000, 5, 11, 0);
-	CHECK(train(&env, &ds, NULL, v, 3, &model, &len) == GBML_OK);
+	CHECK(gbml_train_values(&env, "boost", v, 3, &ds, NULL, &model, &len) == GBML_OK);
 	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
 	pred = malloc(sizeof(double) * ds.n_rows);
 	label = malloc(sizeof(float) * ds.n_rows);
@@ -320,7 +313,7 @@ determinism_case(data_kind kind, const char *loss, double missing)
 				ds.chunks[b] = t;
 			}
 		}
-		CHECK(train(&envs[i], &ds, NULL, v, 6, &models[i], &lens[i]) == GBML_OK);
+		CHECK(gbml_train_values(&envs[i], "boost", v, 6, &ds, NULL, &models[i], &lens[i]) == GBML_OK);
 		gbml_dataset_free(&ds, &envs[i]);
 	}
 	CHECK(models[0] && models[1] && models[2]);
@@ -367,7 +360,7 @@ TEST(boost_every_loss_learns)
 		float	   *label = malloc(sizeof(float) * n);
 
 		make_data(&ds, &env, binary ? DATA_BINARY : DATA_RANKING, n, 4, 100 + k, 0);
-		if (train(&env, &ds, NULL, v, 4, &model, &len) != GBML_OK)
+		if (gbml_train_values(&env, "boost", v, 4, &ds, NULL, &model, &len) != GBML_OK)
 		{
 			fprintf(stderr, "  loss %s: %s\n", losses[k], env.error);
 			CHECK(false);
@@ -449,7 +442,7 @@ TEST(boost_l2_leaf_reg_default_follows_the_loss)
 		gbml_param_value v[] = {tu_str("loss", losses[k]), tu_num("iterations", 3), tu_num("depth", 3),
 		tu_num("l2_leaf_reg", given[k])};
 
-		CHECK(train(&env, &ds, NULL, v, isnan(given[k]) ? 3 : 4, &model, &len) == GBML_OK);
+		CHECK(gbml_train_values(&env, "boost", v, isnan(given[k]) ? 3 : 4, &ds, NULL, &model, &len) == GBML_OK);
 		CHECK(tu_meta_number(&env, model, len, "l2_leaf_reg") == want[k]);
 		gbml_free(&env, model);
 	}
@@ -473,7 +466,7 @@ TEST(boost_eval_set_and_early_stopping)
 	gbml_env_init_malloc(&env, 2);
 	make_data(&ds, &env, DATA_NOISE, 1500, 8, 21, 0);
 	make_data(&ev, &env, DATA_NOISE, 1500, 8, 22, 0);
-	CHECK(train(&env, &ds, &ev, v, 5, &model, &len) == GBML_OK);
+	CHECK(gbml_train_values(&env, "boost", v, 5, &ds, &ev, &model, &len) == GBML_OK);
 	trees = tu_meta_number(&env, model, len, "trees");
 	best = tu_meta_number(&env, model, len, "best_iteration");
 	CHECK(tu_meta_number(&env, model, len, "stopped_early") == 1);
@@ -500,7 +493,7 @@ TEST(boost_eval_set_and_early_stopping)
 		tu_num("l2_leaf_reg", 0), tu_num("early_stopping_rounds", 15),
 		tu_bool("use_best_model", false)};
 
-		CHECK(train(&env, &ds, &ev, v2, 6, &model, &len) == GBML_OK);
+		CHECK(gbml_train_values(&env, "boost", v2, 6, &ds, &ev, &model, &len) == GBML_OK);
 		CHECK(tu_meta_number(&env, model, len, "trees") == best + 15);
 		gbml_free(&env, model);
 	}
@@ -508,7 +501,7 @@ TEST(boost_eval_set_and_early_stopping)
 	{
 		gbml_param_value v3[] = {tu_num("iterations", 30), tu_num("eval_fraction", 0.2), tu_str("eval_metric", "AUC")};
 
-		CHECK(train(&env, &ds, NULL, v3, 3, &model, &len) == GBML_OK);
+		CHECK(gbml_train_values(&env, "boost", v3, 3, &ds, NULL, &model, &len) == GBML_OK);
 		CHECK(tu_meta_number(&env, model, len, "higher_is_better") == 1);
 		CHECK(tu_meta_number(&env, model, len, "eval_value") > 0.5);
 		gbml_free(&env, model);
@@ -544,7 +537,7 @@ TEST(boost_missing_values_get_their_own_split)
 		row.label = miss ? 5.0f : x[0];
 		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
 	}
-	CHECK(train(&env, &ds, NULL, v, 3, &model, &len) == GBML_OK);
+	CHECK(gbml_train_values(&env, "boost", v, 3, &ds, NULL, &model, &len) == GBML_OK);
 	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
 	x[0] = NAN;
 	x[1] = 0.5f;
@@ -574,47 +567,47 @@ TEST(boost_bad_parameters_and_inputs)
 	{
 		gbml_param_value v = tu_num("depth", 11);
 
-		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+		CHECK(gbml_train_values(&env, "boost", &v, 1, &ds, NULL, &model, &len) == GBML_EINVAL);
 		CHECK(strstr(env.error, "depth") != NULL);
 	}
 	{
 		gbml_param_value v = tu_num("learning_rate", 0);
 
-		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+		CHECK(gbml_train_values(&env, "boost", &v, 1, &ds, NULL, &model, &len) == GBML_EINVAL);
 	}
 	{
 		gbml_param_value v = tu_num("border_count", 256);
 
-		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+		CHECK(gbml_train_values(&env, "boost", &v, 1, &ds, NULL, &model, &len) == GBML_EINVAL);
 	}
 	{
 		gbml_param_value v = tu_str("loss", "Hinge");
 
-		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+		CHECK(gbml_train_values(&env, "boost", &v, 1, &ds, NULL, &model, &len) == GBML_EINVAL);
 		CHECK(strstr(env.error, "YetiRank") != NULL);	/* the message lists the choices */
 	}
 	{
 		gbml_param_value v = tu_num("iteration", 5);	/* typo */
 
-		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+		CHECK(gbml_train_values(&env, "boost", &v, 1, &ds, NULL, &model, &len) == GBML_EINVAL);
 	}
 	{
 		gbml_param_value v = tu_str("loss", "YetiRank");
 
-		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+		CHECK(gbml_train_values(&env, "boost", &v, 1, &ds, NULL, &model, &len) == GBML_EINVAL);
 		CHECK(strstr(env.error, "needs a group_id") != NULL);
 	}
 	{
 		gbml_param_value v = tu_str("eval_metric", "NDCG");
 
-		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+		CHECK(gbml_train_values(&env, "boost", &v, 1, &ds, NULL, &model, &len) == GBML_EINVAL);
 		CHECK(strstr(env.error, "group_id") != NULL);
 	}
 	{
 		/* labels up to ~5: not a probability */
 		gbml_param_value v = tu_str("loss", "Logloss");
 
-		CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_EINVAL);
+		CHECK(gbml_train_values(&env, "boost", &v, 1, &ds, NULL, &model, &len) == GBML_EINVAL);
 		CHECK(strstr(env.error, "[0, 1]") != NULL);
 	}
 	gbml_dataset_free(&ds, &env);
@@ -634,7 +627,7 @@ TEST(boost_cancel_releases_memory)
 	make_data(&ds, &env, DATA_REGRESSION, 3000, 4, 1, 0);
 	env.progress_fn = tu_cancel_progress;
 	env.progress_ctx = &cancel;
-	CHECK(train(&env, &ds, NULL, &v, 1, &model, &len) == GBML_ECANCELLED);
+	CHECK(gbml_train_values(&env, "boost", &v, 1, &ds, NULL, &model, &len) == GBML_ECANCELLED);
 	gbml_dataset_free(&ds, &env);
 	CHECK(env.memory_used == 0);
 }
@@ -652,7 +645,7 @@ TEST(boost_memory_budget_is_a_clean_error)
 	make_data(&ds, &env, DATA_REGRESSION, 3000, 50, 1, 0);
 	held = env.memory_used;
 	env.memory_limit = held + (4 << 20);
-	CHECK(train(&env, &ds, NULL, v, 3, &model, &len) == GBML_EBUDGET);
+	CHECK(gbml_train_values(&env, "boost", v, 3, &ds, NULL, &model, &len) == GBML_EBUDGET);
 	CHECK(env.memory_used == held);
 	env.memory_limit = 0;
 	gbml_dataset_free(&ds, &env);
@@ -692,7 +685,7 @@ TEST(boost_corrupt_models_are_rejected)
 
 	gbml_env_init_malloc(&env, 1);
 	make_data(&ds, &env, DATA_REGRESSION, 500, 3, 1, 0);
-	CHECK(train(&env, &ds, NULL, v, 2, &model, &len) == GBML_OK);
+	CHECK(gbml_train_values(&env, "boost", v, 2, &ds, NULL, &model, &len) == GBML_OK);
 	CHECK(gbml_model_open(&r, &env, model, len) == GBML_OK);
 
 	/* targeted: a split feature index out of range */
@@ -809,7 +802,7 @@ TEST(boost_depth_one_and_constant_features)
 	{
 		gbml_param_value v[] = {tu_num("iterations", 10), tu_num("depth", 1)};
 
-		CHECK(train(&env, &ds, NULL, v, 2, &model, &len) == GBML_OK);
+		CHECK(gbml_train_values(&env, "boost", v, 2, &ds, NULL, &model, &len) == GBML_OK);
 		CHECK(tu_meta_number(&env, model, len, "trees") == 0);
 		CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
 		CHECK(gbml_scorer_predict(&sc, &env, x, 2, GBML_OUT_SCORE, &out) == GBML_OK);
@@ -825,7 +818,7 @@ TEST(boost_depth_one_and_constant_features)
 		gbml_param_value v[] = {tu_num("iterations", 3)};
 
 		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
-		CHECK(train(&env, &ds, NULL, v, 1, &model, &len) == GBML_OK);
+		CHECK(gbml_train_values(&env, "boost", v, 1, &ds, NULL, &model, &len) == GBML_OK);
 		gbml_free(&env, model);
 	}
 	gbml_dataset_free(&ds, &env);
@@ -860,7 +853,7 @@ TEST(boost_zero_weight_rows_are_ignored)
 		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
 	}
 	CHECK(ds.has_weight);
-	CHECK(train(&env, &ds, NULL, v, 3, &model, &len) == GBML_OK);
+	CHECK(gbml_train_values(&env, "boost", v, 3, &ds, NULL, &model, &len) == GBML_OK);
 	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
 	for (int c = 0; c < ds.n_chunks; c++)
 		for (int64_t r = 0; r < ds.chunks[c]->n_rows; r++)

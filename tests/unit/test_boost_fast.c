@@ -6,6 +6,7 @@
 #include "harness.h"
 #include "algorithm.h"
 #include "rng.h"
+#include "test_util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +27,9 @@ check_depth(int depth, int trees, int features)
 	gbml_dataset ds;
 	gbml_rng	rng;
 	gbml_param_value v[3] = {
-		{.key = "iterations",.kind = GBML_VALUE_NUMBER,.number = trees},
-		{.key = "depth",.kind = GBML_VALUE_NUMBER,.number = depth},
-		{.key = "learning_rate",.kind = GBML_VALUE_NUMBER,.number = 0.3},
+		tu_num("iterations", trees),
+		tu_num("depth", depth),
+		tu_num("learning_rate", 0.3),
 	};
 	uint8_t    *model;
 	size_t		len;

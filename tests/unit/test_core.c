@@ -120,8 +120,8 @@ TEST(params_defaults_and_values)
 	test_params p;
 	double		m[4] = {1, 2, 3, 4};
 	gbml_param_value v[] = {
-		{.key = "depth",.kind = GBML_VALUE_NUMBER,.number = 3},
-		{.key = "mode",.kind = GBML_VALUE_STRING,.string = "a"},
+		tu_num("depth", 3),
+		tu_str("mode", "a"),
 		{.key = "init",.kind = GBML_VALUE_MATRIX,.matrix = {m, 2, 2}},
 	};
 
@@ -138,13 +138,12 @@ TEST(params_errors_name_key_and_range)
 {
 	gbml_env	env;
 	test_params p;
-	gbml_param_value bad_int = {.key = "depth",.kind = GBML_VALUE_NUMBER,.number = 11};
-	gbml_param_value frac_int = {.key = "depth",.kind = GBML_VALUE_NUMBER,.number = 2.5};
-	gbml_param_value str_int = {.key = "depth",.kind = GBML_VALUE_STRING,.string = "6"};
-	gbml_param_value unknown = {.key = "dept",.kind = GBML_VALUE_NUMBER,.number = 1};
-	gbml_param_value bad_enum = {.key = "mode",.kind = GBML_VALUE_STRING,.string = "z"};
-	gbml_param_value twice[] = {{.key = "rate",.kind = GBML_VALUE_NUMBER,.number = 0.5},
-	{.key = "rate",.kind = GBML_VALUE_NUMBER,.number = 0.5}};
+	gbml_param_value bad_int = tu_num("depth", 11);
+	gbml_param_value frac_int = tu_num("depth", 2.5);
+	gbml_param_value str_int = tu_str("depth", "6");
+	gbml_param_value unknown = tu_num("dept", 1);
+	gbml_param_value bad_enum = tu_str("mode", "z");
+	gbml_param_value twice[] = {tu_num("rate", 0.5), tu_num("rate", 0.5)};
 
 	gbml_env_init_malloc(&env, 1);
 	CHECK(parse_one(&env, &p, &bad_int, 1) == GBML_EINVAL);
@@ -286,12 +285,8 @@ TEST(canonical_layout_of_merged_datasets)
 	CHECK(part1.n_chunks == serial.n_chunks);
 	for (int c = 0; c < serial.n_chunks && c < part1.n_chunks; c++)
 		CHECK(part1.chunks[c]->n_rows == serial.chunks[c]->n_rows);
-	ls = gbml_dataset_serialized_size(&serial);
-	lm = gbml_dataset_serialized_size(&part1);
-	bs = malloc(ls);
-	bm = malloc(lm);
-	gbml_dataset_serialize_into(&serial, bs);
-	gbml_dataset_serialize_into(&part1, bm);
+	bs = tu_serialize(&serial, &ls);
+	bm = tu_serialize(&part1, &lm);
 	CHECK(ls == lm && memcmp(bs, bm, ls) == 0);
 	free(bs);
 	free(bm);
@@ -383,10 +378,9 @@ TEST(serialize_round_trip_and_rejects_corruption)
 	fill_dataset(&a, &env, 250, 5, 3, true);
 	gbml_sb_init(&s, &env);
 	{
-		size_t		n = gbml_dataset_serialized_size(&a);
-		uint8_t    *buf = malloc(n);
+		size_t		n;
+		uint8_t    *buf = tu_serialize(&a, &n);
 
-		gbml_dataset_serialize_into(&a, buf);
 		gbml_sb_append(&s, buf, n);
 		free(buf);
 	}

@@ -191,22 +191,14 @@ TEST(kmeans_recovers_separated_blobs)
 	CHECK(env.memory_used == 0);
 }
 
-/* Trains through the shared driver with params given as values. */
-static int
-train_kmeans(gbml_env *env, gbml_dataset *ds, const gbml_param_value *vals, int nv,
-			 uint8_t **model, size_t *len)
-{
-	return gbml_train_values(env, "kmeans", vals, nv, ds, NULL, model, len);
-}
-
 TEST(kmeans_model_bytes_do_not_depend_on_threads)
 {
 	uint8_t    *m[3];
 	size_t		len[3];
 	gbml_param_value vals[3] = {
-		{.key = "k",.kind = GBML_VALUE_NUMBER,.number = 7},
-		{.key = "random_seed",.kind = GBML_VALUE_NUMBER,.number = 11},
-		{.key = "n_init",.kind = GBML_VALUE_NUMBER,.number = 2},
+		tu_num("k", 7),
+		tu_num("random_seed", 11),
+		tu_num("n_init", 2),
 	};
 
 	for (int t = 0; t < 3; t++)
@@ -220,7 +212,7 @@ TEST(kmeans_model_bytes_do_not_depend_on_threads)
 		fill_blobs(&ds, &env, 5000, 6, 9, 3, 5);	/* overlapping: many iterations */
 		uint8_t    *model;
 
-		CHECK(train_kmeans(&env, &ds, vals, 3, &model, &len[t]) == GBML_OK);
+		CHECK(gbml_train_values(&env, "kmeans", vals, 3, &ds, NULL, &model, &len[t]) == GBML_OK);
 		m[t] = memcpy(malloc(len[t]), model, len[t]);
 		gbml_free(&env, model);
 		gbml_dataset_free(&ds, &env);
@@ -356,7 +348,7 @@ TEST(kmeans_argument_errors)
 	gbml_row	row = {.x = nanrow,.n_features = 2,.label_is_null = true,.group_is_null = true,.weight_is_null = true};
 	uint8_t    *model = NULL;
 	size_t		len;
-	gbml_param_value no_k = {.key = "max_iter",.kind = GBML_VALUE_NUMBER,.number = 5};
+	gbml_param_value no_k = tu_num("max_iter", 5);
 
 	gbml_env_init_malloc(&env, 1);
 	gbml_dataset_init(&ds, false);
@@ -366,7 +358,7 @@ TEST(kmeans_argument_errors)
 	CHECK(gbml_kmeans_fit(&ds, &p, &env, false, &r) == GBML_EINVAL);
 	CHECK(strstr(env.error, "k = 11 is more than the 10 rows") != NULL);
 
-	CHECK(train_kmeans(&env, &ds, &no_k, 1, &model, &len) == GBML_EINVAL);
+	CHECK(gbml_train_values(&env, "kmeans", &no_k, 1, &ds, NULL, &model, &len) == GBML_EINVAL);
 	CHECK(strstr(env.error, "\"k\" is required") != NULL && model == NULL);
 
 	default_params(&p, 3);
@@ -513,9 +505,9 @@ TEST(kmeans_stored_model_assigns_and_measures)
 	float		x[2] = {20.2f, 0.1f};
 	double		init[] = {0, 0, 20, 0};
 	gbml_param_value vals[3] = {
-		{.key = "k",.kind = GBML_VALUE_NUMBER,.number = 2},
+		tu_num("k", 2),
 		{.key = "init",.kind = GBML_VALUE_MATRIX,.matrix = {init, 2, 2}},
-		{.key = "tol",.kind = GBML_VALUE_NUMBER,.number = 0},
+		tu_num("tol", 0),
 	};
 	const gbml_algorithm *algo = gbml_algorithm_by_name("kmeans");
 	void	   *h;
@@ -524,7 +516,7 @@ TEST(kmeans_stored_model_assigns_and_measures)
 	gbml_env_init_malloc(&env, 2);
 	gbml_dataset_init(&ds, false);
 	fill_blobs(&ds, &env, 400, 2, 2, 20, 4);	/* blobs at (20,0) and (0,20) */
-	CHECK(train_kmeans(&env, &ds, vals, 3, &model, &len) == GBML_OK);
+	CHECK(gbml_train_values(&env, "kmeans", vals, 3, &ds, NULL, &model, &len) == GBML_OK);
 	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
 	CHECK(gbml_scorer_predict(&sc, &env, x, 2, GBML_OUT_CLUSTER, &out) == GBML_OK);
 	CHECK(out == 1.0 || out == 0.0);

@@ -250,13 +250,6 @@ ref_solve(const tdata *t, int loss, double alpha, double l1, bool intercept, dou
 
 /* ---- training through the driver ---- */
 
-static int
-train_saga(gbml_env *env, gbml_dataset *ds, gbml_dataset *eval, const gbml_param_value *v, int n,
-		   uint8_t **model, size_t *len)
-{
-	return gbml_train_values(env, "saga", v, n, ds, eval, model, len);
-}
-
 /* Decodes the SAGA section: weights (solver scale), intercept, flags. */
 static bool
 decode(gbml_env *env, const uint8_t *model, size_t len, double *w, int d, double *b, uint32_t *flags)
@@ -321,7 +314,7 @@ check_against_reference(int labels, int loss, double alpha, double l1, bool weig
 
 	gbml_env_init_malloc(&env, 2);
 	make_data(&ds, &env, &t, 300, d, labels, weights, 7, chunk_rows);
-	CHECK(train_saga(&env, &ds, NULL, p, 7, &model, &len) == GBML_OK);
+	CHECK(gbml_train_values(&env, "saga", p, 7, &ds, NULL, &model, &len) == GBML_OK);
 	if (model == NULL)
 	{
 		fprintf(stderr, "  train failed: %s\n", env.error);
@@ -429,7 +422,7 @@ TEST(saga_weak_l2_many_chunks_converge_like_one)
 
 		gbml_env_init_malloc(&env, 2);
 		make_data(&ds, &env, &t, n, d, LABELS_01, false, 11, variant == 0 ? 0 : 2500);
-		CHECK(train_saga(&env, &ds, NULL, p, 4, &model, &len) == GBML_OK);
+		CHECK(gbml_train_values(&env, "saga", p, 4, &ds, NULL, &model, &len) == GBML_OK);
 		CHECK(model != NULL && decode(&env, model, len, w, d, &b, &flags));
 		f_ref = ref_solve(&t, GBML_SAGA_LOSS_LOGISTIC, 1.0 / n, 0, true, wr, &br);
 		subopt[variant] = model ? (ref_objective(&t, GBML_SAGA_LOSS_LOGISTIC, 1.0 / n, 0, w, b) - f_ref) / f_ref : 1;
@@ -468,8 +461,8 @@ TEST(saga_labels_01_and_pm1_give_same_model_and_own_encoding)
 	gbml_env_init_malloc(&env, 1);
 	make_data(&d1, &env, &t1, 200, 4, LABELS_01, false, 3, 0);
 	make_data(&d2, &env, &t2, 200, 4, LABELS_PM1, false, 3, 0);
-	CHECK(train_saga(&env, &d1, NULL, p, 2, &m1, &l1) == GBML_OK);
-	CHECK(train_saga(&env, &d2, NULL, p, 2, &m2, &l2) == GBML_OK);
+	CHECK(gbml_train_values(&env, "saga", p, 2, &d1, NULL, &m1, &l1) == GBML_OK);
+	CHECK(gbml_train_values(&env, "saga", p, 2, &d2, NULL, &m2, &l2) == GBML_OK);
 	/*
 	 * The same rows with labels 0 vs -1: the same optimum (the canonical row
 	 * order hashes the label bytes, so the visiting order and the last bits
@@ -539,7 +532,7 @@ train_with_labels(gbml_env *env, const float *labels, int n, const char *loss)
 
 		CHECK(gbml_dataset_append(&ds, env, &row, true) == GBML_OK);
 	}
-	rc = train_saga(env, &ds, NULL, p, 1, &model, &len);
+	rc = gbml_train_values(env, "saga", p, 1, &ds, NULL, &model, &len);
 	gbml_free(env, model);
 	gbml_dataset_free(&ds, env);
 	return rc;
@@ -589,7 +582,7 @@ TEST(saga_nan_features_are_rejected)
 	x[1] = 0;
 	row.label = 0;
 	CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
-	CHECK(train_saga(&env, &ds, NULL, NULL, 0, &model, &len) == GBML_EINVAL);
+	CHECK(gbml_train_values(&env, "saga", NULL, 0, &ds, NULL, &model, &len) == GBML_EINVAL);
 	CHECK(strstr(env.error, "finite"));
 	CHECK(model == NULL);
 	gbml_dataset_free(&ds, &env);
@@ -623,9 +616,9 @@ TEST(saga_same_seed_same_bytes_any_thread_count)
 	make_data(&d1, &e1, &t1, 3000, 9, LABELS_01, true, 5, 700);
 	make_data(&d2, &e2, &t2, 3000, 9, LABELS_01, true, 5, 700);
 	make_data(&d3, &e2, &t3, 3000, 9, LABELS_01, true, 5, 700);
-	CHECK(train_saga(&e1, &d1, NULL, p, 4, &m1, &l1) == GBML_OK);
-	CHECK(train_saga(&e2, &d2, NULL, p, 4, &m2, &l2) == GBML_OK);
-	CHECK(train_saga(&e2, &d3, NULL, q, 4, &m3, &l3) == GBML_OK);
+	CHECK(gbml_train_values(&e1, "saga", p, 4, &d1, NULL, &m1, &l1) == GBML_OK);
+	CHECK(gbml_train_values(&e2, "saga", p, 4, &d2, NULL, &m2, &l2) == GBML_OK);
+	CHECK(gbml_train_values(&e2, "saga", q, 4, &d3, NULL, &m3, &l3) == GBML_OK);
 	CHECK(section_equal(&e1, m1, l1, m2, l2));
 	/* the whole model, META included (timings go to the driver's report, not the bytes) */
 	CHECK(l1 == l2 && memcmp(m1, m2, l1) == 0);
@@ -663,7 +656,7 @@ TEST(saga_non_convergence_is_reported_in_meta)
 
 	gbml_env_init_malloc(&env, 1);
 	make_data(&ds, &env, &t, 500, 5, LABELS_01, false, 9, 0);
-	CHECK(train_saga(&env, &ds, NULL, p, 3, &model, &len) == GBML_OK);
+	CHECK(gbml_train_values(&env, "saga", p, 3, &ds, NULL, &model, &len) == GBML_OK);
 	meta = tu_meta_text(&env, model, len);
 	CHECK(meta != NULL);
 	if (meta)
@@ -699,7 +692,7 @@ TEST(saga_eval_set_metrics_and_sklearn_C)
 	gbml_env_init_malloc(&env, 2);
 	make_data(&ds, &env, &t, 400, 3, LABELS_REG, false, 21, 0);
 	make_data(&ev, &env, &te, 100, 3, LABELS_REG, false, 22, 0);
-	CHECK(train_saga(&env, &ds, &ev, p, 2, &model, &len) == GBML_OK);
+	CHECK(gbml_train_values(&env, "saga", p, 2, &ds, &ev, &model, &len) == GBML_OK);
 	meta = tu_meta_text(&env, model, len);
 	CHECK(meta != NULL);
 	if (meta)
@@ -738,7 +731,7 @@ TEST(saga_predict_json_importance_standardized)
 
 	gbml_env_init_malloc(&env, 1);
 	make_data(&ds, &env, &t, 300, 3, LABELS_REG, false, 4, 0);
-	CHECK(train_saga(&env, &ds, NULL, p, 4, &model, &len) == GBML_OK);
+	CHECK(gbml_train_values(&env, "saga", p, 4, &ds, NULL, &model, &len) == GBML_OK);
 	CHECK(decode(&env, model, len, w, 3, &b, &flags));
 	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
 	{
@@ -800,7 +793,7 @@ TEST(saga_crafted_models_with_valid_crc_do_not_crash)
 
 	gbml_env_init_malloc(&env, 1);
 	make_data(&ds, &env, &t, 100, 5, LABELS_01, false, 8, 0);
-	CHECK(train_saga(&env, &ds, NULL, p, 2, &model, &len) == GBML_OK);
+	CHECK(gbml_train_values(&env, "saga", p, 2, &ds, NULL, &model, &len) == GBML_OK);
 	CHECK(tu_section_offset(&env, model, len, GBML_SAGA_SECTION, &off, &slen));
 	gbml_rng_seed(&rng, 99);
 	for (int trial = 0; trial < 4000; trial++)
@@ -868,7 +861,7 @@ TEST(saga_progress_reports_objective_and_cancels)
 	env.progress_fn = tu_cancel_progress;
 	env.progress_ctx = &cancel;
 	make_data(&ds, &env, &t, 200, 3, LABELS_01, false, 8, 0);
-	CHECK(train_saga(&env, &ds, NULL, p, 2, &model, &len) == GBML_ECANCELLED);
+	CHECK(gbml_train_values(&env, "saga", p, 2, &ds, NULL, &model, &len) == GBML_ECANCELLED);
 	CHECK(cancel.calls == 3);
 	CHECK(model == NULL);
 	gbml_dataset_free(&ds, &env);
@@ -889,7 +882,7 @@ TEST(saga_trace_schedule_and_divergence_error)
 
 	gbml_env_init_malloc(&env, 1);
 	make_data(&ds, &env, &t, 200, 3, LABELS_01, false, 8, 0);
-	CHECK(train_saga(&env, &ds, NULL, p, 2, &model, &len) == GBML_OK);
+	CHECK(gbml_train_values(&env, "saga", p, 2, &ds, NULL, &model, &len) == GBML_OK);
 	meta = tu_meta_text(&env, model, len);
 	/* the objective is evaluated at epochs 1..20, every 10th, and the last */
 	CHECK(meta && strstr(meta, "\"trace_epochs\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,30,35]"));
@@ -898,7 +891,7 @@ TEST(saga_trace_schedule_and_divergence_error)
 	gbml_free(&env, model);
 	model = NULL;
 	/* a step far above 1/L makes squared loss blow up: a clear error, no model */
-	CHECK(train_saga(&env, &ds, NULL, bad, 3, &model, &len) == GBML_EINVAL);
+	CHECK(gbml_train_values(&env, "saga", bad, 3, &ds, NULL, &model, &len) == GBML_EINVAL);
 	CHECK(strstr(env.error, "diverged") && strstr(env.error, "step_size"));
 	CHECK(model == NULL);
 	gbml_dataset_free(&ds, &env);
@@ -935,7 +928,7 @@ TEST(saga_tiny_and_degenerate_inputs)
 
 			CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
 		}
-		CHECK(train_saga(&env, &ds, NULL, p, 3, &model, &len) == GBML_OK);
+		CHECK(gbml_train_values(&env, "saga", p, 3, &ds, NULL, &model, &len) == GBML_OK);
 		CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
 		CHECK(gbml_scorer_predict(&sc, &env, x, 3, GBML_OUT_SCORE, &out) == GBML_OK);
 		/* weighted mean of the labels 5..9 */

@@ -10,6 +10,7 @@
 #include "harness.h"
 #include "algorithm.h"
 #include "rng.h"
+#include "test_util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -93,11 +94,11 @@ write_models(void)
 		gbml_env_init_malloc(&env, 1);
 		make_data(&ds, &env, c);
 		if (c->params_key)
-			v[nv++] = (gbml_param_value) {.key = c->params_key,.kind = GBML_VALUE_STRING,.string = c->params_value};
+			v[nv++] = tu_str(c->params_key, c->params_value);
 		if (strcmp(c->algorithm, "kmeans") == 0)
-			v[nv++] = (gbml_param_value) {.key = "k",.kind = GBML_VALUE_NUMBER,.number = 3};
+			v[nv++] = tu_num("k", 3);
 		if (strcmp(c->algorithm, "boost") == 0)
-			v[nv++] = (gbml_param_value) {.key = "iterations",.kind = GBML_VALUE_NUMBER,.number = 10};
+			v[nv++] = tu_num("iterations", 10);
 		CHECK(gbml_train_values(&env, c->algorithm, v, nv, &ds, NULL, &model, &len) == GBML_OK);
 		snprintf(path, sizeof(path), MODELS_DIR "/v%d_%s_%zu.gbml", GBML_MODEL_FORMAT_VERSION, c->algorithm, i);
 		f = fopen(path, "wb");

@@ -23,6 +23,17 @@ tu_bool(const char *key, bool v)
 	return (gbml_param_value) {.key = key,.kind = GBML_VALUE_BOOL,.boolean = v};
 }
 
+uint8_t *
+tu_serialize(const gbml_dataset *ds, size_t *len)
+{
+	uint8_t    *buf;
+
+	*len = gbml_dataset_serialized_size(ds);
+	buf = malloc(*len);
+	gbml_dataset_serialize_into(ds, buf);
+	return buf;
+}
+
 char *
 tu_meta_text(gbml_env *env, const uint8_t *model, size_t len)
 {

@@ -11,6 +11,9 @@ gbml_param_value tu_num(const char *key, double v);
 gbml_param_value tu_str(const char *key, const char *v);
 gbml_param_value tu_bool(const char *key, bool v);
 
+/* The dataset's serialized bytes in a malloc'd buffer of *len bytes (caller frees). */
+uint8_t    *tu_serialize(const gbml_dataset *ds, size_t *len);
+
 /* The META section as a NUL-terminated malloc'd copy, or NULL (caller frees). */
 char	   *tu_meta_text(gbml_env *env, const uint8_t *model, size_t len);
 /* The value after the first "key": in json: a number, true = 1, false = 0; NaN if absent, not a number or json NULL. */
