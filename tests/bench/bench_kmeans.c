@@ -15,6 +15,7 @@
  *                [--threads P] [--spherical] [--repeat R]
  *                [--labels-out L.i32] [--centers-out C.f64]
  */
+#include "bench_util.h"
 #include "kmeans.h"
 #include "kmeans_kernels.h"
 
@@ -60,56 +61,6 @@ load_bin(gbml_dataset *ds, gbml_env *env, const char *path, long rows, int cols)
 	}
 	fclose(f);
 	free(x);
-}
-
-static void
-load_csv(gbml_dataset *ds, gbml_env *env, const char *path, int skip)
-{
-	FILE	   *f = fopen(path, "r");
-	char	   *line = NULL;
-	size_t		cap = 0;
-	float	   *x = NULL;
-	int			d = -1;
-	bool		header = true;
-
-	if (f == NULL)
-		die("cannot open", path);
-	while (getline(&line, &cap, f) > 0)
-	{
-		int			col = 0,
-					j = 0;
-		char	   *p = line;
-
-		if (header)
-		{
-			int			commas = 0;
-
-			for (char *q = line; *q; q++)
-				commas += *q == ',';
-			d = commas + 1 - skip;
-			x = malloc(sizeof(float) * d);
-			header = false;
-			continue;
-		}
-		while (*p && *p != '\n')
-		{
-			char	   *end;
-			double		v = strtod(p, &end);
-
-			if (col >= skip && j < d)
-				x[j++] = (float) v;
-			col++;
-			p = *end == ',' ? end + 1 : end;
-			if (end == p && *p != ',')
-				break;
-		}
-		if (j != d)
-			die("bad CSV row in", path);
-		append_row(ds, env, x, d);
-	}
-	free(line);
-	free(x);
-	fclose(f);
 }
 
 static double *
@@ -210,7 +161,10 @@ main(int argc, char **argv)
 	if (bin)
 		load_bin(&ds, &env, bin, rows, cols);
 	else if (csv)
-		load_csv(&ds, &env, csv, skip);
+	{
+		if (bu_load_csv(csv, &ds, &env, -1, -1, skip) != 0)	/* skip columns, then features */
+			exit(2);
+	}
 	else
 		die("need --bin or --csv", NULL);
 	t_load = gbml_now() - t_load;

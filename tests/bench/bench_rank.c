@@ -13,6 +13,7 @@
  * Prints one JSON line on stdout: seconds and the model's info (META).
  */
 #include "algorithm.h"
+#include "bench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,84 +26,6 @@ die(const char *what, gbml_env *env)
 	exit(1);
 }
 
-/* Appends the rows of one CSV file to ds (group = qid). */
-static void
-load_csv(const char *path, gbml_dataset *ds, gbml_env *env)
-{
-	FILE	   *f = fopen(path, "r");
-	char	   *line = NULL;
-	size_t		cap = 0;
-	ssize_t		len;
-	int			ncols = 0;
-	float	   *x = NULL;
-	int64_t		lineno = 0;
-
-	if (f == NULL)
-	{
-		fprintf(stderr, "bench_rank: cannot open %s\n", path);
-		exit(1);
-	}
-	while ((len = getline(&line, &cap, f)) > 0)
-	{
-		char	   *p = line,
-				   *end;
-		gbml_row	row;
-
-		lineno++;
-		if (lineno == 1)
-		{
-			/* header: count the columns */
-			ncols = 1;
-			for (char *c = line; *c; c++)
-				ncols += (*c == ',');
-			if (ncols < 3)
-				die("the CSV needs qid,label and at least one feature", NULL);
-			x = malloc(sizeof(float) * (size_t) (ncols - 2));
-			continue;
-		}
-		memset(&row, 0, sizeof(row));
-		row.group = (int64_t) strtoll(p, &end, 10);
-		if (end == p || *end != ',')
-		{
-			fprintf(stderr, "bench_rank: %s:%lld: bad qid\n", path, (long long) lineno);
-			exit(1);
-		}
-		p = end + 1;
-		row.label = strtof(p, &end);
-		if (end == p)
-		{
-			fprintf(stderr, "bench_rank: %s:%lld: bad label\n", path, (long long) lineno);
-			exit(1);
-		}
-		p = end;
-		for (int j = 0; j < ncols - 2; j++)
-		{
-			if (*p != ',')
-			{
-				fprintf(stderr, "bench_rank: %s:%lld: expected %d columns\n", path,
-						(long long) lineno, ncols);
-				exit(1);
-			}
-			p++;
-			x[j] = strtof(p, &end);
-			if (end == p)
-			{
-				fprintf(stderr, "bench_rank: %s:%lld: bad feature %d\n", path, (long long) lineno, j + 1);
-				exit(1);
-			}
-			p = end;
-		}
-		row.x = x;
-		row.n_features = ncols - 2;
-		row.weight_is_null = true;
-		if (gbml_dataset_append(ds, env, &row, true) != GBML_OK)
-			die("append", env);
-	}
-	free(line);
-	free(x);
-	fclose(f);
-}
-
 static void
 load_list(const char *list, gbml_dataset *ds, gbml_env *env)
 {
@@ -110,36 +33,9 @@ load_list(const char *list, gbml_dataset *ds, gbml_env *env)
 			   *save = NULL;
 
 	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-		load_csv(tok, ds, env);
+		if (bu_load_csv(tok, ds, env, 0, 1, 2) != 0)	/* qid,label,features */
+			exit(1);
 	free(copy);
-}
-
-/* key=value -> a param value (number, bool, else string). */
-static void
-parse_param(char *arg, gbml_param_value *v)
-{
-	char	   *eq = strchr(arg, '='),
-			   *end;
-
-	if (eq == NULL)
-	{
-		fprintf(stderr, "bench_rank: expected key=value, got %s\n", arg);
-		exit(1);
-	}
-	*eq = '\0';
-	memset(v, 0, sizeof(*v));
-	v->key = arg;
-	v->string = eq + 1;
-	v->number = strtod(eq + 1, &end);
-	if (end != eq + 1 && *end == '\0')
-		v->kind = GBML_VALUE_NUMBER;
-	else if (strcmp(eq + 1, "true") == 0 || strcmp(eq + 1, "false") == 0)
-	{
-		v->kind = GBML_VALUE_BOOL;
-		v->boolean = eq[1] == 't';
-	}
-	else
-		v->kind = GBML_VALUE_STRING;
 }
 
 int
@@ -179,8 +75,8 @@ main(int argc, char **argv)
 			out = argv[++i];
 		else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
 			threads = atoi(argv[++i]);
-		else
-			parse_param(argv[i], &vals[nvals++]);
+		else if (!bu_param(argv[i], &vals[nvals++]))
+			return 1;
 	}
 	if (!train || !test || !out)
 	{

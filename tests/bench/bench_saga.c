@@ -13,96 +13,12 @@
  *              [--sweep key=v1,v2,...] [key=value ...]
  */
 #include "algorithm.h"
+#include "bench_util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int
-read_csv(const char *path, gbml_dataset *ds, gbml_env *env)
-{
-	FILE	   *f = fopen(path, "r");
-	char	   *line = NULL;
-	size_t		cap = 0;
-	ssize_t		n;
-	float	   *x = NULL;
-	int			d = -1;
-	int64_t		rowno = 0;
-
-	if (f == NULL)
-	{
-		fprintf(stderr, "cannot open %s\n", path);
-		return -1;
-	}
-	while ((n = getline(&line, &cap, f)) > 0)
-	{
-		char	   *p = line,
-				   *end;
-		gbml_row	row = {0};
-		int			j = 0;
-
-		if (rowno++ == 0)
-		{
-			/* header: count the columns */
-			d = 0;
-			for (char *q = line; *q; q++)
-				d += *q == ',';
-			x = malloc(sizeof(float) * (size_t) (d > 0 ? d : 1));
-			continue;
-		}
-		row.label = strtof(p, &end);
-		p = end;
-		while (*p == ',' && j < d)
-		{
-			x[j++] = strtof(p + 1, &end);
-			p = end;
-		}
-		if (j != d)
-		{
-			fprintf(stderr, "%s:%lld: %d features, expected %d\n", path, (long long) rowno, j, d);
-			return -1;
-		}
-		row.x = x;
-		row.n_features = d;
-		row.group_is_null = true;
-		row.weight_is_null = true;
-		if (gbml_dataset_append(ds, env, &row, true) != GBML_OK)
-		{
-			fprintf(stderr, "%s\n", env->error);
-			return -1;
-		}
-	}
-	free(line);
-	free(x);
-	fclose(f);
-	return 0;
-}
-
-static void
-to_value(const char *key, const char *val, gbml_param_value *v)
-{
-	char	   *end;
-	double		num = strtod(val, &end);
-
-	memset(v, 0, sizeof(*v));
-	v->key = key;
-	if (strcmp(val, "true") == 0 || strcmp(val, "false") == 0)
-	{
-		v->kind = GBML_VALUE_BOOL;
-		v->boolean = val[0] == 't';
-	}
-	else if (*val && *end == '\0')
-	{
-		v->kind = GBML_VALUE_NUMBER;
-		v->number = num;
-	}
-	else
-	{
-		v->kind = GBML_VALUE_STRING;
-		v->string = val;
-	}
-}
 
 static void
 print_section(const uint8_t *model, size_t len, gbml_env *env, uint32_t tag)
@@ -158,12 +74,8 @@ main(int argc, char **argv)
 		}
 		else
 		{
-			char	   *eq = strchr(argv[i], '=');
-
-			if (!eq || n_values >= 30)
+			if (n_values >= 30 || !bu_param(argv[i], &values[n_values++]))
 				return 2;
-			*eq = '\0';
-			to_value(argv[i], eq + 1, &values[n_values++]);
 		}
 	}
 	if (sweep_key)
@@ -173,7 +85,9 @@ main(int argc, char **argv)
 	gbml_dataset_init(&ds, false);
 	gbml_dataset_init(&test, false);
 	t0 = gbml_now();
-	if (read_csv(argv[1], &ds, &env) != 0 || (test_path && read_csv(test_path, &test, &env) != 0))
+	/* label,features */
+	if (bu_load_csv(argv[1], &ds, &env, -1, 0, 1) != 0 ||
+		(test_path && bu_load_csv(test_path, &test, &env, -1, 0, 1) != 0))
 		return 1;
 	fprintf(stderr, "loaded %lld rows x %d features in %.2f s\n", (long long) ds.n_rows, ds.n_features, gbml_now() - t0);
 
@@ -188,7 +102,7 @@ main(int argc, char **argv)
 
 		gbml_sb_init(&best_report, &env);
 		if (sweep_key)
-			to_value(sweep_key, tok, &values[sweep_slot]);
+			bu_param_value(sweep_key, tok, &values[sweep_slot]);
 		if (gbml_parse_training_params(&env, gbml_algorithm_by_name("saga"), values, n_values, &pp) != GBML_OK)
 		{
 			fprintf(stderr, "params: %s\n", env.error);

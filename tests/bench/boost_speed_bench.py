@@ -25,7 +25,6 @@ The peers run in the venv of tests/bench/venv.sh.
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -74,26 +73,9 @@ def ensure_data(py, n, d):
 
 # ---------------------------------------------------------------- gbml
 
-def core_sources():
-    text = open(os.path.join(REPO, "core_sources.mk")).read()
-    m = re.search(r"CORE_SOURCES\s*=((?:.*\\\n)*.*)", text)
-    srcs = re.findall(r"src/core/\S+\.c", m.group(1))
-    for own in ("src/core/boost.c", "src/core/boost_quantize.c", "src/core/boost_histogram.c",
-                "src/core/boost_predict.c"):
-        if own not in srcs:
-            srcs.append(own)
-    return srcs
-
-
 def build_gbml():
-    os.makedirs(BIN, exist_ok=True)
-    exe = os.path.join(BIN, "bench_boost")
-    cmd = ["gcc", "-std=gnu11", "-O2", "-fopenmp", "-Wall", "-Wextra", "-Werror",
-           "-I" + os.path.join(REPO, "src/core"), "-o", exe,
-           os.path.join(HERE, "bench_boost.c")] + [os.path.join(REPO, s) for s in core_sources()] + \
-          ["-lm", "-ldl"]
-    subprocess.check_call(cmd)
-    return exe
+    subprocess.check_call(["make", "-s", "-f", "tests/bench/bench.mk", "tests/bench/bin/bench_boost"], cwd=REPO)
+    return os.path.join(BIN, "bench_boost")
 
 
 def run_gbml(exe, data, args, trees, score_trees):
@@ -129,8 +111,23 @@ T = args["threads"]; trees = args["trees"]; st = args["score_trees"]; m = args["
 rep = args["repeat"]
 res = {}
 
+times = []   # the engines' per-iteration callbacks append time.perf_counter() here
+
 def median(v):
     v = sorted(v); return v[len(v) // 2]
+
+def timed_train(fit, predict):
+    # fit() builds the engine's dataset (its own binning) and trains: timed as a whole;
+    # per-tree times from `times`; then the train RMSE of predict(model) on all rows
+    times.clear()
+    t0 = time.perf_counter()
+    model = fit()
+    res["train_seconds"] = time.perf_counter() - t0
+    dts = [b - a for a, b in zip(times, times[1:])]
+    res["tree_seconds_median"] = median(dts)
+    res["tree_seconds_min"] = min(dts)
+    p = predict(model)
+    res["train_rmse"] = float(np.sqrt(np.mean((p - y) ** 2)))
 
 def score_speed(pred1, predT):
     b1 = bT = 1e30
@@ -145,21 +142,13 @@ if args["engine"] == "xgboost":
     params = {"tree_method": "hist", "max_depth": 6, "max_bin": 33, "eta": 0.1, "lambda": 3.0,
               "objective": "reg:squarederror", "nthread": T, "grow_policy": "depthwise",
               "min_child_weight": 0, "verbosity": 0}
-    times = []
     class Rec(xgb.callback.TrainingCallback):
         def after_iteration(self, model, epoch, evals_log):
             times.append(time.perf_counter()); return False
     if trees > 0:
-        t0 = time.perf_counter()
-        dtrain = xgb.DMatrix(X, label=y, nthread=T)
-        bst = xgb.train(params, dtrain, num_boost_round=trees, callbacks=[Rec()])
-        res["train_seconds"] = time.perf_counter() - t0
-        dts = [b - a for a, b in zip(times, times[1:])]
-        res["tree_seconds_median"] = median(dts)
-        res["tree_seconds_min"] = min(dts)
-        p = bst.inplace_predict(X)
-        res["train_rmse"] = float(np.sqrt(np.mean((p - y) ** 2)))
-        del dtrain, bst
+        timed_train(lambda: xgb.train(params, xgb.DMatrix(X, label=y, nthread=T), num_boost_round=trees,
+                                      callbacks=[Rec()]),
+                    lambda bst: bst.inplace_predict(X))
     if st > 0:
         ds = xgb.DMatrix(X[:m], label=y[:m], nthread=T)
         bst = xgb.train(params, ds, num_boost_round=st)
@@ -176,20 +165,12 @@ elif args["engine"] == "lightgbm":
               "min_sum_hessian_in_leaf": 0, "verbose": -1, "deterministic": False}
     if args.get("lgb_layout"):
         params[args["lgb_layout"]] = True
-    times = []
     def rec(env):
         times.append(time.perf_counter())
     if trees > 0:
-        t0 = time.perf_counter()
-        dtrain = lgb.Dataset(X, label=y, params={"max_bin": 32, "verbose": -1})
-        bst = lgb.train(params, dtrain, num_boost_round=trees, callbacks=[rec])
-        res["train_seconds"] = time.perf_counter() - t0
-        dts = [b - a for a, b in zip(times, times[1:])]
-        res["tree_seconds_median"] = median(dts)
-        res["tree_seconds_min"] = min(dts)
-        p = bst.predict(X, num_threads=T)
-        res["train_rmse"] = float(np.sqrt(np.mean((p - y) ** 2)))
-        del dtrain, bst
+        timed_train(lambda: lgb.train(params, lgb.Dataset(X, label=y, params={"max_bin": 32, "verbose": -1}),
+                                      num_boost_round=trees, callbacks=[rec]),
+                    lambda bst: bst.predict(X, num_threads=T))
     if st > 0:
         ds = lgb.Dataset(X[:m], label=y[:m], params={"max_bin": 32, "verbose": -1})
         bst = lgb.train(params, ds, num_boost_round=st)
@@ -202,20 +183,12 @@ elif args["engine"] == "catboost":
     params = dict(iterations=trees, depth=6, learning_rate=0.1, l2_leaf_reg=3.0, border_count=32,
                   loss_function="RMSE", thread_count=T, random_strength=0, bootstrap_type="No",
                   verbose=0, allow_writing_files=False)
-    times = []
     class Rec:
         def after_iteration(self, info):
             times.append(time.perf_counter()); return True
     if trees > 0:
-        t0 = time.perf_counter()
-        model = cb.CatBoostRegressor(**params)
-        model.fit(X, y, callbacks=[Rec()])
-        res["train_seconds"] = time.perf_counter() - t0
-        dts = [b - a for a, b in zip(times, times[1:])]
-        res["tree_seconds_median"] = median(dts)
-        res["tree_seconds_min"] = min(dts)
-        p = model.predict(X, thread_count=T)
-        res["train_rmse"] = float(np.sqrt(np.mean((p - y) ** 2)))
+        timed_train(lambda: cb.CatBoostRegressor(**params).fit(X, y, callbacks=[Rec()]),
+                    lambda model: model.predict(X, thread_count=T))
     if st > 0:
         params["iterations"] = st
         model = cb.CatBoostRegressor(**params)

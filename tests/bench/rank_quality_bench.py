@@ -13,8 +13,9 @@ Every system gets the same number of trees, depth 6 and learning rate, runs on
 exponential gain 2^rel - 1, discount 1/log2(1 + position), ties broken by
 original row order, and a query with no relevant document counts 1.
 
-gbml runs through tests/bench/bin/bench_rank (built here from src/core and
-tests/bench/bench_rank.c); it prints test scores that this script evaluates.
+gbml runs through tests/bench/bin/bench_rank (built by tests/bench/bench.mk from
+src/core and tests/bench/bench_rank.c); it prints test scores that this script
+evaluates.
 Peers come from the venv of tests/bench/venv.sh; the script re-executes itself
 there with OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE removed from the environment.
 
@@ -111,28 +112,11 @@ def self_test_metric():
 # ------------------------------------------------------------------ systems
 
 def build_gbml():
-    """Compile bench_rank against the engine's CORE_SOURCES (core_sources.mk)."""
-    srcs, grab = [], False
-    with open(os.path.join(REPO, "core_sources.mk")) as f:
-        for line in f:
-            if line.startswith("CORE_SOURCES"):
-                grab = True
-                continue
-            if grab:
-                tok = line.strip().rstrip("\\").strip()
-                if tok:
-                    srcs.append(os.path.join(REPO, tok))
-                if not line.rstrip().endswith("\\"):
-                    grab = False
-    if not any(s.endswith("/boost.c") for s in srcs):
-        return "the boost trainer (src/core/boost.c) is not in core_sources.mk yet"
-    os.makedirs(os.path.dirname(BIN), exist_ok=True)
-    cmd = ["gcc", "-std=gnu11", "-O2", "-fopenmp", "-Wall", "-Wextra", "-Werror",
-           "-I" + os.path.join(REPO, "src", "core"), "-o", BIN,
-           os.path.join(HERE, "bench_rank.c")] + srcs + ["-lm", "-ldl"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    """Build bench_rank with tests/bench/bench.mk (the engine's CORE_SOURCES); a note if it fails."""
+    r = subprocess.run(["make", "-s", "-f", "tests/bench/bench.mk", "tests/bench/bin/bench_rank"],
+                       cwd=REPO, capture_output=True, text=True)
     if r.returncode != 0:
-        return "bench_rank does not build:\n" + r.stderr[-3000:]
+        return "bench_rank does not build:\n" + (r.stdout + r.stderr)[-3000:]
     return None
 
 

@@ -16,7 +16,7 @@ only=${1:-all}
 [[ $only == all || $only == streaming ]] && run streaming tests/bench/streaming_bench.sh
 [[ $only == all || $only == boost_speed ]] && run boost_speed python3 tests/bench/boost_speed_bench.py
 [[ $only == all || $only == rank_quality ]] && run rank_quality python3 tests/bench/rank_quality_bench.py
-[[ $only == all || $only == kmeans ]] && make -s -f tests/bench/kmeans.mk && run kmeans "$(tests/bench/venv.sh)" tests/bench/kmeans_bench.py
+[[ $only == all || $only == kmeans ]] && make -s -f tests/bench/bench.mk tests/bench/bin/bench_kmeans && run kmeans "$(tests/bench/venv.sh)" tests/bench/kmeans_bench.py
 [[ $only == all || $only == saga ]] && run saga python3 tests/bench/saga_bench.py
 [[ $only == all || $only == sql_scoring ]] && run sql_scoring tests/bench/sql_scoring_bench.sh
 exit 0

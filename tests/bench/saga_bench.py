@@ -23,7 +23,6 @@ Run:  python3 tests/bench/saga_bench.py [--repeat 3] [--quick]
 """
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -49,14 +48,7 @@ def ensure_venv():
 
 
 def build_driver():
-    mk = open(os.path.join(REPO, "core_sources.mk")).read().replace("\\\n", " ")
-    m = re.search(r"^CORE_SOURCES\s*=(.*)$", mk, re.M)
-    srcs = [os.path.join(REPO, s) for s in m.group(1).split()]
-    os.makedirs(os.path.dirname(BIN), exist_ok=True)
-    cmd = ["gcc", "-std=gnu11", "-O2", "-fopenmp", "-Wall", "-Wextra", "-Werror",
-           "-I" + os.path.join(REPO, "src", "core"), "-o", BIN,
-           os.path.join(HERE, "bench_saga.c")] + srcs + ["-lm", "-ldl"]
-    subprocess.check_call(cmd)
+    subprocess.check_call(["make", "-s", "-f", "tests/bench/bench.mk", "tests/bench/bin/bench_saga"], cwd=REPO)
 
 
 def run_gbml(train, params, sweep=None, test=None, repeat=1, threads=2):

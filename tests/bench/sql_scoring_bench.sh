@@ -38,14 +38,20 @@ UPDATE t SET stored_score = gbml.predict((SELECT model FROM m), features);
 VACUUM ANALYZE t;
 SQL
 echo
+# pgb SCRIPT: one pgbench run of TX transactions; its report goes to stdout
+pgb() { pgbench -n -f \"\$1\" -t $TX 2>/dev/null; }
+# latency REPORT: the average latency (ms) in a pgbench report
+latency() { sed -n 's/latency average = \\([0-9.]*\\) ms/\\1/p' <<<\"\$1\"; }
 echo '--- A: ORDER BY a stored float column'
-pgbench -n -f $work/stored.sql -t $TX 2>/dev/null | grep -E 'latency average|tps'
+ra=\$(pgb $work/stored.sql)
+grep -E 'latency average|tps' <<<\"\$ra\"
 echo '--- B: ORDER BY gbml.predict(model, features)'
-pgbench -n -f $work/predict.sql -t $TX 2>/dev/null | grep -E 'latency average|tps'
-a=\$(pgbench -n -f $work/stored.sql -t $TX 2>/dev/null | sed -n 's/latency average = \\([0-9.]*\\) ms/\\1/p')
-b=\$(pgbench -n -f $work/predict.sql -t $TX 2>/dev/null | sed -n 's/latency average = \\([0-9.]*\\) ms/\\1/p')
-as=\$(PGOPTIONS='-c max_parallel_workers_per_gather=0' pgbench -n -f $work/stored.sql -t $TX 2>/dev/null | sed -n 's/latency average = \\([0-9.]*\\) ms/\\1/p')
-bs=\$(PGOPTIONS='-c max_parallel_workers_per_gather=0' pgbench -n -f $work/predict.sql -t $TX 2>/dev/null | sed -n 's/latency average = \\([0-9.]*\\) ms/\\1/p')
+rb=\$(pgb $work/predict.sql)
+grep -E 'latency average|tps' <<<\"\$rb\"
+a=\$(latency \"\$ra\")
+b=\$(latency \"\$rb\")
+as=\$(latency \"\$(PGOPTIONS='-c max_parallel_workers_per_gather=0' pgb $work/stored.sql)\")
+bs=\$(latency \"\$(PGOPTIONS='-c max_parallel_workers_per_gather=0' pgb $work/predict.sql)\")
 python3 -c \"a=\$a; b=\$b; print('default plan (parallel allowed): stored %.1f ms, predict %.1f ms, ratio B/A = %.2f (goal <= 3)' % (a, b, b/a))\"
 python3 -c \"a=\$as; b=\$bs; print('serial plan (no workers)       : stored %.1f ms, predict %.1f ms, ratio B/A = %.2f' % (a, b, b/a))\"
 psql -X -At -c \"SELECT 'same top-10 scores: ' || ((SELECT array_agg(stored_score ORDER BY stored_score DESC) FROM (SELECT stored_score FROM t ORDER BY stored_score DESC LIMIT 10) s) = (SELECT array_agg(p ORDER BY p DESC) FROM (SELECT gbml.predict((SELECT model FROM m), features) AS p FROM t ORDER BY 1 DESC LIMIT 10) s))\"
