@@ -9,9 +9,11 @@
 #   make NO_CUDA=1  skip the CUDA backend even when nvcc exists
 
 EXTENSION  = gbml
-EXTVERSION = 0.1.0
+EXTVERSION = 0.2.0
 MODULE_big = gbml
-DATA       = gbml--$(EXTVERSION).sql
+# 0.1.0's script plus the update path: CREATE EXTENSION runs both, so the
+# update path is what every install tests.
+DATA       = gbml--0.1.0.sql gbml--0.1.0--0.2.0.sql
 PGFILEDESC = "gbml - machine learning inside PostgreSQL"
 
 include core_sources.mk
@@ -23,7 +25,7 @@ REGRESS_OPTS = --load-extension=gbml
 
 PG_CONFIG ?= pg_config
 # (before the PGXS include: its clean rule tests EXTRA_CLEAN when it is read)
-EXTRA_CLEAN = gbml_cuda.so tests/unit/gbml_unit tools/param_docs $(OBJS:.o=.d)
+EXTRA_CLEAN = gbml_cuda.so gbml_cuda_emu.so tests/unit/gbml_unit tests/gpu/gpu_check tests/gpu/plants tools/param_docs $(OBJS:.o=.d)
 # -Wdeclaration-after-statement comes with PostgreSQL's CFLAGS; the engine is C11.
 PG_CFLAGS   = -std=gnu11 -fopenmp -Wall -Wextra -Werror -Wno-declaration-after-statement \
               -Wno-missing-field-initializers -Wno-unused-parameter -Wno-sign-compare \
@@ -54,9 +56,27 @@ endif
 
 all: $(CUDA_LIB)
 
-gbml_cuda.so: $(CUDA_SOURCES) $(wildcard cuda/*.h) src/core/backend.h
+gbml_cuda.so: $(CUDA_SOURCES) $(wildcard cuda/*.h) src/core/backend.h src/core/boost_histogram.h
 	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -Werror all-warnings \
-		--shared -cudart static -I$(CURDIR)/src/core -o $@ $(CUDA_SOURCES)
+		--shared -cudart static -I$(CURDIR)/src/core -I$(CURDIR)/cuda -o $@ $(CUDA_SOURCES)
+
+# ---- the emulated CUDA backend (gbml_cuda_emu.so) ----
+# The same cuda/ sources compiled by the host C++ compiler against the CPU
+# emulation of the CUDA runtime (cuda/emu): needs no nvcc and no GPU, is
+# never loaded unless gbml.cuda_library = 'gbml_cuda_emu', and is what
+# `make test` runs every GPU code path on.
+CUDA_EMU_LIB = gbml_cuda_emu.so
+CUDA_EMU_RUNTIME = $(wildcard cuda/emu/*.cpp)
+all: $(CUDA_EMU_LIB)
+
+$(CUDA_EMU_LIB): $(CUDA_SOURCES) $(CUDA_EMU_RUNTIME) $(wildcard cuda/*.h cuda/emu/*.h) src/core/backend.h src/core/boost_histogram.h
+	$(CXX) -std=c++17 -O2 -g -fPIC -Wall -Wextra -Werror -DGBML_CUDA_EMU -Icuda -Isrc/core --shared -o $@ \
+		-x c++ $(CUDA_SOURCES) -x none $(CUDA_EMU_RUNTIME) -pthread
+
+install: install-cuda-emu
+install-cuda-emu: $(CUDA_EMU_LIB)
+	$(INSTALL_SHLIB) $(CUDA_EMU_LIB) '$(DESTDIR)$(pkglibdir)/$(CUDA_EMU_LIB)'
+.PHONY: install-cuda-emu
 
 ifneq ($(CUDA_LIB),)
 install: install-cuda
@@ -70,6 +90,12 @@ endif
 unit:
 	$(MAKE) -C tests/unit run
 
+# The GPU checker on the emulated backend, and the planted kernel bugs it must catch.
+gpu-emu: $(CUDA_EMU_LIB)
+	$(MAKE) -C tests/emu run
+	$(MAKE) -C tests/gpu run LIB=$(CURDIR)/$(CUDA_EMU_LIB)
+	$(MAKE) -C tests/gpu plants
+
 # Everything `make test` runs, inside an already running cluster (PG* env set).
 check-in-cluster: installcheck pgtap
 
@@ -82,7 +108,7 @@ test:
 demo:
 	tests/run_all.sh demo
 
-.PHONY: unit pgtap test demo check-in-cluster
+.PHONY: unit gpu-emu pgtap test demo check-in-cluster
 
 # ---- docs generated from code ----
 docs: docs/params.md

@@ -1,29 +1,34 @@
 /*
- * backend.cu — gbml's CUDA backend: device discovery and the GPU versions of
- * the engine's kernels, exported as one entry table (src/core/backend.h).
- * Built into gbml_cuda.so only when nvcc exists, and dlopen()ed by gbml.so
- * on first use, so the extension never needs CUDA to load.
+ * backend.cu — gbml's CUDA backend: device discovery, the column-sum kernel
+ * and the entry table (src/core/backend.h) that exports the contexts
+ * (gpu_context.cu) and the boosting kernels (boost_device.cu).  Built into
+ * gbml_cuda.so only when nvcc exists, and into gbml_cuda_emu.so against the
+ * CPU emulation of the runtime (cuda/emu); dlopen()ed by gbml.so on first
+ * use, so the extension never needs CUDA to load.
  *
  * Kernels mirror CPU functions of src/core with the same arguments; the GPU
- * checks (tests/gpu) compare the two on the same inputs.
+ * checks (tests/gpu/gpu_check.c, on the emulation in `make test` and on a
+ * card in tests/gpu/run.sh) compare the two on the same inputs.
  */
-extern "C" {
-#include "backend.h"
-}
+#include "gpu_context.h"
 
-#include <cuda_runtime.h>
 #include <stdio.h>
 #include <string.h>
 
-static char last_error_text[256];
+/* boost_device.cu */
+extern "C" int gpu_boost_begin(gbml_gpu_ctx *ctx, const gbml_gpu_boost_shape *shape);
+extern "C" int gpu_boost_put_bins(gbml_gpu_ctx *ctx, int64_t block, const uint8_t *bins, int64_t len);
+extern "C" int gpu_boost_begin_tree(gbml_gpu_ctx *ctx, const uint16_t *leaf, const int64_t *gq, const int64_t *hq);
+extern "C" int gpu_boost_level(gbml_gpu_ctx *ctx, int level, int prev_feature, int prev_border,
+							   const int16_t *slot_of, int n_slots, struct gbml_boost_hist_bin *hist);
+extern "C" int gpu_boost_end_tree(gbml_gpu_ctx *ctx, int level, int feature, int border, uint16_t *leaf_out);
+extern "C" int gpu_boost_tree_leaves(gbml_gpu_ctx *ctx, int depth, const int32_t *features,
+									 const int32_t *borders, uint16_t *leaf_out);
 
 static int
 record(cudaError_t err, const char *what)
 {
-	if (err == cudaSuccess)
-		return 0;
-	snprintf(last_error_text, sizeof(last_error_text), "%s: %s", what, cudaGetErrorString(err));
-	return 1;
+	return gpu_check(err, what);
 }
 
 static int
@@ -54,13 +59,25 @@ cuda_device_info(int id, gbml_device_info *info)
 	info->compute_major = prop.major;
 	info->compute_minor = prop.minor;
 	info->multiprocessors = prop.multiProcessorCount;
+	info->shared_per_block = prop.sharedMemPerBlock;
+	info->shared_per_block_optin = prop.sharedMemPerBlockOptin;
+	info->emulated = GBML_CUDA_EMULATED;
+	{
+		size_t		free_b = 0,
+					total_b = 0;
+
+		if (record(cudaSetDevice(id), "cudaSetDevice") ||
+			record(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"))
+			return 1;
+		info->free_memory = free_b;
+	}
 	return 0;
 }
 
 static const char *
 cuda_last_error(void)
 {
-	return last_error_text[0] ? last_error_text : "no error";
+	return gpu_last_error();
 }
 
 /*
@@ -106,7 +123,7 @@ cuda_column_sums(int device, const float *x, int64_t n, int d, double *sums)
 		record(cudaMemcpy(dx, x, xbytes, cudaMemcpyHostToDevice), "cudaMemcpy") ||
 		record(cudaMemcpy(dsums, sums, sizeof(double) * d, cudaMemcpyHostToDevice), "cudaMemcpy"))
 		goto done;
-	column_sums_kernel<<<grid, block>>>(dx, (long long) n, d, dsums);
+	GBML_LAUNCH(column_sums_kernel, grid, block, 0, 0, dx, (long long) n, d, dsums);
 	if (record(cudaGetLastError(), "column_sums_kernel") ||
 		record(cudaMemcpy(sums, dsums, sizeof(double) * d, cudaMemcpyDeviceToHost), "cudaMemcpy"))
 		goto done;
@@ -117,13 +134,51 @@ done:
 	return rc;
 }
 
+static size_t
+ctx_memory_limit(const gbml_gpu_ctx *ctx)
+{
+	return ctx->memory_limit;
+}
+
+static size_t
+ctx_memory_peak(const gbml_gpu_ctx *ctx)
+{
+	return ctx->memory_peak;
+}
+
+static bool
+ctx_over_budget(const gbml_gpu_ctx *ctx)
+{
+	return ctx->over_budget;
+}
+
+static void
+ctx_transfer_stats(const gbml_gpu_ctx *ctx, double *h2d_bytes, double *wait_seconds)
+{
+	*h2d_bytes = ctx->h2d_bytes;
+	*wait_seconds = ctx->wait_seconds;
+}
+
 static const struct gbml_backend cuda_backend = {
 	GBML_BACKEND_ABI_VERSION,
-	"cuda",
+	GBML_CUDA_EMULATED ? "cuda-emulated" : "cuda",
 	cuda_device_count,
 	cuda_device_info,
 	cuda_last_error,
+	gpu_resources,
 	cuda_column_sums,
+	gpu_ctx_create,
+	gpu_ctx_destroy,
+	ctx_memory_limit,
+	ctx_memory_peak,
+	ctx_over_budget,
+	ctx_transfer_stats,
+	gpu_boost_begin,
+	gpu_boost_put_bins,
+	gpu_boost_begin_tree,
+	gpu_boost_level,
+	gpu_boost_end_tree,
+	gpu_boost_tree_leaves,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct gbml_backend *

@@ -3,7 +3,8 @@
 # Debian 12 machine: installs what is missing (PostgreSQL 15 server and
 # headers, pgTAP, pg_cron, pg_prove) with apt-get, builds and installs gbml,
 # starts a throwaway cluster with pg_virtualenv (pg_cron preloaded) and runs
-#   test: the C unit tests, pg_regress (installcheck) and pgTAP (pg_prove);
+#   test: the C unit tests, the GPU checks on the emulated CUDA backend,
+#         pg_regress (installcheck) and pgTAP (pg_prove);
 #   demo: tests/demo/demo.sql.
 # Exits non-zero on any failure.
 set -euo pipefail
@@ -20,7 +21,7 @@ command -v pg_config >/dev/null && [ -d "$(pg_config --includedir-server 2>/dev/
 [ -f /usr/share/postgresql/15/extension/pg_cron.control ] || need+=(postgresql-15-cron)
 command -v pg_prove >/dev/null || need+=(libtap-parser-sourcehandler-pgtap-perl)
 command -v pg_virtualenv >/dev/null || need+=(postgresql-common)
-command -v make >/dev/null && command -v gcc >/dev/null || need+=(build-essential)
+command -v make >/dev/null && command -v gcc >/dev/null && command -v g++ >/dev/null || need+=(build-essential)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing: ${need[*]}"
   sudo_if_needed apt-get update -qq
@@ -36,6 +37,8 @@ status=0
 if [ "$mode" = test ]; then
   echo "== C unit tests (src/core)"
   make -s -C tests/unit run || status=1
+  echo "== GPU checks on the emulated CUDA backend (kernels, trainings, planted bugs)"
+  make -s gpu-emu || status=1
 fi
 
 # The throwaway cluster: pg_cron needs to be preloaded; it schedules in contrib_regression

@@ -8,8 +8,10 @@
  * still links — the unit-test binary and the extension share this file.
  */
 #include "algorithm.h"
+#include "backend.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 extern const gbml_algorithm gbml_algorithm_mean __attribute__((weak));
@@ -71,13 +73,15 @@ static const char *const deploy_choices[] = {"always", "if_better", "never", NUL
 #define CP(field) offsetof(gbml_common_params, field)
 const gbml_param_spec gbml_common_param_specs[] = {
 	{"device", GBML_PARAM_ENUM, CP(device), 0, 0, 0, NULL, device_choices,
-	"where to train: auto (GPU if present, else CPU), cpu or gpu; default: the gbml.device setting"},
+	"where to train: auto (a real GPU when the data is big enough, else CPU), cpu or gpu; default: the gbml.device setting"},
 	{"threads", GBML_PARAM_INT, CP(threads), 0, 1024, 0, NULL, NULL,
 	"CPU threads for training; 0 = the gbml.threads setting"},
 	{"gpu_id", GBML_PARAM_INT, CP(gpu_id), 0, 1023, 0, NULL, NULL,
 	"GPU to use; default: the gbml.gpu_id setting"},
 	{"memory_limit_mb", GBML_PARAM_REAL, CP(memory_limit_mb), 0, 1e9, 0, NULL, NULL,
 	"memory budget for this training in MB; 0 = the gbml.memory_limit setting"},
+	{"gpu_memory_limit_mb", GBML_PARAM_REAL, CP(gpu_memory_limit_mb), 0, 1e9, 0, NULL, NULL,
+	"GPU memory budget for this training in MB; 0 = the gbml.gpu_memory_limit setting"},
 	{"eval_fraction", GBML_PARAM_REAL, CP(eval_fraction), 0, 0.9, 0, NULL, NULL,
 	"share of groups (or rows) held out as the eval set; 0 = none"},
 	{"deploy", GBML_PARAM_ENUM, CP(deploy), 0, 0, 0, NULL, deploy_choices,
@@ -107,7 +111,8 @@ recorded_in_model(const gbml_param_spec *s)
 	return s->offset != offsetof(gbml_common_params, device) &&
 		s->offset != offsetof(gbml_common_params, threads) &&
 		s->offset != offsetof(gbml_common_params, gpu_id) &&
-		s->offset != offsetof(gbml_common_params, memory_limit_mb);
+		s->offset != offsetof(gbml_common_params, memory_limit_mb) &&
+		s->offset != offsetof(gbml_common_params, gpu_memory_limit_mb);
 }
 
 int
@@ -143,6 +148,8 @@ gbml_parse_training_params(gbml_env *env, const gbml_algorithm *algo,
 			out->common.memory_limit_given = out->common.memory_limit_mb > 0;
 		else if (strcmp(k, "gpu_id") == 0)
 			out->common.gpu_id_given = true;
+		else if (strcmp(k, "gpu_memory_limit_mb") == 0)
+			out->common.gpu_memory_limit_given = out->common.gpu_memory_limit_mb > 0;
 	}
 	return GBML_OK;
 }
@@ -301,6 +308,15 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 
 	if (ds->n_rows == 0)
 		return gbml_error(env, GBML_EINVAL, "%s: no input rows", algo->name);
+	env->device_note[0] = '\0';
+	if (env->device == GBML_DEVICE_GPU && !algo->gpu_trains)
+	{
+		env->device = GBML_DEVICE_CPU;
+		snprintf(env->device_note, sizeof(env->device_note), "%s has no GPU trainer yet", algo->name);
+		gbml_notice(env, env->device_auto ? GBML_LOG_DEBUG : GBML_LOG_NOTICE,
+					"%s: training on the CPU: %s", algo->name, env->device_note);
+	}
+	env->gpu_memory_peak = env->gpu_h2d_bytes = env->gpu_wait_seconds = 0;
 	for (const gbml_param_spec *s = gbml_common_param_specs; s->name; s++)
 		if (recorded_in_model(s))
 			recorded_common[n_recorded++] = *s;
@@ -359,10 +375,21 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 		move_timings(&meta, &timings);
 		if (report)
 		{
-			gbml_sb_printf(report, "{\"device\":\"%s\",\"threads\":%d,\"prepare_seconds\":%.6f,\"train_seconds\":%.6f,"
+			gbml_sb_printf(report, "{\"device\":\"%s\",", env->device == GBML_DEVICE_GPU ? "gpu" : "cpu");
+			if (env->device == GBML_DEVICE_GPU && env->gpu)
+				gbml_sb_printf(report, "\"gpu_backend\":\"%s\",\"gpu_id\":%d,\"gpu_peak_memory_mb\":%.1f,"
+							   "\"gpu_h2d_mb\":%.1f,\"gpu_wait_seconds\":%.6f,",
+							   env->gpu->name, env->gpu_id, env->gpu_memory_peak / 1048576.0,
+							   env->gpu_h2d_bytes / 1048576.0, env->gpu_wait_seconds);
+			if (env->device_note[0])
+			{
+				gbml_sb_printf(report, "\"device_note\":");
+				gbml_sb_json_string(report, env->device_note);
+				gbml_sb_printf(report, ",");
+			}
+			gbml_sb_printf(report, "\"threads\":%d,\"prepare_seconds\":%.6f,\"train_seconds\":%.6f,"
 						   "\"peak_memory_mb\":%.1f,\"timings\":",
-						   env->device == GBML_DEVICE_GPU ? "gpu" : "cpu", env->threads,
-						   t_prep, gbml_now() - t0 - t_prep, (double) env->memory_peak / 1048576.0);
+						   env->threads, t_prep, gbml_now() - t0 - t_prep, (double) env->memory_peak / 1048576.0);
 			if (timings.len)
 				gbml_sb_append(report, timings.data, timings.len);
 			else

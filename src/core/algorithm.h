@@ -57,6 +57,12 @@ typedef struct gbml_algorithm
 	unsigned	input_flags;	/* GBML_INPUT_* (may depend on params: see input_flags_fn) */
 	unsigned	outputs;		/* GBML_OUT_* this model kind answers */
 
+	/*
+	 * The trainer has a GPU path (it still decides per training: size,
+	 * budget).  Without one, device "gpu" trains on the CPU with a NOTICE.
+	 */
+	bool		gpu_trains;
+
 	/* Optional: input flags from parsed params (e.g. label needed only for some losses). */
 	unsigned	(*input_flags_fn) (const void *params);
 
@@ -95,6 +101,7 @@ typedef struct gbml_common_params
 	int64_t		threads;		/* 0 = use gbml.threads */
 	int64_t		gpu_id;
 	double		memory_limit_mb;	/* 0 = use gbml.memory_limit */
+	double		gpu_memory_limit_mb;	/* 0 = use gbml.gpu_memory_limit */
 	double		eval_fraction;	/* share of rows (groups) held out for eval */
 	int			deploy;			/* registry: 0 always, 1 if_better, 2 never */
 	char	   *eval_source;	/* registry: table or query for the eval set */
@@ -107,6 +114,7 @@ typedef struct gbml_common_params
 	bool		threads_given;
 	bool		memory_limit_given;
 	bool		gpu_id_given;
+	bool		gpu_memory_limit_given;
 } gbml_common_params;
 
 extern const gbml_param_spec gbml_common_param_specs[];

@@ -25,8 +25,16 @@
  * Rows are trained in the canonical order the driver hands over, except that
  * with a group id they are stably sorted by group first, so the ranking losses
  * and NDCG see contiguous queries.
+ *
+ * On the GPU (boost_gpu.h) the bins live on the device only (the host's
+ * copy is freed once streamed in); the histogram passes and the leaf-index
+ * updates run there, with the same integer sums, and every row's leaf index
+ * comes back once per tree for the predictions.  Everything else — the
+ * gradients, the split search, the leaf values, the eval set — is this
+ * file's code on both devices, so the model bytes are the same.
  */
 #include "boost.h"
+#include "boost_gpu.h"
 #include "boost_histogram.h"
 #include "boost_loss.h"
 #include "boost_quantize.h"
@@ -383,6 +391,9 @@ typedef struct trainer
 
 	forest_builder forest;
 
+	bool		on_gpu;			/* the level passes run on the device */
+	gbml_boost_gpu gpu;
+
 	double		t_gradients,
 				t_histograms,
 				t_splits,
@@ -395,6 +406,7 @@ trainer_free(trainer *T)
 {
 	gbml_env   *env = T->env;
 
+	gbml_boost_gpu_close(&T->gpu);
 	data_free(&T->train, env);
 	data_free(&T->eval, env);
 	gbml_boost_borders_free(&T->borders, env);
@@ -595,37 +607,15 @@ quantize_gradients(trainer *T, double *scale_g, double *scale_h)
  */
 #define MERGE_BINS 4096			/* bins per task of the per-thread histogram merge */
 
+/*
+ * The CPU histogram pass of level_histograms: per-thread histograms of the
+ * slots' rows over every block, merged into T->thist (unpacked).
+ */
 static void
-level_histograms(trainer *T, int level, bool all_sampled, int prev_feature, int prev_border)
+level_pass_cpu(trainer *T, int level, bool identity, int n_slots, int prev_feature, int prev_border)
 {
 	int64_t		tb = T->total_bins;
-	int			n_slots;
-	int64_t		small[1 << (GBML_BOOST_MAX_DEPTH - 1)];
-	bool		identity = (level == 0 && all_sampled);
 	int64_t		n_blocks = T->bins.n_blocks;
-
-	for (int i = 0; i < GBML_BOOST_SLOT_TABLE; i++)
-		T->slot_of[i] = -1;
-	if (level == 0)
-	{
-		n_slots = 1;
-		small[0] = 0;
-		T->slot_of[0] = 0;
-	}
-	else
-	{
-		int			half = 1 << (level - 1);
-
-		n_slots = half;
-		for (int p = 0; p < half; p++)
-		{
-			int			c0 = p,
-						c1 = p | half;
-
-			small[p] = T->child_sums[c0].h <= T->child_sums[c1].h ? c0 : c1;
-			T->slot_of[small[p]] = (int16_t) p;
-		}
-	}
 
 #pragma omp parallel num_threads(T->threads)
 	{
@@ -681,6 +671,51 @@ level_histograms(trainer *T, int level, bool all_sampled, int prev_feature, int 
 				gbml_boost_hist_unpack(T->thist + lo, len, T->count_bits, T->hq_const);
 		}
 	}
+}
+
+static int
+level_histograms(trainer *T, int level, bool all_sampled, int prev_feature, int prev_border)
+{
+	int64_t		tb = T->total_bins;
+	int			n_slots;
+	int64_t		small[1 << (GBML_BOOST_MAX_DEPTH - 1)];
+	bool		identity = (level == 0 && all_sampled);
+
+	for (int i = 0; i < GBML_BOOST_SLOT_TABLE; i++)
+		T->slot_of[i] = -1;
+	if (level == 0)
+	{
+		n_slots = 1;
+		small[0] = 0;
+		T->slot_of[0] = 0;
+	}
+	else
+	{
+		int			half = 1 << (level - 1);
+
+		n_slots = half;
+		for (int p = 0; p < half; p++)
+		{
+			int			c0 = p,
+						c1 = p | half;
+
+			small[p] = T->child_sums[c0].h <= T->child_sums[c1].h ? c0 : c1;
+			T->slot_of[small[p]] = (int16_t) p;
+		}
+	}
+
+	if (T->on_gpu)
+	{
+		int			rc = gbml_boost_gpu_level(&T->gpu, level, prev_feature, prev_border, T->slot_of,
+											  n_slots, T->thist);
+
+		if (rc != GBML_OK)
+			return rc;
+		if (T->packed)
+			gbml_boost_hist_unpack(T->thist, (int64_t) n_slots * tb, T->count_bits, T->hq_const);
+	}
+	else
+		level_pass_cpu(T, level, identity, n_slots, prev_feature, prev_border);
 	if (level == 0)
 		memcpy(T->hist_cur, T->thist, sizeof(gbml_boost_hist_bin) * (size_t) tb);
 	else
@@ -697,6 +732,7 @@ level_histograms(trainer *T, int level, bool all_sampled, int prev_feature, int 
 								T->thist + (size_t) p * tb, tb);
 		}
 	}
+	return GBML_OK;
 }
 
 /*
@@ -727,11 +763,25 @@ split_sums(const trainer *T, const gbml_boost_hist_bin *leaf_sums, int n_leaves,
 }
 
 /* Adds tree t's contribution to predictions of rows given by their bins (after use_best_model). */
-static void
+static int
 add_tree_from_bins(trainer *T, int64_t t, double *pred)
 {
 	const forest_builder *F = &T->forest;
 	int			d = F->depth;
+
+	if (T->on_gpu)
+	{
+		/* the bins are on the device: it computes the leaf indices */
+		int			rc = gbml_boost_gpu_tree_leaves(&T->gpu, d, F->feature + t * d, F->border_index + t * d,
+													T->leaf);
+
+		if (rc != GBML_OK)
+			return rc;
+#pragma omp parallel for schedule(static) num_threads(T->threads)
+		for (int64_t r = 0; r < T->train.n; r++)
+			pred[r] += (double) F->leaf[(t << d) + T->leaf[r]];
+		return GBML_OK;
+	}
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
 	for (int64_t b = 0; b < T->bins.n_blocks; b++)
@@ -749,6 +799,7 @@ add_tree_from_bins(trainer *T, int64_t t, double *pred)
 			pred[start + r] += (double) F->leaf[(t << d) + idx];
 		}
 	}
+	return GBML_OK;
 }
 
 /*
@@ -765,9 +816,10 @@ structure_by_weight(gbml_boost_loss_kind kind)
 }
 
 /*
- * Applies the tree's last split to every row's leaf index and returns, per
- * leaf, the fixed-point sum (at newton_scale) of newton_hess over the drawn
- * rows: integer sums, so the same bits whatever the thread count.
+ * Applies the tree's last split to every row's leaf index (unless the
+ * device already did: T->on_gpu) and returns, per leaf, the fixed-point sum
+ * (at newton_scale) of newton_hess over the drawn rows: integer sums, so
+ * the same bits whatever the thread count.
  */
 static void
 last_split_newton_sums(trainer *T, int feature, int border, int64_t *sums)
@@ -792,8 +844,9 @@ last_split_newton_sums(trainer *T, int feature, int border, int64_t *sums)
 			int64_t		len = gbml_boost_block_len(&T->bins, b);
 			uint16_t   *leaf = T->leaf + start;
 
-			gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) feature * (size_t) len, len,
-								   border, d - 1, leaf);
+			if (!T->on_gpu)
+				gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) feature * (size_t) len, len,
+									   border, d - 1, leaf);
 			for (int64_t r = 0; r < len; r++)
 				if (!(leaf[r] & GBML_BOOST_UNSAMPLED))
 					acc[leaf[r] & GBML_BOOST_LEAF_MASK] +=
@@ -806,6 +859,36 @@ last_split_newton_sums(trainer *T, int feature, int border, int64_t *sums)
 		for (int t = 0; t < T->threads; t++)
 			sums[l] += T->tleaf_h[(size_t) t * (size_t) nl + (size_t) l];
 	}
+}
+
+/*
+ * Moves the bins to the GPU when this training runs there (the host's copy
+ * is freed: the device's is the only one), else settles on the CPU.
+ */
+static int
+setup_device(trainer *T)
+{
+	gbml_env   *env = T->env;
+	int			rc;
+
+	if (gbml_boost_gpu_wanted(env, T->train.n, T->n_features))
+	{
+		if ((rc = gbml_boost_gpu_open(&T->gpu, env, &T->bins, T->n_features, T->feat_off, T->total_bins,
+									  (int) T->max_slots)) != GBML_OK)
+			return rc;
+		T->on_gpu = T->gpu.ctx != NULL;
+	}
+	if (!T->on_gpu)
+	{
+		env->device = GBML_DEVICE_CPU;
+		return GBML_OK;
+	}
+	for (int64_t b = 0; b < T->bins.n_blocks; b++)
+	{
+		gbml_free(env, T->bins.blocks[b]);
+		T->bins.blocks[b] = NULL;
+	}
+	return GBML_OK;
 }
 
 static int
@@ -902,6 +985,8 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 	/* working arrays */
 	T->depth = (int) p->depth;
 	T->max_slots = T->depth >= 2 ? (int64_t) 1 << (T->depth - 2) : 1;
+	if ((rc = setup_device(T)) != GBML_OK)
+		return rc;
 	T->pred = gbml_alloc_array(env, (size_t) n, sizeof(double));
 	T->grad = gbml_alloc_array(env, (size_t) n, sizeof(double));
 	T->hess = gbml_alloc_array(env, (size_t) n, sizeof(double));
@@ -969,6 +1054,8 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 	if (rc != GBML_OK)
 		return rc;
 	quantize_gradients(T, &sg, &sh);
+	if (T->on_gpu && (rc = gbml_boost_gpu_begin_tree(&T->gpu, T->leaf, T->gq, T->packed ? NULL : T->hq)) != GBML_OK)
+		return rc;
 	T->t_gradients += gbml_now() - t0;
 
 	if ((rc = builder_reserve(F, env)) != GBML_OK)
@@ -982,7 +1069,8 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 		int			n_leaves = 1 << level;
 
 		t0 = gbml_now();
-		level_histograms(T, level, drawn == T->train.n, last_f, last_j);
+		if ((rc = level_histograms(T, level, drawn == T->train.n, last_f, last_j)) != GBML_OK)
+			return rc;
 		T->t_histograms += gbml_now() - t0;
 
 		t0 = gbml_now();
@@ -1038,6 +1126,9 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 					l2 = T->l2;
 		int64_t		newton_h[1 << GBML_BOOST_MAX_DEPTH];
 
+		/* on the GPU the device applies the last split and hands back every row's leaf */
+		if (T->on_gpu && (rc = gbml_boost_gpu_end_tree(&T->gpu, d - 1, last_f, last_j, T->leaf)) != GBML_OK)
+			return rc;
 		if (T->newton_hess)
 			last_split_newton_sums(T, last_f, last_j, newton_h);
 		for (int l = 0; l < (1 << d); l++)
@@ -1057,7 +1148,7 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 			uint16_t   *leaf = T->leaf + start;
 			double	   *pred = T->pred + start;
 
-			if (!T->newton_hess)
+			if (!T->newton_hess && !T->on_gpu)
 				gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) last_f * (size_t) len, len,
 									   last_j, d - 1, leaf);
 			for (int64_t r = 0; r < len; r++)
@@ -1216,8 +1307,10 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 		T.forest.n_trees = best_iter + 1;
 		for (int64_t r = 0; r < T.train.n; r++)
 			T.pred[r] = base_score;
-		for (int64_t t = 0; t < T.forest.n_trees; t++)
-			add_tree_from_bins(&T, t, T.pred);
+		for (int64_t t = 0; t < T.forest.n_trees && rc == GBML_OK; t++)
+			rc = add_tree_from_bins(&T, t, T.pred);
+		if (rc != GBML_OK)
+			goto done;
 	}
 
 	write_sections(&T, ctx, base_score);
@@ -1618,6 +1711,7 @@ const gbml_algorithm gbml_algorithm_boost = {
 	.params_size = sizeof(gbml_boost_params),
 	.input_flags = GBML_INPUT_LABEL | GBML_INPUT_MISSING,
 	.outputs = GBML_OUT_SCORE | GBML_OUT_PROBA,
+	.gpu_trains = true,
 	.train = boost_train,
 	.load = boost_load,
 	.unload = boost_unload,

@@ -46,6 +46,20 @@ gbml_env_init_malloc(gbml_env *env, int threads)
 	env->device = GBML_DEVICE_CPU;
 }
 
+void
+gbml_notice(gbml_env *env, int level, const char *fmt,...)
+{
+	va_list		ap;
+	char		msg[512];
+
+	if (env->notice_fn == NULL)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	env->notice_fn(env->notice_ctx, level, msg);
+}
+
 int
 gbml_error(gbml_env *env, int code, const char *fmt,...)
 {

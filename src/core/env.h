@@ -33,7 +33,15 @@ enum
 	GBML_ECANCELLED = -4,		/* progress callback asked to stop */
 	GBML_ECORRUPT = -5,			/* a model failed validation */
 	GBML_EDEVICE = -6,			/* device (GPU) problem */
-	GBML_EUNSUPPORTED = -7		/* operation not supported by this model */
+	GBML_EUNSUPPORTED = -7,		/* operation not supported by this model */
+	GBML_EGPUBUDGET = -8		/* allocation would exceed the GPU memory budget */
+};
+
+/* Levels of gbml_notice(). */
+enum
+{
+	GBML_LOG_DEBUG = 0,			/* the server log at DEBUG1 (why a device was chosen) */
+	GBML_LOG_NOTICE = 1			/* the user (a fallback they should know about) */
 };
 
 typedef enum gbml_device
@@ -54,6 +62,7 @@ typedef struct gbml_progress_info
 } gbml_progress_info;
 
 typedef struct gbml_backend gbml_backend;
+typedef struct gbml_gpu_ctx gbml_gpu_ctx;
 
 typedef struct gbml_env
 {
@@ -72,10 +81,28 @@ typedef struct gbml_env
 	bool		(*progress_fn) (void *ctx, const gbml_progress_info *info);
 	void	   *progress_ctx;
 
+	/* Messages for the log or the user; main thread only; may be NULL. */
+	void		(*notice_fn) (void *ctx, int level, const char *msg);
+	void	   *notice_ctx;
+
+	/*
+	 * Told when a trainer opens (open = true) and closes a GPU context, so
+	 * the glue can destroy one that an ERROR left open; may be NULL.
+	 */
+	void		(*gpu_ctx_fn) (void *ctx, const gbml_backend *b, gbml_gpu_ctx *gctx, bool open);
+	void	   *gpu_ctx_hook_ctx;
+
 	int			threads;		/* >= 1 */
-	gbml_device device;			/* resolved: CPU or GPU */
+	gbml_device device;			/* resolved: CPU or GPU (a trainer may fall back to CPU) */
+	bool		device_auto;	/* chosen by "auto": a trainer may still pick the CPU */
 	int			gpu_id;
 	const gbml_backend *gpu;	/* loaded CUDA backend, or NULL */
+	size_t		gpu_memory_limit;	/* device bytes one training may hold; 0 = the backend's default */
+	char		device_note[200];	/* why the trainer used the device it did (run report) */
+	/* figures of the last GPU training (run report) */
+	double		gpu_memory_peak;
+	double		gpu_h2d_bytes;
+	double		gpu_wait_seconds;
 
 	char		error[512];
 	int			error_code;		/* code of the last gbml_error() */
@@ -94,6 +121,10 @@ char	   *gbml_strdup(gbml_env *env, const char *s);
 
 /* Formats env->error and returns code (for `return gbml_error(...)`). */
 int			gbml_error(gbml_env *env, int code, const char *fmt,...)
+			__attribute__((format(printf, 3, 4)));
+
+/* Formats a message and hands it to notice_fn (if any). */
+void		gbml_notice(gbml_env *env, int level, const char *fmt,...)
 			__attribute__((format(printf, 3, 4)));
 
 /* Calls the progress hook; true means "stop now". */

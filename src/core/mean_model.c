@@ -206,6 +206,7 @@ const gbml_algorithm gbml_algorithm_mean = {
 	.params_size = sizeof(mean_params),
 	.input_flags = GBML_INPUT_LABEL,
 	.outputs = GBML_OUT_SCORE,
+	.gpu_trains = true,
 	.train = mean_train,
 	.load = mean_load,
 	.unload = mean_unload,

@@ -54,10 +54,19 @@ typedef struct big_block
 	MemoryContext owner;		/* whose mem_allocated counts it */
 } big_block;
 
+/* A GPU context a trainer opened and has not closed yet. */
+typedef struct gpu_guard
+{
+	struct gpu_guard *next;
+	const gbml_backend *backend;
+	gbml_gpu_ctx *ctx;
+} gpu_guard;
+
 typedef struct binding
 {
 	MemoryContext mcxt;
 	big_block	blocks;			/* circular list head */
+	gpu_guard  *gpu_open;		/* device contexts to destroy at reset */
 	MemoryContextCallback cb;
 } binding;
 
@@ -88,6 +97,13 @@ binding_reset(void *arg)
 	bool		started = false;
 	size_t		total = 0;
 
+	/*
+	 * Device contexts first: destroying one waits for its stream, which may
+	 * still copy into host blocks listed below.
+	 */
+	for (gpu_guard *g = bd->gpu_open; g; g = g->next)
+		g->backend->ctx_destroy(g->ctx);
+	bd->gpu_open = NULL;
 	if (first == &bd->blocks)
 		return;
 	/* a NULL-terminated chain for the thread, detached from the binding */
@@ -198,6 +214,40 @@ progress_hook(void *ctx, const gbml_progress_info *info)
 	return false;
 }
 
+/* env->gpu_ctx_fn: keeps the list of open device contexts that reset destroys. */
+static void
+gpu_ctx_hook(void *ctx, const gbml_backend *b, gbml_gpu_ctx *gctx, bool open)
+{
+	binding    *bd = ctx;
+
+	if (open)
+	{
+		gpu_guard  *g = MemoryContextAllocZero(bd->mcxt, sizeof(gpu_guard));
+
+		g->backend = b;
+		g->ctx = gctx;
+		g->next = bd->gpu_open;
+		bd->gpu_open = g;
+		return;
+	}
+	for (gpu_guard **pp = &bd->gpu_open; *pp; pp = &(*pp)->next)
+		if ((*pp)->ctx == gctx)
+		{
+			gpu_guard  *g = *pp;
+
+			*pp = g->next;
+			pfree(g);
+			return;
+		}
+}
+
+/* env->notice_fn: the engine's messages as NOTICE or DEBUG1. */
+static void
+notice_hook(void *ctx, int level, const char *msg)
+{
+	ereport(level == GBML_LOG_NOTICE ? NOTICE : DEBUG1, (errmsg("%s", msg)));
+}
+
 void
 gbml_env_bind(gbml_env *env, MemoryContext mcxt, const char *what)
 {
@@ -221,6 +271,10 @@ gbml_env_bind(gbml_env *env, MemoryContext mcxt, const char *what)
 	ps->started = ps->last_notice = gbml_now();
 	env->progress_fn = progress_hook;
 	env->progress_ctx = ps;
+	env->notice_fn = notice_hook;
+	env->gpu_ctx_fn = gpu_ctx_hook;
+	env->gpu_ctx_hook_ctx = bd;
+	env->gpu_memory_limit = (size_t) gbml_setting_gpu_memory_limit_mb * 1048576;
 }
 
 const gbml_backend *
@@ -229,7 +283,8 @@ gbml_gpu_backend(char *reason, size_t reason_len)
 	char		path[MAXPGPATH];
 	const gbml_backend *b;
 
-	snprintf(path, sizeof(path), "%s/gbml_cuda.so", pkglib_path);
+	snprintf(path, sizeof(path), "%s/%s.so", pkglib_path,
+			 gbml_setting_cuda_library ? gbml_setting_cuda_library : "gbml_cuda");
 	b = gbml_backend_load(path, reason, reason_len);
 	if (b && b->device_count() <= 0)
 	{
@@ -237,6 +292,14 @@ gbml_gpu_backend(char *reason, size_t reason_len)
 		return NULL;
 	}
 	return b;
+}
+
+static bool
+is_emulated(const gbml_backend *b, int id)
+{
+	gbml_device_info info;
+
+	return b->device_info(id, &info) != 0 || info.emulated;
 }
 
 void
@@ -251,7 +314,10 @@ gbml_env_configure(gbml_env *env, const gbml_common_params *common, const char *
 		env->memory_limit = (size_t) (common->memory_limit_mb * 1048576.0);
 	if (common->gpu_id_given)
 		env->gpu_id = (int) common->gpu_id;
+	if (common->gpu_memory_limit_given)
+		env->gpu_memory_limit = (size_t) (common->gpu_memory_limit_mb * 1048576.0);
 	env->device = GBML_DEVICE_CPU;
+	env->device_auto = device == GBML_DEVICE_AUTO;
 	env->gpu = NULL;
 	if (device == GBML_DEVICE_CPU)
 		return;
@@ -261,8 +327,16 @@ gbml_env_configure(gbml_env *env, const gbml_common_params *common, const char *
 		snprintf(reason, sizeof(reason), "gpu_id %d does not exist (%d GPUs)", env->gpu_id, env->gpu->device_count());
 		env->gpu = NULL;
 	}
+	if (env->gpu && env->device_auto && is_emulated(env->gpu, env->gpu_id))
+	{
+		/* the emulation is for tests: only an explicit "gpu" trains on it */
+		snprintf(reason, sizeof(reason), "the CUDA backend is the CPU emulation");
+		env->gpu = NULL;
+	}
 	if (env->gpu)
 		env->device = GBML_DEVICE_GPU;
+	else if (device == GBML_DEVICE_AUTO)
+		ereport(DEBUG1, (errmsg("%s: training on the CPU: %s", algorithm, reason)));
 	else if (device == GBML_DEVICE_GPU)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -291,6 +365,12 @@ gbml_raise(gbml_env *env, int rc, const char *what)
 			break;
 		case GBML_ECORRUPT:
 			ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("%s: invalid model: %s", what, env->error)));
+			break;
+		case GBML_EGPUBUDGET:
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("%s: %s", what, env->error),
+					 errhint("Raise gbml.gpu_memory_limit (or the \"gpu_memory_limit_mb\" parameter), train with device 'cpu', or use device 'auto' to fall back to the CPU.")));
 			break;
 		case GBML_EDEVICE:
 			ereport(ERROR, (errcode(ERRCODE_SYSTEM_ERROR), errmsg("%s: %s", what, env->error)));

@@ -21,6 +21,8 @@ extern int	gbml_setting_threads;
 extern int	gbml_setting_gpu_id;
 extern int	gbml_setting_memory_limit_kb;
 extern int	gbml_setting_progress_interval_s;
+extern int	gbml_setting_gpu_memory_limit_mb;
+extern char *gbml_setting_cuda_library;
 void		gbml_define_settings(void);
 
 /* ---- engine environment (engine_env.c) ---- */

@@ -13,6 +13,8 @@ int			gbml_setting_threads = 2;
 int			gbml_setting_gpu_id = 0;
 int			gbml_setting_memory_limit_kb = 2 * 1024 * 1024;
 int			gbml_setting_progress_interval_s = 10;
+int			gbml_setting_gpu_memory_limit_mb = 0;
+char	   *gbml_setting_cuda_library = NULL;
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", GBML_DEVICE_AUTO, false},
@@ -20,6 +22,20 @@ static const struct config_enum_entry device_options[] = {
 	{"gpu", GBML_DEVICE_GPU, false},
 	{NULL, 0, false}
 };
+
+/* A plain file name: the setting picks a library in $libdir, never a path. */
+static bool
+check_cuda_library(char **newval, void **extra, GucSource source)
+{
+	const char *v = *newval;
+
+	if (v == NULL || v[0] == '\0' || strlen(v) > 64 || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(v))
+	{
+		GUC_check_errdetail("gbml.cuda_library must be a library name such as gbml_cuda or gbml_cuda_emu.");
+		return false;
+	}
+	return true;
+}
 
 void
 gbml_define_settings(void)
@@ -47,5 +63,15 @@ gbml_define_settings(void)
 							"Seconds between progress NOTICEs of a long training (0 = none).",
 							NULL, &gbml_setting_progress_interval_s, 10, 0, 86400,
 							PGC_USERSET, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("gbml.gpu_memory_limit",
+							"GPU memory budget of one gbml training (0 = 80% of the card's free memory).",
+							"Going over it is an ERROR with a hint; under device auto the training falls back to the CPU.",
+							&gbml_setting_gpu_memory_limit_mb, 0, 0, INT_MAX,
+							PGC_USERSET, GUC_UNIT_MB, NULL, NULL, NULL);
+	DefineCustomStringVariable("gbml.cuda_library",
+							   "The CUDA backend library a backend loads: gbml_cuda (a card) or gbml_cuda_emu (the CPU emulation, for tests).",
+							   "A file name in the PostgreSQL library directory, without .so.",
+							   &gbml_setting_cuda_library, "gbml_cuda",
+							   PGC_SUSET, 0, check_cuda_library, NULL, NULL);
 	MarkGUCPrefixReserved("gbml");
 }

@@ -13,6 +13,7 @@ PG_FUNCTION_INFO_V1(gbml_model_info);
 PG_FUNCTION_INFO_V1(gbml_model_json);
 PG_FUNCTION_INFO_V1(gbml_feature_importance);
 PG_FUNCTION_INFO_V1(gbml_devices);
+PG_FUNCTION_INFO_V1(gbml_sql_gpu_resources);
 PG_FUNCTION_INFO_V1(gbml_last_training_report);
 
 static Datum
@@ -115,8 +116,8 @@ gbml_devices(PG_FUNCTION_ARGS)
 	{
 		gbml_device_info info;
 		char		cc[32];
-		Datum		values[4];
-		bool		nulls[4] = {false, false, false, false};
+		Datum		values[6];
+		bool		nulls[6] = {false, false, false, false, false, false};
 
 		if (b->device_info(id, &info) != 0)
 			continue;
@@ -125,9 +126,33 @@ gbml_devices(PG_FUNCTION_ARGS)
 		values[1] = CStringGetTextDatum(info.name);
 		values[2] = Int64GetDatum((int64) (info.total_memory >> 20));
 		values[3] = CStringGetTextDatum(cc);
+		values[4] = Int64GetDatum((int64) (info.free_memory >> 20));
+		values[5] = BoolGetDatum(info.emulated);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/* What this backend holds through the CUDA backend right now (all 0 between trainings). */
+Datum
+gbml_sql_gpu_resources(PG_FUNCTION_ARGS)
+{
+	char		reason[300] = "";
+	const gbml_backend *b = gbml_gpu_backend(reason, sizeof(reason));
+	gbml_gpu_resources r;
+	char		json[512];
+
+	memset(&r, 0, sizeof(r));
+	if (b)
+		b->resources(&r);
+	snprintf(json, sizeof(json),
+			 "{\"backend\": %s%s%s, \"contexts\": " INT64_FORMAT ", \"device_bytes\": " INT64_FORMAT
+			 ", \"device_allocations\": " INT64_FORMAT ", \"pinned_bytes\": " INT64_FORMAT
+			 ", \"pinned_allocations\": " INT64_FORMAT ", \"streams\": " INT64_FORMAT ", \"events\": " INT64_FORMAT "}",
+			 b ? "\"" : "", b ? b->name : "null", b ? "\"" : "",
+			 r.contexts, r.device_bytes, r.device_allocations, r.pinned_bytes, r.pinned_allocations,
+			 r.streams, r.events);
+	PG_RETURN_DATUM(json_text_to_jsonb(json));
 }
 
 /* Run-dependent figures of the last training in this session (times, threads, device). */

@@ -1,17 +1,51 @@
 #!/usr/bin/env bash
-# tests/gpu/run.sh — the one prepared script for a machine with an NVIDIA GPU:
-# builds gbml_cuda.so and the checker, compares every CUDA kernel with its CPU
-# reference on the same inputs, and prints a timings table.  Needs nvcc; no
-# PostgreSQL.  Usage: tests/gpu/run.sh   (from the repository root or anywhere)
-set -euo pipefail
+# tests/gpu/run.sh — the one prepared script for a machine with an NVIDIA GPU
+# (no PostgreSQL needed): builds gbml_cuda.so with nvcc and the checker
+# (tests/gpu/gpu_check), then
+#   1. every kernel and whole trainings of every loss against the CPU backend
+#      (model bytes), the budget, cancels, nothing left on the device;
+#   2. compute-sanitizer memcheck and racecheck of the kernels on small inputs;
+#   3. the timings table: seconds per tree at 1M and 10M x 100 (depth 6,
+#      32 borders), GPU against the CPU backend on every core, the level-0
+#      histogram pass as a share of 4.8 TB/s, host-to-device GB/s.
+# Usage: tests/gpu/run.sh [MAX_ROWS]   (default 10000000; output also in $OUT or tests/gpu/out)
+set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
+max_rows=${1:-10000000}
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 out=${OUT:-$top/tests/gpu/out}
 mkdir -p "$out"
+status=0
+step() { echo; echo "== $* ($(date +%T))"; }
+
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
+step "build"
 "$NVCC" -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
-  -Xcompiler -fPIC --shared -cudart static -Isrc/core -o "$out/gbml_cuda.so" cuda/*.cu
-gcc -std=gnu11 -O2 -fopenmp -Isrc/core -o "$out/gpu_check" tests/gpu/gpu_check.c \
-  src/core/env.c src/core/backend_loader.c -lm -ldl
-"$out/gpu_check" "$out/gbml_cuda.so" | tee "$out/gpu_check.txt"
+  -Xcompiler -fPIC --shared -cudart static -Isrc/core -Icuda -o "$out/gbml_cuda.so" cuda/*.cu || exit 1
+make -s -C tests/gpu gpu_check CC="${CC:-gcc}" || exit 1
+
+step "1. kernels and whole trainings against the CPU backend"
+tests/gpu/gpu_check "$out/gbml_cuda.so" 2>&1 | tee "$out/check.txt" | grep -v '^ok' || true
+tail -1 "$out/check.txt"
+grep -q ' 0 failed$' "$out/check.txt" || status=1
+
+step "2. compute-sanitizer memcheck and racecheck (kernels, small inputs)"
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for tool in memcheck racecheck; do
+  if [ -x "$SAN" ]; then
+    timeout 150 "$SAN" --tool $tool --error-exitcode 9 tests/gpu/gpu_check "$out/gbml_cuda.so" --kernels-only \
+      > "$out/$tool.txt" 2>&1
+    rc=$?
+    echo "$tool: exit $rc, $(grep -c '^ok' "$out/$tool.txt") ok, $(grep -c '^not ok' "$out/$tool.txt") not ok, $(grep -E -o 'ERROR SUMMARY: [0-9]+ error|RACECHECK SUMMARY: [0-9]+ hazard' "$out/$tool.txt" | tr '\n' ' ')"
+    [ $rc = 0 ] || status=1
+  else
+    echo "$tool: compute-sanitizer not found"; status=1
+  fi
+done
+
+step "3. timings (up to $max_rows rows)"
+tests/gpu/gpu_check "$out/gbml_cuda.so" --kernels-only --bench "$max_rows" 2>&1 | tee "$out/bench.txt" | grep -E '^\||^#|rows x'
+grep -q ' 0 failed$' "$out/bench.txt" || status=1
+step "done: status $status"
+exit $status

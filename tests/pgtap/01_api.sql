@@ -34,7 +34,7 @@ SELECT throws_ok($$SELECT gbml.mean_fit(ARRAY[1, NULL]::real[], 1)$$, '22004', N
 SELECT throws_ok($$SELECT gbml.mean_fit(ARRAY[1]::real[], 1) WHERE false$$, '02000', NULL, 'empty input: no_data');
 SELECT throws_ok($$SELECT gbml.predict('\x00'::bytea, ARRAY[1]::real[])$$, 'XX001', NULL, 'corrupt model: data_corrupted');
 SELECT throws_ok($$SELECT gbml.mean_fit(ARRAY[1]::real[], 1, '{"nope": 1}')$$, '22023',
-                 'gbml.mean_fit: mean: unknown parameter "nope"; accepted: device, threads, gpu_id, memory_limit_mb, eval_fraction, deploy, eval_source, features_column, label_column, group_column, weight_column, passes');
+                 'gbml.mean_fit: mean: unknown parameter "nope"; accepted: device, threads, gpu_id, memory_limit_mb, gpu_memory_limit_mb, eval_fraction, deploy, eval_source, features_column, label_column, group_column, weight_column, passes');
 SELECT throws_ok($$SET gbml.threads = 0$$, '22023', NULL, 'threads must be >= 1');
 SELECT throws_ok($$SET gbml.device = 'tpu'$$, '22023', NULL, 'device is an enum');
 

@@ -1,0 +1,531 @@
+/*
+ * boost_device.cu — the boosting level kernels on the GPU: bins resident on
+ * the device (streamed in block by block through a ring of pinned buffers),
+ * every row's leaf index and fixed-point gradients on the device, the
+ * per-level histograms in shared memory, and the leaf-index updates.
+ *
+ * The arithmetic is exactly boost_histogram.c's: histogram entries are
+ * int64 sums of the same int64 fixed-point gradients (added with 64-bit
+ * integer atomics, which are associative), so the histograms, hence the
+ * splits and the model bytes, equal the CPU backend's bit for bit whatever
+ * the block schedule.  The split search, the leaf values and the gradients
+ * stay on the host (boost.c); what crosses the bus per level is one
+ * histogram of the smaller children (n_slots x total_bins x 16 bytes).
+ *
+ * Device layout of the bins: the host's bin blocks concatenated, block b at
+ * b * block_rows * n_features, feature-major inside (bins[f * len + r], len
+ * the block's row count), so a warp reading one feature of consecutive rows
+ * reads consecutive bytes.
+ *
+ * Histogram kernel: one thread block per (tile of rows inside one bin block,
+ * group of consecutive features whose histograms for all n_slots slots fit
+ * in shared memory).  The block clears its shared histogram, adds its rows
+ * with shared-memory atomics, and adds the non-zero entries into the global
+ * histogram.  When not even one feature fits (deep trees: many slots), a
+ * second kernel adds straight into global memory.
+ */
+#include "gpu_context.h"
+
+extern "C" {
+#include "boost_histogram.h"
+}
+
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * GBML_PLANT n builds this file with one deliberate bug, for the checker's
+ * mutation test (make -C tests/gpu plants): each must fail a check.  Every
+ * real build has GBML_PLANT 0.
+ *   GBML_PLANT == 1: the barrier after clearing the shared histogram is missing
+ *   GBML_PLANT == 2: the leaf update sends bin == border right (>= instead of >)
+ *   GBML_PLANT == 3: the shared histogram's last entry is never flushed
+ *   GBML_PLANT == 4: a staging buffer is reused before its copy has run
+ *   GBML_PLANT == 5: the last row of every histogram tile is skipped
+ */
+#ifndef GBML_PLANT
+#define GBML_PLANT 0
+#endif
+
+#define RING_SLOTS 4			/* pinned staging buffers for streaming bins in */
+#define HIST_THREADS 256
+#define TILE_ROWS 2048			/* rows one histogram thread block reads */
+#define ROW_THREADS 256			/* threads per block of the per-row kernels */
+
+typedef unsigned long long u64;
+
+typedef struct gpu_boost_state
+{
+	int64_t		n_rows;
+	int			n_features;
+	int64_t		block_rows;
+	int64_t		n_blocks;
+	int64_t		total_bins;
+	int			max_slots;
+	int64_t    *feat_off;		/* host copy, n_features + 1 */
+
+	uint8_t    *d_bins;
+	uint16_t   *d_leaf;
+	int64_t    *d_gq;
+	int64_t    *d_hq;
+	int16_t    *d_slot_of;
+	int64_t    *d_feat_off;
+	gbml_boost_hist_bin *d_hist;
+	bool		tree_packed;	/* the current tree's gradients are packed (no hq) */
+
+	uint8_t    *ring[RING_SLOTS];
+	cudaEvent_t ring_done[RING_SLOTS];
+	bool		ring_used[RING_SLOTS];
+	int			ring_next;
+	size_t		ring_bytes;
+
+	size_t		shared_limit;	/* dynamic shared memory one block may use */
+} gpu_boost_state;
+
+/* ---- kernels ---- */
+
+/* Feature f's bin of global row r (block-local feature-major layout). */
+__device__ __forceinline__ static uint8_t
+bin_of_row(const uint8_t *bins, int64_t n_rows, int n_features, int64_t block_rows, int f, int64_t r)
+{
+	int64_t		b = r / block_rows;
+	int64_t		start = b * block_rows;
+	int64_t		len = n_rows - start < block_rows ? n_rows - start : block_rows;
+
+	return bins[start * n_features + (int64_t) f * len + (r - start)];
+}
+
+/* leaf[r] |= (bin(feature) > border) << level, as gbml_boost_leaf_update. */
+__global__ static void
+leaf_update_kernel(const uint8_t *bins, int64_t n_rows, int n_features, int64_t block_rows,
+				   int feature, int border, int level, uint16_t *leaf)
+{
+	int64_t		r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+#if GBML_PLANT == 2
+	if (r < n_rows)
+		leaf[r] |= (uint16_t) ((bin_of_row(bins, n_rows, n_features, block_rows, feature, r) >= border) << level);
+#else
+	if (r < n_rows)
+		leaf[r] |= (uint16_t) ((bin_of_row(bins, n_rows, n_features, block_rows, feature, r) > border) << level);
+#endif
+}
+
+typedef struct tree_splits
+{
+	int32_t		feature[GBML_BOOST_MAX_DEPTH];
+	int32_t		border[GBML_BOOST_MAX_DEPTH];
+} tree_splits;
+
+/* leaf[r] = the leaf index of a whole tree, as add_tree_from_bins computes it. */
+__global__ static void
+tree_leaves_kernel(const uint8_t *bins, int64_t n_rows, int n_features, int64_t block_rows,
+				   tree_splits s, int depth, uint16_t *leaf)
+{
+	int64_t		r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (r < n_rows)
+	{
+		int			idx = 0;
+
+		for (int l = 0; l < depth; l++)
+			idx |= (bin_of_row(bins, n_rows, n_features, block_rows, s.feature[l], r) > s.border[l]) << l;
+		leaf[r] = (uint16_t) idx;
+	}
+}
+
+/* What a histogram launch reads; passed by value. */
+typedef struct hist_args
+{
+	const uint8_t *bins;
+	const uint16_t *leaf;
+	const int16_t *slot_of;
+	const int64_t *gq;
+	const int64_t *hq;			/* NULL: packed, only g accumulates */
+	const int64_t *feat_off;
+	int64_t		n_rows;
+	int			n_features;
+	int64_t		block_rows;
+	int64_t		total_bins;
+	int			n_slots;
+	int			tiles_per_block;	/* row tiles per bin block */
+	int			features_per_group;
+	gbml_boost_hist_bin *hist;	/* n_slots x total_bins, zeroed */
+} hist_args;
+
+/* The rows [*r0, *r1) of this thread block's tile and its bin block's base and length. */
+__device__ __forceinline__ static void
+tile_rows(const hist_args *a, int64_t *r0, int64_t *r1, const uint8_t **base, int64_t *len)
+{
+	int64_t		b = blockIdx.x / a->tiles_per_block;
+	int64_t		t = blockIdx.x % a->tiles_per_block;
+	int64_t		start = b * a->block_rows;
+
+	*len = a->n_rows - start < a->block_rows ? a->n_rows - start : a->block_rows;
+	*r0 = t * TILE_ROWS;
+	*r1 = *r0 + TILE_ROWS < *len ? *r0 + TILE_ROWS : *len;
+	*base = a->bins + start * a->n_features;
+	*r0 += start;
+	*r1 += start;
+}
+
+__global__ static void __launch_bounds__(HIST_THREADS)
+hist_shared_kernel(hist_args a)
+{
+	GBML_DYNAMIC_SHARED(u64, sh);
+	int			f0 = blockIdx.y * a.features_per_group;
+	int			f1 = f0 + a.features_per_group < a.n_features ? f0 + a.features_per_group : a.n_features;
+	int64_t		gb0 = a.feat_off[f0];
+	int64_t		group_bins = a.feat_off[f1] - gb0;
+	int64_t		entries = (int64_t) a.n_slots * group_bins;
+	int64_t		r0,
+				r1,
+				len,
+				start;
+	const uint8_t *base;
+
+	tile_rows(&a, &r0, &r1, &base, &len);
+	start = (base - a.bins) / a.n_features;
+	for (int64_t i = threadIdx.x; i < 2 * entries; i += blockDim.x)
+		sh[i] = 0;
+#if GBML_PLANT != 1
+	__syncthreads();
+#endif
+#if GBML_PLANT == 5
+	r1--;
+#endif
+
+	for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x)
+	{
+		int			slot = a.slot_of[a.leaf[r]];
+
+		if (slot < 0)
+			continue;
+		u64			g = (u64) a.gq[r];
+		u64			h = a.hq ? (u64) a.hq[r] : 0;
+		int64_t		local = r - start;
+		u64		   *slot_hist = sh + 2 * (int64_t) slot * group_bins;
+
+		for (int f = f0; f < f1; f++)
+		{
+			int64_t		e = a.feat_off[f] - gb0 + base[(int64_t) f * len + local];
+
+			atomicAdd(&slot_hist[2 * e], g);
+			if (a.hq)
+				atomicAdd(&slot_hist[2 * e + 1], h);
+		}
+	}
+	__syncthreads();
+
+#if GBML_PLANT == 3
+	entries--;
+#endif
+	for (int64_t i = threadIdx.x; i < entries; i += blockDim.x)
+	{
+		int64_t		slot = i / group_bins;
+		int64_t		e = i % group_bins;
+		u64		   *out = (u64 *) &a.hist[slot * a.total_bins + gb0 + e];
+
+		if (sh[2 * i] != 0)
+			atomicAdd(&out[0], sh[2 * i]);
+		if (sh[2 * i + 1] != 0)
+			atomicAdd(&out[1], sh[2 * i + 1]);
+	}
+}
+
+/* Deep trees: every (row, feature) adds straight into the global histogram. */
+__global__ static void __launch_bounds__(HIST_THREADS)
+hist_global_kernel(hist_args a)
+{
+	int64_t		r0,
+				r1,
+				len;
+	const uint8_t *base;
+	int64_t		start;
+
+	tile_rows(&a, &r0, &r1, &base, &len);
+	start = (base - a.bins) / a.n_features;
+	for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x)
+	{
+		int			slot = a.slot_of[a.leaf[r]];
+
+		if (slot < 0)
+			continue;
+		u64			g = (u64) a.gq[r];
+		u64			h = a.hq ? (u64) a.hq[r] : 0;
+
+		for (int f = (int) blockIdx.y; f < a.n_features; f += (int) gridDim.y)
+		{
+			u64		   *out = (u64 *) &a.hist[(int64_t) slot * a.total_bins + a.feat_off[f] +
+											 base[(int64_t) f * len + (r - start)]];
+
+			atomicAdd(&out[0], g);
+			if (a.hq)
+				atomicAdd(&out[1], h);
+		}
+	}
+}
+
+/* ---- host side ---- */
+
+static gpu_boost_state *
+state_of(gbml_gpu_ctx *ctx)
+{
+	if (ctx->boost == NULL)
+		gpu_fail("GPU boosting: boost_begin was not called");
+	return ctx->boost;
+}
+
+extern "C" int
+gpu_boost_begin(gbml_gpu_ctx *ctx, const gbml_gpu_boost_shape *shape)
+{
+	gpu_boost_state *s;
+	cudaDeviceProp prop;
+	int64_t		n = shape->n_rows;
+
+	if (ctx->boost != NULL)
+		return gpu_fail("GPU boosting: boost_begin called twice on one context");
+	if (shape->n_features < 1 || n < 1 || shape->block_rows < 1 || shape->block_rows > 65536 ||
+		shape->max_slots < 1 || shape->max_slots > GBML_BOOST_SLOT_TABLE)
+		return gpu_fail("GPU boosting: bad shape (%lld rows, %d features)", (long long) n, shape->n_features);
+	s = (gpu_boost_state *) calloc(1, sizeof(gpu_boost_state) + sizeof(int64_t) * (size_t) (shape->n_features + 1));
+	if (s == NULL)
+		return gpu_fail("out of host memory for the GPU boosting state");
+	ctx->boost = s;
+	s->n_rows = n;
+	s->n_features = shape->n_features;
+	s->block_rows = shape->block_rows;
+	s->n_blocks = shape->n_blocks;
+	s->total_bins = shape->total_bins;
+	s->max_slots = shape->max_slots;
+	s->feat_off = (int64_t *) (s + 1);
+	memcpy(s->feat_off, shape->feat_off, sizeof(int64_t) * (size_t) (shape->n_features + 1));
+
+	if (gpu_check(cudaGetDeviceProperties(&prop, ctx->device), "cudaGetDeviceProperties"))
+		return 1;
+	s->shared_limit = prop.sharedMemPerBlockOptin > prop.sharedMemPerBlock ? prop.sharedMemPerBlockOptin
+		: prop.sharedMemPerBlock;
+	if (gpu_check(cudaFuncSetAttribute(hist_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+									   (int) s->shared_limit), "cudaFuncSetAttribute"))
+		return 1;
+
+	/* the bins first: they are the big allocation, and the budget error should name them */
+	if ((s->d_bins = (uint8_t *) gpu_alloc_device(ctx, (size_t) n * (size_t) s->n_features, "the bins")) == NULL ||
+		(s->d_leaf = (uint16_t *) gpu_alloc_device(ctx, (size_t) n * sizeof(uint16_t), "the leaf indices")) == NULL ||
+		(s->d_gq = (int64_t *) gpu_alloc_device(ctx, (size_t) n * sizeof(int64_t), "the gradients")) == NULL ||
+		(s->d_hq = (int64_t *) gpu_alloc_device(ctx, (size_t) n * sizeof(int64_t), "the hessians")) == NULL ||
+		(s->d_slot_of = (int16_t *) gpu_alloc_device(ctx, sizeof(int16_t) * GBML_BOOST_SLOT_TABLE, "the slot table")) == NULL ||
+		(s->d_feat_off = (int64_t *) gpu_alloc_device(ctx, sizeof(int64_t) * (size_t) (s->n_features + 1), "the bin offsets")) == NULL ||
+		(s->d_hist = (gbml_boost_hist_bin *) gpu_alloc_device(ctx, sizeof(gbml_boost_hist_bin) * (size_t) s->max_slots *
+															  (size_t) s->total_bins, "the histograms")) == NULL)
+		return 1;
+	if (gpu_upload(ctx, s->d_feat_off, s->feat_off, sizeof(int64_t) * (size_t) (s->n_features + 1), "cudaMemcpyAsync(bin offsets)"))
+		return 1;
+	s->ring_bytes = (size_t) s->block_rows * (size_t) s->n_features;
+	for (int i = 0; i < RING_SLOTS; i++)
+		if ((s->ring[i] = (uint8_t *) gpu_alloc_pinned(ctx, s->ring_bytes, "bin staging")) == NULL ||
+			(s->ring_done[i] = gpu_event(ctx)) == NULL)
+			return 1;
+	/* the offsets came from the caller's memory: done before we return */
+	return gpu_sync(ctx, "cudaStreamSynchronize(boost_begin)");
+}
+
+extern "C" int
+gpu_boost_put_bins(gbml_gpu_ctx *ctx, int64_t block, const uint8_t *bins, int64_t len)
+{
+	gpu_boost_state *s = state_of(ctx);
+	int			slot;
+	size_t		bytes;
+
+	if (s == NULL)
+		return 1;
+	if (block < 0 || block >= s->n_blocks || len < 1 || len > s->block_rows ||
+		block * s->block_rows + len > s->n_rows)
+		return gpu_fail("GPU boosting: bin block %lld of %lld rows is out of range", (long long) block, (long long) len);
+	slot = s->ring_next;
+	s->ring_next = (s->ring_next + 1) % RING_SLOTS;
+	/* the staging buffer is free once the copy that last read it has run */
+	if (s->ring_used[slot] && !(GBML_PLANT == 4) &&
+		gpu_check(cudaEventSynchronize(s->ring_done[slot]), "cudaEventSynchronize(bin staging)"))
+		return 1;
+	bytes = (size_t) len * (size_t) s->n_features;
+	memcpy(s->ring[slot], bins, bytes);
+	if (gpu_upload(ctx, s->d_bins + (size_t) block * (size_t) s->block_rows * (size_t) s->n_features,
+				   s->ring[slot], bytes, "cudaMemcpyAsync(bins)") ||
+		gpu_check(cudaEventRecord(s->ring_done[slot], ctx->stream), "cudaEventRecord(bin staging)"))
+		return 1;
+	s->ring_used[slot] = true;
+	return 0;
+}
+
+extern "C" int
+gpu_boost_begin_tree(gbml_gpu_ctx *ctx, const uint16_t *leaf, const int64_t *gq, const int64_t *hq)
+{
+	gpu_boost_state *s = state_of(ctx);
+	size_t		n;
+
+	if (s == NULL)
+		return 1;
+	n = (size_t) s->n_rows;
+	s->tree_packed = hq == NULL;
+	if (gpu_upload(ctx, s->d_leaf, leaf, n * sizeof(uint16_t), "cudaMemcpyAsync(leaf indices)") ||
+		gpu_upload(ctx, s->d_gq, gq, n * sizeof(int64_t), "cudaMemcpyAsync(gradients)") ||
+		(hq && gpu_upload(ctx, s->d_hq, hq, n * sizeof(int64_t), "cudaMemcpyAsync(hessians)")))
+		return 1;
+	/* the caller rewrites these arrays for the next tree: let the copies finish */
+	return gpu_sync(ctx, "cudaStreamSynchronize(begin tree)");
+}
+
+static int
+launch_leaf_update(gbml_gpu_ctx *ctx, gpu_boost_state *s, int feature, int border, int level)
+{
+	unsigned	blocks = (unsigned) ((s->n_rows + ROW_THREADS - 1) / ROW_THREADS);
+
+	if (feature < 0 || feature >= s->n_features || level < 0 || level >= GBML_BOOST_MAX_DEPTH)
+		return gpu_fail("GPU boosting: bad split (feature %d, level %d)", feature, level);
+	GBML_LAUNCH(leaf_update_kernel, dim3(blocks), dim3(ROW_THREADS), 0, ctx->stream,
+				s->d_bins, s->n_rows, s->n_features, s->block_rows, feature, border, level, s->d_leaf);
+	return gpu_check(cudaGetLastError(), "leaf_update_kernel launch");
+}
+
+/* Features per shared-memory group for n_slots slots; 0 when one feature does not fit. */
+static int
+features_per_group(const gpu_boost_state *s, int n_slots)
+{
+	int			best = 0;
+
+	/* the largest run of consecutive features, from every start, that fits: use the worst case */
+	for (int k = 1; k <= s->n_features; k++)
+	{
+		int64_t		widest = 0;
+
+		for (int f0 = 0; f0 < s->n_features; f0 += k)
+		{
+			int			f1 = f0 + k < s->n_features ? f0 + k : s->n_features;
+			int64_t		w = s->feat_off[f1] - s->feat_off[f0];
+
+			if (w > widest)
+				widest = w;
+		}
+		if ((size_t) n_slots * (size_t) widest * sizeof(gbml_boost_hist_bin) > s->shared_limit)
+			break;
+		best = k;
+		if (k == s->n_features)
+			break;
+	}
+	return best;
+}
+
+extern "C" int
+gpu_boost_level(gbml_gpu_ctx *ctx, int level, int prev_feature, int prev_border,
+				const int16_t *slot_of, int n_slots, gbml_boost_hist_bin *hist)
+{
+	gpu_boost_state *s = state_of(ctx);
+	hist_args	a;
+	size_t		hist_bytes;
+	int			per_group;
+
+	if (s == NULL)
+		return 1;
+	if (n_slots < 1 || n_slots > s->max_slots)
+		return gpu_fail("GPU boosting: %d histogram slots, at most %d", n_slots, s->max_slots);
+	hist_bytes = sizeof(gbml_boost_hist_bin) * (size_t) n_slots * (size_t) s->total_bins;
+	if (gpu_upload(ctx, s->d_slot_of, slot_of, sizeof(int16_t) * GBML_BOOST_SLOT_TABLE, "cudaMemcpyAsync(slot table)"))
+		return 1;
+	if (level > 0 && launch_leaf_update(ctx, s, prev_feature, prev_border, level - 1))
+		return 1;
+	if (gpu_check(cudaMemsetAsync(s->d_hist, 0, hist_bytes, ctx->stream), "cudaMemsetAsync(histograms)"))
+		return 1;
+
+	memset(&a, 0, sizeof(a));
+	a.bins = s->d_bins;
+	a.leaf = s->d_leaf;
+	a.slot_of = s->d_slot_of;
+	a.gq = s->d_gq;
+	a.hq = s->tree_packed ? NULL : s->d_hq;
+	a.feat_off = s->d_feat_off;
+	a.n_rows = s->n_rows;
+	a.n_features = s->n_features;
+	a.block_rows = s->block_rows;
+	a.total_bins = s->total_bins;
+	a.n_slots = n_slots;
+	a.tiles_per_block = (int) ((s->block_rows + TILE_ROWS - 1) / TILE_ROWS);
+	a.hist = s->d_hist;
+	per_group = features_per_group(s, n_slots);
+	if (per_group > 0)
+	{
+		int			groups = (s->n_features + per_group - 1) / per_group;
+		int64_t		widest = 0;
+
+		for (int f0 = 0; f0 < s->n_features; f0 += per_group)
+		{
+			int			f1 = f0 + per_group < s->n_features ? f0 + per_group : s->n_features;
+
+			if (s->feat_off[f1] - s->feat_off[f0] > widest)
+				widest = s->feat_off[f1] - s->feat_off[f0];
+		}
+		a.features_per_group = per_group;
+		GBML_LAUNCH(hist_shared_kernel, dim3((unsigned) (s->n_blocks * a.tiles_per_block), (unsigned) groups),
+					dim3(HIST_THREADS), sizeof(gbml_boost_hist_bin) * (size_t) n_slots * (size_t) widest,
+					ctx->stream, a);
+		if (gpu_check(cudaGetLastError(), "hist_shared_kernel launch"))
+			return 1;
+	}
+	else
+	{
+		int			groups = s->n_features < 32 ? s->n_features : 32;
+
+		GBML_LAUNCH(hist_global_kernel, dim3((unsigned) (s->n_blocks * a.tiles_per_block), (unsigned) groups),
+					dim3(HIST_THREADS), 0, ctx->stream, a);
+		if (gpu_check(cudaGetLastError(), "hist_global_kernel launch"))
+			return 1;
+	}
+	if (gpu_check(cudaMemcpyAsync(hist, s->d_hist, hist_bytes, cudaMemcpyDeviceToHost, ctx->stream),
+				  "cudaMemcpyAsync(histograms to host)"))
+		return 1;
+	return gpu_sync(ctx, "histogram pass");
+}
+
+extern "C" int
+gpu_boost_end_tree(gbml_gpu_ctx *ctx, int level, int feature, int border, uint16_t *leaf_out)
+{
+	gpu_boost_state *s = state_of(ctx);
+
+	if (s == NULL)
+		return 1;
+	if (launch_leaf_update(ctx, s, feature, border, level) ||
+		gpu_check(cudaMemcpyAsync(leaf_out, s->d_leaf, sizeof(uint16_t) * (size_t) s->n_rows,
+								  cudaMemcpyDeviceToHost, ctx->stream), "cudaMemcpyAsync(leaf indices to host)"))
+		return 1;
+	return gpu_sync(ctx, "leaf update");
+}
+
+extern "C" int
+gpu_boost_tree_leaves(gbml_gpu_ctx *ctx, int depth, const int32_t *features, const int32_t *borders,
+					  uint16_t *leaf_out)
+{
+	gpu_boost_state *s = state_of(ctx);
+	tree_splits t;
+	unsigned	blocks;
+
+	if (s == NULL)
+		return 1;
+	if (depth < 1 || depth > GBML_BOOST_MAX_DEPTH)
+		return gpu_fail("GPU boosting: bad tree depth %d", depth);
+	memset(&t, 0, sizeof(t));
+	for (int l = 0; l < depth; l++)
+	{
+		if (features[l] < 0 || features[l] >= s->n_features)
+			return gpu_fail("GPU boosting: bad split feature %d", features[l]);
+		t.feature[l] = features[l];
+		t.border[l] = borders[l];
+	}
+	blocks = (unsigned) ((s->n_rows + ROW_THREADS - 1) / ROW_THREADS);
+	GBML_LAUNCH(tree_leaves_kernel, dim3(blocks), dim3(ROW_THREADS), 0, ctx->stream,
+				s->d_bins, s->n_rows, s->n_features, s->block_rows, t, depth, s->d_leaf);
+	if (gpu_check(cudaGetLastError(), "tree_leaves_kernel launch") ||
+		gpu_check(cudaMemcpyAsync(leaf_out, s->d_leaf, sizeof(uint16_t) * (size_t) s->n_rows,
+								  cudaMemcpyDeviceToHost, ctx->stream), "cudaMemcpyAsync(leaf indices to host)"))
+		return 1;
+	return gpu_sync(ctx, "tree leaves");
+}

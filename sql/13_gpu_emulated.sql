@@ -1,0 +1,97 @@
+-- The GPU backend through SQL, on the CPU emulation of CUDA (gbml_cuda_emu):
+-- every boosting loss trains on the GPU with the CPU's model bytes; device
+-- choice, budget, fallbacks and errors; nothing held on the device after
+-- trainings, errors and 100 cancelled trainings.
+SET gbml.progress_interval = 0;
+LOAD 'gbml';
+-- only a superuser picks the library, and only a plain name in $libdir
+CREATE ROLE gbml_gpu_user;
+SET ROLE gbml_gpu_user;
+SET gbml.cuda_library = 'gbml_cuda_emu';
+RESET ROLE;
+SET gbml.cuda_library = '../../tmp/evil';
+SET gbml.cuda_library = 'gbml_cuda_emu';
+SELECT id, name, compute_capability, emulated, memory_mb > 0 AS has_memory FROM gbml.devices();
+
+CREATE TABLE gpu_rows AS
+SELECT i, ARRAY[(hashint4(i) % 1000) / 1000.0, (hashint4(i + 7) % 100) / 100.0, (i % 13) / 13.0,
+                CASE WHEN i % 17 = 0 THEN 'NaN' ELSE (hashint4(i * 3) % 50) / 50.0 END,
+                (i % 5)]::real[] AS f,
+       ((hashint4(i) % 1000) / 500.0 + (i % 13) / 13.0 + (hashint4(i * 11) % 10) / 20.0)::real AS y,
+       (i / 19)::bigint AS g, (1 + i % 4)::real AS w, i % 2 AS part
+  FROM generate_series(1, 2500) AS i;
+
+-- every loss: the GPU gives the CPU's bytes (subsample and a deep tree too)
+SELECT loss,
+       (SELECT gbml.boost_fit(f, CASE WHEN loss = 'Logloss' THEN (y > 1.5)::int::real WHEN grouped THEN round(y)::real ELSE y END,
+                              CASE WHEN grouped THEN g END, params || '{"device": "cpu"}') FROM gpu_rows)
+     = (SELECT gbml.boost_fit(f, CASE WHEN loss = 'Logloss' THEN (y > 1.5)::int::real WHEN grouped THEN round(y)::real ELSE y END,
+                              CASE WHEN grouped THEN g END, params || '{"device": "gpu"}') FROM gpu_rows) AS same_bytes,
+       gbml.last_training_report() ->> 'device' AS last_device,
+       gbml.last_training_report() ->> 'gpu_backend' AS backend
+  FROM (VALUES ('RMSE', false, jsonb_build_object('loss', 'RMSE', 'iterations', 15)),
+               ('RMSE', false, jsonb_build_object('loss', 'RMSE', 'iterations', 4, 'depth', 9, 'border_count', 255, 'subsample', 0.8)),
+               ('Logloss', false, jsonb_build_object('loss', 'Logloss', 'iterations', 15, 'subsample', 0.7)),
+               ('QueryRMSE', true, jsonb_build_object('loss', 'QueryRMSE', 'iterations', 10)),
+               ('PairLogit', true, jsonb_build_object('loss', 'PairLogit', 'iterations', 10)),
+               ('YetiRank', true, jsonb_build_object('loss', 'YetiRank', 'iterations', 10, 'subsample', 0.8)),
+               ('LambdaMART', true, jsonb_build_object('loss', 'LambdaMART', 'iterations', 10))) AS c(loss, grouped, params)
+ ORDER BY 1, 2;
+
+-- GROUP BY: one model per group, each the CPU's
+SELECT part, cpu.model = gpu.model AS same_bytes
+  FROM (SELECT part, gbml.boost_fit(f, y, '{"iterations": 8, "device": "cpu"}') AS model FROM gpu_rows GROUP BY part) cpu
+  JOIN (SELECT part, gbml.boost_fit(f, y, '{"iterations": 8, "device": "gpu"}') AS model FROM gpu_rows GROUP BY part) gpu
+ USING (part) ORDER BY part;
+
+-- the registry: eval set, early stopping, the device recorded in gbml.models
+SELECT gbml.train('gpu_ranker', 'boost', 'SELECT f AS features, round(y)::real AS label, g AS group_id FROM gpu_rows',
+                  '{"iterations": 40, "eval_fraction": 0.25, "early_stopping_rounds": 5, "device": "gpu"}') > 0 AS trained;
+SELECT gbml.train('gpu_ranker', 'boost', 'SELECT f AS features, round(y)::real AS label, g AS group_id FROM gpu_rows',
+                  '{"iterations": 40, "eval_fraction": 0.25, "early_stopping_rounds": 5, "device": "cpu"}') > 0 AS trained;
+SELECT version, device, (timings ->> 'device') AS report_device,
+       md5(model) = (SELECT md5(model) FROM gbml.models WHERE name = 'gpu_ranker' AND version = 1) AS same_as_v1
+  FROM gbml.models WHERE name = 'gpu_ranker' ORDER BY version;
+
+-- auto never picks the emulation; a kernel-less algorithm says it trains on the CPU
+SELECT length(gbml.boost_fit(f, y, '{"iterations": 2, "device": "auto"}')) > 0 AS trained,
+       gbml.last_training_report() ->> 'device' AS device FROM gpu_rows;
+SELECT gbml.kmeans_assign(gbml.kmeans_fit(f[1:3], 3, '{"device": "gpu", "random_seed": 1}'), ARRAY[0.5, 0.5, 0.5]::real[]) >= 0 AS clustered
+  FROM gpu_rows;
+
+-- the GPU memory budget: an ERROR with a hint under "gpu"; a wrong library or gpu_id is clear too
+SELECT gbml.boost_fit(f, y, '{"iterations": 2, "device": "gpu", "gpu_memory_limit_mb": 0.01}') FROM gpu_rows;
+SET gbml.gpu_memory_limit = '1MB';
+SELECT gbml.boost_fit(f, y, '{"iterations": 2, "device": "gpu"}') IS NOT NULL AS fits_in_1mb FROM gpu_rows;
+RESET gbml.gpu_memory_limit;
+SELECT gbml.boost_fit(f, y, '{"iterations": 2, "device": "gpu", "gpu_id": 3}') FROM gpu_rows;
+SET gbml.cuda_library = 'gbml_no_such_backend';
+SELECT gbml.boost_fit(f, y, '{"iterations": 2, "device": "gpu"}') FROM gpu_rows;
+SELECT count(*) AS devices FROM gbml.devices();
+SET gbml.cuda_library = 'gbml_cuda_emu';
+
+-- nothing held on the device between trainings
+SELECT gbml.gpu_resources() - 'backend' AS held;
+
+-- 100 trainings cancelled by statement_timeout in the middle: nothing leaks
+CREATE TABLE cancel_outcomes (outcome text);
+CREATE FUNCTION try_gpu_fit() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM gbml.boost_fit(f, y, '{"iterations": 100000, "device": "gpu"}') FROM gpu_rows;
+    INSERT INTO cancel_outcomes VALUES ('finished');
+EXCEPTION WHEN query_canceled THEN
+    INSERT INTO cancel_outcomes VALUES ('canceled');
+END $$;
+SET statement_timeout = '120ms';
+\set ECHO none
+\o /dev/null
+SELECT 'SELECT try_gpu_fit()' FROM generate_series(1, 100) \gexec
+\o
+\set ECHO all
+RESET statement_timeout;
+SELECT outcome, count(*) FROM cancel_outcomes GROUP BY outcome;
+SELECT gbml.gpu_resources() - 'backend' AS held_after_cancels;
+DROP FUNCTION try_gpu_fit();
+DROP TABLE cancel_outcomes, gpu_rows;
+DELETE FROM gbml.models WHERE name = 'gpu_ranker';
+DROP ROLE gbml_gpu_user;

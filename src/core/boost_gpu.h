@@ -1,0 +1,60 @@
+/*
+ * boost_gpu.h — the boosting trainer's door to the GPU backend: choosing
+ * the device for one training (auto's size threshold and budget fallback),
+ * opening the device context and streaming the bins into it, the per-tree
+ * and per-level calls, and backend failures as engine errors.
+ *
+ * boost.c keeps the algorithm: the device only replaces the histogram pass
+ * and the leaf-index updates, with the same exact integer sums
+ * (boost_histogram.h), so a GPU training gives the CPU training's bytes.
+ */
+#ifndef GBML_BOOST_GPU_H
+#define GBML_BOOST_GPU_H
+
+#include "backend.h"
+#include "boost_histogram.h"
+#include "boost_quantize.h"
+#include "env.h"
+
+/*
+ * Under "auto", the GPU trains only from this many bin bytes (rows x
+ * features) up.  Below it the per-level round trips cost more than the
+ * histogram pass they replace.  Not yet measured on a card (no GPU was
+ * available when it was set): 2^22 is 40,000 rows x 100 features.
+ */
+#define GBML_BOOST_GPU_AUTO_MIN_BYTES ((int64_t) 1 << 22)
+
+typedef struct gbml_boost_gpu
+{
+	gbml_env   *env;
+	const gbml_backend *b;
+	gbml_gpu_ctx *ctx;
+} gbml_boost_gpu;
+
+/*
+ * Whether this training runs on the GPU (env->device, and under auto the
+ * size threshold); writes the reason to env->device_note and the log.
+ */
+bool		gbml_boost_gpu_wanted(gbml_env *env, int64_t n_rows, int n_features);
+
+/*
+ * Opens the device context, sizes it for the bins and row state, and
+ * streams every bin block to the device (the caller may free the host bins
+ * afterwards).  Under auto, a training over the GPU budget falls back:
+ * returns GBML_OK with g->ctx NULL and a NOTICE.
+ */
+int			gbml_boost_gpu_open(gbml_boost_gpu *g, gbml_env *env, const gbml_boost_bins *bins,
+								int n_features, const int64_t *feat_off, int64_t total_bins,
+								int max_slots);
+void		gbml_boost_gpu_close(gbml_boost_gpu *g);
+
+int			gbml_boost_gpu_begin_tree(gbml_boost_gpu *g, const uint16_t *leaf, const int64_t *gq,
+									  const int64_t *hq);
+int			gbml_boost_gpu_level(gbml_boost_gpu *g, int level, int prev_feature, int prev_border,
+								 const int16_t *slot_of, int n_slots, gbml_boost_hist_bin *hist);
+int			gbml_boost_gpu_end_tree(gbml_boost_gpu *g, int level, int feature, int border,
+									uint16_t *leaf_out);
+int			gbml_boost_gpu_tree_leaves(gbml_boost_gpu *g, int depth, const int32_t *features,
+									   const int32_t *borders, uint16_t *leaf_out);
+
+#endif

@@ -1,0 +1,332 @@
+/*
+ * gpu_train_check.c — whole boosting trainings on the GPU backend against
+ * the CPU backend: the same rows, params and seed must give the same model
+ * bytes for every loss, with subsampling, eval sets, early stopping and the
+ * best-model cut, shallow and deep trees.  Then what must not leak or crash:
+ * the GPU budget (an error, or under auto a CPU fallback with the CPU's
+ * bytes), CUDA failures injected into the emulation (an error naming the
+ * call), and cancelled trainings (nothing held afterwards).
+ */
+#include "gpu_check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algorithm.h"
+#include "dataset.h"
+#include "rng.h"
+#include "../unit/test_util.h"
+
+typedef struct data_spec
+{
+	int64_t		n;
+	int			n_features;
+	bool		groups;			/* rows in query groups, graded labels */
+	bool		binary;			/* 0/1 labels */
+	bool		weights;
+	double		missing;		/* share of NaN features */
+} data_spec;
+
+/* A random dataset (deterministic in seed); labels depend on the first features. */
+static void
+make_data(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t seed)
+{
+	gbml_rng	rng;
+	float	   *x = malloc(sizeof(float) * (size_t) s->n_features);
+
+	gbml_rng_seed(&rng, seed);
+	gbml_dataset_init(ds, true);
+	for (int64_t i = 0; i < s->n; i++)
+	{
+		gbml_row	row;
+		double		y = 0;
+
+		for (int f = 0; f < s->n_features; f++)
+		{
+			x[f] = (float) (gbml_rng_uniform(&rng) * 4 - 2);
+			if (f < 4)
+				y += (f + 1) * x[f] * (f % 2 ? 1 : -1);
+			if (gbml_rng_uniform(&rng) < s->missing)
+				x[f] = NAN;
+		}
+		y += gbml_rng_uniform(&rng);
+		memset(&row, 0, sizeof(row));
+		row.x = x;
+		row.n_features = s->n_features;
+		if (s->binary)
+			row.label = y > 0 ? 1.0f : 0.0f;
+		else if (s->groups)
+			row.label = (float) (y > 2 ? 3 : y > 0.5 ? 2 : y > -1 ? 1 : 0);
+		else
+			row.label = (float) y;
+		row.group = (int64_t) (i / 17);
+		row.group_is_null = !s->groups;
+		row.weight = s->weights ? (float) (0.5 + gbml_rng_uniform(&rng)) : 1.0f;
+		row.weight_is_null = !s->weights;
+		if (gbml_dataset_append(ds, env, &row, true) != GBML_OK)
+			printf("# append: %s\n", env->error);
+	}
+	free(x);
+}
+
+typedef struct train_case
+{
+	const char *name;
+	data_spec	data;
+	gbml_param_value params[8];
+	int			n_params;
+} train_case;
+
+/* Notices the trainer sends (the auto fallback's). */
+static char last_notice[512];
+
+static void
+record_notice(void *ctx, int level, const char *msg)
+{
+	(void) ctx;
+	if (level == GBML_LOG_NOTICE)
+		snprintf(last_notice, sizeof(last_notice), "%s", msg);
+}
+
+/* Trains one case on the CPU (gpu false) or the GPU; returns the status. */
+static int
+train(const train_case *c, bool gpu, bool automatic, size_t gpu_budget, gbml_env *env, uint8_t **model,
+	  size_t *len, int threads)
+{
+	gbml_dataset ds;
+	int			rc;
+
+	gbml_env_init_malloc(env, threads);
+	env->notice_fn = record_notice;
+	if (gpu)
+	{
+		env->device = GBML_DEVICE_GPU;
+		env->device_auto = automatic;
+		env->gpu = gc_backend;
+		env->gpu_memory_limit = gpu_budget;
+	}
+	make_data(&ds, env, &c->data, 42);
+	*model = NULL;
+	*len = 0;
+	rc = gbml_train_values(env, "boost", c->params, c->n_params, &ds, NULL, model, len);
+	gbml_dataset_free(&ds, env);
+	return rc;
+}
+
+static const train_case cases[] = {
+	{"RMSE, depth 6", {3001, 8, false, false, false, 0.05}, {{0}}, 0},
+	{"RMSE with weights and subsample", {2500, 6, false, false, true, 0}, {{0}}, 0},
+	{"Logloss, subsample 0.7", {2000, 7, false, true, false, 0.1}, {{0}}, 0},
+	{"QueryRMSE", {1700, 5, true, false, false, 0}, {{0}}, 0},
+	{"PairLogit", {1700, 5, true, false, false, 0}, {{0}}, 0},
+	{"YetiRank, eval set, early stopping, best model", {2500, 6, true, false, false, 0.02}, {{0}}, 0},
+	{"LambdaMART", {1700, 5, true, false, false, 0}, {{0}}, 0},
+	{"RMSE depth 9, 255 borders (global-memory histograms)", {1500, 3, false, false, false, 0}, {{0}}, 0},
+};
+
+/* The params of case i (tu_num needs run time). */
+static void
+case_params(train_case *c, int i)
+{
+	int			k = 0;
+
+	if (i != 5 && i != 7)
+		c->params[k++] = tu_num("iterations", 12);
+	switch (i)
+	{
+		case 1:
+			c->params[k++] = tu_num("subsample", 0.6);
+			break;
+		case 2:
+			c->params[k++] = tu_str("loss", "Logloss");
+			c->params[k++] = tu_num("subsample", 0.7);
+			break;
+		case 3:
+			c->params[k++] = tu_str("loss", "QueryRMSE");
+			break;
+		case 4:
+			c->params[k++] = tu_str("loss", "PairLogit");
+			break;
+		case 5:
+			c->params[k++] = tu_str("loss", "YetiRank");
+			c->params[k++] = tu_num("eval_fraction", 0.25);
+			c->params[k++] = tu_num("early_stopping_rounds", 3);
+			c->params[k++] = tu_num("iterations", 30);
+			break;
+		case 6:
+			c->params[k++] = tu_str("loss", "LambdaMART");
+			c->params[k++] = tu_num("subsample", 0.8);
+			break;
+		case 7:
+			c->params[k++] = tu_num("depth", 9);
+			c->params[k++] = tu_num("border_count", 255);
+			c->params[k++] = tu_num("iterations", 4);
+			break;
+	}
+	c->n_params = k;
+}
+
+static void
+equivalence_checks(bool quick)
+{
+	int			n = (int) (sizeof(cases) / sizeof(cases[0]));
+
+	for (int i = 0; i < n; i++)
+	{
+		train_case	c = cases[i];
+		gbml_env	ecpu,
+					egpu;
+		uint8_t    *mcpu,
+				   *mgpu;
+		size_t		lcpu,
+					lgpu;
+		int			rc_cpu,
+					rc_gpu;
+
+		if (quick && i % 2 == 1 && i != 5)
+			continue;
+		case_params(&c, i);
+		rc_cpu = train(&c, false, false, 0, &ecpu, &mcpu, &lcpu, 2);
+		rc_gpu = train(&c, true, false, 0, &egpu, &mgpu, &lgpu, 1 + i % 2);
+		if (rc_gpu != GBML_OK)
+			printf("# GPU training: %s\n", egpu.error);
+		gc_check(rc_cpu == GBML_OK && rc_gpu == GBML_OK && egpu.device == GBML_DEVICE_GPU &&
+				 lcpu == lgpu && memcmp(mcpu, mgpu, lcpu) == 0,
+				 "same model bytes on the GPU as on the CPU: %s (%zu bytes)", c.name, lcpu);
+		gbml_free(&ecpu, mcpu);
+		gbml_free(&egpu, mgpu);
+	}
+	gc_check(gc_no_resources(), "no GPU resources left after the trainings");
+}
+
+static void
+budget_checks(void)
+{
+	train_case	c = cases[0];
+	gbml_env	e1,
+				e2,
+				e3;
+	uint8_t    *m1,
+			   *m2,
+			   *m3;
+	size_t		l1,
+				l2,
+				l3;
+	int			rc;
+
+	/* big enough for auto to want the GPU (GBML_BOOST_GPU_AUTO_MIN_BYTES) */
+	c.data.n = 42000;
+	c.data.n_features = 100;
+	c.params[0] = tu_num("iterations", 2);
+	c.n_params = 1;
+	rc = train(&c, true, false, 4096, &e1, &m1, &l1, 2);
+	gc_check(rc == GBML_EGPUBUDGET && strstr(e1.error, "budget") != NULL,
+			 "device gpu over the GPU budget is an error: %s", e1.error);
+	last_notice[0] = '\0';
+	rc = train(&c, true, true, 4096, &e2, &m2, &l2, 2);
+	(void) train(&c, false, false, 0, &e3, &m3, &l3, 2);
+	gc_check(rc == GBML_OK && e2.device == GBML_DEVICE_CPU && strstr(last_notice, "CPU") != NULL &&
+			 l2 == l3 && memcmp(m2, m3, l2) == 0,
+			 "device auto over the GPU budget trains on the CPU with a notice (\"%s\")", last_notice);
+	gbml_free(&e1, m1);
+	gbml_free(&e2, m2);
+	gbml_free(&e3, m3);
+	gc_check(gc_no_resources(), "no GPU resources left after the budget checks");
+}
+
+/* CUDA failures at many points of a training: an error naming the call, nothing left behind. */
+static void
+fault_checks(void)
+{
+	gc_emu_fail_after_fn fail_after = gc_emu_fail_after();
+	train_case	c = cases[0];
+	int			errors = 0,
+				named = 0,
+				clean = 0,
+				tries = 0;
+	char		example[600] = "";
+
+	if (fail_after == NULL)
+	{
+		printf("# fault injection: only on the emulation\n");
+		return;
+	}
+	case_params(&c, 0);
+	for (long long k = 1; k < 400; k += k < 20 ? 1 : 37)
+	{
+		gbml_env	e;
+		uint8_t    *m;
+		size_t		l;
+		int			rc;
+
+		fail_after(k);
+		rc = train(&c, true, false, 0, &e, &m, &l, 2);
+		fail_after(-1);
+		tries++;
+		if (rc != GBML_OK)
+		{
+			errors++;
+			if (rc == GBML_EDEVICE && strstr(e.error, "failed: ") != NULL && strstr(e.error, "cuda") != NULL)
+				named++;
+			else
+				printf("# unexpected failure %d: %s\n", rc, e.error);
+			if (example[0] == '\0')
+				snprintf(example, sizeof(example), "%s", e.error);
+		}
+		clean += gc_no_resources();
+		gbml_free(&e, m);
+	}
+	gc_check(errors > 0 && named == errors, "%d of %d injected CUDA failures became errors naming the call (\"%s\")",
+			 named, errors, example);
+	gc_check(clean == tries, "nothing held after any of the %d injected failures", tries);
+}
+
+static bool
+cancel_at_third(void *ctx, const gbml_progress_info *info)
+{
+	(void) ctx;
+	return info->iteration >= 3;
+}
+
+static void
+cancel_checks(int rounds)
+{
+	train_case	c = cases[0];
+	int			cancelled = 0,
+				clean = 0;
+
+	case_params(&c, 0);
+	c.data.n = 1200;
+	for (int i = 0; i < rounds; i++)
+	{
+		gbml_env	e;
+		gbml_dataset ds;
+		uint8_t    *m = NULL;
+		size_t		l = 0;
+		int			rc;
+
+		gbml_env_init_malloc(&e, 2);
+		e.device = GBML_DEVICE_GPU;
+		e.gpu = gc_backend;
+		e.progress_fn = cancel_at_third;
+		make_data(&ds, &e, &c.data, (uint64_t) i);
+		rc = gbml_train_values(&e, "boost", c.params, c.n_params, &ds, NULL, &m, &l);
+		gbml_dataset_free(&ds, &e);
+		cancelled += rc == GBML_ECANCELLED;
+		clean += gc_no_resources();
+		gbml_free(&e, m);
+	}
+	gc_check(cancelled == rounds && clean == rounds, "%d GPU trainings cancelled at the third tree: %d cancelled, %d left nothing held",
+			 rounds, cancelled, clean);
+}
+
+void
+gc_training_checks(bool quick)
+{
+	equivalence_checks(quick);
+	budget_checks();
+	fault_checks();
+	cancel_checks(quick ? 20 : 100);
+}
