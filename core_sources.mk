@@ -13,6 +13,8 @@ CORE_SOURCES = \
 	src/core/env.c \
 	src/core/strbuf.c \
 	src/core/dataset.c \
+	src/core/dataset_stored.c \
+	src/core/chunk_store_gpu.c \
 	src/core/params.c \
 	src/core/model_format.c \
 	src/core/algorithm.c \

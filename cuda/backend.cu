@@ -24,6 +24,17 @@ extern "C" int gpu_boost_level(gbml_gpu_ctx *ctx, int level, int prev_feature, i
 extern "C" int gpu_boost_end_tree(gbml_gpu_ctx *ctx, int level, int feature, int border, uint16_t *leaf_out);
 extern "C" int gpu_boost_tree_leaves(gbml_gpu_ctx *ctx, int depth, const int32_t *features,
 									 const int32_t *borders, uint16_t *leaf_out);
+extern "C" int gpu_boost_bin_rows(gbml_gpu_ctx *ctx, const int64_t *src, const int *border_count,
+								  const int64_t *border_off, const float *border_values);
+
+/* chunk_store.cu */
+extern "C" float *gpu_chunk_buffer(gbml_gpu_ctx *ctx, int64_t rows, int n_features);
+extern "C" int gpu_chunk_put(gbml_gpu_ctx *ctx, const float *x, int64_t n_rows, int n_features);
+extern "C" int gpu_chunk_fetch(gbml_gpu_ctx *ctx, const int64_t *src, int64_t n, float *out);
+extern "C" int gpu_chunk_permute(gbml_gpu_ctx *ctx, const int64_t *src, int64_t n, int64_t first_rows,
+								 int64_t chunk_rows);
+extern "C" void gpu_chunk_release(gbml_gpu_ctx *ctx);
+extern "C" int gpu_chunk_missing(gbml_gpu_ctx *ctx, uint8_t *out);
 
 static int
 record(cudaError_t err, const char *what)
@@ -179,6 +190,13 @@ static const struct gbml_backend cuda_backend = {
 	gpu_boost_level,
 	gpu_boost_end_tree,
 	gpu_boost_tree_leaves,
+	gpu_chunk_buffer,
+	gpu_chunk_put,
+	gpu_chunk_fetch,
+	gpu_chunk_permute,
+	gpu_chunk_release,
+	gpu_chunk_missing,
+	gpu_boost_bin_rows,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct gbml_backend *

@@ -501,6 +501,17 @@ gpu_boost_end_tree(gbml_gpu_ctx *ctx, int level, int feature, int border, uint16
 }
 
 extern "C" int
+gpu_boost_bin_rows(gbml_gpu_ctx *ctx, const int64_t *src, const int *border_count, const int64_t *border_off,
+				   const float *border_values)
+{
+	gpu_boost_state *s = state_of(ctx);
+
+	if (s == NULL)
+		return 1;
+	return gpu_chunk_bin_rows(ctx, s->d_bins, src, s->n_rows, s->block_rows, border_count, border_off, border_values);
+}
+
+extern "C" int
 gpu_boost_tree_leaves(gbml_gpu_ctx *ctx, int depth, const int32_t *features, const int32_t *borders,
 					  uint16_t *leaf_out)
 {

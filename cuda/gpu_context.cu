@@ -220,6 +220,7 @@ gpu_ctx_destroy(gbml_gpu_ctx *ctx)
 			break;
 		}
 	free(ctx->boost);
+	gpu_chunk_state_free(ctx);
 	free(ctx);
 }
 

@@ -22,6 +22,7 @@ extern "C" {
 #include <stdint.h>
 
 struct gpu_boost_state;
+struct gpu_chunk_state;
 
 /* One tracked resource of a context. */
 typedef enum gpu_resource_kind
@@ -52,6 +53,7 @@ struct gbml_gpu_ctx
 	double		h2d_bytes;		/* bytes copied host -> device */
 	double		wait_seconds;	/* time spent waiting on the device */
 	struct gpu_boost_state *boost;
+	struct gpu_chunk_state *chunks;	/* stored dataset chunks (chunk_store.cu) */
 	gbml_gpu_ctx *next_live;	/* the process's list of live contexts */
 };
 
@@ -72,6 +74,13 @@ void	   *gpu_alloc_pinned(gbml_gpu_ctx *ctx, size_t bytes, const char *what);
 cudaEvent_t gpu_event(gbml_gpu_ctx *ctx);
 /* Frees one tracked resource (device, pinned or event) now. */
 void		gpu_release(gbml_gpu_ctx *ctx, void *ptr);
+
+/* Frees the chunk store's host-side state (chunk_store.cu). */
+extern "C" void gpu_chunk_state_free(gbml_gpu_ctx *ctx);
+/* Bins of the training rows from the stored chunks into d_bins (chunk_store.cu). */
+extern "C" int gpu_chunk_bin_rows(gbml_gpu_ctx *ctx, uint8_t *d_bins, const int64_t *src, int64_t n,
+								  int64_t block_rows, const int *border_count, const int64_t *border_off,
+								  const float *border_values);
 
 /* Waits for the context's stream, counting the time as waiting. */
 int			gpu_sync(gbml_gpu_ctx *ctx, const char *what);

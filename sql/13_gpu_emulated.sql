@@ -53,6 +53,37 @@ SELECT version, device, (timings ->> 'device') AS report_device,
        md5(model) = (SELECT md5(model) FROM gbml.models WHERE name = 'gpu_ranker' AND version = 1) AS same_as_v1
   FROM gbml.models WHERE name = 'gpu_ranker' ORDER BY version;
 
+-- rows stream to the device during the scan (once the first chunk is full: 8,192 rows of
+-- 40 features here), in any order, and train the CPU's bytes; a parallel plan's partial
+-- states stay on the host and give the same bytes too
+CREATE TABLE wide_rows AS
+SELECT i, array_agg(CASE WHEN (i + j) % 53 = 0 THEN 'NaN'::real ELSE ((hashint4(i * 41 + j) % 1000) / 1000.0)::real END ORDER BY j) AS f,
+       ((hashint4(i * 41 + 1) % 1000) / 1000.0 + (hashint4(i * 41 + 2) % 1000) / 500.0)::real AS y
+  FROM generate_series(1, 20000) AS i, generate_series(1, 40) AS j GROUP BY i;
+SELECT (SELECT gbml.boost_fit(f, y, '{"iterations": 6, "device": "cpu"}') FROM wide_rows)
+     = (SELECT gbml.boost_fit(f, y, '{"iterations": 6, "device": "gpu"}') FROM (SELECT * FROM wide_rows ORDER BY hashint4(i)) s) AS same_bytes,
+       gbml.last_training_report() ->> 'device_note' AS how;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SET max_parallel_workers_per_gather = 2;
+ALTER TABLE wide_rows SET (parallel_workers = 2);
+SELECT (SELECT gbml.boost_fit(f, y, '{"iterations": 6, "device": "cpu"}') FROM wide_rows)
+     = (SELECT gbml.boost_fit(f, y, '{"iterations": 6, "device": "gpu"}') FROM wide_rows) AS same_bytes_parallel;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+RESET max_parallel_workers_per_gather;
+SELECT gbml.train('gpu_streamed', 'boost', 'SELECT f AS features, y AS label FROM wide_rows',
+                  '{"iterations": 6, "eval_fraction": 0.2, "device": "gpu"}') > 0 AS trained;
+SELECT gbml.train('gpu_streamed', 'boost', 'SELECT f AS features, y AS label FROM wide_rows ORDER BY i DESC',
+                  '{"iterations": 6, "eval_fraction": 0.2, "device": "cpu"}') > 0 AS trained;
+SELECT version, device, timings ->> 'device_note' AS how,
+       md5(model) = (SELECT md5(model) FROM gbml.models WHERE name = 'gpu_streamed' AND version = 1) AS same_as_v1
+  FROM gbml.models WHERE name = 'gpu_streamed' ORDER BY version;
+DELETE FROM gbml.models WHERE name = 'gpu_streamed';
+DROP TABLE wide_rows;
+
 -- auto never picks the emulation; a kernel-less algorithm says it trains on the CPU
 SELECT length(gbml.boost_fit(f, y, '{"iterations": 2, "device": "auto"}')) > 0 AS trained,
        gbml.last_training_report() ->> 'device' AS device FROM gpu_rows;

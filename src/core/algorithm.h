@@ -62,6 +62,8 @@ typedef struct gbml_algorithm
 	 * budget).  Without one, device "gpu" trains on the CPU with a NOTICE.
 	 */
 	bool		gpu_trains;
+	/* The trainer takes rows streamed to a GPU chunk store during the scan (dataset.h). */
+	bool		gpu_streams;
 
 	/* Optional: input flags from parsed params (e.g. label needed only for some losses). */
 	unsigned	(*input_flags_fn) (const void *params);

@@ -139,6 +139,30 @@ struct gbml_backend
 								   uint16_t *leaf_out);
 	int			(*boost_tree_leaves) (gbml_gpu_ctx *ctx, int depth, const int32_t *features,
 									  const int32_t *borders, uint16_t *leaf_out);
+
+	/*
+	 * The chunk store: dataset chunks resident on the device (dataset.h).
+	 * chunk_buffer hands out a pinned host buffer for the next chunk's
+	 * features (one of a ring of two; it waits until that buffer's last
+	 * copy has run), chunk_put stores the filled buffer (or any host
+	 * memory) as the next chunk, asynchronously when it is the ring's.
+	 * Rows are addressed chunk << 32 | row.  chunk_fetch copies rows to the
+	 * host; chunk_permute replaces the chunks with the listed rows in that
+	 * order (first chunk first_rows rows, then chunk_rows each);
+	 * chunk_release frees them all.  boost_bin_rows (after boost_begin)
+	 * fills the device bins of training row i from stored row src[i] with
+	 * the given borders (boost_quantize.h's bin of a value).
+	 */
+	float	   *(*chunk_buffer) (gbml_gpu_ctx *ctx, int64_t rows, int n_features);
+	int			(*chunk_put) (gbml_gpu_ctx *ctx, const float *x, int64_t n_rows, int n_features);
+	int			(*chunk_fetch) (gbml_gpu_ctx *ctx, const int64_t *src, int64_t n, float *out);
+	int			(*chunk_permute) (gbml_gpu_ctx *ctx, const int64_t *src, int64_t n, int64_t first_rows,
+								  int64_t chunk_rows);
+	void		(*chunk_release) (gbml_gpu_ctx *ctx);
+	/* out[f] = 1 when a stored row has NaN or -Infinity in feature f, else 0. */
+	int			(*chunk_missing) (gbml_gpu_ctx *ctx, uint8_t *out);
+	int			(*boost_bin_rows) (gbml_gpu_ctx *ctx, const int64_t *src, const int *border_count,
+								   const int64_t *border_off, const float *border_values);
 };
 
 typedef struct gbml_backend gbml_backend;

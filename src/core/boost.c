@@ -35,6 +35,7 @@
  */
 #include "boost.h"
 #include "boost_gpu.h"
+#include "chunk_store_gpu.h"
 #include "boost_histogram.h"
 #include "boost_loss.h"
 #include "boost_quantize.h"
@@ -96,7 +97,8 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 typedef struct boost_data
 {
 	int64_t		n;
-	const float **rows;			/* n pointers to n_features floats */
+	const float **rows;			/* n pointers to n_features floats (host rows) */
+	int64_t    *src;			/* rows in a chunk store: n addresses (chunk << 32 | row) instead */
 	float	   *label;
 	float	   *weight;			/* NULL when every weight is 1 */
 	int64_t		n_groups;		/* 0 without group ids */
@@ -125,6 +127,7 @@ static void
 data_free(boost_data *d, gbml_env *env)
 {
 	gbml_free(env, d->rows);
+	gbml_free(env, d->src);
 	gbml_free(env, d->label);
 	gbml_free(env, d->weight);
 	gbml_free(env, d->group_off);
@@ -138,7 +141,10 @@ gather_row(boost_data *d, int64_t i, const gbml_dataset *ds, int c, int64_t r)
 {
 	const gbml_chunk *ch = ds->chunks[c];
 
-	d->rows[i] = ch->x + (size_t) r * ds->n_features;
+	if (d->src)
+		d->src[i] = ((int64_t) c << 32) | r;
+	else
+		d->rows[i] = ch->x + (size_t) r * ds->n_features;
 	d->label[i] = ch->label[r];
 	if (d->weight)
 		d->weight[i] = ch->weight[r];
@@ -158,11 +164,14 @@ data_prepare(const gbml_dataset *ds, boost_data *d, gbml_env *env)
 
 	memset(d, 0, sizeof(*d));
 	d->n = n;
-	d->rows = gbml_alloc_array(env, (size_t) n, sizeof(float *));
+	if (ds->store)
+		d->src = gbml_alloc_array(env, (size_t) n, sizeof(int64_t));
+	else
+		d->rows = gbml_alloc_array(env, (size_t) n, sizeof(float *));
 	d->label = gbml_alloc_array(env, (size_t) n, sizeof(float));
 	if (ds->has_weight)
 		d->weight = gbml_alloc_array(env, (size_t) n, sizeof(float));
-	if (d->rows == NULL || d->label == NULL || (ds->has_weight && d->weight == NULL))
+	if ((d->rows == NULL && d->src == NULL) || d->label == NULL || (ds->has_weight && d->weight == NULL))
 		goto fail;
 	if (ds->group_state <= 0)
 	{
@@ -866,11 +875,31 @@ last_split_newton_sums(trainer *T, int feature, int border, int64_t *sums)
  * is freed: the device's is the only one), else settles on the CPU.
  */
 static int
-setup_device(trainer *T)
+setup_device(trainer *T, const gbml_dataset *ds)
 {
 	gbml_env   *env = T->env;
 	int			rc;
 
+	if (ds->store)
+	{
+		gbml_gpu_ctx *ctx = gbml_chunk_store_gpu_ctx(ds->store);
+
+		if (ctx == NULL || env->gpu == NULL)
+			return gbml_error(env, GBML_EDEVICE, "boost: the rows are in %s memory that this trainer cannot use",
+							  ds->store->residence);
+		if ((rc = gbml_boost_gpu_open_stored(&T->gpu, env, ctx, &T->bins, T->n_features, T->feat_off,
+											 T->total_bins, (int) T->max_slots, T->train.src,
+											 &T->borders)) != GBML_OK)
+			return rc;
+		/* quantized: the float rows and their addresses are not needed any more */
+		ds->store->release(ds->store);
+		gbml_free(env, T->train.src);
+		T->train.src = NULL;
+		T->on_gpu = true;
+		env->device = GBML_DEVICE_GPU;
+		snprintf(env->device_note, sizeof(env->device_note), "device gpu: rows streamed to the device during the scan");
+		return GBML_OK;
+	}
 	if (gbml_boost_gpu_wanted(env, T->train.n, T->n_features))
 	{
 		if ((rc = gbml_boost_gpu_open(&T->gpu, env, &T->bins, T->n_features, T->feat_off, T->total_bins,
@@ -971,8 +1000,17 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 	if ((rc = gbml_boost_borders_build(ds, (int) p->border_count, p->border_sample_size,
 									   (uint64_t) p->random_seed, &T->borders, env)) != GBML_OK)
 		return rc;
-	if ((rc = gbml_boost_bins_build(T->train.rows, n, T->n_features, &T->borders, BLOCK_ROWS,
-									&T->bins, env)) != GBML_OK)
+	if (ds->store)
+	{
+		/* the rows are on the device: the bins are made there (setup_device) */
+		T->bins.n_rows = n;
+		T->bins.block_rows = BLOCK_ROWS;
+		T->bins.n_blocks = (n + BLOCK_ROWS - 1) / BLOCK_ROWS;
+		if ((T->bins.blocks = gbml_alloc0(env, sizeof(uint8_t *) * (size_t) T->bins.n_blocks)) == NULL)
+			return env->error_code;
+	}
+	else if ((rc = gbml_boost_bins_build(T->train.rows, n, T->n_features, &T->borders, BLOCK_ROWS,
+										 &T->bins, env)) != GBML_OK)
 		return rc;
 	T->feat_off = gbml_alloc_array(env, (size_t) T->n_features + 1, sizeof(int64_t));
 	if (T->feat_off == NULL)
@@ -985,7 +1023,7 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 	/* working arrays */
 	T->depth = (int) p->depth;
 	T->max_slots = T->depth >= 2 ? (int64_t) 1 << (T->depth - 2) : 1;
-	if ((rc = setup_device(T)) != GBML_OK)
+	if ((rc = setup_device(T, ds)) != GBML_OK)
 		return rc;
 	T->pred = gbml_alloc_array(env, (size_t) n, sizeof(double));
 	T->grad = gbml_alloc_array(env, (size_t) n, sizeof(double));
@@ -1712,6 +1750,7 @@ const gbml_algorithm gbml_algorithm_boost = {
 	.input_flags = GBML_INPUT_LABEL | GBML_INPUT_MISSING,
 	.outputs = GBML_OUT_SCORE | GBML_OUT_PROBA,
 	.gpu_trains = true,
+	.gpu_streams = true,
 	.train = boost_train,
 	.load = boost_load,
 	.unload = boost_unload,

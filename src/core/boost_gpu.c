@@ -47,6 +47,11 @@ gbml_boost_gpu_close(gbml_boost_gpu *g)
 {
 	if (g->ctx == NULL)
 		return;
+	if (!g->owns_ctx)
+	{
+		g->ctx = NULL;			/* the chunk store destroys it (and reports its figures) */
+		return;
+	}
 	g->env->gpu_memory_peak = (double) g->b->ctx_memory_peak(g->ctx);
 	g->b->ctx_transfer_stats(g->ctx, &g->env->gpu_h2d_bytes, &g->env->gpu_wait_seconds);
 	if (g->env->gpu_ctx_fn)
@@ -55,21 +60,12 @@ gbml_boost_gpu_close(gbml_boost_gpu *g)
 	g->ctx = NULL;
 }
 
-int
-gbml_boost_gpu_open(gbml_boost_gpu *g, gbml_env *env, const gbml_boost_bins *bins,
-					int n_features, const int64_t *feat_off, int64_t total_bins, int max_slots)
+/* boost_begin for the bins' shape. */
+static int
+begin(gbml_boost_gpu *g, const gbml_boost_bins *bins, int n_features, const int64_t *feat_off,
+	  int64_t total_bins, int max_slots)
 {
 	gbml_gpu_boost_shape shape;
-	int			rc;
-
-	memset(g, 0, sizeof(*g));
-	g->env = env;
-	g->b = env->gpu;
-	g->ctx = g->b->ctx_create(env->gpu_id, env->gpu_memory_limit);
-	if (g->ctx == NULL)
-		return gbml_error(env, GBML_EDEVICE, "GPU context: %s", g->b->last_error());
-	if (env->gpu_ctx_fn)
-		env->gpu_ctx_fn(env->gpu_ctx_hook_ctx, g->b, g->ctx, true);
 
 	memset(&shape, 0, sizeof(shape));
 	shape.n_rows = bins->n_rows;
@@ -80,9 +76,46 @@ gbml_boost_gpu_open(gbml_boost_gpu *g, gbml_env *env, const gbml_boost_bins *bin
 	shape.total_bins = total_bins;
 	shape.max_slots = max_slots;
 	shape.packed = true;
-	if (g->b->boost_begin(g->ctx, &shape) != 0)
+	return g->b->boost_begin(g->ctx, &shape) != 0 ? backend_error(g, "boosting setup") : GBML_OK;
+}
+
+int
+gbml_boost_gpu_open_stored(gbml_boost_gpu *g, gbml_env *env, gbml_gpu_ctx *ctx, const gbml_boost_bins *bins,
+						   int n_features, const int64_t *feat_off, int64_t total_bins, int max_slots,
+						   const int64_t *src, const gbml_boost_borders *borders)
+{
+	int			rc;
+
+	memset(g, 0, sizeof(*g));
+	g->env = env;
+	g->b = env->gpu;
+	g->ctx = ctx;
+	g->owns_ctx = false;
+	if ((rc = begin(g, bins, n_features, feat_off, total_bins, max_slots)) != GBML_OK)
+		return rc;
+	if (g->b->boost_bin_rows(g->ctx, src, borders->count, borders->offset, borders->values) != 0)
+		return backend_error(g, "quantization");
+	return GBML_OK;
+}
+
+int
+gbml_boost_gpu_open(gbml_boost_gpu *g, gbml_env *env, const gbml_boost_bins *bins,
+					int n_features, const int64_t *feat_off, int64_t total_bins, int max_slots)
+{
+	int			rc;
+
+	memset(g, 0, sizeof(*g));
+	g->env = env;
+	g->b = env->gpu;
+	g->owns_ctx = true;
+	g->ctx = g->b->ctx_create(env->gpu_id, env->gpu_memory_limit);
+	if (g->ctx == NULL)
+		return gbml_error(env, GBML_EDEVICE, "GPU context: %s", g->b->last_error());
+	if (env->gpu_ctx_fn)
+		env->gpu_ctx_fn(env->gpu_ctx_hook_ctx, g->b, g->ctx, true);
+
+	if ((rc = begin(g, bins, n_features, feat_off, total_bins, max_slots)) != GBML_OK)
 	{
-		rc = backend_error(g, "boosting setup");
 		if (rc == GBML_EGPUBUDGET && env->device_auto)
 		{
 			/* auto: the CPU trains instead, and the user hears why */

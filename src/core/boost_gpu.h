@@ -29,6 +29,7 @@ typedef struct gbml_boost_gpu
 	gbml_env   *env;
 	const gbml_backend *b;
 	gbml_gpu_ctx *ctx;
+	bool		owns_ctx;		/* false: the dataset's chunk store owns it */
 } gbml_boost_gpu;
 
 /*
@@ -46,6 +47,15 @@ bool		gbml_boost_gpu_wanted(gbml_env *env, int64_t n_rows, int n_features);
 int			gbml_boost_gpu_open(gbml_boost_gpu *g, gbml_env *env, const gbml_boost_bins *bins,
 								int n_features, const int64_t *feat_off, int64_t total_bins,
 								int max_slots);
+/*
+ * The same for rows already on the device (a dataset streamed into a GPU
+ * chunk store during the scan): trains in the store's context, quantizes
+ * training row i from stored row src[i] there; nothing crosses the bus.
+ */
+int			gbml_boost_gpu_open_stored(gbml_boost_gpu *g, gbml_env *env, gbml_gpu_ctx *ctx,
+									   const gbml_boost_bins *bins, int n_features, const int64_t *feat_off,
+									   int64_t total_bins, int max_slots, const int64_t *src,
+									   const gbml_boost_borders *borders);
 void		gbml_boost_gpu_close(gbml_boost_gpu *g);
 
 int			gbml_boost_gpu_begin_tree(gbml_boost_gpu *g, const uint16_t *leaf, const int64_t *gq,

@@ -189,14 +189,22 @@ choose_borders(const uint32_t *v, int64_t m, int max_borders, float *out)
 }
 
 /* Per-feature "has a missing value" flags over every row (NaN or -Inf). */
-static void
-scan_missing(const gbml_dataset *ds, bool *has_missing)
+static int
+scan_missing(const gbml_dataset *ds, bool *has_missing, gbml_env *env)
 {
 	int			d = ds->n_features;
 
 	memset(has_missing, 0, sizeof(bool) * d);
 	if (!ds->has_missing)
-		return;
+		return GBML_OK;
+	if (ds->store)
+	{
+		/* the rows are where the store keeps them: it scans them there */
+		if (ds->store->missing(ds->store, has_missing) != 0)
+			return gbml_error(env, ds->store->error_code(ds->store), "scanning for missing values (rows in %s memory): %s",
+							  ds->store->residence, ds->store->error(ds->store));
+		return GBML_OK;
+	}
 	for (int c = 0; c < ds->n_chunks; c++)
 	{
 		const gbml_chunk *ch = ds->chunks[c];
@@ -210,6 +218,58 @@ scan_missing(const gbml_dataset *ds, bool *has_missing)
 					has_missing[j] = true;
 		}
 	}
+	return GBML_OK;
+}
+
+/*
+ * Selection sampling (Knuth's algorithm S) over the canonical order: exactly
+ * m rows, as pointers into sample[].  Rows a chunk store holds are fetched
+ * into *fetched (allocated here, the caller frees it).
+ */
+static int
+draw_sample(const gbml_dataset *ds, int64_t m, uint64_t seed, const float **sample, float **fetched,
+			int64_t *taken_out, gbml_env *env)
+{
+	gbml_rng	rng;
+	int64_t		n = ds->n_rows,
+				seen = 0,
+				taken = 0;
+	int64_t    *addr = NULL;
+	int			d = ds->n_features;
+
+	*fetched = NULL;
+	if (ds->store && (addr = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(int64_t))) == NULL)
+		return env->error_code;
+	gbml_rng_stream(&rng, seed, 0x626f7264);	/* "bord" */
+	for (int c = 0; c < ds->n_chunks && taken < m; c++)
+	{
+		const gbml_chunk *ch = ds->chunks[c];
+
+		for (int64_t r = 0; r < ch->n_rows && taken < m; r++, seen++)
+		{
+			if (m == n || (double) (n - seen) * gbml_rng_uniform(&rng) < (double) (m - taken))
+			{
+				if (addr)
+					addr[taken] = ((int64_t) c << 32) | r;
+				else
+					sample[taken] = ch->x + (size_t) r * d;
+				taken++;
+			}
+		}
+	}
+	*taken_out = taken;
+	if (addr == NULL)
+		return GBML_OK;
+	if ((*fetched = gbml_alloc_array(env, (size_t) (taken > 0 ? taken : 1) * (size_t) d, sizeof(float))) == NULL ||
+		gbml_dataset_fetch_rows(ds, addr, taken, *fetched, env) != GBML_OK)
+	{
+		gbml_free(env, addr);
+		return env->error_code;
+	}
+	for (int64_t i = 0; i < taken; i++)
+		sample[i] = *fetched + (size_t) i * d;
+	gbml_free(env, addr);
+	return GBML_OK;
 }
 
 int
@@ -220,6 +280,7 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 	int64_t		n = ds->n_rows;
 	int64_t		m = n < sample_size ? n : sample_size;
 	const float **sample = NULL;
+	float	   *fetched = NULL;
 	float	   *colbuf = NULL;
 	uint32_t   *scratch = NULL;
 	float	   *chosen = NULL;
@@ -243,27 +304,9 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 		rc = env->error_code;
 		goto done;
 	}
-	scan_missing(ds, out->has_missing);
-
-	/* Selection sampling (Knuth's algorithm S) over the canonical order: exactly m rows. */
-	{
-		gbml_rng	rng;
-		int64_t		seen = 0,
-					taken = 0;
-
-		gbml_rng_stream(&rng, seed, 0x626f7264);	/* "bord" */
-		for (int c = 0; c < ds->n_chunks && taken < m; c++)
-		{
-			const gbml_chunk *ch = ds->chunks[c];
-
-			for (int64_t r = 0; r < ch->n_rows && taken < m; r++, seen++)
-			{
-				if (m == n || (double) (n - seen) * gbml_rng_uniform(&rng) < (double) (m - taken))
-					sample[taken++] = ch->x + (size_t) r * d;
-			}
-		}
-		m = taken;
-	}
+	if ((rc = scan_missing(ds, out->has_missing, env)) != GBML_OK ||
+		(rc = draw_sample(ds, m, seed, sample, &fetched, &m, env)) != GBML_OK)
+		goto done;
 
 	batch = (int64_t) (SAMPLE_BATCH_BYTES / ((size_t) (m > 0 ? m : 1) * sizeof(float)));
 	if (batch < 1)
@@ -334,6 +377,7 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 
 done:
 	gbml_free(env, sample);
+	gbml_free(env, fetched);
 	gbml_free(env, colbuf);
 	gbml_free(env, scratch);
 	gbml_free(env, chosen);

@@ -3,6 +3,7 @@
  * serialization of the chunked training set.
  */
 #include "dataset.h"
+#include "dataset_internal.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -24,12 +25,14 @@ gbml_dataset_init(gbml_dataset *ds, bool allow_missing)
 	ds->prefault_at = -1;
 }
 
-static void
-chunk_free(gbml_chunk *c, gbml_env *env)
+void
+gbml_ds_chunk_free(gbml_chunk *c, gbml_env *env)
 {
 	if (c == NULL)
 		return;
-	gbml_free(env, c->x);
+	if (c->hash == NULL)
+		gbml_free(env, c->x);	/* a stored chunk's x is the store's buffer */
+	gbml_free(env, c->hash);
 	gbml_free(env, c->label);
 	gbml_free(env, c->group);
 	gbml_free(env, c->weight);
@@ -189,7 +192,7 @@ gbml_dataset_finish_appends(gbml_dataset *ds, gbml_env *env)
 	if (ds->prefault == NULL)
 		return;
 	gbml_dataset_stop_prefault(ds);
-	chunk_free(ds->prefault->spare, env);
+	gbml_ds_chunk_free(ds->prefault->spare, env);
 	gbml_free(env, ds->prefault);
 	ds->prefault = NULL;
 }
@@ -199,11 +202,12 @@ gbml_dataset_free(gbml_dataset *ds, gbml_env *env)
 {
 	gbml_dataset_finish_appends(ds, env);
 	for (int i = 0; i < ds->n_chunks; i++)
-		chunk_free(ds->chunks[i], env);
+		gbml_ds_chunk_free(ds->chunks[i], env);
 	gbml_free(env, ds->chunks);
 	ds->chunks = NULL;
 	ds->n_chunks = ds->chunks_cap = 0;
 	ds->n_rows = 0;
+	gbml_ds_stored_free(ds, env);
 }
 
 /* Allocates a chunk able to hold `capacity` rows. */
@@ -221,7 +225,7 @@ chunk_alloc(gbml_env *env, int n_features, int64_t capacity)
 	c->weight = gbml_alloc_array(env, (size_t) capacity, sizeof(float));
 	if (c->x == NULL || c->label == NULL || c->group == NULL || c->weight == NULL)
 	{
-		chunk_free(c, env);
+		gbml_ds_chunk_free(c, env);
 		return NULL;
 	}
 	return c;
@@ -249,8 +253,8 @@ chunk_grow(gbml_chunk *c, gbml_env *env, int n_features, int64_t new_capacity)
 	return GBML_OK;
 }
 
-static int
-push_chunk(gbml_dataset *ds, gbml_env *env, gbml_chunk *c)
+int
+gbml_ds_push_chunk(gbml_dataset *ds, gbml_env *env, gbml_chunk *c)
 {
 	if (ds->n_chunks == ds->chunks_cap)
 	{
@@ -267,8 +271,8 @@ push_chunk(gbml_dataset *ds, gbml_env *env, gbml_chunk *c)
 }
 
 /* Capacity at which the first chunk stops growing: full size, or GROW_LIMIT_BYTES. */
-static int64_t
-first_chunk_limit(const gbml_dataset *ds)
+int64_t
+gbml_ds_first_chunk_limit(const gbml_dataset *ds)
 {
 	size_t		row_bytes = (size_t) ds->n_features * sizeof(float) + 16;
 	int64_t		cap = ds->chunk_rows < FIRST_CHUNK_CAPACITY ? ds->chunk_rows : FIRST_CHUNK_CAPACITY;
@@ -285,6 +289,8 @@ writable_chunk(gbml_dataset *ds, gbml_env *env)
 	gbml_chunk *c = ds->n_chunks ? ds->chunks[ds->n_chunks - 1] : NULL;
 	bool		from_spare;
 
+	if (ds->store || gbml_ds_stored_should_start(ds))
+		return gbml_ds_stored_writable_chunk(ds, env);
 	if (c != NULL && c->n_rows < c->capacity)
 	{
 		if (c->n_rows == ds->prefault_at)
@@ -300,7 +306,7 @@ writable_chunk(gbml_dataset *ds, gbml_env *env)
 	 * full-size instead, so a big table never pays for copying a growing
 	 * chunk (2x its size in copies and fresh pages, on the backend's thread).
 	 */
-	if (c != NULL && c->capacity < first_chunk_limit(ds))
+	if (c != NULL && c->capacity < gbml_ds_first_chunk_limit(ds))
 	{
 		int64_t		cap = c->capacity * 2;
 
@@ -320,9 +326,9 @@ writable_chunk(gbml_dataset *ds, gbml_env *env)
 						: ds->chunk_rows);
 	if (c == NULL)
 		return NULL;
-	if (push_chunk(ds, env, c) != GBML_OK)
+	if (gbml_ds_push_chunk(ds, env, c) != GBML_OK)
 	{
-		chunk_free(c, env);
+		gbml_ds_chunk_free(c, env);
 		return NULL;
 	}
 	/*
@@ -444,6 +450,8 @@ gbml_dataset_append(gbml_dataset *ds, gbml_env *env, const gbml_row *row, bool r
 		ds->has_weight = true;
 	if (missing)
 		ds->has_missing = true;
+	if (ds->store)
+		gbml_ds_stored_note_row(ds, c, r);
 	ds->n_rows++;
 	return GBML_OK;
 }
@@ -462,6 +470,9 @@ gbml_dataset_merge(gbml_dataset *dst, gbml_dataset *src, gbml_env *env)
 		gbml_dataset_init(src, dst->allow_missing);
 		return GBML_OK;
 	}
+	if (dst->store || src->store)
+		return gbml_error(env, GBML_EINVAL, "internal: rows streamed to a chunk store cannot be merged "
+						  "(a parallel plan's partial states never stream)");
 	if (dst->n_features != src->n_features)
 		return gbml_error(env, GBML_EINVAL, "partial results have %d and %d features; every row needs the same number",
 						  dst->n_features, src->n_features);
@@ -469,7 +480,7 @@ gbml_dataset_merge(gbml_dataset *dst, gbml_dataset *src, gbml_env *env)
 		return gbml_error(env, GBML_EINVAL, "group_id is NULL in some rows and set in others");
 	for (int i = 0; i < src->n_chunks; i++)
 	{
-		int			rc = push_chunk(dst, env, src->chunks[i]);
+		int			rc = gbml_ds_push_chunk(dst, env, src->chunks[i]);
 
 		if (rc != GBML_OK)
 			return rc;
@@ -493,7 +504,7 @@ layout_is_serial(const gbml_dataset *ds)
 
 	for (int c = 0; c < ds->n_chunks; c++)
 	{
-		int64_t		want = c == 0 ? first_chunk_limit(ds) : ds->chunk_rows;
+		int64_t		want = c == 0 ? gbml_ds_first_chunk_limit(ds) : ds->chunk_rows;
 
 		if (want > left)
 			want = left;
@@ -507,7 +518,7 @@ layout_is_serial(const gbml_dataset *ds)
 /*
  * Rewrites a dataset whose chunks were put together by merges (a parallel
  * plan's partial states) into the layout serial appends give: target chunks
- * of first_chunk_limit rows, then chunk_rows each, filled by range copies
+ * of gbml_ds_first_chunk_limit rows, then chunk_rows each, filled by range copies
  * from the source chunks, each source freed once copied (at most one chunk
  * more in memory; no per-row validation, no pre-fault thread: the rows were
  * checked when they were appended).  Trainers that walk chunks (K-Means sums,
@@ -528,15 +539,15 @@ relayout(gbml_dataset *ds, gbml_env *env)
 	out.chunk_rows = ds->chunk_rows;
 	while (left > 0)
 	{
-		int64_t		want = out.n_chunks == 0 ? first_chunk_limit(ds) : ds->chunk_rows;
+		int64_t		want = out.n_chunks == 0 ? gbml_ds_first_chunk_limit(ds) : ds->chunk_rows;
 		gbml_chunk *c;
 
 		if (want > left)
 			want = left;
 		c = chunk_alloc(env, ds->n_features, want);
-		if (c == NULL || push_chunk(&out, env, c) != GBML_OK)
+		if (c == NULL || gbml_ds_push_chunk(&out, env, c) != GBML_OK)
 		{
-			chunk_free(c, env);
+			gbml_ds_chunk_free(c, env);
 			gbml_dataset_free(&out, env);
 			return env->error_code ? env->error_code : GBML_ENOMEM;
 		}
@@ -555,7 +566,7 @@ relayout(gbml_dataset *ds, gbml_env *env)
 			src_row += take;
 			if (src_row == s->n_rows)
 			{
-				chunk_free(s, env);
+				gbml_ds_chunk_free(s, env);
 				ds->chunks[src++] = NULL;
 				src_row = 0;
 			}
@@ -565,7 +576,7 @@ relayout(gbml_dataset *ds, gbml_env *env)
 	}
 	/* source chunks left over hold no rows (a merged empty state) */
 	for (; src < ds->n_chunks; src++)
-		chunk_free(ds->chunks[src], env);
+		gbml_ds_chunk_free(ds->chunks[src], env);
 	gbml_free(env, ds->chunks);
 	out.has_missing = ds->has_missing;
 	out.has_weight = ds->has_weight;
@@ -575,13 +586,6 @@ relayout(gbml_dataset *ds, gbml_env *env)
 }
 
 /* ---- canonical order ---- */
-
-typedef struct row_key
-{
-	uint64_t	hash;
-	int32_t		chunk;
-	int32_t		row;
-} row_key;
 
 static uint64_t
 hash_bytes(const void *data, size_t len, uint64_t h)
@@ -624,8 +628,8 @@ lane_step(uint64_t h, uint64_t w)
 	return h ^ (h >> 29);
 }
 
-static uint64_t
-hash_row(const float *x, size_t d, float label, int64_t group, float weight)
+uint64_t
+gbml_ds_hash_row(const float *x, size_t d, float label, int64_t group, float weight)
 {
 	const uint8_t *p = (const uint8_t *) x;
 	size_t		len = d * sizeof(float),
@@ -687,8 +691,8 @@ compare_rows(const gbml_dataset *ds, const row_key *a, const row_key *b)
 }
 
 /* LSD radix sort of keys by hash, 16 bits per pass; tmp has room for n keys. */
-static void
-radix_sort_keys(row_key *keys, row_key *tmp, int64_t n)
+void
+gbml_ds_sort_keys(row_key *keys, row_key *tmp, int64_t n)
 {
 	static uint32_t counts[65536];
 
@@ -813,6 +817,8 @@ gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env)
 	int			rc = GBML_OK;
 	size_t		d = (size_t) ds->n_features;
 
+	if (ds->store)
+		return gbml_ds_stored_canonicalize(ds, env);
 	if (n < 2)
 		return GBML_OK;
 	gbml_dataset_finish_appends(ds, env);
@@ -841,12 +847,12 @@ gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env)
 		for (int64_t r = 0; r < ch->n_rows; r++)
 		{
 			row_key    *k = &keys[chunk_start[c] + r];
-			k->hash = hash_row(ch->x + (size_t) r * d, d, ch->label[r], ch->group[r], ch->weight[r]);
+			k->hash = gbml_ds_hash_row(ch->x + (size_t) r * d, d, ch->label[r], ch->group[r], ch->weight[r]);
 			k->chunk = c;
 			k->row = (int32_t) r;
 		}
 	}
-	radix_sort_keys(keys, tmp, n);
+	gbml_ds_sort_keys(keys, tmp, n);
 	gbml_free(env, tmp);
 
 	/* equal hashes (collisions or duplicate rows): order by content, insertion sort per run */
@@ -969,9 +975,9 @@ gbml_dataset_deserialize(gbml_dataset *ds, gbml_env *env, const void *data, size
 		gbml_cursor_f32_array(&cur, c->label, rows);
 		memcpy(c->group, gbml_cursor_bytes(&cur, rows, 8), rows * 8);
 		gbml_cursor_f32_array(&cur, c->weight, rows);
-		if (push_chunk(ds, env, c) != GBML_OK)
+		if (gbml_ds_push_chunk(ds, env, c) != GBML_OK)
 		{
-			chunk_free(c, env);
+			gbml_ds_chunk_free(c, env);
 			gbml_dataset_free(ds, env);
 			return GBML_ENOMEM;
 		}
@@ -988,8 +994,8 @@ gbml_dataset_deserialize(gbml_dataset *ds, gbml_env *env, const void *data, size
 
 /* ---- eval split ---- */
 
-static bool
-held_out(uint64_t key, uint64_t seed, double fraction)
+bool
+gbml_ds_held_out(uint64_t key, uint64_t seed, double fraction)
 {
 	uint64_t	x = key ^ (seed * 0x9e3779b97f4a7c15ULL);
 	uint64_t	h = hash_bytes(&x, sizeof(x), 0x5851f42d4c957f2dULL);
@@ -1007,6 +1013,8 @@ gbml_dataset_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 	size_t		d = (size_t) ds->n_features;
 	int			rc;
 
+	if (ds->store)
+		return gbml_ds_stored_split_eval(ds, eval, fraction, seed, env);
 	gbml_dataset_init(eval, ds->allow_missing);
 	for (int c = 0; c < ds->n_chunks; c++)
 	{
@@ -1016,7 +1024,7 @@ gbml_dataset_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 		{
 			uint64_t	key = ds->group_state > 0 ? (uint64_t) ch->group[r] : (uint64_t) global;
 
-			if (held_out(key, seed, fraction))
+			if (gbml_ds_held_out(key, seed, fraction))
 			{
 				gbml_row row = {
 					.x = ch->x + r * d,.n_features = (int) d,.label = ch->label[r],
@@ -1053,7 +1061,7 @@ gbml_dataset_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 		int			keep = wc + (wc < ds->n_chunks && wr > 0 ? 1 : 0);
 
 		for (int c = keep; c < ds->n_chunks; c++)
-			chunk_free(ds->chunks[c], env);
+			gbml_ds_chunk_free(ds->chunks[c], env);
 		ds->n_chunks = keep;
 	}
 	ds->n_rows -= eval->n_rows;

@@ -11,6 +11,17 @@
  * Features are row-major inside a chunk: x[row * n_features + j].
  * NaN features are allowed only when the dataset was created with
  * allow_missing (boosting treats them as missing); labels must be finite.
+ *
+ * Where chunks live.  By default in host memory.  A dataset told where to
+ * stream (gbml_dataset_stream_to) opens that chunk store once its first
+ * chunk is full — small datasets, such as most GROUP BY groups, never do —
+ * and from then on keeps only the per-row state on the host (label, group,
+ * weight and the row's content hash): each chunk's features are written
+ * into a buffer the store hands out and, once the chunk is full, go to the
+ * store (the GPU: chunk_store_gpu.h; temporary files are the next
+ * residence).  Canonical order and the eval split then
+ * reorder the rows inside the store, and a trainer that needs a few rows on
+ * the host (a sample) fetches them.  Addresses of rows are chunk << 32 | row.
  */
 #ifndef GBML_DATASET_H
 #define GBML_DATASET_H
@@ -25,11 +36,39 @@ typedef struct gbml_chunk
 {
 	int64_t		n_rows;
 	int64_t		capacity;
-	float	   *x;				/* capacity * n_features */
+	float	   *x;				/* capacity * n_features; NULL once the store holds them */
 	float	   *label;
 	int64_t    *group;
 	float	   *weight;
+	uint64_t   *hash;			/* stored datasets: each row's canonical-order hash, else NULL */
 } gbml_chunk;
+
+/*
+ * A residence for chunks' features (see above).  Each call returns 0 on
+ * success; on failure error() says why and error_code() is GBML_EDEVICE,
+ * GBML_EGPUBUDGET, ... for gbml_error().
+ */
+typedef struct gbml_chunk_store gbml_chunk_store;
+struct gbml_chunk_store
+{
+	const char *residence;		/* "device" */
+	/* A buffer for the next chunk's features (rows x n_features floats). */
+	float	   *(*buffer) (gbml_chunk_store *s, int64_t rows, int n_features);
+	/* Stores the filled buffer as the next chunk (the buffer may be reused after the next buffer() call). */
+	int			(*put) (gbml_chunk_store *s, const float *x, int64_t n_rows, int n_features);
+	/* Copies the rows at src[0..n) into out (n x n_features). */
+	int			(*fetch) (gbml_chunk_store *s, const int64_t *src, int64_t n, float *out);
+	/* Keeps only the rows src[0..n), in that order: chunks of first_rows, then chunk_rows rows. */
+	int			(*permute) (gbml_chunk_store *s, const int64_t *src, int64_t n, int64_t first_rows,
+							int64_t chunk_rows);
+	/* out[f] = some stored row has NaN or -Infinity in feature f. */
+	int			(*missing) (gbml_chunk_store *s, bool *out);
+	/* The features are not needed any more (a trainer has what it needs). */
+	void		(*release) (gbml_chunk_store *s);
+	void		(*destroy) (gbml_chunk_store *s);
+	const char *(*error) (gbml_chunk_store *s);
+	int			(*error_code) (gbml_chunk_store *s);
+};
 
 typedef struct gbml_dataset
 {
@@ -45,6 +84,9 @@ typedef struct gbml_dataset
 	bool		has_weight;		/* some weight differs from 1 */
 	struct gbml_prefault *prefault; /* background page-faulting of the next chunk, or NULL */
 	int64_t		prefault_at;	/* start it when the last chunk holds this many rows (-1: not armed) */
+	gbml_chunk_store *store;	/* where full chunks' features go, or NULL (host memory) */
+	/* opens the store to stream to once the first chunk is full; NULL: stay in host memory */
+	gbml_chunk_store *(*store_open) (gbml_env *env);
 } gbml_dataset;
 
 /* Row as the glue hands it over; group_is_null / weight_is_null for SQL NULL. */
@@ -81,6 +123,17 @@ int			gbml_dataset_append(gbml_dataset *ds, gbml_env *env, const gbml_row *row,
  */
 void		gbml_dataset_finish_appends(gbml_dataset *ds, gbml_env *env);
 void		gbml_dataset_stop_prefault(gbml_dataset *ds);
+
+/*
+ * Streams the dataset's rows to the store `open` returns (called once the
+ * first chunk is full; NULL with env's error set when it cannot open).  The
+ * dataset owns the store and destroys it.  Call before the first row.
+ */
+void		gbml_dataset_stream_to(gbml_dataset *ds, gbml_chunk_store *(*open) (gbml_env *env));
+
+/* Copies rows (addresses chunk << 32 | row) into out (n x n_features), from host chunks or the store. */
+int			gbml_dataset_fetch_rows(const gbml_dataset *ds, const int64_t *addr, int64_t n, float *out,
+									gbml_env *env);
 
 /* Moves all chunks of src into dst (src is left empty). Feature counts must match. */
 int			gbml_dataset_merge(gbml_dataset *dst, gbml_dataset *src, gbml_env *env);

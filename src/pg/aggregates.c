@@ -9,6 +9,8 @@
  */
 #include "glue.h"
 
+#include "nodes/primnodes.h"
+
 #include <math.h>
 
 #include "utils/memutils.h"
@@ -50,7 +52,7 @@ agg_context_or_error(FunctionCallInfo fcinfo, const char *what)
 }
 
 static void
-state_parse_params(fit_state *st)
+state_parse_params(fit_state *st, bool partial)
 {
 	gbml_param_value extra;
 	MemoryContext old = MemoryContextSwitchTo(st->mcxt);
@@ -67,11 +69,12 @@ state_parse_params(fit_state *st)
 	st->input_flags = gbml_input_flags(&st->params);
 	gbml_dataset_init(&st->ds, (st->input_flags & GBML_INPUT_MISSING) != 0);
 	gbml_env_configure(&st->env, &st->params.common, st->what);
+	gbml_stream_if_gpu(&st->env, st->algo, &st->ds, partial);
 	MemoryContextSwitchTo(old);
 }
 
 static fit_state *
-state_create(MemoryContext aggctx, const gbml_algorithm *algo, Jsonb *params, int32 k)
+state_create(MemoryContext aggctx, const gbml_algorithm *algo, Jsonb *params, int32 k, bool partial)
 {
 	MemoryContext mcxt = AllocSetContextCreate(aggctx, "gbml training state", ALLOCSET_DEFAULT_SIZES);
 	fit_state  *st = MemoryContextAllocZero(mcxt, sizeof(fit_state));
@@ -88,7 +91,7 @@ state_create(MemoryContext aggctx, const gbml_algorithm *algo, Jsonb *params, in
 		st->params_jsonb = (Jsonb *) PG_DETOAST_DATUM_COPY(PointerGetDatum(params));
 		MemoryContextSwitchTo(old);
 	}
-	state_parse_params(st);
+	state_parse_params(st, partial);
 	gbml_dataset_guard(mcxt, &st->ds);
 	return st;
 }
@@ -132,7 +135,13 @@ fit_trans(FunctionCallInfo fcinfo, const char *algo_name, int features_arg, int 
 				ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 								errmsg("gbml.kmeans_fit: k must be at least 1, got %d", k)));
 		}
-		st = state_create(aggctx, algorithm_or_error(algo_name), params, k);
+		{
+			/* a parallel plan's partial state goes to the leader serialized: it never streams */
+			Aggref	   *aggref = AggGetAggref(fcinfo);
+			bool		partial = aggref == NULL || aggref->aggsplit != AGGSPLIT_SIMPLE;
+
+			st = state_create(aggctx, algorithm_or_error(algo_name), params, k, partial);
+		}
 	}
 	rowno = st->ds.n_rows + 1;
 
@@ -245,7 +254,11 @@ gbml_fit_serialize(PG_FUNCTION_ARGS)
 {
 	fit_state  *st = (fit_state *) PG_GETARG_POINTER(0);
 	bytea	   *out;
-	size_t		data_len = gbml_dataset_serialized_size(&st->ds);
+	size_t		data_len;
+
+	if (st->ds.store != NULL)
+		elog(ERROR, "%s: a state whose rows streamed to the GPU cannot be serialized", st->what);
+	data_len = gbml_dataset_serialized_size(&st->ds);
 	uint32		plen = st->params_jsonb ? VARSIZE(st->params_jsonb) : 0;
 	size_t		total = 16 + (size_t) plen + data_len;
 	char	   *p;
@@ -302,7 +315,7 @@ gbml_fit_deserialize(PG_FUNCTION_ARGS)
 		params = palloc(plen);
 		memcpy(params, p + 16, plen);
 	}
-	st = state_create(aggctx, algo, params, k);
+	st = state_create(aggctx, algo, params, k, true);
 	{
 		bool		allow_missing = st->ds.allow_missing;
 

@@ -346,6 +346,14 @@ gbml_env_configure(gbml_env *env, const gbml_common_params *common, const char *
 }
 
 void
+gbml_stream_if_gpu(gbml_env *env, const gbml_algorithm *algo, gbml_dataset *ds, bool partial)
+{
+	if (env->device == GBML_DEVICE_GPU && !env->device_auto && algo->gpu_streams && !partial &&
+		env->gpu != NULL && env->gpu->chunk_put != NULL)
+		gbml_dataset_stream_to(ds, gbml_chunk_store_gpu_open);
+}
+
+void
 gbml_raise(gbml_env *env, int rc, const char *what)
 {
 	switch (rc)

@@ -14,6 +14,7 @@
 
 #include "algorithm.h"
 #include "backend.h"
+#include "chunk_store_gpu.h"
 
 /* ---- settings (guc.c) ---- */
 extern int	gbml_setting_device;	/* GBML_DEVICE_* */
@@ -36,6 +37,14 @@ void		gbml_env_bind(gbml_env *env, MemoryContext mcxt, const char *what);
 
 /* Applies params' device/threads/memory over the settings; loads the GPU backend if asked. */
 void		gbml_env_configure(gbml_env *env, const gbml_common_params *common, const char *algorithm);
+
+/*
+ * Makes ds stream its rows to the GPU during the scan when the training will
+ * run there: device "gpu" (auto decides only after the scan), an algorithm
+ * that trains from streamed rows, and not a parallel plan's partial state
+ * (those are serialized to the leader).
+ */
+void		gbml_stream_if_gpu(gbml_env *env, const gbml_algorithm *algo, gbml_dataset *ds, bool partial);
 
 /*
  * Makes sure a dataset's helper thread (pre-faulting) has stopped before

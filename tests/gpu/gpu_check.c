@@ -20,6 +20,8 @@
 #include <string.h>
 
 #include "boost_histogram.h"
+#include "boost_quantize.h"
+#include "dataset.h"
 #include "rng.h"
 
 const gbml_backend *gc_backend;
@@ -380,9 +382,184 @@ column_sums_check(void)
 	free(gpu);
 }
 
+/*
+ * The chunk store: chunks put through the pinned ring (more chunks than
+ * ring slots) and from plain memory come back intact, a random reordering
+ * and the missing-value scan match the host, and bins made from stored
+ * rows equal gbml_boost_bins_build's.
+ */
+static void
+chunk_store_checks(void)
+{
+	const int	d = 7;
+	const int64_t rows[] = {100, 1000, 1, 777, 1000, 64};
+	const int	n_chunks = 6;
+	int64_t		n = 0;
+	float	   *all,
+			   *back;
+	int64_t    *addr,
+			   *perm;
+	gbml_rng	rng;
+	gbml_gpu_ctx *ctx = gc_backend->ctx_create(0, 0);
+	bool		ok = ctx != NULL;
+	int64_t		at = 0;
+
+	for (int c = 0; c < n_chunks; c++)
+		n += rows[c];
+	all = malloc(sizeof(float) * (size_t) n * d);
+	back = malloc(sizeof(float) * (size_t) n * d);
+	addr = malloc(sizeof(int64_t) * (size_t) n);
+	perm = malloc(sizeof(int64_t) * (size_t) n);
+	gbml_rng_seed(&rng, 77);
+	for (int64_t i = 0; i < n * d; i++)
+		all[i] = gbml_rng_uniform(&rng) < 0.01 ? NAN : (float) (gbml_rng_uniform(&rng) * 10 - 5);
+	/* feature 3: neighbouring floats, so some borders equal a value (border_between's rounding) */
+	for (int64_t i = 0; i < n; i++)
+		if (!isnan(all[i * d + 3]))
+			all[i * d + 3] = 1.0f + (float) gbml_rng_below(&rng, 4) * 0x1p-23f;
+	for (int c = 0; c < n_chunks && ok; c++)
+	{
+		/* the first four through the ring's two buffers (each reused), the rest from plain memory */
+		bool		plain = c >= 4;
+		float	   *buf = plain ? malloc(sizeof(float) * (size_t) rows[c] * d) : gc_backend->chunk_buffer(ctx, rows[c], d);
+
+		ok = buf != NULL;
+		if (ok)
+		{
+			memcpy(buf, all + (size_t) at * d, sizeof(float) * (size_t) rows[c] * d);
+			ok = gc_backend->chunk_put(ctx, buf, rows[c], d) == 0;
+			if (plain)
+			{
+				memset(buf, 0x7f, sizeof(float) * (size_t) rows[c] * d);
+				free(buf);
+			}
+		}
+		for (int64_t r = 0; r < rows[c]; r++)
+			addr[at + r] = ((int64_t) c << 32) | r;
+		at += rows[c];
+	}
+	ok = ok && gc_backend->chunk_fetch(ctx, addr, n, back) == 0;
+	gc_check(ok && memcmp(all, back, sizeof(float) * (size_t) n * d) == 0,
+			 "chunk store: %d chunks (through the pinned ring and from plain memory) fetched back intact", n_chunks);
+
+	/* a random order, in chunks of 300 after a first of 50 */
+	for (int64_t i = 0; i < n; i++)
+		perm[i] = i;
+	for (int64_t i = n - 1; i > 0; i--)
+	{
+		int64_t		j = (int64_t) gbml_rng_below(&rng, (uint64_t) i + 1),
+					t = perm[i];
+
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+	{
+		int64_t    *src = malloc(sizeof(int64_t) * (size_t) n);
+		bool		same = true;
+
+		for (int64_t i = 0; i < n; i++)
+			src[i] = addr[perm[i]];
+		ok = ok && gc_backend->chunk_permute(ctx, src, n, 50, 300) == 0;
+		for (int64_t i = 0; i < n; i++)
+			addr[i] = i < 50 ? i : ((1 + (i - 50) / 300) << 32) | ((i - 50) % 300);
+		ok = ok && gc_backend->chunk_fetch(ctx, addr, n, back) == 0;
+		for (int64_t i = 0; i < n && same; i++)
+			same = memcmp(back + (size_t) i * d, all + (size_t) perm[i] * d, sizeof(float) * d) == 0;
+		gc_check(ok && same, "chunk store: a random reordering into chunks of 50, then 300 rows");
+		free(src);
+	}
+	{
+		uint8_t		flags[7];
+		bool		want[7] = {false};
+
+		for (int64_t i = 0; i < n * d; i++)
+			if (isnan(all[i]))
+				want[i % d] = true;
+		ok = ok && gc_backend->chunk_missing(ctx, flags) == 0;
+		for (int f = 0; f < d; f++)
+			ok = ok && (flags[f] != 0) == want[f];
+		gc_check(ok, "chunk store: the missing-value scan matches the host's");
+	}
+	{
+		/* bins of the stored rows (now in perm order) for training order = reversed */
+		gbml_env	env;
+		gbml_dataset tmp;
+		gbml_boost_borders borders;
+		gbml_boost_bins want;
+		const float **ptrs = malloc(sizeof(float *) * (size_t) n);
+		int64_t    *src = malloc(sizeof(int64_t) * (size_t) n);
+		int64_t		feat_off[8];
+		gbml_gpu_boost_shape shape;
+		uint16_t   *leaf = calloc((size_t) n, sizeof(uint16_t));
+		int32_t		feat[1] = {3},
+					bord[1] = {0};
+		bool		same = true;
+		gbml_gpu_ctx *bctx = ctx;
+
+		gbml_env_init_malloc(&env, 1);
+		gbml_dataset_init(&tmp, true);
+		for (int64_t i = 0; i < n; i++)
+		{
+			gbml_row	row = {.x = all + (size_t) i * d,.n_features = d,.group_is_null = true,.weight_is_null = true};
+
+			gbml_dataset_append(&tmp, &env, &row, false);
+		}
+		gbml_boost_borders_build(&tmp, 20, 100000, 1, &borders, &env);
+		for (int64_t i = 0; i < n; i++)
+		{
+			int64_t		k = n - 1 - i;	/* training row i is stored row k, which holds all[perm[k]] */
+
+			src[i] = addr[k];
+			ptrs[i] = all + (size_t) perm[k] * d;
+		}
+		gbml_boost_bins_build(ptrs, n, d, &borders, 512, &want, &env);
+		for (int f = 0; f <= d; f++)
+			feat_off[f] = f == 0 ? 0 : feat_off[f - 1] + borders.count[f - 1] + 1;
+		memset(&shape, 0, sizeof(shape));
+		shape.n_rows = n;
+		shape.n_features = d;
+		shape.block_rows = 512;
+		shape.n_blocks = want.n_blocks;
+		shape.feat_off = feat_off;
+		shape.total_bins = feat_off[d];
+		shape.max_slots = 1;
+		ok = ok && gc_backend->boost_begin(bctx, &shape) == 0 &&
+			gc_backend->boost_bin_rows(bctx, src, borders.count, borders.offset, borders.values) == 0;
+		/* read the device bins back one feature-border split at a time: leaf = (bin > j) */
+		for (int j = 0; ok && same && j < borders.count[3]; j++)
+		{
+			bord[0] = j;
+			ok = gc_backend->boost_tree_leaves(bctx, 1, feat, bord, leaf) == 0;
+			for (int64_t b = 0; ok && same && b < want.n_blocks; b++)
+			{
+				int64_t		len = gbml_boost_block_len(&want, b);
+
+				for (int64_t r = 0; r < len && same; r++)
+					same = leaf[b * 512 + r] == (want.blocks[b][3 * len + r] > j);
+			}
+		}
+		gc_check(ok && same, "chunk store: bins made from stored rows equal the host's (%d borders)", borders.count[3]);
+		gbml_boost_bins_free(&want, &env);
+		gbml_boost_borders_free(&borders, &env);
+		gbml_dataset_free(&tmp, &env);
+		free(ptrs);
+		free(src);
+		free(leaf);
+	}
+	if (!ok)
+		printf("# backend error: %s\n", gc_backend->last_error());
+	gc_backend->ctx_destroy(ctx);
+	gc_check(gc_no_resources(), "chunk store: nothing held after the context is destroyed");
+	free(all);
+	free(back);
+	free(addr);
+	free(perm);
+}
+
 void
 gc_kernel_checks(void)
 {
+	chunk_store_checks();
 	column_sums_check();
 	static const hist_case cases[] = {
 		/* n, features, block rows, borders, level, slots, packed, unsampled */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "algorithm.h"
+#include "chunk_store_gpu.h"
 #include "dataset.h"
 #include "rng.h"
 #include "../unit/test_util.h"
@@ -322,6 +323,8 @@ cancel_checks(int rounds)
 			 rounds, cancelled, clean);
 }
 
+static void streaming_checks(void);
+
 void
 gc_training_checks(bool quick)
 {
@@ -329,4 +332,135 @@ gc_training_checks(bool quick)
 	budget_checks();
 	fault_checks();
 	cancel_checks(quick ? 20 : 100);
+	streaming_checks();
+}
+
+/* ---- rows streamed to the device during the scan ---- */
+
+/*
+ * The rows of make_data in a shuffled order, with every 97th row a copy of
+ * an earlier one (equal hashes: the ties are broken by content fetched from
+ * the device), appended to a dataset that streams to the GPU.
+ */
+static int
+make_streamed(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t seed, bool stream, bool shuffle)
+{
+	gbml_dataset src;
+	int64_t		n;
+	int64_t    *order;
+	gbml_rng	rng;
+	int			rc = GBML_OK;
+
+	make_data(&src, env, s, seed);
+	gbml_dataset_finish_appends(&src, env);
+	n = src.n_rows;
+	order = malloc(sizeof(int64_t) * (size_t) n);
+	for (int64_t i = 0; i < n; i++)
+		order[i] = i % 97 == 96 ? i / 2 : i;
+	gbml_rng_seed(&rng, seed ^ 0x5eed);
+	for (int64_t i = n - 1; shuffle && i > 0; i--)
+	{
+		int64_t		j = (int64_t) gbml_rng_below(&rng, (uint64_t) i + 1),
+					t = order[i];
+
+		order[i] = order[j];
+		order[j] = t;
+	}
+	gbml_dataset_init(ds, true);
+	if (stream)
+		gbml_dataset_stream_to(ds, gbml_chunk_store_gpu_open);
+	for (int64_t i = 0; i < n && rc == GBML_OK; i++)
+	{
+		int			c = 0;
+		int64_t		r = order[i];
+		gbml_row	row;
+
+		while (r >= src.chunks[c]->n_rows)
+			r -= src.chunks[c++]->n_rows;
+		memset(&row, 0, sizeof(row));
+		row.x = src.chunks[c]->x + (size_t) r * (size_t) src.n_features;
+		row.n_features = src.n_features;
+		row.label = src.chunks[c]->label[r];
+		row.group = src.chunks[c]->group[r];
+		row.group_is_null = src.group_state <= 0;
+		row.weight = src.chunks[c]->weight[r];
+		row.weight_is_null = !src.has_weight;
+		rc = gbml_dataset_append(ds, env, &row, true);
+	}
+	free(order);
+	gbml_dataset_free(&src, env);
+	return rc;
+}
+
+static void
+streaming_checks(void)
+{
+	struct
+	{
+		const char *name;
+		data_spec	data;
+		const char *loss;
+		double		eval_fraction;
+	}			cases[] = {
+		{"RMSE, NaN features", {20000, 40, false, false, false, 0.02}, "RMSE", 0},
+		{"YetiRank with groups and an eval split", {12000, 60, true, false, false, 0}, "YetiRank", 0.2},
+		{"Logloss with weights", {9000, 100, false, true, true, 0}, "Logloss", 0},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+	{
+		gbml_env	ecpu,
+					egpu;
+		gbml_dataset dcpu,
+					dgpu;
+		gbml_param_value p[4] = {tu_num("iterations", 6), tu_str("loss", cases[i].loss),
+		tu_num("eval_fraction", cases[i].eval_fraction), tu_num("subsample", 0.9)};
+		uint8_t    *mcpu = NULL,
+				   *mgpu = NULL;
+		size_t		lcpu = 0,
+					lgpu = 0;
+		int			rc_cpu,
+					rc_gpu;
+		bool		streamed;
+
+		gbml_env_init_malloc(&ecpu, 2);
+		gbml_env_init_malloc(&egpu, 2);
+		egpu.device = GBML_DEVICE_GPU;
+		egpu.gpu = gc_backend;
+		rc_cpu = make_streamed(&dcpu, &ecpu, &cases[i].data, 11 + i, false, false);
+		rc_gpu = make_streamed(&dgpu, &egpu, &cases[i].data, 11 + i, true, true);
+		streamed = dgpu.store != NULL && dgpu.chunks[0]->x == NULL;
+		if (rc_cpu == GBML_OK)
+			rc_cpu = gbml_train_values(&ecpu, "boost", p, 4, &dcpu, NULL, &mcpu, &lcpu);
+		if (rc_gpu == GBML_OK)
+			rc_gpu = gbml_train_values(&egpu, "boost", p, 4, &dgpu, NULL, &mgpu, &lgpu);
+		if (rc_gpu != GBML_OK)
+			printf("# streamed training: %s\n", egpu.error);
+		gc_check(rc_cpu == GBML_OK && rc_gpu == GBML_OK && streamed && lcpu == lgpu && memcmp(mcpu, mgpu, lcpu) == 0,
+				 "rows streamed to the device in another order train the CPU's bytes: %s (%lld rows x %d)",
+				 cases[i].name, (long long) cases[i].data.n, cases[i].data.n_features);
+		gbml_dataset_free(&dcpu, &ecpu);
+		gbml_dataset_free(&dgpu, &egpu);
+		gbml_free(&ecpu, mcpu);
+		gbml_free(&egpu, mgpu);
+	}
+	gc_check(gc_no_resources(), "no GPU resources left after the streamed trainings");
+
+	/* the GPU budget crossed while streaming: an error at that chunk, nothing held */
+	{
+		gbml_env	e;
+		gbml_dataset ds;
+		data_spec	s = {80000, 40, false, false, false, 0};	/* the second chunk fills at row 73,728 */
+		int			rc;
+
+		gbml_env_init_malloc(&e, 2);
+		e.device = GBML_DEVICE_GPU;
+		e.gpu = gc_backend;
+		e.gpu_memory_limit = 2 << 20;	/* the first chunk (8192 x 40 floats) fits, the second does not */
+		rc = make_streamed(&ds, &e, &s, 3, true, false);
+		gc_check(rc == GBML_EGPUBUDGET && strstr(e.error, "budget") != NULL,
+				 "streaming past the GPU budget fails at that chunk: %s", e.error);
+		gbml_dataset_free(&ds, &e);
+		gc_check(gc_no_resources(), "no GPU resources left after the budget error");
+	}
 }

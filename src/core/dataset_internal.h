@@ -1,0 +1,40 @@
+/*
+ * dataset_internal.h — what dataset.c shares with dataset_stored.c (the
+ * operations on datasets whose chunks' features live in a chunk store);
+ * not for trainers.
+ */
+#ifndef GBML_DATASET_INTERNAL_H
+#define GBML_DATASET_INTERNAL_H
+
+#include "dataset.h"
+
+typedef struct row_key
+{
+	uint64_t	hash;
+	int32_t		chunk;
+	int32_t		row;
+} row_key;
+
+void		gbml_ds_chunk_free(gbml_chunk *c, gbml_env *env);
+int			gbml_ds_push_chunk(gbml_dataset *ds, gbml_env *env, gbml_chunk *c);
+/* Rows of the first chunk in the serial layout (the rest have chunk_rows). */
+int64_t		gbml_ds_first_chunk_limit(const gbml_dataset *ds);
+/* The canonical-order hash of one row's contents. */
+uint64_t	gbml_ds_hash_row(const float *x, size_t d, float label, int64_t group, float weight);
+/* Sorts keys by hash (tmp: room for n keys). */
+void		gbml_ds_sort_keys(row_key *keys, row_key *tmp, int64_t n);
+/* Whether the eval split holds out the row or group with this key. */
+bool		gbml_ds_held_out(uint64_t key, uint64_t seed, double fraction);
+
+/* dataset_stored.c */
+/* The first chunk is full and the dataset is to stream: the next chunk starts the store. */
+bool		gbml_ds_stored_should_start(const gbml_dataset *ds);
+gbml_chunk *gbml_ds_stored_writable_chunk(gbml_dataset *ds, gbml_env *env);
+/* Records row r's hash (its features are in the store's buffer until the chunk is full). */
+void		gbml_ds_stored_note_row(gbml_dataset *ds, gbml_chunk *c, int64_t r);
+int			gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env);
+int			gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
+									  gbml_env *env);
+void		gbml_ds_stored_free(gbml_dataset *ds, gbml_env *env);
+
+#endif

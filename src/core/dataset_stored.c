@@ -1,0 +1,394 @@
+/*
+ * dataset_stored.c — the dataset operations for chunks whose features live
+ * in a chunk store (dataset.h): appends that fill the store's buffers and
+ * hand each full chunk over, the canonical order and the eval split as
+ * reorderings inside the store (the host reorders only the per-row state:
+ * label, group, weight, hash), and fetching rows back.
+ *
+ * The rows come out in the order dataset.c gives a host dataset — the same
+ * row hash, the same ties broken by content, the same eval keys — so a
+ * trainer gives the same model bytes whichever residence the rows had.
+ */
+#include "dataset_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Rows fetched to the host at a time by the eval split. */
+#define FETCH_BATCH 4096
+
+static int
+store_failed(gbml_dataset *ds, gbml_env *env, const char *what)
+{
+	gbml_chunk_store *s = ds->store;
+
+	return gbml_error(env, s->error_code(s), "%s (rows in %s memory): %s", what, s->residence, s->error(s));
+}
+
+/* A chunk with host room for the per-row state only; x comes from the store. */
+static gbml_chunk *
+meta_chunk_alloc(gbml_env *env, int64_t capacity)
+{
+	gbml_chunk *c = gbml_alloc0(env, sizeof(gbml_chunk));
+
+	if (c == NULL)
+		return NULL;
+	c->capacity = capacity;
+	c->label = gbml_alloc_array(env, (size_t) capacity, sizeof(float));
+	c->group = gbml_alloc_array(env, (size_t) capacity, sizeof(int64_t));
+	c->weight = gbml_alloc_array(env, (size_t) capacity, sizeof(float));
+	c->hash = gbml_alloc_array(env, (size_t) capacity, sizeof(uint64_t));
+	if (!c->label || !c->group || !c->weight || !c->hash)
+	{
+		gbml_ds_chunk_free(c, env);
+		return NULL;
+	}
+	return c;
+}
+
+/* Hands chunk c's features (still in a store buffer) to the store. */
+static int
+store_chunk(gbml_dataset *ds, gbml_chunk *c, gbml_env *env)
+{
+	if (c->x == NULL || c->n_rows == 0)
+		return GBML_OK;
+	if (ds->store->put(ds->store, c->x, c->n_rows, ds->n_features) != 0)
+		return store_failed(ds, env, "storing a chunk");
+	c->x = NULL;
+	return GBML_OK;
+}
+
+/* Every chunk's features in the store (the last one may still be in a buffer). */
+static int
+seal(gbml_dataset *ds, gbml_env *env)
+{
+	return ds->n_chunks > 0 ? store_chunk(ds, ds->chunks[ds->n_chunks - 1], env) : GBML_OK;
+}
+
+static int start_streaming(gbml_dataset *ds, gbml_env *env);
+
+gbml_chunk *
+gbml_ds_stored_writable_chunk(gbml_dataset *ds, gbml_env *env)
+{
+	gbml_chunk *c = ds->n_chunks ? ds->chunks[ds->n_chunks - 1] : NULL;
+	int64_t		cap;
+
+	if (ds->store == NULL)
+	{
+		if (start_streaming(ds, env) != GBML_OK)
+			return NULL;
+		c = NULL;				/* stored: the next chunk is the store's */
+	}
+	if (c != NULL && c->n_rows < c->capacity)
+		return c;
+	if (c != NULL && store_chunk(ds, c, env) != GBML_OK)
+		return NULL;
+	/* the serial layout, so the store's chunks are the ones a host dataset would have */
+	cap = ds->n_chunks == 0 ? gbml_ds_first_chunk_limit(ds) : ds->chunk_rows;
+	if ((c = meta_chunk_alloc(env, cap)) == NULL)
+		return NULL;
+	c->x = ds->store->buffer(ds->store, cap, ds->n_features);
+	if (c->x == NULL)
+	{
+		gbml_ds_chunk_free(c, env);
+		store_failed(ds, env, "a buffer for the next chunk");
+		return NULL;
+	}
+	if (gbml_ds_push_chunk(ds, env, c) != GBML_OK)
+	{
+		c->x = NULL;
+		gbml_ds_chunk_free(c, env);
+		return NULL;
+	}
+	return c;
+}
+
+void
+gbml_ds_stored_note_row(gbml_dataset *ds, gbml_chunk *c, int64_t r)
+{
+	size_t		d = (size_t) ds->n_features;
+
+	c->hash[r] = gbml_ds_hash_row(c->x + (size_t) r * d, d, c->label[r], c->group[r], c->weight[r]);
+}
+
+/*
+ * Keeps the rows at addresses src[0..n) in that order: the store reorders
+ * the features, the host rebuilds the per-row state in the serial layout.
+ */
+static int
+keep_rows(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
+{
+	int64_t		first = gbml_ds_first_chunk_limit(ds);
+	gbml_chunk **fresh;
+	int			n_fresh = 0;
+	int64_t		done = 0;
+
+	if (ds->store->permute(ds->store, src, n, first, ds->chunk_rows) != 0)
+		return store_failed(ds, env, "reordering rows");
+	fresh = gbml_alloc0(env, sizeof(gbml_chunk *) * (size_t) (n / ds->chunk_rows + 2));
+	if (fresh == NULL)
+		return env->error_code;
+	while (done < n)
+	{
+		int64_t		want = n_fresh == 0 ? first : ds->chunk_rows;
+		int64_t		rows = n - done < want ? n - done : want;
+		gbml_chunk *c = meta_chunk_alloc(env, rows);
+
+		if (c == NULL)
+		{
+			for (int i = 0; i < n_fresh; i++)
+				gbml_ds_chunk_free(fresh[i], env);
+			gbml_free(env, fresh);
+			return env->error_code;
+		}
+		for (int64_t i = 0; i < rows; i++)
+		{
+			int64_t		a = src[done + i];
+			const gbml_chunk *s = ds->chunks[a >> 32];
+			int64_t		sr = a & 0xffffffffLL;
+
+			c->label[i] = s->label[sr];
+			c->group[i] = s->group[sr];
+			c->weight[i] = s->weight[sr];
+			c->hash[i] = s->hash[sr];
+		}
+		c->n_rows = rows;
+		fresh[n_fresh++] = c;
+		done += rows;
+	}
+	for (int i = 0; i < ds->n_chunks; i++)
+		gbml_ds_chunk_free(ds->chunks[i], env);
+	gbml_free(env, ds->chunks);
+	ds->chunks = fresh;
+	ds->n_chunks = n_fresh;
+	ds->chunks_cap = (int) (n / ds->chunk_rows + 2);
+	ds->n_rows = n;
+	return GBML_OK;
+}
+
+/* Content order of two stored rows with equal hashes (dataset.c's compare_rows on fetched rows). */
+static int
+compare_stored(gbml_dataset *ds, gbml_env *env, const row_key *a, const row_key *b, float *two_rows, int *cmp)
+{
+	int64_t		addr[2] = {((int64_t) a->chunk << 32) | a->row, ((int64_t) b->chunk << 32) | b->row};
+	const gbml_chunk *ca = ds->chunks[a->chunk],
+			   *cb = ds->chunks[b->chunk];
+	size_t		d = (size_t) ds->n_features;
+	int			c;
+
+	if (ds->store->fetch(ds->store, addr, 2, two_rows) != 0)
+		return store_failed(ds, env, "comparing rows");
+	c = memcmp(two_rows, two_rows + d, d * sizeof(float));
+	if (c == 0)
+		c = memcmp(&ca->label[a->row], &cb->label[b->row], sizeof(float));
+	if (c == 0)
+		c = memcmp(&ca->group[a->row], &cb->group[b->row], sizeof(int64_t));
+	if (c == 0)
+		c = memcmp(&ca->weight[a->row], &cb->weight[b->row], sizeof(float));
+	*cmp = c;
+	return GBML_OK;
+}
+
+int
+gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env)
+{
+	int64_t		n = ds->n_rows,
+				i = 0;
+	row_key    *keys,
+			   *tmp;
+	int64_t    *src;
+	float	   *two_rows;
+	int			rc;
+
+	if ((rc = seal(ds, env)) != GBML_OK || n == 0)
+		return rc;
+	keys = gbml_alloc_array(env, (size_t) n, sizeof(row_key));
+	tmp = gbml_alloc_array(env, (size_t) n, sizeof(row_key));
+	two_rows = gbml_alloc_array(env, 2 * (size_t) ds->n_features, sizeof(float));
+	if (keys == NULL || tmp == NULL || two_rows == NULL)
+	{
+		rc = env->error_code;
+		goto done;
+	}
+	for (int c = 0; c < ds->n_chunks; c++)
+		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++, i++)
+		{
+			keys[i].hash = ds->chunks[c]->hash[r];
+			keys[i].chunk = c;
+			keys[i].row = (int32_t) r;
+		}
+	gbml_ds_sort_keys(keys, tmp, n);
+	/* equal hashes (collisions or duplicate rows): by content, as dataset.c does */
+	for (i = 1; i < n; i++)
+	{
+		if (keys[i].hash != keys[i - 1].hash)
+			continue;
+		for (int64_t j = i; j > 0 && keys[j].hash == keys[j - 1].hash; j--)
+		{
+			int			cmp = 0;
+			row_key		t;
+
+			if ((rc = compare_stored(ds, env, &keys[j - 1], &keys[j], two_rows, &cmp)) != GBML_OK)
+				goto done;
+			if (cmp <= 0)
+				break;
+			t = keys[j];
+			keys[j] = keys[j - 1];
+			keys[j - 1] = t;
+		}
+	}
+	/* the keys' memory holds the addresses now (8 bytes of each 16) */
+	src = (int64_t *) tmp;
+	for (i = 0; i < n; i++)
+		src[i] = ((int64_t) keys[i].chunk << 32) | keys[i].row;
+	rc = keep_rows(ds, env, src, n);
+done:
+	gbml_free(env, keys);
+	gbml_free(env, tmp);
+	gbml_free(env, two_rows);
+	return rc;
+}
+
+int
+gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
+						  gbml_env *env)
+{
+	int64_t		n = ds->n_rows,
+				global = 0,
+				n_kept = 0,
+				n_held = 0;
+	int64_t    *kept,
+			   *held;
+	float	   *rows = NULL;
+	int			rc;
+
+	gbml_dataset_init(eval, ds->allow_missing);
+	if ((rc = seal(ds, env)) != GBML_OK)
+		return rc;
+	kept = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
+	held = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
+	rows = gbml_alloc_array(env, (size_t) FETCH_BATCH * (size_t) ds->n_features, sizeof(float));
+	if (kept == NULL || held == NULL || rows == NULL)
+	{
+		rc = env->error_code;
+		goto done;
+	}
+	for (int c = 0; c < ds->n_chunks; c++)
+		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++, global++)
+		{
+			uint64_t	key = ds->group_state > 0 ? (uint64_t) ds->chunks[c]->group[r] : (uint64_t) global;
+			int64_t		addr = ((int64_t) c << 32) | r;
+
+			if (gbml_ds_held_out(key, seed, fraction))
+				held[n_held++] = addr;
+			else
+				kept[n_kept++] = addr;
+		}
+	/* the held-out rows come to the host, in order, as a plain dataset */
+	for (int64_t b = 0; b < n_held; b += FETCH_BATCH)
+	{
+		int64_t		m = n_held - b < FETCH_BATCH ? n_held - b : FETCH_BATCH;
+
+		if (ds->store->fetch(ds->store, held + b, m, rows) != 0)
+		{
+			rc = store_failed(ds, env, "fetching the eval rows");
+			goto done;
+		}
+		for (int64_t i = 0; i < m; i++)
+		{
+			const gbml_chunk *s = ds->chunks[held[b + i] >> 32];
+			int64_t		sr = held[b + i] & 0xffffffffLL;
+			gbml_row	row = {
+				.x = rows + (size_t) i * (size_t) ds->n_features,.n_features = ds->n_features,
+				.label = s->label[sr],.group = s->group[sr],.group_is_null = ds->group_state <= 0,
+				.weight = s->weight[sr]
+			};
+
+			if ((rc = gbml_dataset_append(eval, env, &row, false)) != GBML_OK)
+				goto done;
+		}
+	}
+	if ((rc = keep_rows(ds, env, kept, n_kept)) != GBML_OK)
+		goto done;
+	eval->group_state = ds->group_state;
+	if (ds->n_rows == 0)
+		rc = gbml_error(env, GBML_EINVAL, "eval_fraction %.3g leaves no training rows", fraction);
+done:
+	gbml_free(env, kept);
+	gbml_free(env, held);
+	gbml_free(env, rows);
+	return rc;
+}
+
+void
+gbml_ds_stored_free(gbml_dataset *ds, gbml_env *env)
+{
+	(void) env;
+	if (ds->store)
+		ds->store->destroy(ds->store);
+	ds->store = NULL;
+}
+
+void
+gbml_dataset_stream_to(gbml_dataset *ds, gbml_chunk_store *(*open) (gbml_env *env))
+{
+	ds->store_open = open;
+}
+
+/*
+ * The first chunk is full: open the store and hand it that chunk (its rows
+ * get their hashes now); the next chunks fill the store's buffers.
+ */
+static int
+start_streaming(gbml_dataset *ds, gbml_env *env)
+{
+	gbml_chunk *c = ds->chunks[0];
+	size_t		d = (size_t) ds->n_features;
+	int			rc;
+
+	if ((c->hash = gbml_alloc_array(env, (size_t) c->capacity, sizeof(uint64_t))) == NULL)
+		return env->error_code;
+	for (int64_t r = 0; r < c->n_rows; r++)
+		c->hash[r] = gbml_ds_hash_row(c->x + (size_t) r * d, d, c->label[r], c->group[r], c->weight[r]);
+	if ((ds->store = ds->store_open(env)) == NULL)
+		return env->error_code ? env->error_code : GBML_EDEVICE;
+	{
+		float	   *x = c->x;
+
+		rc = store_chunk(ds, c, env);
+		if (rc != GBML_OK)
+			return rc;
+		gbml_free(env, x);		/* host memory of dataset.c's own, copied before put returned */
+	}
+	return GBML_OK;
+}
+
+bool
+gbml_ds_stored_should_start(const gbml_dataset *ds)
+{
+	const gbml_chunk *c = ds->n_chunks == 1 ? ds->chunks[0] : NULL;
+
+	return ds->store == NULL && ds->store_open != NULL && c != NULL && c->n_rows == c->capacity &&
+		c->capacity >= gbml_ds_first_chunk_limit(ds);
+}
+
+int
+gbml_dataset_fetch_rows(const gbml_dataset *ds, const int64_t *addr, int64_t n, float *out, gbml_env *env)
+{
+	size_t		d = (size_t) ds->n_features;
+
+	if (ds->store)
+	{
+		if (ds->store->fetch(ds->store, addr, n, out) != 0)
+			return gbml_error(env, ds->store->error_code(ds->store), "fetching rows (in %s memory): %s",
+							  ds->store->residence, ds->store->error(ds->store));
+		return GBML_OK;
+	}
+	for (int64_t i = 0; i < n; i++)
+	{
+		const gbml_chunk *c = ds->chunks[addr[i] >> 32];
+
+		memcpy(out + (size_t) i * d, c->x + (size_t) (addr[i] & 0xffffffffLL) * d, d * sizeof(float));
+	}
+	return GBML_OK;
+}
