@@ -57,7 +57,7 @@ endif
 all: $(CUDA_LIB)
 
 gbml_cuda.so: $(CUDA_SOURCES) $(wildcard cuda/*.h) src/core/backend.h src/core/boost_histogram.h
-	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror -Werror all-warnings \
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror -Werror all-warnings \
 		--shared -cudart static -I$(CURDIR)/src/core -I$(CURDIR)/cuda -o $@ $(CUDA_SOURCES)
 
 # ---- the emulated CUDA backend (gbml_cuda_emu.so) ----
@@ -70,7 +70,7 @@ CUDA_EMU_RUNTIME = $(wildcard cuda/emu/*.cpp)
 all: $(CUDA_EMU_LIB)
 
 $(CUDA_EMU_LIB): $(CUDA_SOURCES) $(CUDA_EMU_RUNTIME) $(wildcard cuda/*.h cuda/emu/*.h) src/core/backend.h src/core/boost_histogram.h
-	$(CXX) -std=c++17 -O2 -g -fPIC -Wall -Wextra -Werror -DGBML_CUDA_EMU -Icuda -Isrc/core --shared -o $@ \
+	$(CXX) -std=c++17 -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror -DGBML_CUDA_EMU -Icuda -Isrc/core --shared -o $@ \
 		-x c++ $(CUDA_SOURCES) -x none $(CUDA_EMU_RUNTIME) -pthread
 
 install: install-cuda-emu

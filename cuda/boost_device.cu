@@ -153,20 +153,31 @@ typedef struct hist_args
 	gbml_boost_hist_bin *hist;	/* n_slots x total_bins, zeroed */
 } hist_args;
 
-/* The rows [*r0, *r1) of this thread block's tile and its bin block's base and length. */
-__device__ __forceinline__ static void
-tile_rows(const hist_args *a, int64_t *r0, int64_t *r1, const uint8_t **base, int64_t *len)
+/* This thread block's tile of rows: [r0, r1) inside the bin block that starts at row start. */
+typedef struct tile
 {
-	int64_t		b = blockIdx.x / a->tiles_per_block;
-	int64_t		t = blockIdx.x % a->tiles_per_block;
-	int64_t		start = b * a->block_rows;
+	int64_t		start;			/* first row of the bin block */
+	int64_t		len;			/* rows in the bin block */
+	int64_t		r0,
+				r1;				/* the tile's rows (global indices) */
+	const uint8_t *bins;		/* the bin block: bins[f * len + (r - start)] */
+} tile;
 
-	*len = a->n_rows - start < a->block_rows ? a->n_rows - start : a->block_rows;
-	*r0 = t * TILE_ROWS;
-	*r1 = *r0 + TILE_ROWS < *len ? *r0 + TILE_ROWS : *len;
-	*base = a->bins + start * a->n_features;
-	*r0 += start;
-	*r1 += start;
+__device__ __forceinline__ static tile
+tile_of_block(const hist_args *a)
+{
+	tile		t;
+	int64_t		b = blockIdx.x / a->tiles_per_block;
+	int64_t		k = blockIdx.x % a->tiles_per_block;
+
+	t.start = b * a->block_rows;
+	t.len = a->n_rows - t.start < a->block_rows ? a->n_rows - t.start : a->block_rows;
+	t.r0 = k * TILE_ROWS;
+	t.r1 = t.r0 + TILE_ROWS < t.len ? t.r0 + TILE_ROWS : t.len;
+	t.r0 += t.start;
+	t.r1 += t.start;
+	t.bins = a->bins + t.start * a->n_features;
+	return t;
 }
 
 __global__ static void __launch_bounds__(HIST_THREADS)
@@ -178,24 +189,18 @@ hist_shared_kernel(hist_args a)
 	int64_t		gb0 = a.feat_off[f0];
 	int64_t		group_bins = a.feat_off[f1] - gb0;
 	int64_t		entries = (int64_t) a.n_slots * group_bins;
-	int64_t		r0,
-				r1,
-				len,
-				start;
-	const uint8_t *base;
+	tile		t = tile_of_block(&a);
 
-	tile_rows(&a, &r0, &r1, &base, &len);
-	start = (base - a.bins) / a.n_features;
 	for (int64_t i = threadIdx.x; i < 2 * entries; i += blockDim.x)
 		sh[i] = 0;
 #if GBML_PLANT != 1
 	__syncthreads();
 #endif
 #if GBML_PLANT == 5
-	r1--;
+	t.r1--;
 #endif
 
-	for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x)
+	for (int64_t r = t.r0 + threadIdx.x; r < t.r1; r += blockDim.x)
 	{
 		int			slot = a.slot_of[a.leaf[r]];
 
@@ -203,12 +208,12 @@ hist_shared_kernel(hist_args a)
 			continue;
 		u64			g = (u64) a.gq[r];
 		u64			h = a.hq ? (u64) a.hq[r] : 0;
-		int64_t		local = r - start;
+		int64_t		local = r - t.start;
 		u64		   *slot_hist = sh + 2 * (int64_t) slot * group_bins;
 
 		for (int f = f0; f < f1; f++)
 		{
-			int64_t		e = a.feat_off[f] - gb0 + base[(int64_t) f * len + local];
+			int64_t		e = a.feat_off[f] - gb0 + t.bins[(int64_t) f * t.len + local];
 
 			atomicAdd(&slot_hist[2 * e], g);
 			if (a.hq)
@@ -237,15 +242,9 @@ hist_shared_kernel(hist_args a)
 __global__ static void __launch_bounds__(HIST_THREADS)
 hist_global_kernel(hist_args a)
 {
-	int64_t		r0,
-				r1,
-				len;
-	const uint8_t *base;
-	int64_t		start;
+	tile		t = tile_of_block(&a);
 
-	tile_rows(&a, &r0, &r1, &base, &len);
-	start = (base - a.bins) / a.n_features;
-	for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x)
+	for (int64_t r = t.r0 + threadIdx.x; r < t.r1; r += blockDim.x)
 	{
 		int			slot = a.slot_of[a.leaf[r]];
 
@@ -257,7 +256,7 @@ hist_global_kernel(hist_args a)
 		for (int f = (int) blockIdx.y; f < a.n_features; f += (int) gridDim.y)
 		{
 			u64		   *out = (u64 *) &a.hist[(int64_t) slot * a.total_bins + a.feat_off[f] +
-											 base[(int64_t) f * len + (r - start)]];
+											 t.bins[(int64_t) f * t.len + (r - t.start)]];
 
 			atomicAdd(&out[0], g);
 			if (a.hq)
@@ -498,6 +497,30 @@ gpu_boost_end_tree(gbml_gpu_ctx *ctx, int level, int feature, int border, uint16
 								  cudaMemcpyDeviceToHost, ctx->stream), "cudaMemcpyAsync(leaf indices to host)"))
 		return 1;
 	return gpu_sync(ctx, "leaf update");
+}
+
+/* Frees everything boost_begin allocated (the context stays, for its owner). */
+extern "C" void
+gpu_boost_end(gbml_gpu_ctx *ctx)
+{
+	gpu_boost_state *s = ctx->boost;
+
+	if (s == NULL)
+		return;
+	gpu_release(ctx, s->d_bins);
+	gpu_release(ctx, s->d_leaf);
+	gpu_release(ctx, s->d_gq);
+	gpu_release(ctx, s->d_hq);
+	gpu_release(ctx, s->d_slot_of);
+	gpu_release(ctx, s->d_feat_off);
+	gpu_release(ctx, s->d_hist);
+	for (int i = 0; i < RING_SLOTS; i++)
+	{
+		gpu_release(ctx, s->ring[i]);
+		gpu_release(ctx, (void *) s->ring_done[i]);
+	}
+	free(s);
+	ctx->boost = NULL;
 }
 
 extern "C" int

@@ -410,6 +410,17 @@ gpu_chunk_release(gbml_gpu_ctx *ctx)
 	for (int c = 0; c < s->n_chunks; c++)
 		gpu_release(ctx, s->chunks[c].x);
 	s->n_chunks = 0;
+	/* the scan is over: the staging buffers go too */
+	for (int i = 0; i < STORE_RING; i++)
+	{
+		gpu_release(ctx, s->ring[i]);
+		gpu_release(ctx, (void *) s->ring_done[i]);
+		s->ring[i] = NULL;
+		s->ring_done[i] = NULL;
+		s->ring_used[i] = false;
+		s->ring_floats[i] = 0;
+	}
+	s->handed_out = -1;
 }
 
 /* Frees the store's host-side state (the device memory goes with the context). */

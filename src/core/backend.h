@@ -139,6 +139,8 @@ struct gbml_backend
 								   uint16_t *leaf_out);
 	int			(*boost_tree_leaves) (gbml_gpu_ctx *ctx, int depth, const int32_t *features,
 									  const int32_t *borders, uint16_t *leaf_out);
+	/* Frees what boost_begin allocated (a context that outlives the training keeps nothing). */
+	void		(*boost_end) (gbml_gpu_ctx *ctx);
 
 	/*
 	 * The chunk store: dataset chunks resident on the device (dataset.h).

@@ -47,13 +47,15 @@ gbml_boost_gpu_close(gbml_boost_gpu *g)
 {
 	if (g->ctx == NULL)
 		return;
-	if (!g->owns_ctx)
-	{
-		g->ctx = NULL;			/* the chunk store destroys it (and reports its figures) */
-		return;
-	}
 	g->env->gpu_memory_peak = (double) g->b->ctx_memory_peak(g->ctx);
 	g->b->ctx_transfer_stats(g->ctx, &g->env->gpu_h2d_bytes, &g->env->gpu_wait_seconds);
+	if (!g->owns_ctx)
+	{
+		/* the chunk store destroys the context; the training's memory goes now */
+		g->b->boost_end(g->ctx);
+		g->ctx = NULL;
+		return;
+	}
 	if (g->env->gpu_ctx_fn)
 		g->env->gpu_ctx_fn(g->env->gpu_ctx_hook_ctx, g->b, g->ctx, false);
 	g->b->ctx_destroy(g->ctx);

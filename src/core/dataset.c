@@ -450,8 +450,6 @@ gbml_dataset_append(gbml_dataset *ds, gbml_env *env, const gbml_row *row, bool r
 		ds->has_weight = true;
 	if (missing)
 		ds->has_missing = true;
-	if (ds->store)
-		gbml_ds_stored_note_row(ds, c, r);
 	ds->n_rows++;
 	return GBML_OK;
 }

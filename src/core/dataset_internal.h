@@ -30,8 +30,6 @@ bool		gbml_ds_held_out(uint64_t key, uint64_t seed, double fraction);
 /* The first chunk is full and the dataset is to stream: the next chunk starts the store. */
 bool		gbml_ds_stored_should_start(const gbml_dataset *ds);
 gbml_chunk *gbml_ds_stored_writable_chunk(gbml_dataset *ds, gbml_env *env);
-/* Records row r's hash (its features are in the store's buffer until the chunk is full). */
-void		gbml_ds_stored_note_row(gbml_dataset *ds, gbml_chunk *c, int64_t r);
 int			gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env);
 int			gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
 									  gbml_env *env);

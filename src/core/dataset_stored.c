@@ -46,12 +46,21 @@ meta_chunk_alloc(gbml_env *env, int64_t capacity)
 	return c;
 }
 
-/* Hands chunk c's features (still in a store buffer) to the store. */
+/*
+ * Hands chunk c's features (still in a store buffer) to the store, after
+ * hashing its rows for the canonical order (in parallel: the host path
+ * hashes in gbml_dataset_canonicalize, in parallel over chunks).
+ */
 static int
 store_chunk(gbml_dataset *ds, gbml_chunk *c, gbml_env *env)
 {
+	size_t		d = (size_t) ds->n_features;
+
 	if (c->x == NULL || c->n_rows == 0)
 		return GBML_OK;
+#pragma omp parallel for schedule(static) num_threads(env->threads)
+	for (int64_t r = 0; r < c->n_rows; r++)
+		c->hash[r] = gbml_ds_hash_row(c->x + (size_t) r * d, d, c->label[r], c->group[r], c->weight[r]);
 	if (ds->store->put(ds->store, c->x, c->n_rows, ds->n_features) != 0)
 		return store_failed(ds, env, "storing a chunk");
 	c->x = NULL;
@@ -101,14 +110,6 @@ gbml_ds_stored_writable_chunk(gbml_dataset *ds, gbml_env *env)
 		return NULL;
 	}
 	return c;
-}
-
-void
-gbml_ds_stored_note_row(gbml_dataset *ds, gbml_chunk *c, int64_t r)
-{
-	size_t		d = (size_t) ds->n_features;
-
-	c->hash[r] = gbml_ds_hash_row(c->x + (size_t) r * d, d, c->label[r], c->group[r], c->weight[r]);
 }
 
 /*
@@ -343,13 +344,10 @@ static int
 start_streaming(gbml_dataset *ds, gbml_env *env)
 {
 	gbml_chunk *c = ds->chunks[0];
-	size_t		d = (size_t) ds->n_features;
 	int			rc;
 
 	if ((c->hash = gbml_alloc_array(env, (size_t) c->capacity, sizeof(uint64_t))) == NULL)
 		return env->error_code;
-	for (int64_t r = 0; r < c->n_rows; r++)
-		c->hash[r] = gbml_ds_hash_row(c->x + (size_t) r * d, d, c->label[r], c->group[r], c->weight[r]);
 	if ((ds->store = ds->store_open(env)) == NULL)
 		return env->error_code ? env->error_code : GBML_EDEVICE;
 	{

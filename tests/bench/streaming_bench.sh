@@ -7,11 +7,18 @@
 # rounds (A, serial A, B; best of each kept, and the median per-round
 # ratio).  B's run report splits it into collect / canonical order / train.
 # The goal: collect rate at least half of A's (ratio A/B_collect >= 0.5).
+# GPU=emu (or GPU=real, on a machine with a card) adds
+#   C: SELECT gbml.boost_fit(features, label, '{"device": "gpu", "iterations": 1}') FROM t
+# whose collect streams the rows to the device (docs/gpu.md); on the emulated
+# backend the "device copy" is a memcpy on the backend's own thread at each
+# synchronization point, so the figure is the host side's cost plus that copy.
 # Needs gbml installed (make install); starts its own throwaway cluster.
 set -euo pipefail
 N=${N:-1000000}
 D=${D:-100}
 REPEAT=${REPEAT:-3}
+GPU=${GPU:-}
+case "$GPU" in emu) GPU_LIB=gbml_cuda_emu ;; real) GPU_LIB=gbml_cuda ;; "") GPU_LIB= ;; *) echo "GPU must be emu or real" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/../.."
 exec pg_virtualenv -v 15 -o shared_buffers=2GB -o max_parallel_workers_per_gather=2 -o work_mem=256MB bash -c "
 set -euo pipefail
@@ -43,6 +50,12 @@ for _ in range($REPEAT):
     rep = json.loads(out.strip().splitlines()[-1])
     r['prepare'], r['train'] = rep['prepare_seconds'], rep['train_seconds']
     r['collect'] = r['total'] - r['prepare'] - r['train']
+    if '$GPU_LIB':
+        t, out = q(\"SET gbml.cuda_library = '$GPU_LIB'; SELECT length(m) FROM (SELECT gbml.boost_fit(features, label, '{\\\"device\\\": \\\"gpu\\\", \\\"iterations\\\": 1}') AS m FROM t) s; SELECT gbml.last_training_report()\")
+        rep = json.loads(out.strip().splitlines()[-1])
+        r['gpu_total'], r['gpu_prepare'], r['gpu_train'] = t, rep['prepare_seconds'], rep['train_seconds']
+        r['gpu_collect'] = t - r['gpu_prepare'] - r['gpu_train']
+        r['gpu_h2d_mb'] = rep.get('gpu_h2d_mb', 0)
     rounds.append(r)
 best = {key: min(r[key] for r in rounds) for key in rounds[0]}
 fastest = min(rounds, key=lambda r: r['total'])
@@ -58,5 +71,11 @@ print('B gbml.mean_fit total  : %.3f s  (collect %.3f s, canonical order %.3f s,
 print('collect rate / A rate  : %s   (goal >= 0.5)' % rate_vs('A'))
 print('  against the serial A : %s' % rate_vs('A_serial'))
 print('whole fit rate / A rate: %.2f' % (best['A'] / fastest['total']))
+if '$GPU_LIB':
+    per_round = sorted(r['A'] / r['gpu_collect'] for r in rounds)
+    print('C boost_fit on $GPU_LIB  : collect %.3f s (streamed to the device), canonical order + quantize %.3f s, %.0f MB host->device'
+          % (best['gpu_collect'], min(r['gpu_prepare'] for r in rounds), rounds[0]['gpu_h2d_mb']))
+    print('device collect / A rate: %.2f best/best; per round median %.2f (%.2f-%.2f)'
+          % (best['A'] / best['gpu_collect'], statistics.median(per_round), per_round[0], per_round[-1]))
 PY
 "

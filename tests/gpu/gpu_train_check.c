@@ -436,6 +436,15 @@ streaming_checks(void)
 			rc_gpu = gbml_train_values(&egpu, "boost", p, 4, &dgpu, NULL, &mgpu, &lgpu);
 		if (rc_gpu != GBML_OK)
 			printf("# streamed training: %s\n", egpu.error);
+		{
+			/* trained: the dataset's context holds its stream and nothing else until the dataset goes */
+			gbml_gpu_resources r;
+
+			gc_backend->resources(&r);
+			gc_check(r.contexts == 1 && r.device_bytes == 0 && r.pinned_bytes == 0 && r.events == 0,
+					 "after the streamed training the rows, bins and buffers are freed (%lld device bytes, %lld pinned)",
+					 (long long) r.device_bytes, (long long) r.pinned_bytes);
+		}
 		gc_check(rc_cpu == GBML_OK && rc_gpu == GBML_OK && streamed && lcpu == lgpu && memcmp(mcpu, mgpu, lcpu) == 0,
 				 "rows streamed to the device in another order train the CPU's bytes: %s (%lld rows x %d)",
 				 cases[i].name, (long long) cases[i].data.n, cases[i].data.n_features);

@@ -22,7 +22,7 @@ step() { echo; echo "== $* ($(date +%T))"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
 step "build"
 "$NVCC" -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
-  -Xcompiler -fPIC --shared -cudart static -Isrc/core -Icuda -o "$out/gbml_cuda.so" cuda/*.cu || exit 1
+  -Xcompiler -fPIC,-fvisibility=hidden --shared -cudart static -Isrc/core -Icuda -o "$out/gbml_cuda.so" cuda/*.cu || exit 1
 make -s -C tests/gpu gpu_check CC="${CC:-gcc}" || exit 1
 
 step "1. kernels and whole trainings against the CPU backend"
