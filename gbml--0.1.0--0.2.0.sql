@@ -16,3 +16,10 @@ CREATE FUNCTION gbml.gpu_resources() RETURNS jsonb
     AS 'MODULE_PATHNAME', 'gbml_sql_gpu_resources' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION gbml.gpu_resources() IS
     'What this backend holds through the CUDA backend now: contexts, device and pinned bytes and allocations, streams, events (all 0 between trainings)';
+
+-- Every scoring function takes a model bytea or a registered name (the deployed
+-- version, looked up once per query): K-Means' two get their by-name forms.
+CREATE FUNCTION gbml.kmeans_assign(name text, features real[]) RETURNS integer
+    AS 'MODULE_PATHNAME', 'gbml_kmeans_assign_name' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION gbml.kmeans_distance(name text, features real[]) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'gbml_kmeans_distance_name' LANGUAGE C STABLE STRICT PARALLEL SAFE;

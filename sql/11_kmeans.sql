@@ -52,3 +52,12 @@ SELECT gbml.kmeans_fit(NULL::real[], 1);
 SELECT gbml.kmeans_fit(ARRAY[0, 0]::real[], 1, '{"spherical": true}');
 SELECT gbml.kmeans_distance(model, ARRAY[1, 'NaN']::real[]) FROM km;
 SELECT gbml.predict_proba(model, ARRAY[1, 2]::real[]) FROM km;
+
+-- by name: the deployed version, like gbml.predict; a name mistaken for a bytea gets a hint
+SELECT gbml.train('blob_clusters', 'kmeans', 'SELECT f AS features FROM blobs', '{"k": 3, "random_seed": 1}') > 0 AS trained;
+SELECT bool_and(gbml.kmeans_assign('blob_clusters', f) = gbml.kmeans_assign(m.model, f)) AS same_clusters,
+       bool_and(gbml.kmeans_distance('blob_clusters', f) = gbml.kmeans_distance(m.model, f)) AS same_distances
+  FROM blobs, (SELECT model FROM gbml.models WHERE name = 'blob_clusters' AND deployed) m;
+SELECT gbml.kmeans_assign('live'::bytea, ARRAY[1, 2]::real[]);
+SELECT gbml.kmeans_assign('no_such_model', ARRAY[1, 2]::real[]);
+DELETE FROM gbml.models WHERE name = 'blob_clusters';

@@ -9,6 +9,7 @@
 
 #include "access/detoast.h"
 #include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
@@ -358,6 +359,28 @@ same_model(const scorer_cache *c, Datum d)
 	return false;
 }
 
+/*
+ * A model that does not load.  When the bytes are too short to be a model
+ * and read as text, the caller almost certainly meant a registered name
+ * that PostgreSQL cast to bytea ('live' is a valid bytea literal): say so.
+ */
+static void
+raise_load_error(gbml_env *env, int rc, const char *bytes, size_t len)
+{
+	if (rc == GBML_ECORRUPT && len < GBML_MODEL_HEADER_SIZE && len > 0 &&
+		pg_verifymbstr(bytes, (int) len, true) && memchr(bytes, '\0', len) == NULL)
+	{
+		char	   *text = pnstrdup(bytes, len);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("gbml scoring: invalid model: %s", env->error),
+				 errhint("To score with the deployed model named \"%s\", pass the name as text: '%s'::text.",
+						 text, text)));
+	}
+	gbml_raise(env, rc, "gbml scoring");
+}
+
 const gbml_scorer *
 gbml_cached_scorer(FunctionCallInfo fcinfo, int argno)
 {
@@ -406,7 +429,12 @@ gbml_cached_scorer(FunctionCallInfo fcinfo, int argno)
 		mlen = VARSIZE_ANY_EXHDR(model);
 		gbml_env_bind(&c->env, c->mcxt, "gbml scoring");
 		c->env.memory_limit = 0;	/* a model that loaded once fits */
-		GBML_CHECK(&c->env, gbml_scorer_load(&c->scorer, &c->env, VARDATA_ANY(model), mlen), "gbml scoring");
+		{
+			int			rc = gbml_scorer_load(&c->scorer, &c->env, VARDATA_ANY(model), mlen);
+
+			if (rc != GBML_OK)
+				raise_load_error(&c->env, rc, VARDATA_ANY(model), mlen);
+		}
 		c->len = (uint32) mlen;
 		memcpy(c->header, VARDATA_ANY(model), Min(mlen, GBML_MODEL_HEADER_SIZE));
 		c->loaded = true;

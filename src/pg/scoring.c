@@ -19,6 +19,8 @@ PG_FUNCTION_INFO_V1(gbml_kmeans_assign_bytea);
 PG_FUNCTION_INFO_V1(gbml_kmeans_distance_bytea);
 PG_FUNCTION_INFO_V1(gbml_predict_name);
 PG_FUNCTION_INFO_V1(gbml_predict_proba_name);
+PG_FUNCTION_INFO_V1(gbml_kmeans_assign_name);
+PG_FUNCTION_INFO_V1(gbml_kmeans_distance_name);
 
 static double
 score_row(FunctionCallInfo fcinfo, const gbml_scorer *sc, gbml_output what, const char *fname)
@@ -150,4 +152,19 @@ Datum
 gbml_predict_proba_name(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_FLOAT8(score_row(fcinfo, named_scorer(fcinfo, "gbml.predict_proba"), GBML_OUT_PROBA, "gbml.predict_proba"));
+}
+
+Datum
+gbml_kmeans_assign_name(PG_FUNCTION_ARGS)
+{
+	double		c = score_row(fcinfo, named_scorer(fcinfo, "gbml.kmeans_assign"), GBML_OUT_CLUSTER, "gbml.kmeans_assign");
+
+	PG_RETURN_INT32((int32) c);
+}
+
+Datum
+gbml_kmeans_distance_name(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_FLOAT8(score_row(fcinfo, named_scorer(fcinfo, "gbml.kmeans_distance"), GBML_OUT_DISTANCE,
+							   "gbml.kmeans_distance"));
 }
