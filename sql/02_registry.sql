@@ -77,3 +77,8 @@ SELECT pg_column_compression(features) IS NOT NULL AS compressed FROM wide LIMIT
 SELECT gbml.train('wide', 'mean', 'wide') AS id \gset
 SELECT rows, features, round(gbml.predict(model, array_fill(0::real, ARRAY[1000]))::numeric, 3) AS mean
   FROM gbml.models WHERE id = :id;
+
+-- a read-only transaction (as on a standby) cannot record a version: a clear ERROR up front
+BEGIN READ ONLY;
+SELECT gbml.train('ro_model', 'mean', 'SELECT ARRAY[1, 2]::real[] AS features, 1::real AS label');
+ROLLBACK;

@@ -3,6 +3,11 @@
 -- choice, budget, fallbacks and errors; nothing held on the device after
 -- trainings, errors and 100 cancelled trainings.
 SET gbml.progress_interval = 0;
+-- a backend that never asks for a GPU never loads a CUDA library
+SELECT gbml.predict(gbml.boost_fit(ARRAY[i, i % 3]::real[], i::real, '{"iterations": 2, "device": "cpu"}'),
+                    ARRAY[1, 2]::real[]) > 0 AS scored
+  FROM generate_series(1, 50) AS i;
+SELECT pg_read_file('/proc/' || pg_backend_pid() || '/maps') ~ 'gbml_cuda' AS cuda_library_loaded;
 LOAD 'gbml';
 -- only a superuser picks the library, and only a plain name in $libdir
 CREATE ROLE gbml_gpu_user;
@@ -101,6 +106,9 @@ SELECT gbml.boost_fit(f, y, '{"iterations": 2, "device": "gpu"}') FROM gpu_rows;
 SELECT count(*) AS devices FROM gbml.devices();
 SET gbml.cuda_library = 'gbml_cuda_emu';
 
+-- this backend asked: the emulation is loaded now (and only here, never in the postmaster)
+SELECT pg_read_file('/proc/' || pg_backend_pid() || '/maps') ~ 'gbml_cuda_emu' AS emulation_loaded,
+       pg_read_file('/proc/' || split_part(pg_read_file('postmaster.pid'), E'\n', 1) || '/maps') ~ 'gbml_cuda' AS in_postmaster;
 -- nothing held on the device between trainings
 SELECT gbml.gpu_resources() - 'backend' AS held;
 

@@ -9,6 +9,8 @@
 
 #include <math.h>
 
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -190,6 +192,20 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 	int64		id;
 	const char *what = "gbml.train";
 
+	/*
+	 * gbml.train records a version: say at once that this server cannot,
+	 * rather than after the scan and the training, deep in an INSERT.
+	 */
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("gbml.train: the server is read-only (a standby in recovery): a new model version cannot be recorded here"),
+				 errhint("Run gbml.train on the primary. Scoring (gbml.predict by name or bytea) and the training aggregates, which return the model as bytea, work on a standby.")));
+	if (XactReadOnly)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("gbml.train: the transaction is read-only: a new model version cannot be recorded"),
+				 errhint("Run it in a read-write transaction (default_transaction_read_only is on, or the transaction was started READ ONLY).")));
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						errmsg("gbml.train: name, algorithm and source must not be NULL")));
