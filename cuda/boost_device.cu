@@ -191,7 +191,10 @@ hist_shared_kernel(hist_args a)
 	int64_t		entries = (int64_t) a.n_slots * group_bins;
 	tile		t = tile_of_block(&a);
 
-	for (int64_t i = threadIdx.x; i < 2 * entries; i += blockDim.x)
+	/* packed gradients (no hq) need only the g word of each entry: half the shared memory */
+	int			words = a.hq ? 2 : 1;
+
+	for (int64_t i = threadIdx.x; i < words * entries; i += blockDim.x)
 		sh[i] = 0;
 #if GBML_PLANT != 1
 	__syncthreads();
@@ -209,13 +212,13 @@ hist_shared_kernel(hist_args a)
 		u64			g = (u64) a.gq[r];
 		u64			h = a.hq ? (u64) a.hq[r] : 0;
 		int64_t		local = r - t.start;
-		u64		   *slot_hist = sh + 2 * (int64_t) slot * group_bins;
+		u64		   *slot_hist = sh + words * (int64_t) slot * group_bins;
 
 		for (int f = f0; f < f1; f++)
 		{
 			int64_t		e = a.feat_off[f] - gb0 + t.bins[(int64_t) f * t.len + local];
 
-			atomicAdd(&slot_hist[2 * e], g);
+			atomicAdd(&slot_hist[words * e], g);
 			if (a.hq)
 				atomicAdd(&slot_hist[2 * e + 1], h);
 		}
@@ -231,9 +234,9 @@ hist_shared_kernel(hist_args a)
 		int64_t		e = i % group_bins;
 		u64		   *out = (u64 *) &a.hist[slot * a.total_bins + gb0 + e];
 
-		if (sh[2 * i] != 0)
-			atomicAdd(&out[0], sh[2 * i]);
-		if (sh[2 * i + 1] != 0)
+		if (sh[words * i] != 0)
+			atomicAdd(&out[0], sh[words * i]);
+		if (a.hq && sh[2 * i + 1] != 0)
 			atomicAdd(&out[1], sh[2 * i + 1]);
 	}
 }
@@ -387,6 +390,13 @@ launch_leaf_update(gbml_gpu_ctx *ctx, gpu_boost_state *s, int feature, int borde
 	return gpu_check(cudaGetLastError(), "leaf_update_kernel launch");
 }
 
+/* Bytes of shared memory per histogram entry: (g, h), or g alone for packed gradients. */
+static size_t
+entry_bytes(const gpu_boost_state *s)
+{
+	return s->tree_packed ? sizeof(u64) : sizeof(gbml_boost_hist_bin);
+}
+
 /* Features per shared-memory group for n_slots slots; 0 when one feature does not fit. */
 static int
 features_per_group(const gpu_boost_state *s, int n_slots)
@@ -406,7 +416,7 @@ features_per_group(const gpu_boost_state *s, int n_slots)
 			if (w > widest)
 				widest = w;
 		}
-		if ((size_t) n_slots * (size_t) widest * sizeof(gbml_boost_hist_bin) > s->shared_limit)
+		if ((size_t) n_slots * (size_t) widest * entry_bytes(s) > s->shared_limit)
 			break;
 		best = k;
 		if (k == s->n_features)
@@ -465,7 +475,7 @@ gpu_boost_level(gbml_gpu_ctx *ctx, int level, int prev_feature, int prev_border,
 		}
 		a.features_per_group = per_group;
 		GBML_LAUNCH(hist_shared_kernel, dim3((unsigned) (s->n_blocks * a.tiles_per_block), (unsigned) groups),
-					dim3(HIST_THREADS), sizeof(gbml_boost_hist_bin) * (size_t) n_slots * (size_t) widest,
+					dim3(HIST_THREADS), entry_bytes(s) * (size_t) n_slots * (size_t) widest,
 					ctx->stream, a);
 		if (gpu_check(cudaGetLastError(), "hist_shared_kernel launch"))
 			return 1;
