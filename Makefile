@@ -90,6 +90,12 @@ endif
 unit:
 	$(MAKE) -C tests/unit run
 
+# The engine's unit tests and the GPU checker (on an emulated backend built
+# with the same sanitizers) under AddressSanitizer + UndefinedBehaviorSanitizer.
+sanitize:
+	$(MAKE) -C tests/unit run-sanitized
+	$(MAKE) -C tests/gpu run-sanitized LIB=gbml_cuda_emu_san.so SAN_ARGS=--quick
+
 # The GPU checker on the emulated backend, and the planted kernel bugs it must catch.
 gpu-emu: $(CUDA_EMU_LIB)
 	$(MAKE) -C tests/emu run
@@ -108,7 +114,7 @@ test:
 demo:
 	tests/run_all.sh demo
 
-.PHONY: unit gpu-emu pgtap test demo check-in-cluster
+.PHONY: unit sanitize gpu-emu pgtap test demo check-in-cluster
 
 # ---- docs generated from code ----
 docs: docs/params.md

@@ -39,6 +39,8 @@ if [ "$mode" = test ]; then
   make -s -C tests/unit run || status=1
   echo "== GPU checks on the emulated CUDA backend (kernels, trainings, planted bugs)"
   make -s gpu-emu || status=1
+  echo "== the unit tests and the GPU checker under AddressSanitizer + UndefinedBehaviorSanitizer"
+  make -s sanitize || status=1
 fi
 
 # The throwaway cluster: pg_cron needs to be preloaded; it schedules in contrib_regression

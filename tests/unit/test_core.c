@@ -114,6 +114,16 @@ parse_one(gbml_env *env, test_params *p, const gbml_param_value *v, int n)
 	return gbml_params_parse(env, "test", tables, outs, v, n);
 }
 
+/* frees what parse_one allocated (the default "name", a matrix), even after an error */
+static void
+free_one(gbml_env *env, test_params *p)
+{
+	const gbml_param_spec *tables[] = {test_specs, NULL};
+	void	   *outs[] = {p};
+
+	gbml_params_free(env, tables, outs);
+}
+
 TEST(params_defaults_and_values)
 {
 	gbml_env	env;
@@ -129,9 +139,12 @@ TEST(params_defaults_and_values)
 	CHECK(parse_one(&env, &p, v, 0) == GBML_OK);
 	CHECK(p.depth == 6 && p.rate == 0.1 && p.flag && p.mode == 1 && strcmp(p.name, "x") == 0);
 	CHECK(p.init.choice == 0);
+	free_one(&env, &p);
 	CHECK(parse_one(&env, &p, v, 3) == GBML_OK);
 	CHECK(p.depth == 3 && p.mode == 0 && p.init.choice == -1 && p.init.matrix.rows == 2 &&
 		  p.init.matrix.values[3] == 4);
+	free_one(&env, &p);
+	CHECK(env.memory_used == 0);
 }
 
 TEST(params_errors_name_key_and_range)
@@ -147,15 +160,22 @@ TEST(params_errors_name_key_and_range)
 
 	gbml_env_init_malloc(&env, 1);
 	CHECK(parse_one(&env, &p, &bad_int, 1) == GBML_EINVAL);
+	free_one(&env, &p);
 	CHECK(strstr(env.error, "\"depth\"") && strstr(env.error, "between 1 and 10") && strstr(env.error, "11"));
 	CHECK(parse_one(&env, &p, &frac_int, 1) == GBML_EINVAL);
+	free_one(&env, &p);
 	CHECK(parse_one(&env, &p, &str_int, 1) == GBML_EINVAL);
+	free_one(&env, &p);
 	CHECK(strstr(env.error, "a string") != NULL);
 	CHECK(parse_one(&env, &p, &unknown, 1) == GBML_EINVAL);
+	free_one(&env, &p);
 	CHECK(strstr(env.error, "unknown parameter \"dept\"") && strstr(env.error, "depth, rate"));
 	CHECK(parse_one(&env, &p, &bad_enum, 1) == GBML_EINVAL);
+	free_one(&env, &p);
 	CHECK(strstr(env.error, "\"a\", \"b\"") != NULL);
 	CHECK(parse_one(&env, &p, twice, 2) == GBML_EINVAL);
+	free_one(&env, &p);
+	CHECK(env.memory_used == 0);
 }
 
 TEST(dataset_validation_names_rows)
