@@ -3,8 +3,10 @@
 # Debian 12 machine: installs what is missing (PostgreSQL 15 server and
 # headers, pgTAP, pg_cron, pg_prove) with apt-get, builds and installs gbml,
 # starts a throwaway cluster with pg_virtualenv (pg_cron preloaded) and runs
-#   test: the C unit tests, the GPU checks on the emulated CUDA backend,
-#         pg_regress (installcheck) and pgTAP (pg_prove);
+#   test: the C unit tests (also under ASan + UBSan), the GPU checks on the
+#         emulated CUDA backend, pg_regress (installcheck), pgTAP (pg_prove)
+#         and the operational tests (tests/ops: crash, dump/restore, standby,
+#         upgrade);
 #   demo: tests/demo/demo.sql.
 # Exits non-zero on any failure.
 set -euo pipefail
@@ -64,6 +66,8 @@ if [ "$mode" = test ]; then
     make -s PG_CONFIG='"$PG_CONFIG"' installcheck || { rc=1; cat regression.diffs 2>/dev/null | head -200; }
     PGDATABASE=gbml_test pg_prove --ext .sql -r tests/pgtap || rc=1
     exit $rc' || status=1
+  echo "== operational tests: crash safety, dump/restore, hot standby, upgrade (own clusters)"
+  tests/ops/run_all.sh || status=1
   if [ $status = 0 ]; then echo "== all tests passed"; else echo "== SOME TESTS FAILED"; fi
   exit $status
 else
