@@ -90,6 +90,12 @@ endif
 unit:
 	$(MAKE) -C tests/unit run
 
+# libFuzzer: each harness (model loader, params parser, dataset deserializer)
+# for a few seconds, and the inputs of the bugs the fuzzers found, replayed.
+# `make -C tests/fuzz long` is the benchmark-style run (10^6 executions each).
+fuzz:
+	$(MAKE) -C tests/fuzz smoke crashes
+
 # The engine's unit tests and the GPU checker (on an emulated backend built
 # with the same sanitizers) under AddressSanitizer + UndefinedBehaviorSanitizer.
 sanitize:
@@ -114,7 +120,7 @@ test:
 demo:
 	tests/run_all.sh demo
 
-.PHONY: unit sanitize gpu-emu pgtap test demo check-in-cluster
+.PHONY: unit fuzz sanitize gpu-emu pgtap test demo check-in-cluster
 
 # ---- docs generated from code ----
 docs: docs/params.md

@@ -24,6 +24,12 @@ command -v pg_config >/dev/null && [ -d "$(pg_config --includedir-server 2>/dev/
 command -v pg_prove >/dev/null || need+=(libtap-parser-sourcehandler-pgtap-perl)
 command -v pg_virtualenv >/dev/null || need+=(postgresql-common)
 command -v make >/dev/null && command -v gcc >/dev/null && command -v g++ >/dev/null || need+=(build-essential)
+if [ "$mode" = test ]; then
+  # the fuzzers (clang's libFuzzer and sanitizer runtimes, libomp for the OpenMP engine)
+  command -v clang >/dev/null || need+=(clang)
+  ls /usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need+=(libclang-rt-14-dev)
+  [ -e /usr/lib/llvm-14/lib/libomp.so ] || need+=(libomp-14-dev)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing: ${need[*]}"
   sudo_if_needed apt-get update -qq
@@ -43,6 +49,8 @@ if [ "$mode" = test ]; then
   make -s gpu-emu || status=1
   echo "== the unit tests and the GPU checker under AddressSanitizer + UndefinedBehaviorSanitizer"
   make -s sanitize || status=1
+  echo "== fuzzing: model loader, params parser, dataset deserializer (libFuzzer, a few seconds each)"
+  make -s fuzz || status=1
 fi
 
 # The throwaway cluster: pg_cron needs to be preloaded; it schedules in contrib_regression

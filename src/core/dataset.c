@@ -945,7 +945,14 @@ gbml_dataset_deserialize(gbml_dataset *ds, gbml_env *env, const void *data, size
 	ds->allow_missing = flags & 1;
 	ds->has_missing = (flags & 2) != 0;
 	ds->has_weight = (flags & 4) != 0;
-	ds->group_state = (int) gbml_cursor_u32(&cur) - 1;
+	{
+		/* the serializer writes 0, 1 or 2; anything else is corruption (and 2^31 overflowed) */
+		uint32_t	gs = gbml_cursor_u32(&cur);
+
+		if (gs > 2)
+			return gbml_error(env, GBML_ECORRUPT, "serialized aggregate state is corrupt");
+		ds->group_state = (int) gs - 1;
+	}
 	n_chunks = gbml_cursor_u32(&cur);
 	if (!cur.ok || ds->n_features < 0 || ds->n_features > GBML_MAX_FEATURES)
 		return gbml_error(env, GBML_ECORRUPT, "serialized aggregate state is corrupt");
