@@ -455,6 +455,48 @@ streaming_checks(void)
 	}
 	gc_check(gc_no_resources(), "no GPU resources left after the streamed trainings");
 
+	/* CUDA failures while rows stream in and while the streamed rows train: errors naming the call, nothing held */
+	if (gc_emu_fail_after() != NULL)
+	{
+		gc_emu_fail_after_fn fail_after = gc_emu_fail_after();
+		data_spec	s = {10000, 40, false, false, false, 0.01};
+		gbml_param_value p[2] = {tu_num("iterations", 3), tu_num("eval_fraction", 0.2)};
+		int			errors = 0,
+					named = 0,
+					clean = 0,
+					tries = 0;
+
+		for (long long k = 1; k < 300; k += k < 12 ? 1 : 29)
+		{
+			gbml_env	e;
+			gbml_dataset ds;
+			uint8_t    *m = NULL;
+			size_t		l = 0;
+			int			rc;
+
+			gbml_env_init_malloc(&e, 2);
+			e.device = GBML_DEVICE_GPU;
+			e.gpu = gc_backend;
+			fail_after(k);
+			rc = make_streamed(&ds, &e, &s, 5, true, true);
+			if (rc == GBML_OK)
+				rc = gbml_train_values(&e, "boost", p, 2, &ds, NULL, &m, &l);
+			fail_after(-1);
+			gbml_dataset_free(&ds, &e);
+			gbml_free(&e, m);
+			tries++;
+			if (rc != GBML_OK)
+			{
+				errors++;
+				named += rc == GBML_EDEVICE && strstr(e.error, "failed: ") != NULL && strstr(e.error, "cuda") != NULL;
+			}
+			clean += gc_no_resources();
+		}
+		gc_check(errors > 0 && named == errors && clean == tries,
+				 "%d injected CUDA failures while streaming and training streamed rows: %d errors name the call, %d of %d left nothing held",
+				 errors, named, clean, tries);
+	}
+
 	/* the GPU budget crossed while streaming: an error at that chunk, nothing held */
 	{
 		gbml_env	e;
