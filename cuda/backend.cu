@@ -32,6 +32,7 @@ extern "C" int gpu_boost_bin_rows(gbml_gpu_ctx *ctx, const int64_t *src, const i
 extern "C" float *gpu_chunk_buffer(gbml_gpu_ctx *ctx, int64_t rows, int n_features);
 extern "C" int gpu_chunk_put(gbml_gpu_ctx *ctx, const float *x, int64_t n_rows, int n_features);
 extern "C" int gpu_chunk_fetch(gbml_gpu_ctx *ctx, const int64_t *src, int64_t n, float *out);
+extern "C" int gpu_chunk_read(gbml_gpu_ctx *ctx, int index, float *out);
 extern "C" int gpu_chunk_permute(gbml_gpu_ctx *ctx, const int64_t *src, int64_t n, int64_t first_rows,
 								 int64_t chunk_rows);
 extern "C" void gpu_chunk_release(gbml_gpu_ctx *ctx);
@@ -195,6 +196,7 @@ static const struct gbml_backend cuda_backend = {
 	gpu_chunk_buffer,
 	gpu_chunk_put,
 	gpu_chunk_fetch,
+	gpu_chunk_read,
 	gpu_chunk_permute,
 	gpu_chunk_release,
 	gpu_chunk_missing,

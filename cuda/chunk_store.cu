@@ -306,6 +306,23 @@ launch_gather(gbml_gpu_ctx *ctx, float *const *table, int n_features, const int6
 	return gpu_check(cudaGetLastError(), "gather_rows_kernel launch");
 }
 
+/* Copies stored chunk `index` to out, straight from its device memory. */
+extern "C" int
+gpu_chunk_read(gbml_gpu_ctx *ctx, int index, float *out)
+{
+	gpu_chunk_state *s = store_of(ctx, 0);
+
+	if (s == NULL)
+		return 1;
+	if (index < 0 || index >= s->n_chunks)
+		return gpu_fail("GPU chunk store: chunk %d is not stored (%d are)", index, s->n_chunks);
+	if (gpu_check(cudaMemcpyAsync(out, s->chunks[index].x,
+								  sizeof(float) * (size_t) s->chunks[index].n_rows * (size_t) s->n_features,
+								  cudaMemcpyDeviceToHost, ctx->stream), "cudaMemcpyAsync(chunk to host)"))
+		return 1;
+	return gpu_sync(ctx, "reading a chunk back");
+}
+
 /* Copies rows src[0..n) to out (n x n_features, host). */
 extern "C" int
 gpu_chunk_fetch(gbml_gpu_ctx *ctx, const int64_t *src, int64_t n, float *out)

@@ -21,6 +21,24 @@
 static char last_error_text[512];
 static gbml_gpu_ctx *live_contexts;
 
+/*
+ * After a failure, let everything already queued run (or be dropped with a
+ * broken context) before the call returns: the caller frees its buffers
+ * once it sees the error, and a copy still queued from or into them would
+ * touch freed memory later.  Twice, in case the first attempt fails too.
+ */
+static void
+drain_after_failure(void)
+{
+	for (int i = 0; i < 2; i++)
+	{
+		(void) cudaGetLastError();
+		if (cudaDeviceSynchronize() == cudaSuccess)
+			break;
+	}
+	(void) cudaGetLastError();
+}
+
 int
 gpu_check(cudaError_t err, const char *what)
 {
@@ -28,8 +46,7 @@ gpu_check(cudaError_t err, const char *what)
 		return 0;
 	snprintf(last_error_text, sizeof(last_error_text), "%s failed: %s (%s)", what,
 			 cudaGetErrorString(err), cudaGetErrorName(err));
-	/* clear the non-sticky error so the next call does not see it */
-	(void) cudaGetLastError();
+	drain_after_failure();
 	return 1;
 }
 
@@ -41,6 +58,7 @@ gpu_fail(const char *fmt,...)
 	va_start(ap, fmt);
 	vsnprintf(last_error_text, sizeof(last_error_text), fmt, ap);
 	va_end(ap);
+	drain_after_failure();
 	return 1;
 }
 

@@ -158,6 +158,8 @@ struct gbml_backend
 	float	   *(*chunk_buffer) (gbml_gpu_ctx *ctx, int64_t rows, int n_features);
 	int			(*chunk_put) (gbml_gpu_ctx *ctx, const float *x, int64_t n_rows, int n_features);
 	int			(*chunk_fetch) (gbml_gpu_ctx *ctx, const int64_t *src, int64_t n, float *out);
+	/* Copies stored chunk `index` to out as it is (no device memory needed: for running out of room). */
+	int			(*chunk_read) (gbml_gpu_ctx *ctx, int index, float *out);
 	int			(*chunk_permute) (gbml_gpu_ctx *ctx, const int64_t *src, int64_t n, int64_t first_rows,
 								  int64_t chunk_rows);
 	void		(*chunk_release) (gbml_gpu_ctx *ctx);

@@ -880,6 +880,13 @@ setup_device(trainer *T, const gbml_dataset *ds)
 	gbml_env   *env = T->env;
 	int			rc;
 
+	if (ds->stream_fell_back)
+	{
+		/* the GPU ran out of room while the rows streamed in: they are on the host, and stay there */
+		env->device = GBML_DEVICE_CPU;
+		snprintf(env->device_note, sizeof(env->device_note), "device auto: the GPU memory budget was reached while the rows streamed in");
+		return GBML_OK;
+	}
 	if (ds->store)
 	{
 		gbml_gpu_ctx *ctx = gbml_chunk_store_gpu_ctx(ds->store);

@@ -45,6 +45,22 @@ gs_fetch(gbml_chunk_store *s, const int64_t *src, int64_t n, float *out)
 }
 
 static int
+gs_read_chunk(gbml_chunk_store *s, int index, float *out)
+{
+	gpu_store  *g = (gpu_store *) s;
+
+	return g->b->chunk_read(g->ctx, index, out);
+}
+
+static bool
+gs_out_of_room(gbml_chunk_store *s)
+{
+	gpu_store  *g = (gpu_store *) s;
+
+	return g->b->ctx_over_budget(g->ctx);
+}
+
+static int
 gs_permute(gbml_chunk_store *s, const int64_t *src, int64_t n, int64_t first_rows, int64_t chunk_rows)
 {
 	gpu_store  *g = (gpu_store *) s;
@@ -132,6 +148,8 @@ gbml_chunk_store_gpu_open(gbml_env *env)
 	g->base.buffer = gs_buffer;
 	g->base.put = gs_put;
 	g->base.fetch = gs_fetch;
+	g->base.read_chunk = gs_read_chunk;
+	g->base.out_of_room = gs_out_of_room;
 	g->base.permute = gs_permute;
 	g->base.missing = gs_missing;
 	g->base.release = gs_release;

@@ -30,8 +30,8 @@ gbml_ds_chunk_free(gbml_chunk *c, gbml_env *env)
 {
 	if (c == NULL)
 		return;
-	if (c->hash == NULL)
-		gbml_free(env, c->x);	/* a stored chunk's x is the store's buffer */
+	if (!c->x_from_store)
+		gbml_free(env, c->x);
 	gbml_free(env, c->hash);
 	gbml_free(env, c->label);
 	gbml_free(env, c->group);
@@ -290,7 +290,13 @@ writable_chunk(gbml_dataset *ds, gbml_env *env)
 	bool		from_spare;
 
 	if (ds->store || gbml_ds_stored_should_start(ds))
-		return gbml_ds_stored_writable_chunk(ds, env);
+	{
+		gbml_chunk *sc = gbml_ds_stored_writable_chunk(ds, env);
+
+		/* NULL: an error, or the rows fell back to host memory (go on below) */
+		if (sc != NULL || ds->store != NULL || !ds->stream_fell_back)
+			return sc;
+	}
 	if (c != NULL && c->n_rows < c->capacity)
 	{
 		if (c->n_rows == ds->prefault_at)

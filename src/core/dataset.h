@@ -13,13 +13,15 @@
  * allow_missing (boosting treats them as missing); labels must be finite.
  *
  * Where chunks live.  By default in host memory.  A dataset told where to
- * stream (gbml_dataset_stream_to) opens that chunk store once its first
- * chunk is full — small datasets, such as most GROUP BY groups, never do —
- * and from then on keeps only the per-row state on the host (label, group,
- * weight and the row's content hash): each chunk's features are written
- * into a buffer the store hands out and, once the chunk is full, go to the
- * store (the GPU: chunk_store_gpu.h; temporary files are the next
- * residence).  Canonical order and the eval split then
+ * stream (gbml_dataset_stream_to) opens that chunk store at the first chunk
+ * boundary past a size — small datasets, such as most GROUP BY groups,
+ * never do — hands it the chunks it holds, and from then on keeps only the
+ * per-row state on the host (label, group, weight and the row's content
+ * hash): each chunk's features are written into a buffer the store hands
+ * out and, once the chunk is full, go to the store (the GPU:
+ * chunk_store_gpu.h; temporary files are the next residence).  A dataset
+ * allowed to fall back brings its rows back to host memory when the store
+ * runs out of room (its budget), and stays there.  Canonical order and the eval split then
  * reorder the rows inside the store, and a trainer that needs a few rows on
  * the host (a sample) fetches them.  Addresses of rows are chunk << 32 | row.
  */
@@ -41,6 +43,7 @@ typedef struct gbml_chunk
 	int64_t    *group;
 	float	   *weight;
 	uint64_t   *hash;			/* stored datasets: each row's canonical-order hash, else NULL */
+	bool		x_from_store;	/* x is a buffer the store handed out (not ours to free) */
 } gbml_chunk;
 
 /*
@@ -58,6 +61,10 @@ struct gbml_chunk_store
 	int			(*put) (gbml_chunk_store *s, const float *x, int64_t n_rows, int n_features);
 	/* Copies the rows at src[0..n) into out (n x n_features). */
 	int			(*fetch) (gbml_chunk_store *s, const int64_t *src, int64_t n, float *out);
+	/* Copies stored chunk `index` (all its rows) into out. */
+	int			(*read_chunk) (gbml_chunk_store *s, int index, float *out);
+	/* Whether the last failure was the store's budget (room), not an error. */
+	bool		(*out_of_room) (gbml_chunk_store *s);
 	/* Keeps only the rows src[0..n), in that order: chunks of first_rows, then chunk_rows rows. */
 	int			(*permute) (gbml_chunk_store *s, const int64_t *src, int64_t n, int64_t first_rows,
 							int64_t chunk_rows);
@@ -85,8 +92,11 @@ typedef struct gbml_dataset
 	struct gbml_prefault *prefault; /* background page-faulting of the next chunk, or NULL */
 	int64_t		prefault_at;	/* start it when the last chunk holds this many rows (-1: not armed) */
 	gbml_chunk_store *store;	/* where full chunks' features go, or NULL (host memory) */
-	/* opens the store to stream to once the first chunk is full; NULL: stay in host memory */
+	/* opens the store to stream to; NULL: stay in host memory */
 	gbml_chunk_store *(*store_open) (gbml_env *env);
+	int64_t		stream_from;	/* start streaming at a chunk boundary once rows x features >= this */
+	bool		stream_fallback;	/* out of room in the store: rows back to the host, not an error */
+	bool		stream_fell_back;	/* that happened */
 } gbml_dataset;
 
 /* Row as the glue hands it over; group_is_null / weight_is_null for SQL NULL. */
@@ -125,11 +135,15 @@ void		gbml_dataset_finish_appends(gbml_dataset *ds, gbml_env *env);
 void		gbml_dataset_stop_prefault(gbml_dataset *ds);
 
 /*
- * Streams the dataset's rows to the store `open` returns (called once the
- * first chunk is full; NULL with env's error set when it cannot open).  The
- * dataset owns the store and destroys it.  Call before the first row.
+ * Streams the dataset's rows to the store `open` returns (NULL with env's
+ * error set when it cannot open), from the first chunk boundary where rows x
+ * features reaches from_values (0: once the first chunk is full).  With
+ * fallback, a store out of room (its budget) sends every row back to host
+ * memory with a NOTICE instead of an error.  The dataset owns the store.
+ * Call before the first row.
  */
-void		gbml_dataset_stream_to(gbml_dataset *ds, gbml_chunk_store *(*open) (gbml_env *env));
+void		gbml_dataset_stream_to(gbml_dataset *ds, gbml_chunk_store *(*open) (gbml_env *env),
+								   int64_t from_values, bool fallback);
 
 /* Copies rows (addresses chunk << 32 | row) into out (n x n_features), from host chunks or the store. */
 int			gbml_dataset_fetch_rows(const gbml_dataset *ds, const int64_t *addr, int64_t n, float *out,

@@ -12,6 +12,7 @@
 #include "dataset_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Rows fetched to the host at a time by the eval split. */
@@ -46,6 +47,8 @@ meta_chunk_alloc(gbml_env *env, int64_t capacity)
 	return c;
 }
 
+static int	stop_streaming(gbml_dataset *ds, gbml_env *env);
+
 /*
  * Hands chunk c's features (still in a store buffer) to the store, after
  * hashing its rows for the canonical order (in parallel: the host path
@@ -62,8 +65,15 @@ store_chunk(gbml_dataset *ds, gbml_chunk *c, gbml_env *env)
 	for (int64_t r = 0; r < c->n_rows; r++)
 		c->hash[r] = gbml_ds_hash_row(c->x + (size_t) r * d, d, c->label[r], c->group[r], c->weight[r]);
 	if (ds->store->put(ds->store, c->x, c->n_rows, ds->n_features) != 0)
+	{
+		if (ds->stream_fallback && ds->store->out_of_room(ds->store))
+			return stop_streaming(ds, env);
 		return store_failed(ds, env, "storing a chunk");
+	}
+	if (!c->x_from_store)
+		gbml_free(env, c->x);	/* dataset.c's own memory: put copied it before returning */
 	c->x = NULL;
+	c->x_from_store = false;
 	return GBML_OK;
 }
 
@@ -92,11 +102,14 @@ gbml_ds_stored_writable_chunk(gbml_dataset *ds, gbml_env *env)
 		return c;
 	if (c != NULL && store_chunk(ds, c, env) != GBML_OK)
 		return NULL;
+	if (ds->store == NULL)
+		return NULL;			/* fell back to host memory: dataset.c allocates the next chunk */
 	/* the serial layout, so the store's chunks are the ones a host dataset would have */
 	cap = ds->n_chunks == 0 ? gbml_ds_first_chunk_limit(ds) : ds->chunk_rows;
 	if ((c = meta_chunk_alloc(env, cap)) == NULL)
 		return NULL;
 	c->x = ds->store->buffer(ds->store, cap, ds->n_features);
+	c->x_from_store = true;
 	if (c->x == NULL)
 	{
 		gbml_ds_chunk_free(c, env);
@@ -203,6 +216,8 @@ gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env)
 
 	if ((rc = seal(ds, env)) != GBML_OK || n == 0)
 		return rc;
+	if (ds->store == NULL)
+		return gbml_dataset_canonicalize(ds, env);	/* the last chunk did not fit: on the host now */
 	keys = gbml_alloc_array(env, (size_t) n, sizeof(row_key));
 	tmp = gbml_alloc_array(env, (size_t) n, sizeof(row_key));
 	two_rows = gbml_alloc_array(env, 2 * (size_t) ds->n_features, sizeof(float));
@@ -266,6 +281,8 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 	gbml_dataset_init(eval, ds->allow_missing);
 	if ((rc = seal(ds, env)) != GBML_OK)
 		return rc;
+	if (ds->store == NULL)
+		return gbml_dataset_split_eval(ds, eval, fraction, seed, env);	/* back on the host */
 	kept = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
 	held = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
 	rows = gbml_alloc_array(env, (size_t) FETCH_BATCH * (size_t) ds->n_features, sizeof(float));
@@ -331,43 +348,85 @@ gbml_ds_stored_free(gbml_dataset *ds, gbml_env *env)
 }
 
 void
-gbml_dataset_stream_to(gbml_dataset *ds, gbml_chunk_store *(*open) (gbml_env *env))
+gbml_dataset_stream_to(gbml_dataset *ds, gbml_chunk_store *(*open) (gbml_env *env), int64_t from_values,
+					   bool fallback)
 {
 	ds->store_open = open;
+	ds->stream_from = from_values;
+	ds->stream_fallback = fallback;
 }
 
 /*
- * The first chunk is full: open the store and hand it that chunk (its rows
- * get their hashes now); the next chunks fill the store's buffers.
+ * The dataset reached its streaming size at a chunk boundary: open the store
+ * and hand it every chunk held so far (their rows get their hashes now, the
+ * host copies go); the next chunks fill the store's buffers.
  */
 static int
 start_streaming(gbml_dataset *ds, gbml_env *env)
 {
-	gbml_chunk *c = ds->chunks[0];
 	int			rc;
 
-	if ((c->hash = gbml_alloc_array(env, (size_t) c->capacity, sizeof(uint64_t))) == NULL)
-		return env->error_code;
+	gbml_dataset_finish_appends(ds, env);	/* no pre-faulted spare: the store's buffers come next */
+	for (int i = 0; i < ds->n_chunks; i++)
+		if ((ds->chunks[i]->hash = gbml_alloc_array(env, (size_t) ds->chunks[i]->capacity, sizeof(uint64_t))) == NULL)
+			return env->error_code;
 	if ((ds->store = ds->store_open(env)) == NULL)
 		return env->error_code ? env->error_code : GBML_EDEVICE;
-	{
-		float	   *x = c->x;
-
-		rc = store_chunk(ds, c, env);
-		if (rc != GBML_OK)
+	for (int i = 0; i < ds->n_chunks; i++)
+		if ((rc = store_chunk(ds, ds->chunks[i], env)) != GBML_OK)
 			return rc;
-		gbml_free(env, x);		/* host memory of dataset.c's own, copied before put returned */
-	}
 	return GBML_OK;
 }
 
 bool
 gbml_ds_stored_should_start(const gbml_dataset *ds)
 {
-	const gbml_chunk *c = ds->n_chunks == 1 ? ds->chunks[0] : NULL;
+	const gbml_chunk *c = ds->n_chunks > 0 ? ds->chunks[ds->n_chunks - 1] : NULL;
 
+	/* a chunk boundary of the serial layout: the last chunk is full at its final size */
 	return ds->store == NULL && ds->store_open != NULL && c != NULL && c->n_rows == c->capacity &&
-		c->capacity >= gbml_ds_first_chunk_limit(ds);
+		c->capacity == (ds->n_chunks == 1 ? gbml_ds_first_chunk_limit(ds) : ds->chunk_rows) &&
+		ds->n_rows * (int64_t) ds->n_features >= ds->stream_from;
+}
+
+/*
+ * The store ran out of room while the rows streamed in (fallback allowed):
+ * every chunk comes back to host memory, the store goes, and the dataset
+ * stays on the host from now on.  The chunk whose put failed is still in
+ * the store's buffer.
+ */
+static int
+stop_streaming(gbml_dataset *ds, gbml_env *env)
+{
+	size_t		d = (size_t) ds->n_features;
+	char		why[300];
+
+	snprintf(why, sizeof(why), "%s", ds->store->error(ds->store));
+	for (int i = 0; i < ds->n_chunks; i++)
+	{
+		gbml_chunk *c = ds->chunks[i];
+		float	   *x = gbml_alloc_array(env, (size_t) c->capacity * d, sizeof(float));
+
+		if (x == NULL)
+			return env->error_code;
+		if (c->x != NULL)
+			memcpy(x, c->x, (size_t) c->n_rows * d * sizeof(float));
+		else if (c->n_rows > 0 && ds->store->read_chunk(ds->store, i, x) != 0)
+		{
+			gbml_free(env, x);
+			return store_failed(ds, env, "bringing the rows back to host memory");
+		}
+		c->x = x;
+		c->x_from_store = false;
+		gbml_free(env, c->hash);
+		c->hash = NULL;
+	}
+	ds->store->destroy(ds->store);
+	ds->store = NULL;
+	ds->store_open = NULL;
+	ds->stream_fell_back = true;
+	gbml_notice(env, GBML_LOG_NOTICE, "the rows stay in host memory: the GPU is out of room (%s)", why);
+	return GBML_OK;
 }
 
 int

@@ -348,9 +348,16 @@ gbml_env_configure(gbml_env *env, const gbml_common_params *common, const char *
 void
 gbml_stream_if_gpu(gbml_env *env, const gbml_algorithm *algo, gbml_dataset *ds, bool partial)
 {
-	if (env->device == GBML_DEVICE_GPU && !env->device_auto && algo->gpu_streams && !partial &&
+	/*
+	 * "gpu": stream once the first chunk is full; over the budget is an
+	 * ERROR.  "auto" (a usable GPU): stream from the chunk boundary where
+	 * the data is big enough for the GPU to gain; over the budget, the rows
+	 * come back to the host and train on the CPU, with a NOTICE.
+	 */
+	if (env->device == GBML_DEVICE_GPU && algo->gpu_streams && !partial &&
 		env->gpu != NULL && env->gpu->chunk_put != NULL)
-		gbml_dataset_stream_to(ds, gbml_chunk_store_gpu_open);
+		gbml_dataset_stream_to(ds, gbml_chunk_store_gpu_open,
+							   env->device_auto ? GBML_BOOST_GPU_AUTO_MIN_BYTES : 0, env->device_auto);
 }
 
 void

@@ -14,6 +14,7 @@
 
 #include "algorithm.h"
 #include "backend.h"
+#include "boost_gpu.h"
 #include "chunk_store_gpu.h"
 
 /* ---- settings (guc.c) ---- */

@@ -343,7 +343,8 @@ gc_training_checks(bool quick)
  * the device), appended to a dataset that streams to the GPU.
  */
 static int
-make_streamed(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t seed, bool stream, bool shuffle)
+make_streamed_from(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t seed, bool stream, bool shuffle,
+				   int64_t from_values, bool fallback)
 {
 	gbml_dataset src;
 	int64_t		n;
@@ -368,7 +369,7 @@ make_streamed(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t seed
 	}
 	gbml_dataset_init(ds, true);
 	if (stream)
-		gbml_dataset_stream_to(ds, gbml_chunk_store_gpu_open);
+		gbml_dataset_stream_to(ds, gbml_chunk_store_gpu_open, from_values, fallback);
 	for (int64_t i = 0; i < n && rc == GBML_OK; i++)
 	{
 		int			c = 0;
@@ -390,6 +391,72 @@ make_streamed(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t seed
 	free(order);
 	gbml_dataset_free(&src, env);
 	return rc;
+}
+
+static int
+make_streamed(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t seed, bool stream, bool shuffle)
+{
+	return make_streamed_from(ds, env, s, seed, stream, shuffle, 0, false);
+}
+
+/*
+ * Device "auto": streaming starts at a later chunk boundary (two host chunks
+ * handed over), and a budget reached while streaming brings the rows back to
+ * the host (a NOTICE, the CPU trains): the CPU's bytes either way.
+ */
+static void
+auto_streaming_checks(void)
+{
+	data_spec	s = {80000, 40, false, false, false, 0.01};
+	gbml_param_value p[1] = {tu_num("iterations", 3)};
+	gbml_env	ecpu;
+	gbml_dataset dcpu;
+	uint8_t    *mcpu = NULL;
+	size_t		lcpu = 0;
+
+	gbml_env_init_malloc(&ecpu, 2);
+	make_streamed(&dcpu, &ecpu, &s, 21, false, false);
+	gbml_train_values(&ecpu, "boost", p, 1, &dcpu, NULL, &mcpu, &lcpu);
+	for (int budget_case = 0; budget_case < 2; budget_case++)
+	{
+		gbml_env	e;
+		gbml_dataset ds;
+		uint8_t    *m = NULL;
+		size_t		l = 0;
+		int			rc;
+		bool		streamed,
+					fell_back;
+
+		gbml_env_init_malloc(&e, 2);
+		e.device = GBML_DEVICE_GPU;
+		e.device_auto = true;
+		e.gpu = gc_backend;
+		e.notice_fn = record_notice;
+		last_notice[0] = '\0';
+		if (budget_case)
+			e.gpu_memory_limit = 2 << 20;	/* the first chunk fits, the second does not */
+		/* past the first boundary (8,192 rows x 40): streaming starts at the second, 73,728 rows */
+		rc = make_streamed_from(&ds, &e, &s, 21, true, true, budget_case ? 0 : 8192 * 40 + 1, true);
+		streamed = ds.store != NULL && ds.n_chunks == 3 && ds.chunks[0]->x == NULL;
+		fell_back = ds.store == NULL && ds.stream_fell_back;
+		if (rc == GBML_OK)
+			rc = gbml_train_values(&e, "boost", p, 1, &ds, NULL, &m, &l);
+		if (rc != GBML_OK)
+			printf("# auto streaming: %s\n", e.error);
+		if (budget_case)
+			gc_check(rc == GBML_OK && fell_back && e.device == GBML_DEVICE_CPU && strstr(last_notice, "host memory") &&
+					 l == lcpu && memcmp(m, mcpu, l) == 0,
+					 "auto: the budget reached while streaming brings the rows back to the host, the CPU trains its bytes (\"%s\")",
+					 last_notice);
+		else
+			gc_check(rc == GBML_OK && streamed && e.device == GBML_DEVICE_GPU && l == lcpu && memcmp(m, mcpu, l) == 0,
+					 "auto: streaming starts at the chunk boundary past the threshold (two host chunks handed over), same bytes");
+		gbml_dataset_free(&ds, &e);
+		gbml_free(&e, m);
+		gc_check(gc_no_resources(), "auto streaming: nothing held afterwards");
+	}
+	gbml_dataset_free(&dcpu, &ecpu);
+	gbml_free(&ecpu, mcpu);
 }
 
 static void
@@ -454,6 +521,7 @@ streaming_checks(void)
 		gbml_free(&egpu, mgpu);
 	}
 	gc_check(gc_no_resources(), "no GPU resources left after the streamed trainings");
+	auto_streaming_checks();
 
 	/* CUDA failures while rows stream in and while the streamed rows train: errors naming the call, nothing held */
 	if (gc_emu_fail_after() != NULL)
