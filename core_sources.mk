@@ -6,6 +6,7 @@ CORE_SOURCES = \
 	src/core/boost_quantize.c \
 	src/core/boost_histogram.c \
 	src/core/boost_gpu.c \
+	src/core/gpu_ctx.c \
 	src/core/boost_predict.c \
 	src/core/boost_predict_fast.c \
 	src/core/boost_loss.c \

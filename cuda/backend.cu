@@ -39,17 +39,11 @@ extern "C" void gpu_chunk_release(gbml_gpu_ctx *ctx);
 extern "C" int gpu_chunk_missing(gbml_gpu_ctx *ctx, uint8_t *out);
 
 static int
-record(cudaError_t err, const char *what)
-{
-	return gpu_check(err, what);
-}
-
-static int
 cuda_device_count(void)
 {
 	int			n = 0;
 
-	if (record(cudaGetDeviceCount(&n), "cudaGetDeviceCount"))
+	if (gpu_check(cudaGetDeviceCount(&n), "cudaGetDeviceCount"))
 		return 0;
 	return n;
 }
@@ -59,7 +53,7 @@ cuda_device_info(int id, gbml_device_info *info)
 {
 	cudaDeviceProp prop;
 
-	if (record(cudaGetDeviceProperties(&prop, id), "cudaGetDeviceProperties"))
+	if (gpu_check(cudaGetDeviceProperties(&prop, id), "cudaGetDeviceProperties"))
 		return 1;
 	memset(info, 0, sizeof(*info));
 	{
@@ -79,8 +73,8 @@ cuda_device_info(int id, gbml_device_info *info)
 		size_t		free_b = 0,
 					total_b = 0;
 
-		if (record(cudaSetDevice(id), "cudaSetDevice") ||
-			record(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"))
+		if (gpu_check(cudaSetDevice(id), "cudaSetDevice") ||
+			gpu_check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"))
 			return 1;
 		info->free_memory = free_b;
 	}
@@ -129,16 +123,16 @@ cuda_column_sums(int device, const float *x, int64_t n, int d, double *sums)
 	dim3		block(32, 8);
 	dim3		grid((d + 31) / 32);
 
-	if (record(cudaSetDevice(device), "cudaSetDevice"))
+	if (gpu_check(cudaSetDevice(device), "cudaSetDevice"))
 		return 1;
-	if (record(cudaMalloc(&dx, xbytes), "cudaMalloc") ||
-		record(cudaMalloc(&dsums, sizeof(double) * d), "cudaMalloc") ||
-		record(cudaMemcpy(dx, x, xbytes, cudaMemcpyHostToDevice), "cudaMemcpy") ||
-		record(cudaMemcpy(dsums, sums, sizeof(double) * d, cudaMemcpyHostToDevice), "cudaMemcpy"))
+	if (gpu_check(cudaMalloc(&dx, xbytes), "cudaMalloc") ||
+		gpu_check(cudaMalloc(&dsums, sizeof(double) * d), "cudaMalloc") ||
+		gpu_check(cudaMemcpy(dx, x, xbytes, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+		gpu_check(cudaMemcpy(dsums, sums, sizeof(double) * d, cudaMemcpyHostToDevice), "cudaMemcpy"))
 		goto done;
 	GBML_LAUNCH(column_sums_kernel, grid, block, 0, 0, dx, (long long) n, d, dsums);
-	if (record(cudaGetLastError(), "column_sums_kernel") ||
-		record(cudaMemcpy(sums, dsums, sizeof(double) * d, cudaMemcpyDeviceToHost), "cudaMemcpy"))
+	if (gpu_check(cudaGetLastError(), "column_sums_kernel") ||
+		gpu_check(cudaMemcpy(sums, dsums, sizeof(double) * d, cudaMemcpyDeviceToHost), "cudaMemcpy"))
 		goto done;
 	rc = 0;
 done:

@@ -67,7 +67,6 @@ typedef struct gbml_gpu_boost_shape
 	const int64_t *feat_off;	/* n_features + 1: feature f's bins in a histogram row */
 	int64_t		total_bins;
 	int			max_slots;		/* most leaves one histogram pass fills */
-	bool		packed;			/* allow packed (gradient-only) passes: hq may be NULL */
 } gbml_gpu_boost_shape;
 
 struct gbml_boost_hist_bin;

@@ -1038,8 +1038,9 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 	T->gq = gbml_alloc_array(env, (size_t) n, sizeof(int64_t));
 	T->hq = gbml_alloc_array(env, (size_t) n, sizeof(int64_t));
 	T->leaf = gbml_alloc_array(env, (size_t) n, sizeof(uint16_t));
-	T->thist = gbml_alloc_array(env, (size_t) T->threads * (size_t) T->max_slots * (size_t) T->total_bins,
-								sizeof(gbml_boost_hist_bin));
+	/* per-thread histograms on the CPU; on the GPU one set, the device's pass copied back */
+	T->thist = gbml_alloc_array(env, (size_t) (T->on_gpu ? 1 : T->threads) * (size_t) T->max_slots *
+								(size_t) T->total_bins, sizeof(gbml_boost_hist_bin));
 	T->tidx = gbml_alloc_array(env, (size_t) T->threads * BLOCK_ROWS, sizeof(uint16_t));
 	T->tG = gbml_alloc_array(env, (size_t) T->threads * BLOCK_ROWS, sizeof(int64_t));
 	T->tH = gbml_alloc_array(env, (size_t) T->threads * BLOCK_ROWS, sizeof(int64_t));

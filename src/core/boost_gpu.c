@@ -4,6 +4,7 @@
  * errors that name the CUDA call.
  */
 #include "boost_gpu.h"
+#include "gpu_ctx.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -36,10 +37,7 @@ gbml_boost_gpu_wanted(gbml_env *env, int64_t n_rows, int n_features)
 static int
 backend_error(gbml_boost_gpu *g, const char *what)
 {
-	bool		budget = g->ctx && g->b->ctx_over_budget(g->ctx);
-
-	return gbml_error(g->env, budget ? GBML_EGPUBUDGET : GBML_EDEVICE, "GPU %s: %s", what,
-					  g->b->last_error());
+	return gbml_error(g->env, gbml_gpu_ctx_status(g->env, g->ctx), "GPU %s: %s", what, g->b->last_error());
 }
 
 void
@@ -47,18 +45,14 @@ gbml_boost_gpu_close(gbml_boost_gpu *g)
 {
 	if (g->ctx == NULL)
 		return;
-	g->env->gpu_memory_peak = (double) g->b->ctx_memory_peak(g->ctx);
-	g->b->ctx_transfer_stats(g->ctx, &g->env->gpu_h2d_bytes, &g->env->gpu_wait_seconds);
-	if (!g->owns_ctx)
+	if (g->owns_ctx)
+		gbml_gpu_ctx_close(g->env, g->ctx);
+	else
 	{
 		/* the chunk store destroys the context; the training's memory goes now */
+		gbml_gpu_ctx_record(g->env, g->ctx);
 		g->b->boost_end(g->ctx);
-		g->ctx = NULL;
-		return;
 	}
-	if (g->env->gpu_ctx_fn)
-		g->env->gpu_ctx_fn(g->env->gpu_ctx_hook_ctx, g->b, g->ctx, false);
-	g->b->ctx_destroy(g->ctx);
 	g->ctx = NULL;
 }
 
@@ -77,7 +71,6 @@ begin(gbml_boost_gpu *g, const gbml_boost_bins *bins, int n_features, const int6
 	shape.feat_off = feat_off;
 	shape.total_bins = total_bins;
 	shape.max_slots = max_slots;
-	shape.packed = true;
 	return g->b->boost_begin(g->ctx, &shape) != 0 ? backend_error(g, "boosting setup") : GBML_OK;
 }
 
@@ -110,11 +103,8 @@ gbml_boost_gpu_open(gbml_boost_gpu *g, gbml_env *env, const gbml_boost_bins *bin
 	g->env = env;
 	g->b = env->gpu;
 	g->owns_ctx = true;
-	g->ctx = g->b->ctx_create(env->gpu_id, env->gpu_memory_limit);
-	if (g->ctx == NULL)
-		return gbml_error(env, GBML_EDEVICE, "GPU context: %s", g->b->last_error());
-	if (env->gpu_ctx_fn)
-		env->gpu_ctx_fn(env->gpu_ctx_hook_ctx, g->b, g->ctx, true);
+	if ((g->ctx = gbml_gpu_ctx_open(env)) == NULL)
+		return env->error_code;
 
 	if ((rc = begin(g, bins, n_features, feat_off, total_bins, max_slots)) != GBML_OK)
 	{

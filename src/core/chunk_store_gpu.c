@@ -4,6 +4,7 @@
  * and say whether the GPU budget was the cause.
  */
 #include "chunk_store_gpu.h"
+#include "gpu_ctx.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -57,7 +58,7 @@ gs_out_of_room(gbml_chunk_store *s)
 {
 	gpu_store  *g = (gpu_store *) s;
 
-	return g->b->ctx_over_budget(g->ctx);
+	return gbml_gpu_ctx_status(g->env, g->ctx) == GBML_EGPUBUDGET;
 }
 
 static int
@@ -97,14 +98,9 @@ static void
 gs_destroy(gbml_chunk_store *s)
 {
 	gpu_store  *g = (gpu_store *) s;
-	gbml_env   *env = g->env;
 
-	env->gpu_memory_peak = (double) g->b->ctx_memory_peak(g->ctx);
-	g->b->ctx_transfer_stats(g->ctx, &env->gpu_h2d_bytes, &env->gpu_wait_seconds);
-	if (env->gpu_ctx_fn)
-		env->gpu_ctx_fn(env->gpu_ctx_hook_ctx, g->b, g->ctx, false);
-	g->b->ctx_destroy(g->ctx);
-	gbml_free(env, g);
+	gbml_gpu_ctx_close(g->env, g->ctx);
+	gbml_free(g->env, g);
 }
 
 static const char *
@@ -118,7 +114,7 @@ gs_error_code(gbml_chunk_store *s)
 {
 	gpu_store  *g = (gpu_store *) s;
 
-	return g->b->ctx_over_budget(g->ctx) ? GBML_EGPUBUDGET : GBML_EDEVICE;
+	return gbml_gpu_ctx_status(g->env, g->ctx);
 }
 
 gbml_chunk_store *
@@ -135,15 +131,11 @@ gbml_chunk_store_gpu_open(gbml_env *env)
 		return NULL;
 	g->env = env;
 	g->b = env->gpu;
-	g->ctx = g->b->ctx_create(env->gpu_id, env->gpu_memory_limit);
-	if (g->ctx == NULL)
+	if ((g->ctx = gbml_gpu_ctx_open(env)) == NULL)
 	{
-		gbml_error(env, GBML_EDEVICE, "GPU context: %s", g->b->last_error());
 		gbml_free(env, g);
 		return NULL;
 	}
-	if (env->gpu_ctx_fn)
-		env->gpu_ctx_fn(env->gpu_ctx_hook_ctx, g->b, g->ctx, true);
 	g->base.residence = gpu_residence;
 	g->base.buffer = gs_buffer;
 	g->base.put = gs_put;

@@ -294,12 +294,14 @@ gbml_gpu_backend(char *reason, size_t reason_len)
 	return b;
 }
 
+/*
+ * The emulation names itself (backend.h); asking device_info instead would
+ * create a CUDA context on a real card just to learn it is not emulated.
+ */
 static bool
-is_emulated(const gbml_backend *b, int id)
+is_emulated(const gbml_backend *b)
 {
-	gbml_device_info info;
-
-	return b->device_info(id, &info) != 0 || info.emulated;
+	return strcmp(b->name, "cuda-emulated") == 0;
 }
 
 void
@@ -327,7 +329,7 @@ gbml_env_configure(gbml_env *env, const gbml_common_params *common, const char *
 		snprintf(reason, sizeof(reason), "gpu_id %d does not exist (%d GPUs)", env->gpu_id, env->gpu->device_count());
 		env->gpu = NULL;
 	}
-	if (env->gpu && env->device_auto && is_emulated(env->gpu, env->gpu_id))
+	if (env->gpu && env->device_auto && is_emulated(env->gpu))
 	{
 		/* the emulation is for tests: only an explicit "gpu" trains on it */
 		snprintf(reason, sizeof(reason), "the CUDA backend is the CPU emulation");

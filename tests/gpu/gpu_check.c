@@ -211,7 +211,6 @@ open_case(const hist_data *h)
 	shape.feat_off = h->feat_off;
 	shape.total_bins = h->total_bins;
 	shape.max_slots = h->c.n_slots;
-	shape.packed = true;
 	if (gc_backend->boost_begin(ctx, &shape) != 0)
 		goto fail;
 	{
