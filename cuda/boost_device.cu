@@ -180,6 +180,20 @@ tile_of_block(const hist_args *a)
 	return t;
 }
 
+/*
+ * Row r's histogram slot (negative: not histogrammed at this level) and its
+ * fixed-point gradient and hessian (0 when packed).
+ */
+__device__ __forceinline__ static int
+row_slot(const hist_args *a, int64_t r, u64 *g, u64 *h)
+{
+	int			slot = a->slot_of[a->leaf[r]];
+
+	*g = (u64) a->gq[r];
+	*h = a->hq ? (u64) a->hq[r] : 0;
+	return slot;
+}
+
 __global__ static void __launch_bounds__(HIST_THREADS)
 hist_shared_kernel(hist_args a)
 {
@@ -205,12 +219,12 @@ hist_shared_kernel(hist_args a)
 
 	for (int64_t r = t.r0 + threadIdx.x; r < t.r1; r += blockDim.x)
 	{
-		int			slot = a.slot_of[a.leaf[r]];
+		u64			g,
+					h;
+		int			slot = row_slot(&a, r, &g, &h);
 
 		if (slot < 0)
 			continue;
-		u64			g = (u64) a.gq[r];
-		u64			h = a.hq ? (u64) a.hq[r] : 0;
 		int64_t		local = r - t.start;
 		u64		   *slot_hist = sh + words * (int64_t) slot * group_bins;
 
@@ -249,13 +263,12 @@ hist_global_kernel(hist_args a)
 
 	for (int64_t r = t.r0 + threadIdx.x; r < t.r1; r += blockDim.x)
 	{
-		int			slot = a.slot_of[a.leaf[r]];
+		u64			g,
+					h;
+		int			slot = row_slot(&a, r, &g, &h);
 
 		if (slot < 0)
 			continue;
-		u64			g = (u64) a.gq[r];
-		u64			h = a.hq ? (u64) a.hq[r] : 0;
-
 		for (int f = (int) blockIdx.y; f < a.n_features; f += (int) gridDim.y)
 		{
 			u64		   *out = (u64 *) &a.hist[(int64_t) slot * a.total_bins + a.feat_off[f] +
@@ -397,12 +410,17 @@ entry_bytes(const gpu_boost_state *s)
 	return s->tree_packed ? sizeof(u64) : sizeof(gbml_boost_hist_bin);
 }
 
-/* Features per shared-memory group for n_slots slots; 0 when one feature does not fit. */
+/*
+ * Features per shared-memory group for n_slots slots (0 when one feature does
+ * not fit), and in *widest_out the most bins any such group has (what its
+ * launch reserves).
+ */
 static int
-features_per_group(const gpu_boost_state *s, int n_slots)
+features_per_group(const gpu_boost_state *s, int n_slots, int64_t *widest_out)
 {
 	int			best = 0;
 
+	*widest_out = 0;
 	/* the largest run of consecutive features, from every start, that fits: use the worst case */
 	for (int k = 1; k <= s->n_features; k++)
 	{
@@ -419,6 +437,7 @@ features_per_group(const gpu_boost_state *s, int n_slots)
 		if ((size_t) n_slots * (size_t) widest * entry_bytes(s) > s->shared_limit)
 			break;
 		best = k;
+		*widest_out = widest;
 		if (k == s->n_features)
 			break;
 	}
@@ -433,6 +452,7 @@ gpu_boost_level(gbml_gpu_ctx *ctx, int level, int prev_feature, int prev_border,
 	hist_args	a;
 	size_t		hist_bytes;
 	int			per_group;
+	int64_t		widest;
 
 	if (s == NULL)
 		return 1;
@@ -460,19 +480,11 @@ gpu_boost_level(gbml_gpu_ctx *ctx, int level, int prev_feature, int prev_border,
 	a.n_slots = n_slots;
 	a.tiles_per_block = (int) ((s->block_rows + TILE_ROWS - 1) / TILE_ROWS);
 	a.hist = s->d_hist;
-	per_group = features_per_group(s, n_slots);
+	per_group = features_per_group(s, n_slots, &widest);
 	if (per_group > 0)
 	{
 		int			groups = (s->n_features + per_group - 1) / per_group;
-		int64_t		widest = 0;
 
-		for (int f0 = 0; f0 < s->n_features; f0 += per_group)
-		{
-			int			f1 = f0 + per_group < s->n_features ? f0 + per_group : s->n_features;
-
-			if (s->feat_off[f1] - s->feat_off[f0] > widest)
-				widest = s->feat_off[f1] - s->feat_off[f0];
-		}
 		a.features_per_group = per_group;
 		GBML_LAUNCH(hist_shared_kernel, dim3((unsigned) (s->n_blocks * a.tiles_per_block), (unsigned) groups),
 					dim3(HIST_THREADS), entry_bytes(s) * (size_t) n_slots * (size_t) widest,
