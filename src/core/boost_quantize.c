@@ -201,8 +201,7 @@ scan_missing(const gbml_dataset *ds, bool *has_missing, gbml_env *env)
 	{
 		/* the rows are where the store keeps them: it scans them there */
 		if (ds->store->missing(ds->store, has_missing) != 0)
-			return gbml_error(env, ds->store->error_code(ds->store), "scanning for missing values (rows in %s memory): %s",
-							  ds->store->residence, ds->store->error(ds->store));
+			return gbml_dataset_store_error(ds, env, "scanning for missing values");
 		return GBML_OK;
 	}
 	for (int c = 0; c < ds->n_chunks; c++)

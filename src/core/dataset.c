@@ -289,7 +289,8 @@ writable_chunk(gbml_dataset *ds, gbml_env *env)
 	gbml_chunk *c = ds->n_chunks ? ds->chunks[ds->n_chunks - 1] : NULL;
 	bool		from_spare;
 
-	if (ds->store || gbml_ds_stored_should_start(ds))
+	/* per row: only datasets told to stream call out of this file */
+	if (ds->store || (ds->store_open && gbml_ds_stored_should_start(ds)))
 	{
 		gbml_chunk *sc = gbml_ds_stored_writable_chunk(ds, env);
 
@@ -675,16 +676,15 @@ gbml_ds_hash_row(const float *x, size_t d, float label, int64_t group, float wei
 	return w;
 }
 
-/* Total order on row contents, for rows whose hashes are equal. */
-static int
-compare_rows(const gbml_dataset *ds, const row_key *a, const row_key *b)
+int
+gbml_ds_compare_rows(const gbml_dataset *ds, const row_key *a, const float *xa, const row_key *b,
+					 const float *xb)
 {
 	const gbml_chunk *ca = ds->chunks[a->chunk];
 	const gbml_chunk *cb = ds->chunks[b->chunk];
 	int			c;
 
-	c = memcmp(ca->x + (size_t) a->row * ds->n_features, cb->x + (size_t) b->row * ds->n_features,
-			   (size_t) ds->n_features * sizeof(float));
+	c = memcmp(xa, xb, (size_t) ds->n_features * sizeof(float));
 	if (c)
 		return c;
 	if ((c = memcmp(&ca->label[a->row], &cb->label[b->row], sizeof(float))) != 0)
@@ -865,7 +865,8 @@ gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env)
 		if (keys[i].hash != keys[i - 1].hash)
 			continue;
 		for (int64_t j = i; j > 0 && keys[j].hash == keys[j - 1].hash &&
-			 compare_rows(ds, &keys[j - 1], &keys[j]) > 0; j--)
+			 gbml_ds_compare_rows(ds, &keys[j - 1], gbml_dataset_row(ds, keys[j - 1].chunk, keys[j - 1].row),
+								  &keys[j], gbml_dataset_row(ds, keys[j].chunk, keys[j].row)) > 0; j--)
 		{
 			row_key		t = keys[j];
 
@@ -1014,9 +1015,24 @@ gbml_ds_held_out(uint64_t key, uint64_t seed, double fraction)
 	return (double) (h >> 11) * 0x1.0p-53 < fraction;
 }
 
+static int split_eval_host(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
+							gbml_env *env);
+
 int
 gbml_dataset_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 						uint64_t seed, gbml_env *env)
+{
+	int			rc = ds->store ? gbml_ds_stored_split_eval(ds, eval, fraction, seed, env)
+		: split_eval_host(ds, eval, fraction, seed, env);
+
+	/* a failure part way leaves nothing for the caller to free */
+	if (rc != GBML_OK)
+		gbml_dataset_free(eval, env);
+	return rc;
+}
+
+static int
+split_eval_host(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed, gbml_env *env)
 {
 	int64_t		global = 0;
 	int			wc = 0;			/* write cursor: chunk, row */
@@ -1024,8 +1040,6 @@ gbml_dataset_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 	size_t		d = (size_t) ds->n_features;
 	int			rc;
 
-	if (ds->store)
-		return gbml_ds_stored_split_eval(ds, eval, fraction, seed, env);
 	gbml_dataset_init(eval, ds->allow_missing);
 	for (int c = 0; c < ds->n_chunks; c++)
 	{

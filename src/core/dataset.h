@@ -145,6 +145,9 @@ void		gbml_dataset_stop_prefault(gbml_dataset *ds);
 void		gbml_dataset_stream_to(gbml_dataset *ds, gbml_chunk_store *(*open) (gbml_env *env),
 								   int64_t from_values, bool fallback);
 
+/* The store's last failure as env's error: "what (rows in device memory): why"; returns the code. */
+int			gbml_dataset_store_error(const gbml_dataset *ds, gbml_env *env, const char *what);
+
 /* Copies rows (addresses chunk << 32 | row) into out (n x n_features), from host chunks or the store. */
 int			gbml_dataset_fetch_rows(const gbml_dataset *ds, const int64_t *addr, int64_t n, float *out,
 									gbml_env *env);
@@ -177,6 +180,7 @@ gbml_dataset_row(const gbml_dataset *ds, int chunk, int64_t row)
  * whole groups when rows have group ids, single rows otherwise, chosen by a
  * seeded hash so the split is reproducible.  The training set is compacted
  * in place.  At least one row (group) stays on each side when possible.
+ * On failure `eval` holds nothing (it is freed here).
  */
 int			gbml_dataset_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 									uint64_t seed, gbml_env *env);

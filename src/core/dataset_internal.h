@@ -21,6 +21,12 @@ int			gbml_ds_push_chunk(gbml_dataset *ds, gbml_env *env, gbml_chunk *c);
 int64_t		gbml_ds_first_chunk_limit(const gbml_dataset *ds);
 /* The canonical-order hash of one row's contents. */
 uint64_t	gbml_ds_hash_row(const float *x, size_t d, float label, int64_t group, float weight);
+/*
+ * Total order on row contents, for rows whose hashes are equal: features
+ * (xa, xb: wherever they are), then label, group and weight.
+ */
+int			gbml_ds_compare_rows(const gbml_dataset *ds, const row_key *a, const float *xa,
+								 const row_key *b, const float *xb);
 /* Sorts keys by hash (tmp: room for n keys). */
 void		gbml_ds_sort_keys(row_key *keys, row_key *tmp, int64_t n);
 /* Whether the eval split holds out the row or group with this key. */

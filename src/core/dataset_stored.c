@@ -18,8 +18,8 @@
 /* Rows fetched to the host at a time by the eval split. */
 #define FETCH_BATCH 4096
 
-static int
-store_failed(gbml_dataset *ds, gbml_env *env, const char *what)
+int
+gbml_dataset_store_error(const gbml_dataset *ds, gbml_env *env, const char *what)
 {
 	gbml_chunk_store *s = ds->store;
 
@@ -68,7 +68,7 @@ store_chunk(gbml_dataset *ds, gbml_chunk *c, gbml_env *env)
 	{
 		if (ds->stream_fallback && ds->store->out_of_room(ds->store))
 			return stop_streaming(ds, env);
-		return store_failed(ds, env, "storing a chunk");
+		return gbml_dataset_store_error(ds, env, "storing a chunk");
 	}
 	if (!c->x_from_store)
 		gbml_free(env, c->x);	/* dataset.c's own memory: put copied it before returning */
@@ -113,7 +113,7 @@ gbml_ds_stored_writable_chunk(gbml_dataset *ds, gbml_env *env)
 	if (c->x == NULL)
 	{
 		gbml_ds_chunk_free(c, env);
-		store_failed(ds, env, "a buffer for the next chunk");
+		gbml_dataset_store_error(ds, env, "a buffer for the next chunk");
 		return NULL;
 	}
 	if (gbml_ds_push_chunk(ds, env, c) != GBML_OK)
@@ -138,7 +138,7 @@ keep_rows(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
 	int64_t		done = 0;
 
 	if (ds->store->permute(ds->store, src, n, first, ds->chunk_rows) != 0)
-		return store_failed(ds, env, "reordering rows");
+		return gbml_dataset_store_error(ds, env, "reordering rows");
 	fresh = gbml_alloc0(env, sizeof(gbml_chunk *) * (size_t) (n / ds->chunk_rows + 2));
 	if (fresh == NULL)
 		return env->error_code;
@@ -180,27 +180,114 @@ keep_rows(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
 	return GBML_OK;
 }
 
-/* Content order of two stored rows with equal hashes (dataset.c's compare_rows on fetched rows). */
-static int
-compare_stored(gbml_dataset *ds, gbml_env *env, const row_key *a, const row_key *b, float *two_rows, int *cmp)
+/* Insertion-sorts keys[0..m) (rows at x[0..m)) by content, moving both: dataset.c's order for a run. */
+static void
+sort_run(const gbml_dataset *ds, row_key *keys, const float **x, int64_t m)
 {
-	int64_t		addr[2] = {((int64_t) a->chunk << 32) | a->row, ((int64_t) b->chunk << 32) | b->row};
-	const gbml_chunk *ca = ds->chunks[a->chunk],
-			   *cb = ds->chunks[b->chunk];
-	size_t		d = (size_t) ds->n_features;
-	int			c;
+	for (int64_t i = 1; i < m; i++)
+		for (int64_t j = i; j > 0 && gbml_ds_compare_rows(ds, &keys[j - 1], x[j - 1], &keys[j], x[j]) > 0; j--)
+		{
+			row_key		tk = keys[j];
+			const float *tx = x[j];
 
-	if (ds->store->fetch(ds->store, addr, 2, two_rows) != 0)
-		return store_failed(ds, env, "comparing rows");
-	c = memcmp(two_rows, two_rows + d, d * sizeof(float));
-	if (c == 0)
-		c = memcmp(&ca->label[a->row], &cb->label[b->row], sizeof(float));
-	if (c == 0)
-		c = memcmp(&ca->group[a->row], &cb->group[b->row], sizeof(int64_t));
-	if (c == 0)
-		c = memcmp(&ca->weight[a->row], &cb->weight[b->row], sizeof(float));
-	*cmp = c;
-	return GBML_OK;
+			keys[j] = keys[j - 1];
+			x[j] = x[j - 1];
+			keys[j - 1] = tk;
+			x[j - 1] = tx;
+		}
+}
+
+/*
+ * Puts every run of equal hashes (duplicate rows, or a collision) of the
+ * sorted keys in content order, as dataset.c does.  The runs' rows are
+ * fetched together, whole runs at a time, up to FETCH_BATCH rows a call (a
+ * longer run in a call of its own): one round trip per batch, not one per
+ * comparison, which a table full of duplicate rows would pay per row.
+ */
+static int
+order_ties(gbml_dataset *ds, gbml_env *env, row_key *keys, int64_t n)
+{
+	size_t		d = (size_t) ds->n_features;
+	int64_t		cap = 0,
+				i = 0;
+	float	   *rows = NULL;
+	const float **x = NULL;
+	int64_t    *addr = NULL;
+	int			rc = GBML_OK;
+
+	while (i < n && rc == GBML_OK)
+	{
+		int64_t		first = i,
+					m = 0;
+
+		/* a batch: whole runs from i on, FETCH_BATCH rows at most unless one run is longer */
+		while (i < n)
+		{
+			int64_t		end = i + 1;
+
+			while (end < n && keys[end].hash == keys[i].hash)
+				end++;
+			if (end - i > 1 && m > 0 && m + (end - i) > FETCH_BATCH)
+				break;
+			if (end - i > 1)
+				m += end - i;
+			else if (m == 0)
+				first = end;	/* a singleton before the batch's first run */
+			i = end;
+			if (m >= FETCH_BATCH)
+				break;
+		}
+		if (m == 0)
+			break;
+		if (m > cap)
+		{
+			gbml_free(env, rows);
+			gbml_free(env, x);
+			gbml_free(env, addr);
+			cap = m;
+			rows = gbml_alloc_array(env, (size_t) cap * d, sizeof(float));
+			x = gbml_alloc_array(env, (size_t) cap, sizeof(float *));
+			addr = gbml_alloc_array(env, (size_t) cap, sizeof(int64_t));
+			if (rows == NULL || x == NULL || addr == NULL)
+			{
+				rc = env->error_code;
+				break;
+			}
+		}
+		/* the batch's tied rows, in key order (singletons between runs are skipped) */
+		{
+			int64_t		k = 0;
+
+			for (int64_t j = first; j < i; j++)
+				if ((j + 1 < i && keys[j + 1].hash == keys[j].hash) || (j > first && keys[j - 1].hash == keys[j].hash))
+				{
+					x[k] = rows + (size_t) k * d;
+					addr[k++] = ((int64_t) keys[j].chunk << 32) | keys[j].row;
+				}
+		}
+		if (ds->store->fetch(ds->store, addr, m, rows) != 0)
+		{
+			rc = gbml_dataset_store_error(ds, env, "ordering rows with equal hashes");
+			break;
+		}
+		for (int64_t j = first, k = 0; j < i;)
+		{
+			int64_t		end = j + 1;
+
+			while (end < i && keys[end].hash == keys[j].hash)
+				end++;
+			if (end - j > 1)
+			{
+				sort_run(ds, keys + j, x + k, end - j);
+				k += end - j;
+			}
+			j = end;
+		}
+	}
+	gbml_free(env, rows);
+	gbml_free(env, x);
+	gbml_free(env, addr);
+	return rc;
 }
 
 int
@@ -211,7 +298,6 @@ gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env)
 	row_key    *keys,
 			   *tmp;
 	int64_t    *src;
-	float	   *two_rows;
 	int			rc;
 
 	if ((rc = seal(ds, env)) != GBML_OK || n == 0)
@@ -220,8 +306,7 @@ gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env)
 		return gbml_dataset_canonicalize(ds, env);	/* the last chunk did not fit: on the host now */
 	keys = gbml_alloc_array(env, (size_t) n, sizeof(row_key));
 	tmp = gbml_alloc_array(env, (size_t) n, sizeof(row_key));
-	two_rows = gbml_alloc_array(env, 2 * (size_t) ds->n_features, sizeof(float));
-	if (keys == NULL || tmp == NULL || two_rows == NULL)
+	if (keys == NULL || tmp == NULL)
 	{
 		rc = env->error_code;
 		goto done;
@@ -234,25 +319,8 @@ gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env)
 			keys[i].row = (int32_t) r;
 		}
 	gbml_ds_sort_keys(keys, tmp, n);
-	/* equal hashes (collisions or duplicate rows): by content, as dataset.c does */
-	for (i = 1; i < n; i++)
-	{
-		if (keys[i].hash != keys[i - 1].hash)
-			continue;
-		for (int64_t j = i; j > 0 && keys[j].hash == keys[j - 1].hash; j--)
-		{
-			int			cmp = 0;
-			row_key		t;
-
-			if ((rc = compare_stored(ds, env, &keys[j - 1], &keys[j], two_rows, &cmp)) != GBML_OK)
-				goto done;
-			if (cmp <= 0)
-				break;
-			t = keys[j];
-			keys[j] = keys[j - 1];
-			keys[j - 1] = t;
-		}
-	}
+	if ((rc = order_ties(ds, env, keys, n)) != GBML_OK)
+		goto done;
 	/* the keys' memory holds the addresses now (8 bytes of each 16) */
 	src = (int64_t *) tmp;
 	for (i = 0; i < n; i++)
@@ -261,7 +329,6 @@ gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env)
 done:
 	gbml_free(env, keys);
 	gbml_free(env, tmp);
-	gbml_free(env, two_rows);
 	return rc;
 }
 
@@ -309,7 +376,7 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 
 		if (ds->store->fetch(ds->store, held + b, m, rows) != 0)
 		{
-			rc = store_failed(ds, env, "fetching the eval rows");
+			rc = gbml_dataset_store_error(ds, env, "fetching the eval rows");
 			goto done;
 		}
 		for (int64_t i = 0; i < m; i++)
@@ -414,7 +481,7 @@ stop_streaming(gbml_dataset *ds, gbml_env *env)
 		else if (c->n_rows > 0 && ds->store->read_chunk(ds->store, i, x) != 0)
 		{
 			gbml_free(env, x);
-			return store_failed(ds, env, "bringing the rows back to host memory");
+			return gbml_dataset_store_error(ds, env, "bringing the rows back to host memory");
 		}
 		c->x = x;
 		c->x_from_store = false;
@@ -437,8 +504,7 @@ gbml_dataset_fetch_rows(const gbml_dataset *ds, const int64_t *addr, int64_t n, 
 	if (ds->store)
 	{
 		if (ds->store->fetch(ds->store, addr, n, out) != 0)
-			return gbml_error(env, ds->store->error_code(ds->store), "fetching rows (in %s memory): %s",
-							  ds->store->residence, ds->store->error(ds->store));
+			return gbml_dataset_store_error(ds, env, "fetching rows");
 		return GBML_OK;
 	}
 	for (int64_t i = 0; i < n; i++)

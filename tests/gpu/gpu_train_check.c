@@ -28,6 +28,7 @@ typedef struct data_spec
 	bool		binary;			/* 0/1 labels */
 	bool		weights;
 	double		missing;		/* share of NaN features */
+	bool		many_copies;	/* make_streamed: long runs of duplicate rows */
 } data_spec;
 
 /* A random dataset (deterministic in seed); labels depend on the first features. */
@@ -237,12 +238,18 @@ budget_checks(void)
 	gc_check(gc_no_resources(), "no GPU resources left after the budget checks");
 }
 
-/* CUDA failures at many points of a training: an error naming the call, nothing left behind. */
+/* One training under fault injection, on env e (initialised by it); frees what it made, returns the status. */
+typedef int (*fault_attempt) (gbml_env *e);
+
+/*
+ * CUDA failures injected at the k-th call of an attempt, for k = 1 .. dense
+ * and then every step-th up to last: each failure must be an error that
+ * names the CUDA call, and nothing may be held on the device afterwards.
+ */
 static void
-fault_checks(void)
+inject_faults(const char *what, fault_attempt attempt, long long dense, long long step, long long last)
 {
 	gc_emu_fail_after_fn fail_after = gc_emu_fail_after();
-	train_case	c = cases[0];
 	int			errors = 0,
 				named = 0,
 				clean = 0,
@@ -251,19 +258,16 @@ fault_checks(void)
 
 	if (fail_after == NULL)
 	{
-		printf("# fault injection: only on the emulation\n");
+		printf("# fault injection (%s): only on the emulation\n", what);
 		return;
 	}
-	case_params(&c, 0);
-	for (long long k = 1; k < 400; k += k < 20 ? 1 : 37)
+	for (long long k = 1; k < last; k += k < dense ? 1 : step)
 	{
 		gbml_env	e;
-		uint8_t    *m;
-		size_t		l;
 		int			rc;
 
 		fail_after(k);
-		rc = train(&c, true, false, 0, &e, &m, &l, 2);
+		rc = attempt(&e);
 		fail_after(-1);
 		tries++;
 		if (rc != GBML_OK)
@@ -277,11 +281,24 @@ fault_checks(void)
 				snprintf(example, sizeof(example), "%s", e.error);
 		}
 		clean += gc_no_resources();
-		gbml_free(&e, m);
 	}
-	gc_check(errors > 0 && named == errors, "%d of %d injected CUDA failures became errors naming the call (\"%s\")",
-			 named, errors, example);
-	gc_check(clean == tries, "nothing held after any of the %d injected failures", tries);
+	gc_check(errors > 0 && named == errors, "%s: %d of %d injected CUDA failures became errors naming the call (\"%s\")",
+			 what, named, errors, example);
+	gc_check(clean == tries, "%s: nothing held after any of the %d injected failures", what, tries);
+}
+
+static int
+attempt_training(gbml_env *e)
+{
+	train_case	c = cases[0];
+	uint8_t    *m;
+	size_t		l;
+	int			rc;
+
+	case_params(&c, 0);
+	rc = train(&c, true, false, 0, e, &m, &l, 2);
+	gbml_free(e, m);
+	return rc;
 }
 
 static bool
@@ -330,7 +347,7 @@ gc_training_checks(bool quick)
 {
 	equivalence_checks(quick);
 	budget_checks();
-	fault_checks();
+	inject_faults("a training", attempt_training, 20, 37, 400);
 	cancel_checks(quick ? 20 : 100);
 	streaming_checks();
 }
@@ -340,7 +357,9 @@ gc_training_checks(bool quick)
 /*
  * The rows of make_data in a shuffled order, with every 97th row a copy of
  * an earlier one (equal hashes: the ties are broken by content fetched from
- * the device), appended to a dataset that streams to the GPU.
+ * the device), appended to a dataset that streams to the GPU.  data_spec's
+ * many_copies instead makes every third row a copy of row 7 (one run of
+ * equal hashes longer than a fetch batch) and every third a copy of another.
  */
 static int
 make_streamed_from(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t seed, bool stream, bool shuffle,
@@ -357,7 +376,7 @@ make_streamed_from(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t
 	n = src.n_rows;
 	order = malloc(sizeof(int64_t) * (size_t) n);
 	for (int64_t i = 0; i < n; i++)
-		order[i] = i % 97 == 96 ? i / 2 : i;
+		order[i] = s->many_copies ? (i % 3 == 0 ? 7 : i % 3 == 1 ? i / 2 : i) : i % 97 == 96 ? i / 2 : i;
 	gbml_rng_seed(&rng, seed ^ 0x5eed);
 	for (int64_t i = n - 1; shuffle && i > 0; i--)
 	{
@@ -404,6 +423,28 @@ make_streamed(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t seed
  * handed over), and a budget reached while streaming brings the rows back to
  * the host (a NOTICE, the CPU trains): the CPU's bytes either way.
  */
+/* Rows streamed to the device, then trained there, with an eval split. */
+static int
+attempt_streamed(gbml_env *e)
+{
+	data_spec	s = {10000, 40, false, false, false, 0.01};
+	gbml_param_value p[2] = {tu_num("iterations", 3), tu_num("eval_fraction", 0.2)};
+	gbml_dataset ds;
+	uint8_t    *m = NULL;
+	size_t		l = 0;
+	int			rc;
+
+	gbml_env_init_malloc(e, 2);
+	e->device = GBML_DEVICE_GPU;
+	e->gpu = gc_backend;
+	rc = make_streamed(&ds, e, &s, 5, true, true);
+	if (rc == GBML_OK)
+		rc = gbml_train_values(e, "boost", p, 2, &ds, NULL, &m, &l);
+	gbml_dataset_free(&ds, e);
+	gbml_free(e, m);
+	return rc;
+}
+
 static void
 auto_streaming_checks(void)
 {
@@ -472,6 +513,7 @@ streaming_checks(void)
 		{"RMSE, NaN features", {20000, 40, false, false, false, 0.02}, "RMSE", 0},
 		{"YetiRank with groups and an eval split", {12000, 60, true, false, false, 0}, "YetiRank", 0.2},
 		{"Logloss with weights", {9000, 100, false, true, true, 0}, "Logloss", 0},
+		{"RMSE, a third of the rows one duplicate, a third pairs", {20000, 40, false, false, false, 0, true}, "RMSE", 0},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -523,47 +565,7 @@ streaming_checks(void)
 	gc_check(gc_no_resources(), "no GPU resources left after the streamed trainings");
 	auto_streaming_checks();
 
-	/* CUDA failures while rows stream in and while the streamed rows train: errors naming the call, nothing held */
-	if (gc_emu_fail_after() != NULL)
-	{
-		gc_emu_fail_after_fn fail_after = gc_emu_fail_after();
-		data_spec	s = {10000, 40, false, false, false, 0.01};
-		gbml_param_value p[2] = {tu_num("iterations", 3), tu_num("eval_fraction", 0.2)};
-		int			errors = 0,
-					named = 0,
-					clean = 0,
-					tries = 0;
-
-		for (long long k = 1; k < 300; k += k < 12 ? 1 : 29)
-		{
-			gbml_env	e;
-			gbml_dataset ds;
-			uint8_t    *m = NULL;
-			size_t		l = 0;
-			int			rc;
-
-			gbml_env_init_malloc(&e, 2);
-			e.device = GBML_DEVICE_GPU;
-			e.gpu = gc_backend;
-			fail_after(k);
-			rc = make_streamed(&ds, &e, &s, 5, true, true);
-			if (rc == GBML_OK)
-				rc = gbml_train_values(&e, "boost", p, 2, &ds, NULL, &m, &l);
-			fail_after(-1);
-			gbml_dataset_free(&ds, &e);
-			gbml_free(&e, m);
-			tries++;
-			if (rc != GBML_OK)
-			{
-				errors++;
-				named += rc == GBML_EDEVICE && strstr(e.error, "failed: ") != NULL && strstr(e.error, "cuda") != NULL;
-			}
-			clean += gc_no_resources();
-		}
-		gc_check(errors > 0 && named == errors && clean == tries,
-				 "%d injected CUDA failures while streaming and training streamed rows: %d errors name the call, %d of %d left nothing held",
-				 errors, named, clean, tries);
-	}
+	inject_faults("rows streaming in and training", attempt_streamed, 12, 29, 300);
 
 	/* the GPU budget crossed while streaming: an error at that chunk, nothing held */
 	{
