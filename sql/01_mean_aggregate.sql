@@ -90,7 +90,10 @@ SELECT gbml.predict(model, NULL) IS NULL AS null_in_null_out FROM m;
 
 -- devices and memory budget
 SET gbml.device = 'gpu';
+-- terse: the DETAIL (why no GPU is usable) differs between a build with and without nvcc
+\set VERBOSITY terse
 SELECT gbml.mean_fit(features, label) FROM pts;
+\set VERBOSITY default
 RESET gbml.device;
 SELECT length(gbml.mean_fit(features, label, '{"device": "cpu"}')) > 0 AS cpu_ok FROM pts;
 SET gbml.memory_limit = '1MB';
