@@ -69,8 +69,8 @@ CUDA_EMU_LIB = gbml_cuda_emu.so
 CUDA_EMU_RUNTIME = $(wildcard cuda/emu/*.cpp)
 all: $(CUDA_EMU_LIB)
 
-$(CUDA_EMU_LIB): $(CUDA_SOURCES) $(CUDA_EMU_RUNTIME) $(wildcard cuda/*.h cuda/emu/*.h) src/core/backend.h src/core/boost_histogram.h
-	$(CXX) -std=c++17 -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror -DGBML_CUDA_EMU -Icuda -Isrc/core --shared -o $@ \
+$(CUDA_EMU_LIB): $(CUDA_SOURCES) $(CUDA_EMU_RUNTIME) $(wildcard cuda/*.h cuda/emu/*.h src/core/*.h)
+	$(CXX) -std=c++17 -O2 -g -ffp-contract=off -fPIC -fvisibility=hidden -Wall -Wextra -Werror -DGBML_CUDA_EMU -Icuda -Isrc/core --shared -o $@ \
 		-x c++ $(CUDA_SOURCES) -x none $(CUDA_EMU_RUNTIME) -pthread
 
 install: install-cuda-emu

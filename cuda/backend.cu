@@ -195,6 +195,8 @@ static const struct gbml_backend cuda_backend = {
 	gpu_chunk_release,
 	gpu_chunk_missing,
 	gpu_boost_bin_rows,
+	NULL,						/* K-Means: cuda/kmeans_device.cu */
+	NULL,						/* SAGA: cuda/saga_device.cu */
 };
 
 extern "C" __attribute__((visibility("default"))) const struct gbml_backend *

@@ -622,6 +622,22 @@ static inline float __uint_as_float(unsigned int i) { return gbml_emu::from_bits
 static inline long long __double_as_longlong(double d) { return gbml_emu::from_bits<long long>(gbml_emu::to_bits(d)); }
 static inline double __longlong_as_double(long long i) { return gbml_emu::from_bits<double>(gbml_emu::to_bits(i)); }
 
+/*
+ * Correctly rounded single operations that are never fused into an FMA:
+ * code that must give the CPU's bits writes its arithmetic with these (the
+ * emulated build also compiles with -ffp-contract=off).
+ */
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+static inline double __ddiv_rn(double a, double b) { return a / b; }
+static inline double __dsqrt_rn(double a) { return sqrt(a); }
+
 /* glibc declares (and does not export) functions of these names: macros, then */
 #define __expf(x) expf(x)
 #define __logf(x) logf(x)

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GBML_BACKEND_ABI_VERSION 2
+#define GBML_BACKEND_ABI_VERSION 3
 
 typedef struct gbml_device_info
 {
@@ -166,6 +166,10 @@ struct gbml_backend
 	int			(*chunk_missing) (gbml_gpu_ctx *ctx, uint8_t *out);
 	int			(*boost_bin_rows) (gbml_gpu_ctx *ctx, const int64_t *src, const int *border_count,
 								   const int64_t *border_off, const float *border_values);
+
+	/* K-Means (kmeans_backend.h) and SAGA (saga_backend.h); NULL: not on this backend. */
+	const struct gbml_backend_kmeans *kmeans;
+	const struct gbml_backend_saga *saga;
 };
 
 typedef struct gbml_backend gbml_backend;
