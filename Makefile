@@ -29,7 +29,7 @@ EXTRA_CLEAN = gbml_cuda.so gbml_cuda_emu.so tests/unit/gbml_unit tests/gpu/gpu_c
 # -Wdeclaration-after-statement comes with PostgreSQL's CFLAGS; the engine is C11.
 PG_CFLAGS   = -std=gnu11 -fopenmp -Wall -Wextra -Werror -Wno-declaration-after-statement \
               -Wno-missing-field-initializers -Wno-unused-parameter -Wno-sign-compare \
-              -Wno-cast-function-type -MMD -MP
+              -Wno-cast-function-type -ffp-contract=off -MMD -MP
 PG_CPPFLAGS = -I$(CURDIR)/src/core -I$(CURDIR)/src/pg
 SHLIB_LINK  = -fopenmp -ldl -lm
 

@@ -23,6 +23,9 @@ CORE_SOURCES = \
 	src/core/backend_loader.c \
 	src/core/kmeans.c \
 	src/core/kmeans_kernels.c \
+	src/core/kmeans_device.c \
+	src/core/kmeans_balance.c \
+	src/core/kmeans_model.c \
 	src/core/saga.c \
 	src/core/saga_kernels.c
 
@@ -35,4 +38,5 @@ UNIT_TEST_SOURCES = \
 	tests/unit/test_stored_models.c \
 	tests/unit/test_boost_fast.c \
 	tests/unit/test_kmeans.c \
+	tests/unit/test_kmeans_exact.c \
 	tests/unit/test_saga.c

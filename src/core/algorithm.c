@@ -67,13 +67,13 @@ gbml_algorithm_by_id(int id)
 
 /* ---- common parameters ---- */
 
-static const char *const device_choices[] = {"auto", "cpu", "gpu", NULL};
+static const char *const device_choices[] = {"auto", "cpu", "gpu", "hybrid", NULL};
 static const char *const deploy_choices[] = {"always", "if_better", "never", NULL};
 
 #define CP(field) offsetof(gbml_common_params, field)
 const gbml_param_spec gbml_common_param_specs[] = {
 	{"device", GBML_PARAM_ENUM, CP(device), 0, 0, 0, NULL, device_choices,
-	"where to train: auto (a real GPU when the data is big enough, else CPU), cpu or gpu; default: the gbml.device setting"},
+	"where to train: auto (a real GPU when the data is big enough, else CPU), cpu, gpu, or hybrid (K-Means: the GPU and the CPU threads share each iteration; other trainers: gpu); default: the gbml.device setting"},
 	{"threads", GBML_PARAM_INT, CP(threads), 0, 1024, 0, NULL, NULL,
 	"CPU threads for training; 0 = the gbml.threads setting"},
 	{"gpu_id", GBML_PARAM_INT, CP(gpu_id), 0, 1023, 0, NULL, NULL,
@@ -309,6 +309,8 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 	if (ds->n_rows == 0)
 		return gbml_error(env, GBML_EINVAL, "%s: no input rows", algo->name);
 	env->device_note[0] = '\0';
+	if (env->device == GBML_DEVICE_HYBRID && !algo->hybrid_trains)
+		env->device = GBML_DEVICE_GPU;	/* no hybrid mode: the GPU alone */
 	if (env->device == GBML_DEVICE_GPU && !algo->gpu_trains)
 	{
 		env->device = GBML_DEVICE_CPU;
@@ -375,8 +377,9 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 		move_timings(&meta, &timings);
 		if (report)
 		{
-			gbml_sb_printf(report, "{\"device\":\"%s\",", env->device == GBML_DEVICE_GPU ? "gpu" : "cpu");
-			if (env->device == GBML_DEVICE_GPU && env->gpu)
+			gbml_sb_printf(report, "{\"device\":\"%s\",", env->device == GBML_DEVICE_HYBRID ? "hybrid" :
+						   env->device == GBML_DEVICE_GPU ? "gpu" : "cpu");
+			if ((env->device == GBML_DEVICE_GPU || env->device == GBML_DEVICE_HYBRID) && env->gpu)
 				gbml_sb_printf(report, "\"gpu_backend\":\"%s\",\"gpu_id\":%d,\"gpu_peak_memory_mb\":%.1f,"
 							   "\"gpu_h2d_mb\":%.1f,\"gpu_wait_seconds\":%.6f,",
 							   env->gpu->name, env->gpu_id, env->gpu_memory_peak / 1048576.0,

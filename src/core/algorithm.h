@@ -64,6 +64,8 @@ typedef struct gbml_algorithm
 	bool		gpu_trains;
 	/* The trainer takes rows streamed to a GPU chunk store during the scan (dataset.h). */
 	bool		gpu_streams;
+	/* The trainer has a hybrid mode (device "hybrid"); without one, "hybrid" means "gpu". */
+	bool		hybrid_trains;
 
 	/* Optional: input flags from parsed params (e.g. label needed only for some losses). */
 	unsigned	(*input_flags_fn) (const void *params);

@@ -48,7 +48,8 @@ typedef enum gbml_device
 {
 	GBML_DEVICE_AUTO = 0,
 	GBML_DEVICE_CPU = 1,
-	GBML_DEVICE_GPU = 2
+	GBML_DEVICE_GPU = 2,
+	GBML_DEVICE_HYBRID = 3		/* the GPU and the CPU threads together (K-Means); others train on the GPU */
 } gbml_device;
 
 /* One progress report, passed to the callback between iterations. */

@@ -4,12 +4,13 @@
  * (S1 assignment, S2 update), the stop rules, the model section, its loader,
  * scoring and the JSON dump.  The hot loops are in kmeans_kernels.c.
  *
- * Work is split into fixed tasks of at most KM_TASK_ROWS rows inside chunks
- * (fewer for small inputs, so that 2 x KM_MAX_SLOTS tasks exist) (S1,
- * dynamic schedule) and a fixed number of slots, groups of consecutive tasks
- * (S2: one partial sum per slot, merged in slot order).  Neither depends on
- * the thread count, and every floating-point sum is reduced in a fixed order,
- * so the model bytes are the same for any env->threads.
+ * Work is split into tasks of at most KM_TASK_ROWS rows inside chunks (the
+ * CPU threads' unit) and blocks of whole tasks (the GPU's unit); see
+ * kmeans_internal.h.  Every sum across rows is in fixed point
+ * (kmeans_exact.h) and every distance is computed with the arithmetic both
+ * devices share, so the model bytes are the same for any env->threads, on
+ * the CPU, on the GPU (device 'gpu'), or split between them (device
+ * 'hybrid': kmeans_device.c and kmeans_balance.c).
  *
  * The iteration and its stop rules follow scikit-learn's Lloyd so the two can
  * be compared on the same initial centroids: labels unchanged ->
@@ -18,8 +19,8 @@
  * tol * mean feature variance -> "tol"; else "max_iter".  After a stop other
  * than "converged" one more assignment makes the labels match the centroids.
  */
-#include "kmeans.h"
-#include "kmeans_kernels.h"
+#include "kmeans_internal.h"
+#include "kmeans_exact.h"
 #include "rng.h"
 
 #include <math.h>
@@ -29,9 +30,6 @@
 #define KM_TASK_ROWS_MIN 64
 #define KM_MAX_SLOTS 16
 #define KM_SLOT_BYTES ((size_t) 64 << 20)	/* cap on all slot partial sums */
-#define KM_SECTION GBML_TAG('K','M','N','S')
-#define KM_SECTION_VERSION 1
-#define KM_MAX_K 1000000
 /*
  * Work (multiply-adds) below which a parallel region uses fewer threads: a
  * fork/join costs microseconds, and on a busy machine a barrier can cost a
@@ -43,7 +41,7 @@ static const char *const km_init_choices[] = {"k-means++", "random", NULL};
 
 #define KP(field) offsetof(gbml_kmeans_params, field)
 const gbml_param_spec gbml_kmeans_param_specs[] = {
-	{"k", GBML_PARAM_INT, KP(k), 0, KM_MAX_K, 0, NULL, NULL,
+	{"k", GBML_PARAM_INT, KP(k), 0, GBML_KM_MAX_K, 0, NULL, NULL,
 	"number of clusters (required; gbml.kmeans_fit passes its k argument here)"},
 	{"init", GBML_PARAM_ENUM_OR_MATRIX, KP(init), 0, 0, GBML_KM_INIT_KMEANSPP, NULL, km_init_choices,
 	"k-means++ (greedy, 2 + ln k trials), random (k distinct rows), or a k x n_features array of initial centroids"},
@@ -64,58 +62,12 @@ const gbml_param_spec gbml_kmeans_param_specs[] = {
 #undef KP
 
 /* ------------------------------------------------------------------ */
-/* Work state of one fit                                               */
+/* Work state of one fit (kmeans_internal.h)                          */
 /* ------------------------------------------------------------------ */
 
-typedef struct km_task
-{
-	int			chunk;
-	int64_t		start;			/* row inside the chunk */
-	int64_t		count;
-	int64_t		global;			/* global index of the first row */
-} km_task;
-
-typedef struct km_work
-{
-	gbml_env   *env;
-	const gbml_dataset *ds;
-	int			k;
-	int			d;
-	int			threads;
-	int64_t		n;
-	bool		spherical;
-
-	int			ntasks;
-	km_task    *tasks;
-	int			nslots;
-	int		   *slot_first;		/* nslots + 1 task boundaries */
-	int64_t    *chunk_start;	/* global index of each chunk's first row */
-
-	int32_t   **labels;			/* per chunk */
-	double	  **xnorm2;			/* per chunk: |x|^2 */
-	double	  **scale;			/* per chunk: 1/|x| (spherical only) */
-	double		xnorm_max;
-
-	double	   *c;				/* k x d current centroids */
-	double	   *cnew;			/* k x d next centroids / merged sums */
-	double	   *slot_sums;		/* nslots x k x d */
-	int64_t    *slot_counts;	/* nslots x k */
-	int64_t    *counts;			/* k */
-	float	   *panels;			/* assignment kernel layouts */
-	double	   *panels_d;
-	float	   *cnorm;
-	double	   *cnorm_d;
-	double	   *task_acc;		/* ntasks x max(T, 1) partials */
-	double	   *task_pot;		/* ntasks: k-means++ potential per task */
-
-	/* k-means++ scratch (allocated on first use) */
-	int			T;
-	float	  **closest;		/* per chunk */
-	float	  **cand_out;		/* per chunk: T x rows, task-blocked */
-	float	   *cand;			/* d x GBML_KM_CAND_LANES, candidate-minor */
-
-	double	  **far;			/* per chunk: distance to own centre (relocation) */
-} km_work;
+/* Blocks: about this many per fit, of at most KM_BLOCK_ROWS_MAX rows. */
+#define KM_BLOCKS_TARGET 64
+#define KM_BLOCK_ROWS_MAX 65536
 
 static void *
 km_alloc_chunks(km_work *w, size_t elem, bool per_row)
@@ -162,8 +114,13 @@ km_work_free(km_work *w)
 {
 	gbml_env   *env = w->env;
 
+	if (env == NULL)
+		return;
+	km_dev_close(w);
 	gbml_free(env, w->tasks);
-	gbml_free(env, w->slot_first);
+	gbml_free(env, w->blocks);
+	gbml_free(env, w->rows_before);
+	gbml_free(env, w->block_ids);
 	gbml_free(env, w->chunk_start);
 	km_free_chunks(w, (void **) w->labels);
 	km_free_chunks(w, (void **) w->xnorm2);
@@ -173,16 +130,22 @@ km_work_free(km_work *w)
 	km_free_chunks(w, (void **) w->far);
 	gbml_free(env, w->c);
 	gbml_free(env, w->cnew);
+	gbml_free(env, w->fix_scale);
+	gbml_free(env, w->sums);
+	gbml_free(env, w->counts);
 	gbml_free(env, w->slot_sums);
 	gbml_free(env, w->slot_counts);
-	gbml_free(env, w->counts);
+	gbml_free(env, w->slot_var);
 	gbml_free(env, w->panels);
 	gbml_free(env, w->panels_d);
 	gbml_free(env, w->cnorm);
 	gbml_free(env, w->cnorm_d);
-	gbml_free(env, w->task_acc);
-	gbml_free(env, w->task_pot);
 	gbml_free(env, w->cand);
+	gbml_free(env, w->task_pot);
+	gbml_free(env, w->block_pot);
+	gbml_free(env, w->cur_pot);
+	gbml_free(env, w->row_scratch);
+	gbml_free(env, w->label_scratch);
 	memset(w, 0, sizeof(*w));
 }
 
@@ -207,6 +170,25 @@ km_row(const km_work *w, int64_t g, int *chunk_out, int64_t *row_out)
 	return gbml_dataset_row(w->ds, lo, *row_out);
 }
 
+/* The block holding global row g. */
+static int
+km_block_of(const km_work *w, int64_t g)
+{
+	int			lo = 0,
+				hi = w->nblocks - 1;
+
+	while (lo < hi)
+	{
+		int			mid = (lo + hi + 1) / 2;
+
+		if (w->rows_before[mid] <= g)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
 static double
 km_row_scale(const km_work *w, int chunk, int64_t row)
 {
@@ -224,17 +206,103 @@ km_threads_for(const km_work *w, double work)
 	return t < w->threads ? (int) t : w->threads;
 }
 
-/* Allocations, tasks, slots, row norms; checks the input. */
+/* Tasks [*first, *end) of slot s when nt tasks from t0 are cut into nslots slots. */
+static inline void
+km_slot_tasks(int t0, int nt, int s, int nslots, int *first, int *end)
+{
+	*first = t0 + (int) ((int64_t) s * nt / nslots);
+	*end = t0 + (int) ((int64_t) (s + 1) * nt / nslots);
+}
+
+/* Tasks and blocks, functions of n and the chunking only (never of threads or devices). */
+static int
+km_plan(km_work *w)
+{
+	const gbml_dataset *ds = w->ds;
+	gbml_env   *env = w->env;
+	int64_t		g = 0,
+				block_rows;
+	int			task_rows,
+				tasks_per_block,
+				t = 0,
+				b = 0;
+
+	/* Small inputs get smaller tasks so that the slots (and their threads) stay balanced. */
+	task_rows = (int) ((ds->n_rows / (2 * KM_MAX_SLOTS) + 15) / 16 * 16);
+	if (task_rows < KM_TASK_ROWS_MIN)
+		task_rows = KM_TASK_ROWS_MIN;
+	if (task_rows > KM_TASK_ROWS)
+		task_rows = KM_TASK_ROWS;
+	block_rows = (ds->n_rows / KM_BLOCKS_TARGET + task_rows - 1) / task_rows * task_rows;
+	if (block_rows < task_rows)
+		block_rows = task_rows;
+	if (block_rows > KM_BLOCK_ROWS_MAX)
+		block_rows = KM_BLOCK_ROWS_MAX;
+	tasks_per_block = (int) (block_rows / task_rows);
+
+	w->chunk_start = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t));
+	if (w->chunk_start == NULL)
+		return env->error_code;
+	w->ntasks = w->nblocks = 0;
+	for (int c = 0; c < ds->n_chunks; c++)
+	{
+		int			tc = (int) ((ds->chunks[c]->n_rows + task_rows - 1) / task_rows);
+
+		w->chunk_start[c] = g;
+		g += ds->chunks[c]->n_rows;
+		w->ntasks += tc;
+		w->nblocks += (tc + tasks_per_block - 1) / tasks_per_block;
+	}
+	w->chunk_start[ds->n_chunks] = g;
+	w->tasks = gbml_alloc_array(env, (size_t) w->ntasks, sizeof(km_task));
+	w->blocks = gbml_alloc_array(env, (size_t) w->nblocks, sizeof(km_block));
+	w->rows_before = gbml_alloc_array(env, (size_t) w->nblocks + 1, sizeof(int64_t));
+	w->block_ids = gbml_alloc_array(env, (size_t) w->nblocks, sizeof(int));
+	if (!w->tasks || !w->blocks || !w->rows_before || !w->block_ids)
+		return env->error_code;
+	for (int c = 0; c < ds->n_chunks; c++)
+		for (int64_t s = 0; s < ds->chunks[c]->n_rows; s += task_rows)
+		{
+			km_task    *tk = &w->tasks[t];
+
+			tk->chunk = c;
+			tk->start = s;
+			tk->count = ds->chunks[c]->n_rows - s < task_rows ? ds->chunks[c]->n_rows - s : task_rows;
+			tk->global = w->chunk_start[c] + s;
+			if (s % block_rows == 0)
+			{
+				km_block   *bl = &w->blocks[b];
+
+				bl->chunk = c;
+				bl->start = s;
+				bl->global = tk->global;
+				bl->first_task = t;
+				bl->count = 0;
+				w->rows_before[b] = tk->global;
+				w->block_ids[b] = b;
+				b++;
+			}
+			w->blocks[b - 1].count += tk->count;
+			w->blocks[b - 1].end_task = t + 1;
+			t++;
+		}
+	w->rows_before[w->nblocks] = g;
+	w->max_block_rows = 0;
+	for (b = 0; b < w->nblocks; b++)
+		if (w->blocks[b].count > w->max_block_rows)
+			w->max_block_rows = w->blocks[b].count;
+	return GBML_OK;
+}
+
+/* Allocations, tasks, blocks, row norms, the fixed-point grid; checks the input. */
 static int
 km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env)
 {
-	int64_t		g = 0;
-	int			t = 0;
-	int			task_rows;
 	size_t		kd;
 	size_t		slot_cap;
 	int			zero_row_chunk = -1;
 	int64_t		zero_row = -1;
+	int			rc;
 
 	memset(w, 0, sizeof(*w));
 	w->env = env;
@@ -245,55 +313,18 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 	w->threads = env->threads;
 	w->spherical = p->spherical;
 	kd = (size_t) w->k * (size_t) w->d;
-
-	w->chunk_start = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t));
-	if (w->chunk_start == NULL)
-		return env->error_code;
-	/*
-	 * Task size, a function of n only: small inputs get smaller tasks so that
-	 * the slots (and the threads taking them) stay balanced.
-	 */
-	task_rows = (int) ((ds->n_rows / (2 * KM_MAX_SLOTS) + 15) / 16 * 16);
-	if (task_rows < KM_TASK_ROWS_MIN)
-		task_rows = KM_TASK_ROWS_MIN;
-	if (task_rows > KM_TASK_ROWS)
-		task_rows = KM_TASK_ROWS;
-	w->ntasks = 0;
-	for (int c = 0; c < ds->n_chunks; c++)
-	{
-		w->chunk_start[c] = g;
-		g += ds->chunks[c]->n_rows;
-		w->ntasks += (int) ((ds->chunks[c]->n_rows + task_rows - 1) / task_rows);
-	}
-	w->chunk_start[ds->n_chunks] = g;
-	w->tasks = gbml_alloc_array(env, (size_t) w->ntasks, sizeof(km_task));
-	if (w->tasks == NULL)
-		return env->error_code;
-	for (int c = 0; c < ds->n_chunks; c++)
-		for (int64_t s = 0; s < ds->chunks[c]->n_rows; s += task_rows)
-		{
-			km_task    *tk = &w->tasks[t++];
-
-			tk->chunk = c;
-			tk->start = s;
-			tk->count = ds->chunks[c]->n_rows - s < task_rows ? ds->chunks[c]->n_rows - s : task_rows;
-			tk->global = w->chunk_start[c] + s;
-		}
+	if ((rc = km_plan(w)) != GBML_OK)
+		return rc;
 
 	/* Slots: a function of n, k and d only (never of the thread count). */
-	w->nslots = KM_MAX_SLOTS;
-	if (w->nslots > w->ntasks)
-		w->nslots = w->ntasks;
-	slot_cap = KM_SLOT_BYTES / (kd * sizeof(double) + (size_t) w->k * sizeof(int64_t) + 1);
-	if ((size_t) w->nslots > slot_cap)
-		w->nslots = slot_cap > 0 ? (int) slot_cap : 1;
-	if (w->nslots < 1)
-		w->nslots = 1;
-	w->slot_first = gbml_alloc_array(env, (size_t) w->nslots + 1, sizeof(int));
-	if (w->slot_first == NULL)
-		return env->error_code;
-	for (int s = 0; s <= w->nslots; s++)
-		w->slot_first[s] = (int) ((int64_t) s * w->ntasks / w->nslots);
+	w->max_slots = KM_MAX_SLOTS;
+	if (w->max_slots > w->ntasks)
+		w->max_slots = w->ntasks;
+	slot_cap = KM_SLOT_BYTES / (kd * sizeof(int64_t) + (size_t) w->k * sizeof(int64_t) + 1);
+	if ((size_t) w->max_slots > slot_cap)
+		w->max_slots = slot_cap > 0 ? (int) slot_cap : 1;
+	if (w->max_slots < 1)
+		w->max_slots = 1;
 
 	w->labels = km_alloc_chunks(w, sizeof(int32_t), true);
 	if (!km_chunks_ok(w, (void **) w->labels))
@@ -309,16 +340,18 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 	}
 	w->c = gbml_alloc_array(env, kd, sizeof(double));
 	w->cnew = gbml_alloc_array(env, kd, sizeof(double));
-	w->slot_sums = gbml_alloc_array(env, kd * (size_t) w->nslots, sizeof(double));
-	w->slot_counts = gbml_alloc_array(env, (size_t) w->k * (size_t) w->nslots, sizeof(int64_t));
+	w->fix_scale = gbml_alloc_array(env, (size_t) w->d, sizeof(double));
+	w->sums = gbml_alloc_array(env, kd, sizeof(int64_t));
 	w->counts = gbml_alloc_array(env, (size_t) w->k, sizeof(int64_t));
+	w->slot_sums = gbml_alloc_array(env, kd * (size_t) w->max_slots, sizeof(int64_t));
+	w->slot_counts = gbml_alloc_array(env, (size_t) w->k * (size_t) w->max_slots, sizeof(int64_t));
+	w->slot_var = gbml_alloc_array(env, (size_t) w->d * 2 * (size_t) w->max_slots, sizeof(double));
 	w->panels = gbml_alloc_array(env, (size_t) gbml_km_padded(w->k) * (size_t) w->d, sizeof(float));
 	w->panels_d = gbml_alloc_array(env, (size_t) gbml_km_padded(w->k) * (size_t) w->d, sizeof(double));
 	w->cnorm = gbml_alloc_array(env, (size_t) gbml_km_padded(w->k), sizeof(float));
 	w->cnorm_d = gbml_alloc_array(env, (size_t) w->k, sizeof(double));
-	w->task_pot = gbml_alloc_array(env, (size_t) w->ntasks, sizeof(double));
-	if (!w->c || !w->cnew || !w->slot_sums || !w->slot_counts || !w->counts ||
-		!w->panels || !w->panels_d || !w->cnorm || !w->cnorm_d || !w->task_pot)
+	if (!w->c || !w->cnew || !w->fix_scale || !w->sums || !w->counts || !w->slot_sums ||
+		!w->slot_counts || !w->slot_var || !w->panels || !w->panels_d || !w->cnorm || !w->cnorm_d)
 		return env->error_code;
 
 	/* Row norms (and inverse norms for the spherical mode), task-parallel. */
@@ -353,29 +386,39 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 		return gbml_error(env, GBML_EINVAL,
 						  "kmeans: spherical mode needs non-zero rows, but row %lld (in training order) is all zeros",
 						  (long long) (w->chunk_start[zero_row_chunk] + zero_row + 1));
+	w->fix_bits = gbml_km_fix_bits(w->n);
 	return GBML_OK;
 }
 
 /*
- * Mean over features of the per-feature variance (two passes, like
- * numpy.var), of the normalised rows in the spherical mode.  Slot partials.
+ * Per-feature statistics of the rows (normalised in the spherical mode),
+ * from slot partials over every row in host memory, so the same on every
+ * device: the fixed-point grid of each feature's centroid sums (from the
+ * largest |x_j|: a maximum is exact in any order), and, when var_out is
+ * not NULL, the mean over features of the per-feature variance (two
+ * passes, like numpy.var: the tol rule's scale).
  */
-static double
-km_mean_variance(km_work *w)
+static void
+km_feature_stats(km_work *w, double *var_out)
 {
 	int			d = w->d;
+	int			nslots = w->ntasks < w->max_slots ? w->ntasks : w->max_slots;
 	double	   *mean = w->cnew;		/* d <= k*d scratch */
 	double		var = 0;
 
-	for (int pass = 0; pass < 2; pass++)
+	for (int pass = 0; pass < (var_out ? 2 : 1); pass++)
 	{
 #pragma omp parallel for schedule(dynamic, 1) num_threads(km_threads_for(w, (double) w->n * d))
-		for (int s = 0; s < w->nslots; s++)
+		for (int s = 0; s < nslots; s++)
 		{
-			double	   *acc = w->slot_sums + (size_t) s * d;
+			double	   *acc = w->slot_var + (size_t) s * 2 * d,
+					   *mx = acc + d;
+			int			first,
+						end;
 
-			memset(acc, 0, sizeof(double) * d);
-			for (int ti = w->slot_first[s]; ti < w->slot_first[s + 1]; ti++)
+			memset(acc, 0, sizeof(double) * 2 * d);
+			km_slot_tasks(0, w->ntasks, s, nslots, &first, &end);
+			for (int ti = first; ti < end; ti++)
 			{
 				const km_task *tk = &w->tasks[ti];
 
@@ -386,41 +429,43 @@ km_mean_variance(km_work *w)
 
 					if (pass == 0)
 						for (int j = 0; j < d; j++)
-							acc[j] += x[j] * sc;
+						{
+							double		v = (double) x[j] * sc;
+
+							acc[j] += v;
+							mx[j] = fabs(v) > mx[j] ? fabs(v) : mx[j];
+						}
 					else
 						for (int j = 0; j < d; j++)
 						{
-							double		t = x[j] * sc - mean[j];
+							double		t = (double) x[j] * sc - mean[j];
 
 							acc[j] += t * t;
 						}
 				}
 			}
 		}
-		if (pass == 0)
+		for (int j = 0; j < d; j++)
 		{
-			for (int j = 0; j < d; j++)
-			{
-				double		s = 0;
+			double		s = 0,
+						m = 0;
 
-				for (int sl = 0; sl < w->nslots; sl++)
-					s += w->slot_sums[(size_t) sl * d + j];
+			for (int sl = 0; sl < nslots; sl++)
+			{
+				s += w->slot_var[(size_t) sl * 2 * d + j];
+				m = fmax(m, w->slot_var[(size_t) sl * 2 * d + d + j]);
+			}
+			if (pass == 0)
+			{
 				mean[j] = s / (double) w->n;
+				w->fix_scale[j] = gbml_km_fix_scale(m, w->fix_bits);
 			}
-		}
-		else
-		{
-			for (int j = 0; j < d; j++)
-			{
-				double		s = 0;
-
-				for (int sl = 0; sl < w->nslots; sl++)
-					s += w->slot_sums[(size_t) sl * d + j];
+			else
 				var += s / (double) w->n;
-			}
 		}
 	}
-	return var / d;
+	if (var_out)
+		*var_out = var / d;
 }
 
 /* Copies row g (normalised in the spherical mode) into c[d] as double. */
@@ -434,6 +479,58 @@ km_copy_row(const km_work *w, int64_t g, double *c)
 
 	for (int j = 0; j < w->d; j++)
 		c[j] = x[j] * sc;
+}
+
+/* The current label of global row g (the device holds the labels of its blocks). */
+static int
+km_label_of(km_work *w, int64_t g, int32_t *label)
+{
+	int			b = km_block_of(w, g);
+	const km_block *bl = &w->blocks[b];
+	int			rc;
+
+	if (b >= w->gpu_blocks)
+	{
+		*label = w->labels[bl->chunk][bl->start + (g - bl->global)];
+		return GBML_OK;
+	}
+	if ((rc = km_dev_read_labels(w, b, w->label_scratch)) != GBML_OK)
+		return rc;
+	*label = w->label_scratch[g - bl->global];
+	return GBML_OK;
+}
+
+/*
+ * Every row's distance to its labelled centroid into w->far (the CPU's
+ * tasks here, the device's blocks there, the same arithmetic).
+ */
+static int
+km_row_dists(km_work *w)
+{
+	int			t0 = km_cpu_first_task(w);
+
+	if (w->far == NULL)
+	{
+		w->far = km_alloc_chunks(w, sizeof(double), true);
+		if (!km_chunks_ok(w, (void **) w->far))
+			return w->env->error_code;
+	}
+#pragma omp parallel for schedule(dynamic, 1) num_threads(km_threads_for(w, (double) w->n * w->d))
+	for (int ti = t0; ti < w->ntasks; ti++)
+	{
+		const km_task *tk = &w->tasks[ti];
+
+		for (int64_t i = 0; i < tk->count; i++)
+		{
+			int64_t		r = tk->start + i;
+
+			w->far[tk->chunk][r] = gbml_km_row_dist(gbml_dataset_row(w->ds, tk->chunk, r),
+													km_row_scale(w, tk->chunk, r),
+													w->c + (size_t) w->labels[tk->chunk][r] * w->d,
+													w->d, w->spherical);
+		}
+	}
+	return w->gpu_blocks > 0 ? km_dev_row_dists(w) : GBML_OK;
 }
 
 /* ------------------------------------------------------------------ */
@@ -499,73 +596,171 @@ km_init_random(km_work *w, gbml_rng *rng, double *centers)
 	return GBML_OK;
 }
 
-/* First global row whose running sum of closest[] reaches r (numpy.searchsorted). */
-static int64_t
-km_search(const km_work *w, double r)
+/*
+ * First global row whose running sum of closest[] exceeds u times the
+ * total potential (numpy.searchsorted over the fixed-point terms of the
+ * last taken candidate, so both devices find the same row).
+ */
+static int
+km_search(km_work *w, double u, int64_t total, int64_t *row_out)
 {
-	double		cum = 0;
+	int64_t		r = (int64_t) (u * (double) total),
+				cum = 0;
+	int			rc;
 
-	for (int ti = 0; ti < w->ntasks; ti++)
+	if (r >= total)
+		r = total - 1;
+	*row_out = 0;
+	if (total <= 0)
+		return GBML_OK;			/* every row sits on a centre: any row will do */
+	for (int b = 0; b < w->nblocks; b++)
 	{
-		const km_task *tk = &w->tasks[ti];
+		const km_block *bl = &w->blocks[b];
+		const float *cl = w->closest[bl->chunk] + bl->start;
 
-		if (cum + w->task_pot[ti] >= r)
+		if (cum + w->cur_pot[b] <= r)
 		{
-			const float *cl = w->closest[tk->chunk] + tk->start;
-
-			for (int64_t i = 0; i < tk->count; i++)
-			{
-				cum += cl[i];
-				if (cum >= r)
-					return tk->global + i;
-			}
-			return tk->global + tk->count - 1;
+			cum += w->cur_pot[b];
+			continue;
 		}
-		cum += w->task_pot[ti];
+		if (b < w->gpu_blocks)
+		{
+			if ((rc = km_dev_read_closest(w, b, w->row_scratch)) != GBML_OK)
+				return rc;
+			cl = w->row_scratch;
+		}
+		for (int64_t i = 0; i < bl->count; i++)
+		{
+			cum += gbml_km_fix_term((double) cl[i], w->cur_scale);
+			if (cum > r)
+			{
+				*row_out = bl->global + i;
+				return GBML_OK;
+			}
+		}
+		*row_out = bl->global + bl->count - 1;
+		return GBML_OK;
 	}
-	return w->n - 1;
+	*row_out = w->n - 1;
+	return GBML_OK;
 }
 
 /*
  * One k-means++ pass: distances of every row to the T candidates in w->cand,
- * floored by closest[]; task partial potentials into task_acc[ti*T + t].
+ * floored by closest[], on the grid w->pot_scale; per-block potentials into
+ * w->block_pot[b*T + t].
  */
-static void
+static int
 km_candidate_pass(km_work *w, int T)
 {
+	int			t0 = km_cpu_first_task(w);
+	int			rc;
+
 #pragma omp parallel for schedule(static) num_threads(km_threads_for(w, 2.0 * w->n * w->d * T))
-	for (int ti = 0; ti < w->ntasks; ti++)
+	for (int ti = t0; ti < w->ntasks; ti++)
 	{
 		const km_task *tk = &w->tasks[ti];
 		const float *x = w->ds->chunks[tk->chunk]->x + (size_t) tk->start * w->d;
-		double	   *acc = w->task_acc + (size_t) ti * w->T;
+		int64_t    *acc = w->task_pot + (size_t) ti * w->T;
 
 		for (int t = 0; t < T; t++)
 			acc[t] = 0;
 		gbml_km_candidate_dist(x, tk->count, w->d,
 							   w->spherical ? w->scale[tk->chunk] + tk->start : NULL,
 							   w->cand, T, w->closest[tk->chunk] + tk->start,
-							   w->cand_out[tk->chunk] + (size_t) tk->start * w->T, acc);
+							   w->cand_out[tk->chunk] + (size_t) tk->start * w->T, w->pot_scale, acc);
 	}
+	if (w->gpu_blocks > 0 && (rc = km_dev_cand_pass(w, T, w->block_pot)) != GBML_OK)
+		return rc;
+	for (int b = w->gpu_blocks; b < w->nblocks; b++)
+		for (int t = 0; t < T; t++)
+		{
+			int64_t		s = 0;
+
+			for (int ti = w->blocks[b].first_task; ti < w->blocks[b].end_task; ti++)
+				s += w->task_pot[(size_t) ti * w->T + t];
+			w->block_pot[(size_t) b * T + t] = s;
+		}
+	return GBML_OK;
 }
 
-/* Takes candidate t of the last pass as the new floor (closest[], task_pot). */
-static double
-km_take_candidate(km_work *w, int t)
+/* Candidate t of the last pass becomes the floor closest[]; its total potential into *total. */
+static int
+km_take_candidate(km_work *w, int t, int T, int64_t *total)
 {
-	double		pot = 0;
+	float		mx = 0;
+	int			rc;
 
-	for (int ti = 0; ti < w->ntasks; ti++)
+	for (int ti = km_cpu_first_task(w); ti < w->ntasks; ti++)
 	{
 		const km_task *tk = &w->tasks[ti];
+		float	   *cl = w->closest[tk->chunk] + tk->start;
 
-		memcpy(w->closest[tk->chunk] + tk->start,
-			   w->cand_out[tk->chunk] + (size_t) tk->start * w->T + (size_t) t * tk->count,
+		memcpy(cl, w->cand_out[tk->chunk] + (size_t) tk->start * w->T + (size_t) t * tk->count,
 			   sizeof(float) * tk->count);
-		w->task_pot[ti] = w->task_acc[(size_t) ti * w->T + t];
-		pot += w->task_pot[ti];
+		for (int64_t i = 0; i < tk->count; i++)
+			if (cl[i] > mx)
+				mx = cl[i];
 	}
-	return pot;
+	if (w->gpu_blocks > 0)
+	{
+		float		gm;
+
+		if ((rc = km_dev_cand_take(w, t, &gm)) != GBML_OK)
+			return rc;
+		if (gm > mx)
+			mx = gm;
+	}
+	*total = 0;
+	for (int b = 0; b < w->nblocks; b++)
+	{
+		w->cur_pot[b] = w->block_pot[(size_t) b * T + t];
+		*total += w->cur_pot[b];
+	}
+	/* the taken values sit on the pass's grid; the next pass's grid follows their maximum */
+	w->cur_scale = w->pot_scale;
+	w->closest_max = mx;
+	w->pot_scale = gbml_km_fix_scale(mx, w->fix_bits);
+	return GBML_OK;
+}
+
+/* k-means++ scratch, and every row's closest distance set to +inf. */
+static int
+km_kmeanspp_start(km_work *w, int T)
+{
+	gbml_env   *env = w->env;
+	double		bound;
+	int			rc;
+
+	if (w->closest == NULL)
+	{
+		w->T = T;
+		w->closest = km_alloc_chunks(w, sizeof(float), true);
+		if (!km_chunks_ok(w, (void **) w->closest))
+			return env->error_code;
+		w->cand_out = km_alloc_chunks(w, sizeof(float) * (size_t) T, true);
+		if (!km_chunks_ok(w, (void **) w->cand_out))
+			return env->error_code;
+		w->cand = gbml_alloc0(env, sizeof(float) * GBML_KM_CAND_LANES * (size_t) w->d);
+		w->task_pot = gbml_alloc_array(env, (size_t) w->ntasks * T, sizeof(int64_t));
+		w->block_pot = gbml_alloc_array(env, (size_t) w->nblocks * T, sizeof(int64_t));
+		w->cur_pot = gbml_alloc_array(env, (size_t) w->nblocks, sizeof(int64_t));
+		if (!w->cand || !w->task_pot || !w->block_pot || !w->cur_pot)
+			return env->error_code;
+	}
+	for (int c = 0; c < w->ds->n_chunks; c++)
+		for (int64_t i = 0; i < w->ds->chunks[c]->n_rows; i++)
+			w->closest[c][i] = INFINITY;
+	if (w->gpu_blocks > 0 && (rc = km_dev_cand_reset(w)) != GBML_OK)
+		return rc;
+	/*
+	 * Before the first centre no distance is known: the grid comes from a
+	 * bound (two rows are at most 2 max|x| apart; unit rows at most 2).
+	 */
+	bound = w->spherical ? 4.0 : 4.0 * w->xnorm_max * w->xnorm_max;
+	w->closest_max = INFINITY;
+	w->pot_scale = gbml_km_fix_scale(bound * 1.01, w->fix_bits);
+	return GBML_OK;
 }
 
 /*
@@ -580,60 +775,48 @@ km_init_kmeanspp(km_work *w, gbml_rng *rng, double *centers)
 	int			d = w->d;
 	int			T = 2 + (int) log((double) w->k);
 	int64_t		idx[GBML_KM_CAND_LANES];
-	double		pot;
+	int64_t		pot;
+	int			rc;
 
 	if (T > GBML_KM_CAND_LANES)
 		T = GBML_KM_CAND_LANES;
-	if (w->closest == NULL)
-	{
-		w->T = T;
-		w->closest = km_alloc_chunks(w, sizeof(float), true);
-		if (!km_chunks_ok(w, (void **) w->closest))
-			return env->error_code;
-		w->cand_out = km_alloc_chunks(w, sizeof(float) * (size_t) T, true);
-		if (!km_chunks_ok(w, (void **) w->cand_out))
-			return env->error_code;
-		w->cand = gbml_alloc0(env, sizeof(float) * GBML_KM_CAND_LANES * (size_t) d);
-		w->task_acc = gbml_alloc_array(env, (size_t) w->ntasks * T, sizeof(double));
-		if (w->cand == NULL || w->task_acc == NULL)
-			return env->error_code;
-	}
-	for (int c = 0; c < w->ds->n_chunks; c++)
-		for (int64_t i = 0; i < w->ds->chunks[c]->n_rows; i++)
-			w->closest[c][i] = INFINITY;
-
+	if ((rc = km_kmeanspp_start(w, T)) != GBML_OK)
+		return rc;
 	km_copy_row(w, (int64_t) gbml_rng_below(rng, (uint64_t) w->n), centers);
 	for (int j = 0; j < d; j++)
 		w->cand[(size_t) j * GBML_KM_CAND_LANES] = (float) centers[j];
-	km_candidate_pass(w, 1);
-	pot = km_take_candidate(w, 0);
+	if ((rc = km_candidate_pass(w, 1)) != GBML_OK || (rc = km_take_candidate(w, 0, 1, &pot)) != GBML_OK)
+		return rc;
 
 	for (int c = 1; c < w->k; c++)
 	{
-		double		best_pot = INFINITY;
+		int64_t		best_pot = INT64_MAX;
 		int			best = 0;
 
 		for (int t = 0; t < T; t++)
 		{
-			idx[t] = km_search(w, gbml_rng_uniform(rng) * pot);
+			if ((rc = km_search(w, gbml_rng_uniform(rng), pot, &idx[t])) != GBML_OK)
+				return rc;
 			km_copy_row(w, idx[t], w->cnew);
 			for (int j = 0; j < d; j++)
 				w->cand[(size_t) j * GBML_KM_CAND_LANES + t] = (float) w->cnew[j];
 		}
-		km_candidate_pass(w, T);
+		if ((rc = km_candidate_pass(w, T)) != GBML_OK)
+			return rc;
 		for (int t = 0; t < T; t++)
 		{
-			double		s = 0;
+			int64_t		s = 0;
 
-			for (int ti = 0; ti < w->ntasks; ti++)
-				s += w->task_acc[(size_t) ti * T + t];
+			for (int b = 0; b < w->nblocks; b++)
+				s += w->block_pot[(size_t) b * T + t];
 			if (s < best_pot)
 			{
 				best_pot = s;
 				best = t;
 			}
 		}
-		pot = km_take_candidate(w, best);
+		if ((rc = km_take_candidate(w, best, T, &pot)) != GBML_OK)
+			return rc;
 		km_copy_row(w, idx[best], centers + (size_t) c * d);
 		if ((c & 15) == 0)
 		{
@@ -677,102 +860,146 @@ km_init_matrix(km_work *w, const gbml_matrix *m, double *centers)
 /* Lloyd                                                               */
 /* ------------------------------------------------------------------ */
 
-/*
- * One pass over the rows: S1 (labels for the centroids w->c) and, when
- * `update`, S2's accumulation of the same rows into their slot's sums while
- * they are still in cache, then the merge of the slots (in slot order) into
- * w->cnew / w->counts.  One parallel region per iteration; threads take whole
- * slots, so every sum has a fixed order.  Each task times its two phases;
- * the pass's wall time is split between S1 and S2 in proportion, and S1's
- * share goes to *s1_out (NULL: not wanted; likewise rechecked_out).  Returns
- * the number of rows whose label changed.
- */
-static int64_t
-km_pass(km_work *w, bool update, int64_t *rechecked_out, double *s1_out)
+/* What one pass measured. */
+typedef struct km_pass_stats
 {
-	gbml_km_centers C;
-	int64_t		changed = 0,
-				rechecked = 0;
-	double		ts1 = 0,
-				ts2 = 0,
-				t_start = gbml_now(),
-				wall;
+	int64_t		changed;
+	int64_t		rechecked;
+	double		s1;				/* wall seconds attributed to S1 */
+	double		gpu_seconds;	/* the device's share */
+	double		cpu_seconds;	/* the CPU's share */
+} km_pass_stats;
+
+/*
+ * The CPU's share of a pass: S1 for the tasks of the CPU's blocks and,
+ * when `update`, S2's accumulation of the same rows into their slot's sums
+ * while they are still in cache, then the slots merged into w->sums /
+ * w->counts.  Each task times its two phases (*ts1, *ts2).
+ */
+static void
+km_cpu_pass(km_work *w, const gbml_km_centers *C, bool update, km_pass_stats *st, double *ts1_out,
+			double *ts2_out)
+{
 	int			k = w->k,
 				d = w->d;
 	size_t		kd = (size_t) k * d;
+	int			t0 = km_cpu_first_task(w),
+				nt = w->ntasks - t0;
+	int			nslots = nt < w->max_slots ? nt : w->max_slots;
+	int64_t		changed = 0,
+				rechecked = 0;
+	double		ts1 = 0,
+				ts2 = 0;
 
-	gbml_km_centers_prepare(&C, w->c, k, d, w->panels, w->panels_d, w->cnorm, w->cnorm_d, w->xnorm_max);
-#pragma omp parallel num_threads(km_threads_for(w, (double) w->n * d * (k + (update ? 1 : 0)))) \
+	memset(w->counts, 0, sizeof(int64_t) * k);
+	if (update)
+		memset(w->sums, 0, sizeof(int64_t) * kd);
+	if (nslots == 0)
+		return;
+#pragma omp parallel num_threads(km_threads_for(w, (double) (w->n - w->rows_before[w->gpu_blocks]) * d * (k + 1))) \
 	reduction(+:changed, rechecked, ts1, ts2)
 	{
 #pragma omp for schedule(dynamic, 1)
-		for (int s = 0; s < w->nslots; s++)
+		for (int s = 0; s < nslots; s++)
 		{
-			double	   *sums = w->slot_sums + (size_t) s * kd;
+			int64_t    *sums = w->slot_sums + (size_t) s * kd;
 			int64_t    *cnt = w->slot_counts + (size_t) s * k;
+			int			first,
+						end;
 
 			if (update)
-			{
-				memset(sums, 0, sizeof(double) * kd);
-				memset(cnt, 0, sizeof(int64_t) * k);
-			}
-			for (int ti = w->slot_first[s]; ti < w->slot_first[s + 1]; ti++)
+				memset(sums, 0, sizeof(int64_t) * kd);
+			memset(cnt, 0, sizeof(int64_t) * k);
+			km_slot_tasks(t0, nt, s, nslots, &first, &end);
+			for (int ti = first; ti < end; ti++)
 			{
 				const km_task *tk = &w->tasks[ti];
 				const float *x = w->ds->chunks[tk->chunk]->x + (size_t) tk->start * d;
 				int32_t    *lab = w->labels[tk->chunk] + tk->start;
 				int32_t		tmp[KM_TASK_ROWS];
-				double		t0 = gbml_now(),
-							t1;
+				double		ta = gbml_now(),
+							tb;
 
-				rechecked += gbml_km_assign(&C, x, tk->count, w->xnorm2[tk->chunk] + tk->start, tmp);
+				rechecked += gbml_km_assign(C, x, tk->count, w->xnorm2[tk->chunk] + tk->start, tmp);
 				for (int64_t i = 0; i < tk->count; i++)
 					if (tmp[i] != lab[i])
 					{
 						changed++;
 						lab[i] = tmp[i];
 					}
-				t1 = gbml_now();
-				ts1 += t1 - t0;
+				tb = gbml_now();
+				ts1 += tb - ta;
 				if (update)
-				{
 					gbml_km_accumulate(x, tk->count, d, lab,
-									   w->spherical ? w->scale[tk->chunk] + tk->start : NULL, sums, cnt);
-					ts2 += gbml_now() - t1;
-				}
+									   w->spherical ? w->scale[tk->chunk] + tk->start : NULL,
+									   w->fix_scale, sums, cnt);
+				else
+					for (int64_t i = 0; i < tk->count; i++)
+						cnt[lab[i]]++;
+				ts2 += gbml_now() - tb;
 			}
 		}
-		if (update)
-		{
-			double		tm = gbml_now();
-
-			/* Merge the slots in slot order (each cluster's row of sums independently). */
+		/* The slots' integer sums, cluster by cluster (exact: the order is free). */
 #pragma omp for schedule(static) nowait
-			for (int j = 0; j < k; j++)
-			{
-				double	   *dst = w->cnew + (size_t) j * d;
-				int64_t		cn = w->slot_counts[j];
+		for (int j = 0; j < k; j++)
+		{
+			int64_t    *dst = w->sums + (size_t) j * d;
+			int64_t		cn = 0;
 
-				memcpy(dst, w->slot_sums + (size_t) j * d, sizeof(double) * d);
-				for (int s = 1; s < w->nslots; s++)
+			for (int s = 0; s < nslots; s++)
+			{
+				if (update)
 				{
-					const double *src = w->slot_sums + (size_t) s * kd + (size_t) j * d;
+					const int64_t *src = w->slot_sums + (size_t) s * kd + (size_t) j * d;
 
 					for (int i = 0; i < d; i++)
 						dst[i] += src[i];
-					cn += w->slot_counts[(size_t) s * k + j];
 				}
-				w->counts[j] = cn;
+				cn += w->slot_counts[(size_t) s * k + j];
 			}
-			ts2 += gbml_now() - tm;
+			w->counts[j] = cn;
 		}
 	}
-	wall = gbml_now() - t_start;
-	if (s1_out)
-		*s1_out = update && ts1 + ts2 > 0 ? wall * ts1 / (ts1 + ts2) : wall;
-	if (rechecked_out)
-		*rechecked_out += rechecked;
-	return changed;
+	st->changed += changed;
+	st->rechecked += rechecked;
+	*ts1_out = ts1;
+	*ts2_out = ts2;
+}
+
+/*
+ * One pass over the rows: labels for the centroids w->c (the device's
+ * blocks there, the CPU's here, at the same time: the seed's overlap) and,
+ * when `update`, the fixed-point sums and counts of the new clusters in
+ * w->sums / w->counts.  The pass's wall time is split between S1 and S2 in
+ * proportion to the CPU tasks' phase times (all S1 when the CPU had none).
+ */
+static int
+km_pass(km_work *w, bool update, km_pass_stats *st)
+{
+	gbml_km_centers C;
+	double		ts1 = 0,
+				ts2 = 0,
+				t_start = gbml_now(),
+				t_cpu;
+	int			rc;
+
+	memset(st, 0, sizeof(*st));
+	gbml_km_centers_prepare(&C, w->c, w->k, w->d, w->panels, w->panels_d, w->cnorm, w->cnorm_d, w->xnorm_max);
+	if (w->gpu_blocks > 0 &&
+		((rc = km_dev_set_centers(w, &C)) != GBML_OK || (rc = km_dev_pass_launch(w, update)) != GBML_OK))
+		return rc;
+	t_cpu = gbml_now();
+	km_cpu_pass(w, &C, update, st, &ts1, &ts2);
+	st->cpu_seconds = gbml_now() - t_cpu;
+	if (w->gpu_blocks > 0 &&
+		(rc = km_dev_pass_finish(w, &st->changed, &st->rechecked, &st->gpu_seconds)) != GBML_OK)
+		return rc;
+	w->gpu_seconds += st->gpu_seconds;
+	w->cpu_seconds += st->cpu_seconds;
+	st->s1 = gbml_now() - t_start;
+	if (update && ts1 + ts2 > 0)
+		st->s1 *= ts1 / (ts1 + ts2);
+	return GBML_OK;
 }
 
 /* Heap order for the relocation: farther first, then lower row index. */
@@ -812,11 +1039,48 @@ km_heap_sift(km_far *h, int m, int i)
 	}
 }
 
+/* The m rows farthest from their centre, farthest first, into heap[0..*m). */
+static void
+km_farthest(km_work *w, km_far *heap, int *m_io)
+{
+	int			m = *m_io,
+				kept = 0;
+
+	for (int c = 0; c < w->ds->n_chunks; c++)
+		for (int64_t i = 0; i < w->ds->chunks[c]->n_rows; i++)
+		{
+			km_far		f = {w->far[c][i], w->chunk_start[c] + i};
+
+			if (kept < m)
+			{
+				heap[kept++] = f;
+				if (kept == m)
+					for (int h = m / 2 - 1; h >= 0; h--)
+						km_heap_sift(heap, m, h);
+			}
+			else if (km_far_better(&f, &heap[0]))
+			{
+				heap[0] = f;
+				km_heap_sift(heap, m, 0);
+			}
+		}
+	if (kept < m)				/* fewer rows than empty clusters: cannot happen (k <= n) */
+		m = kept;
+	for (int a = 1; a < m; a++)
+		for (int b = a; b > 0 && km_far_better(&heap[b], &heap[b - 1]); b--)
+		{
+			km_far		t = heap[b];
+
+			heap[b] = heap[b - 1];
+			heap[b - 1] = t;
+		}
+	*m_io = m;
+}
+
 /*
  * Empty clusters (scikit-learn's rule): each takes one of the rows farthest
- * from the (old) centre of their new cluster, farthest first; the row's sum
- * moves from its cluster to the empty one.  Sums in w->cnew, counts in
- * w->counts.
+ * from the (old) centre of their cluster, farthest first; the row's
+ * fixed-point terms move from its cluster to the empty one.
  */
 static int
 km_relocate_empty(km_work *w, int64_t *relocations)
@@ -826,68 +1090,19 @@ km_relocate_empty(km_work *w, int64_t *relocations)
 	int			m = 0;
 	km_far	   *heap;
 	int			e = 0;
+	int			rc;
 
 	for (int j = 0; j < w->k; j++)
 		if (w->counts[j] == 0)
 			m++;
 	if (m == 0)
 		return GBML_OK;
-	if (w->far == NULL)
-	{
-		w->far = km_alloc_chunks(w, sizeof(double), true);
-		if (!km_chunks_ok(w, (void **) w->far))
-			return env->error_code;
-	}
+	if ((rc = km_row_dists(w)) != GBML_OK)
+		return rc;
 	heap = gbml_alloc_array(env, (size_t) m, sizeof(km_far));
 	if (heap == NULL)
 		return env->error_code;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(km_threads_for(w, (double) w->n * d))
-	for (int ti = 0; ti < w->ntasks; ti++)
-	{
-		const km_task *tk = &w->tasks[ti];
-
-		for (int64_t i = 0; i < tk->count; i++)
-		{
-			int64_t		r = tk->start + i;
-
-			w->far[tk->chunk][r] = gbml_km_sqdist(gbml_dataset_row(w->ds, tk->chunk, r),
-												  km_row_scale(w, tk->chunk, r),
-												  w->c + (size_t) w->labels[tk->chunk][r] * d, d);
-		}
-	}
-	{
-		int			kept = 0;
-
-		for (int c = 0; c < w->ds->n_chunks; c++)
-			for (int64_t i = 0; i < w->ds->chunks[c]->n_rows; i++)
-			{
-				km_far		f = {w->far[c][i], w->chunk_start[c] + i};
-
-				if (kept < m)
-				{
-					heap[kept++] = f;
-					if (kept == m)
-						for (int h = m / 2 - 1; h >= 0; h--)
-							km_heap_sift(heap, m, h);
-				}
-				else if (km_far_better(&f, &heap[0]))
-				{
-					heap[0] = f;
-					km_heap_sift(heap, m, 0);
-				}
-			}
-		if (kept < m)			/* fewer rows than empty clusters: cannot happen (k <= n) */
-			m = kept;
-	}
-	/* Best first. */
-	for (int a = 1; a < m; a++)
-		for (int b = a; b > 0 && km_far_better(&heap[b], &heap[b - 1]); b--)
-		{
-			km_far		t = heap[b];
-
-			heap[b] = heap[b - 1];
-			heap[b - 1] = t;
-		}
+	km_farthest(w, heap, &m);
 	for (int j = 0; j < w->k && e < m; j++)
 	{
 		int			chunk;
@@ -900,13 +1115,14 @@ km_relocate_empty(km_work *w, int64_t *relocations)
 			continue;
 		x = km_row(w, heap[e].row, &chunk, &row);
 		sc = km_row_scale(w, chunk, row);
-		old = w->labels[chunk][row];
+		if ((rc = km_label_of(w, heap[e].row, &old)) != GBML_OK)
+			break;
 		for (int i = 0; i < d; i++)
 		{
-			double		v = x[i] * sc;
+			int64_t		t = gbml_km_fix_term((double) x[i] * sc, w->fix_scale[i]);
 
-			w->cnew[(size_t) old * d + i] -= v;
-			w->cnew[(size_t) j * d + i] = v;
+			w->sums[(size_t) old * d + i] -= t;
+			w->sums[(size_t) j * d + i] = t;
 		}
 		w->counts[old]--;
 		w->counts[j] = 1;
@@ -914,13 +1130,13 @@ km_relocate_empty(km_work *w, int64_t *relocations)
 		(*relocations)++;
 	}
 	gbml_free(env, heap);
-	return GBML_OK;
+	return rc;
 }
 
 /*
  * End of S2: empty clusters, means (unit vectors in the spherical mode) from
- * the merged sums in w->cnew; returns the total squared centre shift and
- * makes the new centroids current.
+ * the fixed-point sums; returns the total squared centre shift and makes
+ * the new centroids current.
  */
 static int
 km_update(km_work *w, double *shift_out, int64_t *relocations)
@@ -936,6 +1152,7 @@ km_update(km_work *w, double *shift_out, int64_t *relocations)
 	{
 		double	   *dst = w->cnew + (size_t) j * d;
 		const double *old = w->c + (size_t) j * d;
+		const int64_t *sum = w->sums + (size_t) j * d;
 
 		if (w->counts[j] <= 0)
 			memcpy(dst, old, sizeof(double) * d);
@@ -944,7 +1161,10 @@ km_update(km_work *w, double *shift_out, int64_t *relocations)
 			double		s = 0;
 
 			for (int i = 0; i < d; i++)
+			{
+				dst[i] = gbml_km_fix_value(sum[i], w->fix_scale[i]);
 				s += dst[i] * dst[i];
+			}
 			if (s > 0)
 			{
 				s = 1.0 / sqrt(s);
@@ -956,10 +1176,10 @@ km_update(km_work *w, double *shift_out, int64_t *relocations)
 		}
 		else
 		{
-			double		inv = 1.0 / (double) w->counts[j];
+			double		cnt = (double) w->counts[j];
 
 			for (int i = 0; i < d; i++)
-				dst[i] *= inv;
+				dst[i] = gbml_km_fix_value(sum[i], w->fix_scale[i]) / cnt;
 		}
 		for (int i = 0; i < d; i++)
 		{
@@ -978,45 +1198,32 @@ km_update(km_work *w, double *shift_out, int64_t *relocations)
 	return GBML_OK;
 }
 
-/* Inertia of the current labels and centroids (task partials, task order), and sizes. */
-static double
-km_inertia(km_work *w)
+/* Inertia of the current labels and centroids: the row distances' fixed-point sum. */
+static int
+km_inertia(km_work *w, double *out)
 {
-	double		total = 0;
-	int			d = w->d;
+	double		mx = 0,
+				scale;
+	int64_t		total = 0;
+	int			rc;
 
-#pragma omp parallel for schedule(dynamic, 1) num_threads(km_threads_for(w, (double) w->n * d))
+	if ((rc = km_row_dists(w)) != GBML_OK)
+		return rc;
+	for (int c = 0; c < w->ds->n_chunks; c++)
+		for (int64_t i = 0; i < w->ds->chunks[c]->n_rows; i++)
+			if (fabs(w->far[c][i]) > mx)
+				mx = fabs(w->far[c][i]);
+	scale = gbml_km_fix_scale(mx, w->fix_bits);
+#pragma omp parallel for schedule(static) reduction(+:total) num_threads(km_threads_for(w, (double) w->n * 4))
 	for (int ti = 0; ti < w->ntasks; ti++)
 	{
 		const km_task *tk = &w->tasks[ti];
-		double		s = 0;
 
 		for (int64_t i = 0; i < tk->count; i++)
-		{
-			int64_t		r = tk->start + i;
-			const float *x = gbml_dataset_row(w->ds, tk->chunk, r);
-			const double *c = w->c + (size_t) w->labels[tk->chunk][r] * d;
-
-			if (w->spherical)
-			{
-				double		dot = 0;
-
-				for (int j = 0; j < d; j++)
-					dot += x[j] * c[j];
-				s += 1.0 - dot * w->scale[tk->chunk][r];
-			}
-			else
-				s += gbml_km_sqdist(x, 1.0, c, d);
-		}
-		w->task_pot[ti] = s;
+			total += gbml_km_fix_term(w->far[tk->chunk][tk->start + i], scale);
 	}
-	for (int ti = 0; ti < w->ntasks; ti++)
-		total += w->task_pot[ti];
-	memset(w->counts, 0, sizeof(int64_t) * w->k);
-	for (int c = 0; c < w->ds->n_chunks; c++)
-		for (int64_t i = 0; i < w->ds->chunks[c]->n_rows; i++)
-			w->counts[w->labels[c][i]]++;
-	return total;
+	*out = gbml_km_fix_value(total, scale);
+	return GBML_OK;
 }
 
 /* One run's bookkeeping. */
@@ -1035,81 +1242,88 @@ typedef struct km_run
 	double		inertia;
 } km_run;
 
+/* Progress, cancel, and the stop rules after iteration `it`; *stop set when the loop ends. */
+static int
+km_iteration_end(km_work *w, const gbml_kmeans_params *p, km_run *run, int64_t it, int64_t changed,
+				 double shift, double tol_scaled, bool *stop)
+{
+	gbml_progress_info info;
+
+	run->iterations = (int) it;
+	run->frac_changed = (double) changed / (double) w->n;
+	info.phase = "train";
+	info.iteration = it;
+	info.total = p->max_iter;
+	info.metric_name = "frac_changed";
+	info.metric = run->frac_changed;
+	if (gbml_progress(w->env, &info))
+		return gbml_error(w->env, GBML_ECANCELLED, "canceled");
+	*stop = true;
+	if (changed == 0)
+		run->stop_reason = "converged";
+	else if (run->frac_changed <= p->min_frac_changed)
+		run->stop_reason = "min_frac_changed";
+	else if (shift <= tol_scaled)
+		run->stop_reason = "tol";
+	else
+		*stop = false;
+	return GBML_OK;
+}
+
 static int
 km_lloyd(km_work *w, const gbml_kmeans_params *p, double tol_scaled, km_run *run,
 		 double *s1, double *s2)
 {
-	gbml_env   *env = w->env;
-	bool		converged = false;
+	bool		stop = false;
 	int64_t		relocations_before = 0;
 	double		t_start = gbml_now();
+	km_pass_stats st;
 	int			rc;
 
 	run->stop_reason = "max_iter";
 	for (int c = 0; c < w->ds->n_chunks; c++)
 		for (int64_t i = 0; i < w->ds->chunks[c]->n_rows; i++)
 			w->labels[c][i] = -1;
-	for (int64_t it = 1; it <= p->max_iter; it++)
+	if ((rc = km_dev_reset_labels(w)) != GBML_OK)
+		return rc;
+	for (int64_t it = 1; it <= p->max_iter && !stop; it++)
 	{
 		double		t0 = gbml_now(),
-					t1,
-					t2;
-		int64_t		changed;
-		double		shift = 0,
-					p1;
-		gbml_progress_info info;
+					t2,
+					shift = 0;
 
-		changed = km_pass(w, true, &run->rechecked, &p1);
+		if ((rc = km_pass(w, true, &st)) != GBML_OK)
+			return rc;
+		run->rechecked += st.rechecked;
 		relocations_before = run->relocations;
 		if ((rc = km_update(w, &shift, &run->relocations)) != GBML_OK)
 			return rc;
 		t2 = gbml_now();
 		/* the pass's wall time split by phase; the centre update is S2 */
-		t1 = t0 + p1;
 		if (run->n_timed < GBML_KM_MAX_TIMED)
 		{
-			s1[run->n_timed] = t1 - t0;
-			s2[run->n_timed] = t2 - t1;
+			s1[run->n_timed] = st.s1;
+			s2[run->n_timed] = t2 - t0 - st.s1;
 			run->n_timed++;
 		}
-		run->s1_total += t1 - t0;
-		run->s2_total += t2 - t1;
-		run->iterations = (int) it;
-		run->frac_changed = (double) changed / (double) w->n;
-
-		info.phase = "train";
-		info.iteration = it;
-		info.total = p->max_iter;
-		info.metric_name = "frac_changed";
-		info.metric = run->frac_changed;
-		if (gbml_progress(env, &info))
-			return gbml_error(env, GBML_ECANCELLED, "canceled");
-
-		if (changed == 0)
-		{
-			converged = true;
-			run->stop_reason = "converged";
-			break;
-		}
-		if (run->frac_changed <= p->min_frac_changed)
-		{
-			run->stop_reason = "min_frac_changed";
-			break;
-		}
-		if (shift <= tol_scaled)
-		{
-			run->stop_reason = "tol";
-			break;
-		}
+		run->s1_total += st.s1;
+		run->s2_total += t2 - t0 - st.s1;
+		if ((rc = km_iteration_end(w, p, run, it, st.changed, shift, tol_scaled, &stop)) != GBML_OK)
+			return rc;
+		if (w->mode == KM_MODE_HYBRID && !stop && it < p->max_iter &&
+			(rc = km_dev_rebalance(w, st.gpu_seconds, st.cpu_seconds)) != GBML_OK)
+			return rc;
 	}
 	/*
 	 * Labels match the centroids unless the loop stopped early, or the last
 	 * update moved a row into an empty cluster (which changes centroids and
 	 * counts but not labels): then one more assignment.
 	 */
-	if (!converged || run->relocations != relocations_before)
-		km_pass(w, false, NULL, NULL);
-	run->inertia = km_inertia(w);
+	if (strcmp(run->stop_reason, "converged") != 0 || run->relocations != relocations_before)
+		if ((rc = km_pass(w, false, &st)) != GBML_OK)
+			return rc;
+	if ((rc = km_inertia(w, &run->inertia)) != GBML_OK)
+		return rc;
 	run->lloyd_seconds = gbml_now() - t_start;
 	return GBML_OK;
 }
@@ -1150,6 +1364,23 @@ km_check(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env)
 	return GBML_OK;
 }
 
+/* Where the fit ran, into the result (the run report's timings). */
+static void
+km_record_device(const km_work *w, gbml_kmeans_result *res)
+{
+	res->device = w->mode == KM_MODE_HYBRID ? "hybrid" : w->mode == KM_MODE_GPU ? "gpu" : "cpu";
+	res->n_blocks = w->nblocks;
+	res->gpu_seconds = w->gpu_seconds;
+	res->cpu_seconds = w->cpu_seconds;
+	res->blocks_moved = w->blocks_moved;
+	res->n_split = 0;
+	if (w->mode != KM_MODE_HYBRID)
+		return;
+	for (int i = 0; i < w->balance.n_trace; i++)
+		res->split[res->n_split++] = (double) w->rows_before[w->balance.trace[i]] / (double) w->n;
+}
+
+
 int
 gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env,
 				bool want_labels, gbml_kmeans_result *res)
@@ -1175,6 +1406,10 @@ gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *e
 		return rc;
 	if ((rc = km_setup(&w, ds, p, env)) != GBML_OK)
 		goto done;
+	km_feature_stats(&w, p->tol > 0 ? &tol_scaled : NULL);
+	tol_scaled *= p->tol;
+	if ((rc = km_dev_open(&w, p)) != GBML_OK)
+		goto done;
 	kd = (size_t) w.k * w.d;
 	best_c = gbml_alloc_array(env, kd, sizeof(double));
 	s1 = gbml_alloc_array(env, GBML_KM_MAX_TIMED, sizeof(double));
@@ -1186,8 +1421,6 @@ gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *e
 		rc = env->error_code;
 		goto done;
 	}
-	if (p->tol > 0)
-		tol_scaled = p->tol * km_mean_variance(&w);
 
 	for (int r = 0; r < n_init; r++)
 	{
@@ -1222,10 +1455,15 @@ gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *e
 	 */
 	if (best_init != n_init - 1)
 	{
+		km_pass_stats st;
+		double		inertia;
+
 		memcpy(w.c, best_c, kd * sizeof(double));
-		km_pass(&w, false, NULL, NULL);
-		km_inertia(&w);
+		if ((rc = km_pass(&w, false, &st)) != GBML_OK || (rc = km_inertia(&w, &inertia)) != GBML_OK)
+			goto done;
 	}
+	if (want_labels && (rc = km_dev_fetch_labels(&w)) != GBML_OK)
+		goto done;
 
 	res->k = w.k;
 	res->d = w.d;
@@ -1257,6 +1495,7 @@ gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *e
 	res->rechecked = best_run.rechecked;
 	res->empty_relocations = best_run.relocations;
 	res->kernel = gbml_km_kernel_isa();
+	km_record_device(&w, res);
 	if (want_labels)
 	{
 		res->labels = w.labels;
@@ -1278,390 +1517,3 @@ done:
 	return rc;
 }
 
-/* ------------------------------------------------------------------ */
-/* Model: section, loader, scoring, JSON                               */
-/* ------------------------------------------------------------------ */
-
-typedef struct km_model
-{
-	int			k;
-	int			d;
-	bool		spherical;
-	double		inertia;
-	double	   *c;				/* k x d */
-	double	   *cnorm;			/* k: |c| */
-	uint64_t   *sizes;
-} km_model;
-
-/*
- * Section KMNS: u32 version | u32 k | u32 d | u32 flags (bit 0 spherical) |
- * f64 inertia | u64 sizes[k] | f64 centroids[k*d].
- */
-static int
-km_write_section(const gbml_kmeans_result *res, gbml_model_writer *wr, gbml_env *env)
-{
-	gbml_strbuf sb;
-	int			rc;
-
-	gbml_sb_init(&sb, env);
-	gbml_sb_u32(&sb, KM_SECTION_VERSION);
-	gbml_sb_u32(&sb, (uint32_t) res->k);
-	gbml_sb_u32(&sb, (uint32_t) res->d);
-	gbml_sb_u32(&sb, res->spherical ? 1u : 0u);
-	gbml_sb_f64(&sb, res->inertia);
-	for (int j = 0; j < res->k; j++)
-		gbml_sb_u64(&sb, (uint64_t) res->sizes[j]);
-	gbml_sb_append(&sb, res->centroids, sizeof(double) * (size_t) res->k * res->d);
-	rc = gbml_sb_status(&sb);
-	if (rc == GBML_OK)
-		gbml_model_add_sb(wr, KM_SECTION, &sb);
-	gbml_sb_free(&sb);
-	return rc;
-}
-
-/* Inertia of a held-out set under the model's rule (exact double assignment). */
-static double
-km_eval_inertia(const gbml_dataset *ev, const gbml_kmeans_result *res)
-{
-	double		total = 0;
-	int			d = res->d;
-
-	for (int c = 0; c < ev->n_chunks; c++)
-	{
-		const gbml_chunk *ch = ev->chunks[c];
-
-		for (int64_t i = 0; i < ch->n_rows; i++)
-		{
-			const float *x = ch->x + (size_t) i * d;
-			double		best = INFINITY;
-
-			if (res->spherical)
-			{
-				double		xn = 0;
-
-				for (int j = 0; j < d; j++)
-					xn += (double) x[j] * x[j];
-				xn = xn > 0 ? 1.0 / sqrt(xn) : 0;
-				for (int j = 0; j < res->k; j++)
-				{
-					double		dot = 0;
-
-					for (int t = 0; t < d; t++)
-						dot += x[t] * res->centroids[(size_t) j * d + t];
-					if (1.0 - dot * xn < best)
-						best = 1.0 - dot * xn;
-				}
-			}
-			else
-				for (int j = 0; j < res->k; j++)
-				{
-					double		s = gbml_km_sqdist(x, 1.0, res->centroids + (size_t) j * d, d);
-
-					if (s < best)
-						best = s;
-				}
-			total += best;
-		}
-	}
-	return total;
-}
-
-static int
-kmeans_train(const gbml_dataset *ds, gbml_train_context *ctx)
-{
-	const gbml_kmeans_params *p = ctx->params;
-	gbml_env   *env = ctx->env;
-	gbml_strbuf *m = ctx->meta;
-	gbml_kmeans_result res;
-	double		eval_value;
-	bool		first = true;
-	int			rc;
-
-	if ((rc = gbml_kmeans_fit(ds, p, env, false, &res)) != GBML_OK)
-		return rc;
-	if ((rc = km_write_section(&res, ctx->writer, env)) != GBML_OK)
-	{
-		gbml_kmeans_result_free(&res, env);
-		return rc;
-	}
-	eval_value = ctx->eval && ctx->eval->n_rows > 0 ? km_eval_inertia(ctx->eval, &res) : res.inertia;
-
-	gbml_sb_json_key(m, "metrics", &first);
-	gbml_sb_append(m, "{\"inertia\":", 11);
-	gbml_sb_json_number(m, res.inertia);
-	gbml_sb_append(m, ",\"mean_inertia\":", 16);
-	gbml_sb_json_number(m, res.inertia / (double) ds->n_rows);
-	if (ctx->eval && ctx->eval->n_rows > 0)
-	{
-		gbml_sb_append(m, ",\"eval_inertia\":", 16);
-		gbml_sb_json_number(m, eval_value);
-	}
-	gbml_sb_printf(m, ",\"eval_metric\":\"%s\",\"eval_value\":",
-				   ctx->eval && ctx->eval->n_rows > 0 ? "eval_inertia" : "inertia");
-	gbml_sb_json_number(m, eval_value);
-	gbml_sb_append(m, ",\"higher_is_better\":false}", 26);
-
-	/* Run-dependent figures (times, kernel variant) only inside "timings": the driver moves them to the report. */
-	gbml_sb_json_key(m, "timings", &first);
-	gbml_sb_append(m, "{\"init_seconds\":", 16);
-	gbml_sb_json_number(m, res.init_seconds);
-	gbml_sb_append(m, ",\"lloyd_seconds\":", 17);
-	gbml_sb_json_number(m, res.lloyd_seconds);
-	gbml_sb_append(m, ",\"s1_seconds_total\":", 20);
-	gbml_sb_json_number(m, res.s1_total);
-	gbml_sb_append(m, ",\"s2_seconds_total\":", 20);
-	gbml_sb_json_number(m, res.s2_total);
-	gbml_sb_append(m, ",\"s1_s2_ratio\":", 15);
-	gbml_sb_json_number(m, res.s2_total > 0 ? res.s1_total / res.s2_total : 0);
-	gbml_sb_append(m, ",\"seconds_per_iteration\":", 25);
-	gbml_sb_json_number(m, res.iterations > 0 ? (res.s1_total + res.s2_total) / res.iterations : 0);
-	gbml_sb_append(m, ",\"all_runs_seconds\":", 20);
-	gbml_sb_json_number(m, res.total_seconds);
-	gbml_sb_printf(m, ",\"kernel\":\"%s\",\"rechecked_rows\":%lld,\"s1_seconds\":",
-				   res.kernel, (long long) res.rechecked);
-	gbml_sb_json_doubles(m, res.s1, res.n_timed);
-	gbml_sb_append(m, ",\"s2_seconds\":", 14);
-	gbml_sb_json_doubles(m, res.s2, res.n_timed);
-	gbml_sb_append(m, "}", 1);
-
-	gbml_sb_printf(m, ",\"k\":%d,\"iterations\":%d,\"stop_reason\":\"%s\",\"inertia\":",
-				   res.k, res.iterations, res.stop_reason);
-	gbml_sb_json_number(m, res.inertia);
-	gbml_sb_append(m, ",\"frac_changed\":", 16);
-	gbml_sb_json_number(m, res.last_frac_changed);
-	gbml_sb_append(m, ",\"tol_scaled\":", 14);
-	gbml_sb_json_number(m, res.tol_scaled);
-	gbml_sb_printf(m, ",\"n_init\":%d,\"best_init\":%d,\"spherical\":%s,\"empty_relocations\":%lld,\"cluster_sizes\":[",
-				   res.n_init, res.best_init, res.spherical ? "true" : "false",
-				   (long long) res.empty_relocations);
-	for (int j = 0; j < res.k; j++)
-		gbml_sb_printf(m, j ? ",%lld" : "%lld", (long long) res.sizes[j]);
-	gbml_sb_append(m, "]", 1);
-	rc = gbml_sb_status(m);
-	gbml_kmeans_result_free(&res, env);
-	return rc;
-}
-
-static void
-km_model_free(km_model *m, gbml_env *env)
-{
-	if (m == NULL)
-		return;
-	gbml_free(env, m->c);
-	gbml_free(env, m->cnorm);
-	gbml_free(env, m->sizes);
-	gbml_free(env, m);
-}
-
-static int
-kmeans_load(const gbml_model_reader *model, gbml_env *env, void **handle)
-{
-	const uint8_t *data;
-	size_t		len;
-	gbml_cursor cur;
-	uint32_t	version,
-				k,
-				d,
-				flags;
-	km_model   *m;
-
-	if (!gbml_model_find(model, KM_SECTION, &data, &len))
-		return gbml_error(env, GBML_ECORRUPT, "kmeans model: the centroid section is missing");
-	gbml_cursor_init(&cur, data, len);
-	version = gbml_cursor_u32(&cur);
-	k = gbml_cursor_u32(&cur);
-	d = gbml_cursor_u32(&cur);
-	flags = gbml_cursor_u32(&cur);
-	if (!cur.ok || version != KM_SECTION_VERSION)
-		return gbml_error(env, GBML_ECORRUPT, "kmeans model: unknown centroid section version");
-	if (k < 1 || k > KM_MAX_K)
-		return gbml_error(env, GBML_ECORRUPT, "kmeans model: k = %u is out of range", k);
-	if (d != model->n_features || d < 1)
-		return gbml_error(env, GBML_ECORRUPT, "kmeans model: %u centroid features, the model has %u",
-						  d, model->n_features);
-	if ((flags & ~1u) != 0)
-		return gbml_error(env, GBML_ECORRUPT, "kmeans model: unknown flags 0x%x", flags);
-	/* Exact size: header, inertia, sizes, centroids. */
-	if (gbml_cursor_remaining(&cur) != 8 + 8 * (size_t) k + 8 * (size_t) k * d)
-		return gbml_error(env, GBML_ECORRUPT, "kmeans model: the centroid section has the wrong length");
-
-	m = gbml_alloc0(env, sizeof(km_model));
-	if (m == NULL)
-		return env->error_code;
-	m->k = (int) k;
-	m->d = (int) d;
-	m->spherical = (flags & 1u) != 0;
-	m->c = gbml_alloc_array(env, (size_t) k * d, sizeof(double));
-	m->cnorm = gbml_alloc_array(env, k, sizeof(double));
-	m->sizes = gbml_alloc_array(env, k, sizeof(uint64_t));
-	if (m->c == NULL || m->cnorm == NULL || m->sizes == NULL)
-	{
-		int			rc = env->error_code;
-
-		km_model_free(m, env);
-		return rc;
-	}
-	m->inertia = gbml_cursor_f64(&cur);
-	for (uint32_t j = 0; j < k; j++)
-		m->sizes[j] = gbml_cursor_u64(&cur);
-	if (!gbml_cursor_f64_array(&cur, m->c, (size_t) k * d) || !cur.ok)
-	{
-		km_model_free(m, env);
-		return gbml_error(env, GBML_ECORRUPT, "kmeans model: the centroid section is truncated");
-	}
-	for (uint32_t j = 0; j < k; j++)
-	{
-		double		s = 0;
-
-		for (uint32_t i = 0; i < d; i++)
-		{
-			double		v = m->c[(size_t) j * d + i];
-
-			if (!isfinite(v) || fabs(v) > 1e150)
-			{
-				km_model_free(m, env);
-				return gbml_error(env, GBML_ECORRUPT, "kmeans model: centroid %u has a non-finite value", j + 1);
-			}
-			s += v * v;
-		}
-		m->cnorm[j] = sqrt(s);
-	}
-	*handle = m;
-	return GBML_OK;
-}
-
-static void
-kmeans_unload(void *handle, gbml_env *env)
-{
-	km_model_free(handle, env);
-}
-
-/*
- * Nearest centroid of one row, in double: Euclidean (|x - c|^2 directly, not
- * the expanded form) or cosine.  Ties go to the lower cluster index.  A zero
- * row in the spherical mode has cosine 0 with every centroid: cluster 0 at
- * distance 1.
- */
-static double
-kmeans_predict(const void *handle, const float *x, gbml_output what)
-{
-	const km_model *m = handle;
-	int			d = m->d;
-	double		best = INFINITY;
-	int			arg = 0;
-
-	for (int i = 0; i < d; i++)
-		if (!isfinite(x[i]))
-			return NAN;
-	if (m->spherical)
-	{
-		double		xn = 0;
-
-		for (int i = 0; i < d; i++)
-			xn += (double) x[i] * x[i];
-		xn = sqrt(xn);
-		for (int j = 0; j < m->k; j++)
-		{
-			const double *c = m->c + (size_t) j * d;
-			double		dot = 0,
-						dist;
-
-			for (int i = 0; i < d; i++)
-				dot += x[i] * c[i];
-			dist = (xn > 0 && m->cnorm[j] > 0) ? 1.0 - dot / (xn * m->cnorm[j]) : 1.0;
-			if (dist < best)
-			{
-				best = dist;
-				arg = j;
-			}
-		}
-		return what == GBML_OUT_DISTANCE ? best : (double) arg;
-	}
-	for (int j = 0; j < m->k; j++)
-	{
-		double		s = gbml_km_sqdist(x, 1.0, m->c + (size_t) j * d, d);
-
-		if (s < best)
-		{
-			best = s;
-			arg = j;
-		}
-	}
-	return what == GBML_OUT_DISTANCE ? sqrt(best) : (double) arg;
-}
-
-static int
-kmeans_to_json(const void *handle, gbml_strbuf *out)
-{
-	const km_model *m = handle;
-
-	gbml_sb_printf(out, "\"k\":%d,\"n_features\":%d,\"spherical\":%s,\"inertia\":",
-				   m->k, m->d, m->spherical ? "true" : "false");
-	gbml_sb_json_number(out, m->inertia);
-	gbml_sb_append(out, ",\"cluster_sizes\":[", 18);
-	for (int j = 0; j < m->k; j++)
-		gbml_sb_printf(out, j ? ",%llu" : "%llu", (unsigned long long) m->sizes[j]);
-	gbml_sb_append(out, "],\"centroids\":[", 15);
-	for (int j = 0; j < m->k; j++)
-	{
-		if (j)
-			gbml_sb_append(out, ",", 1);
-		gbml_sb_json_doubles(out, m->c + (size_t) j * m->d, m->d);
-	}
-	gbml_sb_append(out, "]", 1);
-	return gbml_sb_status(out);
-}
-
-/*
- * Importance: each feature's share of the between-cluster dispersion,
- * sum_j size_j (c_jf - mean_f)^2 normalised to sum 1 — how much the feature
- * separates the clusters.
- */
-static int
-kmeans_importance(const void *handle, double *out)
-{
-	const km_model *m = handle;
-	int			d = m->d;
-	double		total_w = 0;
-
-	for (int j = 0; j < m->k; j++)
-		total_w += (double) m->sizes[j];
-	for (int f = 0; f < d; f++)
-	{
-		double		mean = 0,
-					s = 0;
-
-		if (total_w <= 0)
-		{
-			out[f] = 0;
-			continue;
-		}
-		for (int j = 0; j < m->k; j++)
-			mean += (double) m->sizes[j] * m->c[(size_t) j * d + f];
-		mean /= total_w;
-		for (int j = 0; j < m->k; j++)
-		{
-			double		t = m->c[(size_t) j * d + f] - mean;
-
-			s += (double) m->sizes[j] * t * t;
-		}
-		out[f] = s;
-	}
-	gbml_importance_normalize(out, d);
-	return GBML_OK;
-}
-
-const gbml_algorithm gbml_algorithm_kmeans = {
-	.id = GBML_ALGO_KMEANS,
-	.name = "kmeans",
-	.params = gbml_kmeans_param_specs,
-	.params_size = sizeof(gbml_kmeans_params),
-	.input_flags = 0,
-	.outputs = GBML_OUT_CLUSTER | GBML_OUT_DISTANCE | GBML_OUT_SCORE,
-	.train = kmeans_train,
-	.load = kmeans_load,
-	.unload = kmeans_unload,
-	.predict = kmeans_predict,
-	.to_json = kmeans_to_json,
-	.importance = kmeans_importance,
-};

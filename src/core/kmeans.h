@@ -5,14 +5,16 @@
  *
  * gbml_kmeans_fit() runs init (k-means++, random or given centroids),
  * n_init times, and Lloyd iterations (S1 assignment by argmin |c|^2 - 2x.c in
- * the blocked kernel of kmeans_kernels.c, S2 update with per-slot double sums
- * merged in a fixed order), keeping the run with the lowest inertia.  The
- * result is the same bytes for any thread count.
+ * the blocked kernel of kmeans_kernels.c or on the GPU, S2 update with
+ * fixed-point sums), keeping the run with the lowest inertia.  The result is
+ * the same bytes for any thread count and on the CPU, the GPU or both
+ * (device 'hybrid').
  */
 #ifndef GBML_KMEANS_H
 #define GBML_KMEANS_H
 
 #include "algorithm.h"
+#include "kmeans_balance.h"
 
 enum
 {
@@ -33,6 +35,9 @@ typedef struct gbml_kmeans_params
 } gbml_kmeans_params;
 
 extern const gbml_param_spec gbml_kmeans_param_specs[];
+
+/* Largest k (the params' limit and the loader's check). */
+#define GBML_KM_MAX_K 1000000
 
 /* Per-iteration timings kept (the first ones). */
 #define GBML_KM_MAX_TIMED 1000
@@ -62,6 +67,13 @@ typedef struct gbml_kmeans_result
 	int64_t		rechecked;		/* rows re-assigned in double (kept run) */
 	int64_t		empty_relocations;	/* empty clusters moved to far points (kept run) */
 	const char *kernel;			/* tile variant used ("avx512", ...) */
+	const char *device;			/* "cpu", "gpu" or "hybrid" */
+	int			n_blocks;		/* row blocks (the unit the GPU holds) */
+	double		gpu_seconds;	/* device time of every pass, all runs */
+	double		cpu_seconds;	/* the CPU's share of every pass, all runs */
+	int64_t		blocks_moved;	/* hybrid: blocks that changed sides */
+	int			n_split;		/* hybrid: entries in split */
+	double		split[GBML_KM_BALANCE_TRACE];	/* the GPU's share of the rows, per iteration */
 	/* Labels per chunk of the training set (only when asked for). */
 	int			n_label_chunks;
 	int32_t   **labels;

@@ -32,6 +32,21 @@
 
 #if defined(__CUDACC__) || defined(GBML_CUDA_EMU)
 #define GBML_KM_HD __host__ __device__
+#else
+#define GBML_KM_HD
+#endif
+
+static inline int64_t
+gbml_km_host_dbits(double v)
+{
+	int64_t		b;
+
+	memcpy(&b, &v, sizeof(b));
+	return b;
+}
+
+#if defined(__CUDA_ARCH__) || defined(GBML_CUDA_EMU)
+/* Device code (and the emulation of it): intrinsics that are never fused. */
 #define GBML_KM_DADD(a, b) __dadd_rn((a), (b))
 #define GBML_KM_DSUB(a, b) __dsub_rn((a), (b))
 #define GBML_KM_DMUL(a, b) __dmul_rn((a), (b))
@@ -40,23 +55,14 @@
 #define GBML_KM_FMUL(a, b) __fmul_rn((a), (b))
 #define GBML_KM_DBITS(v) ((int64_t) __double_as_longlong(v))
 #else
-#define GBML_KM_HD
-/* The engine builds with -ffp-contract=off for these files' callers. */
+/* Host code: every caller is built with -ffp-contract=off (Makefile). */
 #define GBML_KM_DADD(a, b) ((a) + (b))
 #define GBML_KM_DSUB(a, b) ((a) - (b))
 #define GBML_KM_DMUL(a, b) ((a) * (b))
 #define GBML_KM_FADD(a, b) ((a) + (b))
 #define GBML_KM_FSUB(a, b) ((a) - (b))
 #define GBML_KM_FMUL(a, b) ((a) * (b))
-static inline int64_t
-gbml_km_dbits(double v)
-{
-	int64_t		b;
-
-	memcpy(&b, &v, sizeof(b));
-	return b;
-}
-#define GBML_KM_DBITS(v) gbml_km_dbits(v)
+#define GBML_KM_DBITS(v) gbml_km_host_dbits(v)
 #endif
 
 /* Largest significant bits of a fixed-point term (the rounding trick needs < 52). */
@@ -122,6 +128,19 @@ gbml_km_exact_dist(const float *x, const double *c, int64_t stride, int d, doubl
 	return GBML_KM_DSUB(cnorm, GBML_KM_DMUL(2.0, s));
 }
 
+/*
+ * One feature of gbml_km_cand_dist: acc + (x_i*sc - cand_i)^2.  A kernel that
+ * walks the features in chunks (cuda/kmeans_device.cu) applies it in feature
+ * order and gets the same bits.
+ */
+GBML_KM_HD static inline float
+gbml_km_cand_step(float acc, float xi, float sc, float ci)
+{
+	float		diff = GBML_KM_FSUB(GBML_KM_FMUL(xi, sc), ci);
+
+	return GBML_KM_FADD(acc, GBML_KM_FMUL(diff, diff));
+}
+
 /* k-means++: |x*sc - cand|^2 in float32, feature order (cand's features `stride` apart). */
 GBML_KM_HD static inline float
 gbml_km_cand_dist(const float *x, float sc, const float *cand, int64_t stride, int d)
@@ -129,11 +148,7 @@ gbml_km_cand_dist(const float *x, float sc, const float *cand, int64_t stride, i
 	float		acc = 0.0f;
 
 	for (int i = 0; i < d; i++)
-	{
-		float		diff = GBML_KM_FSUB(GBML_KM_FMUL(x[i], sc), cand[(int64_t) i * stride]);
-
-		acc = GBML_KM_FADD(acc, GBML_KM_FMUL(diff, diff));
-	}
+		acc = gbml_km_cand_step(acc, x[i], sc, cand[(int64_t) i * stride]);
 	return acc;
 }
 

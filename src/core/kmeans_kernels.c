@@ -36,6 +36,7 @@
 #ifndef KM_TEMPLATE
 
 #include "kmeans_kernels.h"
+#include "kmeans_exact.h"
 
 #include <float.h>
 #include <math.h>
@@ -55,8 +56,7 @@
  */
 #define KM_LOCAL_RATIO 8.0
 
-/* Absolute slack for float underflow (products below FLT_MIN lose absolute accuracy). */
-#define KM_ABS_SLACK 1e-36
+#define KM_ABS_SLACK GBML_KM_ABS_SLACK
 
 /*
  * Largest k for the small-k tile (at most 4 vectors of centroids per row):
@@ -337,30 +337,14 @@ gbml_km_assign_exact(const gbml_km_centers *C, const float *x)
 /*
  * The full float test of one row whose float winner is arg with value b and
  * runner-up `second`: the label when the gap is provably larger than the
- * float error, else the exact double assignment (*rechecked counts those).
+ * float error (kmeans_exact.h, the same test the GPU makes), else the exact
+ * double assignment (*rechecked counts those).
  */
 static inline int32_t
 km_decide(const gbml_km_centers *C, const float *xi, double xn2, double b, double second,
 		  int32_t arg, int64_t *rechecked)
 {
-	double		gap = second - b;
-	double		slack = KM_ABS_SLACK * (C->d + 4) * 2.0 * (1.0 + xn2);
-	double		xn,
-				ec,
-				rho,
-				e;
-
-	/* Quick accept, no sqrt: 2|x||c| <= |x|^2 + |c|^2 bounds every candidate's error. */
-	if (gap > 2.0 * (C->alpha * (2.0 * C->cmax * C->cmax + xn2) + slack))
-		return arg;
-	/* Local bound: only centroids within rho of the origin can compete (see the top). */
-	xn = sqrt(xn2);
-	ec = C->alpha * (C->cmax * C->cmax + 2.0 * xn * C->cmax) + slack;
-	rho = xn + sqrt(fmax(0.0, b + xn2 * (1.0 + 1e-12) + ec));
-	if (rho > C->cmax)
-		rho = C->cmax;
-	e = C->alpha * (rho * rho + 2.0 * xn * rho) + slack;
-	if (gap > 2.0 * e)
+	if (gbml_km_float_decides(C->alpha, C->cmax, C->d, xn2, b, second))
 		return arg;
 	(*rechecked)++;
 	return gbml_km_assign_exact(C, xi);
@@ -445,25 +429,33 @@ gbml_km_assign(const gbml_km_centers *C, const float *x, int64_t n,
 }
 
 /*
- * S2: float -> double conversion and add, 8 features at a time (explicit
- * vectors: -O2 does not vectorise the plain loop).  Bandwidth-bound when the
- * rows come from memory, which is why the trainer calls it right after the
- * assignment of the same rows, while they are still in cache.
+ * S2 in fixed point (kmeans_exact.h): each value (times the row's scale in
+ * the spherical mode) becomes an int64 term on its feature's grid, 8
+ * features at a time (explicit vectors: -O2 does not vectorise the plain
+ * loop).  The rounding is the magic-number add, whose result's bits are the
+ * term: no double-to-int64 vector conversion needed.  Bandwidth-bound when
+ * the rows come from memory, which is why the trainer calls it right after
+ * the assignment of the same rows, while they are still in cache.
  */
 typedef float km_v8f __attribute__((vector_size(32)));
 typedef float km_v8fu __attribute__((vector_size(32), aligned(4)));
 typedef double km_v8d __attribute__((vector_size(64)));
 typedef double km_v8du __attribute__((vector_size(64), aligned(8)));
+typedef int64_t km_v8l __attribute__((vector_size(64)));
+typedef int64_t km_v8lu __attribute__((vector_size(64), aligned(8)));
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
 void
 gbml_km_accumulate(const float *restrict x, int64_t n, int d, const int32_t *restrict labels,
-				   const double *restrict scale, double *restrict sums, int64_t *restrict counts)
+				   const double *restrict scale, const double *restrict fix_scale,
+				   int64_t *restrict sums, int64_t *restrict counts)
 {
+	const int64_t magic_bits = GBML_KM_DBITS(GBML_KM_FIX_MAGIC);
+
 	for (int64_t i = 0; i < n; i++)
 	{
 		const float *xi = x + (size_t) i * d;
-		double	   *s = sums + (size_t) labels[i] * d;
+		int64_t    *s = sums + (size_t) labels[i] * d;
 		double		sc = scale ? scale[i] : 1.0;
 		int			j = 0;
 
@@ -471,13 +463,14 @@ gbml_km_accumulate(const float *restrict x, int64_t n, int d, const int32_t *res
 		for (; j + 8 <= d; j += 8)
 		{
 			km_v8d		v = __builtin_convertvector(*(const km_v8fu *) (xi + j), km_v8d);
+			km_v8d		t = v * sc;
 
-			if (scale)
-				v *= sc;
-			*(km_v8du *) (s + j) += v;
+			t = t * *(const km_v8du *) (fix_scale + j);
+			t = t + GBML_KM_FIX_MAGIC;
+			*(km_v8lu *) (s + j) += (km_v8l) t - magic_bits;
 		}
 		for (; j < d; j++)
-			s[j] += scale ? (double) xi[j] * sc : (double) xi[j];
+			s[j] += gbml_km_fix_term((double) xi[j] * sc, fix_scale[j]);
 	}
 }
 
@@ -521,11 +514,11 @@ typedef float km_v16u __attribute__((vector_size(64), aligned(4)));
 
 #define KM_CAND_ROWS 8
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
 void
 gbml_km_candidate_dist(const float *x, int64_t n, int d, const double *scale,
 					   const float *cand_t, int T, const float *closest,
-					   float *out, double *pot)
+					   float *out, double pot_scale, int64_t *pot)
 {
 	for (int64_t i0 = 0; i0 < n; i0 += KM_CAND_ROWS)
 	{
@@ -563,7 +556,7 @@ gbml_km_candidate_dist(const float *x, int64_t n, int d, const double *scale,
 				float		v = acc[r][t] < closest[i] ? acc[r][t] : closest[i];
 
 				out[(size_t) t * n + i] = v;
-				pot[t] += v;
+				pot[t] += gbml_km_fix_term((double) v, pot_scale);
 			}
 		}
 	}

@@ -12,7 +12,8 @@
  *       float32 error bound.  The
  *       labels are therefore those of a float64 computation (what
  *       scikit-learn does with float64 input), at float32 speed.
- *   S2, update: gbml_km_accumulate() — per-cluster sums in double.
+ *   S2, update: gbml_km_accumulate() — per-cluster sums in fixed point
+ *       (kmeans_exact.h), exact whatever the order.
  *   Init: gbml_km_candidate_dist() — squared distances of rows to a few
  *       k-means++ candidates.
  *
@@ -82,11 +83,14 @@ int32_t		gbml_km_assign_exact(const gbml_km_centers *C, const float *x);
 int32_t		gbml_km_assign_exact_ref(const gbml_km_centers *C, const float *x);
 
 /*
- * S2: for each row, sums[labels[i]*d + j] += x[i][j] * scale[i] (scale NULL
- * means 1) and counts[labels[i]]++, in row order (deterministic).
+ * S2 in fixed point (kmeans_exact.h): for each row,
+ * sums[labels[i]*d + j] += gbml_km_fix_term(x[i][j] * scale[i], fix_scale[j])
+ * (scale NULL means 1) and counts[labels[i]]++.  Exact, so the order of
+ * rows, threads or devices does not matter.
  */
 void		gbml_km_accumulate(const float *x, int64_t n, int d, const int32_t *labels,
-							   const double *scale, double *sums, int64_t *counts);
+							   const double *scale, const double *fix_scale, int64_t *sums,
+							   int64_t *counts);
 
 /* Squared row norms in double. */
 void		gbml_km_row_norms(const float *x, int64_t n, int d, double *xnorm2);
@@ -94,13 +98,14 @@ void		gbml_km_row_norms(const float *x, int64_t n, int d, double *xnorm2);
 /*
  * k-means++ step: for each row i and candidate t < T <= GBML_KM_CAND_LANES
  * (cand_t[d][GBML_KM_CAND_LANES], float, candidate-minor),
- * out[t*n + i] = min(closest[i], |x_i*scale_i - cand_t|^2) (scale NULL = 1),
- * and pot[t] += sum_i out[t*n+i] (double, in row order).
+ * out[t*n + i] = min(closest[i], gbml_km_cand_dist(x_i, (float) scale_i,
+ * cand_t + t)) (scale NULL = 1, float arithmetic of kmeans_exact.h), and
+ * pot[t] += the fixed-point terms (grid pot_scale) of those values.
  */
 #define GBML_KM_CAND_LANES 16
 void		gbml_km_candidate_dist(const float *x, int64_t n, int d, const double *scale,
 								   const float *cand_t, int T, const float *closest,
-								   float *out, double *pot);
+								   float *out, double pot_scale, int64_t *pot);
 
 /* |x*scale - c|^2 in double (inertia, relocation, distances). */
 double		gbml_km_sqdist(const float *x, double scale, const double *c, int d);

@@ -336,13 +336,14 @@ gbml_env_configure(gbml_env *env, const gbml_common_params *common, const char *
 		env->gpu = NULL;
 	}
 	if (env->gpu)
-		env->device = GBML_DEVICE_GPU;
+		env->device = device == GBML_DEVICE_HYBRID ? GBML_DEVICE_HYBRID : GBML_DEVICE_GPU;
 	else if (device == GBML_DEVICE_AUTO)
 		ereport(DEBUG1, (errmsg("%s: training on the CPU: %s", algorithm, reason)));
-	else if (device == GBML_DEVICE_GPU)
+	else
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("%s: device \"gpu\" was requested but no GPU is usable", algorithm),
+				 errmsg("%s: device \"%s\" was requested but no GPU is usable", algorithm,
+						device == GBML_DEVICE_HYBRID ? "hybrid" : "gpu"),
 				 errdetail("%s", reason),
 				 errhint("Set gbml.device = 'auto' or 'cpu' (or the \"device\" parameter) to train on the CPU.")));
 }

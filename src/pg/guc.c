@@ -20,6 +20,7 @@ static const struct config_enum_entry device_options[] = {
 	{"auto", GBML_DEVICE_AUTO, false},
 	{"cpu", GBML_DEVICE_CPU, false},
 	{"gpu", GBML_DEVICE_GPU, false},
+	{"hybrid", GBML_DEVICE_HYBRID, false},
 	{NULL, 0, false}
 };
 
@@ -41,8 +42,8 @@ void
 gbml_define_settings(void)
 {
 	DefineCustomEnumVariable("gbml.device",
-							 "Where gbml trains: auto (a GPU if one is usable, else the CPU), cpu or gpu.",
-							 "gpu with no usable GPU is an error; auto falls back to the CPU.",
+							 "Where gbml trains: auto (a GPU if one is usable, else the CPU), cpu, gpu or hybrid.",
+							 "gpu or hybrid with no usable GPU is an error; auto falls back to the CPU; hybrid shares K-Means iterations between the GPU and the CPU threads.",
 							 &gbml_setting_device, GBML_DEVICE_AUTO, device_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gbml.threads",

@@ -15,7 +15,7 @@ endif
 ifeq ($(origin CC),default)
 CC            = gcc
 endif
-BENCH_CFLAGS  = -std=gnu11 -O2 -fopenmp -Wall -Wextra -Werror -Isrc/core
+BENCH_CFLAGS  = -std=gnu11 -O2 -ffp-contract=off -fopenmp -Wall -Wextra -Werror -Isrc/core
 BENCH_LIBS    = -lm -ldl
 BENCH_DRIVERS = $(patsubst tests/bench/%.c,tests/bench/bin/%,$(wildcard tests/bench/bench_*.c))
 BENCH_DRIVERS := $(filter-out tests/bench/bin/bench_util,$(BENCH_DRIVERS))

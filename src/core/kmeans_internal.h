@@ -1,0 +1,147 @@
+/*
+ * kmeans_internal.h — the work state of one K-Means fit, shared by the
+ * Lloyd loop (kmeans.c) and its device share (kmeans_device.c).
+ *
+ * The rows are cut twice: into tasks (at most KM_TASK_ROWS rows inside a
+ * chunk: the CPU threads' unit of work) and into blocks (runs of whole
+ * tasks inside a chunk: the unit the GPU holds and the hybrid mode moves).
+ * Blocks [0, gpu_blocks) live on the device, the rest are the CPU's.  Every
+ * sum that crosses rows is in fixed point (kmeans_exact.h), so neither the
+ * cut, nor the thread count, nor the split between devices changes a bit.
+ */
+#ifndef GBML_KMEANS_INTERNAL_H
+#define GBML_KMEANS_INTERNAL_H
+
+#include "kmeans.h"
+#include "kmeans_backend.h"
+#include "kmeans_balance.h"
+#include "kmeans_kernels.h"
+#include "backend.h"
+
+typedef struct km_task
+{
+	int			chunk;
+	int64_t		start;			/* row inside the chunk */
+	int64_t		count;
+	int64_t		global;			/* global index of the first row */
+} km_task;
+
+typedef struct km_block
+{
+	int			chunk;
+	int64_t		start;			/* row inside the chunk */
+	int64_t		count;
+	int64_t		global;
+	int			first_task;		/* tasks [first_task, end_task) */
+	int			end_task;
+} km_block;
+
+typedef enum km_mode
+{
+	KM_MODE_CPU,
+	KM_MODE_GPU,				/* every block on the device */
+	KM_MODE_HYBRID				/* the split re-balanced every iteration */
+} km_mode;
+
+typedef struct km_work
+{
+	gbml_env   *env;
+	const gbml_dataset *ds;
+	int			k;
+	int			d;
+	int			threads;
+	int64_t		n;
+	bool		spherical;
+
+	int			ntasks;
+	km_task    *tasks;
+	int			max_slots;		/* CPU partial sums (a function of n, k, d only) */
+	int64_t    *chunk_start;	/* global index of each chunk's first row */
+	int			nblocks;
+	km_block   *blocks;
+	int64_t    *rows_before;	/* nblocks + 1: rows of blocks [0, b) */
+	int64_t		max_block_rows;
+
+	int32_t   **labels;			/* per chunk (stale for the device's blocks) */
+	double	  **xnorm2;			/* per chunk: |x|^2 */
+	double	  **scale;			/* per chunk: 1/|x| (spherical only) */
+	double		xnorm_max;
+
+	double	   *c;				/* k x d current centroids */
+	double	   *cnew;			/* k x d next centroids */
+	int			fix_bits;		/* significant bits of a fixed-point term */
+	double	   *fix_scale;		/* d: grid of each feature's centroid sums */
+	int64_t    *sums;			/* k x d fixed-point sums of the pass */
+	int64_t    *counts;			/* k */
+	int64_t    *slot_sums;		/* max_slots x k x d */
+	int64_t    *slot_counts;	/* max_slots x k */
+	double	   *slot_var;		/* max_slots x 2d: per-feature sums and maxima */
+	float	   *panels;			/* assignment kernel layouts */
+	double	   *panels_d;
+	float	   *cnorm;
+	double	   *cnorm_d;
+
+	/* k-means++ scratch (allocated on first use) */
+	int			T;
+	float	  **closest;		/* per chunk (the CPU's blocks) */
+	float	  **cand_out;		/* per chunk: T x rows, task-blocked */
+	float	   *cand;			/* d x GBML_KM_CAND_LANES, candidate-minor */
+	int64_t    *task_pot;		/* ntasks x T: fixed-point partials of the last pass */
+	int64_t    *block_pot;		/* nblocks x T */
+	int64_t    *cur_pot;		/* nblocks: the potential of the current closest[] */
+	float		closest_max;	/* max closest[] (+inf before the first centre) */
+	double		pot_scale;		/* grid of the next pass's potentials */
+	double		cur_scale;		/* grid of cur_pot (the pass that made closest[]) */
+	float	   *row_scratch;	/* max_block_rows: a device block's closest[] */
+	int32_t    *label_scratch;	/* max_block_rows: a device block's labels */
+
+	double	  **far;			/* per chunk: each row's distance to its centroid */
+
+	/* the device share */
+	km_mode		mode;
+	const gbml_backend *gpu;
+	const struct gbml_backend_kmeans *ops;
+	gbml_gpu_ctx *ctx;
+	int			gpu_blocks;		/* blocks [0, gpu_blocks) are on the device */
+	int		   *block_ids;		/* 0 .. nblocks-1 */
+	gbml_km_balance balance;
+	double		gpu_seconds;	/* device time of all passes */
+	double		cpu_seconds;	/* CPU time of the CPU's share of all passes */
+	int64_t		blocks_moved;	/* block copies between the sides after the start */
+	bool		dev_labels_fresh;	/* the device's labels are all -1 (just put) */
+} km_work;
+
+/* The first task of the CPU's share. */
+static inline int
+km_cpu_first_task(const km_work *w)
+{
+	return w->gpu_blocks < w->nblocks ? w->blocks[w->gpu_blocks].first_task : w->ntasks;
+}
+
+/*
+ * kmeans_device.c: the device share.  Each returns GBML_OK or an engine
+ * error naming the backend's failure (the budget gets GBML_EGPUBUDGET).
+ */
+
+/* Chooses the mode from env and the data; opens the context and moves the GPU's blocks. */
+int			km_dev_open(km_work *w, const gbml_kmeans_params *p);
+void		km_dev_close(km_work *w);
+int			km_dev_set_centers(km_work *w, const gbml_km_centers *C);
+int			km_dev_pass_launch(km_work *w, bool update);
+/* Adds the device's counts (and sums) into w->counts / w->sums. */
+int			km_dev_pass_finish(km_work *w, int64_t *changed, int64_t *rechecked, double *seconds);
+/* Hybrid: the split for the next iteration from this one's timings; moves the blocks that change sides. */
+int			km_dev_rebalance(km_work *w, double gpu_seconds, double cpu_seconds);
+int			km_dev_cand_reset(km_work *w);
+/* pot[b*T + t] for the device's blocks b < gpu_blocks. */
+int			km_dev_cand_pass(km_work *w, int T, int64_t *pot);
+int			km_dev_cand_take(km_work *w, int t, float *max_out);
+int			km_dev_read_closest(km_work *w, int b, float *out);
+int			km_dev_read_labels(km_work *w, int b, int32_t *out);
+/* The device's labels back to -1 (a new run); the host's labels of its blocks from the device. */
+int			km_dev_reset_labels(km_work *w);
+int			km_dev_fetch_labels(km_work *w);
+/* far[chunk][row] of the device's blocks. */
+int			km_dev_row_dists(km_work *w);
+
+#endif
