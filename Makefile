@@ -56,7 +56,7 @@ endif
 
 all: $(CUDA_LIB)
 
-gbml_cuda.so: $(CUDA_SOURCES) $(wildcard cuda/*.h) src/core/backend.h src/core/boost_histogram.h
+gbml_cuda.so: $(CUDA_SOURCES) $(wildcard cuda/*.h src/core/*.h)
 	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror -Werror all-warnings \
 		--shared -cudart static -I$(CURDIR)/src/core -I$(CURDIR)/cuda -o $@ $(CUDA_SOURCES)
 

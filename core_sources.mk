@@ -27,6 +27,7 @@ CORE_SOURCES = \
 	src/core/kmeans_balance.c \
 	src/core/kmeans_model.c \
 	src/core/saga.c \
+	src/core/saga_gpu.c \
 	src/core/saga_kernels.c
 
 # Unit tests (tests/unit); main.c, test_util.c, harness.h and test_util.h are always included.

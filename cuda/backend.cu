@@ -1,7 +1,8 @@
 /*
  * backend.cu — gbml's CUDA backend: device discovery, the column-sum kernel
  * and the entry table (src/core/backend.h) that exports the contexts
- * (gpu_context.cu) and the boosting kernels (boost_device.cu).  Built into
+ * (gpu_context.cu), the boosting kernels (boost_device.cu) and the K-Means
+ * table (kmeans_device.cu).  Built into
  * gbml_cuda.so only when nvcc exists, and into gbml_cuda_emu.so against the
  * CPU emulation of the runtime (cuda/emu); dlopen()ed by gbml.so on first
  * use, so the extension never needs CUDA to load.
@@ -11,6 +12,8 @@
  * card in tests/gpu/run.sh) compare the two on the same inputs.
  */
 #include "gpu_context.h"
+#include "kmeans_device.h"
+#include "saga_device.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -195,8 +198,8 @@ static const struct gbml_backend cuda_backend = {
 	gpu_chunk_release,
 	gpu_chunk_missing,
 	gpu_boost_bin_rows,
-	NULL,						/* K-Means: cuda/kmeans_device.cu */
-	NULL,						/* SAGA: cuda/saga_device.cu */
+	&gpu_kmeans_backend,
+	&gpu_saga_backend,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct gbml_backend *

@@ -1,6 +1,6 @@
 /*
  * gpu_context.cu — per-training device contexts: creation on a device with
- * a memory budget, tracked allocations (device, pinned, events) released
+ * a memory budget, tracked allocations (device, pinned, events, streams) released
  * together by gpu_ctx_destroy, and the backend's error text.
  *
  * The budget is checked before every cudaMalloc, so a training that would
@@ -140,6 +140,9 @@ free_resource(gbml_gpu_ctx *ctx, const gpu_resource *r)
 		case GPU_RES_EVENT:
 			cudaEventDestroy((cudaEvent_t) r->ptr);
 			break;
+		case GPU_RES_STREAM:
+			cudaStreamDestroy((cudaStream_t) r->ptr);
+			break;
 	}
 }
 
@@ -188,12 +191,12 @@ gpu_alloc_pinned(gbml_gpu_ctx *ctx, size_t bytes, const char *what)
 	return p;
 }
 
-cudaEvent_t
-gpu_event(gbml_gpu_ctx *ctx)
+static cudaEvent_t
+tracked_event(gbml_gpu_ctx *ctx, unsigned int flags)
 {
 	cudaEvent_t ev = NULL;
 
-	if (gpu_check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags"))
+	if (gpu_check(cudaEventCreateWithFlags(&ev, flags), "cudaEventCreateWithFlags"))
 		return NULL;
 	if (track(ctx, GPU_RES_EVENT, (void *) ev, 0))
 	{
@@ -201,6 +204,33 @@ gpu_event(gbml_gpu_ctx *ctx)
 		return NULL;
 	}
 	return ev;
+}
+
+cudaEvent_t
+gpu_event(gbml_gpu_ctx *ctx)
+{
+	return tracked_event(ctx, cudaEventDisableTiming);
+}
+
+cudaEvent_t
+gpu_timing_event(gbml_gpu_ctx *ctx)
+{
+	return tracked_event(ctx, cudaEventDefault);
+}
+
+cudaStream_t
+gpu_stream(gbml_gpu_ctx *ctx)
+{
+	cudaStream_t s = NULL;
+
+	if (gpu_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"))
+		return NULL;
+	if (track(ctx, GPU_RES_STREAM, (void *) s, 0))
+	{
+		cudaStreamDestroy(s);
+		return NULL;
+	}
+	return s;
 }
 
 void
@@ -225,6 +255,9 @@ gpu_ctx_destroy(gbml_gpu_ctx *ctx)
 	/* nothing may still read or write what is about to be freed */
 	cudaSetDevice(ctx->device);
 	cudaStreamSynchronize(ctx->stream);
+	for (int i = 0; i < ctx->n_res; i++)
+		if (ctx->res[i].kind == GPU_RES_STREAM)
+			cudaStreamSynchronize((cudaStream_t) ctx->res[i].ptr);
 	(void) cudaGetLastError();
 	for (int i = ctx->n_res - 1; i >= 0; i--)
 		free_resource(ctx, &ctx->res[i]);
@@ -239,6 +272,8 @@ gpu_ctx_destroy(gbml_gpu_ctx *ctx)
 		}
 	free(ctx->boost);
 	gpu_chunk_state_free(ctx);
+	gpu_saga_state_free(ctx);
+	gpu_kmeans_state_free(ctx);
 	free(ctx);
 }
 
@@ -263,6 +298,9 @@ gpu_resources(gbml_gpu_resources *out)
 					break;
 				case GPU_RES_EVENT:
 					out->events++;
+					break;
+				case GPU_RES_STREAM:
+					out->streams++;
 					break;
 			}
 	}

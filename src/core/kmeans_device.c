@@ -40,11 +40,11 @@ bytes_per_row(const km_work *w)
 	return 4.0 * w->d + 8 + 8 + 4 + 4 + 4.0 * GBML_KM_CAND_LANES + 8;
 }
 
-/* Device bytes independent of the rows: centroids in both precisions, sums, counts. */
+/* Device bytes independent of the rows: centroids in both precisions and layouts, sums, counts, per-block alignment. */
 static double
 fixed_bytes(const km_work *w)
 {
-	return (double) w->k * w->d * (8 + 4 + 8) + (double) w->k * 32 + (double) w->d * 8 + (1 << 20);
+	return (double) w->k * w->d * 32 + (double) w->k * 32 + (double) w->d * 8 + (double) w->nblocks * 4096 + (1 << 20);
 }
 
 static km_mode
@@ -118,7 +118,7 @@ device_capacity(km_work *w, int *cap)
 		(*cap)++;
 	if (w->mode == KM_MODE_GPU && *cap < w->nblocks)
 		return gbml_error(w->env, GBML_EGPUBUDGET,
-						  "kmeans: the %lld rows need about %.0f MB of GPU memory, over the budget of %.0f MB",
+						  "kmeans: the %lld rows need about %.1f MB of GPU memory, over the budget of %.1f MB",
 						  (long long) w->n, ((double) w->n * per_row + fixed_bytes(w)) / 1048576.0,
 						  (double) w->gpu->ctx_memory_limit(w->ctx) / 1048576.0);
 	return GBML_OK;

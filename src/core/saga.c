@@ -18,8 +18,13 @@
  * sparse.  Step size 1/(3L), L = c max_i s_i (|x_i|^2 + [intercept]) +
  * alpha (1 - r), c = 1/4 (logistic) or 1 (squared): the largest per-row
  * smoothness constant, as in the DESIGN and scikit-learn.
+ *
+ * On the GPU (env->device, saga_gpu.h) mini-batch SAGA replaces the CPU's
+ * statistics and epochs; the model section and the metadata are written
+ * here for both.
  */
 #include "saga.h"
+#include "saga_gpu.h"
 #include "saga_kernels.h"
 #include "rng.h"
 
@@ -55,6 +60,8 @@ const gbml_param_spec gbml_saga_param_specs[] = {
 	"seed of the row and slice shuffles"},
 	{"standardize", GBML_PARAM_BOOL, SP(standardize), 0, 1, 0, NULL, NULL,
 	"scale features to mean 0, standard deviation 1 at train time (applied again at predict time)"},
+	{"batch_size", GBML_PARAM_INT, SP(batch_size), 0, 1e6, 0, NULL, NULL,
+	"GPU only: rows of one mini-batch SAGA step (at most the row count); 0 = automatic (docs/gpu.md)"},
 	GBML_PARAM_END
 };
 #undef SP
@@ -405,8 +412,10 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 				rc = GBML_OK;
 	bool		converged = false,
 				first = true;
+	gbml_saga_gpu_result gpu;
 
 	memset(&st, 0, sizeof(st));
+	memset(&gpu, 0, sizeof(gpu));
 	if (ds->has_missing)
 		return gbml_error(env, GBML_EINVAL, "saga: features must be finite (NaN or infinite values found)");
 	if (loss == GBML_SAGA_LOSS_LOGISTIC)
@@ -439,6 +448,37 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 	{
 		rc = env->error_code;
 		goto done;
+	}
+	if (env->device == GBML_DEVICE_GPU)
+	{
+		/* mini-batch SAGA on the device (saga_gpu.h); the model is written below as for the CPU */
+		gpu.w = st.w;
+		gpu.mean = st.mean;
+		gpu.std = st.std;
+		gpu.trace_epoch = st.trace_epoch;
+		gpu.trace_obj = st.trace_obj;
+		gpu.trace_time = st.trace_time;
+		gpu.trace_rel = st.trace_rel;
+		gpu.trace_cap = TRACE_CAP;
+		if ((rc = gbml_saga_gpu_train(ds, env, p, alpha, t_start, &gpu)) != GBML_OK)
+			goto done;
+		if (gpu.on_gpu)
+		{
+			make_standardizer(d, st.mean, st.std, st.scale, st.shift);
+			b = gpu.b;
+			L = gpu.L;
+			step = gpu.step;
+			epoch = gpu.epochs;
+			converged = gpu.converged;
+			rel = gpu.rel;
+			objective = gpu.objective;
+			metric = gpu.metric;
+			n_trace = gpu.n_trace;
+			t_stats = gpu.t_stats;
+			t_solver = gpu.t_solver;
+			t_objective = gpu.t_objective;
+			goto solved;
+		}
 	}
 	st.row_start[0] = 0;
 	for (int c = 0; c < ds->n_chunks; c++)
@@ -585,6 +625,7 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 	if (epoch > p->max_iter)
 		epoch = p->max_iter;
 
+solved:
 	/* final figures: objective and metric are those of the last epoch's weights */
 	for (int j = 0; j < d; j++)
 		n_nonzero += st.w[j] != 0;
@@ -644,6 +685,16 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 		gbml_sb_json_number(m, (double) n_nonzero);
 		gbml_sb_json_key(m, "standardized", &first);
 		gbml_sb_append(m, stdz ? "true" : "false", stdz ? 4 : 5);
+		if (gpu.on_gpu)
+		{
+			/* a GPU model says which solver made it: its bytes are not the CPU solver's */
+			gbml_sb_json_key(m, "solver", &first);
+			gbml_sb_json_string(m, "minibatch_saga");
+			gbml_sb_json_key(m, "batch_size", &first);
+			gbml_sb_json_number(m, (double) gpu.batch_size);
+			gbml_sb_json_key(m, "L_max", &first);
+			gbml_sb_json_number(m, gpu.L_max);
+		}
 		gbml_sb_json_key(m, "trace_epochs", &first);
 		gbml_sb_json_doubles(m, st.trace_epoch, n_trace);
 		gbml_sb_json_key(m, "trace_objective", &first);
@@ -673,8 +724,14 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 
 		gbml_sb_json_key(m, "timings", &first);
 		/* run-dependent: the driver moves this member out of the model bytes into the report */
-		gbml_sb_printf(m, "{\"stats_seconds\":%.6f,\"solver_seconds\":%.6f,\"objective_seconds\":%.6f,\"total_seconds\":%.6f,\"trace_seconds\":",
+		gbml_sb_printf(m, "{\"stats_seconds\":%.6f,\"solver_seconds\":%.6f,\"objective_seconds\":%.6f,\"total_seconds\":%.6f,",
 					   t_stats, t_solver, t_objective, gbml_now() - t_start);
+		if (gpu.on_gpu)
+			gbml_sb_printf(m, "\"device\":\"gpu\",\"rows_on_device\":\"%s\",\"batch_size\":%lld,\"step_size\":%.17g,"
+						   "\"epochs\":%lld,\"power_iterations\":%d,\"h2d_bytes\":%.0f,",
+						   gpu.streamed ? "streamed" : "resident", (long long) gpu.batch_size, step,
+						   (long long) epoch, gpu.power_iterations, env->gpu_h2d_bytes);
+		gbml_sb_printf(m, "\"trace_seconds\":");
 		gbml_sb_json_doubles(m, st.trace_time, n_trace);
 		gbml_sb_append(m, "}", 1);
 		rc = gbml_sb_status(m);
@@ -899,6 +956,7 @@ const gbml_algorithm gbml_algorithm_saga = {
 	.params_size = sizeof(gbml_saga_params),
 	.input_flags = GBML_INPUT_LABEL,
 	.outputs = GBML_OUT_SCORE | GBML_OUT_PROBA,
+	.gpu_trains = true,
 	.train = saga_train,
 	.load = saga_load,
 	.unload = saga_unload,

@@ -29,6 +29,7 @@ typedef struct gbml_saga_params
 	bool		fit_intercept;
 	int64_t		random_seed;
 	bool		standardize;
+	int64_t		batch_size;		/* GPU: rows of one mini-batch step; 0 = automatic (saga_gpu.c) */
 } gbml_saga_params;
 
 extern const gbml_param_spec gbml_saga_param_specs[];

@@ -656,10 +656,20 @@ main(int argc, char **argv)
 			   info.emulated ? " (emulated)" : "");
 	}
 	gc_kernel_checks();
+	gc_kmeans_checks(quick);
 	if (!kernels_only)
+	{
 		gc_training_checks(quick);
+		gc_saga_checks(quick);
+		gc_kmeans_training_checks(quick);
+	}
 	if (bench_rows > 0)
+	{
 		gc_bench(bench_rows);
+		gc_kmeans_bench(bench_rows);
+		gc_kmeans_fit_bench(bench_rows);
+		gc_saga_bench(bench_rows);
+	}
 	printf("\n%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

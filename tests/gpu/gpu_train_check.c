@@ -238,16 +238,8 @@ budget_checks(void)
 	gc_check(gc_no_resources(), "no GPU resources left after the budget checks");
 }
 
-/* One training under fault injection, on env e (initialised by it); frees what it made, returns the status. */
-typedef int (*fault_attempt) (gbml_env *e);
-
-/*
- * CUDA failures injected at the k-th call of an attempt, for k = 1 .. dense
- * and then every step-th up to last: each failure must be an error that
- * names the CUDA call, and nothing may be held on the device afterwards.
- */
-static void
-inject_faults(const char *what, fault_attempt attempt, long long dense, long long step, long long last)
+void
+gc_inject_faults(const char *what, gc_fault_attempt attempt, long long dense, long long step, long long last)
 {
 	gc_emu_fail_after_fn fail_after = gc_emu_fail_after();
 	int			errors = 0,
@@ -347,7 +339,7 @@ gc_training_checks(bool quick)
 {
 	equivalence_checks(quick);
 	budget_checks();
-	inject_faults("a training", attempt_training, 20, 37, 400);
+	gc_inject_faults("a training", attempt_training, 20, 37, 400);
 	cancel_checks(quick ? 20 : 100);
 	streaming_checks();
 }
@@ -565,7 +557,7 @@ streaming_checks(void)
 	gc_check(gc_no_resources(), "no GPU resources left after the streamed trainings");
 	auto_streaming_checks();
 
-	inject_faults("rows streaming in and training", attempt_streamed, 12, 29, 300);
+	gc_inject_faults("rows streaming in and training", attempt_streamed, 12, 29, 300);
 
 	/* the GPU budget crossed while streaming: an error at that chunk, nothing held */
 	{
