@@ -22,6 +22,12 @@
  * temporary bytes is private to fd.c), and OpenTemporaryFile and
  * OpenTransientFile raise theirs (out of descriptors, no temporary
  * directory) before they register anything.
+ *
+ * Not yet handled (phase 2 of issue 12 wires the first caller): at abort
+ * PostgreSQL closes the file and the read descriptor (AtEOXact_Files)
+ * before the training's memory context is reset, so a store destroyed
+ * from a reset callback must not close them again; the hooks need a
+ * transaction (and subtransaction) callback that marks their files gone.
  */
 #include "glue.h"
 
