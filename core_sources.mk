@@ -16,6 +16,8 @@ CORE_SOURCES = \
 	src/core/dataset.c \
 	src/core/dataset_stored.c \
 	src/core/chunk_store_gpu.c \
+	src/core/chunk_store_file.c \
+	src/core/chunk_prefetch.c \
 	src/core/params.c \
 	src/core/model_format.c \
 	src/core/algorithm.c \
@@ -40,4 +42,5 @@ UNIT_TEST_SOURCES = \
 	tests/unit/test_boost_fast.c \
 	tests/unit/test_kmeans.c \
 	tests/unit/test_kmeans_exact.c \
-	tests/unit/test_saga.c
+	tests/unit/test_saga.c \
+	tests/unit/test_chunk_store_file.c

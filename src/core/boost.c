@@ -892,8 +892,8 @@ setup_device(trainer *T, const gbml_dataset *ds)
 		gbml_gpu_ctx *ctx = gbml_chunk_store_gpu_ctx(ds->store);
 
 		if (ctx == NULL || env->gpu == NULL)
-			return gbml_error(env, GBML_EDEVICE, "boost: the rows are in %s memory that this trainer cannot use",
-							  ds->store->residence);
+			return gbml_error(env, GBML_EDEVICE, "boost: the rows are in %s, which this trainer cannot use",
+							  ds->store->where);
 		if ((rc = gbml_boost_gpu_open_stored(&T->gpu, env, ctx, &T->bins, T->n_features, T->feat_off,
 											 T->total_bins, (int) T->max_slots, T->train.src,
 											 &T->borders)) != GBML_OK)

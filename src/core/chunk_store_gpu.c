@@ -137,6 +137,8 @@ gbml_chunk_store_gpu_open(gbml_env *env)
 		return NULL;
 	}
 	g->base.residence = gpu_residence;
+	g->base.where = "device memory";
+	g->base.read_any_thread = false;	/* the backend's calls share one stream */
 	g->base.buffer = gs_buffer;
 	g->base.put = gs_put;
 	g->base.fetch = gs_fetch;

@@ -7,7 +7,6 @@
 
 #include <math.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,8 +118,6 @@ static void
 prefault_start(gbml_dataset *ds, gbml_env *env)
 {
 	gbml_prefault *pf = ds->prefault;
-	sigset_t	all,
-				old;
 
 	if (pf == NULL)
 	{
@@ -138,10 +135,7 @@ prefault_start(gbml_dataset *ds, gbml_env *env)
 	pf->len = (size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float);
 	pf->cursor = 0;
 	pf->stop = 0;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pf->running = pthread_create(&pf->thread, NULL, prefault_main, pf) == 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pf->running = gbml_thread_start(&pf->thread, prefault_main, pf);
 	return;
 
 no_prefault:

@@ -19,7 +19,7 @@
  * per-row state on the host (label, group, weight and the row's content
  * hash): each chunk's features are written into a buffer the store hands
  * out and, once the chunk is full, go to the store (the GPU:
- * chunk_store_gpu.h; temporary files are the next residence).  A dataset
+ * chunk_store_gpu.h; temporary files: chunk_store_file.h).  A dataset
  * allowed to fall back brings its rows back to host memory when the store
  * runs out of room (its budget), and stays there.  Canonical order and the eval split then
  * reorder the rows inside the store, and a trainer that needs a few rows on
@@ -49,19 +49,21 @@ typedef struct gbml_chunk
 /*
  * A residence for chunks' features (see above).  Each call returns 0 on
  * success; on failure error() says why and error_code() is GBML_EDEVICE,
- * GBML_EGPUBUDGET, ... for gbml_error().
+ * GBML_EGPUBUDGET, GBML_EIO, ... for gbml_error().
  */
 typedef struct gbml_chunk_store gbml_chunk_store;
 struct gbml_chunk_store
 {
-	const char *residence;		/* "device" */
+	const char *residence;		/* "device", "file" */
+	const char *where;			/* for messages: "device memory", "temporary files" */
+	bool		read_any_thread;	/* read_chunk may run on a helper thread (gbml_chunk_prefetch) */
 	/* A buffer for the next chunk's features (rows x n_features floats). */
 	float	   *(*buffer) (gbml_chunk_store *s, int64_t rows, int n_features);
 	/* Stores the filled buffer as the next chunk (the buffer may be reused after the next buffer() call). */
 	int			(*put) (gbml_chunk_store *s, const float *x, int64_t n_rows, int n_features);
 	/* Copies the rows at src[0..n) into out (n x n_features). */
 	int			(*fetch) (gbml_chunk_store *s, const int64_t *src, int64_t n, float *out);
-	/* Copies stored chunk `index` (all its rows) into out. */
+	/* Copies stored chunk `index` (all its rows) into out; any thread when read_any_thread. */
 	int			(*read_chunk) (gbml_chunk_store *s, int index, float *out);
 	/* Whether the last failure was the store's budget (room), not an error. */
 	bool		(*out_of_room) (gbml_chunk_store *s);
@@ -145,7 +147,7 @@ void		gbml_dataset_stop_prefault(gbml_dataset *ds);
 void		gbml_dataset_stream_to(gbml_dataset *ds, gbml_chunk_store *(*open) (gbml_env *env),
 								   int64_t from_values, bool fallback);
 
-/* The store's last failure as env's error: "what (rows in device memory): why"; returns the code. */
+/* The store's last failure as env's error: "what (rows in temporary files): why"; returns the code. */
 int			gbml_dataset_store_error(const gbml_dataset *ds, gbml_env *env, const char *what);
 
 /* Copies rows (addresses chunk << 32 | row) into out (n x n_features), from host chunks or the store. */

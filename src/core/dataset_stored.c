@@ -23,7 +23,7 @@ gbml_dataset_store_error(const gbml_dataset *ds, gbml_env *env, const char *what
 {
 	gbml_chunk_store *s = ds->store;
 
-	return gbml_error(env, s->error_code(s), "%s (rows in %s memory): %s", what, s->residence, s->error(s));
+	return gbml_error(env, s->error_code(s), "%s (rows in %s): %s", what, s->where, s->error(s));
 }
 
 /* A chunk with host room for the per-row state only; x comes from the store. */

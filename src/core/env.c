@@ -1,17 +1,21 @@
 /*
  * env.c — allocation through the caller's hook with budget accounting,
- * error formatting and the progress hook.
+ * error formatting, the progress hook, temporary files through the
+ * caller's hooks (the malloc env's: plain files), and helper threads.
  *
  * Every block carries a small header with its size so that gbml_free can
  * return it to the budget; the header keeps 16-byte alignment for SIMD loads.
  */
 #include "env.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct alloc_header
 {
@@ -36,12 +40,76 @@ free_hook(void *ctx, void *ptr, size_t size)
 	free(ptr);
 }
 
+/*
+ * The malloc env's temporary files: mkstemp in $TMPDIR (or /tmp), unlinked
+ * at once so the file goes when its descriptor closes, even if the process
+ * dies.  One descriptor serves writes and reads (pread/pwrite keep no
+ * position), so the handle is the descriptor itself, stored as fd + 1 to
+ * stay non-NULL.
+ */
+static void *
+plain_temp_create(void *ctx, int *read_fd, char *msg, size_t msg_len)
+{
+	const char *dir = getenv("TMPDIR");
+	char		path[4096];
+	int			fd;
+
+	(void) ctx;
+	if (dir == NULL || dir[0] == '\0')
+		dir = "/tmp";
+	snprintf(path, sizeof(path), "%s/gbml_spill_XXXXXX", dir);
+	if ((fd = mkstemp(path)) < 0)
+	{
+		snprintf(msg, msg_len, "could not create a temporary file in \"%s\": %s", dir, strerror(errno));
+		return NULL;
+	}
+	unlink(path);
+	*read_fd = fd;
+	return (void *) (intptr_t) (fd + 1);
+}
+
+static int
+plain_temp_write(void *ctx, void *handle, const void *buf, size_t len, uint64_t offset, char *msg,
+				 size_t msg_len)
+{
+	int			fd = (int) (intptr_t) handle - 1;
+	const char *p = buf;
+
+	(void) ctx;
+	while (len > 0)
+	{
+		ssize_t		n = pwrite(fd, p, len, (off_t) offset);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+		{
+			snprintf(msg, msg_len, "could not write to a temporary file: %s", strerror(n == 0 ? ENOSPC : errno));
+			return GBML_EIO;
+		}
+		p += n;
+		len -= (size_t) n;
+		offset += (uint64_t) n;
+	}
+	return GBML_OK;
+}
+
+static void
+plain_temp_close(void *ctx, void *handle)
+{
+	(void) ctx;
+	close((int) (intptr_t) handle - 1);
+}
+
 void
 gbml_env_init_malloc(gbml_env *env, int threads)
 {
 	memset(env, 0, sizeof(*env));
 	env->alloc_fn = malloc_hook;
 	env->free_fn = free_hook;
+	env->temp_create = plain_temp_create;
+	env->temp_write = plain_temp_write;
+	env->temp_close = plain_temp_close;
 	env->threads = threads > 0 ? threads : 1;
 	env->device = GBML_DEVICE_CPU;
 }
@@ -186,6 +254,79 @@ gbml_progress(gbml_env *env, const gbml_progress_info *info)
 	if (env->progress_fn == NULL)
 		return false;
 	return env->progress_fn(env->progress_ctx, info);
+}
+
+int
+gbml_temp_create(gbml_env *env, gbml_temp_file *f)
+{
+	char		msg[400] = "";
+
+	f->handle = NULL;
+	f->fd = -1;
+	if (env->temp_create == NULL)
+		return gbml_error(env, GBML_EUNSUPPORTED, "this environment has no temporary files");
+	if ((f->handle = env->temp_create(env->temp_ctx, &f->fd, msg, sizeof(msg))) == NULL)
+	{
+		f->fd = -1;
+		return gbml_error(env, GBML_EIO, "%s", msg[0] ? msg : "could not create a temporary file");
+	}
+	return GBML_OK;
+}
+
+int
+gbml_temp_write(gbml_env *env, gbml_temp_file *f, const void *buf, size_t len, uint64_t offset)
+{
+	char		msg[400] = "";
+	int			rc;
+
+	if (len == 0)
+		return GBML_OK;
+	if ((rc = env->temp_write(env->temp_ctx, f->handle, buf, len, offset, msg, sizeof(msg))) != GBML_OK)
+		return gbml_error(env, rc, "%s", msg[0] ? msg : "could not write to a temporary file");
+	return GBML_OK;
+}
+
+void
+gbml_temp_close(gbml_env *env, gbml_temp_file *f)
+{
+	if (f->handle != NULL)
+		env->temp_close(env->temp_ctx, f->handle);
+	f->handle = NULL;
+	f->fd = -1;
+}
+
+int
+gbml_temp_read(const gbml_temp_file *f, void *buf, size_t len, uint64_t offset)
+{
+	char	   *p = buf;
+
+	while (len > 0)
+	{
+		ssize_t		n = pread(f->fd, p, len, (off_t) offset);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n == 0 ? EIO : errno;
+		p += n;
+		len -= (size_t) n;
+		offset += (uint64_t) n;
+	}
+	return 0;
+}
+
+bool
+gbml_thread_start(pthread_t *thread, void *(*fn) (void *), void *arg)
+{
+	sigset_t	all,
+				old;
+	bool		started;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	started = pthread_create(thread, NULL, fn, arg) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return started;
 }
 
 double

@@ -19,6 +19,7 @@
 #ifndef GBML_ENV_H
 #define GBML_ENV_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
@@ -34,7 +35,9 @@ enum
 	GBML_ECORRUPT = -5,			/* a model failed validation */
 	GBML_EDEVICE = -6,			/* device (GPU) problem */
 	GBML_EUNSUPPORTED = -7,		/* operation not supported by this model */
-	GBML_EGPUBUDGET = -8		/* allocation would exceed the GPU memory budget */
+	GBML_EGPUBUDGET = -8,		/* allocation would exceed the GPU memory budget */
+	GBML_EIO = -9,				/* a temporary file could not be created, written or read */
+	GBML_ETEMPLIMIT = -10		/* temporary files would exceed their limit (temp_file_limit) */
 };
 
 /* Levels of gbml_notice(). */
@@ -65,6 +68,17 @@ typedef struct gbml_progress_info
 typedef struct gbml_backend gbml_backend;
 typedef struct gbml_gpu_ctx gbml_gpu_ctx;
 
+/*
+ * An open temporary file (gbml_temp_create): the hook's handle, and a
+ * descriptor that any thread may read with gbml_temp_read (pread: no call
+ * into PostgreSQL, no shared file position).
+ */
+typedef struct gbml_temp_file
+{
+	void	   *handle;			/* the hook's own; NULL when not open */
+	int			fd;				/* for reads only; -1 when not open */
+} gbml_temp_file;
+
 typedef struct gbml_env
 {
 	/* Allocator hook: returns NULL on failure, never longjmps.  free_fn gets
@@ -92,6 +106,22 @@ typedef struct gbml_env
 	 */
 	void		(*gpu_ctx_fn) (void *ctx, const gbml_backend *b, gbml_gpu_ctx *gctx, bool open);
 	void	   *gpu_ctx_hook_ctx;
+
+	/*
+	 * Temporary files, for rows past the memory budget (chunk_store_file.h).
+	 * temp_create makes an empty file and sets *read_fd to a descriptor for
+	 * reads; temp_write writes len bytes at offset; temp_close closes the
+	 * descriptor and deletes the file (the system also deletes it at ERROR,
+	 * cancel and exit).  A failure returns NULL or a GBML_* code, with
+	 * msg[0..msg_len) saying why; never longjmps.  Main thread only, like
+	 * the allocator; only reads of the descriptor may come from any thread.
+	 * NULL hooks: no temporary files.
+	 */
+	void	   *(*temp_create) (void *ctx, int *read_fd, char *msg, size_t msg_len);
+	int			(*temp_write) (void *ctx, void *handle, const void *buf, size_t len, uint64_t offset,
+							   char *msg, size_t msg_len);
+	void		(*temp_close) (void *ctx, void *handle);
+	void	   *temp_ctx;
 
 	int			threads;		/* >= 1 */
 	gbml_device device;			/* resolved: CPU or GPU (a trainer may fall back to CPU) */
@@ -130,6 +160,25 @@ void		gbml_notice(gbml_env *env, int level, const char *fmt,...)
 
 /* Calls the progress hook; true means "stop now". */
 bool		gbml_progress(gbml_env *env, const gbml_progress_info *info);
+
+/*
+ * Temporary files through env's hooks (see gbml_env).  create and write set
+ * env's error to the hook's message and return its code; close is a no-op
+ * on a file that is not open.  gbml_temp_read may run on any thread and
+ * touches no env: it returns 0, or the errno of a failed read (EIO for a
+ * file shorter than asked).
+ */
+int			gbml_temp_create(gbml_env *env, gbml_temp_file *f);
+int			gbml_temp_write(gbml_env *env, gbml_temp_file *f, const void *buf, size_t len, uint64_t offset);
+void		gbml_temp_close(gbml_env *env, gbml_temp_file *f);
+int			gbml_temp_read(const gbml_temp_file *f, void *buf, size_t len, uint64_t offset);
+
+/*
+ * Starts fn(arg) on a helper thread that blocks every signal (PostgreSQL's
+ * handlers must only ever run on the backend's own thread); false if no
+ * thread could be started.  The helper must not call env or PostgreSQL.
+ */
+bool		gbml_thread_start(pthread_t *thread, void *(*fn) (void *), void *arg);
 
 /* Monotonic wall clock in seconds. */
 double		gbml_now(void);

@@ -3,7 +3,8 @@
  * in a MemoryContext (huge allocations allowed, failures reported to the
  * engine instead of longjmp'ing out of it; big blocks mapped directly and
  * unmapped off the critical path), the memory budget, query cancel
- * and progress NOTICEs, the GPU backend, and engine errors as ERRORs.
+ * and progress NOTICEs, the GPU backend, temporary files (tempfile.c), and
+ * engine errors as ERRORs.
  *
  * The hooks run only on the backend's main thread: the engine promises not
  * to allocate or report progress inside parallel regions.
@@ -275,6 +276,7 @@ gbml_env_bind(gbml_env *env, MemoryContext mcxt, const char *what)
 	env->gpu_ctx_fn = gpu_ctx_hook;
 	env->gpu_ctx_hook_ctx = bd;
 	env->gpu_memory_limit = (size_t) gbml_setting_gpu_memory_limit_mb * 1048576;
+	gbml_env_bind_temp_files(env, mcxt);
 }
 
 const gbml_backend *
@@ -389,6 +391,15 @@ gbml_raise(gbml_env *env, int rc, const char *what)
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("%s: %s", what, env->error),
 					 errhint("Raise gbml.gpu_memory_limit (or the \"gpu_memory_limit_mb\" parameter), train with device 'cpu', or use device 'auto' to fall back to the CPU.")));
+			break;
+		case GBML_ETEMPLIMIT:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("%s: %s", what, env->error),
+					 errhint("Raise temp_file_limit, or gbml.memory_limit (or the \"memory_limit_mb\" parameter) so that fewer rows go to temporary files.")));
+			break;
+		case GBML_EIO:
+			ereport(ERROR, (errcode(ERRCODE_IO_ERROR), errmsg("%s: %s", what, env->error)));
 			break;
 		case GBML_EDEVICE:
 			ereport(ERROR, (errcode(ERRCODE_SYSTEM_ERROR), errmsg("%s: %s", what, env->error)));

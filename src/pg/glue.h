@@ -36,6 +36,13 @@ void		gbml_define_settings(void);
  */
 void		gbml_env_bind(gbml_env *env, MemoryContext mcxt, const char *what);
 
+/*
+ * The engine's temporary files as PostgreSQL temporary files (tempfile.c):
+ * temp_tablespaces, temp_file_limit, deleted at abort and exit, counted in
+ * temp_bytes.  Handles are allocated in `mcxt`.  Called by gbml_env_bind.
+ */
+void		gbml_env_bind_temp_files(gbml_env *env, MemoryContext mcxt);
+
 /* Applies params' device/threads/memory over the settings; loads the GPU backend if asked. */
 void		gbml_env_configure(gbml_env *env, const gbml_common_params *common, const char *algorithm);
 

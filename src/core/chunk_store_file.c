@@ -1,0 +1,889 @@
+/*
+ * chunk_store_file.c — see chunk_store_file.h.  Owns the temporary file of
+ * a spilled dataset's features, its chunk table, and the reorder (permute)
+ * that gives the rows their canonical order on disk.
+ *
+ * Threads: put, fetch, permute, buffer, release and destroy run on the main
+ * thread (they allocate through env, and writes go through env's hooks).
+ * read_chunk touches only the read descriptor (pread), the byte counter
+ * (atomic) and, when it fails, the error text (under a mutex), so any
+ * thread may call it while no main-thread call changes the chunk table.
+ */
+#include "chunk_store_file.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* fetch reads runs of nearby rows whole: at most this much at once ... */
+#define FETCH_SPAN_BYTES ((size_t) 1 << 20)
+/* ... reading over gaps up to this size rather than paying another read */
+#define FETCH_GAP_BYTES ((size_t) 64 << 10)
+/* permute's window when env has no budget to take half of */
+#define PERMUTE_MAX_WINDOW ((size_t) 1 << 30)
+#define SLOT_DONE UINT32_MAX
+
+typedef struct file_chunk
+{
+	uint64_t	offset;			/* of its first row in the file */
+	int64_t		n_rows;
+} file_chunk;
+
+typedef struct file_store
+{
+	gbml_chunk_store base;		/* first: a gbml_chunk_store * is a file_store * */
+	gbml_env   *env;
+	gbml_temp_file file;
+	int			n_features;		/* 0 until the first buffer or put */
+	file_chunk *chunks;
+	int			n_chunks;
+	int			cap_chunks;
+	uint64_t	end;			/* bytes in the file: where the next chunk goes */
+	float	   *buf;			/* the host chunk buffer that buffer() hands out */
+	size_t		buf_floats;
+	bool	   *missing;		/* per feature: a stored row has NaN or -Infinity there */
+	size_t		permute_budget; /* 0: from env's free budget */
+	int64_t		rows_spilled;
+	uint64_t	bytes_written;
+	uint64_t	bytes_read;		/* atomic: read_chunk may run on any thread */
+	pthread_mutex_t error_lock;
+	char		error[512];
+	int			error_code;
+} file_store;
+
+static const char *const file_residence = "file";
+
+static size_t
+row_bytes(const file_store *f)
+{
+	return (size_t) f->n_features * sizeof(float);
+}
+
+static double
+mb(uint64_t bytes)
+{
+	return (double) bytes / 1048576.0;
+}
+
+/* Records a failure for error() / error_code(); returns 1 (the store's failure value). */
+static int
+store_fail(file_store *f, int code, const char *fmt,...)
+	__attribute__((format(printf, 3, 4)));
+
+static int
+store_fail(file_store *f, int code, const char *fmt,...)
+{
+	va_list		ap;
+
+	pthread_mutex_lock(&f->error_lock);
+	va_start(ap, fmt);
+	vsnprintf(f->error, sizeof(f->error), fmt, ap);
+	va_end(ap);
+	f->error_code = code;
+	pthread_mutex_unlock(&f->error_lock);
+	return 1;
+}
+
+/* env's last error (an allocation, a hook) as the store's. */
+static int
+store_fail_env(file_store *f)
+{
+	return store_fail(f, f->env->error_code ? f->env->error_code : GBML_EIO, "%s", f->env->error);
+}
+
+/* The row count of the file's features: from the first buffer or put on; they must agree after. */
+static int
+set_features(file_store *f, int n_features)
+{
+	if (f->n_features == n_features)
+		return 0;
+	if (f->n_features != 0 || n_features <= 0)
+		return store_fail(f, GBML_EINVAL, "chunks of %d features in a file of %d", n_features, f->n_features);
+	if ((f->missing = gbml_alloc0(f->env, (size_t) n_features * sizeof(bool))) == NULL)
+		return store_fail_env(f);
+	f->n_features = n_features;
+	return 0;
+}
+
+/* Reads bytes [offset, offset + len) of the file; any thread. */
+static int
+read_at(file_store *f, void *out, size_t len, uint64_t offset, const char *what)
+{
+	int			e = gbml_temp_read(&f->file, out, len, offset);
+
+	if (e != 0)
+		return store_fail(f, GBML_EIO, "could not read %s (%.1f MB at %.1f MB) from a temporary file: %s",
+						  what, mb(len), mb(offset), strerror(e));
+	__atomic_fetch_add(&f->bytes_read, (uint64_t) len, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* Writes to `file` at offset (main thread); a failure names the chunk and the bytes so far. */
+static int
+write_at(file_store *f, gbml_temp_file *file, const void *x, size_t len, uint64_t offset, const char *what)
+{
+	if (gbml_temp_write(f->env, file, x, len, offset) != GBML_OK)
+		return store_fail(f, f->env->error_code, "writing %s (%.1f MB) after %.1f MB written: %s",
+						  what, mb(len), mb(f->bytes_written), f->env->error);
+	f->bytes_written += len;
+	return 0;
+}
+
+/* flags[j] |= some row of x has NaN or -Infinity in feature j (as boost_quantize's scan). */
+static void
+scan_missing(bool *flags, const float *x, int64_t n_rows, int d)
+{
+	for (int64_t r = 0; r < n_rows; r++)
+		for (int j = 0; j < d; j++)
+		{
+			float		v = x[(size_t) r * (size_t) d + (size_t) j];
+
+			if (isnan(v) || v == -INFINITY)
+				flags[j] = true;
+		}
+}
+
+static float *
+fs_buffer(gbml_chunk_store *s, int64_t rows, int n_features)
+{
+	file_store *f = (file_store *) s;
+	size_t		want = (size_t) rows * (size_t) n_features;
+
+	if (set_features(f, n_features) != 0)
+		return NULL;
+	if (want > f->buf_floats)
+	{
+		/* the previous chunk was put (written) already: its buffer is free */
+		gbml_free(f->env, f->buf);
+		f->buf_floats = 0;
+		if ((f->buf = gbml_alloc_array(f->env, want, sizeof(float))) == NULL)
+		{
+			store_fail_env(f);
+			return NULL;
+		}
+		f->buf_floats = want;
+	}
+	return f->buf;
+}
+
+static int
+push_chunk(file_store *f, uint64_t offset, int64_t n_rows)
+{
+	if (f->n_chunks == f->cap_chunks)
+	{
+		int			cap = f->cap_chunks ? f->cap_chunks * 2 : 16;
+		file_chunk *p = gbml_realloc(f->env, f->chunks, (size_t) cap * sizeof(file_chunk));
+
+		if (p == NULL)
+			return store_fail_env(f);
+		f->chunks = p;
+		f->cap_chunks = cap;
+	}
+	f->chunks[f->n_chunks].offset = offset;
+	f->chunks[f->n_chunks].n_rows = n_rows;
+	f->n_chunks++;
+	return 0;
+}
+
+static int
+fs_put(gbml_chunk_store *s, const float *x, int64_t n_rows, int n_features)
+{
+	file_store *f = (file_store *) s;
+	size_t		len;
+	char		what[96];
+
+	if (set_features(f, n_features) != 0)
+		return 1;
+	len = (size_t) n_rows * row_bytes(f);
+	snprintf(what, sizeof(what), "chunk %d of %lld rows", f->n_chunks + 1, (long long) n_rows);
+	/* the table first: a failed write then leaves no chunk behind */
+	if (push_chunk(f, f->end, n_rows) != 0)
+		return 1;
+	if (write_at(f, &f->file, x, len, f->end, what) != 0)
+	{
+		f->n_chunks--;
+		return 1;
+	}
+	scan_missing(f->missing, x, n_rows, n_features);
+	f->end += len;
+	f->rows_spilled += n_rows;
+	return 0;
+}
+
+/* Whether address a names a stored row. */
+static bool
+valid_address(const file_store *f, int64_t a)
+{
+	int64_t		c = a >> 32;
+
+	return a >= 0 && c < f->n_chunks && (a & 0xffffffffLL) < f->chunks[c].n_rows;
+}
+
+static int
+check_addresses(file_store *f, const int64_t *src, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		if (!valid_address(f, src[i]))
+			return store_fail(f, GBML_EINVAL, "row address %lld (chunk %lld, row %lld) is not stored",
+							  (long long) src[i], (long long) (src[i] >> 32), (long long) (src[i] & 0xffffffffLL));
+	return 0;
+}
+
+static int
+fs_read_chunk(gbml_chunk_store *s, int index, float *out)
+{
+	file_store *f = (file_store *) s;
+	char		what[64];
+
+	if (index < 0 || index >= f->n_chunks)
+		return store_fail(f, GBML_EINVAL, "chunk %d is not stored (%d chunks)", index, f->n_chunks);
+	snprintf(what, sizeof(what), "chunk %d", index + 1);
+	return read_at(f, out, (size_t) f->chunks[index].n_rows * row_bytes(f), f->chunks[index].offset, what);
+}
+
+/* ---- fetch: rows by address ---- */
+
+typedef struct addr_slot
+{
+	int64_t		addr;
+	int64_t		i;				/* where the row goes in out */
+} addr_slot;
+
+static int
+cmp_addr(const void *a, const void *b)
+{
+	const addr_slot *x = a,
+			   *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr ? 1 : (x->i > y->i) - (x->i < y->i);
+}
+
+/*
+ * From o[k] on (sorted by address), how many entries one read covers: the
+ * same chunk, rows within FETCH_SPAN_BYTES of the first, no gap between
+ * neighbours wider than FETCH_GAP_BYTES.
+ */
+static int64_t
+span_end(const addr_slot *o, int64_t k, int64_t n, int64_t span_rows, int64_t gap_rows)
+{
+	int64_t		e = k + 1;
+
+	while (e < n && (o[e].addr >> 32) == (o[k].addr >> 32) &&
+		   o[e].addr - o[k].addr < span_rows && o[e].addr - o[e - 1].addr <= gap_rows + 1)
+		e++;
+	return e;
+}
+
+/*
+ * Copies rows src[0..n) into out.  The addresses are sorted, so each chunk
+ * is read in order, and nearby rows come in one read of their span (copying
+ * a small gap from the page cache is cheaper than another system call): a
+ * run of duplicate rows or a dense sample does not pay one read per row.
+ */
+static int
+fs_fetch(gbml_chunk_store *s, const int64_t *src, int64_t n, float *out)
+{
+	file_store *f = (file_store *) s;
+	size_t		rb;
+	int64_t		span_rows,
+				gap_rows;
+	addr_slot  *o;
+	float	   *span;
+	int			rc = 0;
+
+	if (n <= 0)
+		return 0;
+	if (check_addresses(f, src, n) != 0)
+		return 1;
+	/* some row is stored, so the rows have features */
+	rb = row_bytes(f);
+	span_rows = (int64_t) (FETCH_SPAN_BYTES / rb > 0 ? FETCH_SPAN_BYTES / rb : 1);
+	gap_rows = (int64_t) (FETCH_GAP_BYTES / rb);
+	o = gbml_alloc_array(f->env, (size_t) n, sizeof(addr_slot));
+	span = gbml_alloc_array(f->env, (size_t) span_rows, rb);
+	if (o == NULL || span == NULL)
+		rc = store_fail_env(f);
+	for (int64_t i = 0; rc == 0 && i < n; i++)
+		o[i] = (addr_slot) {src[i], i};
+	if (rc == 0)
+		qsort(o, (size_t) n, sizeof(addr_slot), cmp_addr);
+	for (int64_t k = 0, e; rc == 0 && k < n; k = e)
+	{
+		const file_chunk *c = &f->chunks[o[k].addr >> 32];
+		int64_t		first = o[k].addr & 0xffffffffLL;
+
+		e = span_end(o, k, n, span_rows, gap_rows);
+		rc = read_at(f, span, (size_t) ((o[e - 1].addr & 0xffffffffLL) - first + 1) * rb,
+					 c->offset + (uint64_t) first * rb, "fetched rows");
+		for (int64_t j = k; rc == 0 && j < e; j++)
+			memcpy((char *) out + (size_t) o[j].i * rb,
+				   (char *) span + (size_t) ((o[j].addr & 0xffffffffLL) - first) * rb, rb);
+	}
+	gbml_free(f->env, o);
+	gbml_free(f->env, span);
+	return rc;
+}
+
+/* ---- permute: the rows src[0..n) in that order, into a new file ---- */
+
+/*
+ * The output layout: chunk k holds rows [start[k], start[k + 1]); windows
+ * are runs of whole output chunks of at most `budget` bytes (one chunk at
+ * least), window w holding chunks [win[w], win[w + 1]).
+ */
+typedef struct permute_plan
+{
+	int64_t		n;
+	int			n_out;
+	int64_t    *start;			/* n_out + 1 */
+	int			n_windows;
+	int		   *win;			/* n_windows + 1 */
+	int		   *window_of;		/* output chunk -> window */
+	int64_t		window_rows;	/* rows of the largest window */
+	int64_t		first_rows;
+	int64_t		chunk_rows;
+} permute_plan;
+
+static int64_t
+out_chunk_of(const permute_plan *p, int64_t pos)
+{
+	return pos < p->first_rows ? 0 : 1 + (pos - p->first_rows) / p->chunk_rows;
+}
+
+static int64_t
+window_start(const permute_plan *p, int w)
+{
+	return p->start[p->win[w]];
+}
+
+static void
+plan_free(gbml_env *env, permute_plan *p)
+{
+	gbml_free(env, p->start);
+	gbml_free(env, p->win);
+	gbml_free(env, p->window_of);
+}
+
+static int
+plan_layout(file_store *f, permute_plan *p, int64_t n, int64_t first_rows, int64_t chunk_rows, size_t budget)
+{
+	size_t		rb = row_bytes(f);
+	size_t		bytes = 0;
+
+	memset(p, 0, sizeof(*p));
+	p->n = n;
+	p->first_rows = first_rows;
+	p->chunk_rows = chunk_rows;
+	p->n_out = n == 0 ? 0 : n <= first_rows ? 1 : (int) (1 + (n - first_rows + chunk_rows - 1) / chunk_rows);
+	p->start = gbml_alloc_array(f->env, (size_t) p->n_out + 1, sizeof(int64_t));
+	p->win = gbml_alloc_array(f->env, (size_t) p->n_out + 1, sizeof(int));
+	p->window_of = gbml_alloc_array(f->env, (size_t) p->n_out + 1, sizeof(int));
+	if (p->start == NULL || p->win == NULL || p->window_of == NULL)
+		return store_fail_env(f);
+	p->start[0] = 0;
+	for (int k = 1; k <= p->n_out; k++)
+	{
+		int64_t		end = k == 1 ? first_rows : p->start[k - 1] + chunk_rows;
+
+		p->start[k] = end < n ? end : n;
+	}
+	for (int k = 0; k < p->n_out; k++)
+	{
+		size_t		cb = (size_t) (p->start[k + 1] - p->start[k]) * rb;
+
+		if (k == 0 || bytes + cb > budget)
+		{
+			p->win[p->n_windows++] = k;
+			bytes = 0;
+		}
+		bytes += cb;
+		p->window_of[k] = p->n_windows - 1;
+	}
+	p->win[p->n_windows] = p->n_out;
+	for (int w = 0; w < p->n_windows; w++)
+		if (window_start(p, w + 1) - window_start(p, w) > p->window_rows)
+			p->window_rows = window_start(p, w + 1) - window_start(p, w);
+	if (p->window_rows >= (int64_t) SLOT_DONE)
+		return store_fail(f, GBML_EINVAL, "a reorder window of %lld rows is too large", (long long) p->window_rows);
+	return 0;
+}
+
+/* Everything one permute holds. */
+typedef struct permute_state
+{
+	file_store *f;
+	const int64_t *src;
+	permute_plan plan;
+	int64_t    *by_chunk;		/* output positions grouped by source chunk, ascending in each */
+	int64_t    *group;			/* source chunk c's positions: by_chunk[group[c] .. group[c + 1]) */
+	float	   *chunk;			/* one source chunk */
+	float	   *window;			/* the output rows of one window */
+	float	   *stage;			/* several windows: a staging buffer per window */
+	int64_t		stage_rows;
+	int64_t    *staged;			/* per window: rows in its staging buffer */
+	int64_t    *filled;			/* per window: rows that arrived (written or staged) */
+	uint32_t   *slot;			/* several windows: arrival i of window w goes to slot[start + i] */
+	bool	   *missing;		/* recomputed over the kept rows */
+	gbml_temp_file out;
+	int64_t		steps;			/* progress */
+	int64_t		total_steps;
+} permute_state;
+
+static int
+permute_progress(permute_state *st)
+{
+	gbml_progress_info info = {.phase = "spill reorder",.iteration = ++st->steps,.total = st->total_steps};
+
+	if (gbml_progress(st->f->env, &info))
+		return store_fail(st->f, GBML_ECANCELLED, "canceled while reordering rows");
+	return 0;
+}
+
+/* Groups the output positions by source chunk (a counting sort: ascending positions in each group). */
+static int
+group_by_chunk(permute_state *st)
+{
+	file_store *f = st->f;
+	int64_t		n = st->plan.n;
+	int64_t    *fill;
+
+	st->group = gbml_alloc0(f->env, sizeof(int64_t) * ((size_t) f->n_chunks + 1));
+	st->by_chunk = gbml_alloc_array(f->env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
+	fill = gbml_alloc0(f->env, sizeof(int64_t) * ((size_t) f->n_chunks + 1));
+	if (st->group == NULL || st->by_chunk == NULL || fill == NULL)
+	{
+		gbml_free(f->env, fill);
+		return store_fail_env(f);
+	}
+	for (int64_t p = 0; p < n; p++)
+		st->group[(st->src[p] >> 32) + 1]++;
+	for (int c = 0; c < f->n_chunks; c++)
+		st->group[c + 1] += st->group[c];
+	for (int64_t p = 0; p < n; p++)
+	{
+		int64_t		c = st->src[p] >> 32;
+
+		st->by_chunk[st->group[c] + fill[c]++] = p;
+	}
+	gbml_free(f->env, fill);
+	return 0;
+}
+
+/* Writes window w's staged rows after the rows of w already written. */
+static int
+flush_stage(permute_state *st, int w)
+{
+	size_t		rb = row_bytes(st->f);
+	int64_t		at = window_start(&st->plan, w) + st->filled[w] - st->staged[w];
+	int			rc;
+
+	if (st->staged[w] == 0)
+		return 0;
+	rc = write_at(st->f, &st->out, (char *) st->stage + (size_t) w * (size_t) st->stage_rows * rb,
+				  (size_t) st->staged[w] * rb, (uint64_t) at * rb, "reordered rows");
+	st->staged[w] = 0;
+	return rc;
+}
+
+/*
+ * Output position p takes the source row x.  One window: straight to its
+ * place.  Several: to its window's staging buffer, in arrival order, with
+ * its place in the window noted for the second pass.
+ */
+static int
+place_row(permute_state *st, int64_t p, const float *x)
+{
+	size_t		rb = row_bytes(st->f);
+	int			w;
+	int64_t		w0;
+
+	if (st->plan.n_windows == 1)
+	{
+		memcpy((char *) st->window + (size_t) p * rb, x, rb);
+		return 0;
+	}
+	w = st->plan.window_of[out_chunk_of(&st->plan, p)];
+	w0 = window_start(&st->plan, w);
+	st->slot[w0 + st->filled[w]] = (uint32_t) (p - w0);
+	memcpy((char *) st->stage + ((size_t) w * (size_t) st->stage_rows + (size_t) st->staged[w]) * rb, x, rb);
+	st->filled[w]++;
+	if (++st->staged[w] == st->stage_rows)
+		return flush_stage(st, w);
+	return 0;
+}
+
+/* Pass 1: every source chunk that gives a row is read once, in file order. */
+static int
+scatter_pass(permute_state *st)
+{
+	file_store *f = st->f;
+	int			d = f->n_features;
+
+	for (int c = 0; c < f->n_chunks; c++)
+	{
+		if (st->group[c] == st->group[c + 1])
+			continue;
+		if (permute_progress(st) != 0 || fs_read_chunk(&f->base, c, st->chunk) != 0)
+			return 1;
+		for (int64_t k = st->group[c]; k < st->group[c + 1]; k++)
+		{
+			int64_t		p = st->by_chunk[k];
+			const float *x = st->chunk + (size_t) (st->src[p] & 0xffffffffLL) * (size_t) d;
+
+			scan_missing(st->missing, x, 1, d);
+			if (place_row(st, p, x) != 0)
+				return 1;
+		}
+	}
+	for (int w = 0; st->plan.n_windows > 1 && w < st->plan.n_windows; w++)
+		if (flush_stage(st, w) != 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Moves row i of rows[0..m) to slot[i], following the permutation's cycles
+ * (each row moves once, through one spare row); slot[] is used up.
+ */
+static void
+apply_slots(float *rows, uint32_t *slot, int64_t m, size_t d, float *carry, float *spare)
+{
+	size_t		rb = d * sizeof(float);
+
+	for (int64_t i = 0; i < m; i++)
+	{
+		int64_t		cur = i;
+
+		if (slot[i] == SLOT_DONE)
+			continue;
+		memcpy(carry, rows + (size_t) i * d, rb);
+		for (;;)
+		{
+			int64_t		t = slot[cur];
+			float	   *swap;
+
+			slot[cur] = SLOT_DONE;
+			if (t == i)
+				break;
+			memcpy(spare, rows + (size_t) t * d, rb);
+			memcpy(rows + (size_t) t * d, carry, rb);
+			swap = carry;
+			carry = spare;
+			spare = swap;
+			cur = t;
+		}
+		memcpy(rows + (size_t) i * d, carry, rb);
+	}
+}
+
+/*
+ * Pass 2 (several windows): each window's region is read, its rows moved to
+ * their places in memory, and written back in place.  The staging buffers
+ * are gone by now: the window takes their share of the budget.
+ */
+static int
+order_pass(permute_state *st)
+{
+	file_store *f = st->f;
+	size_t		rb = row_bytes(f);
+	float	   *carry = st->chunk,
+			   *spare = st->chunk + f->n_features;	/* the source chunk's room is free now */
+
+	gbml_free(f->env, st->stage);
+	st->stage = NULL;
+	if ((st->window = gbml_alloc_array(f->env, (size_t) st->plan.window_rows, rb)) == NULL)
+		return store_fail_env(f);
+	for (int w = 0; w < st->plan.n_windows; w++)
+	{
+		int64_t		w0 = window_start(&st->plan, w),
+					m = window_start(&st->plan, w + 1) - w0;
+		int			e;
+
+		if (permute_progress(st) != 0)
+			return 1;
+		if ((e = gbml_temp_read(&st->out, st->window, (size_t) m * rb, (uint64_t) w0 * rb)) != 0)
+			return store_fail(f, GBML_EIO, "could not read reordered rows back from a temporary file: %s", strerror(e));
+		__atomic_fetch_add(&f->bytes_read, (uint64_t) m * rb, __ATOMIC_RELAXED);
+		apply_slots(st->window, st->slot + w0, m, (size_t) f->n_features, carry, spare);
+		if (write_at(f, &st->out, st->window, (size_t) m * rb, (uint64_t) w0 * rb, "reordered rows") != 0)
+			return 1;
+	}
+	return 0;
+}
+
+static int64_t
+largest_chunk_rows(const file_store *f)
+{
+	int64_t		m = 2;			/* order_pass borrows two rows of it */
+
+	for (int c = 0; c < f->n_chunks; c++)
+		if (f->chunks[c].n_rows > m)
+			m = f->chunks[c].n_rows;
+	return m;
+}
+
+/* The window budget: the caller's, or half of what env's budget has free. */
+static size_t
+window_budget(const file_store *f)
+{
+	const gbml_env *env = f->env;
+	size_t		free_bytes;
+
+	if (f->permute_budget > 0)
+		return f->permute_budget;
+	if (env->memory_limit == 0)
+		return PERMUTE_MAX_WINDOW;
+	free_bytes = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
+	return free_bytes / 2 < PERMUTE_MAX_WINDOW ? free_bytes / 2 : PERMUTE_MAX_WINDOW;
+}
+
+/*
+ * The buffers of pass 1: one window holds the whole output; several share
+ * the budget as a staging buffer each (order_pass allocates its window).
+ */
+static int
+permute_buffers(permute_state *st, size_t budget)
+{
+	file_store *f = st->f;
+	gbml_env   *env = f->env;
+	size_t		rb = row_bytes(f);
+	int			k = st->plan.n_windows;
+
+	if ((st->missing = gbml_alloc0(env, (size_t) f->n_features * sizeof(bool) + 1)) == NULL)
+		return store_fail_env(f);
+	if (k <= 1)
+	{
+		st->window = gbml_alloc_array(env, (size_t) (st->plan.n > 0 ? st->plan.n : 1), rb);
+		return st->window == NULL ? store_fail_env(f) : 0;
+	}
+	st->stage_rows = (int64_t) (budget / ((size_t) k * rb));
+	if (st->stage_rows < 1)
+		st->stage_rows = 1;
+	st->stage = gbml_alloc_array(env, (size_t) k * (size_t) st->stage_rows, rb);
+	st->staged = gbml_alloc0(env, sizeof(int64_t) * (size_t) k);
+	st->filled = gbml_alloc0(env, sizeof(int64_t) * (size_t) k);
+	st->slot = gbml_alloc_array(env, (size_t) st->plan.n, sizeof(uint32_t));
+	if (st->stage == NULL || st->staged == NULL || st->filled == NULL || st->slot == NULL)
+		return store_fail_env(f);
+	return 0;
+}
+
+static void
+permute_state_free(permute_state *st)
+{
+	gbml_env   *env = st->f->env;
+
+	plan_free(env, &st->plan);
+	gbml_free(env, st->by_chunk);
+	gbml_free(env, st->group);
+	gbml_free(env, st->chunk);
+	gbml_free(env, st->window);
+	gbml_free(env, st->stage);
+	gbml_free(env, st->staged);
+	gbml_free(env, st->filled);
+	gbml_free(env, st->slot);
+	gbml_free(env, st->missing);
+	gbml_temp_close(env, &st->out);
+}
+
+/* The new file and chunk table replace the old ones. */
+static int
+permute_commit(permute_state *st)
+{
+	file_store *f = st->f;
+	size_t		rb = row_bytes(f);
+	gbml_temp_file old = f->file;
+	bool	   *missing = f->missing;
+	file_chunk *table = gbml_alloc_array(f->env, (size_t) (st->plan.n_out > 0 ? st->plan.n_out : 1), sizeof(file_chunk));
+
+	if (table == NULL)
+		return store_fail_env(f);
+	for (int k = 0; k < st->plan.n_out; k++)
+	{
+		table[k].offset = (uint64_t) st->plan.start[k] * rb;
+		table[k].n_rows = st->plan.start[k + 1] - st->plan.start[k];
+	}
+	gbml_free(f->env, f->chunks);
+	f->chunks = table;
+	f->cap_chunks = st->plan.n_out > 0 ? st->plan.n_out : 1;
+	f->n_chunks = st->plan.n_out;
+	f->end = (uint64_t) st->plan.n * rb;
+	f->file = st->out;
+	st->out = old;				/* closed (deleted) with the state */
+	f->missing = st->missing;
+	st->missing = missing;
+	return 0;
+}
+
+/*
+ * Keeps the rows src[0..n) in that order, in chunks of first_rows, then
+ * chunk_rows rows, in a new temporary file (the old one is deleted when the
+ * new one is complete; on failure the store is as it was).
+ *
+ * The output is cut into windows of whole output chunks that fit the
+ * budget.  If one window holds it all: each source chunk that gives a row
+ * is read once and its rows copied to their places in memory, then written
+ * once (read the file, write the output).  Otherwise, two passes: pass 1
+ * reads each source chunk once and appends each row to its window's
+ * staging buffer (budget / windows bytes each), writing full buffers to
+ * that window's region of the new file, in arrival order; pass 2 reads
+ * each window's region (budget bytes), moves the rows to their places in
+ * memory, and writes the region back.  Either way the I/O does not grow
+ * with the number of windows: at most one read of the source, two writes
+ * and one read of the output, all in large sequential pieces, where
+ * windowed passes over the source would read it once per window.
+ * Memory: the budget, one source chunk, 12 bytes per kept row (positions
+ * grouped by source chunk, and the slots) and a few bytes per chunk.
+ */
+static int
+fs_permute(gbml_chunk_store *s, const int64_t *src, int64_t n, int64_t first_rows, int64_t chunk_rows)
+{
+	file_store *f = (file_store *) s;
+	permute_state st;
+	int			rc;
+
+	memset(&st, 0, sizeof(st));
+	st.f = f;
+	st.src = src;
+	st.out.fd = -1;
+	if (first_rows < 1 || chunk_rows < 1 || n < 0)
+		return store_fail(f, GBML_EINVAL, "bad chunk sizes for reordering rows");
+	if (check_addresses(f, src, n) != 0)
+		return 1;
+	st.plan.n = n;
+	rc = group_by_chunk(&st);
+	if (rc == 0 && (st.chunk = gbml_alloc_array(f->env, (size_t) largest_chunk_rows(f), row_bytes(f) ? row_bytes(f) : 1)) == NULL)
+		rc = store_fail_env(f);
+	if (rc == 0)
+	{
+		size_t		budget = window_budget(f);
+
+		rc = plan_layout(f, &st.plan, n, first_rows, chunk_rows, budget);
+		if (rc == 0)
+			rc = permute_buffers(&st, budget);
+	}
+	st.total_steps = (int64_t) f->n_chunks + (st.plan.n_windows > 1 ? st.plan.n_windows : 0);
+	if (rc == 0 && gbml_temp_create(f->env, &st.out) != GBML_OK)
+		rc = store_fail_env(f);
+	if (rc == 0)
+		rc = scatter_pass(&st);
+	if (rc == 0 && st.plan.n_windows == 1)
+		rc = write_at(f, &st.out, st.window, (size_t) n * row_bytes(f), 0, "reordered rows");
+	if (rc == 0 && st.plan.n_windows > 1)
+		rc = order_pass(&st);
+	if (rc == 0)
+		rc = permute_commit(&st);
+	permute_state_free(&st);
+	return rc;
+}
+
+static bool
+fs_out_of_room(gbml_chunk_store *s)
+{
+	(void) s;
+	return false;
+}
+
+static int
+fs_missing(gbml_chunk_store *s, bool *out)
+{
+	file_store *f = (file_store *) s;
+
+	for (int j = 0; j < f->n_features; j++)
+		out[j] = f->missing[j];
+	return 0;
+}
+
+static void
+fs_release(gbml_chunk_store *s)
+{
+	file_store *f = (file_store *) s;
+
+	/* the file goes now (its disk space and its temp_file_limit share), not at destroy */
+	gbml_temp_close(f->env, &f->file);
+	gbml_free(f->env, f->buf);
+	f->buf = NULL;
+	f->buf_floats = 0;
+	f->n_chunks = 0;
+	f->end = 0;
+}
+
+static void
+fs_destroy(gbml_chunk_store *s)
+{
+	file_store *f = (file_store *) s;
+
+	fs_release(s);
+	gbml_free(f->env, f->chunks);
+	gbml_free(f->env, f->missing);
+	pthread_mutex_destroy(&f->error_lock);
+	gbml_free(f->env, f);
+}
+
+static const char *
+fs_error(gbml_chunk_store *s)
+{
+	return ((file_store *) s)->error;
+}
+
+static int
+fs_error_code(gbml_chunk_store *s)
+{
+	return ((file_store *) s)->error_code;
+}
+
+gbml_chunk_store *
+gbml_chunk_store_file_open(gbml_env *env)
+{
+	file_store *f = gbml_alloc0(env, sizeof(file_store));
+
+	if (f == NULL)
+		return NULL;
+	f->env = env;
+	if (gbml_temp_create(env, &f->file) != GBML_OK)
+	{
+		gbml_free(env, f);
+		return NULL;
+	}
+	pthread_mutex_init(&f->error_lock, NULL);
+	f->base.residence = file_residence;
+	f->base.where = "temporary files";
+	f->base.read_any_thread = true;
+	f->base.buffer = fs_buffer;
+	f->base.put = fs_put;
+	f->base.fetch = fs_fetch;
+	f->base.read_chunk = fs_read_chunk;
+	f->base.out_of_room = fs_out_of_room;
+	f->base.permute = fs_permute;
+	f->base.missing = fs_missing;
+	f->base.release = fs_release;
+	f->base.destroy = fs_destroy;
+	f->base.error = fs_error;
+	f->base.error_code = fs_error_code;
+	return &f->base;
+}
+
+void
+gbml_chunk_store_file_set_permute_budget(gbml_chunk_store *s, size_t bytes)
+{
+	if (s && s->destroy == fs_destroy)
+		((file_store *) s)->permute_budget = bytes;
+}
+
+bool
+gbml_chunk_store_file_stats(const gbml_chunk_store *s, gbml_spill_stats *out)
+{
+	const file_store *f = (const file_store *) s;
+
+	memset(out, 0, sizeof(*out));
+	if (s == NULL || s->destroy != fs_destroy)
+		return false;
+	out->rows_spilled = f->rows_spilled;
+	out->chunks = f->n_chunks;
+	out->bytes_written = f->bytes_written;
+	out->bytes_read = __atomic_load_n(&f->bytes_read, __ATOMIC_RELAXED);
+	return true;
+}

@@ -1,0 +1,48 @@
+/*
+ * chunk_store_file.h — the temporary-file residence of dataset chunks: a
+ * gbml_chunk_store (dataset.h) whose chunks' features live in one temporary
+ * file made through env's hooks (env.h: PostgreSQL's temporary files in the
+ * server, plain files in the unit tests), for datasets past their memory
+ * budget.
+ *
+ * The file holds the chunks back to back, row-major as on the host; the
+ * store keeps each chunk's offset and row count, one host chunk buffer for
+ * the chunk being filled, and per-feature missing-value flags gathered as
+ * the chunks arrive.  Writes (put, permute) run on the main thread; reads of
+ * whole chunks (read_chunk) may run on any thread, so a trainer can read the
+ * next chunk while it works on this one (chunk_prefetch.h).
+ *
+ * A full temporary-file budget (temp_file_limit) is an error, not a reason
+ * to fall back: out_of_room() is always false.
+ */
+#ifndef GBML_CHUNK_STORE_FILE_H
+#define GBML_CHUNK_STORE_FILE_H
+
+#include "dataset.h"
+
+/* What the store did, for the run report. */
+typedef struct gbml_spill_stats
+{
+	int64_t		rows_spilled;	/* rows put into the file (each row once) */
+	int64_t		chunks;			/* chunks stored now */
+	uint64_t	bytes_written;	/* by put and permute */
+	uint64_t	bytes_read;		/* by read_chunk, fetch and permute */
+} gbml_spill_stats;
+
+/*
+ * Opens a store over a new temporary file; NULL with env's error set when
+ * the file cannot be made.  The env (hooks, budget) must outlive the store.
+ */
+gbml_chunk_store *gbml_chunk_store_file_open(gbml_env *env);
+
+/*
+ * Bytes of host memory permute may use for its window of output rows (0,
+ * the default: half of what env's budget has free when it runs, at most
+ * 1 GB).  permute also holds one stored chunk and 12 bytes per kept row.
+ */
+void		gbml_chunk_store_file_set_permute_budget(gbml_chunk_store *s, size_t bytes);
+
+/* The store's figures; false (and zeros) when s is not a file store. */
+bool		gbml_chunk_store_file_stats(const gbml_chunk_store *s, gbml_spill_stats *out);
+
+#endif

@@ -1,0 +1,585 @@
+/*
+ * test_chunk_store_file.c — the temporary-file residence of dataset chunks
+ * (chunk_store_file.h) over the malloc env's plain files: chunks of odd
+ * sizes read back, rows fetched by address, the reorder in one window and
+ * in several, missing-value flags, the memory budget, write failures (a
+ * test env whose write hook fails part way), the read-ahead reader
+ * (chunk_prefetch.h), and the canonical-order guarantee: a dataset streamed
+ * to files gives the rows a host dataset gives, in the same order.
+ */
+#include "harness.h"
+#include "chunk_prefetch.h"
+#include "chunk_store_file.h"
+#include "rng.h"
+#include "test_util.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Open descriptors of this process (-1 where /proc is not there). */
+static int
+open_fds(void)
+{
+	DIR		   *d = opendir("/proc/self/fd");
+	int			n = 0;
+
+	if (d == NULL)
+		return -1;
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* Stored rows and their reference copy: row g of the store is ref[g * d ..]. */
+typedef struct stored_rows
+{
+	gbml_chunk_store *s;
+	int			d;
+	int			n_chunks;
+	int64_t		total;
+	int64_t		chunk_start[64];
+	int64_t		chunk_len[64];
+	float	   *ref;
+} stored_rows;
+
+static int64_t
+address_of(const stored_rows *t, int64_t g)
+{
+	int			c = 0;
+
+	while (g >= t->chunk_start[c] + t->chunk_len[c])
+		c++;
+	return ((int64_t) c << 32) | (g - t->chunk_start[c]);
+}
+
+static int64_t
+global_of(const stored_rows *t, int64_t a)
+{
+	return t->chunk_start[a >> 32] + (a & 0xffffffffLL);
+}
+
+/* Puts chunks of the given sizes (random values) through buffer(); returns put's last result. */
+static int
+put_chunks(stored_rows *t, gbml_env *env, const int64_t *sizes, int n, int d, uint64_t seed)
+{
+	gbml_rng	rng;
+	int			rc = 0;
+
+	gbml_rng_seed(&rng, seed);
+	t->d = d;
+	for (int i = 0; i < n && rc == 0; i++)
+		t->total += sizes[i];
+	t->ref = realloc(t->ref, sizeof(float) * (size_t) (t->total > 0 ? t->total : 1) * (size_t) d);
+	t->total = 0;
+	(void) env;
+	for (int i = 0; i < n; i++)
+	{
+		float	   *x = t->s->buffer(t->s, sizes[i], d);
+
+		CHECK(x != NULL);
+		if (x == NULL)
+			return 1;
+		for (int64_t k = 0; k < sizes[i] * d; k++)
+			x[k] = (float) gbml_rng_uniform(&rng);
+		if ((rc = t->s->put(t->s, x, sizes[i], d)) != 0)
+			return rc;
+		memcpy(t->ref + (size_t) t->total * (size_t) d, x, sizeof(float) * (size_t) (sizes[i] * d));
+		t->chunk_start[t->n_chunks] = t->total;
+		t->chunk_len[t->n_chunks++] = sizes[i];
+		t->total += sizes[i];
+	}
+	return 0;
+}
+
+/* Every stored chunk reads back as the reference. */
+static bool
+chunks_match(const stored_rows *t)
+{
+	bool		ok = true;
+
+	for (int c = 0; c < t->n_chunks; c++)
+	{
+		float	   *x = malloc(sizeof(float) * (size_t) (t->chunk_len[c] * t->d + 1));
+
+		ok = ok && t->s->read_chunk(t->s, c, x) == 0 &&
+			memcmp(x, t->ref + (size_t) t->chunk_start[c] * t->d, sizeof(float) * (size_t) (t->chunk_len[c] * t->d)) == 0;
+		free(x);
+	}
+	return ok;
+}
+
+static const int64_t odd_sizes[] = {1, 7, 64, 1000, 3, 4097, 255, 65, 2};
+#define N_ODD ((int) (sizeof(odd_sizes) / sizeof(odd_sizes[0])))
+
+TEST(file_store_reads_back_chunks_of_odd_sizes)
+{
+	gbml_env	env;
+	stored_rows t = {0};
+	gbml_spill_stats st;
+
+	gbml_env_init_malloc(&env, 1);
+	t.s = gbml_chunk_store_file_open(&env);
+	CHECK(t.s != NULL && strcmp(t.s->residence, "file") == 0 && t.s->read_any_thread);
+	CHECK(put_chunks(&t, &env, odd_sizes, N_ODD, 13, 1) == 0);
+	CHECK(chunks_match(&t));
+	CHECK(gbml_chunk_store_file_stats(t.s, &st));
+	CHECK(st.rows_spilled == t.total && st.chunks == N_ODD);
+	CHECK(st.bytes_written == (uint64_t) t.total * 13 * sizeof(float));
+	CHECK(st.bytes_read == st.bytes_written);
+	CHECK(t.s->read_chunk(t.s, N_ODD, t.ref) != 0 && t.s->error_code(t.s) == GBML_EINVAL);
+	t.s->destroy(t.s);
+	CHECK(env.memory_used == 0);
+	free(t.ref);
+}
+
+TEST(file_store_fetches_random_addresses)
+{
+	gbml_env	env;
+	stored_rows t = {0};
+	gbml_rng	rng;
+	int64_t		n = 3000;
+	int64_t    *addr = malloc(sizeof(int64_t) * (size_t) n);
+	float	   *out;
+	bool		ok = true;
+
+	gbml_env_init_malloc(&env, 1);
+	t.s = gbml_chunk_store_file_open(&env);
+	CHECK(put_chunks(&t, &env, odd_sizes, N_ODD, 5, 2) == 0);
+	out = malloc(sizeof(float) * (size_t) n * 5);
+	gbml_rng_seed(&rng, 3);
+	/* random rows, some twice, and a run of neighbours */
+	for (int64_t i = 0; i < n; i++)
+		addr[i] = address_of(&t, i < 100 ? 2000 + i : (int64_t) (gbml_rng_next(&rng) % (uint64_t) t.total));
+	addr[n - 1] = addr[n - 2];
+	CHECK(t.s->fetch(t.s, addr, n, out) == 0);
+	for (int64_t i = 0; i < n; i++)
+		ok = ok && memcmp(out + i * 5, t.ref + global_of(&t, addr[i]) * 5, 5 * sizeof(float)) == 0;
+	CHECK(ok);
+	addr[7] = ((int64_t) 3 << 32) | 1000;	/* chunk 4 has 1000 rows: 0..999 */
+	CHECK(t.s->fetch(t.s, addr, n, out) != 0 && t.s->error_code(t.s) == GBML_EINVAL);
+	CHECK(strstr(t.s->error(t.s), "not stored") != NULL);
+	t.s->destroy(t.s);
+	CHECK(env.memory_used == 0);
+	free(addr);
+	free(out);
+	free(t.ref);
+}
+
+/*
+ * Keeps a random n of the stored rows in random order, chunks of first_rows
+ * then chunk_rows, within `budget` (0: the default); checks every row.
+ */
+static void
+check_permute(size_t budget, int64_t first_rows, int64_t chunk_rows, int64_t dropped, size_t memory_limit)
+{
+	gbml_env	env;
+	stored_rows t = {0};
+	gbml_rng	rng;
+	gbml_spill_stats before,
+				after;
+	int64_t    *order,
+			   *src,
+				n;
+	int			d = 9;
+	bool		ok = true;
+
+	gbml_env_init_malloc(&env, 1);
+	env.memory_limit = memory_limit;
+	t.s = gbml_chunk_store_file_open(&env);
+	CHECK(put_chunks(&t, &env, odd_sizes, N_ODD, d, 4) == 0);
+	gbml_chunk_store_file_set_permute_budget(t.s, budget);
+	n = t.total - dropped;
+	order = malloc(sizeof(int64_t) * (size_t) t.total);
+	src = malloc(sizeof(int64_t) * (size_t) t.total);
+	for (int64_t i = 0; i < t.total; i++)
+		order[i] = i;
+	gbml_rng_seed(&rng, 5 + budget);
+	for (int64_t i = t.total - 1; i > 0; i--)
+	{
+		int64_t		j = (int64_t) (gbml_rng_next(&rng) % (uint64_t) (i + 1)),
+					tmp = order[i];
+
+		order[i] = order[j];
+		order[j] = tmp;
+	}
+	for (int64_t i = 0; i < n; i++)
+		src[i] = address_of(&t, order[i]);
+	gbml_chunk_store_file_stats(t.s, &before);
+	CHECK(t.s->permute(t.s, src, n, first_rows, chunk_rows) == 0);
+	gbml_chunk_store_file_stats(t.s, &after);
+	/* the output layout, and every row where it belongs */
+	CHECK(after.chunks == (n <= first_rows ? 1 : 1 + (n - first_rows + chunk_rows - 1) / chunk_rows));
+	for (int64_t c = 0, p = 0; c < after.chunks; c++)
+	{
+		int64_t		rows = c == 0 ? first_rows : chunk_rows;
+		float	   *x;
+
+		rows = n - p < rows ? n - p : rows;
+		x = malloc(sizeof(float) * (size_t) (rows * d));
+		ok = ok && t.s->read_chunk(t.s, (int) c, x) == 0;
+		for (int64_t r = 0; ok && r < rows; r++, p++)
+			ok = memcmp(x + r * d, t.ref + order[p] * d, sizeof(float) * d) == 0;
+		free(x);
+	}
+	CHECK(ok);
+	/* one window: the output written once; several: staged, then written back in place */
+	if (budget >= (size_t) (n * d) * sizeof(float))
+		CHECK(after.bytes_written - before.bytes_written == (uint64_t) (n * d) * sizeof(float));
+	else if (budget > 0)
+		CHECK(after.bytes_written - before.bytes_written == 2 * (uint64_t) (n * d) * sizeof(float));
+	t.s->destroy(t.s);
+	CHECK(env.memory_used == 0);
+	free(order);
+	free(src);
+	free(t.ref);
+}
+
+TEST(file_store_permutes_in_one_window)
+{
+	check_permute(0, 37, 501, 0, 0);
+	check_permute((size_t) 64 << 20, 501, 501, 100, 0);
+}
+
+TEST(file_store_permutes_in_several_windows)
+{
+	check_permute(3 * 501 * 9 * sizeof(float), 37, 501, 100, 0);
+	check_permute(1, 37, 501, 5000, 0);	/* a window per output chunk, one row staged per window */
+	check_permute(3 * 501 * 9 * sizeof(float), 5000, 100, 17, 0);
+	/* the default budget: half of what the env's limit leaves free */
+	check_permute(0, 64, 300, 10, 700 << 10);
+}
+
+TEST(file_store_tracks_missing_values_through_permute)
+{
+	gbml_env	env;
+	gbml_chunk_store *s;
+	float		x[4 * 8];
+	bool		miss[8];
+	int64_t		keep[] = {3, 1, 0};
+
+	gbml_env_init_malloc(&env, 1);
+	s = gbml_chunk_store_file_open(&env);
+	for (int i = 0; i < 4 * 8; i++)
+		x[i] = (float) i;
+	x[2 * 8 + 2] = NAN;
+	x[1 * 8 + 4] = -INFINITY;
+	x[3 * 8 + 6] = INFINITY;	/* +Infinity is a value, not a missing one */
+	CHECK(s->put(s, x, 2, 8) == 0);
+	CHECK(s->put(s, x + 16, 2, 8) == 0);
+	CHECK(s->missing(s, miss) == 0);
+	for (int j = 0; j < 8; j++)
+		CHECK(miss[j] == (j == 2 || j == 4));
+	/* without row 2 (chunk 1, row 0) the NaN is gone */
+	keep[0] = ((int64_t) 1 << 32) | 1;
+	CHECK(s->permute(s, keep, 3, 2, 2) == 0);
+	CHECK(s->missing(s, miss) == 0);
+	for (int j = 0; j < 8; j++)
+		CHECK(miss[j] == (j == 4));
+	s->destroy(s);
+	CHECK(env.memory_used == 0);
+}
+
+/* A write hook that fails once `allowed` bytes were written, with the given code and message. */
+typedef struct failing_writes
+{
+	int			(*write) (void *ctx, void *handle, const void *buf, size_t len, uint64_t offset,
+						  char *msg, size_t msg_len);
+	void	   *ctx;
+	uint64_t	allowed;
+	uint64_t	written;
+	int			code;
+	const char *why;
+} failing_writes;
+
+static int
+failing_write(void *ctx, void *handle, const void *buf, size_t len, uint64_t offset, char *msg, size_t msg_len)
+{
+	failing_writes *fw = ctx;
+
+	if (fw->written + len > fw->allowed)
+	{
+		snprintf(msg, msg_len, "%s", fw->why);
+		return fw->code;
+	}
+	fw->written += len;
+	return fw->write(fw->ctx, handle, buf, len, offset, msg, msg_len);
+}
+
+static void
+fail_writes_after(gbml_env *env, failing_writes *fw, uint64_t allowed, int code, const char *why)
+{
+	gbml_env_init_malloc(env, 1);
+	fw->write = env->temp_write;
+	fw->ctx = env->temp_ctx;
+	fw->allowed = allowed;
+	fw->code = code;
+	fw->why = why;
+	env->temp_write = failing_write;
+	env->temp_ctx = fw;			/* the plain hooks ignore their ctx */
+}
+
+TEST(file_store_write_failure_is_a_clear_error_and_leaks_nothing)
+{
+	gbml_env	env;
+	failing_writes fw = {0};
+	stored_rows t = {0};
+	int			fds = open_fds();
+	int64_t		src[] = {((int64_t) 1 << 32) | 3, 0};
+	gbml_spill_stats st;
+
+	fail_writes_after(&env, &fw, (1 + 7) * 6 * sizeof(float), GBML_ETEMPLIMIT,
+					  "temporary file size exceeds temp_file_limit (1kB)");
+	t.s = gbml_chunk_store_file_open(&env);
+	CHECK(put_chunks(&t, &env, odd_sizes, 3, 6, 6) != 0);
+	CHECK(t.s->error_code(t.s) == GBML_ETEMPLIMIT);
+	CHECK(strstr(t.s->error(t.s), "writing chunk 3 of 64 rows (0.0 MB) after 0.0 MB written") != NULL);
+	CHECK(strstr(t.s->error(t.s), "temp_file_limit (1kB)") != NULL);
+	CHECK(strstr(t.s->error(t.s), "MB written") != NULL);
+	/* the chunks before it are intact, and a failed reorder leaves them so */
+	gbml_chunk_store_file_stats(t.s, &st);
+	CHECK(st.chunks == 2 && st.rows_spilled == 8);
+	CHECK(chunks_match(&t));
+	fw.code = GBML_EIO;
+	fw.why = "could not write to a temporary file: No space left on device";
+	CHECK(t.s->permute(t.s, src, 2, 1, 1) != 0 && t.s->error_code(t.s) == GBML_EIO);
+	CHECK(strstr(t.s->error(t.s), "No space left") != NULL);
+	CHECK(chunks_match(&t));
+	t.s->destroy(t.s);
+	CHECK(env.memory_used == 0);
+	CHECK(open_fds() == fds);
+	free(t.ref);
+}
+
+TEST(file_store_open_failure_is_reported)
+{
+	gbml_env	env;
+
+	gbml_env_init_malloc(&env, 1);
+	env.temp_create = NULL;
+	CHECK(gbml_chunk_store_file_open(&env) == NULL);
+	CHECK(env.error_code == GBML_EUNSUPPORTED && env.memory_used == 0);
+}
+
+/* ---- datasets streamed to files ---- */
+
+#define DS_FEATURES 600
+#define DS_CHUNK_ROWS 700		/* with 600 features the first chunk stops growing at 512 rows */
+
+/* Row i's values: random, every 7th a copy of an earlier row, some NaN, groups of ~60 rows. */
+static void
+make_row(int64_t i, float *x, gbml_row *row)
+{
+	gbml_rng	rng;
+	int64_t		g = i % 7 == 6 ? i / 2 : i;
+
+	gbml_rng_seed(&rng, 1000 + (uint64_t) g);
+	for (int j = 0; j < DS_FEATURES; j++)
+		x[j] = (float) gbml_rng_uniform(&rng);
+	if (g % 11 == 3)
+		x[g % DS_FEATURES] = NAN;
+	memset(row, 0, sizeof(*row));
+	row->x = x;
+	row->n_features = DS_FEATURES;
+	row->label = (float) (g % 5);
+	row->group = g % 50;
+	row->weight = 1.0f + (float) (g % 3);
+}
+
+/* The rows 0..n-1, in the order perm gives (NULL: in order). */
+static void
+fill_rows(gbml_dataset *ds, gbml_env *env, int64_t n, const int64_t *perm)
+{
+	float	   *x = malloc(sizeof(float) * DS_FEATURES);
+	gbml_row	row;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		make_row(perm ? perm[i] : i, x, &row);
+		CHECK(gbml_dataset_append(ds, env, &row, true) == GBML_OK);
+	}
+	free(x);
+}
+
+/* Same rows, same order, same chunks: the per-row state and the features, wherever they are. */
+static bool
+same_rows(const gbml_dataset *a, const gbml_dataset *b, gbml_env *env)
+{
+	bool		ok = a->n_rows == b->n_rows && a->n_chunks == b->n_chunks;
+
+	for (int c = 0; ok && c < a->n_chunks; c++)
+	{
+		const gbml_chunk *ca = a->chunks[c],
+				   *cb = b->chunks[c];
+		int64_t		m = ca->n_rows;
+		int64_t    *addr = malloc(sizeof(int64_t) * (size_t) (m + 1));
+		float	   *xa = malloc(sizeof(float) * (size_t) (m + 1) * DS_FEATURES),
+				   *xb = malloc(sizeof(float) * (size_t) (m + 1) * DS_FEATURES);
+
+		for (int64_t r = 0; r < m; r++)
+			addr[r] = ((int64_t) c << 32) | r;
+		ok = cb->n_rows == m &&
+			memcmp(ca->label, cb->label, sizeof(float) * (size_t) m) == 0 &&
+			memcmp(ca->group, cb->group, sizeof(int64_t) * (size_t) m) == 0 &&
+			memcmp(ca->weight, cb->weight, sizeof(float) * (size_t) m) == 0 &&
+			gbml_dataset_fetch_rows(a, addr, m, xa, env) == GBML_OK &&
+			gbml_dataset_fetch_rows(b, addr, m, xb, env) == GBML_OK &&
+			memcmp(xa, xb, sizeof(float) * (size_t) m * DS_FEATURES) == 0;
+		free(addr);
+		free(xa);
+		free(xb);
+	}
+	return ok;
+}
+
+static int64_t *
+shuffled(int64_t n, uint64_t seed)
+{
+	int64_t    *p = malloc(sizeof(int64_t) * (size_t) n);
+	gbml_rng	rng;
+
+	for (int64_t i = 0; i < n; i++)
+		p[i] = i;
+	gbml_rng_seed(&rng, seed);
+	for (int64_t i = n - 1; i > 0; i--)
+	{
+		int64_t		j = (int64_t) (gbml_rng_next(&rng) % (uint64_t) (i + 1)),
+					t = p[i];
+
+		p[i] = p[j];
+		p[j] = t;
+	}
+	return p;
+}
+
+static void
+init_ds(gbml_dataset *ds, bool to_files)
+{
+	gbml_dataset_init(ds, true);
+	ds->chunk_rows = DS_CHUNK_ROWS;
+	if (to_files)
+		gbml_dataset_stream_to(ds, gbml_chunk_store_file_open, 0, false);
+}
+
+TEST(file_store_dataset_keeps_the_canonical_order)
+{
+	gbml_env	env;
+	gbml_dataset host,
+				files,
+				host_eval,
+				files_eval;
+	int64_t		n = 3001;
+	int64_t    *perm = shuffled(n, 9);
+	size_t		la,
+				lb;
+	uint8_t    *sa,
+			   *sb;
+
+	gbml_env_init_malloc(&env, 2);
+	init_ds(&host, false);
+	init_ds(&files, true);
+	fill_rows(&host, &env, n, NULL);
+	fill_rows(&files, &env, n, perm);
+	CHECK(files.store != NULL && strcmp(files.store->residence, "file") == 0);
+	/* the reorder in windows of one output chunk, the eval split in one window */
+	gbml_chunk_store_file_set_permute_budget(files.store, 1);
+	CHECK(gbml_dataset_canonicalize(&host, &env) == GBML_OK);
+	CHECK(gbml_dataset_canonicalize(&files, &env) == GBML_OK);
+	CHECK(host.chunks[0]->n_rows == 512 && host.chunks[1]->n_rows == DS_CHUNK_ROWS);
+	CHECK(same_rows(&host, &files, &env));
+	gbml_chunk_store_file_set_permute_budget(files.store, 0);
+	CHECK(gbml_dataset_split_eval(&host, &host_eval, 0.2, 7, &env) == GBML_OK);
+	CHECK(gbml_dataset_split_eval(&files, &files_eval, 0.2, 7, &env) == GBML_OK);
+	CHECK(host.n_rows < n && host_eval.n_rows > 0);
+	CHECK(same_rows(&host, &files, &env));
+	sa = tu_serialize(&host_eval, &la);
+	sb = tu_serialize(&files_eval, &lb);
+	CHECK(la == lb && memcmp(sa, sb, la) == 0);
+	free(sa);
+	free(sb);
+	gbml_dataset_free(&host, &env);
+	gbml_dataset_free(&files, &env);
+	gbml_dataset_free(&host_eval, &env);
+	gbml_dataset_free(&files_eval, &env);
+	CHECK(env.memory_used == 0);
+	free(perm);
+}
+
+/* Walks ds with the prefetcher; every chunk must equal its own read (or its host rows). */
+static bool
+prefetch_matches(const gbml_dataset *ds, gbml_env *env)
+{
+	gbml_chunk_prefetch *p = gbml_chunk_prefetch_open(ds, env);
+	const float *x;
+	int64_t		rows;
+	int			index,
+				rc,
+				expect = 0;
+	bool		ok = p != NULL;
+	float	   *want = malloc(sizeof(float) * (size_t) ds->chunk_rows * (size_t) ds->n_features);
+
+	while (ok && (rc = gbml_chunk_prefetch_next(p, &x, &rows, &index)) == 1)
+	{
+		const gbml_chunk *c = ds->chunks[index];
+		size_t		bytes = sizeof(float) * (size_t) rows * (size_t) ds->n_features;
+
+		ok = index == expect++ && rows == c->n_rows &&
+			(c->x != NULL ? x == c->x : ds->store->read_chunk(ds->store, index, want) == 0 && memcmp(x, want, bytes) == 0);
+	}
+	ok = ok && rc == 0 && expect == ds->n_chunks;
+	gbml_chunk_prefetch_close(p);
+	free(want);
+	return ok;
+}
+
+TEST(chunk_prefetch_returns_every_chunk_in_order)
+{
+	gbml_env	env;
+	gbml_dataset ds,
+				host;
+	gbml_spill_stats st;
+
+	gbml_env_init_malloc(&env, 1);
+	init_ds(&ds, true);
+	init_ds(&host, false);
+	fill_rows(&ds, &env, 2500, NULL);
+	fill_rows(&host, &env, 1000, NULL);
+	/* the last chunk is still in the store's buffer: handed over as host rows */
+	CHECK(ds.chunks[ds.n_chunks - 1]->x != NULL);
+	CHECK(prefetch_matches(&ds, &env));
+	CHECK(gbml_dataset_canonicalize(&ds, &env) == GBML_OK);
+	CHECK(ds.chunks[ds.n_chunks - 1]->x == NULL);
+	CHECK(prefetch_matches(&ds, &env));
+	/* a store without reads from other threads: each chunk read when asked */
+	ds.store->read_any_thread = false;
+	CHECK(prefetch_matches(&ds, &env));
+	ds.store->read_any_thread = true;
+	CHECK(prefetch_matches(&host, &env));
+	CHECK(gbml_chunk_store_file_stats(ds.store, &st) && st.rows_spilled == 2500 && st.bytes_read > 0);
+	gbml_dataset_free(&ds, &env);
+	gbml_dataset_free(&host, &env);
+	CHECK(env.memory_used == 0);
+}
+
+TEST(chunk_prefetch_reports_a_failed_read)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	gbml_chunk_prefetch *p;
+	const float *x;
+	int64_t		rows;
+	int			index;
+
+	gbml_env_init_malloc(&env, 1);
+	init_ds(&ds, true);
+	fill_rows(&ds, &env, 1500, NULL);
+	CHECK(gbml_dataset_canonicalize(&ds, &env) == GBML_OK);
+	ds.store->release(ds.store);	/* the file and its chunks are gone: every read fails */
+	p = gbml_chunk_prefetch_open(&ds, &env);
+	CHECK(gbml_chunk_prefetch_next(p, &x, &rows, &index) < 0);
+	CHECK(strstr(env.error, "reading chunk 1 (rows in temporary files)") != NULL);
+	gbml_chunk_prefetch_close(p);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+}
