@@ -40,6 +40,7 @@
  */
 #include "gpu_context.h"
 #include "saga_device.h"
+#include "saga_kernels.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,6 @@
 #define ROWS 256				/* rows of one block of the step and pass kernels */
 #define THREADS 256				/* threads of every block */
 #define STAGE_RING 2
-#define LOSS_LOGISTIC 0
 
 typedef struct stage_slot
 {
@@ -121,38 +121,6 @@ typedef struct gpu_saga_state
 } gpu_saga_state;
 
 /* ---- device arithmetic ---- */
-
-/* d loss / d margin, as gbml_saga_loss_deriv (exp never overflows). */
-__device__ static double
-loss_deriv(int loss, double p, float label)
-{
-	if (loss == LOSS_LOGISTIC)
-	{
-		double		y = label > 0 ? 1.0 : -1.0;
-		double		e = exp(-fabs(p));
-		double		num = y * p > 0 ? e : 1.0;
-
-		return -y * num / (1.0 + e);
-	}
-	return p - (double) label;
-}
-
-/* The loss of one row, as gbml_saga_loss_value. */
-__device__ static double
-loss_value(int loss, double p, float label)
-{
-	if (loss == LOSS_LOGISTIC)
-	{
-		double		z = label > 0 ? -p : p;
-
-		return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z));
-	}
-	{
-		double		e = p - (double) label;
-
-		return 0.5 * e * e;
-	}
-}
 
 /* The elastic-net prox: soft-threshold by thr, then shrink. */
 __device__ __forceinline__ static double
@@ -403,7 +371,7 @@ saga_step_kernel(step_args a)
 		int64_t		i = gi[r];
 		double		m = dot_row(rows[r], w, d, a.scale, a.shift) + w[d];
 		double		s = a.weight ? (double) a.weight[i] : 1.0;
-		double		g = s * loss_deriv(a.loss, m, a.label[i]);
+		double		g = s * gbml_saga_loss_deriv(a.loss, m, a.label[i]);
 
 		delta[r] = g - a.memory[i];
 		a.memory[i] = g;
@@ -450,8 +418,8 @@ row_values(const pass_args *a, const float *x, int64_t i, double *coef, double *
 	{
 		double		m = dot_row(x, a->vec, a->d, a->scale, a->shift) + a->vec[a->d];
 
-		*coef = s * loss_value(a->loss, m, a->label[i]);
-		if (a->loss == LOSS_LOGISTIC)
+		*coef = s * gbml_saga_loss_value(a->loss, m, a->label[i]);
+		if (a->loss == GBML_SAGA_LOSS_LOGISTIC)
 			*aux = (m > 0) == (a->label[i] > 0) ? 1.0 : 0.0;
 		else
 			*aux = (m - (double) a->label[i]) * (m - (double) a->label[i]);

@@ -1408,7 +1408,7 @@ gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *e
 		goto done;
 	km_feature_stats(&w, p->tol > 0 ? &tol_scaled : NULL);
 	tol_scaled *= p->tol;
-	if ((rc = km_dev_open(&w, p)) != GBML_OK)
+	if ((rc = km_dev_open(&w)) != GBML_OK)
 		goto done;
 	kd = (size_t) w.k * w.d;
 	best_c = gbml_alloc_array(env, kd, sizeof(double));

@@ -162,12 +162,11 @@ open_device(km_work *w)
 }
 
 int
-km_dev_open(km_work *w, const gbml_kmeans_params *p)
+km_dev_open(km_work *w)
 {
 	gbml_env   *env = w->env;
 	int			rc;
 
-	(void) p;
 	w->mode = choose_mode(w);
 	w->gpu_blocks = 0;
 	if (w->mode == KM_MODE_CPU)

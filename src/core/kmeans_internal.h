@@ -124,7 +124,7 @@ km_cpu_first_task(const km_work *w)
  */
 
 /* Chooses the mode from env and the data; opens the context and moves the GPU's blocks. */
-int			km_dev_open(km_work *w, const gbml_kmeans_params *p);
+int			km_dev_open(km_work *w);
 void		km_dev_close(km_work *w);
 int			km_dev_set_centers(km_work *w, const gbml_km_centers *C);
 int			km_dev_pass_launch(km_work *w, bool update);

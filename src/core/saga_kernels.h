@@ -32,6 +32,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The per-row loss functions below also compile as CUDA device code (cuda/saga_device.cu). */
+#if defined(__CUDACC__) || defined(GBML_CUDA_EMU)
+#define GBML_SAGA_HD __host__ __device__
+#else
+#define GBML_SAGA_HD
+#endif
+
 typedef enum gbml_saga_loss
 {
 	GBML_SAGA_LOSS_LOGISTIC = 0,	/* log(1 + exp(-y p)), y in {-1, +1} */
@@ -48,7 +55,7 @@ gbml_saga_padded(int64_t d)
 }
 
 /* Loss of one row at margin p (unweighted). */
-static inline double
+GBML_SAGA_HD static inline double
 gbml_saga_loss_value(int loss, double p, float label)
 {
 	if (loss == GBML_SAGA_LOSS_LOGISTIC)
@@ -71,7 +78,7 @@ gbml_saga_loss_value(int loss, double p, float label)
  * y p > 0, else 1: exp never overflows, and the select is branch-free (the
  * sign of y p is random from row to row, a branch would mispredict).
  */
-static inline double
+GBML_SAGA_HD static inline double
 gbml_saga_loss_deriv(int loss, double p, float label)
 {
 	if (loss == GBML_SAGA_LOSS_LOGISTIC)
