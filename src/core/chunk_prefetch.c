@@ -12,7 +12,9 @@ struct gbml_chunk_prefetch
 	const gbml_dataset *ds;
 	gbml_env   *env;
 	float	   *buf[2];			/* stored chunks land here in turn */
-	int			next;			/* the chunk next() returns */
+	int		   *order;			/* chunks in the order to visit them (NULL: 0, 1, ...) */
+	int			n_visit;		/* how many chunks to visit */
+	int			next;			/* position in the visit order of the chunk next() returns */
 	int			handed;			/* buffer holding the chunk last returned (-1: none) */
 	/* the read in flight, if any */
 	bool		running;
@@ -43,6 +45,12 @@ largest_stored(const gbml_dataset *ds)
 gbml_chunk_prefetch *
 gbml_chunk_prefetch_open(const gbml_dataset *ds, gbml_env *env)
 {
+	return gbml_chunk_prefetch_open_order(ds, env, NULL, ds->n_chunks);
+}
+
+gbml_chunk_prefetch *
+gbml_chunk_prefetch_open_order(const gbml_dataset *ds, gbml_env *env, const int *order, int n)
+{
 	gbml_chunk_prefetch *p = gbml_alloc0(env, sizeof(gbml_chunk_prefetch));
 	size_t		floats = largest_stored(ds);
 
@@ -52,6 +60,27 @@ gbml_chunk_prefetch_open(const gbml_dataset *ds, gbml_env *env)
 	p->env = env;
 	p->handed = -1;
 	p->pending = -1;
+	p->n_visit = n;
+	if (order != NULL)
+	{
+		if ((p->order = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int))) == NULL)
+		{
+			gbml_free(env, p);
+			return NULL;
+		}
+		for (int i = 0; i < n; i++)
+		{
+			if (order[i] < 0 || order[i] >= ds->n_chunks)
+			{
+				gbml_error(env, GBML_EINVAL, "chunk reader: chunk %d out of range (%d chunks)", order[i],
+						   ds->n_chunks);
+				gbml_free(env, p->order);
+				gbml_free(env, p);
+				return NULL;
+			}
+			p->order[i] = order[i];
+		}
+	}
 	if (floats > 0)
 	{
 		p->buf[0] = gbml_alloc_array(env, floats, sizeof(float));
@@ -135,30 +164,38 @@ take_stored(gbml_chunk_prefetch *p, int index, const float **x)
 	return 1;
 }
 
+/* The chunk at position pos of the visit order. */
+static inline int
+visit(const gbml_chunk_prefetch *p, int pos)
+{
+	return p->order ? p->order[pos] : pos;
+}
+
 int
 gbml_chunk_prefetch_next(gbml_chunk_prefetch *p, const float **x, int64_t *n_rows, int *index)
 {
 	const gbml_dataset *ds = p->ds;
-	int			i = p->next;
+	int			i;
 	int			rc = 1;
 
-	if (i >= ds->n_chunks)
+	if (p->next >= p->n_visit)
 		return 0;
+	i = visit(p, p->next);
 	if (stored(ds, i))
 		rc = take_stored(p, i, x);
 	else
 		*x = ds->chunks[i]->x;
 	if (rc != 1)
 		return rc;
-	p->next = i + 1;
+	p->next++;
 	*n_rows = ds->chunks[i]->n_rows;
 	*index = i;
 	/* the next stored chunk, if the thread is free (a host chunk between needs no read) */
 	if (!p->running)
-		for (int j = i + 1; j < ds->n_chunks; j++)
-			if (stored(ds, j))
+		for (int pos = p->next; pos < p->n_visit; pos++)
+			if (stored(ds, visit(p, pos)))
 			{
-				start_read(p, j);
+				start_read(p, visit(p, pos));
 				break;
 			}
 	return 1;
@@ -172,5 +209,6 @@ gbml_chunk_prefetch_close(gbml_chunk_prefetch *p)
 	join_read(p);
 	gbml_free(p->env, p->buf[0]);
 	gbml_free(p->env, p->buf[1]);
+	gbml_free(p->env, p->order);
 	gbml_free(p->env, p);
 }

@@ -29,6 +29,13 @@ typedef struct gbml_chunk_prefetch gbml_chunk_prefetch;
 gbml_chunk_prefetch *gbml_chunk_prefetch_open(const gbml_dataset *ds, gbml_env *env);
 
 /*
+ * A reader of the chunks order[0 .. n) in that order (a chunk may come more
+ * than once; the order is copied): SAGA's shuffled epochs.
+ */
+gbml_chunk_prefetch *gbml_chunk_prefetch_open_order(const gbml_dataset *ds, gbml_env *env,
+													const int *order, int n);
+
+/*
  * The next chunk: returns 1 with *x (its features, valid until the next
  * call), *n_rows and *index set; 0 after the last chunk; a GBML_* code (< 0)
  * with env's error set when a read failed.

@@ -369,7 +369,13 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 			else
 				kept[n_kept++] = addr;
 		}
-	/* the held-out rows come to the host, in order, as a plain dataset */
+	/*
+	 * The held-out rows, in order: to temporary files of their own when
+	 * the rows are in files (the eval set is as big a share of the budget
+	 * as the training set), else to the host as a plain dataset.
+	 */
+	if (strcmp(ds->store->residence, "file") == 0)
+		gbml_dataset_stream_to(eval, ds->store_open, 0, false);
 	for (int64_t b = 0; b < n_held; b += FETCH_BATCH)
 	{
 		int64_t		m = n_held - b < FETCH_BATCH ? n_held - b : FETCH_BATCH;
@@ -394,6 +400,9 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 		}
 	}
 	if ((rc = keep_rows(ds, env, kept, n_kept)) != GBML_OK)
+		goto done;
+	/* the eval set's last chunk goes to its store too: trainers read it from there */
+	if (eval->store && (rc = seal(eval, env)) != GBML_OK)
 		goto done;
 	eval->group_state = ds->group_state;
 	if (ds->n_rows == 0)
