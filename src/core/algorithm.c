@@ -8,6 +8,7 @@
  * still links — the unit-test binary and the extension share this file.
  */
 #include "algorithm.h"
+#include "chunk_store_file.h"
 #include "backend.h"
 
 #include <math.h>
@@ -284,6 +285,60 @@ gbml_train(gbml_env *env, const gbml_parsed_params *params,
 	return gbml_train_report(env, params, ds, eval, model, model_len, NULL);
 }
 
+void
+gbml_plan_spill(const gbml_algorithm *algo, const gbml_env *env, gbml_dataset *ds)
+{
+	int64_t		budget_values = (int64_t) (env->memory_limit / sizeof(float));
+	int64_t		from;
+
+	if (!algo->reads_spilled_rows || env->temp_create == NULL || ds->store_open != NULL)
+		return;
+	if (algo->quantizes_rows)
+	{
+		from = GBML_SPILL_QUANTIZED_VALUES;
+		if (env->memory_limit > 0 && budget_values / 4 < from)
+			from = budget_values / 4;
+	}
+	else if (env->memory_limit > 0)
+		from = budget_values / 2;
+	else
+		return;
+	/*
+	 * Out of core a training holds about three chunks of features (the one
+	 * being filled or written, and the reader's two), so small budgets get
+	 * small chunks.  No trainer's result depends on the chunk layout.
+	 */
+	if (env->memory_limit > 0)
+		ds->chunk_bytes = env->memory_limit / 16 > 65536 ? env->memory_limit / 16 : 65536;
+	gbml_dataset_stream_to(ds, gbml_chunk_store_file_open, from, false);
+}
+
+/*
+ * "spilled_rows", "temp_written_mb", "temp_read_mb": what went through
+ * temporary files (the training set's and the eval set's), zeros when
+ * nothing did.  eval_split: eval was split from ds.
+ */
+static void
+report_spill(gbml_strbuf *report, const gbml_dataset *ds, const gbml_dataset *eval, bool eval_split)
+{
+	gbml_spill_stats total = {0},
+				one;
+	const gbml_dataset *sets[2] = {ds, eval};
+
+	for (int i = 0; i < 2; i++)
+		if (sets[i] && gbml_chunk_store_file_stats(sets[i]->store, &one))
+		{
+			/* rows held out of a spilled training set were counted when it spilled */
+			if (i == 0 || !eval_split)
+				total.rows_spilled += one.rows_spilled;
+			total.bytes_written += one.bytes_written;
+			total.bytes_read += one.bytes_read;
+		}
+	gbml_sb_printf(report, "\"spilled_rows\":%lld,\"temp_written_mb\":%.1f,\"temp_read_mb\":%.1f,",
+				   (long long) total.rows_spilled, (double) total.bytes_written / 1048576.0,
+				   (double) total.bytes_read / 1048576.0);
+}
+
 int
 gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 				  gbml_dataset *ds, gbml_dataset *eval,
@@ -391,8 +446,10 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 				gbml_sb_printf(report, ",");
 			}
 			gbml_sb_printf(report, "\"threads\":%d,\"prepare_seconds\":%.6f,\"train_seconds\":%.6f,"
-						   "\"peak_memory_mb\":%.1f,\"timings\":",
+						   "\"peak_memory_mb\":%.1f,",
 						   env->threads, t_prep, gbml_now() - t0 - t_prep, (double) env->memory_peak / 1048576.0);
+			report_spill(report, ds, eval, own_eval);
+			gbml_sb_printf(report, "\"timings\":");
 			if (timings.len)
 				gbml_sb_append(report, timings.data, timings.len);
 			else

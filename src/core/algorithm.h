@@ -66,6 +66,14 @@ typedef struct gbml_algorithm
 	bool		gpu_streams;
 	/* The trainer has a hybrid mode (device "hybrid"); without one, "hybrid" means "gpu". */
 	bool		hybrid_trains;
+	/* The trainer reads rows kept in temporary files (chunk_prefetch.h): its datasets may spill. */
+	bool		reads_spilled_rows;
+	/*
+	 * The trainer needs the float features only until it has quantized them
+	 * (boosting keeps bins): its rows go to temporary files early, whatever
+	 * the budget, so the floats never take host memory (gbml_plan_spill).
+	 */
+	bool		quantizes_rows;
 
 	/* Optional: input flags from parsed params (e.g. label needed only for some losses). */
 	unsigned	(*input_flags_fn) (const void *params);
@@ -90,6 +98,18 @@ typedef struct gbml_algorithm
 	/* Optional: per-feature importance into out[n_features] (non-negative, sums to 1 or all 0). */
 	int			(*importance) (const void *handle, double *out);
 } gbml_algorithm;
+
+/*
+ * Makes ds spill its rows to temporary files (chunk_store_file.h) during the
+ * scan when they would take too much host memory: for a trainer that
+ * quantizes, past GBML_SPILL_QUANTIZED_VALUES features (or a quarter of the
+ * budget, if smaller); for the others, past half of env's memory budget
+ * (never with an unlimited budget).  No-op without temporary files (env's
+ * hooks) or when ds already streams elsewhere (the GPU).  Call before the
+ * first row.
+ */
+#define GBML_SPILL_QUANTIZED_VALUES ((int64_t) 8 << 20)
+void		gbml_plan_spill(const gbml_algorithm *algo, const gbml_env *env, gbml_dataset *ds);
 
 /* Scales non-negative scores to shares that sum to 1 (all 0 when the total is 0 or not finite). */
 void		gbml_importance_normalize(double *out, int n);

@@ -8,6 +8,8 @@
  * thread (the file store) the next stored chunk is read on a helper thread
  * (pthread, signals blocked, no call into env or PostgreSQL) while the
  * caller works on the one it was given; otherwise it is read when asked.
+ * The same holds for runs of rows that are not whole chunks (the range
+ * reader below).
  *
  *     gbml_chunk_prefetch *p = gbml_chunk_prefetch_open(ds, env);
  *     while ((rc = gbml_chunk_prefetch_next(p, &x, &rows, &index)) > 0)
@@ -34,6 +36,17 @@ gbml_chunk_prefetch *gbml_chunk_prefetch_open(const gbml_dataset *ds, gbml_env *
  */
 gbml_chunk_prefetch *gbml_chunk_prefetch_open_order(const gbml_dataset *ds, gbml_env *env,
 													const int *order, int n);
+
+/*
+ * A reader of row ranges: visit i is rows [start[i], start[i] + rows[i]) in
+ * the dataset's order, which may span chunks (next() reports i as the
+ * index).  A range inside one host chunk is handed over in place; any other
+ * is assembled in a buffer (stored parts read with the store's read_rows),
+ * the next one read ahead.  For a trainer whose visiting order must not
+ * depend on the chunk layout (chunks shrink with the memory budget).
+ */
+gbml_chunk_prefetch *gbml_chunk_prefetch_open_ranges(const gbml_dataset *ds, gbml_env *env,
+													 const int64_t *start, const int64_t *rows, int n);
 
 /*
  * The next chunk: returns 1 with *x (its features, valid until the next

@@ -405,9 +405,12 @@ gbml_dataset_append(gbml_dataset *ds, gbml_env *env, const gbml_row *row, bool r
 		size_t		row_bytes = (size_t) row->n_features * sizeof(float);
 
 		ds->n_features = row->n_features;
-		if (row_bytes * (size_t) ds->chunk_rows > TARGET_CHUNK_BYTES)
+		size_t		target = ds->chunk_bytes > 0 && ds->chunk_bytes < TARGET_CHUNK_BYTES ?
+			ds->chunk_bytes : TARGET_CHUNK_BYTES;
+
+		if (row_bytes * (size_t) ds->chunk_rows > target)
 		{
-			ds->chunk_rows = (int64_t) (TARGET_CHUNK_BYTES / row_bytes);
+			ds->chunk_rows = (int64_t) (target / row_bytes);
 			if (ds->chunk_rows < 16)
 				ds->chunk_rows = 16;
 		}
@@ -1035,6 +1038,8 @@ split_eval_host(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t 
 	int			rc;
 
 	gbml_dataset_init(eval, ds->allow_missing);
+	eval->chunk_rows = ds->chunk_rows;
+	eval->chunk_bytes = ds->chunk_bytes;
 	for (int c = 0; c < ds->n_chunks; c++)
 	{
 		gbml_chunk *ch = ds->chunks[c];

@@ -65,6 +65,8 @@ struct gbml_chunk_store
 	int			(*fetch) (gbml_chunk_store *s, const int64_t *src, int64_t n, float *out);
 	/* Copies stored chunk `index` (all its rows) into out; any thread when read_any_thread. */
 	int			(*read_chunk) (gbml_chunk_store *s, int index, float *out);
+	/* Copies rows [first, first + n) of stored chunk `index` into out; optional (NULL: whole chunks only). */
+	int			(*read_rows) (gbml_chunk_store *s, int index, int64_t first, int64_t n, float *out);
 	/* Whether the last failure was the store's budget (room), not an error. */
 	bool		(*out_of_room) (gbml_chunk_store *s);
 	/* Keeps only the rows src[0..n), in that order: chunks of first_rows, then chunk_rows rows. */
@@ -84,6 +86,7 @@ typedef struct gbml_dataset
 	int			n_features;		/* 0 until the first row */
 	int64_t		n_rows;
 	int64_t		chunk_rows;		/* maximum rows per chunk */
+	size_t		chunk_bytes;	/* features per chunk at most (0: 64 MB), for small budgets; set before the first row */
 	int			n_chunks;
 	int			chunks_cap;
 	gbml_chunk **chunks;
@@ -146,6 +149,14 @@ void		gbml_dataset_stop_prefault(gbml_dataset *ds);
  */
 void		gbml_dataset_stream_to(gbml_dataset *ds, gbml_chunk_store *(*open) (gbml_env *env),
 								   int64_t from_values, bool fallback);
+
+/*
+ * Destroys a temporary-file store (its file goes), for the MemoryContext
+ * reset callback that frees the dataset's memory after an ERROR; other
+ * residences have their own cleanup.  The dataset's chunks must not be
+ * used afterwards.
+ */
+void		gbml_dataset_close_files(gbml_dataset *ds);
 
 /* The store's last failure as env's error: "what (rows in temporary files): why"; returns the code. */
 int			gbml_dataset_store_error(const gbml_dataset *ds, gbml_env *env, const char *what);

@@ -50,6 +50,22 @@ meta_chunk_alloc(gbml_env *env, int64_t capacity)
 static int	stop_streaming(gbml_dataset *ds, gbml_env *env);
 
 /*
+ * A progress report (and cancel check) per chunk written: a scan that
+ * spills can write gigabytes, so a cancel must not wait for its end.
+ */
+static int
+stored_progress(const gbml_dataset *ds, gbml_env *env)
+{
+	gbml_progress_info info = {.phase = "collect (rows to temporary files)",.iteration = ds->n_chunks};
+
+	if (strcmp(ds->store->residence, "file") != 0)
+		return GBML_OK;
+	if (gbml_progress(env, &info))
+		return gbml_error(env, GBML_ECANCELLED, "canceled while writing rows to %s", ds->store->where);
+	return GBML_OK;
+}
+
+/*
  * Hands chunk c's features (still in a store buffer) to the store, after
  * hashing its rows for the canonical order (in parallel: the host path
  * hashes in gbml_dataset_canonicalize, in parallel over chunks).
@@ -74,7 +90,7 @@ store_chunk(gbml_dataset *ds, gbml_chunk *c, gbml_env *env)
 		gbml_free(env, c->x);	/* dataset.c's own memory: put copied it before returning */
 	c->x = NULL;
 	c->x_from_store = false;
-	return GBML_OK;
+	return stored_progress(ds, env);
 }
 
 /* Every chunk's features in the store (the last one may still be in a buffer). */
@@ -342,17 +358,22 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 				n_held = 0;
 	int64_t    *kept,
 			   *held;
+	int64_t		batch;
 	float	   *rows = NULL;
 	int			rc;
 
 	gbml_dataset_init(eval, ds->allow_missing);
+	eval->chunk_rows = ds->chunk_rows;
+	eval->chunk_bytes = ds->chunk_bytes;
 	if ((rc = seal(ds, env)) != GBML_OK)
 		return rc;
 	if (ds->store == NULL)
 		return gbml_dataset_split_eval(ds, eval, fraction, seed, env);	/* back on the host */
 	kept = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
 	held = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
-	rows = gbml_alloc_array(env, (size_t) FETCH_BATCH * (size_t) ds->n_features, sizeof(float));
+	/* no more rows at a time than a chunk: a small budget has small chunks */
+	batch = ds->chunk_rows < FETCH_BATCH ? ds->chunk_rows : FETCH_BATCH;
+	rows = gbml_alloc_array(env, (size_t) batch * (size_t) ds->n_features, sizeof(float));
 	if (kept == NULL || held == NULL || rows == NULL)
 	{
 		rc = env->error_code;
@@ -376,9 +397,9 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 	 */
 	if (strcmp(ds->store->residence, "file") == 0)
 		gbml_dataset_stream_to(eval, ds->store_open, 0, false);
-	for (int64_t b = 0; b < n_held; b += FETCH_BATCH)
+	for (int64_t b = 0; b < n_held; b += batch)
 	{
-		int64_t		m = n_held - b < FETCH_BATCH ? n_held - b : FETCH_BATCH;
+		int64_t		m = n_held - b < batch ? n_held - b : batch;
 
 		if (ds->store->fetch(ds->store, held + b, m, rows) != 0)
 		{
@@ -421,6 +442,16 @@ gbml_ds_stored_free(gbml_dataset *ds, gbml_env *env)
 	if (ds->store)
 		ds->store->destroy(ds->store);
 	ds->store = NULL;
+}
+
+void
+gbml_dataset_close_files(gbml_dataset *ds)
+{
+	if (ds->store && strcmp(ds->store->residence, "file") == 0)
+	{
+		ds->store->destroy(ds->store);
+		ds->store = NULL;
+	}
 }
 
 void

@@ -7,6 +7,7 @@
  * training long enough to cancel.
  */
 #include "algorithm.h"
+#include "chunk_prefetch.h"
 #include "backend.h"
 
 #include <math.h>
@@ -32,7 +33,7 @@ typedef struct mean_model
 	double	   *feature_means;
 } mean_model;
 
-/* Weighted label mean and feature sums of one pass; chunk by chunk. */
+/* Weighted label mean and feature sums of one pass; chunk by chunk, wherever the chunks live. */
 static int
 mean_pass(const gbml_dataset *ds, gbml_env *env, double *label_mean, double *feature_means,
 		  int64_t pass, int64_t passes)
@@ -40,9 +41,17 @@ mean_pass(const gbml_dataset *ds, gbml_env *env, double *label_mean, double *fea
 	double		wsum = 0,
 				lsum = 0;
 	int			d = ds->n_features;
+	gbml_chunk_prefetch *reader = gbml_chunk_prefetch_open(ds, env);
+	const float *x;
+	int64_t		rows;
+	int			c,
+				got,
+				rc = GBML_OK;
 
+	if (reader == NULL)
+		return env->error_code;
 	memset(feature_means, 0, sizeof(double) * d);
-	for (int c = 0; c < ds->n_chunks; c++)
+	while ((got = gbml_chunk_prefetch_next(reader, &x, &rows, &c)) == 1)
 	{
 		const gbml_chunk *ch = ds->chunks[c];
 		gbml_progress_info info = {"train", pass, passes, NULL, 0};
@@ -54,14 +63,25 @@ mean_pass(const gbml_dataset *ds, gbml_env *env, double *label_mean, double *fea
 		}
 		if (env->device == GBML_DEVICE_GPU && env->gpu && env->gpu->column_sums)
 		{
-			if (env->gpu->column_sums(env->gpu_id, ch->x, ch->n_rows, d, feature_means) != 0)
-				return gbml_error(env, GBML_EDEVICE, "GPU column sums failed: %s", env->gpu->last_error());
+			if (env->gpu->column_sums(env->gpu_id, x, rows, d, feature_means) != 0)
+			{
+				rc = gbml_error(env, GBML_EDEVICE, "GPU column sums failed: %s", env->gpu->last_error());
+				break;
+			}
 		}
 		else
-			gbml_cpu_column_sums(ch->x, ch->n_rows, d, feature_means);
+			gbml_cpu_column_sums(x, rows, d, feature_means);
 		if (gbml_progress(env, &info))
-			return gbml_error(env, GBML_ECANCELLED, "canceled");
+		{
+			rc = gbml_error(env, GBML_ECANCELLED, "canceled");
+			break;
+		}
 	}
+	gbml_chunk_prefetch_close(reader);
+	if (got < 0)
+		return got;
+	if (rc != GBML_OK)
+		return rc;
 	*label_mean = wsum > 0 ? lsum / wsum : 0;
 	for (int j = 0; j < d; j++)
 		feature_means[j] /= (double) ds->n_rows;
@@ -207,6 +227,7 @@ const gbml_algorithm gbml_algorithm_mean = {
 	.input_flags = GBML_INPUT_LABEL,
 	.outputs = GBML_OUT_SCORE,
 	.gpu_trains = true,
+	.reads_spilled_rows = true,
 	.train = mean_train,
 	.load = mean_load,
 	.unload = mean_unload,

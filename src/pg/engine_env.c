@@ -351,7 +351,7 @@ gbml_env_configure(gbml_env *env, const gbml_common_params *common, const char *
 }
 
 void
-gbml_stream_if_gpu(gbml_env *env, const gbml_algorithm *algo, gbml_dataset *ds, bool partial)
+gbml_stream_setup(gbml_env *env, const gbml_algorithm *algo, gbml_dataset *ds, bool partial)
 {
 	/*
 	 * "gpu": stream once the first chunk is full; over the budget is an
@@ -363,6 +363,13 @@ gbml_stream_if_gpu(gbml_env *env, const gbml_algorithm *algo, gbml_dataset *ds, 
 		env->gpu != NULL && env->gpu->chunk_put != NULL)
 		gbml_dataset_stream_to(ds, gbml_chunk_store_gpu_open,
 							   env->device_auto ? GBML_BOOST_GPU_AUTO_MIN_BYTES : 0, env->device_auto);
+	/*
+	 * Otherwise past the memory budget (or, for boosting, early) the rows
+	 * go to temporary files.  A parallel plan's partial states do not: they
+	 * are serialized to the leader, and a file cannot travel.
+	 */
+	else if (!partial)
+		gbml_plan_spill(algo, env, ds);
 }
 
 void
@@ -413,10 +420,15 @@ gbml_raise(gbml_env *env, int rc, const char *what)
 	pg_unreachable();
 }
 
+/*
+ * The dataset's memory goes: stop its pre-faulting thread, and close its
+ * temporary file (after an abort, tempfile.c knows PostgreSQL closed it).
+ */
 static void
-stop_prefault_callback(void *arg)
+dataset_reset_callback(void *arg)
 {
 	gbml_dataset_stop_prefault((gbml_dataset *) arg);
+	gbml_dataset_close_files((gbml_dataset *) arg);
 }
 
 void
@@ -424,7 +436,7 @@ gbml_dataset_guard(MemoryContext mcxt, gbml_dataset *ds)
 {
 	MemoryContextCallback *cb = MemoryContextAllocZero(mcxt, sizeof(MemoryContextCallback));
 
-	cb->func = stop_prefault_callback;
+	cb->func = dataset_reset_callback;
 	cb->arg = ds;
 	MemoryContextRegisterResetCallback(mcxt, cb);
 }

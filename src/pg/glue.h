@@ -47,12 +47,13 @@ void		gbml_env_bind_temp_files(gbml_env *env, MemoryContext mcxt);
 void		gbml_env_configure(gbml_env *env, const gbml_common_params *common, const char *algorithm);
 
 /*
- * Makes ds stream its rows to the GPU during the scan when the training will
- * run there: device "gpu" (auto decides only after the scan), an algorithm
- * that trains from streamed rows, and not a parallel plan's partial state
- * (those are serialized to the leader).
+ * Where ds's rows go as they stream in: to the GPU when the training will
+ * run there (device "gpu"; auto decides only after the scan) and the
+ * algorithm trains from streamed rows; else to temporary files past the
+ * memory budget (gbml_plan_spill).  Neither for a parallel plan's partial
+ * state (serialized to the leader).
  */
-void		gbml_stream_if_gpu(gbml_env *env, const gbml_algorithm *algo, gbml_dataset *ds, bool partial);
+void		gbml_stream_setup(gbml_env *env, const gbml_algorithm *algo, gbml_dataset *ds, bool partial);
 
 /*
  * Makes sure a dataset's helper thread (pre-faulting) has stopped before

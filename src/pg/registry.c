@@ -237,7 +237,8 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 	gbml_dataset_init(eval, (flags & GBML_INPUT_MISSING) != 0);
 	gbml_dataset_guard(train_mcxt, ds);
 	gbml_dataset_guard(train_mcxt, eval);
-	gbml_stream_if_gpu(&env, algo, ds, false);
+	gbml_stream_setup(&env, algo, ds, false);
+	gbml_plan_spill(algo, &env, eval);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

@@ -23,18 +23,27 @@
  * OpenTransientFile raise theirs (out of descriptors, no temporary
  * directory) before they register anything.
  *
- * Not yet handled (phase 2 of issue 12 wires the first caller): at abort
- * PostgreSQL closes the file and the read descriptor (AtEOXact_Files)
- * before the training's memory context is reset, so a store destroyed
- * from a reset callback must not close them again; the hooks need a
- * transaction (and subtransaction) callback that marks their files gone.
+ * At abort PostgreSQL closes the file (its resource owner) and the read
+ * descriptor (AtEOXact_Files, AtEOSubXact_Files) before the training's
+ * memory context is reset, and the reset callback that then destroys the
+ * store (gbml_dataset_guard) must not close them again: a descriptor number
+ * may already belong to someone else.  So every open file is on a list, in
+ * TopMemoryContext, that a transaction and subtransaction callback walks at
+ * abort, marking the files of the aborting (sub)transaction gone; closing a
+ * gone file only frees its entry.  Subtransaction ids grow monotonically and
+ * PostgreSQL hands a committed subtransaction's files to its parent, so the
+ * files an abort of subtransaction S closes are the ones created in S or
+ * later (while S is open, every later subtransaction is inside it).
  */
 #include "glue.h"
 
 #include <fcntl.h>
 #include <limits.h>
 
+#include "access/xact.h"
+#include "lib/ilist.h"
 #include "storage/fd.h"
+#include "utils/memutils.h"
 #include "utils/wait_event.h"
 
 /* FileWrite takes an int: writes go in pieces of at most this */
@@ -44,7 +53,48 @@ typedef struct pg_temp_file
 {
 	File		file;			/* the temporary file (writes, deletion, accounting) */
 	int			fd;				/* a read-only descriptor of it, for pread on any thread */
+	SubTransactionId subid;		/* the subtransaction that made it */
+	bool		gone;			/* an abort closed both: nothing left to close */
+	dlist_node	node;			/* on open_files while not gone */
 } pg_temp_file;
+
+/* The files open in this backend, newest last. */
+static dlist_head open_files = DLIST_STATIC_INIT(open_files);
+static bool callbacks_registered = false;
+
+/* Marks gone (and unlists) the open files made in subtransaction `from` or later. */
+static void
+forget_files_from(SubTransactionId from)
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &open_files)
+	{
+		pg_temp_file *t = dlist_container(pg_temp_file, node, it.cur);
+
+		if (t->subid >= from)
+		{
+			t->gone = true;
+			t->file = -1;
+			t->fd = -1;
+			dlist_delete(&t->node);
+		}
+	}
+}
+
+static void
+on_xact_event(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		forget_files_from(InvalidSubTransactionId);
+}
+
+static void
+on_subxact_event(SubXactEvent event, SubTransactionId mySubid, SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		forget_files_from(mySubid);
+}
 
 /*
  * In a PG_CATCH block: the ERROR as a message and an engine code (the
@@ -100,18 +150,29 @@ open_temp(pg_temp_file *t, char *msg, size_t msg_len)
 static void *
 pg_temp_create(void *ctx, int *read_fd, char *msg, size_t msg_len)
 {
-	pg_temp_file *t = MemoryContextAllocExtended((MemoryContext) ctx, sizeof(pg_temp_file), MCXT_ALLOC_NO_OOM);
+	/* TopMemoryContext: the entry must outlive an abort that frees ctx's memory before the close */
+	pg_temp_file *t = MemoryContextAllocExtended(TopMemoryContext, sizeof(pg_temp_file),
+												 MCXT_ALLOC_NO_OOM | MCXT_ALLOC_ZERO);
 
+	(void) ctx;
 	if (t == NULL)
 	{
 		snprintf(msg, msg_len, "out of memory for a temporary file");
 		return NULL;
+	}
+	if (!callbacks_registered)
+	{
+		RegisterXactCallback(on_xact_event, NULL);
+		RegisterSubXactCallback(on_subxact_event, NULL);
+		callbacks_registered = true;
 	}
 	if (open_temp(t, msg, msg_len) != GBML_OK)
 	{
 		pfree(t);
 		return NULL;
 	}
+	t->subid = GetCurrentSubTransactionId();
+	dlist_push_tail(&open_files, &t->node);
 	*read_fd = t->fd;
 	return t;
 }
@@ -148,6 +209,12 @@ pg_temp_write(void *ctx, void *handle, const void *buf, size_t len, uint64_t off
 	pg_temp_file *t = handle;
 	const char *p = buf;
 
+	if (t->gone)
+	{
+		snprintf(msg, msg_len, "the temporary file was closed by an aborted transaction");
+		return GBML_EIO;
+	}
+
 	while (len > 0)
 	{
 		int			piece = len < WRITE_PIECE ? (int) len : WRITE_PIECE;
@@ -162,14 +229,22 @@ pg_temp_write(void *ctx, void *handle, const void *buf, size_t len, uint64_t off
 	return GBML_OK;
 }
 
-/* The read descriptor first: FileClose deletes the file and reports its size to the statistics. */
+/*
+ * The read descriptor first: FileClose deletes the file and reports its size
+ * to the statistics.  A file an abort closed is only forgotten.
+ */
 static void
 pg_temp_close(void *ctx, void *handle)
 {
 	pg_temp_file *t = handle;
 
-	CloseTransientFile(t->fd);
-	FileClose(t->file);
+	(void) ctx;
+	if (!t->gone)
+	{
+		dlist_delete(&t->node);
+		CloseTransientFile(t->fd);
+		FileClose(t->file);
+	}
 	pfree(t);
 }
 

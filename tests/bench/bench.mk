@@ -30,3 +30,8 @@ tests/bench/bin/bench_%: tests/bench/bench_%.c tests/bench/bench_util.c tests/be
 		$(CORE_SOURCES) $(wildcard src/core/*.h) core_sources.mk tests/bench/bench.mk
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $< tests/bench/bench_util.c $(CORE_SOURCES) $(BENCH_LIBS)
+
+# The synthetic-rows generator of spill_bench.sh (a binary COPY stream; no engine code).
+tests/bench/bin/gen_rows: tests/bench/gen_rows.c tests/bench/bench.mk
+	@mkdir -p tests/bench/bin
+	$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -o $@ $< -lm

@@ -9,6 +9,9 @@
  *   2. trains a scoring model (score_trees trees on the first
  *      score_train_rows rows) and scores every row: the batch scorer with 1
  *      and `threads` threads, and the single-row scorer (the SQL path).
+ * --spill 1 plans the dataset as the server does (gbml_plan_spill: the float
+ * features go to temporary files, boosting keeps only bins) and the run
+ * prints the peak engine memory and a hash of the model bytes to compare.
  * Results are printed as "RESULT key value" lines; the train report as
  * "REPORT {json}".
  */
@@ -33,9 +36,12 @@ record_progress(void *ctx, const gbml_progress_info *info)
 }
 
 static int
-load_dataset(gbml_dataset *ds, gbml_env *env, const float *x, const float *y, int64_t n, int64_t d)
+load_dataset(gbml_dataset *ds, gbml_env *env, const float *x, const float *y, int64_t n, int64_t d,
+			 bool spill)
 {
 	gbml_dataset_init(ds, true);
+	if (spill)
+		gbml_plan_spill(&gbml_algorithm_boost, env, ds);	/* as the server does: floats to files */
 	for (int64_t i = 0; i < n; i++)
 	{
 		gbml_row	row = {.x = x + i * d,.n_features = (int) d,.label = y[i],
@@ -87,6 +93,7 @@ main(int argc, char **argv)
 				score_trees = 500,
 				score_train_rows = 100000,
 				repeat = 3;
+	int			spill = 0;
 	FILE	   *fp;
 	int64_t		n,
 				d;
@@ -119,6 +126,8 @@ main(int argc, char **argv)
 			score_train_rows = atoll(argv[i + 1]);
 		else if (strcmp(argv[i], "--repeat") == 0)
 			repeat = atoll(argv[i + 1]);
+		else if (strcmp(argv[i], "--spill") == 0)
+			spill = atoi(argv[i + 1]);
 		else
 		{
 			fprintf(stderr, "unknown option %s\n", argv[i]);
@@ -128,7 +137,7 @@ main(int argc, char **argv)
 	if (path == NULL || (fp = fopen(path, "rb")) == NULL)
 	{
 		fprintf(stderr, "usage: bench_boost --data FILE [--threads 2 --trees 100 --depth 6 --borders 32 "
-				"--score-trees 500 --score-train-rows 100000 --repeat 3]\n");
+				"--score-trees 500 --score-train-rows 100000 --repeat 3 --spill 0|1]\n");
 		return 2;
 	}
 	if (fread(&n, 8, 1, fp) != 1 || fread(&d, 8, 1, fp) != 1 || n <= 0 || d <= 0)
@@ -147,7 +156,9 @@ main(int argc, char **argv)
 	gbml_env_init_malloc(&env, threads);
 	if (trees > 0)
 	{
-		if ((rc = load_dataset(&ds, &env, x, y, n, d)) != GBML_OK)
+		double		t_load = gbml_now();
+
+		if ((rc = load_dataset(&ds, &env, x, y, n, d, spill != 0)) != GBML_OK)
 		{
 			fprintf(stderr, "load: %s\n", env.error);
 			return 1;
@@ -167,6 +178,15 @@ main(int argc, char **argv)
 		gbml_sb_append(&report, "", 1);
 		printf("REPORT %s\n", report.data);
 		printf("RESULT train_seconds %.6f\n", t_train);
+		printf("RESULT load_seconds %.6f\n", t0 - t_load);
+		printf("RESULT peak_memory_mb %.1f\n", (double) env.memory_peak / 1048576.0);
+		{
+			uint64_t	h = 1469598103934665603ULL;	/* FNV-1a of the model bytes */
+
+			for (size_t i = 0; i < len; i++)
+				h = (h ^ model[i]) * 1099511628211ULL;
+			printf("RESULT model_fnv %016llx\n", (unsigned long long) h);
+		}
 		{
 			double	   *dt = malloc(sizeof(double) * trees);
 			int64_t		m = 0;
@@ -218,7 +238,7 @@ main(int argc, char **argv)
 					check = 0;
 		int64_t		m = score_train_rows < n ? score_train_rows : n;
 
-		if ((rc = load_dataset(&ds, &env, x, y, m, d)) != GBML_OK)
+		if ((rc = load_dataset(&ds, &env, x, y, m, d, false)) != GBML_OK)
 			return 1;
 		gbml_sb_init(&report, &env);
 		if ((rc = train(&env, &ds, score_trees, depth, borders, &model, &len, &report)) != GBML_OK)

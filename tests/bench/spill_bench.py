@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""tests/bench/spill_bench.py — the measuring half of spill_bench.sh (run by
+it, inside its throwaway cluster, with the table t loaded): each trainer in
+memory and past its budget, figures from the run report, same model bytes."""
+import json, os, subprocess, time
+env = os.environ
+N, D, LIMIT, BIG = int(env["N"]), int(env["D"]), env["LIMIT"], env["BIG"]
+fits = {
+    "boost": "gbml.boost_fit(f, relevance, query, %s)",
+    "kmeans": "gbml.kmeans_fit(f, " + env["KM_K"] + ", %s)",
+    "saga": "gbml.saga_fit(f, clicked, %s)",
+}
+params = {
+    "boost": {"iterations": int(env["BOOST_ITERS"]), "depth": 6},
+    "kmeans": {"max_iter": int(env["KM_ITERS"]), "random_seed": 3, "min_frac_changed": 0, "tol": 0},
+    "saga": {"loss": "logistic", "alpha": 1e-4, "max_iter": int(env["SAGA_EPOCHS"]), "tol": 0},
+}
+def run(trainer, limit):
+    p = dict(params[trainer])
+    if limit is not None:
+        p["memory_limit_mb"] = float(limit)
+    sql = ("SELECT md5(m) FROM (SELECT " + fits[trainer] % ("'" + json.dumps(p) + "'") + " AS m FROM t) s;"
+           " SELECT gbml.last_training_report();")
+    t = time.perf_counter()
+    out = subprocess.run(["psql", "-X", "-At", "-c", sql], check=True, capture_output=True, text=True).stdout
+    wall = time.perf_counter() - t
+    lines = out.strip().splitlines()
+    rep = json.loads(lines[-1])
+    return {"wall": wall, "md5": lines[0], "prepare": rep["prepare_seconds"], "train": rep["train_seconds"],
+            "peak": rep["peak_memory_mb"], "spilled": rep.get("spilled_rows", 0),
+            "wrote": rep.get("temp_written_mb", 0), "read": rep.get("temp_read_mb", 0)}
+print(f"\n{N:,} rows x {D} features = {N * D * 4 / 2**20:,.0f} MB of float features")
+hdr = f"{'trainer':8} {'run':22} {'wall s':>8} {'prep s':>7} {'train s':>8} {'peak MB':>8} {'rows spilled':>13} {'temp W MB':>10} {'temp R MB':>10}"
+print(hdr); print("-" * len(hdr))
+for trainer in env["TRAINERS"].split():
+    runs = [("default gbml.memory_limit", None)] if env["ONLY_DEFAULT"] == "1" else \
+           [(f"in memory ({BIG} MB)", BIG), (f"spilled ({LIMIT} MB)", LIMIT)]
+    res = []
+    for name, limit in runs:
+        r = run(trainer, limit)
+        res.append(r)
+        print(f"{trainer:8} {name:22} {r['wall']:8.1f} {r['prepare']:7.1f} {r['train']:8.1f} {r['peak']:8.1f} "
+              f"{r['spilled']:13,} {r['wrote']:10.0f} {r['read']:10.0f}", flush=True)
+    if len(res) == 2:
+        print(f"{trainer:8} same model bytes: {res[0]['md5'] == res[1]['md5']}; "
+              f"spilled / in-memory wall time: {res[1]['wall'] / res[0]['wall']:.2f}", flush=True)
