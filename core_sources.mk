@@ -28,6 +28,7 @@ CORE_SOURCES = \
 	src/core/kmeans_device.c \
 	src/core/kmeans_balance.c \
 	src/core/kmeans_model.c \
+	src/core/kmeans_walk.c \
 	src/core/saga.c \
 	src/core/saga_gpu.c \
 	src/core/saga_kernels.c
@@ -42,5 +43,6 @@ UNIT_TEST_SOURCES = \
 	tests/unit/test_boost_fast.c \
 	tests/unit/test_kmeans.c \
 	tests/unit/test_kmeans_exact.c \
+	tests/unit/test_kmeans_spill.c \
 	tests/unit/test_saga.c \
 	tests/unit/test_chunk_store_file.c

@@ -12,6 +12,12 @@
  * the CPU, on the GPU (device 'gpu'), or split between them (device
  * 'hybrid': kmeans_device.c and kmeans_balance.c).
  *
+ * The features may be in host memory or in the dataset's chunk store
+ * (temporary files, for a table past the memory budget): every pass over
+ * the rows walks the chunks through kmeans_walk.c, which reads stored ones
+ * back in turn, and single rows (init, relocation) are fetched by index.
+ * A stored dataset gives the bytes the same rows give in memory.
+ *
  * The iteration and its stop rules follow scikit-learn's Lloyd so the two can
  * be compared on the same initial centroids: labels unchanged ->
  * "converged"; fraction of rows that changed cluster <= min_frac_changed
@@ -24,6 +30,7 @@
 #include "rng.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #define KM_TASK_ROWS 512
@@ -122,6 +129,8 @@ km_work_free(km_work *w)
 	gbml_free(env, w->rows_before);
 	gbml_free(env, w->block_ids);
 	gbml_free(env, w->chunk_start);
+	gbml_free(env, w->chunk_task);
+	km_walk_free(w);
 	km_free_chunks(w, (void **) w->labels);
 	km_free_chunks(w, (void **) w->xnorm2);
 	km_free_chunks(w, (void **) w->scale);
@@ -141,33 +150,13 @@ km_work_free(km_work *w)
 	gbml_free(env, w->cnorm);
 	gbml_free(env, w->cnorm_d);
 	gbml_free(env, w->cand);
+	gbml_free(env, w->cand_rows);
 	gbml_free(env, w->task_pot);
 	gbml_free(env, w->block_pot);
 	gbml_free(env, w->cur_pot);
 	gbml_free(env, w->row_scratch);
 	gbml_free(env, w->label_scratch);
 	memset(w, 0, sizeof(*w));
-}
-
-/* Global row index -> chunk and row. */
-static const float *
-km_row(const km_work *w, int64_t g, int *chunk_out, int64_t *row_out)
-{
-	int			lo = 0,
-				hi = w->ds->n_chunks - 1;
-
-	while (lo < hi)
-	{
-		int			mid = (lo + hi + 1) / 2;
-
-		if (w->chunk_start[mid] <= g)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	*chunk_out = lo;
-	*row_out = g - w->chunk_start[lo];
-	return gbml_dataset_row(w->ds, lo, *row_out);
 }
 
 /* The block holding global row g. */
@@ -241,7 +230,8 @@ km_plan(km_work *w)
 	tasks_per_block = (int) (block_rows / task_rows);
 
 	w->chunk_start = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t));
-	if (w->chunk_start == NULL)
+	w->chunk_task = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int));
+	if (w->chunk_start == NULL || w->chunk_task == NULL)
 		return env->error_code;
 	w->ntasks = w->nblocks = 0;
 	for (int c = 0; c < ds->n_chunks; c++)
@@ -249,11 +239,13 @@ km_plan(km_work *w)
 		int			tc = (int) ((ds->chunks[c]->n_rows + task_rows - 1) / task_rows);
 
 		w->chunk_start[c] = g;
+		w->chunk_task[c] = w->ntasks;
 		g += ds->chunks[c]->n_rows;
 		w->ntasks += tc;
 		w->nblocks += (tc + tasks_per_block - 1) / tasks_per_block;
 	}
 	w->chunk_start[ds->n_chunks] = g;
+	w->chunk_task[ds->n_chunks] = w->ntasks;
 	w->tasks = gbml_alloc_array(env, (size_t) w->ntasks, sizeof(km_task));
 	w->blocks = gbml_alloc_array(env, (size_t) w->nblocks, sizeof(km_block));
 	w->rows_before = gbml_alloc_array(env, (size_t) w->nblocks + 1, sizeof(int64_t));
@@ -294,6 +286,25 @@ km_plan(km_work *w)
 	return GBML_OK;
 }
 
+/* Row norms (and inverse norms for the spherical mode) of tasks [first, end). */
+static int
+km_norm_tasks(km_work *w, int first, int end, void *arg)
+{
+	(void) arg;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(km_threads_for(w, (double) km_task_rows(w, first, end) * w->d))
+	for (int ti = first; ti < end; ti++)
+	{
+		const km_task *tk = &w->tasks[ti];
+		double	   *xn = w->xnorm2[tk->chunk] + tk->start;
+
+		gbml_km_row_norms(km_task_x(w, tk), tk->count, w->d, xn);
+		if (w->spherical)
+			for (int64_t i = 0; i < tk->count; i++)
+				w->scale[tk->chunk][tk->start + i] = xn[i] > 0 ? 1.0 / sqrt(xn[i]) : 0.0;
+	}
+	return GBML_OK;
+}
+
 /* Allocations, tasks, blocks, row norms, the fixed-point grid; checks the input. */
 static int
 km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env)
@@ -313,10 +324,14 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 	w->threads = env->threads;
 	w->spherical = p->spherical;
 	kd = (size_t) w->k * (size_t) w->d;
-	if ((rc = km_plan(w)) != GBML_OK)
+	if ((rc = km_plan(w)) != GBML_OK || (rc = km_walk_setup(w)) != GBML_OK)
 		return rc;
 
-	/* Slots: a function of n, k and d only (never of the thread count). */
+	/*
+	 * Slots of partial sums: at most one per thread of a pass; the feature
+	 * statistics' double sums cut the tasks into max_slots runs, a
+	 * function of n, k and d only (never of the thread count).
+	 */
 	w->max_slots = KM_MAX_SLOTS;
 	if (w->max_slots > w->ntasks)
 		w->max_slots = w->ntasks;
@@ -354,19 +369,8 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 		!w->slot_counts || !w->slot_var || !w->panels || !w->panels_d || !w->cnorm || !w->cnorm_d)
 		return env->error_code;
 
-	/* Row norms (and inverse norms for the spherical mode), task-parallel. */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(km_threads_for(w, (double) w->n * w->d))
-	for (int ti = 0; ti < w->ntasks; ti++)
-	{
-		const km_task *tk = &w->tasks[ti];
-		const float *x = ds->chunks[tk->chunk]->x + (size_t) tk->start * w->d;
-		double	   *xn = w->xnorm2[tk->chunk] + tk->start;
-
-		gbml_km_row_norms(x, tk->count, w->d, xn);
-		if (w->spherical)
-			for (int64_t i = 0; i < tk->count; i++)
-				w->scale[tk->chunk][tk->start + i] = xn[i] > 0 ? 1.0 / sqrt(xn[i]) : 0.0;
-	}
+	if ((rc = km_walk(w, 0, w->ntasks, km_norm_tasks, NULL)) != GBML_OK)
+		return rc;
 	for (int c = 0; c < ds->n_chunks; c++)
 		for (int64_t i = 0; i < ds->chunks[c]->n_rows; i++)
 		{
@@ -390,67 +394,130 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 	return GBML_OK;
 }
 
+/* The feature statistics' slot holding task t (slots: km_slot_tasks over every task). */
+static int
+km_stats_slot(const km_work *w, int nslots, int t)
+{
+	int			first,
+				end;
+
+	for (int s = 0;; s++)
+	{
+		km_slot_tasks(0, w->ntasks, s, nslots, &first, &end);
+		if (t < end || s == nslots - 1)
+			return s;
+	}
+}
+
+typedef struct km_stats_arg
+{
+	int			pass;			/* 0: sums and maxima; 1: squared deviations from mean */
+	int			nslots;
+	const double *mean;
+} km_stats_arg;
+
+/* Slot s's accumulators over tasks [first, end), features [j0, j1), rows in task order. */
+static void
+km_stats_piece(km_work *w, const km_stats_arg *a, int s, int first, int end, int j0, int j1)
+{
+	int			d = w->d;
+	double	   *acc = w->slot_var + (size_t) s * 2 * d,
+			   *mx = acc + d;
+
+	for (int ti = first; ti < end; ti++)
+	{
+		const km_task *tk = &w->tasks[ti];
+		const float *xt = km_task_x(w, tk);
+
+		for (int64_t i = 0; i < tk->count; i++)
+		{
+			const float *x = xt + (size_t) i * d;
+			double		sc = km_row_scale(w, tk->chunk, tk->start + i);
+
+			if (a->pass == 0)
+				for (int j = j0; j < j1; j++)
+				{
+					double		v = (double) x[j] * sc;
+
+					acc[j] += v;
+					mx[j] = fabs(v) > mx[j] ? fabs(v) : mx[j];
+				}
+			else
+				for (int j = j0; j < j1; j++)
+				{
+					double		t = (double) x[j] * sc - a->mean[j];
+
+					acc[j] += t * t;
+				}
+		}
+	}
+}
+
+/*
+ * Tasks [first, end) into their slots.  A slot adds its rows in task order
+ * whatever runs they come in, so its double sums are the same bits for
+ * rows in memory (one run: a slot per thread, as ever) and in files (a run
+ * per chunk, which meets only a slot or two: then the features are cut
+ * between the threads too, each feature's sum still in row order).
+ */
+static int
+km_stats_tasks(km_work *w, int first, int end, void *arg)
+{
+	const km_stats_arg *a = arg;
+	int			d = w->d;
+	int			s0 = km_stats_slot(w, a->nslots, first),
+				pieces = km_stats_slot(w, a->nslots, end - 1) + 1 - s0;
+	int			threads = km_threads_for(w, (double) km_task_rows(w, first, end) * d);
+	int			fblocks = pieces >= threads ? 1 : (threads + pieces - 1) / pieces,
+				fw;
+
+	if (fblocks > d)
+		fblocks = d;
+	fw = (d + fblocks - 1) / fblocks;
+	fblocks = (d + fw - 1) / fw;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+	for (int u = 0; u < pieces * fblocks; u++)
+	{
+		int			s = s0 + u / fblocks,
+					j0 = (u % fblocks) * fw,
+					sf,
+					se;
+
+		km_slot_tasks(0, w->ntasks, s, a->nslots, &sf, &se);
+		km_stats_piece(w, a, s, sf > first ? sf : first, se < end ? se : end, j0, j0 + fw < d ? j0 + fw : d);
+	}
+	return GBML_OK;
+}
+
 /*
  * Per-feature statistics of the rows (normalised in the spherical mode),
- * from slot partials over every row in host memory, so the same on every
- * device: the fixed-point grid of each feature's centroid sums (from the
- * largest |x_j|: a maximum is exact in any order), and, when var_out is
- * not NULL, the mean over features of the per-feature variance (two
- * passes, like numpy.var: the tol rule's scale).
+ * from slot partials over every row, so the same on every device: the
+ * fixed-point grid of each feature's centroid sums (from the largest
+ * |x_j|: a maximum is exact in any order), and, when var_out is not NULL,
+ * the mean over features of the per-feature variance (two passes, like
+ * numpy.var: the tol rule's scale).
  */
-static void
+static int
 km_feature_stats(km_work *w, double *var_out)
 {
 	int			d = w->d;
-	int			nslots = w->ntasks < w->max_slots ? w->ntasks : w->max_slots;
+	km_stats_arg a = {0, w->ntasks < w->max_slots ? w->ntasks : w->max_slots, w->cnew};
 	double	   *mean = w->cnew;		/* d <= k*d scratch */
 	double		var = 0;
+	int			rc;
 
 	for (int pass = 0; pass < (var_out ? 2 : 1); pass++)
 	{
-#pragma omp parallel for schedule(dynamic, 1) num_threads(km_threads_for(w, (double) w->n * d))
-		for (int s = 0; s < nslots; s++)
-		{
-			double	   *acc = w->slot_var + (size_t) s * 2 * d,
-					   *mx = acc + d;
-			int			first,
-						end;
-
-			memset(acc, 0, sizeof(double) * 2 * d);
-			km_slot_tasks(0, w->ntasks, s, nslots, &first, &end);
-			for (int ti = first; ti < end; ti++)
-			{
-				const km_task *tk = &w->tasks[ti];
-
-				for (int64_t i = 0; i < tk->count; i++)
-				{
-					const float *x = gbml_dataset_row(w->ds, tk->chunk, tk->start + i);
-					double		sc = km_row_scale(w, tk->chunk, tk->start + i);
-
-					if (pass == 0)
-						for (int j = 0; j < d; j++)
-						{
-							double		v = (double) x[j] * sc;
-
-							acc[j] += v;
-							mx[j] = fabs(v) > mx[j] ? fabs(v) : mx[j];
-						}
-					else
-						for (int j = 0; j < d; j++)
-						{
-							double		t = (double) x[j] * sc - mean[j];
-
-							acc[j] += t * t;
-						}
-				}
-			}
-		}
+		a.pass = pass;
+		memset(w->slot_var, 0, sizeof(double) * 2 * (size_t) d * (size_t) a.nslots);
+		if ((rc = km_walk(w, 0, w->ntasks, km_stats_tasks, &a)) != GBML_OK)
+			return rc;
 		for (int j = 0; j < d; j++)
 		{
 			double		s = 0,
 						m = 0;
 
-			for (int sl = 0; sl < nslots; sl++)
+			for (int sl = 0; sl < a.nslots; sl++)
 			{
 				s += w->slot_var[(size_t) sl * 2 * d + j];
 				m = fmax(m, w->slot_var[(size_t) sl * 2 * d + d + j]);
@@ -466,19 +533,7 @@ km_feature_stats(km_work *w, double *var_out)
 	}
 	if (var_out)
 		*var_out = var / d;
-}
-
-/* Copies row g (normalised in the spherical mode) into c[d] as double. */
-static void
-km_copy_row(const km_work *w, int64_t g, double *c)
-{
-	int			chunk;
-	int64_t		row;
-	const float *x = km_row(w, g, &chunk, &row);
-	double		sc = km_row_scale(w, chunk, row);
-
-	for (int j = 0; j < w->d; j++)
-		c[j] = x[j] * sc;
+	return GBML_OK;
 }
 
 /* The current label of global row g (the device holds the labels of its blocks). */
@@ -500,6 +555,29 @@ km_label_of(km_work *w, int64_t g, int32_t *label)
 	return GBML_OK;
 }
 
+/* far[] of tasks [first, end). */
+static int
+km_dist_tasks(km_work *w, int first, int end, void *arg)
+{
+	(void) arg;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(km_threads_for(w, (double) km_task_rows(w, first, end) * w->d))
+	for (int ti = first; ti < end; ti++)
+	{
+		const km_task *tk = &w->tasks[ti];
+		const float *x = km_task_x(w, tk);
+
+		for (int64_t i = 0; i < tk->count; i++)
+		{
+			int64_t		r = tk->start + i;
+
+			w->far[tk->chunk][r] = gbml_km_row_dist(x + (size_t) i * w->d, km_row_scale(w, tk->chunk, r),
+													w->c + (size_t) w->labels[tk->chunk][r] * w->d,
+													w->d, w->spherical);
+		}
+	}
+	return GBML_OK;
+}
+
 /*
  * Every row's distance to its labelled centroid into w->far (the CPU's
  * tasks here, the device's blocks there, the same arithmetic).
@@ -507,7 +585,7 @@ km_label_of(km_work *w, int64_t g, int32_t *label)
 static int
 km_row_dists(km_work *w)
 {
-	int			t0 = km_cpu_first_task(w);
+	int			rc;
 
 	if (w->far == NULL)
 	{
@@ -515,21 +593,8 @@ km_row_dists(km_work *w)
 		if (!km_chunks_ok(w, (void **) w->far))
 			return w->env->error_code;
 	}
-#pragma omp parallel for schedule(dynamic, 1) num_threads(km_threads_for(w, (double) w->n * w->d))
-	for (int ti = t0; ti < w->ntasks; ti++)
-	{
-		const km_task *tk = &w->tasks[ti];
-
-		for (int64_t i = 0; i < tk->count; i++)
-		{
-			int64_t		r = tk->start + i;
-
-			w->far[tk->chunk][r] = gbml_km_row_dist(gbml_dataset_row(w->ds, tk->chunk, r),
-													km_row_scale(w, tk->chunk, r),
-													w->c + (size_t) w->labels[tk->chunk][r] * w->d,
-													w->d, w->spherical);
-		}
-	}
+	if ((rc = km_walk(w, km_cpu_first_task(w), w->ntasks, km_dist_tasks, NULL)) != GBML_OK)
+		return rc;
 	return w->gpu_blocks > 0 ? km_dev_row_dists(w) : GBML_OK;
 }
 
@@ -547,6 +612,7 @@ km_init_random(km_work *w, gbml_rng *rng, double *centers)
 	int64_t    *table;
 	int64_t    *chosen;
 	int			m = 0;
+	int			rc;
 
 	while (cap < (size_t) k * 2)
 		cap *= 2;
@@ -589,11 +655,10 @@ km_init_random(km_work *w, gbml_rng *rng, double *centers)
 		}
 	}
 	gbml_rng_shuffle_u64(rng, (uint64_t *) chosen, (uint64_t) m);
-	for (int i = 0; i < k; i++)
-		km_copy_row(w, chosen[i], centers + (size_t) i * w->d);
+	rc = km_copy_rows(w, chosen, k, centers);
 	gbml_free(w->env, table);
 	gbml_free(w->env, chosen);
-	return GBML_OK;
+	return rc;
 }
 
 /*
@@ -645,6 +710,28 @@ km_search(km_work *w, double u, int64_t total, int64_t *row_out)
 	return GBML_OK;
 }
 
+/* The candidate distances and per-task potentials of tasks [first, end); arg: T. */
+static int
+km_candidate_tasks(km_work *w, int first, int end, void *arg)
+{
+	int			T = *(const int *) arg;
+
+#pragma omp parallel for schedule(static) num_threads(km_threads_for(w, 2.0 * km_task_rows(w, first, end) * w->d * T))
+	for (int ti = first; ti < end; ti++)
+	{
+		const km_task *tk = &w->tasks[ti];
+		int64_t    *acc = w->task_pot + (size_t) ti * w->T;
+
+		for (int t = 0; t < T; t++)
+			acc[t] = 0;
+		gbml_km_candidate_dist(km_task_x(w, tk), tk->count, w->d,
+							   w->spherical ? w->scale[tk->chunk] + tk->start : NULL,
+							   w->cand, T, w->closest[tk->chunk] + tk->start,
+							   w->cand_out[tk->chunk] + (size_t) tk->start * w->T, w->pot_scale, acc);
+	}
+	return GBML_OK;
+}
+
 /*
  * One k-means++ pass: distances of every row to the T candidates in w->cand,
  * floored by closest[], on the grid w->pot_scale; per-block potentials into
@@ -653,23 +740,10 @@ km_search(km_work *w, double u, int64_t total, int64_t *row_out)
 static int
 km_candidate_pass(km_work *w, int T)
 {
-	int			t0 = km_cpu_first_task(w);
 	int			rc;
 
-#pragma omp parallel for schedule(static) num_threads(km_threads_for(w, 2.0 * w->n * w->d * T))
-	for (int ti = t0; ti < w->ntasks; ti++)
-	{
-		const km_task *tk = &w->tasks[ti];
-		const float *x = w->ds->chunks[tk->chunk]->x + (size_t) tk->start * w->d;
-		int64_t    *acc = w->task_pot + (size_t) ti * w->T;
-
-		for (int t = 0; t < T; t++)
-			acc[t] = 0;
-		gbml_km_candidate_dist(x, tk->count, w->d,
-							   w->spherical ? w->scale[tk->chunk] + tk->start : NULL,
-							   w->cand, T, w->closest[tk->chunk] + tk->start,
-							   w->cand_out[tk->chunk] + (size_t) tk->start * w->T, w->pot_scale, acc);
-	}
+	if ((rc = km_walk(w, km_cpu_first_task(w), w->ntasks, km_candidate_tasks, &T)) != GBML_OK)
+		return rc;
 	if (w->gpu_blocks > 0 && (rc = km_dev_cand_pass(w, T, w->block_pot)) != GBML_OK)
 		return rc;
 	for (int b = w->gpu_blocks; b < w->nblocks; b++)
@@ -742,10 +816,11 @@ km_kmeanspp_start(km_work *w, int T)
 		if (!km_chunks_ok(w, (void **) w->cand_out))
 			return env->error_code;
 		w->cand = gbml_alloc0(env, sizeof(float) * GBML_KM_CAND_LANES * (size_t) w->d);
+		w->cand_rows = gbml_alloc_array(env, (size_t) T * (size_t) w->d, sizeof(double));
 		w->task_pot = gbml_alloc_array(env, (size_t) w->ntasks * T, sizeof(int64_t));
 		w->block_pot = gbml_alloc_array(env, (size_t) w->nblocks * T, sizeof(int64_t));
 		w->cur_pot = gbml_alloc_array(env, (size_t) w->nblocks, sizeof(int64_t));
-		if (!w->cand || !w->task_pot || !w->block_pot || !w->cur_pot)
+		if (!w->cand || !w->cand_rows || !w->task_pot || !w->block_pot || !w->cur_pot)
 			return env->error_code;
 	}
 	for (int c = 0; c < w->ds->n_chunks; c++)
@@ -782,7 +857,9 @@ km_init_kmeanspp(km_work *w, gbml_rng *rng, double *centers)
 		T = GBML_KM_CAND_LANES;
 	if ((rc = km_kmeanspp_start(w, T)) != GBML_OK)
 		return rc;
-	km_copy_row(w, (int64_t) gbml_rng_below(rng, (uint64_t) w->n), centers);
+	idx[0] = (int64_t) gbml_rng_below(rng, (uint64_t) w->n);
+	if ((rc = km_copy_rows(w, idx, 1, centers)) != GBML_OK)
+		return rc;
 	for (int j = 0; j < d; j++)
 		w->cand[(size_t) j * GBML_KM_CAND_LANES] = (float) centers[j];
 	if ((rc = km_candidate_pass(w, 1)) != GBML_OK || (rc = km_take_candidate(w, 0, 1, &pot)) != GBML_OK)
@@ -793,14 +870,16 @@ km_init_kmeanspp(km_work *w, gbml_rng *rng, double *centers)
 		int64_t		best_pot = INT64_MAX;
 		int			best = 0;
 
+		w->progress.iteration = c;
 		for (int t = 0; t < T; t++)
-		{
 			if ((rc = km_search(w, gbml_rng_uniform(rng), pot, &idx[t])) != GBML_OK)
 				return rc;
-			km_copy_row(w, idx[t], w->cnew);
+		/* the candidates' rows in one fetch (a run of reads when they are in files) */
+		if ((rc = km_copy_rows(w, idx, T, w->cand_rows)) != GBML_OK)
+			return rc;
+		for (int t = 0; t < T; t++)
 			for (int j = 0; j < d; j++)
-				w->cand[(size_t) j * GBML_KM_CAND_LANES + t] = (float) w->cnew[j];
-		}
+				w->cand[(size_t) j * GBML_KM_CAND_LANES + t] = (float) w->cand_rows[(size_t) t * d + j];
 		if ((rc = km_candidate_pass(w, T)) != GBML_OK)
 			return rc;
 		for (int t = 0; t < T; t++)
@@ -817,7 +896,7 @@ km_init_kmeanspp(km_work *w, gbml_rng *rng, double *centers)
 		}
 		if ((rc = km_take_candidate(w, best, T, &pot)) != GBML_OK)
 			return rc;
-		km_copy_row(w, idx[best], centers + (size_t) c * d);
+		memcpy(centers + (size_t) c * d, w->cand_rows + (size_t) best * d, sizeof(double) * d);
 		if ((c & 15) == 0)
 		{
 			gbml_progress_info info = {"init", c, w->k, NULL, 0};
@@ -870,100 +949,148 @@ typedef struct km_pass_stats
 	double		cpu_seconds;	/* the CPU's share */
 } km_pass_stats;
 
-/*
- * The CPU's share of a pass: S1 for the tasks of the CPU's blocks and,
- * when `update`, S2's accumulation of the same rows into their slot's sums
- * while they are still in cache, then the slots merged into w->sums /
- * w->counts.  Each task times its two phases (*ts1, *ts2).
- */
-static void
-km_cpu_pass(km_work *w, const gbml_km_centers *C, bool update, km_pass_stats *st, double *ts1_out,
-			double *ts2_out)
+/* A CPU pass across its runs of tasks: one slot of partial sums per thread. */
+typedef struct km_cpu_arg
 {
-	int			k = w->k,
-				d = w->d;
-	size_t		kd = (size_t) k * d;
-	int			t0 = km_cpu_first_task(w),
-				nt = w->ntasks - t0;
-	int			nslots = nt < w->max_slots ? nt : w->max_slots;
+	const gbml_km_centers *C;
+	bool		update;
+	int			threads;		/* team size asked of every run (<= max_slots) */
+	int			slots;			/* slots zeroed so far: the largest team seen */
+	int64_t		changed;
+	int64_t		rechecked;
+	double		ts1;			/* the tasks' S1 and S2 seconds */
+	double		ts2;
+} km_cpu_arg;
+
+/* Task tk: S1 labels, then S2's accumulation of the same rows while they are in cache. */
+static void
+km_cpu_task(km_work *w, const km_cpu_arg *a, const km_task *tk, int64_t *sums, int64_t *cnt,
+			int64_t *changed, int64_t *rechecked, double *ts1, double *ts2)
+{
+	const float *x = km_task_x(w, tk);
+	int32_t    *lab = w->labels[tk->chunk] + tk->start;
+	int32_t		tmp[KM_TASK_ROWS];
+	double		ta = gbml_now(),
+				tb;
+
+	*rechecked += gbml_km_assign(a->C, x, tk->count, w->xnorm2[tk->chunk] + tk->start, tmp);
+	for (int64_t i = 0; i < tk->count; i++)
+		if (tmp[i] != lab[i])
+		{
+			(*changed)++;
+			lab[i] = tmp[i];
+		}
+	tb = gbml_now();
+	*ts1 += tb - ta;
+	if (a->update)
+		gbml_km_accumulate(x, tk->count, w->d, lab, w->spherical ? w->scale[tk->chunk] + tk->start : NULL,
+						   w->fix_scale, sums, cnt);
+	else
+		for (int64_t i = 0; i < tk->count; i++)
+			cnt[lab[i]]++;
+	*ts2 += gbml_now() - tb;
+}
+
+/*
+ * Tasks [first, end) of a CPU pass, each thread into its own slot (zeroed
+ * in the thread's first run): integer sums, so neither the runs nor which
+ * thread took which task changes a bit.
+ */
+static int
+km_cpu_tasks(km_work *w, int first, int end, void *arg)
+{
+	km_cpu_arg *a = arg;
+	size_t		kd = (size_t) w->k * w->d;
+	int			team = 0;
 	int64_t		changed = 0,
 				rechecked = 0;
 	double		ts1 = 0,
 				ts2 = 0;
 
-	memset(w->counts, 0, sizeof(int64_t) * k);
-	if (update)
-		memset(w->sums, 0, sizeof(int64_t) * kd);
-	if (nslots == 0)
-		return;
-#pragma omp parallel num_threads(km_threads_for(w, (double) (w->n - w->rows_before[w->gpu_blocks]) * d * (k + 1))) \
-	reduction(+:changed, rechecked, ts1, ts2)
+#pragma omp parallel num_threads(a->threads) reduction(+:changed, rechecked, ts1, ts2)
 	{
-#pragma omp for schedule(dynamic, 1)
-		for (int s = 0; s < nslots; s++)
-		{
-			int64_t    *sums = w->slot_sums + (size_t) s * kd;
-			int64_t    *cnt = w->slot_counts + (size_t) s * k;
-			int			first,
-						end;
+		int			s = omp_get_thread_num();
+		int64_t    *sums = w->slot_sums + (size_t) s * kd;
+		int64_t    *cnt = w->slot_counts + (size_t) s * w->k;
 
-			if (update)
+		if (s == 0)
+			team = omp_get_num_threads();
+		if (s >= a->slots)
+		{
+			if (a->update)
 				memset(sums, 0, sizeof(int64_t) * kd);
-			memset(cnt, 0, sizeof(int64_t) * k);
-			km_slot_tasks(t0, nt, s, nslots, &first, &end);
-			for (int ti = first; ti < end; ti++)
-			{
-				const km_task *tk = &w->tasks[ti];
-				const float *x = w->ds->chunks[tk->chunk]->x + (size_t) tk->start * d;
-				int32_t    *lab = w->labels[tk->chunk] + tk->start;
-				int32_t		tmp[KM_TASK_ROWS];
-				double		ta = gbml_now(),
-							tb;
-
-				rechecked += gbml_km_assign(C, x, tk->count, w->xnorm2[tk->chunk] + tk->start, tmp);
-				for (int64_t i = 0; i < tk->count; i++)
-					if (tmp[i] != lab[i])
-					{
-						changed++;
-						lab[i] = tmp[i];
-					}
-				tb = gbml_now();
-				ts1 += tb - ta;
-				if (update)
-					gbml_km_accumulate(x, tk->count, d, lab,
-									   w->spherical ? w->scale[tk->chunk] + tk->start : NULL,
-									   w->fix_scale, sums, cnt);
-				else
-					for (int64_t i = 0; i < tk->count; i++)
-						cnt[lab[i]]++;
-				ts2 += gbml_now() - tb;
-			}
+			memset(cnt, 0, sizeof(int64_t) * w->k);
 		}
-		/* The slots' integer sums, cluster by cluster (exact: the order is free). */
-#pragma omp for schedule(static) nowait
-		for (int j = 0; j < k; j++)
-		{
-			int64_t    *dst = w->sums + (size_t) j * d;
-			int64_t		cn = 0;
-
-			for (int s = 0; s < nslots; s++)
-			{
-				if (update)
-				{
-					const int64_t *src = w->slot_sums + (size_t) s * kd + (size_t) j * d;
-
-					for (int i = 0; i < d; i++)
-						dst[i] += src[i];
-				}
-				cn += w->slot_counts[(size_t) s * k + j];
-			}
-			w->counts[j] = cn;
-		}
+#pragma omp for schedule(dynamic, 1)
+		for (int ti = first; ti < end; ti++)
+			km_cpu_task(w, a, &w->tasks[ti], sums, cnt, &changed, &rechecked, &ts1, &ts2);
 	}
-	st->changed += changed;
-	st->rechecked += rechecked;
-	*ts1_out = ts1;
-	*ts2_out = ts2;
+	if (team > a->slots)
+		a->slots = team;
+	a->changed += changed;
+	a->rechecked += rechecked;
+	a->ts1 += ts1;
+	a->ts2 += ts2;
+	return GBML_OK;
+}
+
+/* The slots' integer sums into w->sums / w->counts, cluster by cluster (exact: the order is free). */
+static void
+km_merge_slots(km_work *w, const km_cpu_arg *a)
+{
+	int			k = w->k,
+				d = w->d;
+	size_t		kd = (size_t) k * d;
+
+#pragma omp parallel for schedule(static) num_threads(a->threads)
+	for (int j = 0; j < k; j++)
+	{
+		int64_t    *dst = w->sums + (size_t) j * d;
+		int64_t		cn = 0;
+
+		for (int s = 0; s < a->slots; s++)
+		{
+			if (a->update)
+			{
+				const int64_t *src = w->slot_sums + (size_t) s * kd + (size_t) j * d;
+
+				for (int i = 0; i < d; i++)
+					dst[i] += src[i];
+			}
+			cn += w->slot_counts[(size_t) s * k + j];
+		}
+		w->counts[j] = cn;
+	}
+}
+
+/*
+ * The CPU's share of a pass: S1 for the tasks of the CPU's blocks and,
+ * when `update`, S2's accumulation of the same rows into the slot sums,
+ * chunk by chunk from wherever the rows are, then the slots merged into
+ * w->sums / w->counts.  Each task times its two phases (*ts1, *ts2).
+ */
+static int
+km_cpu_pass(km_work *w, const gbml_km_centers *C, bool update, km_pass_stats *st, double *ts1_out,
+			double *ts2_out)
+{
+	int			t0 = km_cpu_first_task(w);
+	int			threads = km_threads_for(w, (double) (w->n - w->rows_before[w->gpu_blocks]) * w->d * (w->k + 1));
+	km_cpu_arg	a = {C, update, threads < w->max_slots ? threads : w->max_slots, 0, 0, 0, 0, 0};
+	int			rc;
+
+	memset(w->counts, 0, sizeof(int64_t) * w->k);
+	if (update)
+		memset(w->sums, 0, sizeof(int64_t) * (size_t) w->k * w->d);
+	if (t0 >= w->ntasks)
+		return GBML_OK;
+	if ((rc = km_walk(w, t0, w->ntasks, km_cpu_tasks, &a)) != GBML_OK)
+		return rc;
+	km_merge_slots(w, &a);
+	st->changed += a.changed;
+	st->rechecked += a.rechecked;
+	*ts1_out = a.ts1;
+	*ts2_out = a.ts2;
+	return GBML_OK;
 }
 
 /*
@@ -989,7 +1116,8 @@ km_pass(km_work *w, bool update, km_pass_stats *st)
 		((rc = km_dev_set_centers(w, &C)) != GBML_OK || (rc = km_dev_pass_launch(w, update)) != GBML_OK))
 		return rc;
 	t_cpu = gbml_now();
-	km_cpu_pass(w, &C, update, st, &ts1, &ts2);
+	if ((rc = km_cpu_pass(w, &C, update, st, &ts1, &ts2)) != GBML_OK)
+		return rc;
 	st->cpu_seconds = gbml_now() - t_cpu;
 	if (w->gpu_blocks > 0 &&
 		(rc = km_dev_pass_finish(w, &st->changed, &st->rechecked, &st->gpu_seconds)) != GBML_OK)
@@ -1077,10 +1205,27 @@ km_farthest(km_work *w, km_far *heap, int *m_io)
 	*m_io = m;
 }
 
+/* The rows of heap[0..m) (normalised in the spherical mode) into out[m][d]. */
+static int
+km_copy_far_rows(km_work *w, const km_far *heap, int m, double *out)
+{
+	int64_t    *rows = gbml_alloc_array(w->env, (size_t) m, sizeof(int64_t));
+	int			rc;
+
+	if (rows == NULL)
+		return w->env->error_code;
+	for (int e = 0; e < m; e++)
+		rows[e] = heap[e].row;
+	rc = km_copy_rows(w, rows, m, out);
+	gbml_free(w->env, rows);
+	return rc;
+}
+
 /*
  * Empty clusters (scikit-learn's rule): each takes one of the rows farthest
  * from the (old) centre of their cluster, farthest first; the row's
- * fixed-point terms move from its cluster to the empty one.
+ * fixed-point terms move from its cluster to the empty one.  The rows are
+ * fetched into w->cnew (k x d scratch until km_update fills it).
  */
 static int
 km_relocate_empty(km_work *w, int64_t *relocations)
@@ -1103,23 +1248,19 @@ km_relocate_empty(km_work *w, int64_t *relocations)
 	if (heap == NULL)
 		return env->error_code;
 	km_farthest(w, heap, &m);
-	for (int j = 0; j < w->k && e < m; j++)
+	rc = km_copy_far_rows(w, heap, m, w->cnew);
+	for (int j = 0; j < w->k && e < m && rc == GBML_OK; j++)
 	{
-		int			chunk;
-		int64_t		row;
-		const float *x;
-		double		sc;
+		const double *x = w->cnew + (size_t) e * d;
 		int32_t		old;
 
 		if (w->counts[j] != 0)
 			continue;
-		x = km_row(w, heap[e].row, &chunk, &row);
-		sc = km_row_scale(w, chunk, row);
 		if ((rc = km_label_of(w, heap[e].row, &old)) != GBML_OK)
 			break;
 		for (int i = 0; i < d; i++)
 		{
-			int64_t		t = gbml_km_fix_term((double) x[i] * sc, w->fix_scale[i]);
+			int64_t		t = gbml_km_fix_term(x[i], w->fix_scale[i]);
 
 			w->sums[(size_t) old * d + i] -= t;
 			w->sums[(size_t) j * d + i] = t;
@@ -1291,7 +1432,9 @@ km_lloyd(km_work *w, const gbml_kmeans_params *p, double tol_scaled, km_run *run
 		double		t0 = gbml_now(),
 					t2,
 					shift = 0;
+		gbml_progress_info train = {"train", it, p->max_iter, NULL, 0};
 
+		w->progress = train;
 		if ((rc = km_pass(w, true, &st)) != GBML_OK)
 			return rc;
 		run->rechecked += st.rechecked;
@@ -1406,10 +1549,10 @@ gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *e
 		return rc;
 	if ((rc = km_setup(&w, ds, p, env)) != GBML_OK)
 		goto done;
-	km_feature_stats(&w, p->tol > 0 ? &tol_scaled : NULL);
-	tol_scaled *= p->tol;
-	if ((rc = km_dev_open(&w)) != GBML_OK)
+	if ((rc = km_feature_stats(&w, p->tol > 0 ? &tol_scaled : NULL)) != GBML_OK ||
+		(rc = km_dev_open(&w)) != GBML_OK)
 		goto done;
+	tol_scaled *= p->tol;
 	kd = (size_t) w.k * w.d;
 	best_c = gbml_alloc_array(env, kd, sizeof(double));
 	s1 = gbml_alloc_array(env, GBML_KM_MAX_TIMED, sizeof(double));
@@ -1426,8 +1569,10 @@ gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *e
 	{
 		gbml_rng	rng;
 		double		t0 = gbml_now();
+		gbml_progress_info init = {"init", 0, w.k, NULL, 0};
 
 		memset(&run, 0, sizeof(run));
+		w.progress = init;
 		gbml_rng_stream(&rng, (uint64_t) p->random_seed, (uint64_t) r);
 		if (p->init.choice < 0)
 			rc = km_init_matrix(&w, &p->init.matrix, w.c);

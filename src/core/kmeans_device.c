@@ -5,9 +5,10 @@
  * the hybrid mode's moves of blocks between the sides (kmeans_balance.c
  * decides where the split goes).
  *
- * The host keeps every row (the dataset is collected in host memory), so a
+ * The dataset keeps every row (in host memory or in its chunk store), so a
  * block that leaves the device needs only its labels copied back, and a
- * block that joins it is uploaded from the host chunk.
+ * block that joins it is uploaded from its chunk, which km_walk reads
+ * first when the chunk is stored (temporary files).
  */
 #include "kmeans_internal.h"
 #include "gpu_ctx.h"
@@ -80,12 +81,13 @@ choose_mode(km_work *w)
 	return KM_MODE_GPU;
 }
 
+/* Block b's rows to the device; x: its chunk's features. */
 static int
-put_block(km_work *w, int b)
+put_block(km_work *w, int b, const float *x)
 {
 	const km_block *bl = &w->blocks[b];
 
-	if (w->ops->put_block(w->ctx, b, w->ds->chunks[bl->chunk]->x + (size_t) bl->start * w->d,
+	if (w->ops->put_block(w->ctx, b, x + (size_t) bl->start * w->d,
 						  w->xnorm2[bl->chunk] + bl->start,
 						  w->spherical ? w->scale[bl->chunk] + bl->start : NULL,
 						  w->labels[bl->chunk] + bl->start, bl->count) != 0)
@@ -101,6 +103,45 @@ drop_block(km_work *w, int b, bool keep_labels)
 	if (w->ops->drop_block(w->ctx, b, keep_labels ? w->labels[bl->chunk] + bl->start : NULL) != 0)
 		return dev_error(w, "block release");
 	return GBML_OK;
+}
+
+/* Blocks [next, end) to put; `again`: each is on the device already and goes up anew (its labels -1). */
+typedef struct km_put_arg
+{
+	int			next;
+	int			end;
+	bool		again;
+} km_put_arg;
+
+/* The blocks inside tasks [first, end) (a block never crosses a chunk, so none is cut). */
+static int
+put_tasks(km_work *w, int first, int end, void *arg)
+{
+	km_put_arg *a = arg;
+	int			rc;
+
+	(void) first;
+	for (; a->next < a->end && w->blocks[a->next].end_task <= end; a->next++)
+	{
+		const km_block *bl = &w->blocks[a->next];
+
+		if (a->again && (rc = drop_block(w, a->next, false)) != GBML_OK)
+			return rc;
+		if ((rc = put_block(w, a->next, w->chunk_x[bl->chunk])) != GBML_OK)
+			return rc;
+	}
+	return GBML_OK;
+}
+
+/* Blocks [b0, b1) to the device, their chunks read in turn. */
+static int
+put_blocks(km_work *w, int b0, int b1, bool again)
+{
+	km_put_arg	a = {b0, b1, again};
+
+	if (b0 >= b1)
+		return GBML_OK;
+	return km_walk(w, w->blocks[b0].first_task, w->blocks[b1 - 1].end_task, put_tasks, &a);
 }
 
 /*
@@ -151,9 +192,8 @@ open_device(km_work *w)
 			;
 	if (g0 > cap)
 		g0 = cap;
-	for (int b = 0; b < g0; b++)
-		if ((rc = put_block(w, b)) != GBML_OK)
-			return rc;
+	if ((rc = put_blocks(w, 0, g0, false)) != GBML_OK)
+		return rc;
 	w->gpu_blocks = g0;
 	w->dev_labels_fresh = true;
 	gbml_km_balance_init(&w->balance, w->nblocks, w->rows_before, g0);
@@ -247,9 +287,8 @@ km_dev_rebalance(km_work *w, double gpu_seconds, double cpu_seconds)
 				rc;
 
 	/* the blocks between the old and the new split change sides, nothing else moves */
-	for (int b = g_old; b < g_new; b++)
-		if ((rc = put_block(w, b)) != GBML_OK)
-			return rc;
+	if ((rc = put_blocks(w, g_old, g_new, false)) != GBML_OK)
+		return rc;
 	for (int b = g_new; b < g_old; b++)
 		if ((rc = drop_block(w, b, true)) != GBML_OK)
 			return rc;
@@ -311,9 +350,8 @@ km_dev_reset_labels(km_work *w)
 	/* a new run: the blocks go up again with the host's labels (all -1) */
 	if (w->dev_labels_fresh)
 		return GBML_OK;
-	for (int b = 0; b < w->gpu_blocks; b++)
-		if ((rc = drop_block(w, b, false)) != GBML_OK || (rc = put_block(w, b)) != GBML_OK)
-			return rc;
+	if ((rc = put_blocks(w, 0, w->gpu_blocks, true)) != GBML_OK)
+		return rc;
 	w->dev_labels_fresh = true;
 	return GBML_OK;
 }

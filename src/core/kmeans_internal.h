@@ -8,6 +8,13 @@
  * Blocks [0, gpu_blocks) live on the device, the rest are the CPU's.  Every
  * sum that crosses rows is in fixed point (kmeans_exact.h), so neither the
  * cut, nor the thread count, nor the split between devices changes a bit.
+ *
+ * The features may be in host memory or in a chunk store (a dataset past
+ * its memory budget: temporary files), so no pass reads ds->chunks[c]->x:
+ * every pass over the rows goes through km_walk (kmeans_walk.c), which
+ * reads the chunks in turn and hands the pass runs of tasks whose features
+ * it can reach through km_task_x(); single rows come from km_copy_rows.
+ * The per-row state (labels, norms, distances) is always on the host.
  */
 #ifndef GBML_KMEANS_INTERNAL_H
 #define GBML_KMEANS_INTERNAL_H
@@ -55,6 +62,7 @@ typedef struct km_work
 
 	int			ntasks;
 	km_task    *tasks;
+	int		   *chunk_task;		/* n_chunks + 1: first task of each chunk */
 	int			max_slots;		/* CPU partial sums (a function of n, k, d only) */
 	int64_t    *chunk_start;	/* global index of each chunk's first row */
 	int			nblocks;
@@ -66,6 +74,14 @@ typedef struct km_work
 	double	  **xnorm2;			/* per chunk: |x|^2 */
 	double	  **scale;			/* per chunk: 1/|x| (spherical only) */
 	double		xnorm_max;
+
+	/* the walk (kmeans_walk.c) */
+	const float **chunk_x;		/* per chunk: its features, while km_walk hands its tasks over */
+	int		   *walk_order;		/* n_chunks: the chunks a walk reads */
+	float	   *fetch_x;		/* fetch_rows x d: rows km_copy_rows fetches */
+	int64_t    *fetch_addr;		/* fetch_rows */
+	int			fetch_rows;
+	gbml_progress_info progress;	/* what a cancel check between chunks reports */
 
 	double	   *c;				/* k x d current centroids */
 	double	   *cnew;			/* k x d next centroids */
@@ -86,6 +102,7 @@ typedef struct km_work
 	float	  **closest;		/* per chunk (the CPU's blocks) */
 	float	  **cand_out;		/* per chunk: T x rows, task-blocked */
 	float	   *cand;			/* d x GBML_KM_CAND_LANES, candidate-minor */
+	double	   *cand_rows;		/* T x d: the candidates' rows (normalised when spherical) */
 	int64_t    *task_pot;		/* ntasks x T: fixed-point partials of the last pass */
 	int64_t    *block_pot;		/* nblocks x T */
 	int64_t    *cur_pot;		/* nblocks: the potential of the current closest[] */
@@ -117,6 +134,45 @@ km_cpu_first_task(const km_work *w)
 {
 	return w->gpu_blocks < w->nblocks ? w->blocks[w->gpu_blocks].first_task : w->ntasks;
 }
+
+/* Rows of tasks [first, end). */
+static inline int64_t
+km_task_rows(const km_work *w, int first, int end)
+{
+	return first < end ? w->tasks[end - 1].global + w->tasks[end - 1].count - w->tasks[first].global : 0;
+}
+
+/* The features of task tk's rows (valid inside a km_walk callback for its tasks). */
+static inline const float *
+km_task_x(const km_work *w, const km_task *tk)
+{
+	return w->chunk_x[tk->chunk] + (size_t) tk->start * (size_t) w->d;
+}
+
+/*
+ * kmeans_walk.c: the rows wherever they are.
+ *
+ * km_walk calls fn(w, first, end, arg) on runs of the tasks [t0, t1), in
+ * order, each run the tasks of whole chunks (clipped to [t0, t1)) whose
+ * features km_task_x reaches until fn returns: a run of chunks in host
+ * memory at once, a stored chunk alone, read while the one before is
+ * worked on (chunk_prefetch.h).  Between stored chunks it asks
+ * gbml_progress (w->progress) whether to stop.  fn runs on the main thread
+ * (its OpenMP regions inside) and returns GBML_OK or an error, which ends
+ * the walk.  Returns GBML_OK or the first error (a read, a cancel, fn's).
+ */
+typedef int (*km_walk_fn) (km_work *w, int first, int end, void *arg);
+int			km_walk(km_work *w, int t0, int t1, km_walk_fn fn, void *arg);
+
+/* Walk scratch (after km_plan): chunk pointers, chunk order, the fetch buffer. */
+int			km_walk_setup(km_work *w);
+void		km_walk_free(km_work *w);
+
+/* Chunk and row of global row g. */
+void		km_locate(const km_work *w, int64_t g, int *chunk, int64_t *row);
+
+/* Rows g[0..n) (global indices) into out[n][d] as doubles, times 1/|x| in the spherical mode. */
+int			km_copy_rows(km_work *w, const int64_t *g, int n, double *out);
 
 /*
  * kmeans_device.c: the device share.  Each returns GBML_OK or an engine

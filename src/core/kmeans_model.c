@@ -5,8 +5,10 @@
  */
 #include "kmeans.h"
 #include "kmeans_kernels.h"
+#include "chunk_prefetch.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #define KM_SECTION GBML_TAG('K','M','N','S')
@@ -53,51 +55,95 @@ km_write_section(const gbml_kmeans_result *res, gbml_model_writer *wr, gbml_env 
 	return rc;
 }
 
-/* Inertia of a held-out set under the model's rule (exact double assignment). */
+/* Squared distance (1 - cosine when spherical) of row x to its nearest centroid (exact double). */
 static double
-km_eval_inertia(const gbml_dataset *ev, const gbml_kmeans_result *res)
+km_eval_row(const float *x, const gbml_kmeans_result *res)
 {
-	double		total = 0;
 	int			d = res->d;
+	double		best = INFINITY;
 
-	for (int c = 0; c < ev->n_chunks; c++)
+	if (res->spherical)
 	{
-		const gbml_chunk *ch = ev->chunks[c];
+		double		xn = 0;
 
-		for (int64_t i = 0; i < ch->n_rows; i++)
+		for (int j = 0; j < d; j++)
+			xn += (double) x[j] * x[j];
+		xn = xn > 0 ? 1.0 / sqrt(xn) : 0;
+		for (int j = 0; j < res->k; j++)
 		{
-			const float *x = ch->x + (size_t) i * d;
-			double		best = INFINITY;
+			double		dot = 0;
 
-			if (res->spherical)
-			{
-				double		xn = 0;
-
-				for (int j = 0; j < d; j++)
-					xn += (double) x[j] * x[j];
-				xn = xn > 0 ? 1.0 / sqrt(xn) : 0;
-				for (int j = 0; j < res->k; j++)
-				{
-					double		dot = 0;
-
-					for (int t = 0; t < d; t++)
-						dot += x[t] * res->centroids[(size_t) j * d + t];
-					if (1.0 - dot * xn < best)
-						best = 1.0 - dot * xn;
-				}
-			}
-			else
-				for (int j = 0; j < res->k; j++)
-				{
-					double		s = gbml_km_sqdist(x, 1.0, res->centroids + (size_t) j * d, d);
-
-					if (s < best)
-						best = s;
-				}
-			total += best;
+			for (int t = 0; t < d; t++)
+				dot += x[t] * res->centroids[(size_t) j * d + t];
+			if (1.0 - dot * xn < best)
+				best = 1.0 - dot * xn;
 		}
 	}
-	return total;
+	else
+		for (int j = 0; j < res->k; j++)
+		{
+			double		s = gbml_km_sqdist(x, 1.0, res->centroids + (size_t) j * d, d);
+
+			if (s < best)
+				best = s;
+		}
+	return best;
+}
+
+/*
+ * Inertia of a held-out set under the model's rule (exact double
+ * assignment), chunk by chunk from wherever its rows are (an eval set split
+ * from rows in files is in files too): the rows' distances in parallel,
+ * their sum in row order, so the figure is the same bits for any thread
+ * count and residence.  A cancel is checked between stored chunks.
+ */
+static int
+km_eval_inertia(const gbml_dataset *ev, const gbml_kmeans_result *res, gbml_env *env, double *out)
+{
+	gbml_chunk_prefetch *p = gbml_chunk_prefetch_open(ev, env);
+	double	   *best = NULL;
+	double		total = 0;
+	const float *x;
+	int64_t		rows,
+				most = 1;
+	int			c,
+				rc;
+
+	if (p == NULL)
+		return env->error_code;
+	for (c = 0; c < ev->n_chunks; c++)
+		most = ev->chunks[c]->n_rows > most ? ev->chunks[c]->n_rows : most;
+	if ((best = gbml_alloc_array(env, (size_t) most, sizeof(double))) == NULL)
+	{
+		gbml_chunk_prefetch_close(p);
+		return env->error_code;
+	}
+	while ((rc = gbml_chunk_prefetch_next(p, &x, &rows, &c)) == 1)
+	{
+		gbml_progress_info info = {"eval", c + 1, ev->n_chunks, NULL, 0};
+
+#pragma omp parallel for schedule(static) num_threads(rows * res->k * res->d >= (1 << 20) ? env->threads : 1)
+		for (int64_t i = 0; i < rows; i++)
+			best[i] = km_eval_row(x + (size_t) i * res->d, res);
+		for (int64_t i = 0; i < rows; i++)
+			total += best[i];
+		if (ev->chunks[c]->x == NULL && c + 1 < ev->n_chunks && gbml_progress(env, &info))
+		{
+			rc = gbml_error(env, GBML_ECANCELLED, "canceled");
+			break;
+		}
+	}
+	gbml_chunk_prefetch_close(p);
+	gbml_free(env, best);
+	*out = total;
+	if (rc < 0 && rc != GBML_ECANCELLED)
+	{
+		char		why[sizeof(env->error)];
+
+		snprintf(why, sizeof(why), "%s", env->error);
+		return gbml_error(env, rc, "kmeans (eval set): %s", why);
+	}
+	return rc < 0 ? rc : GBML_OK;
 }
 
 static int
@@ -118,7 +164,12 @@ kmeans_train(const gbml_dataset *ds, gbml_train_context *ctx)
 		gbml_kmeans_result_free(&res, env);
 		return rc;
 	}
-	eval_value = ctx->eval && ctx->eval->n_rows > 0 ? km_eval_inertia(ctx->eval, &res) : res.inertia;
+	eval_value = res.inertia;
+	if (ctx->eval && ctx->eval->n_rows > 0 && (rc = km_eval_inertia(ctx->eval, &res, env, &eval_value)) != GBML_OK)
+	{
+		gbml_kmeans_result_free(&res, env);
+		return rc;
+	}
 
 	gbml_sb_json_key(m, "metrics", &first);
 	gbml_sb_append(m, "{\"inertia\":", 11);

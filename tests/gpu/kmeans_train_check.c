@@ -6,6 +6,9 @@
  * mode, n_init, empty-cluster relocation and any thread count.  The hybrid
  * fit's split trace is in its result.  Then what must not leak or crash:
  * the GPU budget, CUDA failures injected into the emulation, and cancels.
+ * The same with the rows in temporary files (a table past the memory
+ * budget): blocks go up from chunks read back, the hybrid CPU share reads
+ * its rows from the files each iteration, and the bytes stay the CPU's.
  */
 #include "gpu_check.h"
 
@@ -15,6 +18,7 @@
 #include <string.h>
 
 #include "algorithm.h"
+#include "chunk_store_file.h"
 #include "dataset.h"
 #include "kmeans.h"
 #include "rng.h"
@@ -33,9 +37,9 @@ typedef struct km_case
 
 static double init_values[4 * 5];
 
-/* Blobs around `d` directions, plus noise; deterministic in seed. */
+/* Blobs around `d` directions, plus noise; deterministic in seed; in temporary files when `files`. */
 static void
-make_rows(gbml_dataset *ds, gbml_env *env, const km_case *c, uint64_t seed)
+make_rows(gbml_dataset *ds, gbml_env *env, const km_case *c, uint64_t seed, bool files)
 {
 	gbml_rng	rng;
 	float	   *x = malloc(sizeof(float) * (size_t) c->d);
@@ -43,6 +47,8 @@ make_rows(gbml_dataset *ds, gbml_env *env, const km_case *c, uint64_t seed)
 	gbml_rng_seed(&rng, seed);
 	gbml_dataset_init(ds, false);
 	ds->chunk_rows = 700;		/* several chunks, blocks and tasks */
+	if (files)
+		gbml_dataset_stream_to(ds, gbml_chunk_store_file_open, 0, false);
 	for (int64_t i = 0; i < c->n; i++)
 	{
 		gbml_row	row = {0};
@@ -64,8 +70,8 @@ make_rows(gbml_dataset *ds, gbml_env *env, const km_case *c, uint64_t seed)
 }
 
 static int
-fit(const km_case *c, gbml_device device, int threads, size_t budget, gbml_env *env, uint8_t **model,
-	size_t *len)
+fit_where(const km_case *c, gbml_device device, int threads, size_t budget, bool files, gbml_env *env,
+		  uint8_t **model, size_t *len)
 {
 	gbml_dataset ds;
 	int			rc;
@@ -77,12 +83,19 @@ fit(const km_case *c, gbml_device device, int threads, size_t budget, gbml_env *
 		env->gpu = gc_backend;
 		env->gpu_memory_limit = budget;
 	}
-	make_rows(&ds, env, c, 17);
+	make_rows(&ds, env, c, 17, files);
 	*model = NULL;
 	*len = 0;
 	rc = gbml_train_values(env, "kmeans", c->params, c->n_params, &ds, NULL, model, len);
 	gbml_dataset_free(&ds, env);
 	return rc;
+}
+
+static int
+fit(const km_case *c, gbml_device device, int threads, size_t budget, gbml_env *env, uint8_t **model,
+	size_t *len)
+{
+	return fit_where(c, device, threads, budget, false, env, model, len);
 }
 
 static gbml_param_value
@@ -143,9 +156,34 @@ equivalence_checks(bool quick)
 	gc_check(gc_no_resources(), "kmeans fits: nothing held on the device afterwards");
 }
 
-/* A hybrid fit keeps the split of every iteration; the emulated GPU is slow, so the CPU gains rows. */
+/* The CPU's fit of c's rows in memory equals res (centroids, sizes, inertia). */
+static bool
+same_as_cpu(const km_case *c, const gbml_kmeans_params *p, const gbml_kmeans_result *res)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	gbml_kmeans_result ref;
+	bool		same;
+
+	gbml_env_init_malloc(&env, 2);
+	make_rows(&ds, &env, c, 17, false);
+	same = gbml_kmeans_fit(&ds, p, &env, false, &ref) == GBML_OK && ref.k == res->k &&
+		memcmp(ref.centroids, res->centroids, sizeof(double) * (size_t) res->k * res->d) == 0 &&
+		memcmp(ref.sizes, res->sizes, sizeof(int64_t) * (size_t) res->k) == 0 && ref.inertia == res->inertia;
+	gbml_kmeans_result_free(&ref, &env);
+	gbml_dataset_free(&ds, &env);
+	return same;
+}
+
+/*
+ * A hybrid fit keeps the split of every iteration; the emulated GPU is
+ * slow, so the CPU gains rows.  With the rows in files the CPU's share
+ * also pays for its reads, so the split may go either way (the machine's
+ * load decides): there the blocks that move, whichever way, must leave the
+ * CPU's result unchanged.
+ */
 static void
-hybrid_trace_checks(void)
+hybrid_trace_checks(bool files)
 {
 	km_case		c = {"trace", 6000, 8, 0, 0, {tu_num("k", 9), tu_num("min_frac_changed", 0), tu_num("tol", 0),
 	tu_num("max_iter", 6)}, 4};
@@ -158,7 +196,7 @@ hybrid_trace_checks(void)
 	gbml_env_init_malloc(&env, 2);
 	env.device = GBML_DEVICE_HYBRID;
 	env.gpu = gc_backend;
-	make_rows(&ds, &env, &c, 17);
+	make_rows(&ds, &env, &c, 17, files);
 	memset(&p, 0, sizeof(p));
 	p.k = 9;
 	p.init.choice = GBML_KM_INIT_KMEANSPP;
@@ -167,16 +205,21 @@ hybrid_trace_checks(void)
 	rc = gbml_kmeans_fit(&ds, &p, &env, false, &res);
 	gc_check(rc == GBML_OK && strcmp(res.device, "hybrid") == 0 && res.n_split == res.iterations - 1 &&
 			 res.n_split >= 2 && res.split[0] >= 0.45 && res.split[0] <= 0.55,
-			 "kmeans hybrid: the split of each iteration is reported (%d iterations, %d splits, first %.2f)",
-			 res.iterations, res.n_split, res.n_split > 0 ? res.split[0] : -1);
-	if (rc == GBML_OK && gc_emulated)
+			 "kmeans hybrid%s: the split of each iteration is reported (%d iterations, %d splits, first %.2f)",
+			 files ? ", rows in files" : "", res.iterations, res.n_split, res.n_split > 0 ? res.split[0] : -1);
+	if (rc == GBML_OK && gc_emulated && !files)
 		gc_check(res.split[res.n_split - 1] < res.split[0] && res.blocks_moved > 0,
 				 "kmeans hybrid: the slow emulated GPU loses rows to the CPU (%.2f -> %.2f, %lld blocks moved)",
+				 res.split[0], res.split[res.n_split - 1], (long long) res.blocks_moved);
+	if (rc == GBML_OK && files)
+		gc_check(same_as_cpu(&c, &p, &res),
+				 "kmeans hybrid, rows in files: the CPU's result from memory (%.2f -> %.2f, %lld blocks moved)",
 				 res.split[0], res.split[res.n_split - 1], (long long) res.blocks_moved);
 	if (rc == GBML_OK)
 		gbml_kmeans_result_free(&res, &env);
 	gbml_dataset_free(&ds, &env);
-	gc_check(env.memory_used == 0 && gc_no_resources(), "kmeans hybrid: nothing held afterwards");
+	gc_check(env.memory_used == 0 && gc_no_resources(), "kmeans hybrid%s: nothing held afterwards",
+			 files ? ", rows in files" : "");
 }
 
 static void
@@ -218,10 +261,70 @@ attempt_fit(gbml_env *e)
 	return rc;
 }
 
+static int
+attempt_fit_files(gbml_env *e)
+{
+	km_case		c = {"faults", 1500, 5, 0, 0, {tu_num("k", 4), tu_num("n_init", 2), tu_num("max_iter", 3)}, 3};
+	uint8_t    *m;
+	size_t		l;
+	int			rc = fit_where(&c, GBML_DEVICE_HYBRID, 2, 0, true, e, &m, &l);
+
+	gbml_free(e, m);
+	return rc;
+}
+
 static void
 fault_checks(bool quick)
 {
 	gc_inject_faults("a hybrid K-Means fit", attempt_fit, 40, quick ? 37 : 11, 400);
+	gc_inject_faults("a hybrid K-Means fit from temporary files", attempt_fit_files, quick ? 10 : 40,
+					 quick ? 53 : 17, 400);
+}
+
+/*
+ * Rows in temporary files: the device's blocks are uploaded from chunks
+ * read back, the hybrid CPU share reads the files every iteration, and
+ * the bytes are those of the CPU on the same rows in memory.
+ */
+static void
+stored_checks(bool quick)
+{
+	km_case		cases[] = {
+		{"k-means++, n_init 2", 2500, 7, 0, 0, {tu_num("k", 6), tu_num("n_init", 2), tu_num("random_seed", 3)}, 3},
+		{"random init, spherical", 2000, 9, 0, 0, {tu_num("k", 5), tu_str("init", "random"), tu_bool("spherical", true)}, 3},
+		{"5 distinct points, k 8 (empty clusters)", 1200, 4, 5, 0,
+		{tu_num("k", 8), tu_str("init", "random"), tu_num("random_seed", 2), tu_num("min_frac_changed", 0)}, 4},
+	};
+	int			ncases = quick ? 1 : (int) (sizeof(cases) / sizeof(cases[0]));
+
+	for (int i = 0; i < ncases; i++)
+	{
+		gbml_env	e0,
+					e1,
+					e2;
+		uint8_t    *m0,
+				   *m1,
+				   *m2;
+		size_t		l0,
+					l1,
+					l2;
+		int			r0 = fit(&cases[i], GBML_DEVICE_CPU, 2, 0, &e0, &m0, &l0),
+					r1 = fit_where(&cases[i], GBML_DEVICE_GPU, 2, 0, true, &e1, &m1, &l1),
+					r2 = fit_where(&cases[i], GBML_DEVICE_HYBRID, i % 2 + 1, 0, true, &e2, &m2, &l2);
+
+		gc_check(r0 == GBML_OK && r1 == GBML_OK && r2 == GBML_OK && l0 == l1 && l0 == l2 &&
+				 memcmp(m0, m1, l0) == 0 && memcmp(m0, m2, l0) == 0,
+				 "kmeans %s: GPU and hybrid (%d threads) fits from temporary files give the CPU's bytes from memory (%d %d %d: %s%s)",
+				 cases[i].name, i % 2 + 1, r0, r1, r2, e1.error, e2.error);
+		gbml_free(&e0, m0);
+		gbml_free(&e1, m1);
+		gbml_free(&e2, m2);
+		gc_check(e1.device == GBML_DEVICE_GPU && e2.device == GBML_DEVICE_HYBRID && e1.memory_used == 0 &&
+				 e2.memory_used == 0, "kmeans %s from files: the fits ran where asked, nothing held afterwards",
+				 cases[i].name);
+	}
+	gc_check(gc_no_resources(), "kmeans fits from files: nothing held on the device afterwards");
+	hybrid_trace_checks(true);
 }
 
 static bool
@@ -245,7 +348,7 @@ cancel_checks(void)
 	e.device = GBML_DEVICE_HYBRID;
 	e.gpu = gc_backend;
 	e.progress_fn = cancel_at_second;
-	make_rows(&ds, &e, &c, 3);
+	make_rows(&ds, &e, &c, 3, false);
 	rc = gbml_train_values(&e, "kmeans", c.params, c.n_params, &ds, NULL, &m, &l);
 	gbml_dataset_free(&ds, &e);
 	gc_check(rc == GBML_ECANCELLED && gc_no_resources() && e.memory_used == 0,
@@ -262,7 +365,8 @@ gc_kmeans_training_checks(bool quick)
 		return;
 	}
 	equivalence_checks(quick);
-	hybrid_trace_checks();
+	hybrid_trace_checks(false);
+	stored_checks(quick);
 	budget_checks();
 	fault_checks(quick);
 	cancel_checks();
