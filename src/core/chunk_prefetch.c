@@ -29,6 +29,7 @@ struct gbml_chunk_prefetch
 	int			n_visits;
 	int			next;			/* the visit next() returns */
 	float	   *buf[2];			/* assembled visits land here in turn */
+	bool		buf_of_dataset;	/* buf is the dataset's kept pair (not ours to free) */
 	int			handed;			/* buffer holding the visit last returned (-1: none) */
 	/* the read in flight, if any */
 	bool		running;
@@ -149,19 +150,60 @@ open_visits(const gbml_dataset *ds, gbml_env *env, int n)
 	return p;
 }
 
-/* The two buffers, as big as the largest visit not handed over in place. */
+static inline gbml_dataset *
+unconstify_dataset(const gbml_dataset *ds)
+{
+	union
+	{
+		const gbml_dataset *c;
+		gbml_dataset *m;
+	}			u = {.c = ds};
+
+	return u.m;
+}
+
+/*
+ * The two buffers, as big as the largest visit not handed over in place:
+ * the dataset's kept pair when no other reader holds it, else our own.
+ */
 static int
 open_buffers(gbml_chunk_prefetch *p)
 {
-	size_t		rows = 0;
+	/* the kept pair is a cache: using it does not change the dataset's rows */
+	gbml_dataset *ds = unconstify_dataset(p->ds);
+	size_t		rows = 0,
+				floats;
 
 	for (int i = 0; i < p->n_visits; i++)
 		if (!in_place(p, &p->visits[i]) && (size_t) p->visits[i].rows > rows)
 			rows = (size_t) p->visits[i].rows;
 	if (rows == 0)
 		return GBML_OK;
-	p->buf[0] = gbml_alloc_array(p->env, rows * (size_t) p->ds->n_features, sizeof(float));
-	p->buf[1] = gbml_alloc_array(p->env, rows * (size_t) p->ds->n_features, sizeof(float));
+	floats = rows * (size_t) p->ds->n_features;
+	if (!ds->reader_buf_busy)
+	{
+		/* the dataset's pair, grown if need be: kept from pass to pass */
+		if (ds->reader_buf_floats < floats)
+		{
+			for (int b = 0; b < 2; b++)
+			{
+				gbml_free(p->env, ds->reader_buf[b]);
+				ds->reader_buf[b] = NULL;
+			}
+			ds->reader_buf_floats = 0;
+			for (int b = 0; b < 2; b++)
+				if ((ds->reader_buf[b] = gbml_alloc_array(p->env, floats, sizeof(float))) == NULL)
+					return p->env->error_code;
+			ds->reader_buf_floats = floats;
+		}
+		ds->reader_buf_busy = true;
+		p->buf_of_dataset = true;
+		p->buf[0] = ds->reader_buf[0];
+		p->buf[1] = ds->reader_buf[1];
+		return GBML_OK;
+	}
+	p->buf[0] = gbml_alloc_array(p->env, floats, sizeof(float));
+	p->buf[1] = gbml_alloc_array(p->env, floats, sizeof(float));
 	return p->buf[0] && p->buf[1] ? GBML_OK : p->env->error_code;
 }
 
@@ -340,8 +382,13 @@ gbml_chunk_prefetch_close(gbml_chunk_prefetch *p)
 	if (p == NULL)
 		return;
 	join_read(p);
-	gbml_free(p->env, p->buf[0]);
-	gbml_free(p->env, p->buf[1]);
+	if (p->buf_of_dataset)
+		unconstify_dataset(p->ds)->reader_buf_busy = false;
+	else
+	{
+		gbml_free(p->env, p->buf[0]);
+		gbml_free(p->env, p->buf[1]);
+	}
 	gbml_free(p->env, p->chunk_start);
 	gbml_free(p->env, p->visits);
 	gbml_free(p->env, p);

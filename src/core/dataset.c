@@ -195,6 +195,10 @@ void
 gbml_dataset_free(gbml_dataset *ds, gbml_env *env)
 {
 	gbml_dataset_finish_appends(ds, env);
+	gbml_free(env, ds->reader_buf[0]);
+	gbml_free(env, ds->reader_buf[1]);
+	ds->reader_buf[0] = ds->reader_buf[1] = NULL;
+	ds->reader_buf_floats = 0;
 	for (int i = 0; i < ds->n_chunks; i++)
 		gbml_ds_chunk_free(ds->chunks[i], env);
 	gbml_free(env, ds->chunks);

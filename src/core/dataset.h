@@ -102,6 +102,14 @@ typedef struct gbml_dataset
 	int64_t		stream_from;	/* start streaming at a chunk boundary once rows x features >= this */
 	bool		stream_fallback;	/* out of room in the store: rows back to the host, not an error */
 	bool		stream_fell_back;	/* that happened */
+	/*
+	 * The chunk reader's two buffers, kept between passes (chunk_prefetch.c):
+	 * a trainer walks the rows every iteration, and fresh buffers would be
+	 * faulted in again each time.  Freed with the dataset.
+	 */
+	float	   *reader_buf[2];
+	size_t		reader_buf_floats;
+	bool		reader_buf_busy;	/* a reader holds them */
 } gbml_dataset;
 
 /* Row as the glue hands it over; group_is_null / weight_is_null for SQL NULL. */

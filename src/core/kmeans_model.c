@@ -454,6 +454,7 @@ const gbml_algorithm gbml_algorithm_kmeans = {
 	.outputs = GBML_OUT_CLUSTER | GBML_OUT_DISTANCE | GBML_OUT_SCORE,
 	.gpu_trains = true,
 	.hybrid_trains = true,
+	.reads_spilled_rows = true,
 	.train = kmeans_train,
 	.load = kmeans_load,
 	.unload = kmeans_unload,
