@@ -45,4 +45,5 @@ UNIT_TEST_SOURCES = \
 	tests/unit/test_kmeans_exact.c \
 	tests/unit/test_kmeans_spill.c \
 	tests/unit/test_saga.c \
-	tests/unit/test_chunk_store_file.c
+	tests/unit/test_chunk_store_file.c \
+	tests/unit/test_boost_spill.c

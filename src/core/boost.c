@@ -32,6 +32,14 @@
  * comes back once per tree for the predictions.  Everything else — the
  * gradients, the split search, the leaf values, the eval set — is this
  * file's code on both devices, so the model bytes are the same.
+ *
+ * Rows in temporary files (a dataset past its memory budget, dataset.h)
+ * are binned as their chunks are read back (gbml_boost_bins_from_chunks),
+ * and the files go before the first tree: the fit holds the bins and the
+ * per-row state, not the float rows.  The eval rows, wherever they are, are
+ * binned with the same borders and scored per tree from their bins (a bin
+ * compares to a border index as its value to the border), so their floats
+ * are not needed either.
  */
 #include "boost.h"
 #include "boost_gpu.h"
@@ -97,7 +105,7 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 typedef struct boost_data
 {
 	int64_t		n;
-	const float **rows;			/* n pointers to n_features floats (host rows) */
+	const float **rows;			/* n pointers to n_features floats (host rows), until binned */
 	int64_t    *src;			/* rows in a chunk store: n addresses (chunk << 32 | row) instead */
 	float	   *label;
 	float	   *weight;			/* NULL when every weight is 1 */
@@ -361,6 +369,7 @@ typedef struct trainer
 	bool		has_eval;
 	gbml_boost_borders borders;
 	gbml_boost_bins bins;
+	gbml_boost_bins eval_bins;	/* the eval rows' bins (same borders, eval order): scored per tree */
 	int			n_features;
 	int64_t    *feat_off;		/* n_features + 1 */
 	int64_t		total_bins;
@@ -420,6 +429,7 @@ trainer_free(trainer *T)
 	data_free(&T->eval, env);
 	gbml_boost_borders_free(&T->borders, env);
 	gbml_boost_bins_free(&T->bins, env);
+	gbml_boost_bins_free(&T->eval_bins, env);
 	gbml_free(env, T->feat_off);
 	gbml_free(env, T->pred);
 	gbml_free(env, T->grad);
@@ -771,7 +781,39 @@ split_sums(const trainer *T, const gbml_boost_hist_bin *leaf_sums, int n_leaves,
 	}
 }
 
-/* Adds tree t's contribution to predictions of rows given by their bins (after use_best_model). */
+/*
+ * Adds tree t's leaf values to pred[] of the rows whose bins are `bins`, on
+ * the CPU: bin > border_index exactly when the raw value > the border
+ * (boost_quantize.h), so this is the scorer's leaf, bit for bit.
+ */
+static void
+add_tree_to_pred(const trainer *T, const gbml_boost_bins *bins, int64_t t, double *pred)
+{
+	const forest_builder *F = &T->forest;
+	int			d = F->depth;
+	const int32_t *feat = F->feature + t * d;
+	const int32_t *bord = F->border_index + t * d;
+	const float *lv = F->leaf + (t << d);
+
+#pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
+	for (int64_t b = 0; b < bins->n_blocks; b++)
+	{
+		int64_t		start = b * bins->block_rows;
+		int64_t		len = gbml_boost_block_len(bins, b);
+		const uint8_t *bb = bins->blocks[b];
+
+		for (int64_t r = 0; r < len; r++)
+		{
+			int			idx = 0;
+
+			for (int l = 0; l < d; l++)
+				idx |= (bb[(size_t) feat[l] * len + r] > bord[l]) << l;
+			pred[start + r] += (double) lv[idx];
+		}
+	}
+}
+
+/* Adds tree t's contribution to the training rows' predictions (after use_best_model). */
 static int
 add_tree_from_bins(trainer *T, int64_t t, double *pred)
 {
@@ -792,22 +834,7 @@ add_tree_from_bins(trainer *T, int64_t t, double *pred)
 		return GBML_OK;
 	}
 
-#pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
-	for (int64_t b = 0; b < T->bins.n_blocks; b++)
-	{
-		int64_t		start = b * BLOCK_ROWS;
-		int64_t		len = gbml_boost_block_len(&T->bins, b);
-		const uint8_t *bins = T->bins.blocks[b];
-
-		for (int64_t r = 0; r < len; r++)
-		{
-			int			idx = 0;
-
-			for (int l = 0; l < d; l++)
-				idx |= (bins[(size_t) F->feature[t * d + l] * len + r] > F->border_index[t * d + l]) << l;
-			pred[start + r] += (double) F->leaf[(t << d) + idx];
-		}
-	}
+	add_tree_to_pred(T, &T->bins, t, pred);
 	return GBML_OK;
 }
 
@@ -870,6 +897,53 @@ last_split_newton_sums(trainer *T, int feature, int border, int64_t *sums)
 	}
 }
 
+/* The rows are in a GPU chunk store: the device bins them where they are (setup_device). */
+static bool
+bins_on_device(const gbml_dataset *ds)
+{
+	return ds->store != NULL && gbml_chunk_store_gpu_ctx(ds->store) != NULL;
+}
+
+/*
+ * The bins of d's rows (ds's, in d's training order) with the borders.
+ * Host rows are binned from d->rows; rows in a chunk store (temporary
+ * files) are read chunk by chunk and each chunk binned into its positions:
+ * in chunk order without groups, scattered by d->src with them (see
+ * gbml_boost_bins_from_chunks).  Then the float rows are not needed: the
+ * store releases them (the host ones are the caller's), and d's pointers or
+ * addresses go.  The training rows in a GPU store get empty blocks here,
+ * their bins made on the device (setup_device).
+ */
+static int
+bin_rows(trainer *T, const gbml_dataset *ds, boost_data *d, gbml_boost_bins *out, bool training)
+{
+	gbml_env   *env = T->env;
+	int			rc;
+
+	if (training && bins_on_device(ds))
+	{
+		out->n_rows = d->n;
+		out->block_rows = BLOCK_ROWS;
+		out->n_blocks = (d->n + BLOCK_ROWS - 1) / BLOCK_ROWS;
+		out->blocks = gbml_alloc0(env, sizeof(uint8_t *) * (size_t) (out->n_blocks > 0 ? out->n_blocks : 1));
+		return out->blocks ? GBML_OK : env->error_code;
+	}
+	if (ds->store)
+		rc = gbml_boost_bins_from_chunks(ds, d->n_groups > 0 ? d->src : NULL, &T->borders, BLOCK_ROWS,
+										 training ? "quantize" : "quantize eval", out, env);
+	else
+		rc = gbml_boost_bins_build(d->rows, d->n, ds->n_features, &T->borders, BLOCK_ROWS, out, env);
+	if (rc != GBML_OK)
+		return rc;
+	if (ds->store)
+		ds->store->release(ds->store);
+	gbml_free(env, d->rows);
+	gbml_free(env, d->src);
+	d->rows = NULL;
+	d->src = NULL;
+	return GBML_OK;
+}
+
 /*
  * Moves the bins to the GPU when this training runs there (the host's copy
  * is freed: the device's is the only one), else settles on the CPU.
@@ -887,11 +961,11 @@ setup_device(trainer *T, const gbml_dataset *ds)
 		snprintf(env->device_note, sizeof(env->device_note), "device auto: the GPU memory budget was reached while the rows streamed in");
 		return GBML_OK;
 	}
-	if (ds->store)
+	if (bins_on_device(ds))
 	{
 		gbml_gpu_ctx *ctx = gbml_chunk_store_gpu_ctx(ds->store);
 
-		if (ctx == NULL || env->gpu == NULL)
+		if (env->gpu == NULL)
 			return gbml_error(env, GBML_EDEVICE, "boost: the rows are in %s, which this trainer cannot use",
 							  ds->store->where);
 		if ((rc = gbml_boost_gpu_open_stored(&T->gpu, env, ctx, &T->bins, T->n_features, T->feat_off,
@@ -1007,17 +1081,8 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 	if ((rc = gbml_boost_borders_build(ds, (int) p->border_count, p->border_sample_size,
 									   (uint64_t) p->random_seed, &T->borders, env)) != GBML_OK)
 		return rc;
-	if (ds->store)
-	{
-		/* the rows are on the device: the bins are made there (setup_device) */
-		T->bins.n_rows = n;
-		T->bins.block_rows = BLOCK_ROWS;
-		T->bins.n_blocks = (n + BLOCK_ROWS - 1) / BLOCK_ROWS;
-		if ((T->bins.blocks = gbml_alloc0(env, sizeof(uint8_t *) * (size_t) T->bins.n_blocks)) == NULL)
-			return env->error_code;
-	}
-	else if ((rc = gbml_boost_bins_build(T->train.rows, n, T->n_features, &T->borders, BLOCK_ROWS,
-										 &T->bins, env)) != GBML_OK)
+	if ((rc = bin_rows(T, ds, &T->train, &T->bins, true)) != GBML_OK ||
+		(T->has_eval && (rc = bin_rows(T, eval, &T->eval, &T->eval_bins, false)) != GBML_OK))
 		return rc;
 	T->feat_off = gbml_alloc_array(env, (size_t) T->n_features + 1, sizeof(int64_t));
 	if (T->feat_off == NULL)
@@ -1205,14 +1270,8 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 
 	if (T->has_eval)
 	{
-		const int32_t *feat = F->feature + base;
-		const float *bord = F->border + base;
-		const float *lv = F->leaf + ((size_t) F->n_trees << d);
-
 		t0 = gbml_now();
-#pragma omp parallel for schedule(static) num_threads(T->threads)
-		for (int64_t r = 0; r < T->eval.n; r++)
-			T->eval_pred[r] += (double) lv[gbml_oblivious_leaf(feat, bord, d, T->eval.rows[r])];
+		add_tree_to_pred(T, &T->eval_bins, F->n_trees, T->eval_pred);
 		T->t_eval += gbml_now() - t0;
 	}
 	F->n_trees++;

@@ -5,10 +5,13 @@
  *
  * Everything here is deterministic whatever env->threads is: the sample is
  * drawn on the main thread (selection sampling over the canonical row order),
- * each feature's borders depend only on its sorted sample, and each block's
- * bins only on its rows.
+ * each feature's borders depend only on its sorted sample, and each row's
+ * bins only on the row, wherever it was read from and however the rows were
+ * cut into runs.  Rows a chunk store holds are fetched (the sample) or read
+ * chunk by chunk through the reader (the bins), never all at once.
  */
 #include "boost_quantize.h"
+#include "chunk_prefetch.h"
 #include "rng.h"
 
 #include <math.h>
@@ -222,23 +225,19 @@ scan_missing(const gbml_dataset *ds, bool *has_missing, gbml_env *env)
 
 /*
  * Selection sampling (Knuth's algorithm S) over the canonical order: exactly
- * m rows, as pointers into sample[].  Rows a chunk store holds are fetched
- * into *fetched (allocated here, the caller frees it).
+ * m rows, as pointers into the host chunks (sample[]), or as addresses
+ * (chunk << 32 | row) when a chunk store holds the rows (addr[] not NULL;
+ * sample_columns fetches them).  Returns the number taken.
  */
-static int
-draw_sample(const gbml_dataset *ds, int64_t m, uint64_t seed, const float **sample, float **fetched,
-			int64_t *taken_out, gbml_env *env)
+static int64_t
+draw_sample(const gbml_dataset *ds, int64_t m, uint64_t seed, const float **sample, int64_t *addr)
 {
 	gbml_rng	rng;
 	int64_t		n = ds->n_rows,
 				seen = 0,
 				taken = 0;
-	int64_t    *addr = NULL;
 	int			d = ds->n_features;
 
-	*fetched = NULL;
-	if (ds->store && (addr = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(int64_t))) == NULL)
-		return env->error_code;
 	gbml_rng_stream(&rng, seed, 0x626f7264);	/* "bord" */
 	for (int c = 0; c < ds->n_chunks && taken < m; c++)
 	{
@@ -256,18 +255,49 @@ draw_sample(const gbml_dataset *ds, int64_t m, uint64_t seed, const float **samp
 			}
 		}
 	}
-	*taken_out = taken;
+	return taken;
+}
+
+/* Bytes of stored sample rows fetched at a time by sample_columns. */
+#define SAMPLE_FETCH_BYTES ((size_t) 1 << 20)
+
+/*
+ * The sample's features f0 .. f0 + fb as columns: colbuf[j * m + i] is
+ * feature f0 + j of sample row i.  Stored rows are fetched a piece at a
+ * time, so the sample is never held twice (as rows and as columns).
+ */
+static int
+sample_columns(const gbml_dataset *ds, const float **sample, const int64_t *addr, int64_t m, int64_t f0,
+			   int64_t fb, float *colbuf, gbml_env *env)
+{
+	size_t		d = (size_t) ds->n_features;
+	int64_t		piece = (int64_t) (SAMPLE_FETCH_BYTES / (d * sizeof(float)));
+	float	   *rows;
+
 	if (addr == NULL)
-		return GBML_OK;
-	if ((*fetched = gbml_alloc_array(env, (size_t) (taken > 0 ? taken : 1) * (size_t) d, sizeof(float))) == NULL ||
-		gbml_dataset_fetch_rows(ds, addr, taken, *fetched, env) != GBML_OK)
 	{
-		gbml_free(env, addr);
-		return env->error_code;
+		for (int64_t i = 0; i < m; i++)
+			for (int64_t j = 0; j < fb; j++)
+				colbuf[j * m + i] = sample[i][f0 + j];
+		return GBML_OK;
 	}
-	for (int64_t i = 0; i < taken; i++)
-		sample[i] = *fetched + (size_t) i * d;
-	gbml_free(env, addr);
+	piece = piece < 1 ? 1 : piece > m ? m : piece;
+	if ((rows = gbml_alloc_array(env, (size_t) (piece > 0 ? piece : 1) * d, sizeof(float))) == NULL)
+		return env->error_code;
+	for (int64_t i0 = 0; i0 < m; i0 += piece)
+	{
+		int64_t		k = m - i0 < piece ? m - i0 : piece;
+
+		if (gbml_dataset_fetch_rows(ds, addr + i0, k, rows, env) != GBML_OK)
+		{
+			gbml_free(env, rows);
+			return env->error_code;
+		}
+		for (int64_t i = 0; i < k; i++)
+			for (int64_t j = 0; j < fb; j++)
+				colbuf[j * m + i0 + i] = rows[(size_t) i * d + (size_t) (f0 + j)];
+	}
+	gbml_free(env, rows);
 	return GBML_OK;
 }
 
@@ -279,7 +309,7 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 	int64_t		n = ds->n_rows;
 	int64_t		m = n < sample_size ? n : sample_size;
 	const float **sample = NULL;
-	float	   *fetched = NULL;
+	int64_t    *addr = NULL;
 	float	   *colbuf = NULL;
 	uint32_t   *scratch = NULL;
 	float	   *chosen = NULL;
@@ -297,17 +327,27 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 	/* a feature gets at most border_count borders plus the missing one */
 	stride = border_count + 1;
 	chosen = gbml_alloc_array(env, (size_t) d * (size_t) stride, sizeof(float));
-	sample = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(float *));
-	if (!out->count || !out->offset || !out->has_missing || !chosen || !sample)
+	if (ds->store)
+		addr = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(int64_t));
+	else
+		sample = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(float *));
+	if (!out->count || !out->offset || !out->has_missing || !chosen || (!sample && !addr))
 	{
 		rc = env->error_code;
 		goto done;
 	}
-	if ((rc = scan_missing(ds, out->has_missing, env)) != GBML_OK ||
-		(rc = draw_sample(ds, m, seed, sample, &fetched, &m, env)) != GBML_OK)
+	if ((rc = scan_missing(ds, out->has_missing, env)) != GBML_OK)
 		goto done;
+	m = draw_sample(ds, m, seed, sample, addr);
 
+	/*
+	 * Host rows are transposed a batch of features at a time; stored rows
+	 * all at once, in one pass over the files (the columns take what the
+	 * fetched rows would have).
+	 */
 	batch = (int64_t) (SAMPLE_BATCH_BYTES / ((size_t) (m > 0 ? m : 1) * sizeof(float)));
+	if (addr)
+		batch = d;
 	if (batch < 1)
 		batch = 1;
 	if (batch > d)
@@ -324,14 +364,8 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 	{
 		int64_t		fb = d - f0 < batch ? d - f0 : batch;
 
-		/* transpose the batch's columns of the sample rows */
-		for (int64_t i = 0; i < m; i++)
-		{
-			const float *x = sample[i] + f0;
-
-			for (int64_t j = 0; j < fb; j++)
-				colbuf[j * m + i] = x[j];
-		}
+		if ((rc = sample_columns(ds, sample, addr, m, f0, fb, colbuf, env)) != GBML_OK)
+			goto done;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
 		for (int64_t j = 0; j < fb; j++)
 		{
@@ -376,7 +410,7 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 
 done:
 	gbml_free(env, sample);
-	gbml_free(env, fetched);
+	gbml_free(env, addr);
 	gbml_free(env, colbuf);
 	gbml_free(env, scratch);
 	gbml_free(env, chosen);
@@ -433,95 +467,273 @@ padded_bin(const float *pad, int half, float x)
 	return pos;
 }
 
-int
-gbml_boost_bins_build(const float *const *rows, int64_t n_rows, int n_features,
-					  const gbml_boost_borders *borders, int64_t block_rows,
-					  gbml_boost_bins *out, gbml_env *env)
+void
+gbml_boost_binner_free(gbml_boost_binner *bz, gbml_env *env)
 {
-	int			d = n_features;
-	float	   *pad;
-	int		   *half;
-	int			threads = env->threads;
-	bool		failed = false;
+	gbml_free(env, bz->pad);
+	gbml_free(env, bz->half);
+	memset(bz, 0, sizeof(*bz));
+}
 
-	memset(out, 0, sizeof(*out));
-	out->n_rows = n_rows;
-	out->block_rows = block_rows;
-	out->n_blocks = (n_rows + block_rows - 1) / block_rows;
-	out->blocks = gbml_alloc0(env, sizeof(uint8_t *) * (size_t) (out->n_blocks > 0 ? out->n_blocks : 1));
-	pad = gbml_alloc_array(env, (size_t) d * 256, sizeof(float));
-	half = gbml_alloc_array(env, (size_t) d, sizeof(int));
-	if (out->blocks == NULL || pad == NULL || half == NULL)
+int
+gbml_boost_binner_init(gbml_boost_binner *bz, const gbml_boost_borders *borders, int n_features, gbml_env *env)
+{
+	memset(bz, 0, sizeof(*bz));
+	bz->n_features = n_features;
+	bz->count = borders->count;
+	bz->pad = gbml_alloc_array(env, (size_t) (n_features > 0 ? n_features : 1) * 256, sizeof(float));
+	bz->half = gbml_alloc_array(env, (size_t) (n_features > 0 ? n_features : 1), sizeof(int));
+	if (bz->pad == NULL || bz->half == NULL)
 	{
-		gbml_free(env, pad);
-		gbml_free(env, half);
-		gbml_boost_bins_free(out, env);
+		gbml_boost_binner_free(bz, env);
 		return env->error_code;
 	}
-	for (int64_t b = 0; b < out->n_blocks; b++)
-	{
-		out->blocks[b] = gbml_alloc_array(env, (size_t) gbml_boost_block_len(out, b), (size_t) d);
-		if (out->blocks[b] == NULL)
-		{
-			failed = true;
-			break;
-		}
-	}
-	for (int f = 0; !failed && f < d; f++)
+	for (int f = 0; f < n_features; f++)
 	{
 		int			cnt = borders->count[f];
 		int			p = 1;
-		float	   *t = pad + (size_t) f * 256;
+		float	   *t = bz->pad + (size_t) f * 256;
 
 		while (p < cnt + 1)
 			p <<= 1;
 		for (int j = 0; j < p - 1; j++)
 			t[j] = j < cnt ? borders->values[borders->offset[f] + j] : INFINITY;
-		half[f] = p >> 1;
+		bz->half[f] = p >> 1;
 	}
-	if (failed)
-	{
-		gbml_free(env, pad);
-		gbml_free(env, half);
-		gbml_boost_bins_free(out, env);
+	return GBML_OK;
+}
+
+int
+gbml_boost_bins_alloc(gbml_boost_bins *out, int64_t n_rows, int n_features, int64_t block_rows, gbml_env *env)
+{
+	memset(out, 0, sizeof(*out));
+	out->n_rows = n_rows;
+	out->block_rows = block_rows;
+	out->n_blocks = (n_rows + block_rows - 1) / block_rows;
+	out->blocks = gbml_alloc0(env, sizeof(uint8_t *) * (size_t) (out->n_blocks > 0 ? out->n_blocks : 1));
+	if (out->blocks == NULL)
 		return env->error_code;
-	}
-
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
 	for (int64_t b = 0; b < out->n_blocks; b++)
-	{
-		int64_t		len = gbml_boost_block_len(out, b);
-		uint8_t    *dst = out->blocks[b];
-		const float *const *brows = rows + b * block_rows;
-
-		for (int64_t r0 = 0; r0 < len; r0 += BIN_TILE)
+		if ((out->blocks[b] = gbml_alloc_array(env, (size_t) gbml_boost_block_len(out, b),
+											   (size_t) (n_features > 0 ? n_features : 1))) == NULL)
 		{
-			int64_t		r1 = r0 + BIN_TILE < len ? r0 + BIN_TILE : len;
+			gbml_boost_bins_free(out, env);
+			return env->error_code;
+		}
+	return GBML_OK;
+}
 
-			for (int f = 0; f < d; f++)
+/*
+ * Bins rows[0..m) into one block (dst, len rows, its first position
+ * `start`): row i at position p + i, or pos[i] (then scattered through a
+ * tile buffer).  Tiles of BIN_TILE rows, every feature per tile, so the
+ * tile's rows stay in L1.
+ */
+static void
+bin_run(uint8_t *dst, int64_t len, int64_t start, const gbml_boost_binner *bz, const float *const *rows,
+		const int64_t *pos, int64_t p, int64_t m)
+{
+	for (int64_t i0 = 0; i0 < m; i0 += BIN_TILE)
+	{
+		int			nr = (int) (m - i0 < BIN_TILE ? m - i0 : BIN_TILE);
+
+		for (int f = 0; f < bz->n_features; f++)
+		{
+			const float *t = bz->pad + (size_t) f * 256;
+			int			cnt = bz->count[f],
+						h = bz->half[f];	/* locals: the byte stores below may alias bz's arrays */
+			uint8_t    *col = dst + (size_t) f * (size_t) len;
+			uint8_t		tile[BIN_TILE];
+			uint8_t    *out = pos ? tile : col + (p - start) + i0;
+
+			if (cnt <= COUNT_BINS_MAX)
 			{
-				const float *t = pad + (size_t) f * 256;
-				int			h = half[f];
-				uint8_t    *col = dst + (size_t) f * len;
+				float		xv[BIN_TILE];
 
-				if (borders->count[f] <= COUNT_BINS_MAX)
-				{
-					float		xv[BIN_TILE];
-					int			nr = (int) (r1 - r0);
-
-					for (int r = 0; r < nr; r++)
-						xv[r] = brows[r0 + r][f];
-					for (int r = nr; r < BIN_TILE; r++)
-						xv[r] = 0;
-					count_bins(xv, nr, t, borders->count[f], col + r0);
-				}
-				else
-					for (int64_t r = r0; r < r1; r++)
-						col[r] = (uint8_t) padded_bin(t, h, brows[r][f]);
+				for (int r = 0; r < nr; r++)
+					xv[r] = rows[i0 + r][f];
+				for (int r = nr; r < BIN_TILE; r++)
+					xv[r] = 0;
+				count_bins(xv, nr, t, cnt, out);
 			}
+			else
+				for (int r = 0; r < nr; r++)
+					out[r] = (uint8_t) padded_bin(t, h, rows[i0 + r][f]);
+			if (pos)
+				for (int r = 0; r < nr; r++)
+					col[pos[i0 + r] - start] = tile[r];
 		}
 	}
-	gbml_free(env, pad);
-	gbml_free(env, half);
+}
+
+/*
+ * Rows per task of a fill: small enough that one chunk's rows keep every
+ * thread busy, a multiple of BIN_TILE, and a divisor of the trainer's block
+ * (8192), so a fill from position 0 (host rows) never cuts a piece in two.
+ */
+#define FILL_PIECE 1024
+
+void
+gbml_boost_bins_fill(gbml_boost_bins *bins, const gbml_boost_binner *bz, const float *const *rows,
+					 const int64_t *pos, int64_t p0, int64_t m, int threads)
+{
+	int64_t		pieces = (m + FILL_PIECE - 1) / FILL_PIECE;
+
+	/*
+	 * A piece of rows may cross a block boundary: it is cut into runs that
+	 * stay in one block (with pos, runs of positions in the same block).
+	 */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+	for (int64_t k = 0; k < pieces; k++)
+	{
+		int64_t		i = k * FILL_PIECE,
+					end = i + FILL_PIECE < m ? i + FILL_PIECE : m;
+
+		while (i < end)
+		{
+			int64_t		at = pos ? pos[i] : p0 + i;
+			int64_t		b = at / bins->block_rows;
+			int64_t		start = b * bins->block_rows;
+			int64_t		len = gbml_boost_block_len(bins, b);
+			int64_t		j = i + 1;
+
+			if (pos)
+				while (j < end && pos[j] < start + len)
+					j++;
+			else
+				j = end < i + (start + len - at) ? end : i + (start + len - at);
+			bin_run(bins->blocks[b], len, start, bz, rows + i, pos ? pos + i : NULL, at, j - i);
+			i = j;
+		}
+	}
+}
+
+int
+gbml_boost_bins_build(const float *const *rows, int64_t n_rows, int n_features,
+					  const gbml_boost_borders *borders, int64_t block_rows,
+					  gbml_boost_bins *out, gbml_env *env)
+{
+	gbml_boost_binner bz;
+	int			rc;
+
+	if ((rc = gbml_boost_binner_init(&bz, borders, n_features, env)) != GBML_OK)
+		return rc;
+	if ((rc = gbml_boost_bins_alloc(out, n_rows, n_features, block_rows, env)) == GBML_OK)
+		gbml_boost_bins_fill(out, &bz, rows, NULL, 0, n_rows, env->threads);
+	gbml_boost_binner_free(&bz, env);
+	return rc;
+}
+
+/*
+ * Per chunk, the training positions of its rows, ascending: chunk c's are
+ * pos[off[c] .. off[c + 1]) (a counting sort of src by chunk).
+ */
+static int
+positions_by_chunk(const gbml_dataset *ds, const int64_t *src, int64_t **off_out, int64_t **pos_out,
+				   gbml_env *env)
+{
+	int64_t		n = ds->n_rows;
+	int64_t    *off = gbml_alloc0(env, sizeof(int64_t) * ((size_t) ds->n_chunks + 1));
+	int64_t    *pos = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
+
+	*off_out = off;
+	*pos_out = pos;
+	if (off == NULL || pos == NULL)
+		return env->error_code;
+	for (int64_t i = 0; i < n; i++)
+		off[(src[i] >> 32) + 1]++;
+	for (int c = 0; c < ds->n_chunks; c++)
+		off[c + 1] += off[c];
+	/* off[c] walks chunk c's slots, ending where chunk c + 1's start; then shifted back */
+	for (int64_t i = 0; i < n; i++)
+		pos[off[src[i] >> 32]++] = i;
+	for (int c = ds->n_chunks; c > 0; c--)
+		off[c] = off[c - 1];
+	off[0] = 0;
 	return GBML_OK;
+}
+
+/* Bins one chunk's rows x (rows of them, chunk `index`) into their training positions. */
+static void
+fill_chunk(gbml_boost_bins *out, const gbml_boost_binner *bz, const float *x, int64_t rows, int index,
+		   const int64_t *src, const int64_t *off, const int64_t *pos, int64_t p0, const float **ptr,
+		   int threads)
+{
+	size_t		d = (size_t) bz->n_features;
+
+	if (src == NULL)
+	{
+		/* chunk order is training order: the chunk is the positions p0 .. p0 + rows */
+		for (int64_t r = 0; r < rows; r++)
+			ptr[r] = x + (size_t) r * d;
+		gbml_boost_bins_fill(out, bz, ptr, NULL, p0, rows, threads);
+		return;
+	}
+	/* its rows in the order of their positions, scattered into the blocks */
+	for (int64_t k = off[index]; k < off[index + 1]; k++)
+		ptr[k - off[index]] = x + (size_t) (src[pos[k]] & 0xffffffffLL) * d;
+	gbml_boost_bins_fill(out, bz, ptr, pos + off[index], 0, off[index + 1] - off[index], threads);
+}
+
+/* Reads every chunk through the reader and bins it (fill_chunk); progress and cancel between chunks. */
+static int
+fill_from_reader(const gbml_dataset *ds, const int64_t *src, const int64_t *off, const int64_t *pos,
+				 const gbml_boost_binner *bz, const float **ptr, gbml_boost_bins *out, const char *phase,
+				 gbml_env *env)
+{
+	gbml_chunk_prefetch *p = gbml_chunk_prefetch_open(ds, env);
+	const float *x;
+	int64_t		rows,
+				p0 = 0;
+	int			index,
+				rc;
+
+	if (p == NULL)
+		return env->error_code;
+	while ((rc = gbml_chunk_prefetch_next(p, &x, &rows, &index)) == 1)
+	{
+		gbml_progress_info info = {phase, index + 1, ds->n_chunks, NULL, 0};
+
+		fill_chunk(out, bz, x, rows, index, src, off, pos, p0, ptr, env->threads);
+		p0 += rows;
+		if (gbml_progress(env, &info))
+		{
+			rc = gbml_error(env, GBML_ECANCELLED, "canceled");
+			break;
+		}
+	}
+	gbml_chunk_prefetch_close(p);
+	return rc < 0 ? rc : GBML_OK;
+}
+
+int
+gbml_boost_bins_from_chunks(const gbml_dataset *ds, const int64_t *src, const gbml_boost_borders *borders,
+							int64_t block_rows, const char *phase, gbml_boost_bins *out, gbml_env *env)
+{
+	gbml_boost_binner bz;
+	int64_t    *off = NULL,
+			   *pos = NULL,
+				largest = 1;
+	const float **ptr = NULL;
+	int			rc;
+
+	memset(out, 0, sizeof(*out));
+	for (int c = 0; c < ds->n_chunks; c++)
+		if (ds->chunks[c]->n_rows > largest)
+			largest = ds->chunks[c]->n_rows;
+	if ((rc = gbml_boost_binner_init(&bz, borders, ds->n_features, env)) != GBML_OK)
+		return rc;
+	if ((ptr = gbml_alloc_array(env, (size_t) largest, sizeof(float *))) == NULL ||
+		(src && (rc = positions_by_chunk(ds, src, &off, &pos, env)) != GBML_OK) ||
+		(rc = gbml_boost_bins_alloc(out, ds->n_rows, ds->n_features, block_rows, env)) != GBML_OK)
+		rc = env->error_code;
+	else
+		rc = fill_from_reader(ds, src, off, pos, &bz, ptr, out, phase, env);
+	gbml_free(env, ptr);
+	gbml_free(env, off);
+	gbml_free(env, pos);
+	gbml_boost_binner_free(&bz, env);
+	if (rc != GBML_OK)
+		gbml_boost_bins_free(out, env);
+	return rc;
 }

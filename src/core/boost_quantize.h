@@ -17,6 +17,9 @@
  * Bins are stored feature-major (uint8) per block of rows: block b holds
  * rows [b*block_rows, ...) and bins[f * rows_in_block + r], so one feature's
  * column of a block is contiguous — what the histogram kernel streams.
+ * They are filled a run of rows at a time into their training positions,
+ * from host rows or chunk by chunk from rows a chunk store holds (temporary
+ * files): the bins of a row depend on it alone, so both give the same bytes.
  */
 #ifndef GBML_BOOST_QUANTIZE_H
 #define GBML_BOOST_QUANTIZE_H
@@ -80,13 +83,55 @@ gbml_boost_block_len(const gbml_boost_bins *b, int64_t block)
 }
 
 /*
+ * What binning needs of the borders, ready for the search: each feature's
+ * borders padded with +Inf to a power of two (a branch-free lookup).
+ */
+typedef struct gbml_boost_binner
+{
+	int			n_features;
+	const int  *count;			/* the borders' own count array */
+	float	   *pad;			/* n_features * 256 */
+	int		   *half;			/* n_features: half the padded length */
+} gbml_boost_binner;
+
+int			gbml_boost_binner_init(gbml_boost_binner *bz, const gbml_boost_borders *borders, int n_features,
+								   gbml_env *env);
+void		gbml_boost_binner_free(gbml_boost_binner *bz, gbml_env *env);
+
+/* The blocks for n_rows rows of n_features bins (not yet written). */
+int			gbml_boost_bins_alloc(gbml_boost_bins *out, int64_t n_rows, int n_features, int64_t block_rows,
+								  gbml_env *env);
+
+/*
+ * Bins rows[0..m) (pointers to n_features floats) into existing blocks, row
+ * i at training position p0 + i, or at pos[i] when pos is not NULL (then
+ * ascending).  Parallel over pieces of rows with `threads` threads; each
+ * bin depends only on its row, so the bytes do not depend on how the rows
+ * were cut into calls.  No allocation.
+ */
+void		gbml_boost_bins_fill(gbml_boost_bins *bins, const gbml_boost_binner *bz, const float *const *rows,
+								 const int64_t *pos, int64_t p0, int64_t m, int threads);
+
+/*
  * Bins the rows rows[0..n_rows) (pointers to n_features floats each, in
- * training order) into feature-major blocks of block_rows rows.  Parallel over
- * blocks with env->threads.
+ * training order) into feature-major blocks of block_rows rows: alloc, then
+ * fill.  Parallel with env->threads.
  */
 int			gbml_boost_bins_build(const float *const *rows, int64_t n_rows, int n_features,
 								  const gbml_boost_borders *borders, int64_t block_rows,
 								  gbml_boost_bins *out, gbml_env *env);
+
+/*
+ * The same for a dataset whose rows are read chunk by chunk through the
+ * reader (chunk_prefetch.h), wherever the chunks live: training position i
+ * holds the row at address src[i] (chunk << 32 | row), or with src NULL the
+ * rows in chunk order.  Each chunk's rows are binned while the next chunk
+ * is read; progress (`phase`, one iteration a chunk) and cancel between
+ * chunks.  On failure out holds nothing.
+ */
+int			gbml_boost_bins_from_chunks(const gbml_dataset *ds, const int64_t *src,
+										const gbml_boost_borders *borders, int64_t block_rows,
+										const char *phase, gbml_boost_bins *out, gbml_env *env);
 void		gbml_boost_bins_free(gbml_boost_bins *b, gbml_env *env);
 
 #endif

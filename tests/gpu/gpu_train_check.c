@@ -2,7 +2,8 @@
  * gpu_train_check.c — whole boosting trainings on the GPU backend against
  * the CPU backend: the same rows, params and seed must give the same model
  * bytes for every loss, with subsampling, eval sets, early stopping and the
- * best-model cut, shallow and deep trees.  Then what must not leak or crash:
+ * best-model cut, shallow and deep trees, rows streamed to the device or
+ * read back from temporary files.  Then what must not leak or crash:
  * the GPU budget (an error, or under auto a CPU fallback with the CPU's
  * bytes), CUDA failures injected into the emulation (an error naming the
  * call), and cancelled trainings (nothing held afterwards).
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "algorithm.h"
+#include "chunk_store_file.h"
 #include "chunk_store_gpu.h"
 #include "dataset.h"
 #include "rng.h"
@@ -354,8 +356,8 @@ gc_training_checks(bool quick)
  * equal hashes longer than a fetch batch) and every third a copy of another.
  */
 static int
-make_streamed_from(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t seed, bool stream, bool shuffle,
-				   int64_t from_values, bool fallback)
+make_streamed_to(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t seed,
+				 gbml_chunk_store *(*open) (gbml_env *env), bool shuffle, int64_t from_values, bool fallback)
 {
 	gbml_dataset src;
 	int64_t		n;
@@ -379,8 +381,8 @@ make_streamed_from(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t
 		order[j] = t;
 	}
 	gbml_dataset_init(ds, true);
-	if (stream)
-		gbml_dataset_stream_to(ds, gbml_chunk_store_gpu_open, from_values, fallback);
+	if (open)
+		gbml_dataset_stream_to(ds, open, from_values, fallback);
 	for (int64_t i = 0; i < n && rc == GBML_OK; i++)
 	{
 		int			c = 0;
@@ -402,6 +404,14 @@ make_streamed_from(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t
 	free(order);
 	gbml_dataset_free(&src, env);
 	return rc;
+}
+
+static int
+make_streamed_from(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t seed, bool stream, bool shuffle,
+				   int64_t from_values, bool fallback)
+{
+	return make_streamed_to(ds, env, s, seed, stream ? gbml_chunk_store_gpu_open : NULL, shuffle, from_values,
+							fallback);
 }
 
 static int
@@ -492,6 +502,51 @@ auto_streaming_checks(void)
 	gbml_free(&ecpu, mcpu);
 }
 
+/*
+ * Rows in temporary files (a dataset past its memory budget) trained on the
+ * GPU: the host bins made from the files go up as for rows in memory, the
+ * files go once binned, and the bytes are the CPU's from rows in memory.
+ */
+static void
+file_store_checks(void)
+{
+	data_spec	s = {20000, 40, true, false, true, 0.02};	/* two chunks: 8,192 rows, then the rest */
+	gbml_param_value p[3] = {tu_num("iterations", 6), tu_str("loss", "YetiRank"), tu_num("eval_fraction", 0.2)};
+	gbml_env	ecpu,
+				egpu;
+	gbml_dataset dcpu,
+				dgpu;
+	uint8_t    *mcpu = NULL,
+			   *mgpu = NULL;
+	size_t		lcpu = 0,
+				lgpu = 0;
+	gbml_spill_stats st = {0};
+	int			rc_cpu,
+				rc_gpu;
+
+	gbml_env_init_malloc(&ecpu, 2);
+	gbml_env_init_malloc(&egpu, 2);
+	egpu.device = GBML_DEVICE_GPU;
+	egpu.gpu = gc_backend;
+	rc_cpu = make_streamed_to(&dcpu, &ecpu, &s, 17, NULL, false, 0, false);
+	rc_gpu = make_streamed_to(&dgpu, &egpu, &s, 17, gbml_chunk_store_file_open, true, 0, false);
+	if (rc_cpu == GBML_OK)
+		rc_cpu = gbml_train_values(&ecpu, "boost", p, 3, &dcpu, NULL, &mcpu, &lcpu);
+	if (rc_gpu == GBML_OK)
+		rc_gpu = gbml_train_values(&egpu, "boost", p, 3, &dgpu, NULL, &mgpu, &lgpu);
+	if (rc_gpu != GBML_OK)
+		printf("# training from files on the GPU: %s\n", egpu.error);
+	gc_check(rc_cpu == GBML_OK && rc_gpu == GBML_OK && egpu.device == GBML_DEVICE_GPU && dgpu.n_chunks > 1 &&
+			 gbml_chunk_store_file_stats(dgpu.store, &st) && st.chunks == 0 && st.bytes_read > 0 &&
+			 lcpu == lgpu && memcmp(mcpu, mgpu, lcpu) == 0,
+			 "rows in temporary files train on the GPU from their host bins, the files released: the CPU's bytes");
+	gbml_dataset_free(&dcpu, &ecpu);
+	gbml_dataset_free(&dgpu, &egpu);
+	gbml_free(&ecpu, mcpu);
+	gbml_free(&egpu, mgpu);
+	gc_check(gc_no_resources() && egpu.memory_used == 0, "nothing held after the training from files");
+}
+
 static void
 streaming_checks(void)
 {
@@ -556,6 +611,7 @@ streaming_checks(void)
 	}
 	gc_check(gc_no_resources(), "no GPU resources left after the streamed trainings");
 	auto_streaming_checks();
+	file_store_checks();
 
 	gc_inject_faults("rows streaming in and training", attempt_streamed, 12, 29, 300);
 

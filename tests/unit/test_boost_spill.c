@@ -1,0 +1,508 @@
+/*
+ * test_boost_spill.c — boosting from rows in temporary files (issue 12):
+ * the same rows appended in another order to a dataset streamed to files
+ * (small chunks, so many of them) train to exactly the model bytes of the
+ * rows in memory, for RMSE, Logloss, YetiRank and PairLogit, with missing
+ * values, weights, subsampling, an eval split or an eval set of its own,
+ * and early stopping, on 1 and 2 threads; the fit keeps only bins (the
+ * stores are released once binned, and a wide set peaks lower than in
+ * memory); and a failed read or a cancel while binning is an error that
+ * leaves nothing behind.
+ */
+#include "harness.h"
+#include "chunk_store_file.h"
+#include "rng.h"
+#include "test_util.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SPILL_CHUNK_ROWS 700
+
+typedef enum
+{
+	SPILL_REGRESSION,
+	SPILL_BINARY,
+	SPILL_RANKING
+} spill_kind;
+
+/* Rows kept apart from any dataset, to be appended in any order. */
+typedef struct spill_rows
+{
+	int64_t		n;
+	int			d;
+	float	   *x;				/* n * d */
+	gbml_row   *row;			/* n, pointing into x */
+} spill_rows;
+
+static void
+make_rows(spill_rows *s, spill_kind kind, int64_t n, int d, uint64_t seed, double missing, bool weights)
+{
+	gbml_rng	rng;
+
+	gbml_rng_seed(&rng, seed);
+	s->n = n;
+	s->d = d;
+	s->x = malloc(sizeof(float) * (size_t) (n * d));
+	s->row = calloc((size_t) n, sizeof(gbml_row));
+	for (int64_t i = 0; i < n; i++)
+	{
+		float	   *x = s->x + i * d;
+		gbml_row   *row = &s->row[i];
+		double		y;
+
+		for (int j = 0; j < d; j++)
+		{
+			x[j] = (float) gbml_rng_uniform(&rng);
+			if (j >= 2 && gbml_rng_uniform(&rng) < missing)
+				x[j] = NAN;
+		}
+		y = 3.0 * (x[0] > 0.5f) + 2.0 * x[1] * x[1] + 0.5 * (gbml_rng_uniform(&rng) - 0.5);
+		row->x = x;
+		row->n_features = d;
+		row->label = kind == SPILL_BINARY ? (float) (y > 1.8) : kind == SPILL_RANKING ? (float) floor(y) : (float) y;
+		/* query ids in random order: the group sort scatters every chunk's rows */
+		row->group = (int64_t) (gbml_rng_next(&rng) % (uint64_t) (n / 12 + 1));
+		row->group_is_null = kind != SPILL_RANKING;
+		row->weight = (float) (0.25 + 1.5 * gbml_rng_uniform(&rng));
+		row->weight_is_null = !weights;
+	}
+}
+
+static void
+free_rows(spill_rows *s)
+{
+	free(s->x);
+	free(s->row);
+}
+
+/*
+ * The rows as a dataset: in host memory in their order (in chunks of
+ * SPILL_CHUNK_ROWS rows when small_chunks, else the default), or streamed
+ * to files (SPILL_CHUNK_ROWS-row chunks) in an order shuffled by seed.
+ */
+static void
+load_rows_in(gbml_dataset *ds, gbml_env *env, const spill_rows *s, bool stored, uint64_t seed, bool small_chunks)
+{
+	int64_t    *order = malloc(sizeof(int64_t) * (size_t) s->n);
+	gbml_rng	rng;
+
+	for (int64_t i = 0; i < s->n; i++)
+		order[i] = i;
+	gbml_rng_seed(&rng, seed);
+	for (int64_t i = s->n - 1; stored && i > 0; i--)
+	{
+		int64_t		j = (int64_t) (gbml_rng_next(&rng) % (uint64_t) (i + 1)),
+					t = order[i];
+
+		order[i] = order[j];
+		order[j] = t;
+	}
+	gbml_dataset_init(ds, true);
+	if (stored || small_chunks)
+		ds->chunk_rows = SPILL_CHUNK_ROWS;
+	if (stored)
+		gbml_dataset_stream_to(ds, gbml_chunk_store_file_open, 0, false);
+	for (int64_t i = 0; i < s->n; i++)
+		CHECK(gbml_dataset_append(ds, env, &s->row[order[i]], true) == GBML_OK);
+	CHECK(!stored || (ds->store != NULL && strcmp(ds->store->residence, "file") == 0));
+	free(order);
+}
+
+static void
+load_rows(gbml_dataset *ds, gbml_env *env, const spill_rows *s, bool stored, uint64_t seed)
+{
+	load_rows_in(ds, env, s, stored, seed, false);
+}
+
+typedef struct spill_case
+{
+	const char *name;
+	spill_kind	kind;
+	int64_t		n;
+	int			d;
+	double		missing;
+	bool		weights;
+	bool		eval_set;		/* an eval set of its own (stored like the training rows) */
+	gbml_param_value v[8];
+	int			nv;
+} spill_case;
+
+/* Trains the case's rows (and eval rows), in memory or stored, on `threads`; the model or NULL. */
+static uint8_t *
+fit(const spill_case *c, const spill_rows *rows, const spill_rows *eval_rows, bool stored, int threads,
+	size_t *len)
+{
+	gbml_env	env;
+	gbml_dataset ds,
+				ev;
+	uint8_t    *model = NULL;
+	int			rc;
+
+	gbml_env_init_malloc(&env, threads);
+	load_rows(&ds, &env, rows, stored, 31 + (uint64_t) threads);
+	if (c->eval_set)
+		load_rows(&ev, &env, eval_rows, stored, 77);
+	rc = gbml_train_values(&env, "boost", c->v, c->nv, &ds, c->eval_set ? &ev : NULL, &model, len);
+	if (rc != GBML_OK)
+		printf("# %s (%s, %d threads): %s\n", c->name, stored ? "stored" : "memory", threads, env.error);
+	CHECK(rc == GBML_OK);
+	if (stored)
+	{
+		gbml_spill_stats st;
+
+		/* binned: the float rows went with their files */
+		CHECK(gbml_chunk_store_file_stats(ds.store, &st) && st.chunks == 0 && st.bytes_read > 0);
+		if (c->eval_set)
+			CHECK(gbml_chunk_store_file_stats(ev.store, &st) && st.chunks == 0);
+	}
+	gbml_dataset_free(&ds, &env);
+	if (c->eval_set)
+		gbml_dataset_free(&ev, &env);
+	if (model)
+	{
+		/* the model's bytes outlive the env's accounting: a plain copy */
+		uint8_t    *copy = malloc(*len);
+
+		memcpy(copy, model, *len);
+		gbml_free(&env, model);
+		model = copy;
+	}
+	CHECK(env.memory_used == 0);
+	return model;
+}
+
+/* The case in memory on 1 thread, and stored on 1 and 2 threads: the same bytes. */
+static void
+check_case(const spill_case *c)
+{
+	spill_rows	rows,
+				eval_rows;
+	uint8_t    *m[3];
+	size_t		len[3];
+	bool		same;
+
+	make_rows(&rows, c->kind, c->n, c->d, 5, c->missing, c->weights);
+	if (c->eval_set)
+		make_rows(&eval_rows, c->kind, c->n / 3, c->d, 6, c->missing, c->weights);
+	m[0] = fit(c, &rows, &eval_rows, false, 1, &len[0]);
+	m[1] = fit(c, &rows, &eval_rows, true, 1, &len[1]);
+	m[2] = fit(c, &rows, &eval_rows, true, 2, &len[2]);
+	same = m[0] && m[1] && m[2] && len[0] == len[1] && len[0] == len[2] &&
+		memcmp(m[0], m[1], len[0]) == 0 && memcmp(m[0], m[2], len[0]) == 0;
+	if (!same)
+		printf("# %s: the stored rows train other bytes\n", c->name);
+	CHECK(same);
+	for (int i = 0; i < 3; i++)
+		free(m[i]);
+	free_rows(&rows);
+	if (c->eval_set)
+		free_rows(&eval_rows);
+}
+
+#define NUM(k, x) {.key = k,.kind = GBML_VALUE_NUMBER,.number = x}
+#define STR(k, x) {.key = k,.kind = GBML_VALUE_STRING,.string = x}
+
+TEST(boost_spill_rmse_same_bytes_as_memory)
+{
+	/* 100 borders: some features binned by search, not by counting; three blocks of bins */
+	spill_case	c = {"RMSE", SPILL_REGRESSION, 18000, 5, 0.1, true, false,
+		{NUM("iterations", 12), NUM("depth", 5), NUM("subsample", 0.7), STR("loss", "RMSE"),
+		NUM("random_seed", 3), NUM("border_count", 100)}, 6};
+
+	check_case(&c);
+}
+
+TEST(boost_spill_logloss_eval_split_early_stopping)
+{
+	spill_case	c = {"Logloss", SPILL_BINARY, 5000, 6, 0.05, false, false,
+		{NUM("iterations", 200), NUM("depth", 4), STR("loss", "Logloss"), NUM("learning_rate", 0.6),
+		NUM("eval_fraction", 0.2), NUM("early_stopping_rounds", 4)}, 6};
+
+	check_case(&c);
+}
+
+TEST(boost_spill_yetirank_same_bytes_as_memory)
+{
+	/* two blocks of bins, every chunk's rows scattered over both */
+	spill_case	c = {"YetiRank", SPILL_RANKING, 11000, 5, 0.1, false, false,
+		{NUM("iterations", 10), NUM("depth", 4), STR("loss", "YetiRank"), NUM("subsample", 0.8),
+		NUM("eval_fraction", 0.2)}, 5};
+
+	check_case(&c);
+}
+
+TEST(boost_spill_pairlogit_weights_early_stopping)
+{
+	spill_case	c = {"PairLogit", SPILL_RANKING, 4000, 5, 0.0, true, false,
+		{NUM("iterations", 60), NUM("depth", 3), STR("loss", "PairLogit"), NUM("learning_rate", 0.5),
+		NUM("eval_fraction", 0.25), NUM("early_stopping_rounds", 3)}, 6};
+
+	check_case(&c);
+}
+
+TEST(boost_spill_eval_set_of_its_own)
+{
+	spill_case	c = {"RMSE, eval set", SPILL_REGRESSION, 3000, 6, 0.1, true, true,
+		{NUM("iterations", 150), NUM("depth", 6), NUM("learning_rate", 0.5), NUM("l2_leaf_reg", 0),
+		NUM("early_stopping_rounds", 6)}, 5};
+
+	check_case(&c);
+}
+
+/*
+ * Engine peak memory of one fit, the dataset as held included: host rows in
+ * chunks as small as the stored ones (no chunk capacity beyond the rows),
+ * the stored rows' reorder window small.
+ */
+static size_t
+fit_peak(const spill_rows *rows, bool stored, const gbml_param_value *v, int nv)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *model = NULL;
+	size_t		len,
+				peak;
+
+	gbml_env_init_malloc(&env, 2);
+	load_rows_in(&ds, &env, rows, stored, 8, true);
+	gbml_dataset_finish_appends(&ds, &env);	/* the host rows' pre-faulted spare chunk goes */
+	if (stored)
+		gbml_chunk_store_file_set_permute_budget(ds.store, (size_t) 256 << 10);
+	env.memory_peak = env.memory_used;
+	CHECK(gbml_train_values(&env, "boost", v, nv, &ds, NULL, &model, &len) == GBML_OK);
+	peak = env.memory_peak;
+	gbml_free(&env, model);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+	return peak;
+}
+
+TEST(boost_spill_wide_rows_peak_below_memory)
+{
+	spill_rows	rows;
+	gbml_param_value v[] = {NUM("iterations", 3), NUM("depth", 4)};
+	size_t		in_memory,
+				in_files;
+
+	/* 300 features: 3.6 MB of floats, 0.9 MB of bins */
+	make_rows(&rows, SPILL_REGRESSION, 3000, 300, 9, 0.0, false);
+	in_memory = fit_peak(&rows, false, v, 2);
+	in_files = fit_peak(&rows, true, v, 2);
+	printf("# peak in memory %zu bytes, from files %zu\n", in_memory, in_files);
+	CHECK(in_files < in_memory);
+	free_rows(&rows);
+}
+
+/* ---- failures while binning ---- */
+
+/* Open descriptors of this process (-1 where /proc is not there). */
+static int
+open_fds(void)
+{
+	DIR		   *d = opendir("/proc/self/fd");
+	int			n = 0;
+
+	if (d == NULL)
+		return -1;
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* A file store whose chunk reads fail after `reads_left` of them (any thread: one read at a time). */
+typedef struct failing_store
+{
+	gbml_chunk_store base;
+	gbml_chunk_store *inner;
+	int			reads_left;
+	bool		failed;
+} failing_store;
+
+#define INNER(s) (((failing_store *) (s))->inner)
+
+static float *
+fw_buffer(gbml_chunk_store *s, int64_t rows, int n_features)
+{
+	return INNER(s)->buffer(INNER(s), rows, n_features);
+}
+
+static int
+fw_put(gbml_chunk_store *s, const float *x, int64_t n_rows, int n_features)
+{
+	return INNER(s)->put(INNER(s), x, n_rows, n_features);
+}
+
+static int
+fw_fetch(gbml_chunk_store *s, const int64_t *src, int64_t n, float *out)
+{
+	return INNER(s)->fetch(INNER(s), src, n, out);
+}
+
+static int
+fw_read_chunk(gbml_chunk_store *s, int index, float *out)
+{
+	failing_store *f = (failing_store *) s;
+
+	if (__atomic_sub_fetch(&f->reads_left, 1, __ATOMIC_SEQ_CST) < 0)
+	{
+		__atomic_store_n(&f->failed, true, __ATOMIC_SEQ_CST);
+		return 1;
+	}
+	return f->inner->read_chunk(f->inner, index, out);
+}
+
+static bool
+fw_out_of_room(gbml_chunk_store *s)
+{
+	return INNER(s)->out_of_room(INNER(s));
+}
+
+static int
+fw_permute(gbml_chunk_store *s, const int64_t *src, int64_t n, int64_t first_rows, int64_t chunk_rows)
+{
+	return INNER(s)->permute(INNER(s), src, n, first_rows, chunk_rows);
+}
+
+static int
+fw_missing(gbml_chunk_store *s, bool *out)
+{
+	return INNER(s)->missing(INNER(s), out);
+}
+
+static void
+fw_release(gbml_chunk_store *s)
+{
+	INNER(s)->release(INNER(s));
+}
+
+static void
+fw_destroy(gbml_chunk_store *s)
+{
+	INNER(s)->destroy(INNER(s));
+	free(s);
+}
+
+static const char *
+fw_error(gbml_chunk_store *s)
+{
+	return ((failing_store *) s)->failed ? "could not read from a temporary file: Input/output error"
+		: INNER(s)->error(INNER(s));
+}
+
+static int
+fw_error_code(gbml_chunk_store *s)
+{
+	return ((failing_store *) s)->failed ? GBML_EIO : INNER(s)->error_code(INNER(s));
+}
+
+/* Puts a failing store around ds's file store. */
+static void
+fail_reads_after(gbml_dataset *ds, int reads)
+{
+	failing_store *f = calloc(1, sizeof(failing_store));
+
+	f->base = *ds->store;
+	f->inner = ds->store;
+	f->reads_left = reads;
+	f->base.buffer = fw_buffer;
+	f->base.put = fw_put;
+	f->base.fetch = fw_fetch;
+	f->base.read_chunk = fw_read_chunk;
+	f->base.out_of_room = fw_out_of_room;
+	f->base.permute = fw_permute;
+	f->base.missing = fw_missing;
+	f->base.release = fw_release;
+	f->base.destroy = fw_destroy;
+	f->base.error = fw_error;
+	f->base.error_code = fw_error_code;
+	ds->store = &f->base;
+}
+
+TEST(boost_spill_read_failure_is_a_clear_error_and_leaks_nothing)
+{
+	spill_rows	rows,
+				eval_rows;
+	gbml_param_value v[] = {NUM("iterations", 5), NUM("depth", 4), STR("loss", "YetiRank")};
+	int			fds = open_fds();
+
+	make_rows(&rows, SPILL_RANKING, 4000, 5, 11, 0.0, false);
+	make_rows(&eval_rows, SPILL_RANKING, 1500, 5, 12, 0.0, false);
+	/* the training rows' third chunk read fails; then the eval set's first */
+	for (int on_eval = 0; on_eval <= 1; on_eval++)
+	{
+		gbml_env	env;
+		gbml_dataset ds,
+					ev;
+		uint8_t    *model = NULL;
+		size_t		len;
+
+		gbml_env_init_malloc(&env, 2);
+		load_rows(&ds, &env, &rows, true, 4);
+		load_rows(&ev, &env, &eval_rows, true, 5);
+		fail_reads_after(on_eval ? &ev : &ds, on_eval ? 0 : 2);
+		CHECK(gbml_train_values(&env, "boost", v, 3, &ds, &ev, &model, &len) == GBML_EIO);
+		CHECK(model == NULL);
+		CHECK(strstr(env.error, on_eval ? "reading chunk 1 (rows in temporary files)"
+					 : "reading chunk 3 (rows in temporary files)") != NULL);
+		CHECK(strstr(env.error, "Input/output error") != NULL);
+		gbml_dataset_free(&ds, &env);
+		gbml_dataset_free(&ev, &env);
+		CHECK(env.memory_used == 0);
+	}
+	CHECK(open_fds() == fds);
+	free_rows(&rows);
+	free_rows(&eval_rows);
+}
+
+/* Counts the binning's progress reports; cancels at report `cancel_at` (0: never). */
+typedef struct quantize_progress
+{
+	int			reports;
+	int			cancel_at;
+	int64_t		total;
+} quantize_progress;
+
+static bool
+count_quantize(void *ctx, const gbml_progress_info *info)
+{
+	quantize_progress *q = ctx;
+
+	if (strcmp(info->phase, "quantize") != 0)
+		return false;
+	q->total = info->total;
+	return ++q->reports == q->cancel_at;
+}
+
+TEST(boost_spill_progress_and_cancel_between_chunks)
+{
+	spill_rows	rows;
+	gbml_param_value v[] = {NUM("iterations", 3), NUM("depth", 3)};
+
+	make_rows(&rows, SPILL_REGRESSION, 3500, 4, 12, 0.0, false);
+	for (int cancel_at = 0; cancel_at <= 2; cancel_at += 2)
+	{
+		gbml_env	env;
+		gbml_dataset ds;
+		uint8_t    *model = NULL;
+		size_t		len;
+		quantize_progress q = {0, cancel_at, 0};
+		int			n_chunks;
+
+		gbml_env_init_malloc(&env, 2);
+		load_rows(&ds, &env, &rows, true, 5);
+		env.progress_fn = count_quantize;
+		env.progress_ctx = &q;
+		CHECK(gbml_train_values(&env, "boost", v, 2, &ds, NULL, &model, &len) ==
+			  (cancel_at ? GBML_ECANCELLED : GBML_OK));
+		n_chunks = ds.n_chunks;
+		/* a report per chunk, the last one stopping it when asked */
+		CHECK(n_chunks > 2 && q.total == n_chunks && q.reports == (cancel_at ? cancel_at : n_chunks));
+		gbml_free(&env, model);
+		gbml_dataset_free(&ds, &env);
+		CHECK(env.memory_used == 0);
+	}
+	free_rows(&rows);
+}
