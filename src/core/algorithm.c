@@ -310,6 +310,7 @@ gbml_plan_spill(const gbml_algorithm *algo, const gbml_env *env, gbml_dataset *d
 	 */
 	if (env->memory_limit > 0)
 		ds->chunk_bytes = env->memory_limit / 16 > 65536 ? env->memory_limit / 16 : 65536;
+	ds->reorder_window_quarter = algo->quantizes_rows;
 	gbml_dataset_stream_to(ds, gbml_chunk_store_file_open, from, false);
 }
 

@@ -103,6 +103,13 @@ typedef struct gbml_dataset
 	bool		stream_fallback;	/* out of room in the store: rows back to the host, not an error */
 	bool		stream_fell_back;	/* that happened */
 	/*
+	 * Rows spilled early for a trainer that keeps only bins: reordering them
+	 * in the file (canonical order, eval split) may use about a quarter of
+	 * the features' bytes, what the bins will take, not half the budget.
+	 * Set with a file store only.
+	 */
+	bool		reorder_window_quarter;
+	/*
 	 * The chunk reader's two buffers, kept between passes (chunk_prefetch.c):
 	 * a trainer walks the rows every iteration, and fresh buffers would be
 	 * faulted in again each time.  Freed with the dataset.

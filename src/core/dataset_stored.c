@@ -10,6 +10,7 @@
  * trainer gives the same model bytes whichever residence the rows had.
  */
 #include "dataset_internal.h"
+#include "chunk_store_file.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -153,6 +154,14 @@ keep_rows(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
 	int			n_fresh = 0;
 	int64_t		done = 0;
 
+	if (ds->reorder_window_quarter)
+	{
+		/* about what the bins will take: the fit's peak is then the bins', not the reorder's */
+		size_t		quarter = (size_t) n * (size_t) ds->n_features;	/* a quarter of the features' bytes */
+		size_t		floor = (size_t) 4 * (size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float);
+
+		gbml_chunk_store_file_set_permute_budget(ds->store, quarter > floor ? quarter : floor);
+	}
 	if (ds->store->permute(ds->store, src, n, first, ds->chunk_rows) != 0)
 		return gbml_dataset_store_error(ds, env, "reordering rows");
 	fresh = gbml_alloc0(env, sizeof(gbml_chunk *) * (size_t) (n / ds->chunk_rows + 2));
