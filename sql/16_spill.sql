@@ -1,8 +1,9 @@
 -- Rows past the memory budget go to temporary files (issue 12), at a small
--- scale: 24,000 rows of 100 features (9.2 MB of float features) trained with
--- memory_limit_mb = 2.2 (K-Means, SAGA: the features are 4x the budget) and
--- 4 (boosting, whose bins alone are a quarter of the features) give the same
--- model bytes as with the whole table in memory; the run report and the
+-- scale: 80,000 rows of 100 features (30.5 MB of float features) trained with
+-- memory_limit_mb = 7.5 (K-Means, SAGA: the features are 4x the budget) and
+-- 26 (boosting, whose bins alone are a quarter of the features, and its
+-- per-row state as much again) give the same model bytes as with the whole
+-- table in memory; the run report and the
 -- registry show what went through the files; temp_file_limit, a cancel and
 -- an ERROR inside a subtransaction leave no file behind.
 SET gbml.progress_interval = 0;
@@ -14,7 +15,7 @@ SELECT i, i / 12 AS query,
                FROM generate_series(1, 100) AS j) AS f,
        ((i % 5) + (hashint4(i) % 3 = 0)::int)::real AS relevance,
        (i % 5 >= 2)::int::real AS clicked
-  FROM generate_series(1, 24000) AS i;
+  FROM generate_series(1, 80000) AS i;
 -- the same rows in another physical order: spilled rows must not depend on the scan order
 CREATE TABLE spill_rows_shuffled AS SELECT * FROM spill_rows ORDER BY hashint4(i + 17);
 
@@ -29,17 +30,17 @@ CREATE TEMP TABLE fits AS
 SELECT 'kmeans in memory' AS fit, gbml.kmeans_fit(f, 8, '{"random_seed": 4, "max_iter": 20}') AS model FROM spill_rows;
 SELECT * FROM spill_report();
 INSERT INTO fits
-SELECT 'kmeans spilled', gbml.kmeans_fit(f, 8, '{"random_seed": 4, "max_iter": 20, "memory_limit_mb": 2.2}')
+SELECT 'kmeans spilled', gbml.kmeans_fit(f, 8, '{"random_seed": 4, "max_iter": 20, "memory_limit_mb": 7.5}')
   FROM spill_rows_shuffled;
 SELECT * FROM spill_report();
-SELECT (r ->> 'peak_memory_mb')::float8 <= 2.2 AS within_budget FROM gbml.last_training_report() AS r;
+SELECT (r ->> 'peak_memory_mb')::float8 <= 7.5 AS within_budget FROM gbml.last_training_report() AS r;
 
 -- SAGA (logistic, elastic net, an eval share)
 INSERT INTO fits
 SELECT 'saga in memory', gbml.saga_fit(f, clicked, '{"loss": "logistic", "alpha": 0.01, "l1_ratio": 0.5, "eval_fraction": 0.2, "max_iter": 30}')
   FROM spill_rows;
 INSERT INTO fits
-SELECT 'saga spilled', gbml.saga_fit(f, clicked, '{"loss": "logistic", "alpha": 0.01, "l1_ratio": 0.5, "eval_fraction": 0.2, "max_iter": 30, "memory_limit_mb": 2.2}')
+SELECT 'saga spilled', gbml.saga_fit(f, clicked, '{"loss": "logistic", "alpha": 0.01, "l1_ratio": 0.5, "eval_fraction": 0.2, "max_iter": 30, "memory_limit_mb": 7.5}')
   FROM spill_rows_shuffled;
 SELECT * FROM spill_report();
 
@@ -48,56 +49,56 @@ INSERT INTO fits
 SELECT 'boost in memory', gbml.boost_fit(f, relevance, query, '{"iterations": 15, "depth": 4, "eval_fraction": 0.2}')
   FROM spill_rows;
 INSERT INTO fits
-SELECT 'boost spilled', gbml.boost_fit(f, relevance, query, '{"iterations": 15, "depth": 4, "eval_fraction": 0.2, "memory_limit_mb": 4}')
+SELECT 'boost spilled', gbml.boost_fit(f, relevance, query, '{"iterations": 15, "depth": 4, "eval_fraction": 0.2, "memory_limit_mb": 26}')
   FROM spill_rows_shuffled;
 SELECT * FROM spill_report();
-SELECT (r ->> 'peak_memory_mb')::float8 <= 4 AS within_budget FROM gbml.last_training_report() AS r;
+SELECT (r ->> 'peak_memory_mb')::float8 <= 26 AS within_budget FROM gbml.last_training_report() AS r;
 
 SELECT a.fit, b.fit, a.model = b.model AS same_bytes
   FROM fits a JOIN fits b ON split_part(a.fit, ' ', 1) = split_part(b.fit, ' ', 1) AND a.fit < b.fit
  ORDER BY 1;
 
 -- the registry form: the model's bytes, and models.timings says what spilled
-SELECT gbml.train('spill_km', 'kmeans', 'SELECT f FROM spill_rows_shuffled',
-                  '{"k": 8, "random_seed": 4, "max_iter": 20, "memory_limit_mb": 2.2}') > 0 AS trained;
+SELECT gbml.train('spill_km', 'kmeans', 'SELECT f AS features FROM spill_rows_shuffled',
+                  '{"k": 8, "random_seed": 4, "max_iter": 20, "memory_limit_mb": 7.5}') > 0 AS trained;
 SELECT m.model = f.model AS same_bytes, (m.timings ->> 'spilled_rows')::bigint AS spilled_rows,
-       (m.timings ->> 'temp_written_mb')::float8 > 0 AS wrote, (m.timings ->> 'peak_memory_mb')::float8 <= 2.2 AS within_budget
+       (m.timings ->> 'temp_written_mb')::float8 > 0 AS wrote, (m.timings ->> 'peak_memory_mb')::float8 <= 7.5 AS within_budget
   FROM gbml.models m, fits f
  WHERE m.name = 'spill_km' AND f.fit = 'kmeans in memory';
 
 -- temp_file_limit: an ERROR that names it, with a hint
 SET temp_file_limit = '1MB';
-SELECT gbml.kmeans_fit(f, 8, '{"memory_limit_mb": 2.2}') FROM spill_rows;
+SELECT gbml.kmeans_fit(f, 8, '{"memory_limit_mb": 7.5}') FROM spill_rows;
 RESET temp_file_limit;
 
 -- too small even for the per-row state: the budget ERROR, with the figures
-SELECT gbml.kmeans_fit(f, 8, '{"memory_limit_mb": 0.3}') FROM spill_rows;
+SELECT gbml.kmeans_fit(f, 8, '{"memory_limit_mb": 1}') FROM spill_rows;
 
 -- an ERROR caught in a subtransaction, then a training in the same transaction
 BEGIN;
 DO $$
 BEGIN
   -- the last row fails after the others went to files
-  PERFORM gbml.saga_fit(f, CASE WHEN i < 24000 THEN clicked END, '{"memory_limit_mb": 2.2}') FROM (SELECT * FROM spill_rows ORDER BY i) s;
+  PERFORM gbml.saga_fit(f, CASE WHEN i < 80000 THEN clicked END, '{"memory_limit_mb": 7.5}') FROM (SELECT * FROM spill_rows ORDER BY i) s;
 EXCEPTION WHEN OTHERS THEN
   RAISE NOTICE 'caught: %', SQLERRM;
 END $$;
 SET LOCAL temp_file_limit = '1MB';
 DO $$
 BEGIN
-  PERFORM gbml.saga_fit(f, clicked, '{"memory_limit_mb": 2.2}') FROM spill_rows;
+  PERFORM gbml.saga_fit(f, clicked, '{"memory_limit_mb": 7.5}') FROM spill_rows;
 EXCEPTION WHEN OTHERS THEN
   RAISE NOTICE 'caught: %', SQLERRM;
 END $$;
 RESET temp_file_limit;
-SELECT gbml.saga_fit(f, clicked, '{"memory_limit_mb": 2.2, "max_iter": 30, "loss": "logistic", "alpha": 0.01, "l1_ratio": 0.5, "eval_fraction": 0.2}')
+SELECT gbml.saga_fit(f, clicked, '{"memory_limit_mb": 7.5, "max_iter": 30, "loss": "logistic", "alpha": 0.01, "l1_ratio": 0.5, "eval_fraction": 0.2}')
      = (SELECT model FROM fits WHERE fit = 'saga in memory') AS same_bytes_after_caught_errors
   FROM spill_rows;
 COMMIT;
 
 -- a cancelled training (statement_timeout) while it reads its files back
-SET statement_timeout = '300ms';
-SELECT gbml.kmeans_fit(f, 64, '{"memory_limit_mb": 2.2, "max_iter": 100000, "tol": 0, "min_frac_changed": 0}') FROM spill_rows;
+SET statement_timeout = '1s';
+SELECT gbml.kmeans_fit(f, 16, '{"memory_limit_mb": 7.5, "max_iter": 100000, "tol": 0, "min_frac_changed": 0}') FROM spill_rows;
 RESET statement_timeout;
 
 -- nothing left in the temporary directory

@@ -347,7 +347,24 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 	 */
 	batch = (int64_t) (SAMPLE_BATCH_BYTES / ((size_t) (m > 0 ? m : 1) * sizeof(float)));
 	if (addr)
+	{
+		/*
+		 * All at once unless the budget is small: then a batch takes half
+		 * of what is free, and each batch fetches the sample rows again.
+		 */
+		size_t		column = (size_t) (m > 0 ? m : 1) * sizeof(float);
+		size_t		sort_room = (size_t) threads * 2 * column + SAMPLE_FETCH_BYTES;
+
 		batch = d;
+		if (env->memory_limit > 0)
+		{
+			size_t		free_bytes = env->memory_limit > env->memory_used + sort_room ?
+				env->memory_limit - env->memory_used - sort_room : 0;
+
+			if ((size_t) batch * column > free_bytes / 2)
+				batch = (int64_t) (free_bytes / 2 / column);
+		}
+	}
 	if (batch < 1)
 		batch = 1;
 	if (batch > d)

@@ -155,10 +155,17 @@ gbml_alloc(gbml_env *env, size_t size)
 	if (env->memory_limit != 0 &&
 		(total > env->memory_limit || env->memory_used > env->memory_limit - total))
 	{
-		gbml_error(env, GBML_EBUDGET,
-				   "memory limit exceeded: %.1f MB needed, %.1f MB in use, limit %.1f MB",
-				   (double) total / 1048576.0, (double) env->memory_used / 1048576.0,
-				   (double) env->memory_limit / 1048576.0);
+		/* kB for a small request: "0.0 MB needed" says nothing */
+		if (total < 104858)
+			gbml_error(env, GBML_EBUDGET,
+					   "memory limit exceeded: %.1f kB needed, %.1f MB in use, limit %.1f MB",
+					   (double) total / 1024.0, (double) env->memory_used / 1048576.0,
+					   (double) env->memory_limit / 1048576.0);
+		else
+			gbml_error(env, GBML_EBUDGET,
+					   "memory limit exceeded: %.1f MB needed, %.1f MB in use, limit %.1f MB",
+					   (double) total / 1048576.0, (double) env->memory_used / 1048576.0,
+					   (double) env->memory_limit / 1048576.0);
 		return NULL;
 	}
 	h = env->alloc_fn(env->alloc_ctx, total);
