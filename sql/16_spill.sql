@@ -1,6 +1,6 @@
 -- Rows past the memory budget go to temporary files (issue 12), at a small
 -- scale: 80,000 rows of 100 features (30.5 MB of float features) trained with
--- memory_limit_mb = 7.5 (K-Means, SAGA: the features are 4x the budget) and
+-- memory_limit_mb = 7.5 (K-Means: the features are 4x the budget) and
 -- 26 (boosting, whose bins alone are a quarter of the features, and its
 -- per-row state as much again) give the same model bytes as with the whole
 -- table in memory; the run report and the
@@ -34,15 +34,6 @@ SELECT 'kmeans spilled', gbml.kmeans_fit(f, 8, '{"random_seed": 4, "max_iter": 2
   FROM spill_rows_shuffled;
 SELECT * FROM spill_report();
 SELECT (r ->> 'peak_memory_mb')::float8 <= 7.5 AS within_budget FROM gbml.last_training_report() AS r;
-
--- SAGA (logistic, elastic net, an eval share)
-INSERT INTO fits
-SELECT 'saga in memory', gbml.saga_fit(f, clicked, '{"loss": "logistic", "alpha": 0.01, "l1_ratio": 0.5, "eval_fraction": 0.2, "max_iter": 30}')
-  FROM spill_rows;
-INSERT INTO fits
-SELECT 'saga spilled', gbml.saga_fit(f, clicked, '{"loss": "logistic", "alpha": 0.01, "l1_ratio": 0.5, "eval_fraction": 0.2, "max_iter": 30, "memory_limit_mb": 7.5}')
-  FROM spill_rows_shuffled;
-SELECT * FROM spill_report();
 
 -- boosting with a ranking loss (YetiRank by query), an eval share
 INSERT INTO fits
@@ -79,20 +70,21 @@ BEGIN;
 DO $$
 BEGIN
   -- the last row fails after the others went to files
-  PERFORM gbml.saga_fit(f, CASE WHEN i < 80000 THEN clicked END, '{"memory_limit_mb": 7.5}') FROM (SELECT * FROM spill_rows ORDER BY i) s;
+  PERFORM gbml.boost_fit(f, CASE WHEN i < 80000 THEN relevance END, '{"iterations": 2, "memory_limit_mb": 26}')
+     FROM (SELECT * FROM spill_rows ORDER BY i) s;
 EXCEPTION WHEN OTHERS THEN
   RAISE NOTICE 'caught: %', SQLERRM;
 END $$;
 SET LOCAL temp_file_limit = '1MB';
 DO $$
 BEGIN
-  PERFORM gbml.saga_fit(f, clicked, '{"memory_limit_mb": 7.5}') FROM spill_rows;
+  PERFORM gbml.kmeans_fit(f, 8, '{"memory_limit_mb": 7.5}') FROM spill_rows;
 EXCEPTION WHEN OTHERS THEN
   RAISE NOTICE 'caught: %', SQLERRM;
 END $$;
 RESET temp_file_limit;
-SELECT gbml.saga_fit(f, clicked, '{"memory_limit_mb": 7.5, "max_iter": 30, "loss": "logistic", "alpha": 0.01, "l1_ratio": 0.5, "eval_fraction": 0.2}')
-     = (SELECT model FROM fits WHERE fit = 'saga in memory') AS same_bytes_after_caught_errors
+SELECT gbml.kmeans_fit(f, 8, '{"random_seed": 4, "max_iter": 20, "memory_limit_mb": 7.5}')
+     = (SELECT model FROM fits WHERE fit = 'kmeans in memory') AS same_bytes_after_caught_errors
   FROM spill_rows;
 COMMIT;
 
