@@ -57,7 +57,7 @@ gbml_define_settings(void)
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gbml.memory_limit",
 							"Memory budget of one gbml training (rows held plus the trainer's work space).",
-							"Going over it is an ERROR with a hint, never an out-of-memory kill.",
+							"Past it rows go to temporary files (boosting and K-Means); what still does not fit is an ERROR with a hint, never an out-of-memory kill.",
 							&gbml_setting_memory_limit_kb, 2 * 1024 * 1024, 1024, INT_MAX,
 							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
 	DefineCustomIntVariable("gbml.progress_interval",
