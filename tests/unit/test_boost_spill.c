@@ -297,21 +297,6 @@ TEST(boost_spill_wide_rows_peak_below_memory)
 
 /* ---- failures while binning ---- */
 
-/* Open descriptors of this process (-1 where /proc is not there). */
-static int
-open_fds(void)
-{
-	DIR		   *d = opendir("/proc/self/fd");
-	int			n = 0;
-
-	if (d == NULL)
-		return -1;
-	while (readdir(d) != NULL)
-		n++;
-	closedir(d);
-	return n;
-}
-
 /* A file store whose chunk reads fail after `reads_left` of them (any thread: one read at a time). */
 typedef struct failing_store
 {
@@ -426,7 +411,7 @@ TEST(boost_spill_read_failure_is_a_clear_error_and_leaks_nothing)
 	spill_rows	rows,
 				eval_rows;
 	gbml_param_value v[] = {NUM("iterations", 5), NUM("depth", 4), STR("loss", "YetiRank")};
-	int			fds = open_fds();
+	int			fds = tu_open_fds();
 
 	make_rows(&rows, SPILL_RANKING, 4000, 5, 11, 0.0, false);
 	make_rows(&eval_rows, SPILL_RANKING, 1500, 5, 12, 0.0, false);
@@ -452,7 +437,7 @@ TEST(boost_spill_read_failure_is_a_clear_error_and_leaks_nothing)
 		gbml_dataset_free(&ev, &env);
 		CHECK(env.memory_used == 0);
 	}
-	CHECK(open_fds() == fds);
+	CHECK(tu_open_fds() == fds);
 	free_rows(&rows);
 	free_rows(&eval_rows);
 }

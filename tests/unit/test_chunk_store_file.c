@@ -17,21 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Open descriptors of this process (-1 where /proc is not there). */
-static int
-open_fds(void)
-{
-	DIR		   *d = opendir("/proc/self/fd");
-	int			n = 0;
-
-	if (d == NULL)
-		return -1;
-	while (readdir(d) != NULL)
-		n++;
-	closedir(d);
-	return n;
-}
-
 /* Stored rows and their reference copy: row g of the store is ref[g * d ..]. */
 typedef struct stored_rows
 {
@@ -325,7 +310,7 @@ TEST(file_store_write_failure_is_a_clear_error_and_leaks_nothing)
 	gbml_env	env;
 	failing_writes fw = {0};
 	stored_rows t = {0};
-	int			fds = open_fds();
+	int			fds = tu_open_fds();
 	int64_t		src[] = {((int64_t) 1 << 32) | 3, 0};
 	gbml_spill_stats st;
 
@@ -348,7 +333,7 @@ TEST(file_store_write_failure_is_a_clear_error_and_leaks_nothing)
 	CHECK(chunks_match(&t));
 	t.s->destroy(t.s);
 	CHECK(env.memory_used == 0);
-	CHECK(open_fds() == fds);
+	CHECK(tu_open_fds() == fds);
 	free(t.ref);
 }
 
@@ -433,26 +418,6 @@ same_rows(const gbml_dataset *a, const gbml_dataset *b, gbml_env *env)
 	return ok;
 }
 
-static int64_t *
-shuffled(int64_t n, uint64_t seed)
-{
-	int64_t    *p = malloc(sizeof(int64_t) * (size_t) n);
-	gbml_rng	rng;
-
-	for (int64_t i = 0; i < n; i++)
-		p[i] = i;
-	gbml_rng_seed(&rng, seed);
-	for (int64_t i = n - 1; i > 0; i--)
-	{
-		int64_t		j = (int64_t) (gbml_rng_next(&rng) % (uint64_t) (i + 1)),
-					t = p[i];
-
-		p[i] = p[j];
-		p[j] = t;
-	}
-	return p;
-}
-
 static void
 init_ds(gbml_dataset *ds, bool to_files)
 {
@@ -470,7 +435,7 @@ TEST(file_store_dataset_keeps_the_canonical_order)
 				host_eval,
 				files_eval;
 	int64_t		n = 3001;
-	int64_t    *perm = shuffled(n, 9);
+	int64_t    *perm = tu_shuffled(n, 9);
 
 	gbml_env_init_malloc(&env, 2);
 	init_ds(&host, false);

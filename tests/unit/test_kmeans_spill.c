@@ -26,21 +26,6 @@
 
 #define SP_CHUNK_ROWS 700		/* several chunks of a few thousand rows */
 
-/* Open descriptors of this process (-1 where /proc is not there). */
-static int
-open_fds(void)
-{
-	DIR		   *d = opendir("/proc/self/fd");
-	int			n = 0;
-
-	if (d == NULL)
-		return -1;
-	while (readdir(d) != NULL)
-		n++;
-	closedir(d);
-	return n;
-}
-
 /* A data set: row p's values depend on p only, so any order holds the same rows. */
 typedef struct sp_data
 {
@@ -58,26 +43,6 @@ row_values(const sp_data *s, int64_t i, float *x)
 	gbml_rng_seed(&rng, 4242 + (uint64_t) p);
 	for (int j = 0; j < s->d; j++)
 		x[j] = (float) ((p % 6 == j % 6 ? 3.0 : 0.0) + gbml_rng_uniform(&rng) * 2 - 1);
-}
-
-static int64_t *
-shuffled(int64_t n, uint64_t seed)
-{
-	int64_t    *p = malloc(sizeof(int64_t) * (size_t) n);
-	gbml_rng	rng;
-
-	for (int64_t i = 0; i < n; i++)
-		p[i] = i;
-	gbml_rng_seed(&rng, seed);
-	for (int64_t i = n - 1; i > 0; i--)
-	{
-		int64_t		j = (int64_t) (gbml_rng_next(&rng) % (uint64_t) (i + 1)),
-					t = p[i];
-
-		p[i] = p[j];
-		p[j] = t;
-	}
-	return p;
 }
 
 /* ds with the rows of s (in perm's order; NULL: in order), in files when to_files. */
@@ -133,7 +98,7 @@ train(gbml_dataset *ds, gbml_env *env, const gbml_param_value *v, int nv, uint8_
 static void
 check_same_bytes(const char *name, const sp_data *s, const gbml_param_value *v, int nv)
 {
-	int64_t    *perm = shuffled(s->n, 77);
+	int64_t    *perm = tu_shuffled(s->n, 77);
 	uint8_t    *ref = NULL;
 	size_t		ref_len = 0;
 
@@ -370,7 +335,7 @@ check_failed_fit(gbml_env *env, int rc, int want, const char *message, int fds)
 	CHECK(strstr(env->error, message) != NULL);
 	if (strstr(env->error, message) == NULL)
 		fprintf(stderr, "error: %s\n", env->error);
-	CHECK(open_fds() == fds);
+	CHECK(tu_open_fds() == fds);
 }
 
 /*
@@ -384,7 +349,7 @@ TEST(kmeans_spill_read_failure_mid_training_is_a_clear_error)
 	sp_data		s = {3000, 600, 0};
 	gbml_param_value v[] = {tu_num("k", 6), tu_num("tol", 0), tu_num("min_frac_changed", 0),
 	tu_num("max_iter", 20), tu_num("eval_fraction", 0.25)};
-	int			fds = open_fds();
+	int			fds = tu_open_fds();
 
 	for (int i = 0; i < 3; i++)
 	{
@@ -415,7 +380,7 @@ TEST(kmeans_spill_cancel_between_chunks)
 	sp_data		s = {3000, 8, 0};
 	const char *phases[] = {"init", "train"};
 	gbml_param_value v[] = {tu_num("k", 20), tu_num("tol", 0), tu_num("min_frac_changed", 0)};
-	int			fds = open_fds();
+	int			fds = tu_open_fds();
 
 	for (int i = 0; i < 2; i++)
 	{

@@ -1,4 +1,7 @@
 #include "test_util.h"
+#include "rng.h"
+
+#include <dirent.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -137,4 +140,38 @@ tu_cancel_progress(void *ctx, const gbml_progress_info *info)
 	++c->calls;
 	return (c->at_call > 0 && c->calls >= c->at_call) ||
 		(c->at_iteration > 0 && info->iteration >= c->at_iteration);
+}
+
+int
+tu_open_fds(void)
+{
+	DIR		   *d = opendir("/proc/self/fd");
+	int			n = 0;
+
+	if (d == NULL)
+		return -1;
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n;
+}
+
+int64_t *
+tu_shuffled(int64_t n, uint64_t seed)
+{
+	int64_t    *p = malloc(sizeof(int64_t) * (size_t) (n > 0 ? n : 1));
+	gbml_rng	rng;
+
+	for (int64_t i = 0; i < n; i++)
+		p[i] = i;
+	gbml_rng_seed(&rng, seed);
+	for (int64_t i = n - 1; i > 0; i--)
+	{
+		int64_t		j = (int64_t) (gbml_rng_next(&rng) % (uint64_t) (i + 1)),
+					t = p[i];
+
+		p[i] = p[j];
+		p[j] = t;
+	}
+	return p;
 }

@@ -39,4 +39,9 @@ typedef struct tu_cancel
 } tu_cancel;
 bool		tu_cancel_progress(void *ctx, const gbml_progress_info *info);
 
+/* Open descriptors of this process (-1 where /proc is not there): a leak check. */
+int			tu_open_fds(void);
+/* A seeded permutation of 0 .. n-1 (malloc'd; caller frees): rows appended in another order. */
+int64_t    *tu_shuffled(int64_t n, uint64_t seed);
+
 #endif
