@@ -46,23 +46,11 @@ stored(const gbml_dataset *ds, int index)
 	return index < ds->n_chunks && ds->chunks[index]->x == NULL;
 }
 
-/* The chunk holding row `row` of the dataset's order (binary search). */
+/* The chunk holding row `row` of the dataset's order. */
 static int
 chunk_of(const gbml_chunk_prefetch *p, int64_t row)
 {
-	int			lo = 0,
-				hi = p->ds->n_chunks - 1;
-
-	while (lo < hi)
-	{
-		int			mid = (lo + hi + 1) >> 1;
-
-		if (p->chunk_start[mid] <= row)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return lo;
+	return gbml_run_of(p->chunk_start, p->ds->n_chunks, row);
 }
 
 /* Whether the visit lies in one host chunk (handed over in place, no buffer). */

@@ -646,14 +646,18 @@ static size_t
 window_budget(const file_store *f)
 {
 	const gbml_env *env = f->env;
-	size_t		free_bytes;
+	size_t		window = PERMUTE_MAX_WINDOW;
 
-	if (f->permute_budget > 0)
-		return f->permute_budget;
-	if (env->memory_limit == 0)
-		return PERMUTE_MAX_WINDOW;
-	free_bytes = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
-	return free_bytes / 2 < PERMUTE_MAX_WINDOW ? free_bytes / 2 : PERMUTE_MAX_WINDOW;
+	if (f->permute_budget > 0 && f->permute_budget < window)
+		window = f->permute_budget;
+	if (env->memory_limit > 0)
+	{
+		size_t		free_bytes = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
+
+		if (free_bytes / 2 < window)
+			window = free_bytes / 2;
+	}
+	return window;
 }
 
 /*

@@ -36,9 +36,10 @@ typedef struct gbml_spill_stats
 gbml_chunk_store *gbml_chunk_store_file_open(gbml_env *env);
 
 /*
- * Bytes of host memory permute may use for its window of output rows (0,
- * the default: half of what env's budget has free when it runs, at most
- * 1 GB).  permute also holds one stored chunk and 12 bytes per kept row.
+ * At most how many bytes of host memory permute may use for its window of
+ * output rows (0, the default: no cap of the caller's).  The window is
+ * never more than half of what env's budget has free when it runs, nor
+ * 1 GB.  permute also holds one stored chunk and 12 bytes per kept row.
  */
 void		gbml_chunk_store_file_set_permute_budget(gbml_chunk_store *s, size_t bytes);
 

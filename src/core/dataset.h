@@ -204,6 +204,29 @@ gbml_dataset_row(const gbml_dataset *ds, int chunk, int64_t row)
 }
 
 /*
+ * The run holding position v, for runs that start at start[0] = 0 <
+ * start[1] < ... (chunks' first rows, blocks' first rows): the last i <
+ * n with start[i] <= v, by binary search.
+ */
+static inline int
+gbml_run_of(const int64_t *start, int n, int64_t v)
+{
+	int			lo = 0,
+				hi = n - 1;
+
+	while (lo < hi)
+	{
+		int			mid = (lo + hi + 1) >> 1;
+
+		if (start[mid] <= v)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+/*
  * Moves a deterministic share of the rows into `eval` (initialised here):
  * whole groups when rows have group ids, single rows otherwise, chosen by a
  * seeded hash so the split is reproducible.  The training set is compacted

@@ -160,18 +160,7 @@ keep_rows(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
 		size_t		quarter = (size_t) n * (size_t) ds->n_features;	/* a quarter of the features' bytes */
 		size_t		floor = (size_t) 4 * (size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float);
 
-		size_t		window = quarter > floor ? quarter : floor;
-
-		/* and never more than half of what the budget has free (the store's own default) */
-		if (env->memory_limit > 0)
-		{
-			size_t		free_half = env->memory_used < env->memory_limit ?
-				(env->memory_limit - env->memory_used) / 2 : 0;
-
-			if (window > free_half)
-				window = free_half > 0 ? free_half : 1;
-		}
-		gbml_chunk_store_file_set_permute_budget(ds->store, window);
+		gbml_chunk_store_file_set_permute_budget(ds->store, quarter > floor ? quarter : floor);
 	}
 	if (ds->store->permute(ds->store, src, n, first, ds->chunk_rows) != 0)
 		return gbml_dataset_store_error(ds, env, "reordering rows");

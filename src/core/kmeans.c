@@ -163,19 +163,7 @@ km_work_free(km_work *w)
 static int
 km_block_of(const km_work *w, int64_t g)
 {
-	int			lo = 0,
-				hi = w->nblocks - 1;
-
-	while (lo < hi)
-	{
-		int			mid = (lo + hi + 1) / 2;
-
-		if (w->rows_before[mid] <= g)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return lo;
+	return gbml_run_of(w->rows_before, w->nblocks, g);
 }
 
 static double

@@ -145,20 +145,8 @@ km_walk(km_work *w, int t0, int t1, km_walk_fn fn, void *arg)
 void
 km_locate(const km_work *w, int64_t g, int *chunk, int64_t *row)
 {
-	int			lo = 0,
-				hi = w->ds->n_chunks - 1;
-
-	while (lo < hi)
-	{
-		int			mid = (lo + hi + 1) / 2;
-
-		if (w->chunk_start[mid] <= g)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	*chunk = lo;
-	*row = g - w->chunk_start[lo];
+	*chunk = gbml_run_of(w->chunk_start, w->ds->n_chunks, g);
+	*row = g - w->chunk_start[*chunk];
 }
 
 /*
