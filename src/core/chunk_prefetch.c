@@ -12,7 +12,9 @@ struct gbml_chunk_prefetch
 	const gbml_dataset *ds;
 	gbml_env   *env;
 	float	   *buf[2];			/* stored chunks land here in turn */
-	int		   *order;			/* chunks in the order to visit them (NULL: 0, 1, ...) */
+	bool		identity;		/* the chunks 0, 1, ... in order */
+	int		   *order;			/* else the chunks in the order to visit them */
+	int			order_cap;		/* room in order */
 	int			n_visit;		/* how many chunks to visit */
 	int			next;			/* position in the visit order of the chunk next() returns */
 	int			handed;			/* buffer holding the chunk last returned (-1: none) */
@@ -60,27 +62,6 @@ gbml_chunk_prefetch_open_order(const gbml_dataset *ds, gbml_env *env, const int 
 	p->env = env;
 	p->handed = -1;
 	p->pending = -1;
-	p->n_visit = n;
-	if (order != NULL)
-	{
-		if ((p->order = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int))) == NULL)
-		{
-			gbml_free(env, p);
-			return NULL;
-		}
-		for (int i = 0; i < n; i++)
-		{
-			if (order[i] < 0 || order[i] >= ds->n_chunks)
-			{
-				gbml_error(env, GBML_EINVAL, "chunk reader: chunk %d out of range (%d chunks)", order[i],
-						   ds->n_chunks);
-				gbml_free(env, p->order);
-				gbml_free(env, p);
-				return NULL;
-			}
-			p->order[i] = order[i];
-		}
-	}
 	if (floats > 0)
 	{
 		p->buf[0] = gbml_alloc_array(env, floats, sizeof(float));
@@ -90,6 +71,11 @@ gbml_chunk_prefetch_open_order(const gbml_dataset *ds, gbml_env *env, const int 
 			gbml_chunk_prefetch_close(p);
 			return NULL;
 		}
+	}
+	if (gbml_chunk_prefetch_restart(p, order, n) != GBML_OK)
+	{
+		gbml_chunk_prefetch_close(p);
+		return NULL;
 	}
 	return p;
 }
@@ -113,6 +99,41 @@ join_read(gbml_chunk_prefetch *p)
 		pthread_join(p->thread, NULL);
 		p->running = false;
 	}
+}
+
+int
+gbml_chunk_prefetch_restart(gbml_chunk_prefetch *p, const int *order, int n)
+{
+	join_read(p);
+	p->pending = -1;
+	p->handed = -1;
+	p->next = 0;
+	p->n_visit = 0;
+	p->identity = order == NULL;
+	if (order == NULL)
+	{
+		if (n > p->ds->n_chunks)
+			return gbml_error(p->env, GBML_EINVAL, "chunk reader: %d chunks asked of %d", n, p->ds->n_chunks);
+		p->n_visit = n;
+		return GBML_OK;
+	}
+	if (n > p->order_cap)
+	{
+		gbml_free(p->env, p->order);
+		p->order_cap = 0;
+		if ((p->order = gbml_alloc_array(p->env, (size_t) n, sizeof(int))) == NULL)
+			return p->env->error_code;
+		p->order_cap = n;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		if (order[i] < 0 || order[i] >= p->ds->n_chunks)
+			return gbml_error(p->env, GBML_EINVAL, "chunk reader: chunk %d out of range (%d chunks)", order[i],
+							  p->ds->n_chunks);
+		p->order[i] = order[i];
+	}
+	p->n_visit = n;
+	return GBML_OK;
 }
 
 /*
@@ -168,7 +189,7 @@ take_stored(gbml_chunk_prefetch *p, int index, const float **x)
 static inline int
 visit(const gbml_chunk_prefetch *p, int pos)
 {
-	return p->order ? p->order[pos] : pos;
+	return p->identity ? pos : p->order[pos];
 }
 
 int

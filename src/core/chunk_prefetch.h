@@ -36,6 +36,17 @@ gbml_chunk_prefetch *gbml_chunk_prefetch_open_order(const gbml_dataset *ds, gbml
 													const int *order, int n);
 
 /*
+ * Starts the reader over on the chunks order[0 .. n) (NULL: chunks 0 ..
+ * n - 1), with the buffers it has: a trainer that walks the chunks pass
+ * after pass (SAGA's statistics and objective) reads into the same memory
+ * instead of fresh buffers, whose page faults cost about as much as the
+ * reads.  Waits for a read in flight; the chunk handed out before is
+ * released.  GBML_OK, or a GBML_* code with env's error set (a chunk out
+ * of range, memory).
+ */
+int			gbml_chunk_prefetch_restart(gbml_chunk_prefetch *p, const int *order, int n);
+
+/*
  * The next chunk: returns 1 with *x (its features, valid until the next
  * call), *n_rows and *index set; 0 after the last chunk; a GBML_* code (< 0)
  * with env's error set when a read failed.

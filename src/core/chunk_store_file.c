@@ -5,9 +5,10 @@
  *
  * Threads: put, fetch, permute, buffer, release and destroy run on the main
  * thread (they allocate through env, and writes go through env's hooks).
- * read_chunk touches only the read descriptor (pread), the byte counter
- * (atomic) and, when it fails, the error text (under a mutex), so any
- * thread may call it while no main-thread call changes the chunk table.
+ * read_chunk and read_rows touch only the read descriptor (pread), the
+ * byte counter (atomic) and, when they fail, the error text (under a
+ * mutex), so any thread may call them while no main-thread call changes
+ * the chunk table.
  */
 #include "chunk_store_file.h"
 
@@ -242,6 +243,20 @@ fs_read_chunk(gbml_chunk_store *s, int index, float *out)
 		return store_fail(f, GBML_EINVAL, "chunk %d is not stored (%d chunks)", index, f->n_chunks);
 	snprintf(what, sizeof(what), "chunk %d", index + 1);
 	return read_at(f, out, (size_t) f->chunks[index].n_rows * row_bytes(f), f->chunks[index].offset, what);
+}
+
+static int
+fs_read_rows(gbml_chunk_store *s, int index, int64_t first, int64_t n, float *out)
+{
+	file_store *f = (file_store *) s;
+	char		what[64];
+
+	if (index < 0 || index >= f->n_chunks || first < 0 || n < 0 || first + n > f->chunks[index].n_rows)
+		return store_fail(f, GBML_EINVAL, "rows %lld .. %lld of chunk %d are not stored", (long long) first,
+						  (long long) (first + n), index);
+	snprintf(what, sizeof(what), "rows of chunk %d", index + 1);
+	return read_at(f, out, (size_t) n * row_bytes(f), f->chunks[index].offset + (uint64_t) first * row_bytes(f),
+				   what);
 }
 
 /* ---- fetch: rows by address ---- */
@@ -856,6 +871,7 @@ gbml_chunk_store_file_open(gbml_env *env)
 	f->base.put = fs_put;
 	f->base.fetch = fs_fetch;
 	f->base.read_chunk = fs_read_chunk;
+	f->base.read_rows = fs_read_rows;
 	f->base.out_of_room = fs_out_of_room;
 	f->base.permute = fs_permute;
 	f->base.missing = fs_missing;

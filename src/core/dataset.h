@@ -65,6 +65,8 @@ struct gbml_chunk_store
 	int			(*fetch) (gbml_chunk_store *s, const int64_t *src, int64_t n, float *out);
 	/* Copies stored chunk `index` (all its rows) into out; any thread when read_any_thread. */
 	int			(*read_chunk) (gbml_chunk_store *s, int index, float *out);
+	/* Copies rows [first, first + n) of stored chunk `index` into out, as read_chunk; NULL: use fetch. */
+	int			(*read_rows) (gbml_chunk_store *s, int index, int64_t first, int64_t n, float *out);
 	/* Whether the last failure was the store's budget (room), not an error. */
 	bool		(*out_of_room) (gbml_chunk_store *s);
 	/* Keeps only the rows src[0..n), in that order: chunks of first_rows, then chunk_rows rows. */
