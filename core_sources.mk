@@ -31,7 +31,9 @@ CORE_SOURCES = \
 	src/core/kmeans_walk.c \
 	src/core/saga.c \
 	src/core/saga_gpu.c \
-	src/core/saga_kernels.c
+	src/core/saga_kernels.c \
+	src/core/saga_plan.c \
+	src/core/saga_slices.c
 
 # Unit tests (tests/unit); main.c, test_util.c, harness.h and test_util.h are always included.
 UNIT_TEST_SOURCES = \
@@ -45,5 +47,6 @@ UNIT_TEST_SOURCES = \
 	tests/unit/test_kmeans_exact.c \
 	tests/unit/test_kmeans_spill.c \
 	tests/unit/test_saga.c \
+	tests/unit/test_saga_spill.c \
 	tests/unit/test_chunk_store_file.c \
 	tests/unit/test_boost_spill.c

@@ -45,6 +45,24 @@ SELECT 'boost spilled', gbml.boost_fit(f, relevance, query, '{"iterations": 15, 
 SELECT * FROM spill_report();
 SELECT (r ->> 'peak_memory_mb')::float8 <= 26 AS within_budget FROM gbml.last_training_report() AS r;
 
+-- SAGA (logistic, elastic net, an eval share) holds two groups of an
+-- epoch's rows (8 MB each) besides its per-row state, so its table is wider:
+-- 31,500 rows of 800 features (96 MB) against memory_limit_mb = 24
+CREATE TABLE saga_rows AS
+SELECT i, ARRAY(SELECT ((hashint4(i * 809 + j) % 1000) / 250.0 + (i % 7) * (j % 5 = 0)::int)::real
+                  FROM generate_series(1, 800) AS j) AS f,
+       (i % 7 >= 3)::int::real AS clicked
+  FROM generate_series(1, 31500) AS i;
+CREATE TABLE saga_rows_shuffled AS SELECT * FROM saga_rows ORDER BY hashint4(i + 17);
+INSERT INTO fits
+SELECT 'saga in memory', gbml.saga_fit(f, clicked, '{"loss": "logistic", "alpha": 0.01, "l1_ratio": 0.5, "eval_fraction": 0.2, "max_iter": 8}')
+  FROM saga_rows;
+INSERT INTO fits
+SELECT 'saga spilled', gbml.saga_fit(f, clicked, '{"loss": "logistic", "alpha": 0.01, "l1_ratio": 0.5, "eval_fraction": 0.2, "max_iter": 8, "memory_limit_mb": 24}')
+  FROM saga_rows_shuffled;
+SELECT * FROM spill_report();
+SELECT (r ->> 'peak_memory_mb')::float8 <= 24 AS within_budget FROM gbml.last_training_report() AS r;
+
 SELECT a.fit, b.fit, a.model = b.model AS same_bytes
   FROM fits a JOIN fits b ON split_part(a.fit, ' ', 1) = split_part(b.fit, ' ', 1) AND a.fit < b.fit
  ORDER BY 1;

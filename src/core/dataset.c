@@ -192,13 +192,30 @@ gbml_dataset_finish_appends(gbml_dataset *ds, gbml_env *env)
 }
 
 void
-gbml_dataset_free(gbml_dataset *ds, gbml_env *env)
+gbml_dataset_release_reader_buffers(const gbml_dataset *cds, gbml_env *env)
 {
-	gbml_dataset_finish_appends(ds, env);
+	/* the buffers are a cache beside the rows, not the dataset's contents */
+	union
+	{
+		const gbml_dataset *c;
+		gbml_dataset *m;
+	}			u = {.c = cds};
+	gbml_dataset *ds = u.m;
+
+	if (ds->reader_buf_busy)
+		return;
 	gbml_free(env, ds->reader_buf[0]);
 	gbml_free(env, ds->reader_buf[1]);
 	ds->reader_buf[0] = ds->reader_buf[1] = NULL;
 	ds->reader_buf_floats = 0;
+}
+
+void
+gbml_dataset_free(gbml_dataset *ds, gbml_env *env)
+{
+	gbml_dataset_finish_appends(ds, env);
+	ds->reader_buf_busy = false;
+	gbml_dataset_release_reader_buffers(ds, env);
 	for (int i = 0; i < ds->n_chunks; i++)
 		gbml_ds_chunk_free(ds->chunks[i], env);
 	gbml_free(env, ds->chunks);

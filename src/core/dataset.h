@@ -136,6 +136,14 @@ void		gbml_dataset_init(gbml_dataset *ds, bool allow_missing);
 void		gbml_dataset_free(gbml_dataset *ds, gbml_env *env);
 
 /*
+ * Frees the chunk reader's buffers kept with ds (chunk_prefetch.c) when no
+ * reader holds them: for a set walked now and then beside a training set
+ * walked all the time (SAGA's eval set), whose idle buffers would sit in
+ * the budget.
+ */
+void		gbml_dataset_release_reader_buffers(const gbml_dataset *ds, gbml_env *env);
+
+/*
  * Appends one row after validating it; the error message names the row
  * (1-based, counting rows already held).  require_label: a NULL label is an
  * error (else stored as 0).

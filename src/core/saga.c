@@ -3,14 +3,21 @@
  * section, loader, scorer and JSON dump.
  *
  * Training follows the seed's chunked design: the solver state (weights,
- * average gradient, one stored gradient scalar per row kept beside its chunk)
- * is carried from chunk to chunk; each epoch visits slices of 256 rows of the
- * chunks' shuffled orders in a shuffled order (plan_epoch: whole chunks one
- * after the other, as in the seed, converged badly), all drawn from one
- * seeded generator on the main thread.  SAGA itself is sequential, so the
- * model bytes do not depend on the thread count; threads only speed up the
- * objective/metric passes, which sum fixed row blocks and combine them in
- * block order.
+ * average gradient, one stored gradient scalar per row kept beside its chunk,
+ * on the host wherever the chunk's features live) is carried through the
+ * rows.  Each epoch cuts the canonical order into slices of 256 rows at a
+ * random offset, shuffles the slices, and visits groups of consecutive
+ * slices of that order (8 MB of features) with each group's rows shuffled
+ * (saga_plan.h, which says why not whole chunks one after the other, the
+ * seed's loop, nor each slice on its own).  It is drawn from one seeded
+ * generator and depends only on the row count and width, so rows in
+ * temporary files train to the bytes of the same rows in memory, whatever
+ * the chunk layout.  Epochs read the rows a group at a time
+ * (saga_slices.h: in place for host chunks, else a read per slice with the
+ * next group read ahead); the statistics and objective passes read whole
+ * chunks in order (chunk_prefetch.h) and sum in fixed blocks of canonical
+ * positions.  SAGA itself is sequential, so the model bytes do not depend
+ * on the thread count; threads only speed up the passes and the shuffles.
  *
  * Penalties: the smooth part of the objective is the data term; the whole
  * elastic-net penalty alpha((1-r)/2 |w|^2 + r |w|_1) is applied through its
@@ -24,8 +31,11 @@
  * here for both.
  */
 #include "saga.h"
+#include "chunk_prefetch.h"
 #include "saga_gpu.h"
 #include "saga_kernels.h"
+#include "saga_plan.h"
+#include "saga_slices.h"
 #include "rng.h"
 
 #include <math.h>
@@ -33,7 +43,7 @@
 
 #define TRACE_CAP 1000
 #define EVAL_BLOCK_ROWS 4096
-#define SLICE_ROWS 256			/* rows of one chunk visited in a row (see plan_epoch) */
+#define CHECK_ROWS 65536		/* a cancel check at least this often inside an epoch */
 #define PARALLEL_MIN_VALUES (1 << 21)	/* rows x features below which passes stay serial */
 
 static const char *const loss_choices[] = {"logistic", "squared", NULL};
@@ -107,10 +117,23 @@ encoding_name(int enc)
  * training
  * ------------------------------------------------------------------------- */
 
+static inline int64_t
+Min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* One training: the data, the solver state, and the figures it reports (CPU or GPU). */
 typedef struct saga_state
 {
+	const gbml_dataset *ds;
+	gbml_env   *env;
+	const gbml_saga_params *p;
 	int			d;
 	int64_t		dp;				/* padded length of the vectors */
+	int			loss;
+	bool		stdz;
+	double		alpha;
 	double	   *w,
 			   *avg,
 			   *w_prev,
@@ -119,24 +142,72 @@ typedef struct saga_state
 			   *std,
 			   *scale,
 			   *shift;
-	double	  **memory;			/* per chunk: one stored gradient per row */
-	uint32_t   *order;			/* every chunk's row order, chunk c at row_start[c] */
-	int64_t    *row_start;		/* n_chunks + 1 */
-	uint64_t   *slice_at;		/* this epoch's slices: chunk << 32 | first position in its order */
-	int64_t		n_slices;
+	double	  **memory;			/* per chunk: one stored gradient per row, on the host wherever the rows are */
+	gbml_saga_plan plan;		/* the epochs' visiting order */
+	gbml_saga_slices *slices;	/* the epochs' rows */
+	/* one group of the plan: its rows' features and per-row state, gathered in group order */
+	const float **g_rows;
+	float	   *g_label;
+	float	   *g_weight;
+	double	   *g_memory;
+	float	   *g_pad;			/* copies of host rows too close to their chunk's end to load whole */
+	int64_t		pad_rows;
 	double	   *trace_epoch,
 			   *trace_obj,
 			   *trace_time,
 			   *trace_rel;
+	int64_t		n_trace;
+	/* the solution and its figures */
+	double		b,
+				avg_b,
+				L,
+				step,
+				rel,
+				objective,
+				metric;
+	int64_t		epoch;
+	bool		converged;
+	double		t_start,
+				t_stats,
+				t_solver,
+				t_objective;
 } saga_state;
 
+/*
+ * The CPU solver's state (alloc_solver), freed once the epochs are done: the
+ * final objective and eval passes read chunks into buffers of their own,
+ * and under a tight budget they need the groups' room.
+ */
 static void
-state_free(saga_state *st, const gbml_dataset *ds, gbml_env *env)
+free_solver(saga_state *st)
 {
+	gbml_env   *env = st->env;
+
 	if (st->memory)
-		for (int c = 0; c < ds->n_chunks; c++)
+		for (int c = 0; c < st->ds->n_chunks; c++)
 			gbml_free(env, st->memory[c]);
 	gbml_free(env, st->memory);
+	st->memory = NULL;
+	gbml_saga_slices_close(st->slices);
+	st->slices = NULL;
+	gbml_saga_plan_free(&st->plan, env);
+	gbml_free(env, st->g_rows);
+	gbml_free(env, st->g_label);
+	gbml_free(env, st->g_weight);
+	gbml_free(env, st->g_memory);
+	gbml_free(env, st->g_pad);
+	st->g_rows = NULL;
+	st->g_label = st->g_weight = NULL;
+	st->g_memory = NULL;
+	st->g_pad = NULL;
+}
+
+static void
+state_free(saga_state *st)
+{
+	gbml_env   *env = st->env;
+
+	free_solver(st);
 	gbml_free(env, st->w);
 	gbml_free(env, st->avg);
 	gbml_free(env, st->w_prev);
@@ -145,9 +216,6 @@ state_free(saga_state *st, const gbml_dataset *ds, gbml_env *env)
 	gbml_free(env, st->std);
 	gbml_free(env, st->scale);
 	gbml_free(env, st->shift);
-	gbml_free(env, st->order);
-	gbml_free(env, st->row_start);
-	gbml_free(env, st->slice_at);
 	gbml_free(env, st->trace_epoch);
 	gbml_free(env, st->trace_obj);
 	gbml_free(env, st->trace_time);
@@ -158,6 +226,28 @@ static double *
 alloc_vec(gbml_env *env, int64_t dp)
 {
 	return gbml_alloc0(env, sizeof(double) * (size_t) dp);
+}
+
+/* The vectors and the trace, which the CPU and the GPU solvers share. */
+static int
+alloc_state(saga_state *st)
+{
+	gbml_env   *env = st->env;
+
+	if ((st->w = alloc_vec(env, st->dp)) == NULL ||
+		(st->avg = alloc_vec(env, st->dp)) == NULL ||
+		(st->w_prev = alloc_vec(env, st->dp)) == NULL ||
+		(st->w_eff = alloc_vec(env, st->dp)) == NULL ||
+		(st->mean = alloc_vec(env, st->dp)) == NULL ||
+		(st->std = alloc_vec(env, st->dp)) == NULL ||
+		(st->scale = alloc_vec(env, st->dp)) == NULL ||
+		(st->shift = alloc_vec(env, st->dp)) == NULL ||
+		(st->trace_epoch = gbml_alloc_array(env, TRACE_CAP, sizeof(double))) == NULL ||
+		(st->trace_obj = gbml_alloc_array(env, TRACE_CAP, sizeof(double))) == NULL ||
+		(st->trace_time = gbml_alloc_array(env, TRACE_CAP, sizeof(double))) == NULL ||
+		(st->trace_rel = gbml_alloc_array(env, TRACE_CAP, sizeof(double))) == NULL)
+		return env->error_code;
+	return GBML_OK;
 }
 
 /*
@@ -211,138 +301,201 @@ check_labels(const gbml_dataset *ds, gbml_env *env, const char *what, int want, 
 	return GBML_OK;
 }
 
-static inline int64_t
-Min64(int64_t a, int64_t b)
+/*
+ * A pass over ds's chunks in order.  The reader's buffers stay with the
+ * dataset between passes (chunk_prefetch.c), so a reader a pass costs no
+ * fresh pages.  NULL with env's error set.
+ */
+static gbml_chunk_prefetch *
+pass_begin(saga_state *st, const gbml_dataset *ds)
 {
-	return a < b ? a : b;
+	return gbml_chunk_prefetch_open(ds, st->env);
+}
+
+static void
+pass_end(saga_state *st, const gbml_dataset *ds, gbml_chunk_prefetch *rd)
+{
+	gbml_chunk_prefetch_close(rd);
+	/* the eval set is walked once an epoch: its buffers would sit idle in the budget the groups need */
+	if (ds != st->ds)
+		gbml_dataset_release_reader_buffers(ds, st->env);
 }
 
 /*
- * The visiting order of one epoch.  The rows of every chunk are shuffled;
- * with one chunk that is the epoch (a uniformly random permutation).  With
- * several, each chunk's shuffled order is cut into slices of SLICE_ROWS and
- * the slices of all chunks are shuffled together, so an epoch is close to a
- * uniformly random permutation of all rows.  Visiting whole chunks one after
- * the other (the seed's loop, chunk order shuffled) measured much worse:
- * a9a split in two chunks stalled near 1e-4 relative suboptimality and drifted
- * up with more epochs, where one chunk reaches 1e-8 in 200 epochs; the
- * solver state stayed exact (the average gradient matched its stored
- * gradients to 1e-17), it is the order: long runs of one subset.
+ * Column moments of every row, chunk by chunk in chunk order through the
+ * reader (chunk_prefetch.h: host chunks as they are, stored ones read
+ * ahead): sums of x (center NULL) or of (x - center)^2, into sums (padded).
  */
-static void
-plan_epoch(saga_state *st, const gbml_dataset *ds, gbml_rng *rng)
+static int
+moments_pass(saga_state *st, const double *center, double *sums)
 {
-	int64_t		ns = 0;
+	gbml_chunk_prefetch *rd = pass_begin(st, st->ds);
+	const float *x;
+	int64_t		rows;
+	int			c,
+				rc;
 
-	for (int c = 0; c < ds->n_chunks; c++)
-	{
-		int64_t		rows = ds->chunks[c]->n_rows;
-		uint32_t   *o = st->order + st->row_start[c];
-
-		for (int64_t r = 0; r < rows; r++)
-			o[r] = (uint32_t) r;
-		gbml_rng_shuffle_u32(rng, o, (uint64_t) rows);
-	}
-	if (ds->n_chunks == 1)
-	{
-		st->slice_at[0] = 0;
-		st->n_slices = 1;
-		return;
-	}
-	for (int c = 0; c < ds->n_chunks; c++)
-		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r += SLICE_ROWS)
-			st->slice_at[ns++] = ((uint64_t) c << 32) | (uint64_t) r;
-	gbml_rng_shuffle_u64(rng, st->slice_at, (uint64_t) ns);
-	st->n_slices = ns;
+	if (rd == NULL)
+		return st->env->error_code;
+	while ((rc = gbml_chunk_prefetch_next(rd, &x, &rows, &c)) > 0)
+		gbml_saga_column_moments(x, rows, st->d, center, sums);
+	pass_end(st, st->ds, rd);
+	return rc;
 }
 
 /*
  * Population mean and standard deviation of every feature: two passes (sum,
  * then squared deviations from the mean, which stays accurate when the mean
- * is large against the spread), chunk by chunk in chunk order.  mean and std
- * are padded vectors.
+ * is large against the spread).  mean and std are padded vectors.
  */
-static void
-feature_stats(const gbml_dataset *ds, int d, double *mean, double *std)
+static int
+feature_stats(saga_state *st)
 {
-	double		inv_n = 1.0 / (double) ds->n_rows;
+	double		inv_n = 1.0 / (double) st->ds->n_rows;
+	int			rc;
 
-	memset(mean, 0, sizeof(double) * (size_t) gbml_saga_padded(d));
-	memset(std, 0, sizeof(double) * (size_t) gbml_saga_padded(d));
-	for (int c = 0; c < ds->n_chunks; c++)
-		gbml_saga_column_moments(ds->chunks[c]->x, ds->chunks[c]->n_rows, d, NULL, mean);
-	for (int j = 0; j < d; j++)
-		mean[j] *= inv_n;
-	for (int c = 0; c < ds->n_chunks; c++)
-		gbml_saga_column_moments(ds->chunks[c]->x, ds->chunks[c]->n_rows, d, mean, std);
-	for (int j = 0; j < d; j++)
-		std[j] = sqrt(std[j] * inv_n);
+	memset(st->mean, 0, sizeof(double) * (size_t) st->dp);
+	memset(st->std, 0, sizeof(double) * (size_t) st->dp);
+	if ((rc = moments_pass(st, NULL, st->mean)) != GBML_OK)
+		return rc;
+	for (int j = 0; j < st->d; j++)
+		st->mean[j] *= inv_n;
+	if ((rc = moments_pass(st, st->mean, st->std)) != GBML_OK)
+		return rc;
+	for (int j = 0; j < st->d; j++)
+		st->std[j] = sqrt(st->std[j] * inv_n);
+	return GBML_OK;
+}
+
+/* max_i s_i (|z_i|^2 + [intercept]) over every row: blocks of a chunk on the threads (a max is exact in any order). */
+static int
+max_row_norm(saga_state *st, double *out)
+{
+	const gbml_dataset *ds = st->ds;
+	gbml_env   *env = st->env;
+	gbml_chunk_prefetch *rd = pass_begin(st, ds);
+	const bool	par = env->threads > 1 && (double) ds->n_rows * ds->n_features >= PARALLEL_MIN_VALUES;
+	const float *x;
+	int64_t		rows;
+	int			c,
+				rc;
+	double		best = 0;
+
+	if (rd == NULL)
+		return env->error_code;
+	while ((rc = gbml_chunk_prefetch_next(rd, &x, &rows, &c)) > 0)
+	{
+		const float *weight = ds->has_weight ? ds->chunks[c]->weight : NULL;
+		int64_t		n_blocks = (rows + EVAL_BLOCK_ROWS - 1) / EVAL_BLOCK_ROWS;
+
+#pragma omp parallel for schedule(dynamic, 1) reduction(max:best) num_threads(env->threads) if (par && n_blocks > 1)
+		for (int64_t k = 0; k < n_blocks; k++)
+		{
+			int64_t		r0 = k * EVAL_BLOCK_ROWS;
+			double		m = gbml_saga_max_row_norm(x + (size_t) r0 * ds->n_features, weight ? weight + r0 : NULL,
+												   Min64(EVAL_BLOCK_ROWS, rows - r0), ds->n_features,
+												   st->stdz ? st->scale : NULL, st->stdz ? st->shift : NULL,
+												   st->p->fit_intercept ? 1.0 : 0.0);
+
+			if (m > best)
+				best = m;
+		}
+	}
+	pass_end(st, ds, rd);
+	*out = best;
+	return rc;
+}
+
+/* Adds rows [r0, r0 + n) of chunk c (features x) into a block's sums, at raw-space weights st->w_eff, b_eff. */
+static void
+eval_rows(const saga_state *st, const gbml_dataset *ds, int c, const float *x, int64_t r0, int64_t n,
+		  double b_eff, double *sums)
+{
+	const gbml_chunk *ch = ds->chunks[c];
+
+	gbml_saga_block_eval(x + (size_t) r0 * ds->n_features, ch->label + r0, ds->has_weight ? ch->weight + r0 : NULL,
+						 n, ds->n_features, st->w_eff, b_eff, st->loss, sums);
 }
 
 /*
  * Sums of weighted loss and of the accuracy/squared-error statistic over a
- * dataset at raw-space weights (w_eff padded, b_eff), in fixed blocks of
- * EVAL_BLOCK_ROWS combined in block order: the result does not depend on
- * the thread count.
+ * dataset at raw-space weights (st->w_eff padded, b_eff), chunk by chunk
+ * through the reader, in fixed blocks of EVAL_BLOCK_ROWS canonical
+ * positions added in block order.  A block that straddles two chunks is
+ * summed on across the boundary (`open`: the last block begun), so the
+ * result depends neither on the chunk layout nor on where the rows live;
+ * the blocks that begin in a chunk run on the threads, so it does not
+ * depend on the thread count either.
  */
 static int
-dataset_eval(const gbml_dataset *ds, gbml_env *env, const double *w_eff, double b_eff,
-			 int loss, double *loss_sum, double *stat)
+dataset_eval(saga_state *st, const gbml_dataset *ds, double b_eff, double *loss_sum, double *stat)
 {
-	int64_t		n_blocks = 0;
-	int64_t    *block_start;
-	double	   *part;
-	int64_t		b = 0;
-	double		ls = 0,
-				st = 0;
-
-	for (int c = 0; c < ds->n_chunks; c++)
-		n_blocks += (ds->chunks[c]->n_rows + EVAL_BLOCK_ROWS - 1) / EVAL_BLOCK_ROWS;
-	if (n_blocks == 0)
-	{
-		*loss_sum = *stat = 0;
-		return GBML_OK;
-	}
-	/* per block: chunk index and first row, packed as chunk * 2^32 + row */
-	block_start = gbml_alloc_array(env, (size_t) n_blocks, sizeof(int64_t));
-	part = gbml_alloc_array(env, (size_t) n_blocks * 2, sizeof(double));
-	if (block_start == NULL || part == NULL)
-	{
-		gbml_free(env, block_start);
-		gbml_free(env, part);
-		return env->error_code;
-	}
-	for (int c = 0; c < ds->n_chunks; c++)
-		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r += EVAL_BLOCK_ROWS)
-			block_start[b++] = ((int64_t) c << 32) | r;
-
+	gbml_env   *env = st->env;
 	/*
 	 * Threads only pay off on big data: on a small set the fork/join costs
 	 * more than the pass (and much more when the machine is oversubscribed).
 	 */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(env->threads) \
-	if (env->threads > 1 && n_blocks > 1 && (double) ds->n_rows * ds->n_features >= PARALLEL_MIN_VALUES)
-	for (int64_t k = 0; k < n_blocks; k++)
-	{
-		int			c = (int) (block_start[k] >> 32);
-		int64_t		r0 = block_start[k] & 0xffffffffLL;
-		const gbml_chunk *ch = ds->chunks[c];
-		int64_t		cnt = ch->n_rows - r0 < EVAL_BLOCK_ROWS ? ch->n_rows - r0 : EVAL_BLOCK_ROWS;
+	const bool	par = env->threads > 1 && (double) ds->n_rows * ds->n_features >= PARALLEL_MIN_VALUES;
+	int64_t		widest = 1,
+				g0 = 0,
+				rows;
+	double	   *part,
+				open[2] = {0, 0},
+				total[2] = {0, 0};
+	bool		is_open = false;
+	gbml_chunk_prefetch *rd;
+	const float *x;
+	int			c,
+				rc;
 
-		gbml_saga_block_eval(ch->x + (size_t) r0 * ds->n_features, ch->label + r0,
-							 ds->has_weight ? ch->weight + r0 : NULL,
-							 cnt, ds->n_features, w_eff, b_eff, loss, part + 2 * k);
-	}
-	for (int64_t k = 0; k < n_blocks; k++)
+	for (c = 0; c < ds->n_chunks; c++)
+		widest = ds->chunks[c]->n_rows > widest ? ds->chunks[c]->n_rows : widest;
+	if ((part = gbml_alloc_array(env, (size_t) (widest / EVAL_BLOCK_ROWS + 2) * 2, sizeof(double))) == NULL)
+		return env->error_code;
+	if ((rd = pass_begin(st, ds)) == NULL)
 	{
-		ls += part[2 * k];
-		st += part[2 * k + 1];
+		gbml_free(env, part);
+		return env->error_code;
 	}
-	*loss_sum = ls;
-	*stat = st;
-	gbml_free(env, block_start);
+	while ((rc = gbml_chunk_prefetch_next(rd, &x, &rows, &c)) > 0)
+	{
+		/* the rows that finish the block begun in an earlier chunk */
+		int64_t		head = is_open ? Min64(rows, (EVAL_BLOCK_ROWS - g0 % EVAL_BLOCK_ROWS) % EVAL_BLOCK_ROWS) : 0;
+		int64_t		n_blocks = (rows - head + EVAL_BLOCK_ROWS - 1) / EVAL_BLOCK_ROWS;
+
+		eval_rows(st, ds, c, x, 0, head, b_eff, open);
+		if (n_blocks > 0 && is_open)
+		{
+			total[0] += open[0];
+			total[1] += open[1];
+		}
+#pragma omp parallel for schedule(dynamic, 1) num_threads(env->threads) if (par && n_blocks > 1)
+		for (int64_t k = 0; k < n_blocks; k++)
+		{
+			int64_t		r0 = head + k * EVAL_BLOCK_ROWS;
+
+			part[2 * k] = part[2 * k + 1] = 0;
+			eval_rows(st, ds, c, x, r0, Min64(EVAL_BLOCK_ROWS, rows - r0), b_eff, part + 2 * k);
+		}
+		for (int64_t k = 0; k + 1 < n_blocks; k++)
+		{
+			total[0] += part[2 * k];
+			total[1] += part[2 * k + 1];
+		}
+		if (n_blocks > 0)
+		{
+			/* the chunk's last block may go on in the next chunk */
+			open[0] = part[2 * (n_blocks - 1)];
+			open[1] = part[2 * (n_blocks - 1) + 1];
+			is_open = true;
+		}
+		g0 += rows;
+	}
+	pass_end(st, ds, rd);
 	gbml_free(env, part);
-	return GBML_OK;
+	*loss_sum = total[0] + open[0];
+	*stat = total[1] + open[1];
+	return rc;
 }
 
 static double
@@ -359,23 +512,466 @@ penalty(const double *w, int d, double alpha, double l1_ratio)
 	return alpha * ((1 - l1_ratio) * 0.5 * l2 + l1_ratio * l1);
 }
 
-/* Objective and the accuracy (logistic) or RMSE (squared) of (w, b) on ds. */
+/* Objective and the accuracy (logistic) or RMSE (squared) of the current (w, b) on ds. */
 static int
-evaluate(const gbml_dataset *ds, gbml_env *env, saga_state *st, double b, int loss,
-		 double alpha, double l1_ratio, bool stdz, double *objective, double *metric)
+evaluate(saga_state *st, const gbml_dataset *ds, double *objective, double *metric)
 {
 	double		b_eff,
 				loss_sum = 0,
 				stat = 0;
 	int			rc;
 
-	effective_weights(st->d, st->w, b, stdz ? st->scale : NULL, stdz ? st->shift : NULL,
+	effective_weights(st->d, st->w, st->b, st->stdz ? st->scale : NULL, st->stdz ? st->shift : NULL,
 					  st->w_eff, &b_eff);
-	if ((rc = dataset_eval(ds, env, st->w_eff, b_eff, loss, &loss_sum, &stat)) != GBML_OK)
+	if ((rc = dataset_eval(st, ds, b_eff, &loss_sum, &stat)) != GBML_OK)
 		return rc;
-	*objective = loss_sum / (double) ds->n_rows + penalty(st->w, st->d, alpha, l1_ratio);
-	*metric = loss == GBML_SAGA_LOSS_LOGISTIC ? stat / (double) ds->n_rows
-			: sqrt(stat / (double) ds->n_rows);
+	*objective = loss_sum / (double) ds->n_rows + penalty(st->w, st->d, st->alpha, st->p->l1_ratio);
+	*metric = st->loss == GBML_SAGA_LOSS_LOGISTIC ? stat / (double) ds->n_rows
+		: sqrt(stat / (double) ds->n_rows);
+	return GBML_OK;
+}
+
+/*
+ * The CPU solver's own state: stored gradients (one per row, zero), the
+ * epochs' plan and reader, and one group's scratch.
+ */
+static int
+alloc_solver(saga_state *st)
+{
+	const gbml_dataset *ds = st->ds;
+	gbml_env   *env = st->env;
+
+	if ((st->memory = gbml_alloc0(env, sizeof(double *) * (size_t) (ds->n_chunks > 0 ? ds->n_chunks : 1))) == NULL)
+		return env->error_code;
+	for (int c = 0; c < ds->n_chunks; c++)
+		if ((st->memory[c] = gbml_alloc0(env, sizeof(double) * (size_t) ds->chunks[c]->n_rows)) == NULL)
+			return env->error_code;
+	if (gbml_saga_plan_init(&st->plan, ds, env) != GBML_OK)
+		return env->error_code;
+	/* rows within padded(d) floats of their chunk's end: at most this many per chunk, each once an epoch */
+	st->pad_rows = (st->dp - st->d + st->d - 1) / st->d * ds->n_chunks;
+	st->pad_rows = st->pad_rows < st->plan.group_rows ? st->pad_rows : st->plan.group_rows;
+	if ((st->slices = gbml_saga_slices_open(ds, env, &st->plan)) == NULL ||
+		(st->g_rows = gbml_alloc_array(env, (size_t) st->plan.group_rows, sizeof(float *))) == NULL ||
+		(st->g_label = gbml_alloc_array(env, (size_t) st->plan.group_rows, sizeof(float))) == NULL ||
+		(st->g_weight = gbml_alloc_array(env, (size_t) st->plan.group_rows, sizeof(float))) == NULL ||
+		(st->g_memory = gbml_alloc_array(env, (size_t) st->plan.group_rows, sizeof(double))) == NULL ||
+		(st->g_pad = gbml_alloc0(env, sizeof(float) * (size_t) (st->pad_rows + 1) * (size_t) st->dp)) == NULL)
+		return env->error_code;
+	return GBML_OK;
+}
+
+/*
+ * Feature statistics (always: they are stored for importance), the step
+ * size, and what every group's pass shares (per group only the rows, their
+ * state and the order change).
+ */
+static int
+prepare(saga_state *st, gbml_saga_pass_args *a)
+{
+	const gbml_saga_params *p = st->p;
+	double		max_norm = 0;
+	int			rc;
+
+	if ((rc = alloc_solver(st)) != GBML_OK || (rc = feature_stats(st)) != GBML_OK)
+		return rc;
+	make_standardizer(st->d, st->mean, st->std, st->scale, st->shift);
+	if ((rc = max_row_norm(st, &max_norm)) != GBML_OK)
+		return rc;
+	st->L = (st->loss == GBML_SAGA_LOSS_LOGISTIC ? 0.25 : 1.0) * max_norm + st->alpha * (1 - p->l1_ratio);
+	if (!(st->L > 0))
+		st->L = 1;				/* all-zero features, no intercept, no L2: any step works */
+	st->step = p->step_size > 0 ? p->step_size : 1.0 / (3.0 * st->L);
+	st->t_stats = gbml_now() - st->t_start;
+
+	memset(a, 0, sizeof(*a));
+	a->d = st->d;
+	a->scale = st->stdz ? st->scale : NULL;
+	a->shift = st->stdz ? st->shift : NULL;
+	a->w = st->w;
+	a->avg = st->avg;
+	a->intercept = &st->b;
+	a->avg_intercept = &st->avg_b;
+	a->loss = st->loss;
+	a->fit_intercept = p->fit_intercept;
+	a->step = st->step;
+	a->inv_n = 1.0 / (double) st->ds->n_rows;
+	a->l1_threshold = st->step * st->alpha * p->l1_ratio;
+	a->l2_shrink = 1.0 / (1.0 + st->step * st->alpha * (1 - p->l1_ratio));
+	return GBML_OK;
+}
+
+/* Gathering one group: the reader's rows (NULL: the rows are in host chunks), and the pad used so far. */
+typedef struct group_gather
+{
+	saga_state *st;
+	const float *x;
+	int64_t		n_pad;
+} group_gather;
+
+/*
+ * Row r of host chunk c as the kernel loads it: in place, or, when a whole
+ * padded(d) load would run past the chunk's features, a zero-padded copy.
+ */
+static const float *
+host_row(group_gather *gg, const gbml_chunk *ch, int64_t r)
+{
+	saga_state *st = gg->st;
+	float	   *copy;
+
+	if (r * st->d + st->dp <= ch->n_rows * st->d)
+		return ch->x + (size_t) r * (size_t) st->d;
+	copy = st->g_pad + (size_t) gg->n_pad++ * (size_t) st->dp;
+	memcpy(copy, ch->x + (size_t) r * (size_t) st->d, sizeof(float) * (size_t) st->d);
+	return copy;
+}
+
+/* A piece of the group (gbml_saga_plan_pieces): rows [r, r + n) of chunk c are its rows [i, i + n). */
+static void
+gather_piece(void *arg, int c, int64_t r, int64_t i, int64_t n)
+{
+	group_gather *gg = arg;
+	saga_state *st = gg->st;
+	const gbml_chunk *ch = st->ds->chunks[c];
+
+	memcpy(st->g_label + i, ch->label + r, sizeof(float) * (size_t) n);
+	if (st->ds->has_weight)
+		memcpy(st->g_weight + i, ch->weight + r, sizeof(float) * (size_t) n);
+	memcpy(st->g_memory + i, st->memory[c] + r, sizeof(double) * (size_t) n);
+	for (int64_t k = 0; k < n; k++)
+		st->g_rows[i + k] = gg->x ? gg->x + (size_t) (i + k) * (size_t) st->d : host_row(gg, ch, r + k);
+}
+
+/* The group's stored gradients, back to their chunks. */
+static void
+scatter_piece(void *arg, int c, int64_t r, int64_t i, int64_t n)
+{
+	saga_state *st = ((group_gather *) arg)->st;
+
+	memcpy(st->memory[c] + r, st->g_memory + i, sizeof(double) * (size_t) n);
+}
+
+/*
+ * SAGA steps over group j's rows in the plan's order: their features in
+ * place (host chunks) or in the reader's buffer (x), their labels, weights
+ * and stored gradients gathered in group order and the gradients given
+ * back after.  Returns the rows visited.
+ */
+static int64_t
+train_group(saga_state *st, gbml_saga_pass_args *a, const float *x, int64_t j)
+{
+	const gbml_saga_plan *pl = &st->plan;
+	group_gather gg = {st, x, 0};
+
+	gbml_saga_plan_pieces(pl, j, gather_piece, &gg);
+	a->rows = st->g_rows;
+	a->label = st->g_label;
+	a->weight = st->ds->has_weight ? st->g_weight : NULL;
+	a->memory = st->g_memory;
+	a->order = pl->perm + pl->group_pos[j];
+	a->n_visit = pl->group_pos[j + 1] - pl->group_pos[j];
+	gbml_saga_chunk_pass(a);
+	gbml_saga_plan_pieces(pl, j, scatter_piece, &gg);
+	return a->n_visit;
+}
+
+/*
+ * One epoch: the plan's groups (saga_plan.h) in order, their rows through
+ * the reader (rows in files: the next group read ahead), the state carried
+ * from group to group.  A cancel check every ~64k rows: an epoch over a big
+ * table can take seconds.
+ */
+static int
+run_epoch(saga_state *st, gbml_saga_pass_args *a, gbml_rng *rng, const gbml_progress_info *info)
+{
+	const float *x;
+	int64_t		j,
+				since_check = 0;
+	int			rc;
+
+	gbml_saga_plan_epoch(&st->plan, rng, st->env->threads);
+	gbml_saga_slices_start(st->slices);
+	while ((rc = gbml_saga_slices_next(st->slices, &x, &j)) > 0)
+	{
+		since_check += train_group(st, a, x, j);
+		if (since_check >= CHECK_ROWS && j + 1 < st->plan.n_groups)
+		{
+			since_check = 0;
+			if (gbml_progress(st->env, info))
+				return gbml_error(st->env, GBML_ECANCELLED, "canceled");
+		}
+	}
+	return rc;
+}
+
+/*
+ * After an epoch: the relative change max|dw| / max|w| (the intercept
+ * included), the divergence check, and the objective on a fixed schedule
+ * (it costs about half an epoch: every epoch up to 20, then every 10th, and
+ * the last), so the trace stays deterministic and costs a few percent.
+ */
+static int
+end_epoch(saga_state *st, double b_before)
+{
+	double		max_change = fabs(st->b - b_before),
+				max_w = fabs(st->b),
+				abs_sum = 0,
+				t0;
+	int			rc;
+
+	for (int j = 0; j < st->d; j++)
+	{
+		double		ch = fabs(st->w[j] - st->w_prev[j]);
+
+		if (ch > max_change)
+			max_change = ch;
+		if (fabs(st->w[j]) > max_w)
+			max_w = fabs(st->w[j]);
+		abs_sum += fabs(st->w[j]);
+	}
+	st->rel = max_w > 0 ? max_change / max_w : (max_change > 0 ? INFINITY : 0);
+	if (!isfinite(abs_sum) || !isfinite(st->b))
+		return gbml_error(st->env, GBML_EINVAL,
+						  "saga: the solver diverged in epoch %lld (non-finite weights); use a smaller step_size (now %g) or standardize",
+						  (long long) st->epoch, st->step);
+	st->converged = st->rel < st->p->tol;
+	if (!(st->epoch <= 20 || st->epoch % 10 == 0 || st->converged || st->epoch == st->p->max_iter))
+		return GBML_OK;
+	t0 = gbml_now();
+	if ((rc = evaluate(st, st->ds, &st->objective, &st->metric)) != GBML_OK)
+		return rc;
+	st->t_objective += gbml_now() - t0;
+	if (st->n_trace < TRACE_CAP)
+	{
+		st->trace_epoch[st->n_trace] = (double) st->epoch;
+		st->trace_obj[st->n_trace] = st->objective;
+		st->trace_time[st->n_trace] = gbml_now() - st->t_start;
+		st->trace_rel[st->n_trace] = st->rel;
+		st->n_trace++;
+	}
+	return GBML_OK;
+}
+
+/* The CPU solver: statistics, step size, then epochs until tol or max_iter. */
+static int
+solve(saga_state *st)
+{
+	const gbml_saga_params *p = st->p;
+	gbml_saga_pass_args a;
+	gbml_rng	rng;
+	int			rc;
+
+	if ((rc = prepare(st, &a)) != GBML_OK)
+		return rc;
+	gbml_rng_seed(&rng, (uint64_t) p->random_seed);
+	for (st->epoch = 1; st->epoch <= p->max_iter; st->epoch++)
+	{
+		double		t0 = gbml_now(),
+					b_before = st->b;
+		gbml_progress_info info = {"train", st->epoch, p->max_iter, "objective", NAN};
+
+		memcpy(st->w_prev, st->w, sizeof(double) * (size_t) st->d);
+		if ((rc = run_epoch(st, &a, &rng, &info)) != GBML_OK)
+			return rc;
+		st->t_solver += gbml_now() - t0;
+		if ((rc = end_epoch(st, b_before)) != GBML_OK)
+			return rc;
+		info.metric = st->objective;
+		if (gbml_progress(st->env, &info))
+			return gbml_error(st->env, GBML_ECANCELLED, "canceled");
+		if (st->converged)
+			break;
+	}
+	if (st->epoch > p->max_iter)
+		st->epoch = p->max_iter;
+	return GBML_OK;
+}
+
+/*
+ * Mini-batch SAGA on the device (saga_gpu.h) when env says so; *on_gpu
+ * false: the CPU trains.  The model is written as for the CPU.
+ */
+static int
+solve_gpu(saga_state *st, gbml_saga_gpu_result *gpu, bool *on_gpu)
+{
+	int			rc;
+
+	gpu->w = st->w;
+	gpu->mean = st->mean;
+	gpu->std = st->std;
+	gpu->trace_epoch = st->trace_epoch;
+	gpu->trace_obj = st->trace_obj;
+	gpu->trace_time = st->trace_time;
+	gpu->trace_rel = st->trace_rel;
+	gpu->trace_cap = TRACE_CAP;
+	if ((rc = gbml_saga_gpu_train(st->ds, st->env, st->p, st->alpha, st->t_start, gpu)) != GBML_OK)
+		return rc;
+	*on_gpu = gpu->on_gpu;
+	if (!gpu->on_gpu)
+		return GBML_OK;
+	make_standardizer(st->d, st->mean, st->std, st->scale, st->shift);
+	st->b = gpu->b;
+	st->L = gpu->L;
+	st->step = gpu->step;
+	st->epoch = gpu->epochs;
+	st->converged = gpu->converged;
+	st->rel = gpu->rel;
+	st->objective = gpu->objective;
+	st->metric = gpu->metric;
+	st->n_trace = gpu->n_trace;
+	st->t_stats = gpu->t_stats;
+	st->t_solver = gpu->t_solver;
+	st->t_objective = gpu->t_objective;
+	return GBML_OK;
+}
+
+/* The model section: layout version, loss, encoding, flags, d, b, w, mean, std. */
+static int
+write_section(const saga_state *st, gbml_train_context *ctx, int enc)
+{
+	gbml_strbuf body;
+	int			rc;
+
+	gbml_sb_init(&body, st->env);
+	gbml_sb_u32(&body, GBML_SAGA_LAYOUT_VERSION);
+	gbml_sb_u32(&body, (uint32_t) st->loss);
+	gbml_sb_u32(&body, (uint32_t) enc);
+	gbml_sb_u32(&body, (st->p->fit_intercept ? GBML_SAGA_FLAG_INTERCEPT : 0) |
+				(st->stdz ? GBML_SAGA_FLAG_STANDARDIZED : 0));
+	gbml_sb_u32(&body, (uint32_t) st->d);
+	gbml_sb_f64(&body, st->b);
+	gbml_sb_append(&body, st->w, sizeof(double) * (size_t) st->d);
+	gbml_sb_append(&body, st->mean, sizeof(double) * (size_t) st->d);
+	gbml_sb_append(&body, st->std, sizeof(double) * (size_t) st->d);
+	if ((rc = gbml_sb_status(&body)) == GBML_OK)
+		gbml_model_add_sb(ctx->writer, GBML_SAGA_SECTION, &body);
+	gbml_sb_free(&body);
+	return rc;
+}
+
+/* The metrics member of the metadata: training figures, and the eval set's when there is one. */
+static int
+write_metrics(saga_state *st, gbml_train_context *ctx, bool *first)
+{
+	gbml_strbuf *m = ctx->meta;
+	double		eval_obj = NAN,
+				eval_metric = NAN;
+	bool		mf = true;
+	bool		logistic = st->loss == GBML_SAGA_LOSS_LOGISTIC;
+	int			rc;
+
+	if (ctx->eval && (rc = evaluate(st, ctx->eval, &eval_obj, &eval_metric)) != GBML_OK)
+		return rc;
+	gbml_sb_json_key(m, "metrics", first);
+	gbml_sb_append(m, "{", 1);
+	gbml_sb_json_key(m, "objective", &mf);
+	gbml_sb_json_number(m, st->objective);
+	gbml_sb_json_key(m, logistic ? "train_accuracy" : "train_rmse", &mf);
+	gbml_sb_json_number(m, st->metric);
+	if (ctx->eval)
+	{
+		gbml_sb_json_key(m, "eval_objective", &mf);
+		gbml_sb_json_number(m, eval_obj);
+		gbml_sb_json_key(m, logistic ? "eval_accuracy" : "eval_rmse", &mf);
+		gbml_sb_json_number(m, eval_metric);
+	}
+	gbml_sb_json_key(m, "eval_metric", &mf);
+	gbml_sb_json_string(m, ctx->eval ? "eval_objective" : "objective");
+	gbml_sb_json_key(m, "eval_value", &mf);
+	gbml_sb_json_number(m, ctx->eval ? eval_obj : st->objective);
+	gbml_sb_json_key(m, "higher_is_better", &mf);
+	gbml_sb_append(m, "false}", 6);
+	return GBML_OK;
+}
+
+/* The metadata: the fit's figures, the trace, the metrics and the (run-dependent) timings. */
+static int
+write_meta(saga_state *st, gbml_train_context *ctx, int enc, const gbml_saga_gpu_result *gpu)
+{
+	gbml_strbuf *m = ctx->meta;
+	bool		first = true;
+	int64_t		n_nonzero = 0;
+	int			rc;
+
+	for (int j = 0; j < st->d; j++)
+		n_nonzero += st->w[j] != 0;
+	gbml_sb_json_key(m, "loss", &first);
+	gbml_sb_json_string(m, loss_choices[st->loss]);
+	gbml_sb_json_key(m, "label_encoding", &first);
+	if (enc == GBML_SAGA_LABELS_NONE)
+		gbml_sb_append(m, "null", 4);
+	else
+		gbml_sb_json_string(m, encoding_name(enc));
+	gbml_sb_json_key(m, "epochs", &first);
+	gbml_sb_json_number(m, (double) st->epoch);
+	gbml_sb_json_key(m, "objective", &first);
+	gbml_sb_json_number(m, st->objective);
+	gbml_sb_json_key(m, "stop_reason", &first);
+	gbml_sb_json_string(m, st->converged ? "tol" : "max_iter");
+	gbml_sb_json_key(m, "converged", &first);
+	gbml_sb_append(m, st->converged ? "true" : "false", st->converged ? 4 : 5);
+	gbml_sb_json_key(m, "rel_change", &first);
+	gbml_sb_json_number(m, st->rel);
+	gbml_sb_json_key(m, "alpha", &first);
+	gbml_sb_json_number(m, st->alpha);
+	gbml_sb_json_key(m, "step_size", &first);
+	gbml_sb_json_number(m, st->step);
+	gbml_sb_json_key(m, "L", &first);
+	gbml_sb_json_number(m, st->L);
+	gbml_sb_json_key(m, "n_nonzero", &first);
+	gbml_sb_json_number(m, (double) n_nonzero);
+	gbml_sb_json_key(m, "standardized", &first);
+	gbml_sb_append(m, st->stdz ? "true" : "false", st->stdz ? 4 : 5);
+	if (gpu->on_gpu)
+	{
+		/* a GPU model says which solver made it: its bytes are not the CPU solver's */
+		gbml_sb_json_key(m, "solver", &first);
+		gbml_sb_json_string(m, "minibatch_saga");
+		gbml_sb_json_key(m, "batch_size", &first);
+		gbml_sb_json_number(m, (double) gpu->batch_size);
+		gbml_sb_json_key(m, "L_max", &first);
+		gbml_sb_json_number(m, gpu->L_max);
+	}
+	gbml_sb_json_key(m, "trace_epochs", &first);
+	gbml_sb_json_doubles(m, st->trace_epoch, st->n_trace);
+	gbml_sb_json_key(m, "trace_objective", &first);
+	gbml_sb_json_doubles(m, st->trace_obj, st->n_trace);
+	gbml_sb_json_key(m, "trace_rel_change", &first);
+	gbml_sb_json_doubles(m, st->trace_rel, st->n_trace);
+	if ((rc = write_metrics(st, ctx, &first)) != GBML_OK)
+		return rc;
+
+	gbml_sb_json_key(m, "timings", &first);
+	/* run-dependent: the driver moves this member out of the model bytes into the report */
+	gbml_sb_printf(m, "{\"stats_seconds\":%.6f,\"solver_seconds\":%.6f,\"objective_seconds\":%.6f,\"total_seconds\":%.6f,",
+				   st->t_stats, st->t_solver, st->t_objective, gbml_now() - st->t_start);
+	if (gpu->on_gpu)
+		gbml_sb_printf(m, "\"device\":\"gpu\",\"rows_on_device\":\"%s\",\"batch_size\":%lld,\"step_size\":%.17g,"
+					   "\"epochs\":%lld,\"power_iterations\":%d,\"h2d_bytes\":%.0f,",
+					   gpu->streamed ? "streamed" : "resident", (long long) gpu->batch_size, st->step,
+					   (long long) st->epoch, gpu->power_iterations, st->env->gpu_h2d_bytes);
+	gbml_sb_printf(m, "\"trace_seconds\":");
+	gbml_sb_json_doubles(m, st->trace_time, st->n_trace);
+	gbml_sb_append(m, "}", 1);
+	return gbml_sb_status(m);
+}
+
+/* Labels (logistic: both classes, one encoding, the eval set's the same), finite features. */
+static int
+check_input(const gbml_dataset *ds, gbml_train_context *ctx, int loss, int *enc)
+{
+	gbml_env   *env = ctx->env;
+	int			rc;
+
+	*enc = GBML_SAGA_LABELS_NONE;
+	if (ds->has_missing)
+		return gbml_error(env, GBML_EINVAL, "saga: features must be finite (NaN or infinite values found)");
+	if (loss != GBML_SAGA_LOSS_LOGISTIC)
+		return GBML_OK;
+	if ((rc = check_labels(ds, env, "the training set", 0, enc)) != GBML_OK)
+		return rc;
+	if (ctx->eval && (rc = check_labels(ctx->eval, env, "the eval set", *enc, NULL)) != GBML_OK)
+		return rc;
 	return GBML_OK;
 }
 
@@ -383,362 +979,39 @@ static int
 saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 {
 	const gbml_saga_params *p = ctx->params;
-	gbml_env   *env = ctx->env;
-	const int	d = ds->n_features;
-	const int64_t n = ds->n_rows;
-	const int	loss = p->loss;
-	const bool	stdz = p->standardize;
 	saga_state	st;
-	gbml_rng	rng;
-	gbml_saga_pass_args a;
-	gbml_strbuf body;
-	double		alpha,
-				L,
-				max_norm,
-				step,
-				b = 0,
-				avg_b = 0,
-				objective = NAN,
-				metric = NAN,
-				rel = INFINITY,
-				t_start = gbml_now(),
-				t_stats,
-				t_solver = 0,
-				t_objective = 0;
-	int64_t		epoch = 0,
-				n_trace = 0,
-				n_nonzero = 0;
-	int			enc = GBML_SAGA_LABELS_NONE,
-				rc = GBML_OK;
-	bool		converged = false,
-				first = true;
 	gbml_saga_gpu_result gpu;
+	bool		on_gpu = false;
+	int			enc,
+				rc;
 
 	memset(&st, 0, sizeof(st));
 	memset(&gpu, 0, sizeof(gpu));
-	if (ds->has_missing)
-		return gbml_error(env, GBML_EINVAL, "saga: features must be finite (NaN or infinite values found)");
-	if (loss == GBML_SAGA_LOSS_LOGISTIC)
-	{
-		if ((rc = check_labels(ds, env, "the training set", 0, &enc)) != GBML_OK)
-			return rc;
-		if (ctx->eval && (rc = check_labels(ctx->eval, env, "the eval set", enc, NULL)) != GBML_OK)
-			return rc;
-	}
-	alpha = p->C > 0 ? 1.0 / (p->C * (double) n) : p->alpha;
-
-	st.d = d;
-	st.dp = gbml_saga_padded(d);
-	if ((st.w = alloc_vec(env, st.dp)) == NULL ||
-		(st.avg = alloc_vec(env, st.dp)) == NULL ||
-		(st.w_prev = alloc_vec(env, st.dp)) == NULL ||
-		(st.w_eff = alloc_vec(env, st.dp)) == NULL ||
-		(st.mean = alloc_vec(env, st.dp)) == NULL ||
-		(st.std = alloc_vec(env, st.dp)) == NULL ||
-		(st.scale = alloc_vec(env, st.dp)) == NULL ||
-		(st.shift = alloc_vec(env, st.dp)) == NULL ||
-		(st.memory = gbml_alloc0(env, sizeof(double *) * (size_t) ds->n_chunks)) == NULL ||
-		(st.order = gbml_alloc_array(env, (size_t) n, sizeof(uint32_t))) == NULL ||
-		(st.row_start = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t))) == NULL ||
-		(st.slice_at = gbml_alloc_array(env, (size_t) (n / SLICE_ROWS + ds->n_chunks), sizeof(uint64_t))) == NULL ||
-		(st.trace_epoch = gbml_alloc_array(env, TRACE_CAP, sizeof(double))) == NULL ||
-		(st.trace_obj = gbml_alloc_array(env, TRACE_CAP, sizeof(double))) == NULL ||
-		(st.trace_time = gbml_alloc_array(env, TRACE_CAP, sizeof(double))) == NULL ||
-		(st.trace_rel = gbml_alloc_array(env, TRACE_CAP, sizeof(double))) == NULL)
-	{
-		rc = env->error_code;
+	st.ds = ds;
+	st.env = ctx->env;
+	st.p = p;
+	st.d = ds->n_features;
+	st.dp = gbml_saga_padded(st.d);
+	st.loss = p->loss;
+	st.stdz = p->standardize;
+	st.alpha = p->C > 0 ? 1.0 / (p->C * (double) ds->n_rows) : p->alpha;
+	st.rel = INFINITY;
+	st.objective = st.metric = NAN;
+	st.t_start = gbml_now();
+	if ((rc = check_input(ds, ctx, p->loss, &enc)) != GBML_OK)
+		return rc;
+	if ((rc = alloc_state(&st)) != GBML_OK)
 		goto done;
-	}
-	if (env->device == GBML_DEVICE_GPU)
-	{
-		/* mini-batch SAGA on the device (saga_gpu.h); the model is written below as for the CPU */
-		gpu.w = st.w;
-		gpu.mean = st.mean;
-		gpu.std = st.std;
-		gpu.trace_epoch = st.trace_epoch;
-		gpu.trace_obj = st.trace_obj;
-		gpu.trace_time = st.trace_time;
-		gpu.trace_rel = st.trace_rel;
-		gpu.trace_cap = TRACE_CAP;
-		if ((rc = gbml_saga_gpu_train(ds, env, p, alpha, t_start, &gpu)) != GBML_OK)
-			goto done;
-		if (gpu.on_gpu)
-		{
-			make_standardizer(d, st.mean, st.std, st.scale, st.shift);
-			b = gpu.b;
-			L = gpu.L;
-			step = gpu.step;
-			epoch = gpu.epochs;
-			converged = gpu.converged;
-			rel = gpu.rel;
-			objective = gpu.objective;
-			metric = gpu.metric;
-			n_trace = gpu.n_trace;
-			t_stats = gpu.t_stats;
-			t_solver = gpu.t_solver;
-			t_objective = gpu.t_objective;
-			goto solved;
-		}
-	}
-	st.row_start[0] = 0;
-	for (int c = 0; c < ds->n_chunks; c++)
-	{
-		st.row_start[c + 1] = st.row_start[c] + ds->chunks[c]->n_rows;
-		if ((st.memory[c] = gbml_alloc0(env, sizeof(double) * (size_t) ds->chunks[c]->n_rows)) == NULL)
-		{
-			rc = env->error_code;
-			goto done;
-		}
-	}
-
-	/* feature statistics (always: they are stored for importance) and the step size */
-	feature_stats(ds, d, st.mean, st.std);
-	make_standardizer(d, st.mean, st.std, st.scale, st.shift);
-	max_norm = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(max:max_norm) num_threads(env->threads) \
-	if (env->threads > 1 && ds->n_chunks > 1)
-	for (int c = 0; c < ds->n_chunks; c++)
-	{
-		const gbml_chunk *ch = ds->chunks[c];
-		double		m = gbml_saga_max_row_norm(ch->x, ds->has_weight ? ch->weight : NULL, ch->n_rows, d,
-											   stdz ? st.scale : NULL, stdz ? st.shift : NULL,
-											   p->fit_intercept ? 1.0 : 0.0);
-
-		if (m > max_norm)
-			max_norm = m;
-	}
-	L = (loss == GBML_SAGA_LOSS_LOGISTIC ? 0.25 : 1.0) * max_norm + alpha * (1 - p->l1_ratio);
-	if (!(L > 0))
-		L = 1;					/* all-zero features, no intercept, no L2: any step works */
-	step = p->step_size > 0 ? p->step_size : 1.0 / (3.0 * L);
-	t_stats = gbml_now() - t_start;
-
-	/* what every pass shares; per slice only the chunk's arrays and the rows change */
-	a.d = d;
-	a.scale = stdz ? st.scale : NULL;
-	a.shift = stdz ? st.shift : NULL;
-	a.w = st.w;
-	a.avg = st.avg;
-	a.intercept = &b;
-	a.avg_intercept = &avg_b;
-	a.loss = loss;
-	a.fit_intercept = p->fit_intercept;
-	a.step = step;
-	a.inv_n = 1.0 / (double) n;
-	a.l1_threshold = step * alpha * p->l1_ratio;
-	a.l2_shrink = 1.0 / (1.0 + step * alpha * (1 - p->l1_ratio));
-
-	gbml_rng_seed(&rng, (uint64_t) p->random_seed);
-	for (epoch = 1; epoch <= p->max_iter; epoch++)
-	{
-		double		t0 = gbml_now(),
-					max_change = 0,
-					max_w = 0,
-					abs_sum = 0;
-		gbml_progress_info info = {"train", epoch, p->max_iter, "objective", NAN};
-
-		memcpy(st.w_prev, st.w, sizeof(double) * (size_t) d);
-		plan_epoch(&st, ds, &rng);
-		{
-			double		b_before = b;
-			int64_t		since_check = 0;
-
-			for (int64_t k = 0; k < st.n_slices; k++)
-			{
-				int			c = (int) (st.slice_at[k] >> 32);
-				int64_t		first_pos = (int64_t) (uint32_t) st.slice_at[k];
-				const gbml_chunk *ch = ds->chunks[c];
-
-				a.x = ch->x;
-				a.label = ch->label;
-				a.weight = ds->has_weight ? ch->weight : NULL;
-				a.order = st.order + st.row_start[c] + first_pos;
-				a.n_visit = st.n_slices == 1 ? ch->n_rows : Min64(SLICE_ROWS, ch->n_rows - first_pos);
-				a.n_rows = ch->n_rows;
-				a.memory = st.memory[c];
-				gbml_saga_chunk_pass(&a);
-				/* a cancel check every ~64k rows: an epoch over a big table can take seconds */
-				since_check += a.n_visit;
-				if (since_check >= 65536 && k + 1 < st.n_slices)
-				{
-					since_check = 0;
-					if (gbml_progress(env, &info))
-					{
-						rc = gbml_error(env, GBML_ECANCELLED, "canceled");
-						goto done;
-					}
-				}
-			}
-			max_change = fabs(b - b_before);
-			max_w = fabs(b);
-		}
-		for (int j = 0; j < d; j++)
-		{
-			double		ch = fabs(st.w[j] - st.w_prev[j]);
-
-			if (ch > max_change)
-				max_change = ch;
-			if (fabs(st.w[j]) > max_w)
-				max_w = fabs(st.w[j]);
-			abs_sum += fabs(st.w[j]);
-		}
-		rel = max_w > 0 ? max_change / max_w : (max_change > 0 ? INFINITY : 0);
-		t_solver += gbml_now() - t0;
-		if (!isfinite(abs_sum) || !isfinite(b))
-		{
-			rc = gbml_error(env, GBML_EINVAL,
-							"saga: the solver diverged in epoch %lld (non-finite weights); use a smaller step_size (now %g) or standardize",
-							(long long) epoch, step);
-			goto done;
-		}
-		converged = rel < p->tol;
-
-		/*
-		 * The objective costs about half an epoch, so it is evaluated on a
-		 * fixed schedule (every epoch up to 20, then every 10th, and the
-		 * last): the trace stays deterministic and costs a few percent.
-		 */
-		if (epoch <= 20 || epoch % 10 == 0 || converged || epoch == p->max_iter)
-		{
-			t0 = gbml_now();
-			if ((rc = evaluate(ds, env, &st, b, loss, alpha, p->l1_ratio, stdz, &objective, &metric)) != GBML_OK)
-				goto done;
-			t_objective += gbml_now() - t0;
-			if (n_trace < TRACE_CAP)
-			{
-				st.trace_epoch[n_trace] = (double) epoch;
-				st.trace_obj[n_trace] = objective;
-				st.trace_time[n_trace] = gbml_now() - t_start;
-				st.trace_rel[n_trace] = rel;
-				n_trace++;
-			}
-		}
-		info.metric = objective;
-		if (gbml_progress(env, &info))
-		{
-			rc = gbml_error(env, GBML_ECANCELLED, "canceled");
-			goto done;
-		}
-		if (converged)
-			break;
-	}
-	if (epoch > p->max_iter)
-		epoch = p->max_iter;
-
-solved:
-	/* final figures: objective and metric are those of the last epoch's weights */
-	for (int j = 0; j < d; j++)
-		n_nonzero += st.w[j] != 0;
-
-	/* model section */
-	gbml_sb_init(&body, env);
-	gbml_sb_u32(&body, GBML_SAGA_LAYOUT_VERSION);
-	gbml_sb_u32(&body, (uint32_t) loss);
-	gbml_sb_u32(&body, (uint32_t) enc);
-	gbml_sb_u32(&body, (p->fit_intercept ? GBML_SAGA_FLAG_INTERCEPT : 0) |
-				(stdz ? GBML_SAGA_FLAG_STANDARDIZED : 0));
-	gbml_sb_u32(&body, (uint32_t) d);
-	gbml_sb_f64(&body, b);
-	gbml_sb_append(&body, st.w, sizeof(double) * (size_t) d);
-	gbml_sb_append(&body, st.mean, sizeof(double) * (size_t) d);
-	gbml_sb_append(&body, st.std, sizeof(double) * (size_t) d);
-	if ((rc = gbml_sb_status(&body)) == GBML_OK)
-		gbml_model_add_sb(ctx->writer, GBML_SAGA_SECTION, &body);
-	gbml_sb_free(&body);
-	if (rc != GBML_OK)
+	if (ctx->env->device == GBML_DEVICE_GPU && (rc = solve_gpu(&st, &gpu, &on_gpu)) != GBML_OK)
 		goto done;
-
-	/* metadata */
-	{
-		gbml_strbuf *m = ctx->meta;
-		double		eval_obj = NAN,
-					eval_metric = NAN;
-		bool		mf = true;
-
-		if (ctx->eval &&
-			(rc = evaluate(ctx->eval, env, &st, b, loss, alpha, p->l1_ratio, stdz, &eval_obj, &eval_metric)) != GBML_OK)
-			goto done;
-		gbml_sb_json_key(m, "loss", &first);
-		gbml_sb_json_string(m, loss_choices[loss]);
-		gbml_sb_json_key(m, "label_encoding", &first);
-		if (enc == GBML_SAGA_LABELS_NONE)
-			gbml_sb_append(m, "null", 4);
-		else
-			gbml_sb_json_string(m, encoding_name(enc));
-		gbml_sb_json_key(m, "epochs", &first);
-		gbml_sb_json_number(m, (double) epoch);
-		gbml_sb_json_key(m, "objective", &first);
-		gbml_sb_json_number(m, objective);
-		gbml_sb_json_key(m, "stop_reason", &first);
-		gbml_sb_json_string(m, converged ? "tol" : "max_iter");
-		gbml_sb_json_key(m, "converged", &first);
-		gbml_sb_append(m, converged ? "true" : "false", converged ? 4 : 5);
-		gbml_sb_json_key(m, "rel_change", &first);
-		gbml_sb_json_number(m, rel);
-		gbml_sb_json_key(m, "alpha", &first);
-		gbml_sb_json_number(m, alpha);
-		gbml_sb_json_key(m, "step_size", &first);
-		gbml_sb_json_number(m, step);
-		gbml_sb_json_key(m, "L", &first);
-		gbml_sb_json_number(m, L);
-		gbml_sb_json_key(m, "n_nonzero", &first);
-		gbml_sb_json_number(m, (double) n_nonzero);
-		gbml_sb_json_key(m, "standardized", &first);
-		gbml_sb_append(m, stdz ? "true" : "false", stdz ? 4 : 5);
-		if (gpu.on_gpu)
-		{
-			/* a GPU model says which solver made it: its bytes are not the CPU solver's */
-			gbml_sb_json_key(m, "solver", &first);
-			gbml_sb_json_string(m, "minibatch_saga");
-			gbml_sb_json_key(m, "batch_size", &first);
-			gbml_sb_json_number(m, (double) gpu.batch_size);
-			gbml_sb_json_key(m, "L_max", &first);
-			gbml_sb_json_number(m, gpu.L_max);
-		}
-		gbml_sb_json_key(m, "trace_epochs", &first);
-		gbml_sb_json_doubles(m, st.trace_epoch, n_trace);
-		gbml_sb_json_key(m, "trace_objective", &first);
-		gbml_sb_json_doubles(m, st.trace_obj, n_trace);
-		gbml_sb_json_key(m, "trace_rel_change", &first);
-		gbml_sb_json_doubles(m, st.trace_rel, n_trace);
-
-		gbml_sb_json_key(m, "metrics", &first);
-		gbml_sb_append(m, "{", 1);
-		gbml_sb_json_key(m, "objective", &mf);
-		gbml_sb_json_number(m, objective);
-		gbml_sb_json_key(m, loss == GBML_SAGA_LOSS_LOGISTIC ? "train_accuracy" : "train_rmse", &mf);
-		gbml_sb_json_number(m, metric);
-		if (ctx->eval)
-		{
-			gbml_sb_json_key(m, "eval_objective", &mf);
-			gbml_sb_json_number(m, eval_obj);
-			gbml_sb_json_key(m, loss == GBML_SAGA_LOSS_LOGISTIC ? "eval_accuracy" : "eval_rmse", &mf);
-			gbml_sb_json_number(m, eval_metric);
-		}
-		gbml_sb_json_key(m, "eval_metric", &mf);
-		gbml_sb_json_string(m, ctx->eval ? "eval_objective" : "objective");
-		gbml_sb_json_key(m, "eval_value", &mf);
-		gbml_sb_json_number(m, ctx->eval ? eval_obj : objective);
-		gbml_sb_json_key(m, "higher_is_better", &mf);
-		gbml_sb_append(m, "false}", 6);
-
-		gbml_sb_json_key(m, "timings", &first);
-		/* run-dependent: the driver moves this member out of the model bytes into the report */
-		gbml_sb_printf(m, "{\"stats_seconds\":%.6f,\"solver_seconds\":%.6f,\"objective_seconds\":%.6f,\"total_seconds\":%.6f,",
-					   t_stats, t_solver, t_objective, gbml_now() - t_start);
-		if (gpu.on_gpu)
-			gbml_sb_printf(m, "\"device\":\"gpu\",\"rows_on_device\":\"%s\",\"batch_size\":%lld,\"step_size\":%.17g,"
-						   "\"epochs\":%lld,\"power_iterations\":%d,\"h2d_bytes\":%.0f,",
-						   gpu.streamed ? "streamed" : "resident", (long long) gpu.batch_size, step,
-						   (long long) epoch, gpu.power_iterations, env->gpu_h2d_bytes);
-		gbml_sb_printf(m, "\"trace_seconds\":");
-		gbml_sb_json_doubles(m, st.trace_time, n_trace);
-		gbml_sb_append(m, "}", 1);
-		rc = gbml_sb_status(m);
-	}
-
+	if (!on_gpu && (rc = solve(&st)) != GBML_OK)
+		goto done;
+	free_solver(&st);
+	if ((rc = write_section(&st, ctx, enc)) != GBML_OK)
+		goto done;
+	rc = write_meta(&st, ctx, enc, &gpu);
 done:
-	state_free(&st, ds, env);
+	state_free(&st);
 	return rc;
 }
 
@@ -957,6 +1230,7 @@ const gbml_algorithm gbml_algorithm_saga = {
 	.input_flags = GBML_INPUT_LABEL,
 	.outputs = GBML_OUT_SCORE | GBML_OUT_PROBA,
 	.gpu_trains = true,
+	.reads_spilled_rows = true,
 	.train = saga_train,
 	.load = saga_load,
 	.unload = saga_unload,

@@ -21,9 +21,17 @@
  * room).  b = 1 gives 1/(4 L_max + mu n), SAGA's own step; b = n gives
  * 1/(4 L), gradient descent's.
  *
- * Batches: an epoch visits the rows in the CPU solver's kind of order (each
- * chunk's rows shuffled, slices of 256 rows of those orders shuffled
- * together; plan_epoch), b consecutive rows a step.
+ * Batches: an epoch visits the rows in the CPU solver's order (saga_plan.h:
+ * slices of consecutive canonical rows in a shuffled order, gathered in
+ * groups whose rows are shuffled), b consecutive rows a step.
+ *
+ * Rows on the host or in temporary files (dataset.h's chunk store): the
+ * upload of resident rows and every pass read whole chunks in order
+ * (chunk_prefetch.h, the next one read ahead); the steps of streamed rows
+ * read the epoch's groups of slices (saga_slices.h, the next group read
+ * ahead).  A
+ * stored row is read once per pass or epoch, and the bytes are those of
+ * the same rows in memory.
  *
  * Batch size, automatic: the largest power of two with at least
  * AUTO_STEPS steps an epoch, within [AUTO_MIN, AUTO_MAX].  The basis: on a
@@ -39,19 +47,22 @@
  * a9a-like data at 10M rows (no card was available when it was set).
  */
 #include "saga_gpu.h"
+#include "chunk_prefetch.h"
 #include "gpu_ctx.h"
 #include "rng.h"
 #include "saga_backend.h"
 #include "saga_kernels.h"
+#include "saga_plan.h"
+#include "saga_slices.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
 #define AUTO_STEPS 1024
 #define AUTO_MIN 16
 #define AUTO_MAX 4096
-#define SLICE_ROWS 256			/* as saga.c's plan_epoch */
 #define POWER_MAX_ITER 50
 #define POWER_TOL 1e-4			/* stop when successive Rayleigh quotients agree to this */
 #define CHECK_ROWS 65536		/* a cancel check at least this often inside an epoch */
@@ -78,10 +89,13 @@ typedef struct saga_gpu
 	double	   *shift;
 	int64_t    *order;			/* this epoch's visiting order, n addresses */
 	int64_t    *next_order;		/* the next epoch's, drawn while the device runs this one */
-	uint32_t   *chunk_order;	/* every chunk's shuffled rows, chunk c at row_start[c] */
-	int64_t    *row_start;
-	uint64_t   *slice_at;
-	int64_t    *slice_pos;		/* where each slice of the order starts (plan_epoch) */
+	gbml_saga_plan plan;		/* the groups behind order (saga_plan.h); next_order's once it is drawn */
+	int64_t    *maps;			/* per thread: a group's row addresses in group order (plan_epoch) */
+	gbml_saga_slices *slices;	/* the epoch's groups: streamed rows only */
+	/* streamed rows: the group the next staged position comes from */
+	const float *stream_x;		/* its rows from the reader, or NULL: in host chunks */
+	int64_t    *stream_map;		/* its row addresses in group order */
+	int64_t		stream_end;		/* the position after its last */
 } saga_gpu;
 
 static int
@@ -146,10 +160,10 @@ free_host(saga_gpu *g)
 	gbml_free(g->env, g->shift);
 	gbml_free(g->env, g->order);
 	gbml_free(g->env, g->next_order);
-	gbml_free(g->env, g->chunk_order);
-	gbml_free(g->env, g->row_start);
-	gbml_free(g->env, g->slice_at);
-	gbml_free(g->env, g->slice_pos);
+	gbml_saga_slices_close(g->slices);
+	gbml_saga_plan_free(&g->plan, g->env);
+	gbml_free(g->env, g->maps);
+	gbml_free(g->env, g->stream_map);
 }
 
 static int
@@ -165,14 +179,10 @@ alloc_host(saga_gpu *g)
 		(g->shift = gbml_alloc0(env, sizeof(double) * d1)) == NULL ||
 		(g->order = gbml_alloc_array(env, (size_t) g->n, sizeof(int64_t))) == NULL ||
 		(g->next_order = gbml_alloc_array(env, (size_t) g->n, sizeof(int64_t))) == NULL ||
-		(g->chunk_order = gbml_alloc_array(env, (size_t) g->n, sizeof(uint32_t))) == NULL ||
-		(g->row_start = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t))) == NULL ||
-		(g->slice_at = gbml_alloc_array(env, (size_t) (g->n / SLICE_ROWS + ds->n_chunks), sizeof(uint64_t))) == NULL ||
-		(g->slice_pos = gbml_alloc_array(env, (size_t) (g->n / SLICE_ROWS + ds->n_chunks + 1), sizeof(int64_t))) == NULL)
+		gbml_saga_plan_init(&g->plan, ds, env) != GBML_OK ||
+		(g->maps = gbml_alloc_array(env, (size_t) env->threads * (size_t) g->plan.group_rows, sizeof(int64_t))) == NULL ||
+		(g->stream_map = gbml_alloc_array(env, (size_t) g->plan.group_rows, sizeof(int64_t))) == NULL)
 		return env->error_code;
-	g->row_start[0] = 0;
-	for (int c = 0; c < ds->n_chunks; c++)
-		g->row_start[c + 1] = g->row_start[c] + ds->chunks[c]->n_rows;
 	return GBML_OK;
 }
 
@@ -196,11 +206,10 @@ copy_bytes(const gbml_env *env, void *dst, const void *src, size_t bytes)
 	}
 }
 
-/* Chunk c's features in a staging buffer; NULL with env's error set. */
+/* A chunk's features (n_rows x d) in a staging buffer; NULL with env's error set. */
 static float *
-stage_chunk(saga_gpu *g, int c)
+stage_chunk(saga_gpu *g, const float *x, int64_t n_rows)
 {
-	const gbml_chunk *ch = g->ds->chunks[c];
 	float	   *buf = g->k->stage(g->ctx);
 
 	if (buf == NULL)
@@ -208,48 +217,89 @@ stage_chunk(saga_gpu *g, int c)
 		backend_error(g, "staging");
 		return NULL;
 	}
-	copy_bytes(g->env, buf, ch->x, sizeof(float) * (size_t) ch->n_rows * (size_t) g->d);
+	copy_bytes(g->env, buf, x, sizeof(float) * (size_t) n_rows * (size_t) g->d);
 	return buf;
+}
+
+/*
+ * Chunk c's labels and weights, and its features too when they stay
+ * resident (x: the chunk's features as the reader handed them).
+ */
+static int
+load_chunk(saga_gpu *g, int c, const float *x, int64_t n_rows)
+{
+	const gbml_chunk *ch = g->ds->chunks[c];
+	float	   *buf;
+
+	if (g->k->put_rows(g->ctx, c, ch->label, g->ds->has_weight ? ch->weight : NULL) != 0)
+		return backend_error(g, "labels upload");
+	if (g->streamed)
+		return GBML_OK;
+	if ((buf = stage_chunk(g, x, n_rows)) == NULL)
+		return g->env->error_code;
+	return g->k->put_chunk(g->ctx, c, buf) != 0 ? backend_error(g, "rows upload") : GBML_OK;
+}
+
+/*
+ * Every chunk in chunk order through a chunk reader (host chunks as they
+ * are, stored ones read ahead into the buffers the dataset keeps),
+ * each handed to fn; a pass over resident rows needs no features and calls
+ * fn with x NULL.
+ */
+static int
+each_chunk(saga_gpu *g, bool features, int (*fn) (saga_gpu *g, int c, const float *x, int64_t n_rows))
+{
+	gbml_chunk_prefetch *rd;
+	const float *x;
+	int64_t		rows;
+	int			c,
+				rc;
+
+	if (!features)
+	{
+		for (c = 0; c < g->ds->n_chunks; c++)
+			if ((rc = fn(g, c, NULL, g->ds->chunks[c]->n_rows)) != GBML_OK)
+				return rc;
+		return GBML_OK;
+	}
+	if ((rd = gbml_chunk_prefetch_open(g->ds, g->env)) == NULL)
+		return g->env->error_code;
+	while ((rc = gbml_chunk_prefetch_next(rd, &x, &rows, &c)) > 0)
+		if ((rc = fn(g, c, x, rows)) != GBML_OK)
+			break;
+	gbml_chunk_prefetch_close(rd);
+	return rc;
 }
 
 /* Labels and weights of every chunk, and the features too when they stay resident. */
 static int
 load_rows(saga_gpu *g)
 {
-	const gbml_dataset *ds = g->ds;
+	/* streamed: labels only, no chunk to read */
+	return each_chunk(g, !g->streamed, load_chunk);
+}
 
-	for (int c = 0; c < ds->n_chunks; c++)
-	{
-		const gbml_chunk *ch = ds->chunks[c];
-		float	   *buf;
+/* One chunk of a pass: from the staging buffer when streamed, else resident (x NULL). */
+static int
+pass_one(saga_gpu *g, int c, const float *x, int64_t n_rows)
+{
+	float	   *buf = NULL;
 
-		if (g->k->put_rows(g->ctx, c, ch->label, ds->has_weight ? ch->weight : NULL) != 0)
-			return backend_error(g, "labels upload");
-		if (g->streamed)
-			continue;
-		if ((buf = stage_chunk(g, c)) == NULL)
-			return g->env->error_code;
-		if (g->k->put_chunk(g->ctx, c, buf) != 0)
-			return backend_error(g, "rows upload");
-	}
-	return GBML_OK;
+	if (x != NULL && (buf = stage_chunk(g, x, n_rows)) == NULL)
+		return g->env->error_code;
+	return g->k->pass_chunk(g->ctx, c, buf) != 0 ? backend_error(g, "pass") : GBML_OK;
 }
 
 /* One pass over every row (saga_backend.h's kinds): out[d + 1], scalars[2]. */
 static int
 run_pass(saga_gpu *g, gbml_saga_pass_kind kind, const double *vec, double extra, double *out, double *scalars)
 {
+	int			rc;
+
 	if (g->k->pass_begin(g->ctx, kind, vec, extra) != 0)
 		return backend_error(g, "pass");
-	for (int c = 0; c < g->ds->n_chunks; c++)
-	{
-		float	   *x = NULL;
-
-		if (g->streamed && (x = stage_chunk(g, c)) == NULL)
-			return g->env->error_code;
-		if (g->k->pass_chunk(g->ctx, c, x) != 0)
-			return backend_error(g, "pass");
-	}
+	if ((rc = each_chunk(g, g->streamed, pass_one)) != GBML_OK)
+		return rc;
 	return g->k->pass_end(g->ctx, out, scalars) != 0 ? backend_error(g, "pass") : GBML_OK;
 }
 
@@ -397,70 +447,72 @@ prepare(saga_gpu *g, gbml_saga_gpu_result *out)
  * epochs
  * ------------------------------------------------------------------------- */
 
+/* A piece of a group (gbml_saga_plan_pieces): the addresses of its rows [i, i + n), rows [r, r + n) of chunk c. */
+static void
+map_piece(void *arg, int c, int64_t r, int64_t i, int64_t n)
+{
+	int64_t    *map = arg;
+
+	for (int64_t k = 0; k < n; k++)
+		map[i + k] = ((int64_t) c << 32) | (r + k);
+}
+
 /*
- * An epoch's order, of saga.c's plan_epoch's kind: every chunk's rows
- * shuffled, then slices of SLICE_ROWS of them shuffled together.  Each
- * chunk shuffles with its own stream (gbml_rng_stream of one draw of the
- * main generator and the chunk index) on the threads, and the slices are
- * copied out in parallel: a ten-million-row epoch is planned in a few
- * milliseconds instead of holding the device up, and the order does not
- * depend on the thread count.
+ * An epoch's order: the plan's groups (saga_plan.h, the CPU solver's) as
+ * row addresses, the groups on the threads, so a ten-million-row epoch is
+ * planned in a few milliseconds instead of holding the device up; the
+ * order does not depend on the thread count.
  */
 static void
 plan_epoch(saga_gpu *g, gbml_rng *rng, int64_t *order)
 {
-	const gbml_dataset *ds = g->ds;
-	uint64_t	seed = gbml_rng_next(rng);
-	int64_t		ns = 0;
+	gbml_saga_plan *pl = &g->plan;
 	bool		par = g->env->threads > 1 && g->n >= 2048;	/* the checker's thread test takes this path */
 
-#pragma omp parallel for schedule(dynamic, 1) num_threads(g->env->threads) if (par && ds->n_chunks > 1)
-	for (int c = 0; c < ds->n_chunks; c++)
+	gbml_saga_plan_epoch(pl, rng, g->env->threads);
+#pragma omp parallel num_threads(g->env->threads) if (par)
 	{
-		int64_t		rows = ds->chunks[c]->n_rows;
-		uint32_t   *o = g->chunk_order + g->row_start[c];
-		gbml_rng	r;
+		int64_t    *map = g->maps + (size_t) omp_get_thread_num() * (size_t) pl->group_rows;
 
-		gbml_rng_stream(&r, seed, (uint64_t) c);
-		for (int64_t k = 0; k < rows; k++)
-			o[k] = (uint32_t) k;
-		gbml_rng_shuffle_u32(&r, o, (uint64_t) rows);
-	}
-	for (int c = 0; c < ds->n_chunks; c++)
-		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r += SLICE_ROWS)
-			g->slice_at[ns++] = ((uint64_t) c << 32) | (uint64_t) r;
-	if (ds->n_chunks > 1)
-		gbml_rng_shuffle_u64(rng, g->slice_at, (uint64_t) ns);
-	/* slice k lands at slice_pos[k]: every slice is SLICE_ROWS rows but a chunk's last */
-	g->slice_pos[0] = 0;
-	for (int64_t k = 0; k < ns; k++)
-	{
-		int			c = (int) (g->slice_at[k] >> 32);
-		int64_t		first = (int64_t) (uint32_t) g->slice_at[k],
-					rows = ds->chunks[c]->n_rows;
-
-		g->slice_pos[k + 1] = g->slice_pos[k] + (first + SLICE_ROWS < rows ? SLICE_ROWS : rows - first);
-	}
-#pragma omp parallel for schedule(static) num_threads(g->env->threads) if (par)
-	for (int64_t k = 0; k < ns; k++)
-	{
-		int			c = (int) (g->slice_at[k] >> 32);
-		int64_t		first = (int64_t) (uint32_t) g->slice_at[k],
-					at = g->slice_pos[k],
-					len = g->slice_pos[k + 1] - at;
-		const uint32_t *o = g->chunk_order + g->row_start[c] + first;
-
-		for (int64_t r = 0; r < len; r++)
-			order[at + r] = ((int64_t) c << 32) | o[r];
+#pragma omp for schedule(dynamic, 1)
+		for (int64_t j = 0; j < pl->n_groups; j++)
+		{
+			gbml_saga_plan_pieces(pl, j, map_piece, map);
+			for (int64_t p = pl->group_pos[j]; p < pl->group_pos[j + 1]; p++)
+				order[p] = map[pl->perm[p]];
+		}
 	}
 }
 
-/* The rows of positions [p0, p1) of the order into a staging buffer; NULL with env's error set. */
+/* The next group of the epoch from the reader, for the positions that follow; env's error set on failure. */
+static int
+next_group(saga_gpu *g)
+{
+	const gbml_saga_plan *pl = &g->plan;
+	int64_t		j;
+	int			rc = gbml_saga_slices_next(g->slices, &g->stream_x, &j);
+
+	if (rc <= 0)
+		return rc < 0 ? rc : gbml_error(g->env, GBML_EINVAL, "GPU SAGA: the epoch's groups ended before its order");
+	gbml_saga_plan_pieces(pl, j, map_piece, g->stream_map);
+	g->stream_end = pl->group_pos[j + 1];
+	return GBML_OK;
+}
+
+/*
+ * The rows of positions [p0, p1) of the order into a staging buffer; NULL
+ * with env's error set.  Positions come group after group from the reader
+ * (a group may go on in the next staging buffer: the reader keeps it until
+ * the next group is asked for), each row from the reader's buffer or its
+ * host chunk; on the threads when the copy is big (a plain copy: the bytes
+ * do not depend on them).
+ */
 static float *
 stage_positions(saga_gpu *g, int64_t p0, int64_t p1)
 {
+	const gbml_saga_plan *pl = &g->plan;
 	const gbml_dataset *ds = g->ds;
-	const int	d = g->d;
+	const size_t d = (size_t) g->d;
 	float	   *buf = g->k->stage(g->ctx);
 
 	if (buf == NULL)
@@ -468,32 +520,36 @@ stage_positions(saga_gpu *g, int64_t p0, int64_t p1)
 		backend_error(g, "staging");
 		return NULL;
 	}
-#pragma omp parallel for schedule(static) num_threads(g->env->threads) \
-	if (g->env->threads > 1 && (size_t) (p1 - p0) * (size_t) d * sizeof(float) >= PARALLEL_COPY_BYTES)
-	for (int64_t p = p0; p < p1; p++)
+	for (int64_t p = p0, end; p < p1; p = end)
 	{
-		int64_t		a = g->order[p];
+		if (p == g->stream_end && next_group(g) != GBML_OK)
+			return NULL;
+		end = p1 < g->stream_end ? p1 : g->stream_end;
+#pragma omp parallel for schedule(static) num_threads(g->env->threads) \
+	if (g->env->threads > 1 && (size_t) (end - p) * d * sizeof(float) >= PARALLEL_COPY_BYTES)
+		for (int64_t q = p; q < end; q++)
+		{
+			uint32_t	i = pl->perm[q];
+			int64_t		a = g->stream_map[i];
+			const float *src = g->stream_x ? g->stream_x + (size_t) i * d
+				: ds->chunks[a >> 32]->x + (size_t) (a & 0xffffffffLL) * d;
 
-		memcpy(buf + (size_t) (p - p0) * d, ds->chunks[a >> 32]->x + (size_t) (a & 0xffffffffLL) * d,
-			   sizeof(float) * (size_t) d);
+			memcpy(buf + (size_t) (q - p0) * d, src, sizeof(float) * d);
+		}
 	}
 	return buf;
 }
 
 /*
- * One epoch's steps over g->order; w1 gets the weights and intercept at its
- * end.  Once the steps are queued, the host draws the next epoch's order
- * (last: none) while the device works: the generator's sequence is the same
- * either way.
+ * One epoch's steps over g->order, queued b rows a step in runs of
+ * work_rows positions (each staged first when streamed), with a cancel
+ * check every CHECK_ROWS.
  */
 static int
-run_epoch(saga_gpu *g, gbml_rng *rng, bool last, gbml_progress_info *info)
+queue_steps(saga_gpu *g, gbml_progress_info *info)
 {
 	int64_t		since_check = 0;
-	int64_t    *t;
 
-	if (g->k->epoch_begin(g->ctx, g->order) != 0)
-		return backend_error(g, "epoch");
 	for (int64_t p0 = 0; p0 < g->n; p0 += g->work_rows)
 	{
 		int64_t		p1 = p0 + g->work_rows < g->n ? p0 + g->work_rows : g->n;
@@ -511,6 +567,28 @@ run_epoch(saga_gpu *g, gbml_rng *rng, bool last, gbml_progress_info *info)
 				return gbml_error(g->env, GBML_ECANCELLED, "canceled");
 		}
 	}
+	return GBML_OK;
+}
+
+/*
+ * One epoch; w1 gets the weights and intercept at its end.  Once the steps
+ * are queued, the host draws the next epoch's order (last: none) while the
+ * device works: the generator's sequence is the same either way.
+ */
+static int
+run_epoch(saga_gpu *g, gbml_rng *rng, bool last, gbml_progress_info *info)
+{
+	int64_t    *t;
+	int			rc;
+
+	if (g->k->epoch_begin(g->ctx, g->order) != 0)
+		return backend_error(g, "epoch");
+	/* streamed rows come through the group reader, in the epoch's order */
+	if (g->slices != NULL)
+		gbml_saga_slices_start(g->slices);
+	g->stream_end = 0;
+	if ((rc = queue_steps(g, info)) != GBML_OK)
+		return rc;
 	if (!last)
 		plan_epoch(g, rng, g->next_order);
 	if (g->k->epoch_end(g->ctx, g->w1) != 0)
@@ -684,9 +762,10 @@ gbml_saga_gpu_train(const gbml_dataset *ds, gbml_env *env, const gbml_saga_param
 		env->device = GBML_DEVICE_CPU;
 		return GBML_OK;
 	}
-	if (ds->store != NULL)
-		return gbml_error(env, GBML_EDEVICE, "saga: the rows are in %s memory that this trainer cannot read",
-						  ds->store->residence);
+	/* rows in temporary files come through the reader; device chunks belong to another context */
+	if (ds->store != NULL && strcmp(ds->store->residence, "file") != 0)
+		return gbml_error(env, GBML_EDEVICE, "saga: the rows are in %s, which the GPU trainer cannot read",
+						  ds->store->where);
 	memset(&g, 0, sizeof(g));
 	g.env = env;
 	g.ds = ds;
@@ -707,6 +786,12 @@ gbml_saga_gpu_train(const gbml_dataset *ds, gbml_env *env, const gbml_saga_param
 	{
 		if (g.ctx == NULL)
 			env->device = GBML_DEVICE_CPU;
+		goto done;
+	}
+	/* streamed rows: the epochs read them a group at a time */
+	if (g.streamed && (g.slices = gbml_saga_slices_open(ds, env, &g.plan)) == NULL)
+	{
+		rc = env->error_code;
 		goto done;
 	}
 	out->on_gpu = true;

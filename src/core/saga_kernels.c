@@ -13,10 +13,12 @@
  *    floating-point reductions, and a fixed lane layout makes the summation
  *    order identical for the avx512f, avx2 and baseline clones.
  *  - Padding lanes of w/avg/scale/shift are zero and the last partial block of
- *    x is loaded with zeros, so padded lanes stay exactly zero: no scalar tail.
- *  - Rows are visited in shuffled order inside a chunk, so the row
- *    GBML_SAGA_PREFETCH visits ahead is prefetched explicitly (the hardware
- *    prefetcher cannot guess it).
+ *    x is loaded whole and masked to zeros, so padded lanes stay exactly
+ *    zero: no scalar tail (the caller leaves room to load it whole).
+ *  - Rows are reached through a table of row pointers (the rows of a group
+ *    of slices sit in several chunks) and visited in shuffled order, so the
+ *    row GBML_SAGA_PREFETCH visits ahead is prefetched explicitly (the
+ *    hardware prefetcher cannot guess it).
  *  - A row's cost is mostly a dependency chain (margin -> exp -> gradient ->
  *    update -> next margin); four independent accumulators keep the margin's
  *    FMAs from queueing behind each other.
@@ -61,23 +63,16 @@ load_x(const float *row, int blk, int d, v8d *out)
 
 /*
  * The last, partial block of a row inside the update loop: one full 8-float
- * load masked to the row's lanes when the 8 floats lie inside the chunk
- * (every row but the chunk's last), else the element-wise copy above.
+ * load masked to the row's lanes (the caller guarantees the row is readable
+ * that far: gbml_saga_pass_args.rows).
  */
 INLINE void
-load_x_tail(const float *row, int blk, int d, const float *limit, const v8l *mask, v8d *out)
+load_x_tail(const float *row, int blk, const v8l *mask, v8d *out)
 {
-	int			j = blk * GBML_SAGA_LANES;
+	v8f			f;
 
-	if (row + j + GBML_SAGA_LANES <= limit)
-	{
-		v8f			f;
-
-		memcpy(&f, row + j, sizeof(f));
-		*out = (v8d) ((v8l) __builtin_convertvector(f, v8d) & *mask);
-	}
-	else
-		load_x(row, blk, d, out);
+	memcpy(&f, row + blk * GBML_SAGA_LANES, sizeof(f));
+	*out = (v8d) ((v8l) __builtin_convertvector(f, v8d) & *mask);
 }
 
 INLINE void
@@ -212,7 +207,7 @@ pass_body(const gbml_saga_pass_args *a, const bool stdz)
 {
 	const int	d = a->d;
 	const int	nb = (int) (gbml_saga_padded(d) / GBML_SAGA_LANES);
-	const float *x = a->x;
+	const float *const *rows = a->rows;
 	const uint32_t *order = a->order;
 	double	   *restrict w = a->w;
 	double	   *restrict avg = a->avg;
@@ -221,7 +216,6 @@ pass_body(const gbml_saga_pass_args *a, const bool stdz)
 	const double thr = a->l1_threshold;
 	const double shrink = a->l2_shrink;
 	const int	nfull = d / GBML_SAGA_LANES;
-	const float *limit = x + (size_t) a->n_rows * d;
 	v8l			tail_mask;
 	double		b = *a->intercept;
 	double		avg_b = *a->avg_intercept;
@@ -231,13 +225,13 @@ pass_body(const gbml_saga_pass_args *a, const bool stdz)
 		return;
 	for (int k = 0; k < GBML_SAGA_LANES; k++)
 		tail_mask[k] = nfull * GBML_SAGA_LANES + k < d ? -1 : 0;
-	p = dot_row(w, x + (size_t) order[0] * d, d, a->scale, a->shift, stdz) + b;
+	p = dot_row(w, rows[order[0]], d, a->scale, a->shift, stdz) + b;
 
 	for (int64_t k = 0; k < a->n_visit; k++)
 	{
 		uint32_t	i = order[k];
-		const float *xi = x + (size_t) i * d;
-		const float *xn = k + 1 < a->n_visit ? x + (size_t) order[k + 1] * d : xi;
+		const float *xi = rows[i];
+		const float *xn = k + 1 < a->n_visit ? rows[order[k + 1]] : xi;
 		double		s = a->weight ? (double) a->weight[i] : 1.0;
 		double		g = s * gbml_saga_loss_deriv(a->loss, p, a->label[i]);
 		double		delta = g - memory[i];
@@ -245,7 +239,7 @@ pass_body(const gbml_saga_pass_args *a, const bool stdz)
 		v8d			acc[4] = {{0}, {0}, {0}, {0}};
 
 		if (k + GBML_SAGA_PREFETCH < a->n_visit)
-			prefetch_row(x + (size_t) order[k + GBML_SAGA_PREFETCH] * d, d);
+			prefetch_row(rows[order[k + GBML_SAGA_PREFETCH]], d);
 		memory[i] = g;
 
 		for (int blk = 0; blk < nfull; blk++)
@@ -262,8 +256,8 @@ pass_body(const gbml_saga_pass_args *a, const bool stdz)
 			v8d			z,
 						zn;
 
-			load_x_tail(xi, nfull, d, limit, &tail_mask, &z);
-			load_x_tail(xn, nfull, d, limit, &tail_mask, &zn);
+			load_x_tail(xi, nfull, &tail_mask, &z);
+			load_x_tail(xn, nfull, &tail_mask, &zn);
 			update_block(a, nfull, stdz, &z, &zn, step, delta, delta_n, thr, shrink, w, avg, &acc[nfull & 3]);
 		}
 		if (a->fit_intercept)
@@ -291,8 +285,8 @@ gbml_saga_block_eval(const float *x, const float *label, const float *weight,
 					 int64_t n, int d, const double *w, double b, int loss,
 					 double out[2])
 {
-	double		loss_sum = 0,
-				stat = 0;
+	double		loss_sum = out[0],
+				stat = out[1];
 
 	for (int64_t r = 0; r < n; r++)
 	{

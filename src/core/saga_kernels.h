@@ -3,8 +3,8 @@
  * with simple array arguments, so a GPU backend can later provide the same
  * functions:
  *
- *   gbml_saga_chunk_pass   one SAGA sweep over the rows of one chunk, in a
- *                          given order, carrying the solver state (weights,
+ *   gbml_saga_chunk_pass   one SAGA sweep over a set of rows in a given
+ *                          order, carrying the solver state (weights,
  *                          average gradient, stored per-row gradients);
  *   gbml_saga_block_eval   loss and accuracy/squared-error sums of a block of
  *                          rows at fixed weights (objective, metrics);
@@ -92,14 +92,17 @@ gbml_saga_loss_deriv(int loss, double p, float label)
 	return p - (double) label;
 }
 
-/* One SAGA sweep over (some of) the rows of one chunk. */
+/* One SAGA sweep over a set of rows (a chunk's, or a group of slices': saga_plan.h). */
 typedef struct gbml_saga_pass_args
 {
-	/* the chunk */
-	const float *x;				/* n_rows * d, row-major */
-	const float *label;			/* n_rows */
-	const float *weight;		/* n_rows, or NULL for all 1 */
-	int64_t		n_rows;			/* rows in the chunk (x holds n_rows * d floats) */
+	/*
+	 * the rows: row i's features at rows[i], readable up to
+	 * gbml_saga_padded(d) floats from there (the last block is loaded whole
+	 * and masked: a row inside a chunk, or a copy with room)
+	 */
+	const float *const *rows;
+	const float *label;			/* per row */
+	const float *weight;		/* per row, or NULL for all 1 */
 	const uint32_t *order;		/* rows to visit, in order */
 	int64_t		n_visit;
 	int			d;
@@ -109,7 +112,7 @@ typedef struct gbml_saga_pass_args
 	const double *shift;		/* padded */
 
 	/* solver state, updated in place */
-	double	   *memory;			/* n_rows: stored gradient scalar per row */
+	double	   *memory;			/* per row: its stored gradient scalar */
 	double	   *w;				/* padded weights */
 	double	   *avg;			/* padded average of the stored gradients */
 	double	   *intercept;
@@ -128,8 +131,10 @@ void		gbml_saga_chunk_pass(const gbml_saga_pass_args *a);
 
 /*
  * Sums over rows [0, n) of a row-major block at fixed (raw-space) weights w
- * (padded) and intercept b: out[0] = sum of weight * loss, out[1] = number of
- * correctly classified rows (logistic) or sum of squared errors (squared).
+ * (padded) and intercept b, added row after row onto out (zero it for a
+ * fresh block; a block split in two is summed on as if whole): out[0] +=
+ * weight * loss, out[1] += 1 per correctly classified row (logistic) or the
+ * squared error (squared).
  */
 void		gbml_saga_block_eval(const float *x, const float *label, const float *weight,
 								 int64_t n, int d, const double *w, double b, int loss,

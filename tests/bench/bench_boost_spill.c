@@ -13,6 +13,7 @@
  *   tests/bench/bin/bench_boost_spill --rows 1000000 --features 100 --where file
  */
 #include "algorithm.h"
+#include "bench_util.h"
 #include "chunk_store_file.h"
 #include "rng.h"
 
@@ -124,15 +125,6 @@ train(gbml_env *env, gbml_dataset *ds, const options *o, uint8_t **model, size_t
 	return rc;
 }
 
-static uint64_t
-fnv1a(const uint8_t *p, size_t n)
-{
-	uint64_t	h = 1469598103934665603ULL;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 1099511628211ULL;
-	return h;
-}
 
 static bool
 parse(int argc, char **argv, options *o)
@@ -227,7 +219,7 @@ main(int argc, char **argv)
 	printf("RESULT peak_quantize_mb %.1f\n", pp.peak[1] / 1048576.0);
 	printf("RESULT peak_train_mb %.1f\n", pp.peak[2] / 1048576.0);
 	printf("RESULT bins_mb %.1f\n", (double) o.rows * o.features / 1048576.0);
-	printf("RESULT model_hash %016llx\n", (unsigned long long) fnv1a(model, len));
+	printf("RESULT model_hash %016llx\n", (unsigned long long) bu_fnv1a(model, len));
 	printf("REPORT %.*s\n", (int) report.len, report.data);
 	gbml_sb_free(&report);
 	gbml_free(&env, model);

@@ -17,6 +17,10 @@
  *
  *   make -s -f tests/bench/bench.mk tests/bench/bin/bench_saga_gpu
  *   tests/bench/bin/bench_saga_gpu [--lib gbml_cuda_emu.so] [--data ../shared/data] [--threads N]
+ *                                  [--chunk-rows R] [--cpu-only]
+ *
+ * --chunk-rows cuts the rows into chunks of R (the epoch plan then mixes
+ * several chunks, as a spilled table's); --cpu-only skips the GPU solver.
  */
 #include "algorithm.h"
 #include "backend.h"
@@ -377,20 +381,6 @@ model_objective(gbml_env *env, const uint8_t *model, size_t len, const dense *ra
 }
 
 /* The META section of a model as text (malloc), or NULL. */
-static char *
-meta_text(gbml_env *env, const uint8_t *model, size_t len)
-{
-	gbml_model_reader r;
-	const uint8_t *data;
-	size_t		dlen;
-	char	   *text;
-
-	if (gbml_model_open(&r, env, model, len) != GBML_OK || !gbml_model_find(&r, GBML_SECTION_META, &data, &dlen))
-		return NULL;
-	text = calloc(dlen + 1, 1);
-	memcpy(text, data, dlen);
-	return text;
-}
 
 /* The number after "key": in a JSON text, NaN if absent. */
 static double
@@ -433,7 +423,7 @@ run(gbml_dataset *ds, const dense *raw, const gbml_backend *gpu, int threads, do
 		return;
 	}
 	t = gbml_now() - t;
-	meta = meta_text(&env, model, len);
+	meta = bu_meta_text(&env, model, len);
 	f = model_objective(&env, model, len, raw, alpha, l1);
 	printf("| %s | %.0f | %g | %.0f | %s | %.2e | %.0f | %.2f |\n", gpu ? "GPU mini-batch" : "CPU",
 		   gpu ? json_number(meta, "batch_size") : 1.0, tol, json_number(meta, "epochs"),
@@ -450,25 +440,39 @@ main(int argc, char **argv)
 	const char *lib = "gbml_cuda_emu.so",
 			   *data = "../shared/data";
 	int			threads = 2;
+	int64_t		chunk_rows = 0;
+	bool		cpu_only = false;
 	char		path[1024],
 				err[300];
 	const gbml_backend *gpu;
 
-	for (int i = 1; i + 1 < argc; i += 2)
+	for (int i = 1; i < argc; i += 2)
 	{
-		if (strcmp(argv[i], "--lib") == 0)
+		if (strcmp(argv[i], "--cpu-only") == 0)
+		{
+			cpu_only = true;
+			i--;
+		}
+		else if (i + 1 >= argc)
+			break;
+		else if (strcmp(argv[i], "--chunk-rows") == 0)
+			chunk_rows = atoll(argv[i + 1]);
+		else if (strcmp(argv[i], "--lib") == 0)
 			lib = argv[i + 1];
 		else if (strcmp(argv[i], "--data") == 0)
 			data = argv[i + 1];
 		else if (strcmp(argv[i], "--threads") == 0)
 			threads = atoi(argv[i + 1]);
 	}
-	if ((gpu = gbml_backend_load(lib, err, sizeof(err))) == NULL || gpu->device_count() < 1)
+	if (cpu_only)
+		gpu = NULL;
+	else if ((gpu = gbml_backend_load(lib, err, sizeof(err))) == NULL || gpu->device_count() < 1)
 	{
 		fprintf(stderr, "no GPU backend at %s: %s\n", lib, gpu ? gpu->last_error() : err);
 		return 1;
 	}
-	printf("# backend %s (%s)\n", lib, gpu->name);
+	printf("# backend %s (%s)%s\n", cpu_only ? "none" : lib, gpu ? gpu->name : "CPU only",
+		   chunk_rows > 0 ? ", chunks of at most the given rows" : "");
 	for (int exp = 0; exp < 2; exp++)
 	{
 		gbml_env	env;
@@ -485,6 +489,8 @@ main(int argc, char **argv)
 
 		gbml_env_init_malloc(&env, threads);
 		gbml_dataset_init(&ds, false);
+		if (chunk_rows > 0)
+			ds.chunk_rows = chunk_rows;
 		snprintf(path, sizeof(path), "%s/%s", data, exp == 0 ? "a9a/train.csv" : "spambase/spambase.csv");
 		if (bu_load_csv(path, &ds, &env, -1, 0, 1) != 0)
 			return 1;
@@ -513,7 +519,8 @@ main(int argc, char **argv)
 		for (int k = 0; k < 2; k++)
 		{
 			run(&ds, &raw, NULL, threads, tols[k], alpha, l1, f_star, base, nb);
-			run(&ds, &raw, gpu, threads, tols[k], alpha, l1, f_star, base, nb);
+			if (gpu)
+				run(&ds, &raw, gpu, threads, tols[k], alpha, l1, f_star, base, nb);
 		}
 		fflush(stdout);
 		if (Z.x != raw.x)

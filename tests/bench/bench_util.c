@@ -2,6 +2,7 @@
  * bench_util.c — see bench_util.h.
  */
 #include "bench_util.h"
+#include "model_format.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,4 +139,29 @@ bu_load_csv(const char *path, gbml_dataset *ds, gbml_env *env, int group_col, in
 	free(x);
 	fclose(f);
 	return rc;
+}
+
+uint64_t
+bu_fnv1a(const uint8_t *p, size_t n)
+{
+	uint64_t	h = 1469598103934665603ULL;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211ULL;
+	return h;
+}
+
+char *
+bu_meta_text(gbml_env *env, const uint8_t *model, size_t len)
+{
+	gbml_model_reader r;
+	const uint8_t *data;
+	size_t		dlen;
+	char	   *text;
+
+	if (gbml_model_open(&r, env, model, len) != GBML_OK || !gbml_model_find(&r, GBML_SECTION_META, &data, &dlen))
+		return NULL;
+	if ((text = calloc(dlen + 1, 1)) != NULL)
+		memcpy(text, data, dlen);
+	return text;
 }

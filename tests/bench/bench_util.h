@@ -1,6 +1,7 @@
 /*
  * bench_util.h — helpers shared by the C bench drivers (tests/bench/bench_*.c):
- * key=value training parameters and CSV files read into a gbml_dataset.
+ * key=value training parameters, CSV files read into a gbml_dataset, and
+ * what a driver prints of a model (a hash of its bytes, its meta text).
  * Built into every driver by tests/bench/bench.mk.
  */
 #ifndef GBML_BENCH_UTIL_H
@@ -10,6 +11,8 @@
 #include "params.h"
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /*
  * "key=value" -> *v.  The '=' in arg is overwritten with '\0': v->key and
@@ -33,5 +36,11 @@ void		bu_param_value(const char *key, const char *val, gbml_param_value *v);
  */
 int			bu_load_csv(const char *path, gbml_dataset *ds, gbml_env *env,
 						int group_col, int label_col, int lead);
+
+/* FNV-1a of p[0 .. n): a model's bytes as one printable figure. */
+uint64_t	bu_fnv1a(const uint8_t *p, size_t n);
+
+/* The model's meta section as a NUL-terminated string (free() it); NULL when the model has none. */
+char	   *bu_meta_text(gbml_env *env, const uint8_t *model, size_t len);
 
 #endif							/* GBML_BENCH_UTIL_H */

@@ -5,8 +5,9 @@
  * suboptimality <= 1e-6, both objectives computed here by one host function
  * from the model bytes) for every loss and penalty, with weights, without an
  * intercept and standardized; the same bytes on a second run, with 1 or 2
- * threads, and with the rows streamed from the host instead of resident; and
- * what must not leak or crash: the budget, injected CUDA failures, cancels.
+ * threads, with the rows streamed from the host instead of resident, and
+ * with the rows in temporary files (resident or streamed); and what must
+ * not leak or crash: the budget, injected CUDA failures, cancels.
  */
 #include "gpu_check.h"
 
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "algorithm.h"
+#include "chunk_store_file.h"
 #include "rng.h"
 #include "saga.h"
 #include "saga_kernels.h"
@@ -29,6 +31,7 @@ typedef struct saga_data
 	bool		weights;
 	bool		skewed;			/* features on very different scales and offsets (standardization matters) */
 	int64_t		chunk_rows;		/* 0: the default */
+	bool		stored;			/* the rows go to temporary files from the first chunk on */
 } saga_data;
 
 /* A random dataset (deterministic in seed): a linear signal in two features of three, plus noise. */
@@ -42,6 +45,8 @@ make_data(gbml_dataset *ds, gbml_env *env, const saga_data *s, uint64_t seed)
 	gbml_dataset_init(ds, false);
 	if (s->chunk_rows > 0)
 		ds->chunk_rows = s->chunk_rows;
+	if (s->stored)
+		gbml_dataset_stream_to(ds, gbml_chunk_store_file_open, 0, false);
 	for (int64_t i = 0; i < s->n; i++)
 	{
 		gbml_row	row;
@@ -155,7 +160,69 @@ typedef struct saga_setup
 	int			threads;
 	size_t		budget;			/* GPU bytes, 0 = the backend's default */
 	bool		(*progress) (void *ctx, const gbml_progress_info *info);
+	int			reads_before_failure;	/* stored rows: chunk reads that succeed (0: all) */
 } saga_setup;
+
+/*
+ * A file store's reads (whole chunks and row ranges), failing after a count
+ * (from any thread: the readers read ahead).
+ */
+static struct
+{
+	int			(*read_chunk) (gbml_chunk_store *s, int index, float *out);
+	int			(*read_rows) (gbml_chunk_store *s, int index, int64_t first, int64_t n, float *out);
+	int			reads;
+	int			allowed;
+} failing;
+
+static int
+failing_read(gbml_chunk_store *s, int index, float *out)
+{
+	if (__atomic_add_fetch(&failing.reads, 1, __ATOMIC_SEQ_CST) > failing.allowed)
+		return 1;
+	return failing.read_chunk(s, index, out);
+}
+
+static int
+failing_rows(gbml_chunk_store *s, int index, int64_t first, int64_t n, float *out)
+{
+	if (__atomic_add_fetch(&failing.reads, 1, __ATOMIC_SEQ_CST) > failing.allowed)
+		return 1;
+	return failing.read_rows(s, index, first, n, out);
+}
+
+static const char *
+failing_error(gbml_chunk_store *s)
+{
+	(void) s;
+	return "could not read from a temporary file: Input/output error";
+}
+
+static int
+failing_code(gbml_chunk_store *s)
+{
+	(void) s;
+	return GBML_EIO;
+}
+
+/* Sends ds's stored chunk reads through failing_read (canonical order first: the last chunk is sealed). */
+static void
+fail_reads(gbml_dataset *ds, gbml_env *env, int allowed)
+{
+	if (gbml_dataset_canonicalize(ds, env) != GBML_OK || ds->store == NULL)
+	{
+		printf("# no stored rows to fail: %s\n", env->error);
+		return;
+	}
+	failing.read_chunk = ds->store->read_chunk;
+	failing.read_rows = ds->store->read_rows;
+	failing.reads = 0;
+	failing.allowed = allowed;
+	ds->store->read_chunk = failing_read;
+	ds->store->read_rows = failing_rows;
+	ds->store->error = failing_error;
+	ds->store->error_code = failing_code;
+}
 
 /* One training of ds's data with params; the model and report copied into r (malloc). */
 static void
@@ -180,6 +247,8 @@ train(const saga_data *data, uint64_t seed, const gbml_param_value *params, int 
 	}
 	env.progress_fn = su->progress;
 	make_data(&ds, &env, data, seed);
+	if (su->reads_before_failure > 0)
+		fail_reads(&ds, &env, su->reads_before_failure);
 	gbml_sb_init(&report, &env);
 	memset(&pp, 0, sizeof(pp));
 	r->rc = gbml_parse_training_params(&env, gbml_algorithm_by_name("saga"), params, n_params, &pp);
@@ -311,6 +380,7 @@ optimum_checks(bool quick)
 /* ---- the same bytes: again, any thread count, streamed ---- */
 
 static const saga_data same_data = {4000, 12, true, true, true, 500};
+static const saga_data same_data_stored = {4000, 12, true, true, true, 500, true};
 
 static int
 same_params(gbml_param_value *p, int epochs)
@@ -345,12 +415,18 @@ determinism_checks(void)
 	saga_run	a,
 				b,
 				c,
-				s;
+				s,
+				fr,
+				fs;
 
 	train(&same_data, 9, p, np, &two, &a);
 	train(&same_data, 9, p, np, &two, &b);
 	train(&same_data, 9, p, np, &one, &c);
 	train(&same_data, 9, p, np, &small, &s);
+	train(&same_data_stored, 9, p, np, &two, &fr);
+	train(&same_data_stored, 9, p, np, &small, &fs);
+	if (fr.rc != GBML_OK || fs.rc != GBML_OK)
+		printf("# trainings from temporary files: %s / %s\n", fr.error, fs.error);
 	if (s.rc != GBML_OK)
 		printf("# streamed training: %s\n", s.error);
 	gc_check(a.rc == GBML_OK && b.rc == GBML_OK && a.len == b.len && memcmp(a.model, b.model, a.len) == 0,
@@ -367,11 +443,45 @@ determinism_checks(void)
 	gc_check(s.report && a.report && tu_json_number(s.report, "gpu_h2d_mb") > 5 * tu_json_number(a.report, "gpu_h2d_mb"),
 			 "streamed rows cross the bus every pass (%.2f MB against %.2f MB resident)",
 			 s.report ? tu_json_number(s.report, "gpu_h2d_mb") : NAN, a.report ? tu_json_number(a.report, "gpu_h2d_mb") : NAN);
+	gc_check(fr.rc == GBML_OK && fr.report && strstr(fr.report, "\"rows_on_device\":\"resident\"") &&
+			 a.len == fr.len && memcmp(a.model, fr.model, a.len) == 0,
+			 "SAGA on the GPU: rows in temporary files, uploaded through the reader, give the bytes of rows in memory");
+	gc_check(fs.rc == GBML_OK && fs.report && strstr(fs.report, "\"rows_on_device\":\"streamed\"") &&
+			 a.len == fs.len && memcmp(a.model, fs.model, a.len) == 0,
+			 "SAGA on the GPU: rows in temporary files, streamed a group of slices at a time, give the same bytes");
 	run_free(&a);
 	run_free(&b);
 	run_free(&c);
 	run_free(&s);
+	run_free(&fr);
+	run_free(&fs);
 	gc_check(gc_no_resources(), "no GPU resources left after the streamed trainings");
+	{
+		/* a clean run counts the streamed training's chunk reads; then they fail half way */
+		saga_setup	bad = {true, false, 2, streaming_budget(&same_data), NULL, 1 << 30};
+		int			reads;
+
+		train(&same_data_stored, 9, p, np, &bad, &fs);
+		reads = failing.reads;
+		run_free(&fs);
+		/*
+		 * half way: a power-iteration pass (8 chunks); 12 reads before the
+		 * end: the last epoch's slices (16 or 17, more reads where one
+		 * straddles two chunks; then the objective's 8 chunks)
+		 */
+		for (int k = 0; k < 2; k++)
+		{
+			bad.reads_before_failure = k == 0 ? reads / 2 : reads - 12;
+			train(&same_data_stored, 9, p, np, &bad, &fs);
+			gc_check(reads > 6 * 8 && fs.rc == GBML_EIO && fs.model == NULL && strstr(fs.error, "reading chunk") != NULL &&
+					 strstr(fs.error, "Input/output error") != NULL && gc_no_resources(),
+					 "SAGA on the GPU, rows streamed from temporary files: read %d of %d failing is an error (%s) "
+					 "and leaves nothing held", bad.reads_before_failure + 1, reads, fs.error);
+			if (k == 0)
+				run_free(&fs);
+		}
+		run_free(&fs);
+	}
 }
 
 /* ---- budget, device choice, parameters ---- */
