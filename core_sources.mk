@@ -33,7 +33,8 @@ CORE_SOURCES = \
 	src/core/saga_gpu.c \
 	src/core/saga_kernels.c \
 	src/core/saga_plan.c \
-	src/core/saga_slices.c
+	src/core/saga_slices.c \
+	src/core/schema.c
 
 # Unit tests (tests/unit); main.c, test_util.c, harness.h and test_util.h are always included.
 UNIT_TEST_SOURCES = \

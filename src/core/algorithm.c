@@ -10,6 +10,7 @@
 #include "algorithm.h"
 #include "chunk_store_file.h"
 #include "backend.h"
+#include "schema.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -364,6 +365,11 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 
 	if (ds->n_rows == 0)
 		return gbml_error(env, GBML_EINVAL, "%s: no input rows", algo->name);
+	if (!algo->categorical_features)
+		for (int j = 0; ds->schema && j < ds->schema->n_features; j++)
+			if (gbml_feature_is_categorical(ds->schema, j))
+				return gbml_error(env, GBML_EINVAL, "%s does not take categorical features, but column \"%s\" (%s) is one",
+								  algo->name, ds->schema->features[j].name, ds->schema->features[j].source_type);
 	env->device_note[0] = '\0';
 	if (env->device == GBML_DEVICE_HYBRID && !algo->hybrid_trains)
 		env->device = GBML_DEVICE_GPU;	/* no hybrid mode: the GPU alone */
@@ -417,6 +423,15 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 
 	nfeat = (uint32_t) ds->n_features;
 	gbml_model_add_section(&writer, GBML_SECTION_NFEATURES, &nfeat, 4);
+	if (ds->schema)
+	{
+		gbml_strbuf schema;
+
+		gbml_sb_init(&schema, env);
+		gbml_schema_write(ds->schema, &schema);
+		gbml_model_add_sb(&writer, GBML_SECTION_SCHEMA, &schema);
+		gbml_sb_free(&schema);
+	}
 
 	gbml_sb_append(&prms, "{", 1);
 	gbml_params_to_json(&prms, tables, structs, &first);

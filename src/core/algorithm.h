@@ -74,6 +74,12 @@ typedef struct gbml_algorithm
 	 * the budget, so the floats never take host memory (gbml_plan_spill).
 	 */
 	bool		quantizes_rows;
+	/*
+	 * The trainer takes categorical features (schema.h: ids, NaN for NULL);
+	 * without it the driver refuses a dataset whose schema has one, naming
+	 * the column.
+	 */
+	bool		categorical_features;
 
 	/* Optional: input flags from parsed params (e.g. label needed only for some losses). */
 	unsigned	(*input_flags_fn) (const void *params);

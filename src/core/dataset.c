@@ -1111,6 +1111,7 @@ split_eval_host(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t 
 	}
 	ds->n_rows -= eval->n_rows;
 	eval->group_state = ds->group_state;
+	eval->schema = ds->schema;
 	if (ds->n_rows == 0)
 		return gbml_error(env, GBML_EINVAL, "eval_fraction %.3g leaves no training rows", fraction);
 	return GBML_OK;

@@ -117,6 +117,13 @@ typedef struct gbml_dataset
 	float	   *reader_buf[2];
 	size_t		reader_buf_floats;
 	bool		reader_buf_busy;	/* a reader holds them */
+	/*
+	 * What each feature is (schema.h: names, numeric or categorical ids),
+	 * or NULL: all numeric, unnamed (the real[] forms).  Owned by whoever
+	 * built the dataset (the glue, a test); an eval set split from this one
+	 * shares it.
+	 */
+	const struct gbml_feature_schema *schema;
 } gbml_dataset;
 
 /* Row as the glue hands it over; group_is_null / weight_is_null for SQL NULL. */

@@ -435,6 +435,7 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 	if (eval->store && (rc = seal(eval, env)) != GBML_OK)
 		goto done;
 	eval->group_state = ds->group_state;
+	eval->schema = ds->schema;
 	if (ds->n_rows == 0)
 		rc = gbml_error(env, GBML_EINVAL, "eval_fraction %.3g leaves no training rows", fraction);
 done:
