@@ -35,6 +35,9 @@ print_default(const gbml_param_spec *s)
 			else
 				printf("null");
 			break;
+		case GBML_PARAM_NAMES:
+			printf("[]");
+			break;
 	}
 }
 
@@ -54,6 +57,9 @@ print_accepted(const gbml_param_spec *s)
 			break;
 		case GBML_PARAM_STRING:
 			printf("text");
+			break;
+		case GBML_PARAM_NAMES:
+			printf("array of column names");
 			break;
 		case GBML_PARAM_ENUM:
 		case GBML_PARAM_ENUM_OR_MATRIX:

@@ -98,6 +98,12 @@ const gbml_param_spec gbml_common_param_specs[] = {
 	"gbml.train: column holding the query/group id (used when present)"},
 	{"weight_column", GBML_PARAM_STRING, CP(weight_column), 0, 0, 0, "weight", NULL,
 	"gbml.train: column holding the row weight (used when present)"},
+	{"feature_columns", GBML_PARAM_NAMES, CP(feature_columns), 0, 0, 0, NULL, NULL,
+	"gbml.train and the row aggregates, without a features array: exactly these columns are the features, in this order; default: every column but the label, group, weight and excluded ones"},
+	{"exclude_columns", GBML_PARAM_NAMES, CP(exclude_columns), 0, 0, 0, NULL, NULL,
+	"columns that are not features (ids, timestamps) when features come from the columns"},
+	{"categorical_columns", GBML_PARAM_NAMES, CP(categorical_columns), 0, 0, 0, NULL, NULL,
+	"columns taken as categorical whatever their type (text, varchar and enum columns always are)"},
 	GBML_PARAM_END
 };
 #undef CP
@@ -114,7 +120,9 @@ recorded_in_model(const gbml_param_spec *s)
 		s->offset != offsetof(gbml_common_params, threads) &&
 		s->offset != offsetof(gbml_common_params, gpu_id) &&
 		s->offset != offsetof(gbml_common_params, memory_limit_mb) &&
-		s->offset != offsetof(gbml_common_params, gpu_memory_limit_mb);
+		s->offset != offsetof(gbml_common_params, gpu_memory_limit_mb) &&
+		/* which columns became features is the model's 'SCHM' section */
+		s->type != GBML_PARAM_NAMES;
 }
 
 int
@@ -502,6 +510,8 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 int
 gbml_scorer_load(gbml_scorer *s, gbml_env *env, const void *bytes, size_t len)
 {
+	const uint8_t *data;
+	size_t		dlen;
 	int			rc;
 
 	memset(s, 0, sizeof(*s));
@@ -511,7 +521,12 @@ gbml_scorer_load(gbml_scorer *s, gbml_env *env, const void *bytes, size_t len)
 	if (s->algo == NULL)
 		return gbml_error(env, GBML_ECORRUPT, "model algorithm id %u is unknown to this build", s->reader.algorithm);
 	s->n_features = (int) s->reader.n_features;
-	return s->algo->load(&s->reader, env, &s->handle);
+	if (gbml_model_find(&s->reader, GBML_SECTION_SCHEMA, &data, &dlen) &&
+		(rc = gbml_schema_read(data, dlen, s->n_features, env, &s->schema)) != GBML_OK)
+		return rc;
+	if ((rc = s->algo->load(&s->reader, env, &s->handle)) != GBML_OK)
+		gbml_scorer_free(s, env);
+	return rc;
 }
 
 void
@@ -520,6 +535,8 @@ gbml_scorer_free(gbml_scorer *s, gbml_env *env)
 	if (s->algo && s->handle && s->algo->unload)
 		s->algo->unload(s->handle, env);
 	s->handle = NULL;
+	gbml_schema_free(s->schema, env);
+	s->schema = NULL;
 }
 
 static const char *

@@ -139,6 +139,9 @@ typedef struct gbml_common_params
 	char	   *label_column;
 	char	   *group_column;
 	char	   *weight_column;
+	gbml_names	feature_columns;	/* gbml.train's column form (src/pg/columns.c) */
+	gbml_names	exclude_columns;
+	gbml_names	categorical_columns;
 	/* Values given by the user (true) or defaulted: the glue uses these to let settings win. */
 	bool		device_given;
 	bool		threads_given;
@@ -195,6 +198,7 @@ typedef struct gbml_scorer
 	gbml_model_reader reader;
 	void	   *handle;
 	int			n_features;
+	struct gbml_feature_schema *schema; /* the model's 'SCHM' (feature names, categories), or NULL */
 } gbml_scorer;
 
 int			gbml_scorer_load(gbml_scorer *s, gbml_env *env, const void *bytes, size_t len);

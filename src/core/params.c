@@ -71,6 +71,9 @@ set_defaults(gbml_env *env, const gbml_param_spec *table, void *out)
 				if (s->default_string && (*(char **) f = gbml_strdup(env, s->default_string)) == NULL)
 					return env->error_code;
 				break;
+			case GBML_PARAM_NAMES:
+				memset(f, 0, sizeof(gbml_names));
+				break;
 			case GBML_PARAM_ENUM_OR_MATRIX:
 				{
 					gbml_enum_or_matrix *em = f;
@@ -99,6 +102,8 @@ kind_name(gbml_value_kind k)
 			return "a boolean";
 		case GBML_VALUE_MATRIX:
 			return "an array";
+		case GBML_VALUE_NAMES:
+			return "an array of strings";
 		default:
 			return "an object or non-numeric array";
 	}
@@ -114,6 +119,41 @@ range_error(gbml_env *env, const char *context, const gbml_param_spec *s, const 
 						  context, s->name, what, s->min, s->max, kind_name(v->kind));
 	return gbml_error(env, GBML_EINVAL, "%s: parameter \"%s\" must be %s between %g and %g, got %g",
 					  context, s->name, what, s->min, s->max, v->number);
+}
+
+static void
+free_names(gbml_env *env, gbml_names *l)
+{
+	for (int i = 0; i < l->n; i++)
+		gbml_free(env, l->names[i]);
+	gbml_free(env, l->names);
+	l->names = NULL;
+	l->n = 0;
+}
+
+/* A list of names from an array of strings, or one string as a list of one. */
+static int
+set_names(gbml_env *env, const char *context, const gbml_param_spec *s, gbml_names *l, const gbml_param_value *v)
+{
+	const char *one = v->kind == GBML_VALUE_STRING ? v->string : NULL;
+	int			n = one ? 1 : v->n_names;
+
+	if (v->kind != GBML_VALUE_NAMES && v->kind != GBML_VALUE_STRING &&
+		!(v->kind == GBML_VALUE_MATRIX && v->matrix.rows * v->matrix.cols == 0))
+		return gbml_error(env, GBML_EINVAL, "%s: parameter \"%s\" must be an array of column names, got %s",
+						  context, s->name, kind_name(v->kind));
+	if (v->kind == GBML_VALUE_MATRIX)
+		n = 0;					/* [] */
+	free_names(env, l);
+	if (n > 0 && (l->names = gbml_alloc0(env, sizeof(char *) * (size_t) n)) == NULL)
+		return env->error_code;
+	for (int i = 0; i < n; i++)
+	{
+		if ((l->names[i] = gbml_strdup(env, one ? one : v->names[i])) == NULL)
+			return env->error_code;
+		l->n = i + 1;
+	}
+	return GBML_OK;
 }
 
 static int
@@ -159,6 +199,8 @@ set_value(gbml_env *env, const char *context, const gbml_param_spec *s, void *ou
 				*(int *) f = idx;
 				return GBML_OK;
 			}
+		case GBML_PARAM_NAMES:
+			return set_names(env, context, s, f, v);
 		case GBML_PARAM_STRING:
 			if (v->kind != GBML_VALUE_STRING)
 				return gbml_error(env, GBML_EINVAL, "%s: parameter \"%s\" must be a string, got %s",
@@ -267,6 +309,8 @@ gbml_params_free(gbml_env *env, const gbml_param_spec *const *tables, void *cons
 				gbml_free(env, *(char **) f);
 				*(char **) f = NULL;
 			}
+			else if (s->type == GBML_PARAM_NAMES)
+				free_names(env, f);
 			else if (s->type == GBML_PARAM_ENUM_OR_MATRIX)
 			{
 				gbml_free(env, ((gbml_enum_or_matrix *) f)->matrix.values);
@@ -304,6 +348,20 @@ gbml_params_to_json(gbml_strbuf *sb, const gbml_param_spec *const *tables,
 						gbml_sb_json_string(sb, *(char *const *) f);
 					else
 						gbml_sb_append(sb, "null", 4);
+					break;
+				case GBML_PARAM_NAMES:
+					{
+						const gbml_names *l = f;
+
+						gbml_sb_append(sb, "[", 1);
+						for (int i = 0; i < l->n; i++)
+						{
+							if (i)
+								gbml_sb_append(sb, ",", 1);
+							gbml_sb_json_string(sb, l->names[i]);
+						}
+						gbml_sb_append(sb, "]", 1);
+					}
 					break;
 				case GBML_PARAM_ENUM_OR_MATRIX:
 					{

@@ -23,7 +23,8 @@ typedef enum gbml_param_type
 	GBML_PARAM_BOOL,			/* bool field */
 	GBML_PARAM_ENUM,			/* int field: index into choices */
 	GBML_PARAM_STRING,			/* char * field (allocated), NULL default allowed */
-	GBML_PARAM_ENUM_OR_MATRIX	/* gbml_enum_or_matrix field: a choice or a numeric array */
+	GBML_PARAM_ENUM_OR_MATRIX,	/* gbml_enum_or_matrix field: a choice or a numeric array */
+	GBML_PARAM_NAMES			/* gbml_names field: a JSON array of strings (or one string) */
 } gbml_param_type;
 
 /* A dense numeric matrix from a JSON array ([1,2] is 1 x 2; [[1,2],[3,4]] is 2 x 2). */
@@ -33,6 +34,13 @@ typedef struct gbml_matrix
 	int64_t		rows;
 	int64_t		cols;
 } gbml_matrix;
+
+/* A list of names (column names), allocated through env; n == 0 and names NULL when absent. */
+typedef struct gbml_names
+{
+	char	  **names;
+	int			n;
+} gbml_names;
 
 typedef struct gbml_enum_or_matrix
 {
@@ -64,6 +72,7 @@ typedef enum gbml_value_kind
 	GBML_VALUE_STRING,
 	GBML_VALUE_BOOL,
 	GBML_VALUE_MATRIX,			/* numeric array or array of equal-length numeric arrays */
+	GBML_VALUE_NAMES,			/* array of strings */
 	GBML_VALUE_OTHER			/* object, or an array that is not numeric/rectangular */
 } gbml_value_kind;
 
@@ -75,6 +84,8 @@ typedef struct gbml_param_value
 	bool		boolean;
 	const char *string;
 	gbml_matrix matrix;
+	const char *const *names;	/* GBML_VALUE_NAMES */
+	int			n_names;
 } gbml_param_value;
 
 /*

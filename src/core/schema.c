@@ -1,9 +1,9 @@
 /*
  * schema.c — the feature schema's bytes ('SCHM') and lookups; see schema.h.
  *
- * Section body: u32 n_features, then per feature: u8 kind, u32 name length,
- * name bytes, u32 type length, type bytes, u32 n_categories, then per
- * category u32 length and bytes (sorted bytewise).
+ * Section body: u32 n_features, then per feature: u8 kind, the name, the
+ * column, u32 element, the source type, u32 n_categories, then each
+ * category (sorted bytewise); every text is a u32 length and its bytes.
  */
 #include "schema.h"
 
@@ -39,6 +39,8 @@ gbml_schema_write(const gbml_feature_schema *s, gbml_strbuf *sb)
 
 		gbml_sb_append(sb, &kind, 1);
 		write_text(sb, f->name);
+		write_text(sb, f->column);
+		gbml_sb_u32(sb, (uint32_t) f->element);
 		write_text(sb, f->source_type);
 		gbml_sb_u32(sb, f->kind == GBML_FEATURE_CATEGORICAL ? (uint32_t) f->n_categories : 0);
 		for (int c = 0; f->kind == GBML_FEATURE_CATEGORICAL && c < f->n_categories; c++)
@@ -79,7 +81,10 @@ read_feature(gbml_cursor *c, gbml_env *env, gbml_feature_def *f)
 	if (kind == NULL || *kind > GBML_FEATURE_CATEGORICAL)
 		return GBML_ECORRUPT;
 	f->kind = *kind;
-	if ((f->name = read_text(c, env)) == NULL || (f->source_type = read_text(c, env)) == NULL)
+	if ((f->name = read_text(c, env)) == NULL || (f->column = read_text(c, env)) == NULL)
+		return GBML_ECORRUPT;
+	f->element = (int32_t) gbml_cursor_u32(c);
+	if (f->element < 0 || (f->source_type = read_text(c, env)) == NULL)
 		return GBML_ECORRUPT;
 	n = gbml_cursor_u32(c);
 	/* each category takes at least its 4-byte length: a count the bytes cannot hold is corrupt */
@@ -152,6 +157,7 @@ gbml_schema_free(gbml_feature_schema *s, gbml_env *env)
 			gbml_free(env, f->categories[c]);
 		gbml_free(env, f->categories);
 		gbml_free(env, f->name);
+		gbml_free(env, f->column);
 		gbml_free(env, f->source_type);
 	}
 	gbml_free(env, s->features);

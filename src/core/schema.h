@@ -40,6 +40,8 @@ typedef enum gbml_feature_kind
 typedef struct gbml_feature_def
 {
 	char	   *name;			/* the column's name; "col[3]" for an array column's 3rd element (1-based) */
+	char	   *column;			/* the source column it comes from */
+	int32_t		element;		/* 1-based element of an array column; 0 for a scalar column */
 	char	   *source_type;	/* the SQL type it came from ("integer", "text", "real[]"), for messages */
 	uint8_t		kind;			/* gbml_feature_kind */
 	int32_t		n_categories;	/* categorical: ids 0 .. n_categories - 1 */

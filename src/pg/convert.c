@@ -95,6 +95,26 @@ jsonb_array_to_matrix(JsonbContainer *arr, gbml_matrix *m)
 	return true;
 }
 
+/* An array of strings (column names) into pv's names; false for any other array. */
+static bool
+jsonb_array_to_names(JsonbContainer *arr, gbml_param_value *pv)
+{
+	int			n = JsonContainerSize(arr);
+	const char **names = palloc0(sizeof(char *) * (n > 0 ? n : 1));
+
+	for (int i = 0; i < n; i++)
+	{
+		JsonbValue *e = getIthJsonbValueFromContainer(arr, i);
+
+		if (e == NULL || e->type != jbvString)
+			return false;
+		names[i] = pnstrdup(e->val.string.val, e->val.string.len);
+	}
+	pv->names = names;
+	pv->n_names = n;
+	return true;
+}
+
 int
 gbml_jsonb_to_params(Jsonb *params, const char *what, gbml_param_value **values)
 {
@@ -147,6 +167,9 @@ gbml_jsonb_to_params(Jsonb *params, const char *what, gbml_param_value **values)
 				if (JsonContainerIsArray(v.val.binary.data) &&
 					jsonb_array_to_matrix(v.val.binary.data, &pv->matrix))
 					pv->kind = GBML_VALUE_MATRIX;
+				else if (JsonContainerIsArray(v.val.binary.data) &&
+						 jsonb_array_to_names(v.val.binary.data, pv))
+					pv->kind = GBML_VALUE_NAMES;
 				break;
 			default:
 				pv->kind = GBML_VALUE_OTHER;
