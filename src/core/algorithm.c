@@ -596,6 +596,17 @@ gbml_model_info_json(gbml_env *env, const void *bytes, size_t len, gbml_strbuf *
 		gbml_sb_printf(out, "%u", r.algorithm);
 	gbml_sb_printf(out, ",\"format_version\":%u,\"bytes\":%zu,\"features\":%u",
 				   r.format_version, len, r.n_features);
+	if (gbml_model_find(&r, GBML_SECTION_SCHEMA, &data, &dlen))
+	{
+		gbml_feature_schema *schema;
+
+		if ((rc = gbml_schema_read(data, dlen, (int) r.n_features, env, &schema)) != GBML_OK)
+			return rc;
+		gbml_sb_append(out, ",", 1);
+		gbml_schema_json_names(schema, out);
+		gbml_sb_printf(out, ",\"categorical_features\":%d", gbml_schema_n_categorical(schema));
+		gbml_schema_free(schema, env);
+	}
 	if (gbml_model_find(&r, GBML_SECTION_PARAMS, &data, &dlen))
 	{
 		if (!json_object_text(data, dlen))

@@ -188,3 +188,46 @@ gbml_schema_category_id(const gbml_feature_def *f, const char *value, size_t len
 	}
 	return -1;
 }
+
+void
+gbml_schema_json(const gbml_feature_schema *s, gbml_strbuf *sb)
+{
+	gbml_sb_append(sb, "\"feature_schema\":[", 18);
+	for (int j = 0; j < s->n_features; j++)
+	{
+		const gbml_feature_def *f = &s->features[j];
+		bool		cat = f->kind == GBML_FEATURE_CATEGORICAL;
+
+		gbml_sb_append(sb, j ? ",{\"name\":" : "{\"name\":", j ? 9 : 8);
+		gbml_sb_json_string(sb, f->name);
+		gbml_sb_append(sb, ",\"type\":", 8);
+		gbml_sb_json_string(sb, f->source_type ? f->source_type : "");
+		gbml_sb_printf(sb, ",\"kind\":\"%s\"", cat ? "categorical" : "numeric");
+		if (cat)
+		{
+			gbml_sb_append(sb, ",\"categories\":[", 15);
+			for (int c = 0; c < f->n_categories; c++)
+			{
+				if (c)
+					gbml_sb_append(sb, ",", 1);
+				gbml_sb_json_string(sb, f->categories[c]);
+			}
+			gbml_sb_append(sb, "]", 1);
+		}
+		gbml_sb_append(sb, "}", 1);
+	}
+	gbml_sb_append(sb, "]", 1);
+}
+
+void
+gbml_schema_json_names(const gbml_feature_schema *s, gbml_strbuf *sb)
+{
+	gbml_sb_append(sb, "\"feature_names\":[", 17);
+	for (int j = 0; j < s->n_features; j++)
+	{
+		if (j)
+			gbml_sb_append(sb, ",", 1);
+		gbml_sb_json_string(sb, s->features[j].name);
+	}
+	gbml_sb_append(sb, "]", 1);
+}

@@ -82,6 +82,14 @@ void		gbml_schema_free(gbml_feature_schema *s, gbml_env *env);
 /* The id of value (len bytes) in feature j's categories, or -1 when it has none. */
 int32_t		gbml_schema_category_id(const gbml_feature_def *f, const char *value, size_t len);
 
+/*
+ * "feature_schema":[{"name":..,"type":..,"kind":"numeric"|"categorical"
+ * (,"categories":[..])},...] for model_json; "feature_names":[..] for
+ * model_info.
+ */
+void		gbml_schema_json(const gbml_feature_schema *s, gbml_strbuf *sb);
+void		gbml_schema_json_names(const gbml_feature_schema *s, gbml_strbuf *sb);
+
 /* Feature j's name (0-based j), or NULL without a schema. */
 static inline const char *
 gbml_schema_name(const gbml_feature_schema *s, int j)

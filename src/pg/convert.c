@@ -407,17 +407,27 @@ raise_load_error(gbml_env *env, int rc, const char *bytes, size_t len)
 const gbml_scorer *
 gbml_cached_scorer(FunctionCallInfo fcinfo, int argno)
 {
-	scorer_cache *c = fcinfo->flinfo->fn_extra;
+	return gbml_cached_scorer_in(fcinfo, argno, &fcinfo->flinfo->fn_extra, NULL);
+}
+
+const gbml_scorer *
+gbml_cached_scorer_in(FunctionCallInfo fcinfo, int argno, void **slot, bool *reloaded)
+{
+	scorer_cache *c = *slot;
 	Datum		d = PG_GETARG_DATUM(argno);
 
+	if (reloaded)
+		*reloaded = false;
 	if (c == NULL)
 	{
 		c = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(scorer_cache));
 		c->mcxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "gbml scorer", ALLOCSET_DEFAULT_SIZES);
-		fcinfo->flinfo->fn_extra = c;
+		*slot = c;
 	}
 	if (same_model(c, d))
 		return &c->scorer;
+	if (reloaded)
+		*reloaded = true;
 
 	/* Load (or reload) in the cache's context. */
 	{

@@ -9,6 +9,9 @@
 
 #include "postgres.h"
 #include "fmgr.h"
+#include "access/htup.h"
+#include "access/tupdesc.h"
+#include "lib/stringinfo.h"
 #include "utils/array.h"
 #include "utils/jsonb.h"
 
@@ -94,5 +97,42 @@ const char *gbml_last_report(void);
 
 /* Loads a scorer for a bytea model, cached in fn_extra across calls of one query. */
 const gbml_scorer *gbml_cached_scorer(FunctionCallInfo fcinfo, int argno);
+/* The same with the cache in *slot (a caller keeping more in fn_extra); *reloaded (if not NULL) says whether it loaded now. */
+const gbml_scorer *gbml_cached_scorer_in(FunctionCallInfo fcinfo, int argno, void **slot, bool *reloaded);
+/* The deployed model named by argument 0, looked up once per query, its cache in *slot (scoring.c). */
+const gbml_scorer *gbml_named_scorer_in(FunctionCallInfo fcinfo, const char *fname, void **slot, bool *reloaded);
+
+/* ---- features from ordinary columns (columns.c) ---- */
+typedef struct gbml_column_plan gbml_column_plan;
+struct gbml_feature_schema;
+/*
+ * The feature columns of a source whose tuple descriptor is td (`base` is
+ * its SELECT): those in feature_columns, else every column but the label,
+ * group, weight and excluded ones; their kinds; and, from one scan of the
+ * source, each categorical column's values and each array column's length.
+ * ERROR for an unusable column, naming it.  palloc'd in the current context.
+ */
+gbml_column_plan *gbml_column_plan_for_source(const gbml_common_params *cp, TupleDesc td, const char *base,
+											  const char *what);
+/* Appends the plan's columns as a select list over alias "s" (cast to the training types). */
+void		gbml_column_plan_select(const gbml_column_plan *p, StringInfo q);
+/*
+ * Row tup (read by a query whose first columns are the plan's select list)
+ * into x[n_features].  allow_missing: NULL numbers become NaN, else an
+ * ERROR naming the column; a categorical value not in the plan's values is
+ * an ERROR with unseen_is_error, else GBML_CATEGORY_UNSEEN.
+ */
+void		gbml_column_plan_row(const gbml_column_plan *p, HeapTuple tup, TupleDesc td, float *x,
+								 bool allow_missing, bool unseen_is_error, const char *what, int64 rowno);
+/* Binds a model's features (its schema) to the attributes of a row type, by column name; ERROR when one is missing or of the wrong type. */
+gbml_column_plan *gbml_column_plan_for_row(const struct gbml_feature_schema *schema, TupleDesc td, const char *what);
+/* A deformed row (values, nulls by attribute) into x[n_features]; unseen categories are GBML_CATEGORY_UNSEEN. */
+void		gbml_column_plan_values(const gbml_column_plan *p, const Datum *values, const bool *nulls, float *x,
+									const char *what);
+const struct gbml_feature_schema *gbml_column_plan_schema(const gbml_column_plan *p);
+int			gbml_column_plan_n_features(const gbml_column_plan *p);
+int			gbml_column_plan_n_columns(const gbml_column_plan *p);
+/* A number column's value as the engine's float (int2/4/8, float4/8, numeric, bool). */
+float		gbml_column_number(Datum d, Oid basetype);
 
 #endif

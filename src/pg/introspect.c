@@ -4,6 +4,8 @@
  */
 #include "glue.h"
 
+#include "schema.h"
+
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -57,6 +59,11 @@ gbml_model_json(PG_FUNCTION_ARGS)
 	gbml_sb_append(&sb, "{\"algorithm\":", 13);
 	gbml_sb_json_string(&sb, sc.algo->name);
 	gbml_sb_printf(&sb, ",\"features\":%d", sc.n_features);
+	if (sc.schema)
+	{
+		gbml_sb_append(&sb, ",", 1);
+		gbml_schema_json(sc.schema, &sb);
+	}
 	if (sc.algo->to_json)
 	{
 		size_t		mark;
@@ -90,8 +97,10 @@ gbml_feature_importance(PG_FUNCTION_ARGS)
 	GBML_CHECK(&env, sc.algo->importance(sc.handle, imp), "gbml.feature_importance");
 	for (int j = 0; j < sc.n_features; j++)
 	{
-		Datum		values[2] = {Int32GetDatum(j + 1), Float8GetDatum(imp[j])};
-		bool		nulls[2] = {false, false};
+		const char *name = gbml_schema_name(sc.schema, j);
+		Datum		values[3] = {Int32GetDatum(j + 1), Float8GetDatum(imp[j]),
+		name ? CStringGetTextDatum(name) : (Datum) 0};
+		bool		nulls[3] = {false, false, name == NULL};
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

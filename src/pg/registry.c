@@ -55,66 +55,84 @@ column_of(TupleDesc td, const char *name)
 	return 0;
 }
 
-/*
- * Reads `source` into ds.  The projection casts to the types the engine
- * wants, so features may be real[], float8[] or numeric[] and labels any
- * number or boolean.
- */
+/* The label, group and weight columns after the features of the projection q builds. */
 static void
-read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source, gbml_dataset *ds,
-			unsigned input_flags, const char *what)
+select_targets(const gbml_common_params *cp, TupleDesc td, unsigned input_flags, StringInfo q)
 {
-	const gbml_common_params *cp = &pp->common;
-	char	   *base = source_sql(source);
-	char	   *probe = psprintf("%s LIMIT 0", base);
-	TupleDesc	td;
-	int			fcol,
-				lcol,
-				gcol,
-				wcol;
-	StringInfoData q;
-	Portal		portal;
-	SPIPlanPtr	plan;
-	MemoryContext batch_cxt;
-	int64		rowno = 0;
+	int			lcol = column_of(td, cp->label_column),
+				gcol = column_of(td, cp->group_column),
+				wcol = column_of(td, cp->weight_column);
 
-	if (SPI_execute(probe, true, 0) != SPI_OK_SELECT)
-		ereport(ERROR, (errmsg("%s: could not read source", what)));
-	td = SPI_tuptable->tupdesc;
-	fcol = column_of(td, cp->features_column);
-	lcol = column_of(td, cp->label_column);
-	gcol = column_of(td, cp->group_column);
-	wcol = column_of(td, cp->weight_column);
-	if (fcol == 0)
-		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
-						errmsg("%s: source has no column \"%s\"", what, cp->features_column),
-						errhint("Name the features column \"features\" or pass {\"features_column\": \"...\"}.")));
-	if ((input_flags & GBML_INPUT_LABEL) && lcol == 0)
-		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
-						errmsg("%s: source has no column \"%s\"", what, cp->label_column),
-						errhint("Name the label column \"label\" or pass {\"label_column\": \"...\"}.")));
-
-	initStringInfo(&q);
-	appendStringInfo(&q, "SELECT (s.%s)::real[]", quote_identifier(cp->features_column));
 	if (lcol && (input_flags & GBML_INPUT_LABEL))
 	{
 		Oid			lt = TupleDescAttr(td, lcol - 1)->atttypid;
 
 		if (lt == BOOLOID)
-			appendStringInfo(&q, ", (s.%s)::int::real", quote_identifier(cp->label_column));
+			appendStringInfo(q, ", (s.%s)::int::real", quote_identifier(cp->label_column));
 		else
-			appendStringInfo(&q, ", (s.%s)::real", quote_identifier(cp->label_column));
+			appendStringInfo(q, ", (s.%s)::real", quote_identifier(cp->label_column));
 	}
 	else
-		appendStringInfoString(&q, ", NULL::real");
+		appendStringInfoString(q, ", NULL::real");
 	if (gcol)
-		appendStringInfo(&q, ", (s.%s)::bigint", quote_identifier(cp->group_column));
+		appendStringInfo(q, ", (s.%s)::bigint", quote_identifier(cp->group_column));
 	else
-		appendStringInfoString(&q, ", NULL::bigint");
+		appendStringInfoString(q, ", NULL::bigint");
 	if (wcol)
-		appendStringInfo(&q, ", (s.%s)::real", quote_identifier(cp->weight_column));
+		appendStringInfo(q, ", (s.%s)::real", quote_identifier(cp->weight_column));
 	else
-		appendStringInfoString(&q, ", NULL::real");
+		appendStringInfoString(q, ", NULL::real");
+}
+
+/*
+ * Reads `source` into ds.  With a features array column the projection
+ * casts it to real[] (features may be real[], float8[] or numeric[]);
+ * otherwise the features are the source's columns (columns.c), through
+ * `columns` when the caller has a plan (the eval source uses the training
+ * source's), else through one made here and returned.  Labels may be any
+ * number or boolean.
+ */
+static gbml_column_plan *
+read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source, gbml_dataset *ds,
+			unsigned input_flags, gbml_column_plan *columns, const char *what)
+{
+	const gbml_common_params *cp = &pp->common;
+	char	   *base = source_sql(source);
+	char	   *probe = psprintf("%s LIMIT 0", base);
+	TupleDesc	td;
+	StringInfoData q;
+	Portal		portal;
+	SPIPlanPtr	plan;
+	MemoryContext batch_cxt;
+	int64		rowno = 0;
+	int			n_feature_cols = 1;
+	float	   *x = NULL;
+	bool		by_columns,
+				own_plan = columns == NULL;
+
+	if (SPI_execute(probe, true, 0) != SPI_OK_SELECT)
+		ereport(ERROR, (errmsg("%s: could not read source", what)));
+	td = CreateTupleDescCopy(SPI_tuptable->tupdesc);
+	by_columns = columns != NULL || cp->feature_columns.n > 0 || column_of(td, cp->features_column) == 0;
+	if ((input_flags & GBML_INPUT_LABEL) && column_of(td, cp->label_column) == 0)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+						errmsg("%s: source has no column \"%s\"", what, cp->label_column),
+						errhint("Name the label column \"label\" or pass {\"label_column\": \"...\"}.")));
+
+	initStringInfo(&q);
+	appendStringInfoString(&q, "SELECT ");
+	if (by_columns)
+	{
+		if (columns == NULL)
+			columns = gbml_column_plan_for_source(cp, td, base, what);
+		gbml_column_plan_select(columns, &q);
+		n_feature_cols = gbml_column_plan_n_columns(columns);
+		x = palloc(sizeof(float) * gbml_column_plan_n_features(columns));
+		ds->schema = gbml_column_plan_schema(columns);
+	}
+	else
+		appendStringInfo(&q, "(s.%s)::real[]", quote_identifier(cp->features_column));
+	select_targets(cp, td, input_flags, &q);
 	appendStringInfo(&q, " FROM (%s) AS s", base);
 
 	plan = SPI_prepare(q.data, 0, NULL);
@@ -145,21 +163,32 @@ read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source, gbm
 
 			rowno++;
 			memset(&row, 0, sizeof(row));
-			d = SPI_getbinval(tup, rtd, 1, &isnull);
-			if (isnull)
-				ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-								errmsg("%s: row " INT64_FORMAT ": features is NULL", what, rowno)));
-			row.x = gbml_float_array(DatumGetArrayTypeP(d), &row.n_features, what, rowno);
-			if (row.n_features == 0)
-				ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-								errmsg("%s: row " INT64_FORMAT ": features is empty", what, rowno)));
-			d = SPI_getbinval(tup, rtd, 2, &row.label_is_null);
+			if (by_columns)
+			{
+				/* the source's own values were all seen by its first scan; an eval source's may be new */
+				gbml_column_plan_row(columns, tup, rtd, x, (input_flags & GBML_INPUT_MISSING) != 0, own_plan,
+									 what, rowno);
+				row.x = x;
+				row.n_features = gbml_column_plan_n_features(columns);
+			}
+			else
+			{
+				d = SPI_getbinval(tup, rtd, 1, &isnull);
+				if (isnull)
+					ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+									errmsg("%s: row " INT64_FORMAT ": features is NULL", what, rowno)));
+				row.x = gbml_float_array(DatumGetArrayTypeP(d), &row.n_features, what, rowno);
+				if (row.n_features == 0)
+					ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+									errmsg("%s: row " INT64_FORMAT ": features is empty", what, rowno)));
+			}
+			d = SPI_getbinval(tup, rtd, n_feature_cols + 1, &row.label_is_null);
 			if (!row.label_is_null)
 				row.label = DatumGetFloat4(d);
-			d = SPI_getbinval(tup, rtd, 3, &row.group_is_null);
+			d = SPI_getbinval(tup, rtd, n_feature_cols + 2, &row.group_is_null);
 			if (!row.group_is_null)
 				row.group = DatumGetInt64(d);
-			d = SPI_getbinval(tup, rtd, 4, &row.weight_is_null);
+			d = SPI_getbinval(tup, rtd, n_feature_cols + 3, &row.weight_is_null);
 			if (!row.weight_is_null)
 				row.weight = DatumGetFloat4(d);
 			GBML_CHECK(env, gbml_dataset_append(ds, env, &row, (input_flags & GBML_INPUT_LABEL) != 0), what);
@@ -171,6 +200,7 @@ read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source, gbm
 	}
 	MemoryContextDelete(batch_cxt);
 	SPI_cursor_close(portal);
+	return by_columns ? columns : NULL;
 }
 
 Datum
@@ -181,6 +211,7 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 			   *source;
 	Jsonb	   *params = PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3);
 	const gbml_algorithm *algo;
+	gbml_column_plan *columns;
 	MemoryContext train_mcxt,
 				old;
 	gbml_env	env;
@@ -243,10 +274,10 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	/* SPI_connect switched to its own context; the dataset lives in train_mcxt through env */
-	read_source(&env, &pp, source, ds, flags, what);
+	columns = read_source(&env, &pp, source, ds, flags, NULL, what);
 	if (pp.common.eval_source)
 	{
-		read_source(&env, &pp, pp.common.eval_source, eval, flags, "gbml.train (eval_source)");
+		read_source(&env, &pp, pp.common.eval_source, eval, flags, columns, "gbml.train (eval_source)");
 		if (eval->n_rows == 0)
 			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("gbml.train: eval_source returned no rows")));
 	}

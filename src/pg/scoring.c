@@ -87,21 +87,31 @@ typedef struct named_model
 static const gbml_scorer *
 named_scorer(FunctionCallInfo fcinfo, const char *fname)
 {
-	named_model *nm = fcinfo->flinfo->fn_extra;
+	return gbml_named_scorer_in(fcinfo, fname, &fcinfo->flinfo->fn_extra, NULL);
+}
+
+const gbml_scorer *
+gbml_named_scorer_in(FunctionCallInfo fcinfo, const char *fname, void **slot, bool *reloaded)
+{
+	named_model *nm = *slot;
 	text	   *name_t = PG_GETARG_TEXT_PP(0);
 	char	   *name;
 
+	if (reloaded)
+		*reloaded = false;
 	/* called per row: compare the text's bytes, no copy, no palloc */
 	if (nm != NULL && nm->name != NULL &&
 		nm->name_len == VARSIZE_ANY_EXHDR(name_t) &&
 		memcmp(nm->name, VARDATA_ANY(name_t), VARSIZE_ANY_EXHDR(name_t)) == 0)
 		return &nm->scorer;
+	if (reloaded)
+		*reloaded = true;
 	name = text_to_cstring(name_t);
 	if (nm == NULL)
 	{
 		nm = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(named_model));
 		nm->mcxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "gbml named model", ALLOCSET_DEFAULT_SIZES);
-		fcinfo->flinfo->fn_extra = nm;
+		*slot = nm;
 	}
 	else
 		MemoryContextReset(nm->mcxt);

@@ -1,0 +1,656 @@
+/*
+ * columns.c — features from ordinary columns: which columns of a source are
+ * features and of what kind (numeric, categorical, an array expanded into
+ * one feature per element), the values a categorical column takes, and one
+ * row turned into the engine's floats (schema.h says how categories and
+ * NULLs are encoded).
+ *
+ * Training (gbml.train without a features array, the row aggregates) and
+ * scoring by row convert every value through the same functions here, so a
+ * value scores exactly as it trained: numbers are cast to float in C, a
+ * categorical value is its text (the type's output function; text types
+ * as they are, char(n) without its padding, as ::text does) looked up in the
+ * sorted values.
+ */
+#include "glue.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "parser/parse_coerce.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
+
+#include "schema.h"
+
+/* How a column's values become features. */
+typedef enum col_kind
+{
+	COL_UNSUPPORTED,
+	COL_NUMERIC,				/* int2/4/8, float4/8, numeric, bool: one feature */
+	COL_CATEGORICAL,			/* text types, enums, or named in categorical_columns: one feature (an id) */
+	COL_ARRAY					/* real[], float8[], numeric[], int[] or pgvector's vector: one feature an element */
+} col_kind;
+
+typedef struct gbml_column
+{
+	char	   *name;
+	int			attno;			/* 1-based position in the tuples this plan reads */
+	Oid			typid;
+	Oid			basetype;		/* typid without its domains */
+	col_kind	kind;
+	int			first;			/* its first feature */
+	int			width;			/* its number of features (an array's length) */
+	Oid			elemtype;		/* arrays: the element type; InvalidOid for a vector (cast) */
+	Oid			castfunc;		/* pgvector's vector: the vector -> real[] cast function */
+	FmgrInfo	out;			/* categorical of a non-text type: its output function */
+	bool		text_like;		/* text, varchar, name, char(n): the bytes are the value */
+} gbml_column;
+
+struct gbml_column_plan
+{
+	int			n_columns;
+	gbml_column *cols;
+	int			n_features;
+	gbml_feature_schema *schema;	/* palloc'd with the plan (for a row: the model's) */
+};
+
+static Oid
+base_type(Oid typid)
+{
+	return getBaseType(typid);
+}
+
+static bool
+is_numeric_type(Oid t)
+{
+	return t == INT2OID || t == INT4OID || t == INT8OID || t == FLOAT4OID || t == FLOAT8OID ||
+		t == NUMERICOID || t == BOOLOID;
+}
+
+static bool
+is_text_type(Oid t)
+{
+	return t == TEXTOID || t == VARCHAROID || t == BPCHAROID || t == NAMEOID;
+}
+
+/* pgvector's "vector": found by name, cast to real[] through its own cast function. */
+static Oid
+vector_cast(Oid t)
+{
+	HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(t));
+	bool		is_vector;
+	Oid			func = InvalidOid;
+
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	is_vector = strcmp(NameStr(((Form_pg_type) GETSTRUCT(tup))->typname), "vector") == 0;
+	ReleaseSysCache(tup);
+	if (!is_vector)
+		return InvalidOid;
+	if (find_coercion_pathway(FLOAT4ARRAYOID, t, COERCION_EXPLICIT, &func) != COERCION_PATH_FUNC)
+		return InvalidOid;
+	return func;
+}
+
+/* The kind of a column of type typid (categorical forced by categorical_columns). */
+static col_kind
+classify(gbml_column *c, bool forced_categorical)
+{
+	Oid			t = c->basetype;
+	Oid			elem = get_element_type(t);
+
+	c->text_like = is_text_type(t);
+	if (forced_categorical || c->text_like || type_is_enum(t))
+	{
+		if (OidIsValid(elem))
+			return COL_UNSUPPORTED;
+		if (!c->text_like)
+		{
+			Oid			outfn;
+			bool		varlena;
+
+			getTypeOutputInfo(c->typid, &outfn, &varlena);
+			fmgr_info(outfn, &c->out);
+		}
+		return COL_CATEGORICAL;
+	}
+	if (is_numeric_type(t))
+		return COL_NUMERIC;
+	if (OidIsValid(elem) && is_numeric_type(base_type(elem)) && base_type(elem) != BOOLOID)
+	{
+		c->elemtype = base_type(elem);
+		return COL_ARRAY;
+	}
+	if (OidIsValid(c->castfunc = vector_cast(t)))
+		return COL_ARRAY;
+	return COL_UNSUPPORTED;
+}
+
+static bool
+in_names(const gbml_names *l, const char *name)
+{
+	for (int i = 0; i < l->n; i++)
+		if (strcmp(l->names[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* ---- values ---- */
+
+float
+gbml_column_number(Datum d, Oid basetype)
+{
+	switch (basetype)
+	{
+		case INT2OID:
+			return (float) DatumGetInt16(d);
+		case INT4OID:
+			return (float) DatumGetInt32(d);
+		case INT8OID:
+			return (float) DatumGetInt64(d);
+		case FLOAT4OID:
+			return DatumGetFloat4(d);
+		case FLOAT8OID:
+			return (float) DatumGetFloat8(d);
+		case BOOLOID:
+			return DatumGetBool(d) ? 1.0f : 0.0f;
+		case NUMERICOID:
+			return (float) DatumGetFloat8(DirectFunctionCall1(numeric_float8, d));
+	}
+	elog(ERROR, "gbml: type %u is not numeric", basetype);
+	return 0;
+}
+
+/* A categorical value's text (palloc'd or pointing into d) and its length. */
+static const char *
+category_text(const gbml_column *c, Datum d, size_t *len)
+{
+	if (c->text_like)
+	{
+		const char *s;
+
+		if (c->basetype == NAMEOID)
+		{
+			s = NameStr(*DatumGetName(d));
+			*len = strlen(s);
+			return s;
+		}
+		{
+			text	   *t = DatumGetTextPP(d);
+
+			s = VARDATA_ANY(t);
+			*len = VARSIZE_ANY_EXHDR(t);
+		}
+		if (c->basetype == BPCHAROID)
+			while (*len > 0 && s[*len - 1] == ' ')
+				(*len)--;
+		return s;
+	}
+	{
+		char	   *s = OutputFunctionCall((FmgrInfo *) &c->out, d);
+
+		*len = strlen(s);
+		return s;
+	}
+}
+
+/* An array column's elements into x[0 .. width): NULL elements are NaN. */
+static void
+array_values(const gbml_column *c, Datum d, float *x, const char *what, int64 rowno)
+{
+	ArrayType  *arr;
+	Oid			elem;
+	int16		typlen;
+	bool		byval;
+	char		align;
+	Datum	   *vals;
+	bool	   *nulls;
+	int			n;
+
+	if (OidIsValid(c->castfunc))
+		d = OidFunctionCall1(c->castfunc, d);
+	arr = DatumGetArrayTypeP(d);
+	elem = OidIsValid(c->castfunc) ? FLOAT4OID : c->elemtype;
+	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	if (ARR_NDIM(arr) > 1 || n != c->width)
+		ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+						errmsg("%s: row " INT64_FORMAT ": column \"%s\" has %d elements, the features take %d",
+							   what, rowno, c->name, n, c->width),
+						errhint("Every row's \"%s\" must have the same length.", c->name)));
+	if (elem == FLOAT4OID && !ARR_HASNULL(arr))
+	{
+		memcpy(x, ARR_DATA_PTR(arr), sizeof(float) * (size_t) n);
+		return;
+	}
+	get_typlenbyvalalign(ARR_ELEMTYPE(arr), &typlen, &byval, &align);
+	deconstruct_array(arr, ARR_ELEMTYPE(arr), typlen, byval, align, &vals, &nulls, &n);
+	for (int i = 0; i < n; i++)
+		x[i] = nulls[i] ? NAN : gbml_column_number(vals[i], elem);
+	pfree(vals);
+	pfree(nulls);
+}
+
+/*
+ * Column c's value (d, isnull) into x[c->first ..).  A categorical value is
+ * looked up in feature f's categories: a value training never saw is
+ * GBML_CATEGORY_UNSEEN (scoring, an eval set) or, with unseen_is_error,
+ * an ERROR (the training source changed between its two scans).
+ */
+static void
+column_value(const gbml_column *c, const gbml_feature_def *f, Datum d, bool isnull, float *x,
+			 bool unseen_is_error, const char *what, int64 rowno)
+{
+	float	   *out = x + c->first;
+
+	if (isnull)
+	{
+		for (int i = 0; i < c->width; i++)
+			out[i] = NAN;
+		return;
+	}
+	switch (c->kind)
+	{
+		case COL_NUMERIC:
+			out[0] = gbml_column_number(d, c->basetype);
+			break;
+		case COL_ARRAY:
+			array_values(c, d, out, what, rowno);
+			break;
+		case COL_CATEGORICAL:
+			{
+				size_t		len;
+				const char *s = category_text(c, d, &len);
+				int32		id = gbml_schema_category_id(f, s, len);
+
+				if (id < 0 && unseen_is_error)
+					ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
+									errmsg("%s: row " INT64_FORMAT ": column \"%s\" has the value \"%.*s\", which the first scan of the source did not return",
+										   what, rowno, c->name, (int) Min(len, 200), s),
+									errhint("The source must return the same rows on each scan (no random() or LIMIT without ORDER BY).")));
+				out[0] = id < 0 ? GBML_CATEGORY_UNSEEN : (float) id;
+			}
+			break;
+		case COL_UNSUPPORTED:
+			break;
+	}
+}
+
+/* ---- the training plan ---- */
+
+/* The source's feature columns, in order: feature_columns, or every column but the named and excluded ones. */
+static List *
+feature_columns(const gbml_common_params *cp, TupleDesc td, const char *what)
+{
+	List	   *cols = NIL;
+
+	if (cp->feature_columns.n > 0)
+	{
+		for (int i = 0; i < cp->feature_columns.n; i++)
+		{
+			const char *want = cp->feature_columns.names[i];
+			int			at = -1;
+
+			for (int a = 0; a < td->natts && at < 0; a++)
+				if (!TupleDescAttr(td, a)->attisdropped && strcmp(NameStr(TupleDescAttr(td, a)->attname), want) == 0)
+					at = a;
+			if (at < 0)
+				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+								errmsg("%s: feature_columns names \"%s\", which the source does not have", what, want)));
+			cols = lappend_int(cols, at);
+		}
+		return cols;
+	}
+	for (int a = 0; a < td->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(td, a);
+		const char *name = NameStr(att->attname);
+
+		if (att->attisdropped || strcmp(name, cp->label_column) == 0 || strcmp(name, cp->group_column) == 0 ||
+			strcmp(name, cp->weight_column) == 0 || in_names(&cp->exclude_columns, name))
+			continue;
+		cols = lappend_int(cols, a);
+	}
+	return cols;
+}
+
+static void
+check_names_exist(const gbml_names *l, TupleDesc td, const char *param, const char *what)
+{
+	for (int i = 0; i < l->n; i++)
+	{
+		bool		found = false;
+
+		for (int a = 0; a < td->natts && !found; a++)
+			found = !TupleDescAttr(td, a)->attisdropped && strcmp(NameStr(TupleDescAttr(td, a)->attname), l->names[i]) == 0;
+		if (!found)
+			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+							errmsg("%s: %s names \"%s\", which the source does not have", what, param, l->names[i])));
+	}
+}
+
+static int
+cmp_cstring(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* Feature f's sorted, distinct values from an array of the column's non-NULL values. */
+static void
+set_categories(const gbml_column *c, gbml_feature_def *f, Datum arr_d, bool isnull, const char *what)
+{
+	ArrayType  *arr;
+	int16		typlen;
+	bool		byval;
+	char		align;
+	Datum	   *vals;
+	bool	   *nulls;
+	int			n,
+				kept = 0;
+	char	  **v;
+
+	f->n_categories = 0;
+	if (isnull)
+		return;
+	arr = DatumGetArrayTypeP(arr_d);
+	get_typlenbyvalalign(ARR_ELEMTYPE(arr), &typlen, &byval, &align);
+	deconstruct_array(arr, ARR_ELEMTYPE(arr), typlen, byval, align, &vals, &nulls, &n);
+	if (n > GBML_SCHEMA_MAX_CATEGORIES)
+		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						errmsg("%s: column \"%s\" has %d distinct values, more than the %d a categorical feature may have",
+							   what, c->name, n, GBML_SCHEMA_MAX_CATEGORIES),
+						errhint("Exclude it with \"exclude_columns\".")));
+	v = palloc(sizeof(char *) * (n > 0 ? n : 1));
+	for (int i = 0; i < n; i++)
+	{
+		size_t		len;
+		const char *s = category_text(c, vals[i], &len);
+
+		if (memchr(s, '\0', len) != NULL)
+			len = strlen(s);
+		v[i] = pnstrdup(s, len);
+	}
+	qsort(v, n, sizeof(char *), cmp_cstring);
+	/* char(n) values that differ only in padding are one value, as with ::text */
+	for (int i = 0; i < n; i++)
+		if (kept == 0 || strcmp(v[kept - 1], v[i]) != 0)
+			v[kept++] = v[i];
+	f->categories = v;
+	f->n_categories = kept;
+}
+
+/*
+ * One scan of the source for what the row loop needs to know first: each
+ * categorical column's distinct values and each array column's length.
+ */
+static void
+probe_columns(gbml_column_plan *p, const char *base, const char *what)
+{
+	StringInfoData q;
+	bool		any = false;
+
+	initStringInfo(&q);
+	appendStringInfoString(&q, "SELECT ");
+	for (int i = 0; i < p->n_columns; i++)
+	{
+		gbml_column *c = &p->cols[i];
+		const char *id = quote_identifier(c->name);
+
+		if (c->kind == COL_CATEGORICAL)
+			appendStringInfo(&q, "%sarray_agg(DISTINCT s.%s) FILTER (WHERE s.%s IS NOT NULL), NULL::int, NULL::int",
+							 any ? ", " : "", id, id);
+		else if (c->kind == COL_ARRAY)
+			appendStringInfo(&q, "%sNULL::int[], min(cardinality(s.%s%s)), max(cardinality(s.%s%s))", any ? ", " : "",
+							 id, OidIsValid(c->castfunc) ? "::real[]" : "", id, OidIsValid(c->castfunc) ? "::real[]" : "");
+		else
+			continue;
+		any = true;
+	}
+	if (!any)
+		return;
+	appendStringInfo(&q, " FROM (%s) AS s", base);
+	if (SPI_execute(q.data, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		ereport(ERROR, (errmsg("%s: could not read the categorical values and array lengths of the source", what)));
+	for (int i = 0, k = 0; i < p->n_columns; i++)
+	{
+		gbml_column *c = &p->cols[i];
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	rtd = SPI_tuptable->tupdesc;
+		bool		null_vals,
+					null_min,
+					null_max;
+		Datum		vals,
+					lo,
+					hi;
+
+		if (c->kind != COL_CATEGORICAL && c->kind != COL_ARRAY)
+			continue;
+		vals = SPI_getbinval(tup, rtd, 3 * k + 1, &null_vals);
+		lo = SPI_getbinval(tup, rtd, 3 * k + 2, &null_min);
+		hi = SPI_getbinval(tup, rtd, 3 * k + 3, &null_max);
+		k++;
+		if (c->kind == COL_CATEGORICAL)
+		{
+			set_categories(c, &p->schema->features[c->first], vals, null_vals, what);
+			continue;
+		}
+		if (null_min || DatumGetInt32(lo) != DatumGetInt32(hi) || DatumGetInt32(lo) < 1)
+			ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+							errmsg("%s: array column \"%s\" %s", what, c->name,
+								   null_min ? "has no non-NULL, non-empty value" :
+								   psprintf("has rows of %d and of %d elements", DatumGetInt32(lo), DatumGetInt32(hi))),
+							errhint("Every row's array must have the same length; exclude the column with \"exclude_columns\" otherwise.")));
+		c->width = DatumGetInt32(lo);
+	}
+}
+
+/* The schema's entries for column c (its features start at c->first). */
+static void
+describe_column(gbml_column_plan *p, gbml_column *c)
+{
+	char	   *type = format_type_be(c->typid);
+
+	for (int e = 0; e < c->width; e++)
+	{
+		gbml_feature_def *f = &p->schema->features[c->first + e];
+
+		f->column = c->name;
+		f->element = c->kind == COL_ARRAY ? e + 1 : 0;
+		f->name = c->kind == COL_ARRAY ? psprintf("%s[%d]", c->name, e + 1) : c->name;
+		f->source_type = type;
+		f->kind = c->kind == COL_CATEGORICAL ? GBML_FEATURE_CATEGORICAL : GBML_FEATURE_NUMERIC;
+	}
+}
+
+static void
+unsupported_column(const gbml_column *c, bool forced, const char *what)
+{
+	ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+					errmsg("%s: column \"%s\" has type %s, which cannot be a %sfeature", what, c->name,
+						   format_type_be(c->typid), forced ? "categorical " : ""),
+					errhint("Features are numbers, booleans, text or enum categories, and arrays of numbers; "
+							"leave the column out with \"exclude_columns\" or cast it in the source query.")));
+}
+
+gbml_column_plan *
+gbml_column_plan_for_source(const gbml_common_params *cp, TupleDesc td, const char *base, const char *what)
+{
+	gbml_column_plan *p = palloc0(sizeof(gbml_column_plan));
+	List	   *atts;
+	ListCell   *lc;
+	int			i = 0,
+				next = 0;
+
+	check_names_exist(&cp->exclude_columns, td, "exclude_columns", what);
+	check_names_exist(&cp->categorical_columns, td, "categorical_columns", what);
+	atts = feature_columns(cp, td, what);
+	if (atts == NIL)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s: the source has no feature columns", what),
+						errhint("A source gives either a real[] column \"%s\" or feature columns besides the label, group and weight columns.",
+								cp->features_column)));
+	p->n_columns = list_length(atts);
+	p->cols = palloc0(sizeof(gbml_column) * p->n_columns);
+	foreach(lc, atts)
+	{
+		Form_pg_attribute att = TupleDescAttr(td, lfirst_int(lc));
+		gbml_column *c = &p->cols[i++];
+		bool		forced;
+
+		c->name = pstrdup(NameStr(att->attname));
+		c->typid = att->atttypid;
+		c->basetype = base_type(att->atttypid);
+		c->attno = i;			/* the projection reads the feature columns first, in this order */
+		forced = in_names(&cp->categorical_columns, c->name);
+		if ((c->kind = classify(c, forced)) == COL_UNSUPPORTED)
+			unsupported_column(c, forced, what);
+		c->width = 1;
+	}
+	p->schema = palloc0(sizeof(gbml_feature_schema));
+	/* categorical columns have one feature each: their schema entries can take values before the widths are known */
+	p->schema->features = palloc0(sizeof(gbml_feature_def) * p->n_columns);
+	for (i = 0; i < p->n_columns; i++)
+		p->cols[i].first = i;
+	probe_columns(p, base, what);
+	{
+		gbml_feature_def *by_column = p->schema->features;
+
+		for (i = 0; i < p->n_columns; i++)
+			next += p->cols[i].width;
+		p->n_features = next;
+		p->schema->n_features = next;
+		p->schema->features = palloc0(sizeof(gbml_feature_def) * next);
+		for (i = 0, next = 0; i < p->n_columns; i++)
+		{
+			gbml_column *c = &p->cols[i];
+			gbml_feature_def cats = by_column[i];
+
+			c->first = next;
+			next += c->width;
+			describe_column(p, c);
+			p->schema->features[c->first].n_categories = cats.n_categories;
+			p->schema->features[c->first].categories = cats.categories;
+		}
+	}
+	return p;
+}
+
+void
+gbml_column_plan_select(const gbml_column_plan *p, StringInfo q)
+{
+	/* cast to the training source's types: an eval source's columns are then read the same way */
+	for (int i = 0; i < p->n_columns; i++)
+		appendStringInfo(q, "%s(s.%s)::%s", i ? ", " : "", quote_identifier(p->cols[i].name),
+						 format_type_be_qualified(p->cols[i].typid));
+}
+
+void
+gbml_column_plan_row(const gbml_column_plan *p, HeapTuple tup, TupleDesc td, float *x, bool allow_missing,
+					 bool unseen_is_error, const char *what, int64 rowno)
+{
+	for (int i = 0; i < p->n_columns; i++)
+	{
+		const gbml_column *c = &p->cols[i];
+		bool		isnull;
+		Datum		d = SPI_getbinval(tup, td, c->attno, &isnull);
+
+		if (isnull && !allow_missing && c->kind != COL_CATEGORICAL)
+			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+							errmsg("%s: row " INT64_FORMAT ": column \"%s\" is NULL", what, rowno, c->name),
+							errhint("This algorithm needs every numeric feature; filter the rows or use coalesce() in the source query.")));
+		column_value(c, &p->schema->features[c->first], d, isnull, x, unseen_is_error, what, rowno);
+		if (!allow_missing && c->kind == COL_ARRAY)
+			for (int e = 0; e < c->width; e++)
+				if (isnan(x[c->first + e]))
+					ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+									errmsg("%s: row " INT64_FORMAT ": element %d of column \"%s\" is NULL or NaN",
+										   what, rowno, e + 1, c->name)));
+	}
+}
+
+/* ---- scoring a whole row ---- */
+
+/*
+ * Binds a model's features (its schema) to the attributes of a row type:
+ * each source column by name, its type checked against the feature kind.
+ * Extra attributes are ignored.
+ */
+gbml_column_plan *
+gbml_column_plan_for_row(const gbml_feature_schema *schema, TupleDesc td, const char *what)
+{
+	gbml_column_plan *p = palloc0(sizeof(gbml_column_plan));
+
+	p->schema = (gbml_feature_schema *) schema;
+	p->n_features = schema->n_features;
+	p->cols = palloc0(sizeof(gbml_column) * (schema->n_features > 0 ? schema->n_features : 1));
+	for (int j = 0; j < schema->n_features;)
+	{
+		const gbml_feature_def *f = &schema->features[j];
+		gbml_column *c = &p->cols[p->n_columns++];
+		int			at = -1;
+		bool		want_cat = f->kind == GBML_FEATURE_CATEGORICAL;
+
+		c->name = f->column;
+		c->first = j;
+		c->width = 1;
+		while (f->element > 0 && j + c->width < schema->n_features &&
+			   schema->features[j + c->width].element == f->element + c->width &&
+			   strcmp(schema->features[j + c->width].column, f->column) == 0)
+			c->width++;
+		j += c->width;
+		for (int a = 0; a < td->natts && at < 0; a++)
+			if (!TupleDescAttr(td, a)->attisdropped && strcmp(NameStr(TupleDescAttr(td, a)->attname), f->column) == 0)
+				at = a;
+		if (at < 0)
+			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+							errmsg("%s: the row has no column \"%s\", a feature of the model", what, f->column),
+							errhint("The model was trained on columns %s...; score rows that have them (extra columns are ignored).",
+									quote_identifier(schema->features[0].column))));
+		c->attno = at + 1;
+		c->typid = TupleDescAttr(td, at)->atttypid;
+		c->basetype = base_type(c->typid);
+		c->kind = classify(c, want_cat);
+		if ((want_cat && c->kind != COL_CATEGORICAL) || (!want_cat && f->element > 0 && c->kind != COL_ARRAY) ||
+			(!want_cat && f->element == 0 && c->kind != COL_NUMERIC))
+			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+							errmsg("%s: column \"%s\" has type %s, but the model trained it as %s (%s)", what, f->column,
+								   format_type_be(c->typid),
+								   want_cat ? "a categorical feature" : f->element > 0 ? "an array of numbers" : "a number",
+								   f->source_type)));
+	}
+	return p;
+}
+
+void
+gbml_column_plan_values(const gbml_column_plan *p, const Datum *values, const bool *nulls, float *x,
+						const char *what)
+{
+	for (int i = 0; i < p->n_columns; i++)
+	{
+		const gbml_column *c = &p->cols[i];
+
+		column_value(c, &p->schema->features[c->first], values[c->attno - 1], nulls[c->attno - 1], x, false,
+					 what, 0);
+	}
+}
+
+const gbml_feature_schema *
+gbml_column_plan_schema(const gbml_column_plan *p)
+{
+	return p->schema;
+}
+
+int
+gbml_column_plan_n_features(const gbml_column_plan *p)
+{
+	return p->n_features;
+}
+
+int
+gbml_column_plan_n_columns(const gbml_column_plan *p)
+{
+	return p->n_columns;
+}
