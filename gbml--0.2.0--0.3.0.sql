@@ -54,3 +54,23 @@ CREATE FUNCTION gbml.feature_importance(model bytea)
     AS 'MODULE_PATHNAME', 'gbml_feature_importance' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION gbml.feature_importance(bytea) IS
     'per input feature: its 1-based position, its share of the model''s importance, and its column name (models trained from columns)';
+
+-- The training aggregates on whole rows: boost_fit(t, '{"label_column": "clicked"}') FROM t.
+-- The row's columns are the features as in gbml.train (label, group and weight
+-- columns by name from the params).  No parallel partial states: categorical
+-- values are collected as the rows come and numbered in sorted order at the end.
+CREATE FUNCTION gbml._boost_fit_row_trans(internal, record, jsonb) RETURNS internal
+    AS 'MODULE_PATHNAME', 'gbml_boost_fit_row_trans' LANGUAGE C;
+CREATE FUNCTION gbml._kmeans_fit_row_trans(internal, record, integer, jsonb) RETURNS internal
+    AS 'MODULE_PATHNAME', 'gbml_kmeans_fit_row_trans' LANGUAGE C;
+CREATE FUNCTION gbml._saga_fit_row_trans(internal, record, jsonb) RETURNS internal
+    AS 'MODULE_PATHNAME', 'gbml_saga_fit_row_trans' LANGUAGE C;
+CREATE AGGREGATE gbml.boost_fit(input record, params jsonb) (
+    SFUNC = gbml._boost_fit_row_trans, STYPE = internal,
+    FINALFUNC = gbml._fit_final, FINALFUNC_MODIFY = READ_WRITE);
+CREATE AGGREGATE gbml.kmeans_fit(input record, k integer, params jsonb) (
+    SFUNC = gbml._kmeans_fit_row_trans, STYPE = internal,
+    FINALFUNC = gbml._fit_final, FINALFUNC_MODIFY = READ_WRITE);
+CREATE AGGREGATE gbml.saga_fit(input record, params jsonb) (
+    SFUNC = gbml._saga_fit_row_trans, STYPE = internal,
+    FINALFUNC = gbml._fit_final, FINALFUNC_MODIFY = READ_WRITE);

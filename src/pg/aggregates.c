@@ -13,13 +13,22 @@
 
 #include <math.h>
 
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/jsonb.h"
+#include "utils/typcache.h"
+
+#include "schema.h"
 
 PG_FUNCTION_INFO_V1(gbml_boost_fit_trans);
 PG_FUNCTION_INFO_V1(gbml_kmeans_fit_trans);
 PG_FUNCTION_INFO_V1(gbml_saga_fit_trans);
 PG_FUNCTION_INFO_V1(gbml_mean_fit_trans);
+PG_FUNCTION_INFO_V1(gbml_boost_fit_row_trans);
+PG_FUNCTION_INFO_V1(gbml_kmeans_fit_row_trans);
+PG_FUNCTION_INFO_V1(gbml_saga_fit_row_trans);
 PG_FUNCTION_INFO_V1(gbml_fit_final);
 PG_FUNCTION_INFO_V1(gbml_fit_combine);
 PG_FUNCTION_INFO_V1(gbml_fit_serialize);
@@ -38,6 +47,15 @@ typedef struct fit_state
 	gbml_parsed_params params;
 	unsigned	input_flags;
 	gbml_dataset ds;
+	/* the whole-row forms (boost_fit(t, params)): the row type's plan, and one row's buffers */
+	gbml_column_plan *columns;
+	TupleDesc	row_td;
+	Datum	   *row_values;
+	bool	   *row_nulls;
+	float	   *row_x;
+	int			label_att,		/* 1-based attributes of the label, group and weight columns; 0: none */
+				group_att,
+				weight_att;
 } fit_state;
 
 static MemoryContext
@@ -209,6 +227,141 @@ gbml_mean_fit_trans(PG_FUNCTION_ARGS)
 	return fit_trans(fcinfo, "mean", 1, 2, -1, -1, PG_NARGS() > 3 ? 3 : -1, -1);
 }
 
+/* ---- the whole-row forms: features from the row's columns (columns.c) ---- */
+
+static int
+attribute_of(TupleDesc td, const char *name)
+{
+	for (int a = 0; a < td->natts; a++)
+		if (!TupleDescAttr(td, a)->attisdropped && strcmp(NameStr(TupleDescAttr(td, a)->attname), name) == 0)
+			return a + 1;
+	return 0;
+}
+
+/* Binds the state to the first row's type: its feature columns, label, group and weight. */
+static void
+bind_row_type(fit_state *st, HeapTupleHeader th)
+{
+	const gbml_common_params *cp = &st->params.common;
+	MemoryContext old = MemoryContextSwitchTo(st->mcxt);
+	TupleDesc	td = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(th), HeapTupleHeaderGetTypMod(th));
+	HeapTupleData tup;
+
+	st->row_td = CreateTupleDescCopy(td);
+	ReleaseTupleDesc(td);
+	st->row_values = palloc(sizeof(Datum) * Max(st->row_td->natts, 1));
+	st->row_nulls = palloc(sizeof(bool) * Max(st->row_td->natts, 1));
+	tup.t_len = HeapTupleHeaderGetDatumLength(th);
+	ItemPointerSetInvalid(&tup.t_self);
+	tup.t_tableOid = InvalidOid;
+	tup.t_data = th;
+	heap_deform_tuple(&tup, st->row_td, st->row_values, st->row_nulls);
+	st->columns = gbml_column_plan_for_rows(cp, st->row_td, st->row_values, st->row_nulls, st->what);
+	st->row_x = palloc(sizeof(float) * gbml_column_plan_n_features(st->columns));
+	st->label_att = attribute_of(st->row_td, cp->label_column);
+	st->group_att = attribute_of(st->row_td, cp->group_column);
+	st->weight_att = attribute_of(st->row_td, cp->weight_column);
+	if ((st->input_flags & GBML_INPUT_LABEL) && st->label_att == 0)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+						errmsg("%s: the row has no column \"%s\"", st->what, cp->label_column),
+						errhint("Name the label column \"label\" or pass {\"label_column\": \"...\"}.")));
+	st->ds.schema = gbml_column_plan_schema(st->columns);
+	/* categorical ids are rewritten in place before training: those rows stay in host memory */
+	if (gbml_schema_n_categorical(st->ds.schema) > 0 && st->ds.store == NULL)
+		st->ds.store_open = NULL;
+	MemoryContextSwitchTo(old);
+}
+
+static int64
+group_value(Datum d, Oid type)
+{
+	switch (getBaseType(type))
+	{
+		case INT2OID:
+			return DatumGetInt16(d);
+		case INT4OID:
+			return DatumGetInt32(d);
+		case INT8OID:
+			return DatumGetInt64(d);
+	}
+	ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH), errmsg("gbml: the group column must be an integer")));
+	return 0;
+}
+
+static Datum
+fit_row_trans(FunctionCallInfo fcinfo, const char *algo_name, int params_arg, int k_arg)
+{
+	MemoryContext aggctx = agg_context_or_error(fcinfo, algo_name);
+	fit_state  *st = PG_ARGISNULL(0) ? NULL : (fit_state *) PG_GETARG_POINTER(0);
+	HeapTupleHeader th;
+	HeapTupleData tup;
+	gbml_row	row;
+	int64		rowno;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("gbml.%s_fit: the row is NULL", algo_name)));
+	th = PG_GETARG_HEAPTUPLEHEADER(1);
+	if (st == NULL)
+	{
+		Jsonb	   *params = !PG_ARGISNULL(params_arg) ? PG_GETARG_JSONB_P(params_arg) : NULL;
+		int32		k = k_arg >= 0 && !PG_ARGISNULL(k_arg) ? PG_GETARG_INT32(k_arg) : 0;
+
+		if (k_arg >= 0 && k < 1)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("gbml.kmeans_fit: k must be at least 1")));
+		st = state_create(aggctx, algorithm_or_error(algo_name), params, k, false);
+		bind_row_type(st, th);
+	}
+	else if (HeapTupleHeaderGetTypeId(th) != st->row_td->tdtypeid)
+		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH), errmsg("%s: rows of different types", st->what)));
+	rowno = st->ds.n_rows + 1;
+	tup.t_len = HeapTupleHeaderGetDatumLength(th);
+	ItemPointerSetInvalid(&tup.t_self);
+	tup.t_tableOid = InvalidOid;
+	tup.t_data = th;
+	heap_deform_tuple(&tup, st->row_td, st->row_values, st->row_nulls);
+	gbml_column_plan_collect(st->columns, st->row_values, st->row_nulls, st->row_x,
+							 (st->input_flags & GBML_INPUT_MISSING) != 0, st->what, rowno);
+	memset(&row, 0, sizeof(row));
+	row.x = st->row_x;
+	row.n_features = gbml_column_plan_n_features(st->columns);
+	row.label_is_null = st->label_att == 0 || st->row_nulls[st->label_att - 1];
+	if (!row.label_is_null)
+		row.label = gbml_column_number(st->row_values[st->label_att - 1],
+									   getBaseType(TupleDescAttr(st->row_td, st->label_att - 1)->atttypid));
+	row.group_is_null = st->group_att == 0 || st->row_nulls[st->group_att - 1];
+	if (!row.group_is_null)
+		row.group = group_value(st->row_values[st->group_att - 1], TupleDescAttr(st->row_td, st->group_att - 1)->atttypid);
+	row.weight_is_null = st->weight_att == 0 || st->row_nulls[st->weight_att - 1];
+	if (!row.weight_is_null)
+		row.weight = gbml_column_number(st->row_values[st->weight_att - 1],
+										getBaseType(TupleDescAttr(st->row_td, st->weight_att - 1)->atttypid));
+	GBML_CHECK(&st->env, gbml_dataset_append(&st->ds, &st->env, &row,
+											 (st->input_flags & GBML_INPUT_LABEL) != 0), st->what);
+	PG_RETURN_POINTER(st);
+}
+
+/* boost_fit(input record, params jsonb) */
+Datum
+gbml_boost_fit_row_trans(PG_FUNCTION_ARGS)
+{
+	return fit_row_trans(fcinfo, "boost", 2, -1);
+}
+
+/* kmeans_fit(input record, k integer, params jsonb) */
+Datum
+gbml_kmeans_fit_row_trans(PG_FUNCTION_ARGS)
+{
+	return fit_row_trans(fcinfo, "kmeans", 3, 2);
+}
+
+/* saga_fit(input record, params jsonb) */
+Datum
+gbml_saga_fit_row_trans(PG_FUNCTION_ARGS)
+{
+	return fit_row_trans(fcinfo, "saga", 2, -1);
+}
+
 Datum
 gbml_fit_final(PG_FUNCTION_ARGS)
 {
@@ -221,6 +374,13 @@ gbml_fit_final(PG_FUNCTION_ARGS)
 						errmsg("gbml: no input rows to train on"),
 						errhint("The aggregate's input (after WHERE) is empty.")));
 	st = (fit_state *) PG_GETARG_POINTER(0);
+	if (st->columns)
+	{
+		MemoryContext old = MemoryContextSwitchTo(st->mcxt);
+
+		gbml_column_plan_sort_categories(st->columns, &st->ds);
+		MemoryContextSwitchTo(old);
+	}
 	model = gbml_train_to_bytea(&st->env, &st->params, &st->ds, NULL, st->what);
 	PG_RETURN_BYTEA_P(model);
 }

@@ -19,7 +19,9 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "parser/parse_coerce.h"
+#include "common/hashfn.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
@@ -56,6 +58,8 @@ struct gbml_column_plan
 	gbml_column *cols;
 	int			n_features;
 	gbml_feature_schema *schema;	/* palloc'd with the plan (for a row: the model's) */
+	HTAB	  **dicts;			/* the row aggregates: each categorical column's values so far */
+	bool		sorted;			/* gbml_column_plan_sort_categories ran (a final function may run twice) */
 };
 
 static Oid
@@ -653,4 +657,226 @@ int
 gbml_column_plan_n_columns(const gbml_column_plan *p)
 {
 	return p->n_columns;
+}
+
+/* ---- the row aggregates: categories learned as rows arrive ---- */
+
+typedef struct category_key
+{
+	const char *s;
+	uint32		len;
+} category_key;
+
+typedef struct category_entry
+{
+	category_key key;
+	int32		id;				/* first-seen id until gbml_column_plan_sort_categories */
+} category_entry;
+
+static uint32
+category_hash(const void *key, Size keysize)
+{
+	const category_key *k = key;
+
+	(void) keysize;
+	return hash_bytes((const unsigned char *) k->s, (int) k->len);
+}
+
+static int
+category_match(const void *a, const void *b, Size keysize)
+{
+	const category_key *x = a,
+			   *y = b;
+
+	(void) keysize;
+	return x->len == y->len && memcmp(x->s, y->s, x->len) == 0 ? 0 : 1;
+}
+
+/*
+ * A plan for rows of type td that arrive one by one (the aggregates' whole
+ * row argument): no scan ahead, so an array column's length comes from the
+ * first row and each categorical column collects its values as they come,
+ * first-seen ids that gbml_column_plan_sort_categories turns into the
+ * sorted ids before training.
+ */
+gbml_column_plan *
+gbml_column_plan_for_rows(const gbml_common_params *cp, TupleDesc td, const Datum *values, const bool *nulls,
+						  const char *what)
+{
+	gbml_column_plan *p = palloc0(sizeof(gbml_column_plan));
+	List	   *atts;
+	ListCell   *lc;
+	int			i = 0,
+				next = 0;
+
+	check_names_exist(&cp->exclude_columns, td, "exclude_columns", what);
+	check_names_exist(&cp->categorical_columns, td, "categorical_columns", what);
+	atts = feature_columns(cp, td, what);
+	if (atts == NIL)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s: the row has no feature columns besides the label, group and weight", what)));
+	p->n_columns = list_length(atts);
+	p->cols = palloc0(sizeof(gbml_column) * p->n_columns);
+	p->dicts = palloc0(sizeof(HTAB *) * p->n_columns);
+	foreach(lc, atts)
+	{
+		int			a = lfirst_int(lc);
+		Form_pg_attribute att = TupleDescAttr(td, a);
+		gbml_column *c = &p->cols[i];
+		bool		forced = in_names(&cp->categorical_columns, NameStr(att->attname));
+
+		c->name = pstrdup(NameStr(att->attname));
+		c->typid = att->atttypid;
+		c->basetype = base_type(att->atttypid);
+		c->attno = a + 1;
+		if ((c->kind = classify(c, forced)) == COL_UNSUPPORTED)
+			unsupported_column(c, forced, what);
+		c->width = 1;
+		if (c->kind == COL_ARRAY)
+		{
+			Datum		d = values[a];
+
+			if (nulls[a])
+				ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+								errmsg("%s: array column \"%s\" is NULL in the first row, which sets its length", what, c->name),
+								errhint("Filter out rows without it, or train with gbml.train, which reads the length ahead.")));
+			if (OidIsValid(c->castfunc))
+				d = OidFunctionCall1(c->castfunc, d);
+			c->width = ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(d)), ARR_DIMS(DatumGetArrayTypeP(d)));
+			if (c->width < 1)
+				ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+								errmsg("%s: array column \"%s\" is empty in the first row", what, c->name)));
+		}
+		if (c->kind == COL_CATEGORICAL)
+		{
+			HASHCTL		ctl;
+
+			memset(&ctl, 0, sizeof(ctl));
+			ctl.keysize = sizeof(category_key);
+			ctl.entrysize = sizeof(category_entry);
+			ctl.hash = category_hash;
+			ctl.match = category_match;
+			ctl.hcxt = CurrentMemoryContext;
+			p->dicts[i] = hash_create("gbml categories", 64, &ctl, HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+		}
+		c->first = next;
+		next += c->width;
+		i++;
+	}
+	p->n_features = next;
+	p->schema = palloc0(sizeof(gbml_feature_schema));
+	p->schema->n_features = next;
+	p->schema->features = palloc0(sizeof(gbml_feature_def) * next);
+	for (i = 0; i < p->n_columns; i++)
+		describe_column(p, &p->cols[i]);
+	return p;
+}
+
+/* A categorical value's first-seen id in column i's dictionary (added when new). */
+static float
+collected_category(gbml_column_plan *p, int i, Datum d, const char *what)
+{
+	const gbml_column *c = &p->cols[i];
+	gbml_feature_def *f = &p->schema->features[c->first];
+	size_t		len;
+	const char *s = category_text(c, d, &len);
+	category_key key = {s, (uint32) len};
+	bool		found;
+	category_entry *e = hash_search(p->dicts[i], &key, HASH_ENTER, &found);
+
+	if (!found)
+	{
+		if (f->n_categories >= GBML_SCHEMA_MAX_CATEGORIES)
+			ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+							errmsg("%s: column \"%s\" has more than %d distinct values", what, c->name,
+								   GBML_SCHEMA_MAX_CATEGORIES)));
+		e->key.s = pnstrdup(s, len);	/* the key must outlive the row */
+		e->id = f->n_categories++;
+	}
+	return (float) e->id;
+}
+
+void
+gbml_column_plan_collect(gbml_column_plan *p, const Datum *values, const bool *nulls, float *x, bool allow_missing,
+						 const char *what, int64 rowno)
+{
+	for (int i = 0; i < p->n_columns; i++)
+	{
+		const gbml_column *c = &p->cols[i];
+		int			a = c->attno - 1;
+
+		if (c->kind == COL_CATEGORICAL)
+			x[c->first] = nulls[a] ? NAN : collected_category(p, i, values[a], what);
+		else
+		{
+			if (nulls[a] && !allow_missing)
+				ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+								errmsg("%s: row " INT64_FORMAT ": column \"%s\" is NULL", what, rowno, c->name),
+								errhint("This algorithm needs every numeric feature; filter the rows or use coalesce().")));
+			column_value(c, NULL, values[a], nulls[a], x, false, what, rowno);
+		}
+	}
+}
+
+static int
+cmp_entry_text(const void *a, const void *b)
+{
+	return strcmp((*(category_entry *const *) a)->key.s, (*(category_entry *const *) b)->key.s);
+}
+
+/*
+ * Gives every categorical column its values sorted bytewise (the ids
+ * gbml.train would give) and rewrites the collected first-seen ids of ds's
+ * rows (all in host memory: a plan with categorical columns keeps its rows
+ * there) into them, before the rows' canonical order is computed.
+ */
+void
+gbml_column_plan_sort_categories(gbml_column_plan *p, gbml_dataset *ds)
+{
+	if (p->sorted)
+		return;
+	p->sorted = true;
+	for (int i = 0; i < p->n_columns; i++)
+	{
+		const gbml_column *c = &p->cols[i];
+		gbml_feature_def *f = &p->schema->features[c->first];
+		int32		n = f->n_categories;
+		category_entry **by_id;
+		int32	   *remap;
+		HASH_SEQ_STATUS seq;
+		category_entry *e;
+		int			d = ds->n_features;
+
+		if (c->kind != COL_CATEGORICAL)
+			continue;
+		by_id = palloc(sizeof(category_entry *) * (n > 0 ? n : 1));
+		remap = palloc(sizeof(int32) * (n > 0 ? n : 1));
+		hash_seq_init(&seq, p->dicts[i]);
+		while ((e = hash_seq_search(&seq)) != NULL)
+			by_id[e->id] = e;
+		f->categories = palloc(sizeof(char *) * (n > 0 ? n : 1));
+		{
+			category_entry **sorted = palloc(sizeof(category_entry *) * (n > 0 ? n : 1));
+
+			memcpy(sorted, by_id, sizeof(category_entry *) * n);
+			qsort(sorted, n, sizeof(category_entry *), cmp_entry_text);
+			for (int32 k = 0; k < n; k++)
+			{
+				f->categories[k] = (char *) sorted[k]->key.s;
+				remap[sorted[k]->id] = k;
+			}
+		}
+		for (int ch = 0; ch < ds->n_chunks; ch++)
+		{
+			gbml_chunk *chunk = ds->chunks[ch];
+
+			for (int64 r = 0; r < chunk->n_rows; r++)
+			{
+				float	   *v = &chunk->x[r * d + c->first];
+
+				if (!isnan(*v))
+					*v = (float) remap[(int32) *v];
+			}
+		}
+	}
 }

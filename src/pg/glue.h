@@ -132,6 +132,17 @@ void		gbml_column_plan_values(const gbml_column_plan *p, const Datum *values, co
 const struct gbml_feature_schema *gbml_column_plan_schema(const gbml_column_plan *p);
 int			gbml_column_plan_n_features(const gbml_column_plan *p);
 int			gbml_column_plan_n_columns(const gbml_column_plan *p);
+/*
+ * The row aggregates' plan for rows of type td (the first row's values set
+ * array lengths); categorical values are collected as rows come
+ * (gbml_column_plan_collect) and sorted into their final ids, with ds's rows
+ * rewritten, by gbml_column_plan_sort_categories before training.
+ */
+gbml_column_plan *gbml_column_plan_for_rows(const gbml_common_params *cp, TupleDesc td, const Datum *values,
+											const bool *nulls, const char *what);
+void		gbml_column_plan_collect(gbml_column_plan *p, const Datum *values, const bool *nulls, float *x,
+									 bool allow_missing, const char *what, int64 rowno);
+void		gbml_column_plan_sort_categories(gbml_column_plan *p, gbml_dataset *ds);
 /* A number column's value as the engine's float (int2/4/8, float4/8, numeric, bool). */
 float		gbml_column_number(Datum d, Oid basetype);
 
