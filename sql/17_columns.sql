@@ -1,0 +1,81 @@
+-- Training on ordinary columns (issue 13): every column but the label, group
+-- and weight ones is a feature (or exactly feature_columns); numbers, booleans,
+-- text/enum categories and arrays of numbers; NULL numbers are missing for
+-- boosting and an ERROR naming the column for K-Means and SAGA; a model
+-- trained from columns scores a whole row, its columns matched by name.
+SET gbml.progress_interval = 0;
+CREATE TYPE col_plan AS ENUM ('basic', 'plus', 'pro');
+CREATE TABLE col_rows (
+  id int, small int2, big int8, ratio float4, price float8, amount numeric, flag bool,
+  emb real[], emb8 float8[], city text, code varchar(8), plan col_plan, label real, weight real);
+INSERT INTO col_rows
+SELECT i, (i % 7)::int2, (i % 11)::int8 * 1000000000, (i % 13) / 4.0, (i % 17) * 1.5, (i % 19)::numeric / 3, i % 3 = 0,
+       ARRAY[(i % 5)::real, (i % 9)::real], ARRAY[(i % 4)::float8],
+       (ARRAY['paris', 'oslo', 'rome', 'lima'])[1 + i % 4], 'c' || (i % 6), (ARRAY['basic', 'plus', 'pro']::col_plan[])[1 + i % 3],
+       ((i % 17) * 1.5 + (i % 7) + (i % 3 = 0)::int * 4 + (i % 5))::real, 1 + (i % 2)
+  FROM generate_series(1, 3000) AS i;
+-- some missing numbers
+UPDATE col_rows SET price = NULL WHERE id % 97 = 0;
+CREATE TABLE col_rows_shuffled AS SELECT * FROM col_rows ORDER BY hashint4(id);
+
+-- numeric columns only (categorical ones excluded): boosting with missing values
+SELECT gbml.train('cols_num', 'boost', 'SELECT * FROM col_rows',
+                  '{"exclude_columns": ["id", "city", "code", "plan"], "iterations": 30, "depth": 4}') > 0 AS trained;
+SELECT gbml.model_info(model) -> 'feature_names' AS names, gbml.model_info(model) -> 'features' AS n
+  FROM gbml.models WHERE name = 'cols_num';
+SELECT f ->> 'name' AS name, f ->> 'type' AS type, f ->> 'kind' AS kind
+  FROM gbml.models, jsonb_array_elements(gbml.model_json(model) -> 'feature_schema') AS f WHERE name = 'cols_num';
+SELECT name, importance > 0 AS used FROM gbml.feature_importance((SELECT model FROM gbml.models WHERE name = 'cols_num')) ORDER BY feature;
+
+-- scoring a whole row = scoring the equivalent array, for every row (NULLs included)
+SELECT count(*) AS rows,
+       count(*) FILTER (WHERE gbml.predict('cols_num', c) =
+                              gbml.predict('cols_num', ARRAY[small, big, ratio, coalesce(price, 'NaN'), amount, flag::int, emb[1], emb[2], emb8[1]]::real[])) AS same
+  FROM col_rows c;
+-- rank inside ORDER BY
+SELECT id FROM col_rows c ORDER BY gbml.predict('cols_num', c) DESC, id LIMIT 3;
+-- the bytea form, and a row of another table with the columns in another order and extra ones
+CREATE TABLE col_other AS SELECT 'x' AS note, label, emb8, emb, flag, amount, price, ratio, big, small, id FROM col_rows;
+SELECT count(*) FILTER (WHERE gbml.predict(m.model, o) = gbml.predict(m.model, c)) AS same_by_name
+  FROM col_other o JOIN col_rows c USING (id), gbml.models m WHERE m.name = 'cols_num';
+
+-- the same rows in another order, and the aggregate's whole-row form, give the same bytes
+SELECT gbml.train('cols_num_shuffled', 'boost', 'col_rows_shuffled',
+                  '{"exclude_columns": ["id", "city", "code", "plan"], "iterations": 30, "depth": 4}') > 0 AS trained;
+SELECT a.model = b.model AS same_bytes_any_order FROM gbml.models a, gbml.models b
+ WHERE a.name = 'cols_num' AND b.name = 'cols_num_shuffled';
+SELECT gbml.boost_fit(c, '{"exclude_columns": ["id", "city", "code", "plan"], "iterations": 30, "depth": 4}')
+       = (SELECT model FROM gbml.models WHERE name = 'cols_num') AS aggregate_same_bytes
+  FROM col_rows_shuffled c;
+
+-- a dropped, renamed or retyped column at scoring time: an ERROR naming it
+CREATE TABLE col_dropped AS SELECT * FROM col_rows LIMIT 2;
+ALTER TABLE col_dropped DROP COLUMN ratio;
+SELECT gbml.predict('cols_num', c) FROM col_dropped c;
+ALTER TABLE col_dropped ADD COLUMN ratio text DEFAULT 'high';
+SELECT gbml.predict('cols_num', c) FROM col_dropped c;
+CREATE TABLE col_renamed AS SELECT * FROM col_rows LIMIT 2;
+ALTER TABLE col_renamed RENAME COLUMN price TO cost;
+SELECT gbml.predict('cols_num', c) FROM col_renamed c;
+-- a model trained on an array cannot score a row
+WITH m AS (SELECT gbml.boost_fit(ARRAY[small]::real[], label, '{"iterations": 2}') AS model FROM col_rows)
+SELECT gbml.predict(m.model, c) FROM m, col_rows c LIMIT 1;
+-- untyped array literals still go to the array form
+SELECT round(gbml.predict('cols_num', '{1,2,3,4,5,1,1,2,3}')::numeric, 6) = round(gbml.predict('cols_num', ARRAY[1,2,3,4,5,1,1,2,3]::real[])::numeric, 6) AS literal_ok;
+
+-- K-Means and SAGA: a NULL number is an ERROR naming the column and the row
+SELECT gbml.train('cols_km', 'kmeans', 'SELECT price, ratio FROM col_rows ORDER BY id', '{"k": 3}');
+SELECT gbml.train('cols_km', 'kmeans', 'SELECT price, ratio FROM col_rows WHERE price IS NOT NULL', '{"k": 3, "random_seed": 2}') > 0 AS trained;
+SELECT count(DISTINCT gbml.kmeans_assign('cols_km', c)) AS clusters FROM col_rows c WHERE price IS NOT NULL;
+SELECT gbml.kmeans_fit(c, 3, '{"feature_columns": ["price", "ratio"], "random_seed": 2}')
+       = (SELECT model FROM gbml.models WHERE name = 'cols_km') AS kmeans_aggregate_same_bytes
+  FROM (SELECT price, ratio FROM col_rows WHERE price IS NOT NULL) c;
+SELECT gbml.saga_fit(c, '{"feature_columns": ["price", "flag"], "label_column": "flag"}') FROM col_rows c;
+
+-- parameter and column errors
+SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"feature_columns": ["no_such"]}');
+SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"exclude_columns": "id"}');
+SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"exclude_columns": [1, 2]}');
+SELECT gbml.train('x', 'boost', 'SELECT label, now() AS at FROM col_rows', '{}');
+SELECT gbml.train('x', 'boost', 'SELECT label, CASE WHEN id < 5 THEN ARRAY[1]::real[] ELSE ARRAY[1, 2]::real[] END AS e FROM col_rows', '{}');
+SELECT gbml.train('x', 'boost', 'SELECT label FROM col_rows', '{}');
