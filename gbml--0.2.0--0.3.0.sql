@@ -6,22 +6,43 @@
 -- per query: ORDER BY gbml.predict('churn', c) DESC with c the table's alias.
 \echo Use "ALTER EXTENSION gbml UPDATE TO '0.3.0'" to load this file. \quit
 
+-- Planner support: a table's whole row becomes its columns, one argument each
+-- (no composite datum formed per row); the _columns forms take them.
+CREATE FUNCTION gbml._row_support(internal) RETURNS internal
+    AS 'MODULE_PATHNAME', 'gbml_row_support' LANGUAGE C STRICT;
+CREATE FUNCTION gbml._predict_columns(model bytea, row_type regtype, VARIADIC "any") RETURNS double precision
+    AS 'MODULE_PATHNAME', 'gbml_predict_columns_bytea' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION gbml._predict_columns(name text, row_type regtype, VARIADIC "any") RETURNS double precision
+    AS 'MODULE_PATHNAME', 'gbml_predict_columns_name' LANGUAGE C STABLE PARALLEL SAFE;
+CREATE FUNCTION gbml._predict_proba_columns(model bytea, row_type regtype, VARIADIC "any") RETURNS double precision
+    AS 'MODULE_PATHNAME', 'gbml_predict_proba_columns_bytea' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION gbml._predict_proba_columns(name text, row_type regtype, VARIADIC "any") RETURNS double precision
+    AS 'MODULE_PATHNAME', 'gbml_predict_proba_columns_name' LANGUAGE C STABLE PARALLEL SAFE;
+CREATE FUNCTION gbml._kmeans_assign_columns(model bytea, row_type regtype, VARIADIC "any") RETURNS integer
+    AS 'MODULE_PATHNAME', 'gbml_kmeans_assign_columns_bytea' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION gbml._kmeans_assign_columns(name text, row_type regtype, VARIADIC "any") RETURNS integer
+    AS 'MODULE_PATHNAME', 'gbml_kmeans_assign_columns_name' LANGUAGE C STABLE PARALLEL SAFE;
+CREATE FUNCTION gbml._kmeans_distance_columns(model bytea, row_type regtype, VARIADIC "any") RETURNS double precision
+    AS 'MODULE_PATHNAME', 'gbml_kmeans_distance_columns_bytea' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION gbml._kmeans_distance_columns(name text, row_type regtype, VARIADIC "any") RETURNS double precision
+    AS 'MODULE_PATHNAME', 'gbml_kmeans_distance_columns_name' LANGUAGE C STABLE PARALLEL SAFE;
+
 CREATE FUNCTION gbml.predict(model bytea, input record) RETURNS double precision
-    AS 'MODULE_PATHNAME', 'gbml_predict_row_bytea' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'gbml_predict_row_bytea' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE SUPPORT gbml._row_support;
 CREATE FUNCTION gbml.predict(name text, input record) RETURNS double precision
-    AS 'MODULE_PATHNAME', 'gbml_predict_row_name' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'gbml_predict_row_name' LANGUAGE C STABLE STRICT PARALLEL SAFE SUPPORT gbml._row_support;
 CREATE FUNCTION gbml.predict_proba(model bytea, input record) RETURNS double precision
-    AS 'MODULE_PATHNAME', 'gbml_predict_proba_row_bytea' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'gbml_predict_proba_row_bytea' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE SUPPORT gbml._row_support;
 CREATE FUNCTION gbml.predict_proba(name text, input record) RETURNS double precision
-    AS 'MODULE_PATHNAME', 'gbml_predict_proba_row_name' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'gbml_predict_proba_row_name' LANGUAGE C STABLE STRICT PARALLEL SAFE SUPPORT gbml._row_support;
 CREATE FUNCTION gbml.kmeans_assign(model bytea, input record) RETURNS integer
-    AS 'MODULE_PATHNAME', 'gbml_kmeans_assign_row_bytea' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'gbml_kmeans_assign_row_bytea' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE SUPPORT gbml._row_support;
 CREATE FUNCTION gbml.kmeans_assign(name text, input record) RETURNS integer
-    AS 'MODULE_PATHNAME', 'gbml_kmeans_assign_row_name' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'gbml_kmeans_assign_row_name' LANGUAGE C STABLE STRICT PARALLEL SAFE SUPPORT gbml._row_support;
 CREATE FUNCTION gbml.kmeans_distance(model bytea, input record) RETURNS double precision
-    AS 'MODULE_PATHNAME', 'gbml_kmeans_distance_row_bytea' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'gbml_kmeans_distance_row_bytea' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE SUPPORT gbml._row_support;
 CREATE FUNCTION gbml.kmeans_distance(name text, input record) RETURNS double precision
-    AS 'MODULE_PATHNAME', 'gbml_kmeans_distance_row_name' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'gbml_kmeans_distance_row_name' LANGUAGE C STABLE STRICT PARALLEL SAFE SUPPORT gbml._row_support;
 COMMENT ON FUNCTION gbml.predict(text, record) IS
     'score a whole row (a table alias) with the deployed model trained from columns; its columns are matched by name once per query';
 COMMENT ON FUNCTION gbml.predict(bytea, record) IS

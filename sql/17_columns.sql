@@ -32,6 +32,10 @@ SELECT count(*) AS rows,
        count(*) FILTER (WHERE gbml.predict('cols_num', c) =
                               gbml.predict('cols_num', ARRAY[small, big, ratio, coalesce(price, 'NaN'), amount, flag::int, emb[1], emb[2], emb8[1]]::real[])) AS same
   FROM col_rows c;
+-- a record that is not a table's row (a subquery's) goes through the composite path: the same scores
+SELECT count(*) FILTER (WHERE gbml.predict('cols_num', s) = gbml.predict('cols_num', c)) AS same_by_record_path
+  FROM col_rows c JOIN (SELECT * FROM col_rows WHERE id > 0 OFFSET 0) s USING (id);
+EXPLAIN (VERBOSE, COSTS OFF) SELECT gbml.predict('cols_num', c) FROM col_rows c;
 -- rank inside ORDER BY
 SELECT id FROM col_rows c ORDER BY gbml.predict('cols_num', c) DESC, id LIMIT 3;
 -- the bytea form, and a row of another table with the columns in another order and extra ones

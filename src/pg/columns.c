@@ -641,6 +641,46 @@ gbml_column_plan_values(const gbml_column_plan *p, const Datum *values, const bo
 	}
 }
 
+/*
+ * The columns forms' path: plan column i's value is args[src[i]], numbers
+ * converted inline (the per-row cost of scoring by row is mostly this loop).
+ */
+void
+gbml_column_plan_args(const gbml_column_plan *p, const NullableDatum *args, const int *src, float *x, const char *what)
+{
+	for (int i = 0; i < p->n_columns; i++)
+	{
+		const gbml_column *c = &p->cols[i];
+		const NullableDatum *a = &args[src[i]];
+
+		if (c->kind != COL_NUMERIC || a->isnull)
+		{
+			column_value(c, &p->schema->features[c->first], a->value, a->isnull, x, false, what, 0);
+			continue;
+		}
+		switch (c->basetype)
+		{
+			case FLOAT4OID:
+				x[c->first] = DatumGetFloat4(a->value);
+				break;
+			case FLOAT8OID:
+				x[c->first] = (float) DatumGetFloat8(a->value);
+				break;
+			case INT4OID:
+				x[c->first] = (float) DatumGetInt32(a->value);
+				break;
+			default:
+				x[c->first] = gbml_column_number(a->value, c->basetype);
+		}
+	}
+}
+
+int
+gbml_column_plan_attno(const gbml_column_plan *p, int i)
+{
+	return p->cols[i].attno;
+}
+
 const gbml_feature_schema *
 gbml_column_plan_schema(const gbml_column_plan *p)
 {
