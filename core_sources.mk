@@ -34,7 +34,9 @@ CORE_SOURCES = \
 	src/core/saga_kernels.c \
 	src/core/saga_plan.c \
 	src/core/saga_slices.c \
-	src/core/schema.c
+	src/core/schema.c \
+	src/core/onehot.c \
+	src/core/onehot_data.c
 
 # Unit tests (tests/unit); main.c, test_util.c, harness.h and test_util.h are always included.
 UNIT_TEST_SOURCES = \
@@ -49,5 +51,7 @@ UNIT_TEST_SOURCES = \
 	tests/unit/test_kmeans_spill.c \
 	tests/unit/test_saga.c \
 	tests/unit/test_saga_spill.c \
+	tests/unit/test_saga_categorical.c \
+	tests/unit/test_kmeans_categorical.c \
 	tests/unit/test_chunk_store_file.c \
 	tests/unit/test_boost_spill.c

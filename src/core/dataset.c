@@ -488,8 +488,12 @@ gbml_dataset_merge(gbml_dataset *dst, gbml_dataset *src, gbml_env *env)
 		return GBML_OK;
 	if (dst->n_rows == 0)
 	{
+		const struct gbml_feature_schema *schema = dst->schema;
+
 		gbml_dataset_free(dst, env);
 		*dst = *src;
+		if (dst->schema == NULL)
+			dst->schema = schema;	/* the rows are src's; what they are stays dst's */
 		gbml_dataset_init(src, dst->allow_missing);
 		return GBML_OK;
 	}
@@ -604,6 +608,7 @@ relayout(gbml_dataset *ds, gbml_env *env)
 	out.has_missing = ds->has_missing;
 	out.has_weight = ds->has_weight;
 	out.group_state = ds->group_state;
+	out.schema = ds->schema;	/* without it a categorical id would train as a number */
 	*ds = out;
 	return GBML_OK;
 }

@@ -188,6 +188,15 @@ void		gbml_dataset_stream_to(gbml_dataset *ds, gbml_chunk_store *(*open) (gbml_e
  */
 void		gbml_dataset_close_files(gbml_dataset *ds);
 
+/*
+ * No more rows come: stops the pre-faulting and hands a streaming dataset's
+ * last chunk to its store, so that readers see every row.  The driver's
+ * canonical order does this for the sets it hands a trainer; a trainer
+ * that builds a dataset of its own (one-hot encoded rows, onehot.h) calls
+ * it after the last row.  In host memory it only stops the pre-faulting.
+ */
+int			gbml_dataset_seal(gbml_dataset *ds, gbml_env *env);
+
 /* The store's last failure as env's error: "what (rows in temporary files): why"; returns the code. */
 int			gbml_dataset_store_error(const gbml_dataset *ds, gbml_env *env, const char *what);
 

@@ -445,6 +445,13 @@ done:
 	return rc;
 }
 
+int
+gbml_dataset_seal(gbml_dataset *ds, gbml_env *env)
+{
+	gbml_dataset_finish_appends(ds, env);
+	return ds->store ? seal(ds, env) : GBML_OK;
+}
+
 void
 gbml_ds_stored_free(gbml_dataset *ds, gbml_env *env)
 {

@@ -137,7 +137,19 @@ gbml_error(gbml_env *env, int code, const char *fmt,...)
 	vsnprintf(env->error, sizeof(env->error), fmt, ap);
 	va_end(ap);
 	env->error_code = code;
+	env->hint[0] = '\0';
 	return code;
+}
+
+int
+gbml_hint(gbml_env *env, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(env->hint, sizeof(env->hint), fmt, ap);
+	va_end(ap);
+	return env->error_code;
 }
 
 void *

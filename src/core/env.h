@@ -137,6 +137,8 @@ typedef struct gbml_env
 
 	char		error[512];
 	int			error_code;		/* code of the last gbml_error() */
+	/* what the user can do about the last error (gbml_hint), or empty: the glue's HINT line */
+	char		hint[256];
 } gbml_env;
 
 /* A malloc-backed environment (unit tests, benchmarks). */
@@ -153,6 +155,15 @@ char	   *gbml_strdup(gbml_env *env, const char *s);
 /* Formats env->error and returns code (for `return gbml_error(...)`). */
 int			gbml_error(gbml_env *env, int code, const char *fmt,...)
 			__attribute__((format(printf, 3, 4)));
+
+/*
+ * Formats env->hint, what the user can do about the error just set (each
+ * gbml_error clears it), and returns that error's code:
+ *     gbml_error(env, GBML_EINVAL, "...");
+ *     return gbml_hint(env, "Pass ...");
+ */
+int			gbml_hint(gbml_env *env, const char *fmt,...)
+			__attribute__((format(printf, 2, 3)));
 
 /* Formats a message and hands it to notice_fn (if any). */
 void		gbml_notice(gbml_env *env, int level, const char *fmt,...)

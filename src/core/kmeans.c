@@ -64,6 +64,8 @@ const gbml_param_spec gbml_kmeans_param_specs[] = {
 	"seed of the initialisation"},
 	{"spherical", GBML_PARAM_BOOL, KP(spherical), 0, 1, 0, NULL, NULL,
 	"cosine k-means: rows and centroids L2-normalised, distance = 1 - cosine"},
+	{"one_hot", GBML_PARAM_BOOL, KP(one_hot), 0, 1, 0, NULL, NULL,
+	"categorical features: each category seen in training (NULL included) becomes a 0/1 column of the distance; without it a categorical feature is an error"},
 	GBML_PARAM_END
 };
 #undef KP

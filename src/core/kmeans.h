@@ -32,6 +32,7 @@ typedef struct gbml_kmeans_params
 	double		min_frac_changed;	/* the seed's phi0 */
 	int64_t		random_seed;
 	bool		spherical;
+	bool		one_hot;		/* categorical features: a 0/1 column per category (else an error) */
 } gbml_kmeans_params;
 
 extern const gbml_param_spec gbml_kmeans_param_specs[];

@@ -2,10 +2,19 @@
  * kmeans_model.c — the K-Means model: the training entry of the algorithm
  * table (a fit, its section and its metadata), the centroid section's
  * format, its loader, scoring (cluster, distance) and the JSON dump.
+ *
+ * Categorical features (schema.h) need "one_hot": true: the training and
+ * eval rows are then one-hot encoded (onehot.h: a 0/1 column per category
+ * a training row has, NULL included, no cap and no "other" column), the
+ * fit runs on the encoded rows, the model keeps the encoding ('ONEH'), and
+ * scoring measures a raw row's distances as its encoded row's, with the
+ * same arithmetic in the same order, without building it; a value
+ * training never saw leaves its feature's columns all zero.
  */
 #include "kmeans.h"
 #include "kmeans_kernels.h"
 #include "chunk_prefetch.h"
+#include "onehot.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +36,7 @@ typedef struct km_model
 	double	   *c;				/* k x d */
 	double	   *cnorm;			/* k: |c| */
 	uint64_t   *sizes;
+	gbml_onehot *onehot;		/* categorical features' encoding (d = its columns), or NULL */
 } km_model;
 
 /*
@@ -146,8 +156,9 @@ km_eval_inertia(const gbml_dataset *ev, const gbml_kmeans_result *res, gbml_env 
 	return rc < 0 ? rc : GBML_OK;
 }
 
+/* The fit on rows of plain numbers: the input's, or its one-hot encoding's (enc: the model keeps it). */
 static int
-kmeans_train(const gbml_dataset *ds, gbml_train_context *ctx)
+km_train_rows(const gbml_dataset *ds, gbml_train_context *ctx, const gbml_onehot *enc)
 {
 	const gbml_kmeans_params *p = ctx->params;
 	gbml_env   *env = ctx->env;
@@ -159,7 +170,8 @@ kmeans_train(const gbml_dataset *ds, gbml_train_context *ctx)
 
 	if ((rc = gbml_kmeans_fit(ds, p, env, false, &res)) != GBML_OK)
 		return rc;
-	if ((rc = km_write_section(&res, ctx->writer, env)) != GBML_OK)
+	if ((rc = km_write_section(&res, ctx->writer, env)) != GBML_OK ||
+		(enc && (rc = gbml_onehot_add_section(enc, ctx->writer, env)) != GBML_OK))
 	{
 		gbml_kmeans_result_free(&res, env);
 		return rc;
@@ -231,9 +243,68 @@ kmeans_train(const gbml_dataset *ds, gbml_train_context *ctx)
 	for (int j = 0; j < res.k; j++)
 		gbml_sb_printf(m, j ? ",%lld" : "%lld", (long long) res.sizes[j]);
 	gbml_sb_append(m, "]", 1);
+	if (enc)
+		gbml_sb_printf(m, ",\"one_hot_columns\":%d", enc->n_cols);
 	rc = gbml_sb_status(m);
 	gbml_kmeans_result_free(&res, env);
 	return rc;
+}
+
+/* A categorical feature without one_hot: the error names the first one and says what to do. */
+static int
+km_refuse_categorical(const gbml_feature_schema *s, gbml_env *env)
+{
+	int			j = 0;
+
+	while (!gbml_feature_is_categorical(s, j))
+		j++;
+	gbml_error(env, GBML_EINVAL, "kmeans: column \"%s\" (%s) is categorical, and K-Means measures distances between numbers",
+			   s->features[j].name ? s->features[j].name : "?",
+			   s->features[j].source_type ? s->features[j].source_type : "categorical");
+	return gbml_hint(env, "Pass \"one_hot\": true to give each of its categories (NULL included) a 0/1 column, or leave the column out.");
+}
+
+/* Categorical features with one_hot: the encoding learned from the training rows, the fit on the encoded rows. */
+static int
+km_train_encoded(const gbml_dataset *ds, gbml_train_context *ctx)
+{
+	const gbml_kmeans_params *p = ctx->params;
+	gbml_onehot_options o = {.algo = &gbml_algorithm_kmeans,.max_categories = 0,.other = false};
+	gbml_train_context sub = *ctx;
+	gbml_onehot *enc;
+	gbml_dataset xds,
+				xeval;
+	int			rc;
+
+	if (p->init.choice < 0)
+		return gbml_error(ctx->env, GBML_EINVAL, "kmeans: \"init\" as an array of centroids cannot go with one_hot: "
+						  "the encoded columns are known only once the rows are read");
+	if ((rc = gbml_onehot_prepare(ds, ctx->eval, &o, ctx->env, &enc, &xds, &xeval)) != GBML_OK)
+		return rc;
+	sub.eval = ctx->eval ? &xeval : NULL;
+	rc = km_train_rows(&xds, &sub, enc);
+	gbml_dataset_free(&xds, ctx->env);
+	gbml_dataset_free(&xeval, ctx->env);
+	gbml_onehot_free(enc, ctx->env);
+	return rc;
+}
+
+static int
+kmeans_train(const gbml_dataset *ds, gbml_train_context *ctx)
+{
+	const gbml_kmeans_params *p = ctx->params;
+	int			rc;
+
+	if (gbml_schema_n_categorical(ds->schema) == 0)
+	{
+		/* with a schema, a NaN in a numeric column is an error naming it */
+		if ((rc = gbml_onehot_check_numeric(ds, "kmeans", "the training set", ctx->env)) != GBML_OK)
+			return rc;
+		return km_train_rows(ds, ctx, NULL);
+	}
+	if (!p->one_hot)
+		return km_refuse_categorical(ds->schema, ctx->env);
+	return km_train_encoded(ds, ctx);
 }
 
 static void
@@ -244,7 +315,81 @@ km_model_free(km_model *m, gbml_env *env)
 	gbml_free(env, m->c);
 	gbml_free(env, m->cnorm);
 	gbml_free(env, m->sizes);
+	gbml_onehot_free(m->onehot, env);
 	gbml_free(env, m);
+}
+
+/* The centroid section's header, checked: d against the columns the model's input gives. */
+static int
+km_read_header(gbml_cursor *cur, const gbml_model_reader *model, const gbml_onehot *onehot, gbml_env *env,
+			   uint32_t *k_out, uint32_t *d_out, uint32_t *flags_out)
+{
+	uint32_t	cols = onehot ? (uint32_t) onehot->n_cols : model->n_features;
+	uint32_t	version = gbml_cursor_u32(cur),
+				k = gbml_cursor_u32(cur),
+				d = gbml_cursor_u32(cur),
+				flags = gbml_cursor_u32(cur);
+
+	if (!cur->ok || version != KM_SECTION_VERSION)
+		return gbml_error(env, GBML_ECORRUPT, "kmeans model: unknown centroid section version");
+	if (k < 1 || k > GBML_KM_MAX_K)
+		return gbml_error(env, GBML_ECORRUPT, "kmeans model: k = %u is out of range", k);
+	if (d != cols || d < 1)
+		return gbml_error(env, GBML_ECORRUPT, "kmeans model: %u centroid features, the model has %u%s",
+						  d, cols, onehot ? " one-hot encoded columns" : "");
+	if ((flags & ~1u) != 0)
+		return gbml_error(env, GBML_ECORRUPT, "kmeans model: unknown flags 0x%x", flags);
+	/* Exact size: header, inertia, sizes, centroids. */
+	if (gbml_cursor_remaining(cur) != 8 + 8 * (size_t) k + 8 * (size_t) k * d)
+		return gbml_error(env, GBML_ECORRUPT, "kmeans model: the centroid section has the wrong length");
+	*k_out = k;
+	*d_out = d;
+	*flags_out = flags;
+	return GBML_OK;
+}
+
+/* Inertia, sizes and centroids after the header, checked, and the centroids' norms. */
+static int
+km_read_values(gbml_cursor *cur, km_model *m, gbml_env *env)
+{
+	int			k = m->k,
+				d = m->d;
+
+	m->inertia = gbml_cursor_f64(cur);
+	for (int j = 0; j < k; j++)
+		m->sizes[j] = gbml_cursor_u64(cur);
+	if (!gbml_cursor_f64_array(cur, m->c, (size_t) k * d) || !cur->ok)
+		return gbml_error(env, GBML_ECORRUPT, "kmeans model: the centroid section is truncated");
+	for (int j = 0; j < k; j++)
+	{
+		double		s = 0;
+
+		for (int i = 0; i < d; i++)
+		{
+			double		v = m->c[(size_t) j * d + i];
+
+			if (!isfinite(v) || fabs(v) > 1e150)
+				return gbml_error(env, GBML_ECORRUPT, "kmeans model: centroid %d has a non-finite value", j + 1);
+			s += v * v;
+		}
+		m->cnorm[j] = sqrt(s);
+	}
+	return GBML_OK;
+}
+
+/* The model's one-hot encoding, or NULL; K-Means trains none with "other" columns. */
+static int
+km_load_onehot(const gbml_model_reader *model, gbml_env *env, gbml_onehot **out)
+{
+	int			rc = gbml_onehot_load(model, env, out);
+
+	if (rc == GBML_OK && *out && (*out)->other)
+	{
+		gbml_onehot_free(*out, env);
+		*out = NULL;
+		return gbml_error(env, GBML_ECORRUPT, "kmeans model: its one-hot encoding has \"other\" columns");
+	}
+	return rc;
 }
 
 static int
@@ -253,72 +398,37 @@ kmeans_load(const gbml_model_reader *model, gbml_env *env, void **handle)
 	const uint8_t *data;
 	size_t		len;
 	gbml_cursor cur;
-	uint32_t	version,
-				k,
-				d,
-				flags;
+	uint32_t	k = 0,
+				d = 0,
+				flags = 0;
+	gbml_onehot *onehot = NULL;
 	km_model   *m;
+	int			rc;
 
 	if (!gbml_model_find(model, KM_SECTION, &data, &len))
 		return gbml_error(env, GBML_ECORRUPT, "kmeans model: the centroid section is missing");
+	if ((rc = km_load_onehot(model, env, &onehot)) != GBML_OK)
+		return rc;
 	gbml_cursor_init(&cur, data, len);
-	version = gbml_cursor_u32(&cur);
-	k = gbml_cursor_u32(&cur);
-	d = gbml_cursor_u32(&cur);
-	flags = gbml_cursor_u32(&cur);
-	if (!cur.ok || version != KM_SECTION_VERSION)
-		return gbml_error(env, GBML_ECORRUPT, "kmeans model: unknown centroid section version");
-	if (k < 1 || k > GBML_KM_MAX_K)
-		return gbml_error(env, GBML_ECORRUPT, "kmeans model: k = %u is out of range", k);
-	if (d != model->n_features || d < 1)
-		return gbml_error(env, GBML_ECORRUPT, "kmeans model: %u centroid features, the model has %u",
-						  d, model->n_features);
-	if ((flags & ~1u) != 0)
-		return gbml_error(env, GBML_ECORRUPT, "kmeans model: unknown flags 0x%x", flags);
-	/* Exact size: header, inertia, sizes, centroids. */
-	if (gbml_cursor_remaining(&cur) != 8 + 8 * (size_t) k + 8 * (size_t) k * d)
-		return gbml_error(env, GBML_ECORRUPT, "kmeans model: the centroid section has the wrong length");
-
-	m = gbml_alloc0(env, sizeof(km_model));
-	if (m == NULL)
-		return env->error_code;
+	if ((rc = km_read_header(&cur, model, onehot, env, &k, &d, &flags)) != GBML_OK ||
+		(m = gbml_alloc0(env, sizeof(km_model))) == NULL)
+	{
+		rc = rc != GBML_OK ? rc : env->error_code;
+		gbml_onehot_free(onehot, env);
+		return rc;
+	}
 	m->k = (int) k;
 	m->d = (int) d;
 	m->spherical = (flags & 1u) != 0;
+	m->onehot = onehot;
 	m->c = gbml_alloc_array(env, (size_t) k * d, sizeof(double));
 	m->cnorm = gbml_alloc_array(env, k, sizeof(double));
 	m->sizes = gbml_alloc_array(env, k, sizeof(uint64_t));
-	if (m->c == NULL || m->cnorm == NULL || m->sizes == NULL)
+	rc = m->c == NULL || m->cnorm == NULL || m->sizes == NULL ? env->error_code : km_read_values(&cur, m, env);
+	if (rc != GBML_OK)
 	{
-		int			rc = env->error_code;
-
 		km_model_free(m, env);
 		return rc;
-	}
-	m->inertia = gbml_cursor_f64(&cur);
-	for (uint32_t j = 0; j < k; j++)
-		m->sizes[j] = gbml_cursor_u64(&cur);
-	if (!gbml_cursor_f64_array(&cur, m->c, (size_t) k * d) || !cur.ok)
-	{
-		km_model_free(m, env);
-		return gbml_error(env, GBML_ECORRUPT, "kmeans model: the centroid section is truncated");
-	}
-	for (uint32_t j = 0; j < k; j++)
-	{
-		double		s = 0;
-
-		for (uint32_t i = 0; i < d; i++)
-		{
-			double		v = m->c[(size_t) j * d + i];
-
-			if (!isfinite(v) || fabs(v) > 1e150)
-			{
-				km_model_free(m, env);
-				return gbml_error(env, GBML_ECORRUPT, "kmeans model: centroid %u has a non-finite value", j + 1);
-			}
-			s += v * v;
-		}
-		m->cnorm[j] = sqrt(s);
 	}
 	*handle = m;
 	return GBML_OK;
@@ -328,6 +438,89 @@ static void
 kmeans_unload(void *handle, gbml_env *env)
 {
 	km_model_free(handle, env);
+}
+
+/*
+ * The row's values the distance reads: every input of a plain row; only
+ * the numeric inputs of an encoded one (a categorical value is an id, NaN
+ * for NULL, or the unseen id, each of which encodes to 0/1 columns).
+ */
+static bool
+km_row_finite(const km_model *m, const float *x)
+{
+	const gbml_onehot *e = m->onehot;
+
+	for (int i = 0; i < (e ? e->n_numeric : m->d); i++)
+		if (!isfinite(x[e ? e->numeric[i] : i]))
+			return false;
+	return true;
+}
+
+/*
+ * |x - c|^2 of a raw row under the one-hot encoding, term by term in the
+ * encoded row's column order (gbml_km_sqdist on the encoded row, the same
+ * bits): the numeric inputs, then each block's columns, 1 where the value
+ * falls and 0 elsewhere.
+ */
+static double
+km_sqdist_encoded(const gbml_onehot *e, const float *x, const double *c)
+{
+	double		s = 0;
+
+	for (int i = 0; i < e->n_numeric; i++)
+	{
+		double		t = (double) x[e->numeric[i]] - c[i];
+
+		s += t * t;
+	}
+	for (int k = 0; k < e->n_blocks; k++)
+	{
+		const gbml_onehot_block *bl = &e->blocks[k];
+		int			hit = gbml_onehot_hit(e, bl, x[bl->input]);
+
+		for (int o = 0; o < bl->n_cols; o++)
+		{
+			double		t = (o == hit ? 1.0 : 0.0) - c[bl->first_col + o];
+
+			s += t * t;
+		}
+	}
+	return s;
+}
+
+static double
+km_sqdist_row(const km_model *m, const float *x, const double *c)
+{
+	return m->onehot ? km_sqdist_encoded(m->onehot, x, c) : gbml_km_sqdist(x, 1.0, c, m->d);
+}
+
+/*
+ * x.c, or x.x with c NULL, in the (encoded) row's column order: a zero
+ * column adds nothing, so an encoded block adds only its hit's term.
+ */
+static double
+km_dot_row(const km_model *m, const float *x, const double *c)
+{
+	const gbml_onehot *e = m->onehot;
+	double		dot = 0;
+
+	if (e == NULL)
+	{
+		for (int i = 0; i < m->d; i++)
+			dot += c ? x[i] * c[i] : (double) x[i] * x[i];
+		return dot;
+	}
+	for (int i = 0; i < e->n_numeric; i++)
+		dot += c ? x[e->numeric[i]] * c[i] : (double) x[e->numeric[i]] * x[e->numeric[i]];
+	for (int k = 0; k < e->n_blocks; k++)
+	{
+		const gbml_onehot_block *bl = &e->blocks[k];
+		int			hit = gbml_onehot_hit(e, bl, x[bl->input]);
+
+		if (hit >= 0)
+			dot += c ? c[bl->first_col + hit] : 1.0;
+	}
+	return dot;
 }
 
 /*
@@ -344,24 +537,17 @@ kmeans_predict(const void *handle, const float *x, gbml_output what)
 	double		best = INFINITY;
 	int			arg = 0;
 
-	for (int i = 0; i < d; i++)
-		if (!isfinite(x[i]))
-			return NAN;
+	if (!km_row_finite(m, x))
+		return NAN;
 	if (m->spherical)
 	{
-		double		xn = 0;
+		double		xn = sqrt(km_dot_row(m, x, NULL));
 
-		for (int i = 0; i < d; i++)
-			xn += (double) x[i] * x[i];
-		xn = sqrt(xn);
 		for (int j = 0; j < m->k; j++)
 		{
-			const double *c = m->c + (size_t) j * d;
-			double		dot = 0,
+			double		dot = km_dot_row(m, x, m->c + (size_t) j * d),
 						dist;
 
-			for (int i = 0; i < d; i++)
-				dot += x[i] * c[i];
 			dist = (xn > 0 && m->cnorm[j] > 0) ? 1.0 - dot / (xn * m->cnorm[j]) : 1.0;
 			if (dist < best)
 			{
@@ -373,7 +559,7 @@ kmeans_predict(const void *handle, const float *x, gbml_output what)
 	}
 	for (int j = 0; j < m->k; j++)
 	{
-		double		s = gbml_km_sqdist(x, 1.0, m->c + (size_t) j * d, d);
+		double		s = km_sqdist_row(m, x, m->c + (size_t) j * d);
 
 		if (s < best)
 		{
@@ -384,6 +570,7 @@ kmeans_predict(const void *handle, const float *x, gbml_output what)
 	return what == GBML_OUT_DISTANCE ? sqrt(best) : (double) arg;
 }
 
+/* With categorical features the centroids run over the encoded columns, which "columns" names. */
 static int
 kmeans_to_json(const void *handle, gbml_strbuf *out)
 {
@@ -403,45 +590,55 @@ kmeans_to_json(const void *handle, gbml_strbuf *out)
 		gbml_sb_json_doubles(out, m->c + (size_t) j * m->d, m->d);
 	}
 	gbml_sb_append(out, "]", 1);
+	if (m->onehot)
+	{
+		gbml_sb_append(out, ",", 1);
+		gbml_onehot_json_columns(m->onehot, out);
+	}
 	return gbml_sb_status(out);
+}
+
+/* Column f's between-cluster dispersion: sum_j size_j (c_jf - mean_f)^2. */
+static double
+km_dispersion(const km_model *m, int f, double total_w)
+{
+	double		mean = 0,
+				s = 0;
+
+	if (total_w <= 0)
+		return 0;
+	for (int j = 0; j < m->k; j++)
+		mean += (double) m->sizes[j] * m->c[(size_t) j * m->d + f];
+	mean /= total_w;
+	for (int j = 0; j < m->k; j++)
+	{
+		double		t = m->c[(size_t) j * m->d + f] - mean;
+
+		s += (double) m->sizes[j] * t * t;
+	}
+	return s;
 }
 
 /*
  * Importance: each feature's share of the between-cluster dispersion,
  * sum_j size_j (c_jf - mean_f)^2 normalised to sum 1 — how much the feature
- * separates the clusters.
+ * separates the clusters.  A categorical feature's is the sum over its
+ * one-hot columns (the squared distance adds up over columns the same way).
  */
 static int
 kmeans_importance(const void *handle, double *out)
 {
 	const km_model *m = handle;
-	int			d = m->d;
+	int			n_out = m->onehot ? m->onehot->n_inputs : m->d;
 	double		total_w = 0;
 
 	for (int j = 0; j < m->k; j++)
 		total_w += (double) m->sizes[j];
-	for (int f = 0; f < d; f++)
-	{
-		double		mean = 0,
-					s = 0;
-
-		if (total_w <= 0)
-		{
-			out[f] = 0;
-			continue;
-		}
-		for (int j = 0; j < m->k; j++)
-			mean += (double) m->sizes[j] * m->c[(size_t) j * d + f];
-		mean /= total_w;
-		for (int j = 0; j < m->k; j++)
-		{
-			double		t = m->c[(size_t) j * d + f] - mean;
-
-			s += (double) m->sizes[j] * t * t;
-		}
-		out[f] = s;
-	}
-	gbml_importance_normalize(out, d);
+	for (int i = 0; i < n_out; i++)
+		out[i] = 0;
+	for (int f = 0; f < m->d; f++)
+		out[m->onehot ? m->onehot->col_input[f] : f] += km_dispersion(m, f, total_w);
+	gbml_importance_normalize(out, n_out);
 	return GBML_OK;
 }
 
@@ -455,6 +652,7 @@ const gbml_algorithm gbml_algorithm_kmeans = {
 	.gpu_trains = true,
 	.hybrid_trains = true,
 	.reads_spilled_rows = true,
+	.categorical_features = true,
 	.train = kmeans_train,
 	.load = kmeans_load,
 	.unload = kmeans_unload,

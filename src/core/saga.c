@@ -29,9 +29,17 @@
  * On the GPU (env->device, saga_gpu.h) mini-batch SAGA replaces the CPU's
  * statistics and epochs; the model section and the metadata are written
  * here for both.
+ *
+ * Categorical features: the training set and the eval set are one-hot
+ * encoded first (onehot.h: the encoding learned from the training rows'
+ * category counts, the encoded rows in datasets of their own), and
+ * everything above runs on the encoded rows; `standardize` scales only the
+ * numeric columns.  The model keeps the encoding ('ONEH'), and scoring
+ * applies it to the raw row, without building the encoded one.
  */
 #include "saga.h"
 #include "chunk_prefetch.h"
+#include "onehot.h"
 #include "saga_gpu.h"
 #include "saga_kernels.h"
 #include "saga_plan.h"
@@ -69,9 +77,11 @@ const gbml_param_spec gbml_saga_param_specs[] = {
 	{"random_seed", GBML_PARAM_INT, SP(random_seed), 0, 9007199254740992.0, 0, NULL, NULL,
 	"seed of the row and slice shuffles"},
 	{"standardize", GBML_PARAM_BOOL, SP(standardize), 0, 1, 0, NULL, NULL,
-	"scale features to mean 0, standard deviation 1 at train time (applied again at predict time)"},
+	"scale numeric features to mean 0, standard deviation 1 at train time (applied again at predict time); one-hot indicators stay 0/1"},
 	{"batch_size", GBML_PARAM_INT, SP(batch_size), 0, 1e6, 0, NULL, NULL,
 	"GPU only: rows of one mini-batch SAGA step (at most the row count); 0 = automatic (docs/gpu.md)"},
+	{"max_categories", GBML_PARAM_INT, SP(max_categories), 1, 1e6, 100, NULL, NULL,
+	"categorical features: a 0/1 column for each of the most frequent categories, at most this many per feature; the other categories, and values training never saw, share one \"other\" column"},
 	GBML_PARAM_END
 };
 #undef SP
@@ -80,14 +90,21 @@ const gbml_param_spec gbml_saga_param_specs[] = {
  * helpers shared by the trainer and the loader
  * ------------------------------------------------------------------------- */
 
-/* z = x*scale + shift: scale = 1/std (1 for a constant feature), shift = -mean*scale. */
+/*
+ * z = x*scale + shift: scale = 1/std (1 for a constant feature), shift =
+ * -mean*scale, for the first n_scaled columns (the numeric features).  The
+ * rest are one-hot indicators and stay 0/1 (scale 1, shift 0): scaled, a
+ * rare category's column would take large values and its weight would pay
+ * less penalty than a common one's, and the weights would no longer read
+ * as "this category adds w to the score".
+ */
 static void
-make_standardizer(int d, const double *mean, const double *std, double *scale, double *shift)
+make_standardizer(int d, int n_scaled, const double *mean, const double *std, double *scale, double *shift)
 {
 	for (int j = 0; j < d; j++)
 	{
-		scale[j] = std[j] > 0 ? 1.0 / std[j] : 1.0;
-		shift[j] = -mean[j] * scale[j];
+		scale[j] = j < n_scaled && std[j] > 0 ? 1.0 / std[j] : 1.0;
+		shift[j] = j < n_scaled ? -mean[j] * scale[j] : 0.0;
 	}
 }
 
@@ -129,7 +146,9 @@ typedef struct saga_state
 	const gbml_dataset *ds;
 	gbml_env   *env;
 	const gbml_saga_params *p;
+	const gbml_onehot *enc;		/* the rows' one-hot encoding, or NULL: the input features */
 	int			d;
+	int			n_scaled;		/* columns [0, n_scaled) are standardized (the numeric ones) */
 	int64_t		dp;				/* padded length of the vectors */
 	int			loss;
 	bool		stdz;
@@ -575,7 +594,7 @@ prepare(saga_state *st, gbml_saga_pass_args *a)
 
 	if ((rc = alloc_solver(st)) != GBML_OK || (rc = feature_stats(st)) != GBML_OK)
 		return rc;
-	make_standardizer(st->d, st->mean, st->std, st->scale, st->shift);
+	make_standardizer(st->d, st->n_scaled, st->mean, st->std, st->scale, st->shift);
 	if ((rc = max_row_norm(st, &max_norm)) != GBML_OK)
 		return rc;
 	st->L = (st->loss == GBML_SAGA_LOSS_LOGISTIC ? 0.25 : 1.0) * max_norm + st->alpha * (1 - p->l1_ratio);
@@ -804,12 +823,13 @@ solve_gpu(saga_state *st, gbml_saga_gpu_result *gpu, bool *on_gpu)
 	gpu->trace_time = st->trace_time;
 	gpu->trace_rel = st->trace_rel;
 	gpu->trace_cap = TRACE_CAP;
+	gpu->n_scaled = st->n_scaled;
 	if ((rc = gbml_saga_gpu_train(st->ds, st->env, st->p, st->alpha, st->t_start, gpu)) != GBML_OK)
 		return rc;
 	*on_gpu = gpu->on_gpu;
 	if (!gpu->on_gpu)
 		return GBML_OK;
-	make_standardizer(st->d, st->mean, st->std, st->scale, st->shift);
+	make_standardizer(st->d, st->n_scaled, st->mean, st->std, st->scale, st->shift);
 	st->b = gpu->b;
 	st->L = gpu->L;
 	st->step = gpu->step;
@@ -922,6 +942,12 @@ write_meta(saga_state *st, gbml_train_context *ctx, int enc, const gbml_saga_gpu
 	gbml_sb_json_number(m, (double) n_nonzero);
 	gbml_sb_json_key(m, "standardized", &first);
 	gbml_sb_append(m, st->stdz ? "true" : "false", st->stdz ? 4 : 5);
+	if (st->enc)
+	{
+		/* what the weights are over: the one-hot encoded columns */
+		gbml_sb_json_key(m, "one_hot_columns", &first);
+		gbml_sb_json_number(m, (double) st->enc->n_cols);
+	}
 	if (gpu->on_gpu)
 	{
 		/* a GPU model says which solver made it: its bytes are not the CPU solver's */
@@ -964,7 +990,11 @@ check_input(const gbml_dataset *ds, gbml_train_context *ctx, int loss, int *enc)
 	int			rc;
 
 	*enc = GBML_SAGA_LABELS_NONE;
-	if (ds->has_missing)
+	/* with a schema the error names the column */
+	if ((rc = gbml_onehot_check_numeric(ds, "saga", "the training set", env)) != GBML_OK ||
+		(ctx->eval && (rc = gbml_onehot_check_numeric(ctx->eval, "saga", "the eval set", env)) != GBML_OK))
+		return rc;
+	if (ds->has_missing || (ctx->eval && ctx->eval->has_missing))
 		return gbml_error(env, GBML_EINVAL, "saga: features must be finite (NaN or infinite values found)");
 	if (loss != GBML_SAGA_LOSS_LOGISTIC)
 		return GBML_OK;
@@ -975,14 +1005,18 @@ check_input(const gbml_dataset *ds, gbml_train_context *ctx, int loss, int *enc)
 	return GBML_OK;
 }
 
+/*
+ * The training proper on rows of plain numbers: the input's, or its one-hot
+ * encoding's (enc: the model gets the encoding too).
+ */
 static int
-saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
+train_rows(const gbml_dataset *ds, gbml_train_context *ctx, const gbml_onehot *enc)
 {
 	const gbml_saga_params *p = ctx->params;
 	saga_state	st;
 	gbml_saga_gpu_result gpu;
 	bool		on_gpu = false;
-	int			enc,
+	int			label_enc,
 				rc;
 
 	memset(&st, 0, sizeof(st));
@@ -990,7 +1024,9 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 	st.ds = ds;
 	st.env = ctx->env;
 	st.p = p;
+	st.enc = enc;
 	st.d = ds->n_features;
+	st.n_scaled = enc ? enc->n_numeric : st.d;
 	st.dp = gbml_saga_padded(st.d);
 	st.loss = p->loss;
 	st.stdz = p->standardize;
@@ -998,7 +1034,7 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 	st.rel = INFINITY;
 	st.objective = st.metric = NAN;
 	st.t_start = gbml_now();
-	if ((rc = check_input(ds, ctx, p->loss, &enc)) != GBML_OK)
+	if ((rc = check_input(ds, ctx, p->loss, &label_enc)) != GBML_OK)
 		return rc;
 	if ((rc = alloc_state(&st)) != GBML_OK)
 		goto done;
@@ -1007,12 +1043,47 @@ saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
 	if (!on_gpu && (rc = solve(&st)) != GBML_OK)
 		goto done;
 	free_solver(&st);
-	if ((rc = write_section(&st, ctx, enc)) != GBML_OK)
+	if ((rc = write_section(&st, ctx, label_enc)) != GBML_OK ||
+		(enc && (rc = gbml_onehot_add_section(enc, ctx->writer, ctx->env)) != GBML_OK))
 		goto done;
-	rc = write_meta(&st, ctx, enc, &gpu);
+	rc = write_meta(&st, ctx, label_enc, &gpu);
 done:
 	state_free(&st);
 	return rc;
+}
+
+/*
+ * Categorical features: the one-hot encoding learned from the training
+ * rows (an indicator per kept category and an "other" one per feature),
+ * the training and eval rows encoded, and the training on those.
+ */
+static int
+train_encoded(const gbml_dataset *ds, gbml_train_context *ctx)
+{
+	const gbml_saga_params *p = ctx->params;
+	gbml_onehot_options o = {.algo = &gbml_algorithm_saga,.max_categories = p->max_categories,.other = true};
+	gbml_train_context sub = *ctx;
+	gbml_onehot *enc;
+	gbml_dataset xds,
+				xeval;
+	int			rc;
+
+	if ((rc = gbml_onehot_prepare(ds, ctx->eval, &o, ctx->env, &enc, &xds, &xeval)) != GBML_OK)
+		return rc;
+	sub.eval = ctx->eval ? &xeval : NULL;
+	rc = train_rows(&xds, &sub, enc);
+	gbml_dataset_free(&xds, ctx->env);
+	gbml_dataset_free(&xeval, ctx->env);
+	gbml_onehot_free(enc, ctx->env);
+	return rc;
+}
+
+static int
+saga_train(const gbml_dataset *ds, gbml_train_context *ctx)
+{
+	if (gbml_schema_n_categorical(ds->schema) > 0)
+		return train_encoded(ds, ctx);
+	return train_rows(ds, ctx, NULL);
 }
 
 /* ---------------------------------------------------------------------------
@@ -1021,7 +1092,7 @@ done:
 
 typedef struct saga_model
 {
-	int			d;
+	int			d;				/* weights: the input features, or the encoded columns */
 	int			loss;
 	int			enc;
 	uint32_t	flags;
@@ -1031,6 +1102,7 @@ typedef struct saga_model
 	double	   *w_eff;			/* raw-feature scale, padded */
 	double	   *mean;
 	double	   *std;
+	gbml_onehot *onehot;		/* categorical features' encoding, or NULL */
 } saga_model;
 
 static void
@@ -1044,7 +1116,79 @@ saga_unload(void *handle, gbml_env *env)
 	gbml_free(env, m->w_eff);
 	gbml_free(env, m->mean);
 	gbml_free(env, m->std);
+	gbml_onehot_free(m->onehot, env);
 	gbml_free(env, m);
+}
+
+/* The section's header fields, read and checked (d against the columns the model's input gives). */
+typedef struct saga_header
+{
+	uint32_t	version,
+				loss,
+				enc,
+				flags,
+				d;
+} saga_header;
+
+static int
+read_header(gbml_cursor *cur, const gbml_model_reader *model, const gbml_onehot *onehot, gbml_env *env,
+			saga_header *h)
+{
+	uint32_t	cols = onehot ? (uint32_t) onehot->n_cols : model->n_features;
+
+	h->version = gbml_cursor_u32(cur);
+	h->loss = gbml_cursor_u32(cur);
+	h->enc = gbml_cursor_u32(cur);
+	h->flags = gbml_cursor_u32(cur);
+	h->d = gbml_cursor_u32(cur);
+	if (!cur->ok)
+		return gbml_error(env, GBML_ECORRUPT, "saga model: the SAGA section is truncated");
+	if (h->version != GBML_SAGA_LAYOUT_VERSION)
+		return gbml_error(env, GBML_ECORRUPT, "saga model: unknown section layout %u", h->version);
+	if (h->loss > GBML_SAGA_LOSS_SQUARED)
+		return gbml_error(env, GBML_ECORRUPT, "saga model: unknown loss %u", h->loss);
+	if ((h->loss == GBML_SAGA_LOSS_LOGISTIC && h->enc != GBML_SAGA_LABELS_01 && h->enc != GBML_SAGA_LABELS_PM1) ||
+		(h->loss == GBML_SAGA_LOSS_SQUARED && h->enc != GBML_SAGA_LABELS_NONE))
+		return gbml_error(env, GBML_ECORRUPT, "saga model: label encoding %u does not fit loss %u", h->enc, h->loss);
+	if (h->flags & ~(GBML_SAGA_FLAG_INTERCEPT | GBML_SAGA_FLAG_STANDARDIZED))
+		return gbml_error(env, GBML_ECORRUPT, "saga model: unknown flags 0x%x", h->flags);
+	if (h->d != cols || h->d > GBML_MAX_FEATURES)
+		return gbml_error(env, GBML_ECORRUPT, "saga model: %u weights for %u %s", h->d, cols,
+						  onehot ? "one-hot encoded columns" : "features");
+	if (gbml_cursor_remaining(cur) != sizeof(double) * (1 + 3 * (size_t) h->d))
+		return gbml_error(env, GBML_ECORRUPT, "saga model: the SAGA section has %zu bytes of values, expected %zu",
+						  gbml_cursor_remaining(cur), sizeof(double) * (1 + 3 * (size_t) h->d));
+	return GBML_OK;
+}
+
+/* The weights and statistics after the header, checked; then the raw-scale weights. */
+static int
+read_values(gbml_cursor *cur, saga_model *m, double *scale, double *shift, gbml_env *env)
+{
+	int			d = m->d;
+
+	m->b = gbml_cursor_f64(cur);
+	gbml_cursor_f64_array(cur, m->w, (size_t) d);
+	gbml_cursor_f64_array(cur, m->mean, (size_t) d);
+	gbml_cursor_f64_array(cur, m->std, (size_t) d);
+	if (!cur->ok || !isfinite(m->b))
+		return gbml_error(env, GBML_ECORRUPT, "saga model: the SAGA section is corrupt");
+	for (int j = 0; j < d; j++)
+		if (!isfinite(m->w[j]) || !isfinite(m->mean[j]) || !isfinite(m->std[j]) || m->std[j] < 0)
+			return gbml_error(env, GBML_ECORRUPT, "saga model: weight or statistic %d is not a valid number", j + 1);
+	if (m->flags & GBML_SAGA_FLAG_STANDARDIZED)
+	{
+		make_standardizer(d, m->onehot ? m->onehot->n_numeric : d, m->mean, m->std, scale, shift);
+		effective_weights(d, m->w, m->b, scale, shift, m->w_eff, &m->b_eff);
+	}
+	else
+		effective_weights(d, m->w, m->b, NULL, NULL, m->w_eff, &m->b_eff);
+	for (int j = 0; j < d; j++)
+		if (!isfinite(m->w_eff[j]))
+			return gbml_error(env, GBML_ECORRUPT, "saga model: weight %d overflows on the raw feature scale", j + 1);
+	if (!isfinite(m->b_eff))
+		return gbml_error(env, GBML_ECORRUPT, "saga model: the intercept overflows on the raw feature scale");
+	return GBML_OK;
 }
 
 static int
@@ -1053,101 +1197,77 @@ saga_load(const gbml_model_reader *model, gbml_env *env, void **handle)
 	const uint8_t *data;
 	size_t		len;
 	gbml_cursor cur;
+	saga_header h;
+	gbml_onehot *onehot = NULL;
 	saga_model *m;
-	uint32_t	version,
-				loss,
-				enc,
-				flags,
-				d;
 	double	   *scale = NULL,
 			   *shift = NULL;
-	int			rc = GBML_OK;
+	int			rc;
 
 	if (!gbml_model_find(model, GBML_SAGA_SECTION, &data, &len))
 		return gbml_error(env, GBML_ECORRUPT, "saga model: the SAGA section is missing");
+	if ((rc = gbml_onehot_load(model, env, &onehot)) != GBML_OK)
+		return rc;
+	if (onehot && !onehot->other)
+	{
+		/* SAGA always trains an other column per feature: scoring counts on it */
+		gbml_onehot_free(onehot, env);
+		return gbml_error(env, GBML_ECORRUPT, "saga model: its one-hot encoding has no \"other\" columns");
+	}
 	gbml_cursor_init(&cur, data, len);
-	version = gbml_cursor_u32(&cur);
-	loss = gbml_cursor_u32(&cur);
-	enc = gbml_cursor_u32(&cur);
-	flags = gbml_cursor_u32(&cur);
-	d = gbml_cursor_u32(&cur);
-	if (!cur.ok)
-		return gbml_error(env, GBML_ECORRUPT, "saga model: the SAGA section is truncated");
-	if (version != GBML_SAGA_LAYOUT_VERSION)
-		return gbml_error(env, GBML_ECORRUPT, "saga model: unknown section layout %u", version);
-	if (loss > GBML_SAGA_LOSS_SQUARED)
-		return gbml_error(env, GBML_ECORRUPT, "saga model: unknown loss %u", loss);
-	if ((loss == GBML_SAGA_LOSS_LOGISTIC && enc != GBML_SAGA_LABELS_01 && enc != GBML_SAGA_LABELS_PM1) ||
-		(loss == GBML_SAGA_LOSS_SQUARED && enc != GBML_SAGA_LABELS_NONE))
-		return gbml_error(env, GBML_ECORRUPT, "saga model: label encoding %u does not fit loss %u", enc, loss);
-	if (flags & ~(GBML_SAGA_FLAG_INTERCEPT | GBML_SAGA_FLAG_STANDARDIZED))
-		return gbml_error(env, GBML_ECORRUPT, "saga model: unknown flags 0x%x", flags);
-	if (d != model->n_features || d > GBML_MAX_FEATURES)
-		return gbml_error(env, GBML_ECORRUPT, "saga model: %u weights for %u features", d, model->n_features);
-	if (gbml_cursor_remaining(&cur) != sizeof(double) * (1 + 3 * (size_t) d))
-		return gbml_error(env, GBML_ECORRUPT, "saga model: the SAGA section has %zu bytes of values, expected %zu",
-						  gbml_cursor_remaining(&cur), sizeof(double) * (1 + 3 * (size_t) d));
-
-	m = gbml_alloc0(env, sizeof(saga_model));
-	if (m == NULL)
-		return env->error_code;
-	m->d = (int) d;
-	m->loss = (int) loss;
-	m->enc = (int) enc;
-	m->flags = flags;
-	if ((m->w = alloc_vec(env, gbml_saga_padded(d))) == NULL ||
-		(m->w_eff = alloc_vec(env, gbml_saga_padded(d))) == NULL ||
-		(m->mean = alloc_vec(env, gbml_saga_padded(d))) == NULL ||
-		(m->std = alloc_vec(env, gbml_saga_padded(d))) == NULL ||
-		(scale = alloc_vec(env, gbml_saga_padded(d))) == NULL ||
-		(shift = alloc_vec(env, gbml_saga_padded(d))) == NULL)
+	if ((rc = read_header(&cur, model, onehot, env, &h)) != GBML_OK ||
+		(m = gbml_alloc0(env, sizeof(saga_model))) == NULL)
 	{
+		rc = rc != GBML_OK ? rc : env->error_code;
+		gbml_onehot_free(onehot, env);
+		return rc;
+	}
+	m->d = (int) h.d;
+	m->loss = (int) h.loss;
+	m->enc = (int) h.enc;
+	m->flags = h.flags;
+	m->onehot = onehot;
+	if ((m->w = alloc_vec(env, gbml_saga_padded(h.d))) == NULL ||
+		(m->w_eff = alloc_vec(env, gbml_saga_padded(h.d))) == NULL ||
+		(m->mean = alloc_vec(env, gbml_saga_padded(h.d))) == NULL ||
+		(m->std = alloc_vec(env, gbml_saga_padded(h.d))) == NULL ||
+		(scale = alloc_vec(env, gbml_saga_padded(h.d))) == NULL ||
+		(shift = alloc_vec(env, gbml_saga_padded(h.d))) == NULL)
 		rc = env->error_code;
-		goto fail;
-	}
-	m->b = gbml_cursor_f64(&cur);
-	gbml_cursor_f64_array(&cur, m->w, d);
-	gbml_cursor_f64_array(&cur, m->mean, d);
-	gbml_cursor_f64_array(&cur, m->std, d);
-	if (!cur.ok || !isfinite(m->b))
-	{
-		rc = gbml_error(env, GBML_ECORRUPT, "saga model: the SAGA section is corrupt");
-		goto fail;
-	}
-	for (uint32_t j = 0; j < d; j++)
-		if (!isfinite(m->w[j]) || !isfinite(m->mean[j]) || !isfinite(m->std[j]) || m->std[j] < 0)
-		{
-			rc = gbml_error(env, GBML_ECORRUPT, "saga model: weight or statistic %u is not a valid number", j + 1);
-			goto fail;
-		}
-	if (flags & GBML_SAGA_FLAG_STANDARDIZED)
-	{
-		make_standardizer(m->d, m->mean, m->std, scale, shift);
-		effective_weights(m->d, m->w, m->b, scale, shift, m->w_eff, &m->b_eff);
-	}
 	else
-		effective_weights(m->d, m->w, m->b, NULL, NULL, m->w_eff, &m->b_eff);
-	for (uint32_t j = 0; j < d; j++)
-		if (!isfinite(m->w_eff[j]))
-		{
-			rc = gbml_error(env, GBML_ECORRUPT, "saga model: weight %u overflows on the raw feature scale", j + 1);
-			goto fail;
-		}
-	if (!isfinite(m->b_eff))
-	{
-		rc = gbml_error(env, GBML_ECORRUPT, "saga model: the intercept overflows on the raw feature scale");
-		goto fail;
-	}
+		rc = read_values(&cur, m, scale, shift, env);
 	gbml_free(env, scale);
 	gbml_free(env, shift);
+	if (rc != GBML_OK)
+	{
+		saga_unload(m, env);
+		return rc;
+	}
 	*handle = m;
 	return GBML_OK;
+}
 
-fail:
-	gbml_free(env, scale);
-	gbml_free(env, shift);
-	saga_unload(m, env);
-	return rc;
+/*
+ * x·w_eff for a raw row under the one-hot encoding: the numeric inputs'
+ * terms, then per categorical feature the weight of the one column its
+ * value sets (the other columns are 0), as the encoded row would give.
+ */
+static double
+encoded_dot(const gbml_onehot *e, const double *w, const float *x)
+{
+	double		s = 0;
+
+	for (int i = 0; i < e->n_numeric; i++)
+		s += w[i] * (double) x[e->numeric[i]];
+	for (int k = 0; k < e->n_blocks; k++)
+	{
+		const gbml_onehot_block *bl = &e->blocks[k];
+		int			hit = gbml_onehot_hit(e, bl, x[bl->input]);
+
+		if (hit >= 0)
+			s += w[bl->first_col + hit];
+	}
+	return s;
 }
 
 /*
@@ -1159,7 +1279,7 @@ static double
 saga_predict(const void *handle, const float *x, gbml_output what)
 {
 	const saga_model *m = handle;
-	double		p = gbml_saga_dot(m->w_eff, x, m->d) + m->b_eff;
+	double		p = (m->onehot ? encoded_dot(m->onehot, m->w_eff, x) : gbml_saga_dot(m->w_eff, x, m->d)) + m->b_eff;
 
 	if (m->loss == GBML_SAGA_LOSS_SQUARED)
 		return what == GBML_OUT_SCORE ? p : NAN;
@@ -1168,6 +1288,45 @@ saga_predict(const void *handle, const float *x, gbml_output what)
 	return p > 0 ? 1.0 : (m->enc == GBML_SAGA_LABELS_PM1 ? -1.0 : 0.0);
 }
 
+/*
+ * "categorical":[{"feature":name,"categories":[...],"coef":[...],
+ * "other_coef":w}]: each categorical feature's kept categories (null for
+ * NULL) and their weights (raw scale: indicators are never standardized).
+ */
+static void
+json_categorical(const saga_model *m, gbml_strbuf *out)
+{
+	const gbml_onehot *e = m->onehot;
+
+	gbml_onehot_json_columns(e, out);
+	gbml_sb_append(out, ",\"categorical\":[", 16);
+	for (int k = 0; k < e->n_blocks; k++)
+	{
+		const gbml_onehot_block *bl = &e->blocks[k];
+
+		gbml_sb_append(out, k ? ",{\"feature\":" : "{\"feature\":", k ? 12 : 11);
+		gbml_sb_json_string(out, gbml_schema_name(e->schema, bl->input));
+		gbml_sb_append(out, ",\"categories\":[", 15);
+		for (int c = 0; c < bl->n_kept; c++)
+		{
+			if (c)
+				gbml_sb_append(out, ",", 1);
+			gbml_onehot_json_category(bl, e->schema, c, out);
+		}
+		gbml_sb_append(out, "],\"coef\":", 9);
+		gbml_sb_json_doubles(out, m->w_eff + bl->first_col, bl->n_kept);
+		gbml_sb_append(out, ",\"other_coef\":", 14);
+		gbml_sb_json_number(out, m->w_eff[bl->first_col + bl->n_kept]);
+		gbml_sb_append(out, "}", 1);
+	}
+	gbml_sb_append(out, "]", 1);
+}
+
+/*
+ * With categorical features, "coef", "feature_mean" and the others run
+ * over the encoded columns ("columns" names them), and "categorical" gives
+ * each feature's categories with their weights.
+ */
 static int
 saga_to_json(const void *handle, gbml_strbuf *out)
 {
@@ -1207,18 +1366,59 @@ saga_to_json(const void *handle, gbml_strbuf *out)
 	gbml_sb_json_doubles(out, m->mean, m->d);
 	gbml_sb_json_key(out, "feature_std", &first);
 	gbml_sb_json_doubles(out, m->std, m->d);
+	if (m->onehot)
+	{
+		gbml_sb_append(out, ",", 1);
+		json_categorical(m, out);
+	}
 	return gbml_sb_status(out);
 }
 
-/* |coefficient| times the feature's standard deviation, normalized to sum 1. */
+/*
+ * The standard deviation over the training rows of a categorical
+ * feature's term in the score: its block's weights, each taken with its
+ * category's share of the rows (the indicator's mean; the shares add up to
+ * 1, the other column included).  For a numeric feature the same figure is
+ * |w| std.
+ */
+static double
+block_spread(const saga_model *m, const gbml_onehot_block *bl)
+{
+	const double *w = m->w_eff + bl->first_col,
+			   *share = m->mean + bl->first_col;
+	double		mu = 0,
+				var = 0;
+
+	for (int c = 0; c < bl->n_cols; c++)
+		mu += share[c] * w[c];
+	for (int c = 0; c < bl->n_cols; c++)
+		var += share[c] * (w[c] - mu) * (w[c] - mu);
+	return sqrt(var);
+}
+
+/*
+ * Per input feature, the spread of its term in the score over the training
+ * rows: |coefficient| times the feature's standard deviation (numeric), or
+ * block_spread (categorical); normalized to sum 1.
+ */
 static int
 saga_importance(const void *handle, double *out)
 {
 	const saga_model *m = handle;
+	const gbml_onehot *e = m->onehot;
 
-	for (int j = 0; j < m->d; j++)
-		out[j] = fabs(m->w_eff[j]) * m->std[j];
-	gbml_importance_normalize(out, m->d);
+	if (e == NULL)
+	{
+		for (int j = 0; j < m->d; j++)
+			out[j] = fabs(m->w_eff[j]) * m->std[j];
+		gbml_importance_normalize(out, m->d);
+		return GBML_OK;
+	}
+	for (int i = 0; i < e->n_numeric; i++)
+		out[e->numeric[i]] = fabs(m->w_eff[i]) * m->std[i];
+	for (int k = 0; k < e->n_blocks; k++)
+		out[e->blocks[k].input] = block_spread(m, &e->blocks[k]);
+	gbml_importance_normalize(out, e->n_inputs);
 	return GBML_OK;
 }
 
@@ -1231,6 +1431,7 @@ const gbml_algorithm gbml_algorithm_saga = {
 	.outputs = GBML_OUT_SCORE | GBML_OUT_PROBA,
 	.gpu_trains = true,
 	.reads_spilled_rows = true,
+	.categorical_features = true,
 	.train = saga_train,
 	.load = saga_load,
 	.unload = saga_unload,

@@ -11,6 +11,12 @@
  * with the intercept b unpenalized; with `standardize` x_i is the
  * standardized row and w the weights on that scale.  docs/saga.md is the user
  * reference.
+ *
+ * Categorical features (schema.h) are one-hot encoded (onehot.h): x_i is
+ * then the encoded row — the numeric features, then per categorical
+ * feature an indicator per kept category (at most max_categories, the most
+ * frequent) and an "other" indicator — and `standardize` scales only the
+ * numeric columns: the indicators stay 0/1.
  */
 #ifndef GBML_SAGA_H
 #define GBML_SAGA_H
@@ -30,9 +36,11 @@ typedef struct gbml_saga_params
 	int64_t		random_seed;
 	bool		standardize;
 	int64_t		batch_size;		/* GPU: rows of one mini-batch step; 0 = automatic (saga_gpu.c) */
+	int64_t		max_categories; /* one-hot: indicators per categorical feature at most (besides "other") */
 } gbml_saga_params;
 
 extern const gbml_param_spec gbml_saga_param_specs[];
+extern const gbml_algorithm gbml_algorithm_saga;
 
 /* How logistic labels were given, so predict answers in the same encoding. */
 typedef enum gbml_saga_label_encoding
@@ -51,6 +59,11 @@ typedef enum gbml_saga_label_encoding
  * features when bit 1 is set); feature_mean/std are the training rows'
  * (population) statistics, always stored: they define the standardization and
  * give the importance of each weight.
+ *
+ * With categorical features d counts the encoded columns, and the model
+ * has an 'ONEH' section (onehot.h) saying what they are; the indicators'
+ * mean and std are their training statistics too (a category's share of
+ * the rows), used for importance but never to scale them.
  */
 #define GBML_SAGA_SECTION GBML_TAG('S','A','G','A')
 #define GBML_SAGA_LAYOUT_VERSION 1

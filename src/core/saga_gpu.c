@@ -328,16 +328,16 @@ feature_stats(saga_gpu *g, double *mean, double *std)
 	return GBML_OK;
 }
 
-/* z = x scale + shift as saga.c's make_standardizer, on the device too. */
+/* z = x scale + shift as saga.c's make_standardizer (columns from n_scaled on stay as they are), on the device too. */
 static int
-set_scaling(saga_gpu *g, const double *mean, const double *std)
+set_scaling(saga_gpu *g, const double *mean, const double *std, int n_scaled)
 {
 	if (!g->p->standardize)
 		return GBML_OK;
 	for (int j = 0; j < g->d; j++)
 	{
-		g->scale[j] = std[j] > 0 ? 1.0 / std[j] : 1.0;
-		g->shift[j] = -mean[j] * g->scale[j];
+		g->scale[j] = j < n_scaled && std[j] > 0 ? 1.0 / std[j] : 1.0;
+		g->shift[j] = j < n_scaled ? -mean[j] * g->scale[j] : 0.0;
 	}
 	return g->k->set_scaling(g->ctx, g->scale, g->shift) != 0 ? backend_error(g, "scaling") : GBML_OK;
 }
@@ -427,7 +427,7 @@ prepare(saga_gpu *g, gbml_saga_gpu_result *out)
 
 	if ((rc = load_rows(g)) != GBML_OK ||
 		(rc = feature_stats(g, out->mean, out->std)) != GBML_OK ||
-		(rc = set_scaling(g, out->mean, out->std)) != GBML_OK ||
+		(rc = set_scaling(g, out->mean, out->std, out->n_scaled)) != GBML_OK ||
 		(rc = run_pass(g, GBML_SAGA_PASS_NORM, NULL, p->fit_intercept ? 1.0 : 0.0, g->vec, sc)) != GBML_OK ||
 		(rc = power_iteration(g, &lambda, &out->power_iterations)) != GBML_OK)
 		return rc;

@@ -46,6 +46,8 @@ typedef struct gbml_saga_gpu_result
 	double	   *trace_time;
 	double	   *trace_rel;
 	int64_t		trace_cap;
+	/* columns [0, n_scaled) are standardized (with `standardize`); the rest are one-hot indicators, left 0/1 */
+	int			n_scaled;
 
 	bool		on_gpu;			/* false: the CPU trains (auto's threshold, no kernels, auto over the budget) */
 	bool		streamed;		/* the rows were streamed from the host every pass */

@@ -415,7 +415,8 @@ gbml_raise(gbml_env *env, int rc, const char *what)
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("%s: %s", what, env->error)));
 			break;
 		default:
-			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s: %s", what, env->error)));
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s: %s", what, env->error),
+							env->hint[0] ? errhint("%s", env->hint) : 0));
 	}
 	pg_unreachable();
 }

@@ -356,6 +356,72 @@ cancel_checks(void)
 	gbml_free(&e, m);
 }
 
+/* One-hot K-Means of rows (x, city, y), city = i % 5 (4: NULL), on `device`; in temporary files when `files`. */
+static int
+fit_categorical(const gbml_feature_schema *s, gbml_device device, bool files, gbml_env *env, uint8_t **model,
+				size_t *len)
+{
+	gbml_param_value p[] = {tu_num("k", 6), tu_bool("one_hot", true), tu_num("random_seed", 4)};
+	gbml_dataset ds;
+	gbml_rng	rng;
+	int			rc;
+
+	gbml_env_init_malloc(env, 2);
+	if (device != GBML_DEVICE_CPU)
+	{
+		env->device = device;
+		env->gpu = gc_backend;
+	}
+	gbml_rng_seed(&rng, 8);
+	gbml_dataset_init(&ds, true);
+	ds.schema = s;
+	ds.chunk_rows = 700;
+	if (files)
+		gbml_dataset_stream_to(&ds, gbml_chunk_store_file_open, 0, false);
+	for (int64_t i = 0; i < 3000; i++)
+	{
+		float		x[3] = {(float) (3 * gbml_rng_uniform(&rng)), i % 5 == 4 ? NAN : (float) (i % 5),
+		(float) gbml_rng_uniform(&rng)};
+		gbml_row	row = {.x = x,.n_features = 3,.label_is_null = true,.group_is_null = true,.weight_is_null = true};
+
+		gbml_dataset_append(&ds, env, &row, false);
+	}
+	*model = NULL;
+	rc = gbml_train_values(env, "kmeans", p, 3, &ds, NULL, model, len);
+	gbml_dataset_free(&ds, env);
+	return rc;
+}
+
+/* Categorical features (one_hot): the encoded rows fit to the CPU's bytes on the GPU and hybrid, in memory or files. */
+static void
+categorical_checks(void)
+{
+	static const char *const names[] = {"x", "city", "y"};
+	int			ncat[] = {0, 4, 0};
+	gbml_feature_schema *s = tu_schema(3, names, ncat);
+	static const gbml_device devices[3] = {GBML_DEVICE_CPU, GBML_DEVICE_GPU, GBML_DEVICE_HYBRID};
+
+	for (int files = 0; files < 2; files++)
+	{
+		gbml_env	env[3];
+		uint8_t    *m[3];
+		size_t		len[3] = {0};
+		int			rc[3];
+
+		for (int k = 0; k < 3; k++)
+			rc[k] = fit_categorical(s, devices[k], files, &env[k], &m[k], &len[k]);
+		gc_check(rc[0] == GBML_OK && rc[1] == GBML_OK && rc[2] == GBML_OK && len[0] == len[1] && len[0] == len[2] &&
+				 memcmp(m[0], m[1], len[0]) == 0 && memcmp(m[0], m[2], len[0]) == 0 &&
+				 env[1].device == GBML_DEVICE_GPU && env[2].device == GBML_DEVICE_HYBRID,
+				 "kmeans with one_hot%s: CPU, GPU and hybrid fits give the same model bytes (%d %d %d: %s%s)",
+				 files ? ", rows in files" : "", rc[0], rc[1], rc[2], env[1].error, env[2].error);
+		for (int k = 0; k < 3; k++)
+			gbml_free(&env[k], m[k]);
+	}
+	tu_schema_free(s);
+	gc_check(gc_no_resources(), "kmeans one_hot fits: nothing held on the device afterwards");
+}
+
 void
 gc_kmeans_training_checks(bool quick)
 {
@@ -365,6 +431,7 @@ gc_kmeans_training_checks(bool quick)
 		return;
 	}
 	equivalence_checks(quick);
+	categorical_checks();
 	hybrid_trace_checks(false);
 	stored_checks(quick);
 	budget_checks();

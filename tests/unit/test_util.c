@@ -175,3 +175,44 @@ tu_shuffled(int64_t n, uint64_t seed)
 	}
 	return p;
 }
+
+gbml_feature_schema *
+tu_schema(int n, const char *const *names, const int *n_categories)
+{
+	gbml_feature_schema *s = calloc(1, sizeof(*s));
+
+	s->n_features = n;
+	s->features = calloc((size_t) n, sizeof(gbml_feature_def));
+	for (int j = 0; j < n; j++)
+	{
+		gbml_feature_def *f = &s->features[j];
+
+		f->name = strdup(names[j]);
+		f->kind = n_categories[j] > 0 ? GBML_FEATURE_CATEGORICAL : GBML_FEATURE_NUMERIC;
+		f->source_type = strdup(n_categories[j] > 0 ? "text" : "double precision");
+		f->n_categories = n_categories[j] > 0 ? n_categories[j] : 0;
+		f->categories = n_categories[j] > 0 ? calloc((size_t) n_categories[j], sizeof(char *)) : NULL;
+		for (int c = 0; c < f->n_categories; c++)
+		{
+			f->categories[c] = malloc(16);
+			snprintf(f->categories[c], 16, "v%03d", c);
+		}
+	}
+	return s;
+}
+
+void
+tu_schema_free(gbml_feature_schema *s)
+{
+	for (int j = 0; s && j < s->n_features; j++)
+	{
+		for (int c = 0; c < s->features[j].n_categories; c++)
+			free(s->features[j].categories[c]);
+		free(s->features[j].categories);
+		free(s->features[j].name);
+		free(s->features[j].source_type);
+	}
+	if (s)
+		free(s->features);
+	free(s);
+}

@@ -5,6 +5,7 @@
 #define GBML_TEST_UTIL_H
 
 #include "algorithm.h"
+#include "schema.h"
 
 /* Param values for gbml_train_values(). */
 gbml_param_value tu_num(const char *key, double v);
@@ -43,5 +44,13 @@ bool		tu_cancel_progress(void *ctx, const gbml_progress_info *info);
 int			tu_open_fds(void);
 /* A seeded permutation of 0 .. n-1 (malloc'd; caller frees): rows appended in another order. */
 int64_t    *tu_shuffled(int64_t n, uint64_t seed);
+
+/*
+ * A feature schema (malloc'd; tu_schema_free): feature j is named names[j]
+ * and is categorical with n_categories[j] values "v000", "v001", ...
+ * (sorted bytewise) when n_categories[j] > 0, else numeric.
+ */
+gbml_feature_schema *tu_schema(int n, const char *const *names, const int *n_categories);
+void		tu_schema_free(gbml_feature_schema *s);
 
 #endif
