@@ -269,6 +269,9 @@ bind_row_type(fit_state *st, HeapTupleHeader th)
 	/* categorical ids are rewritten in place before training: those rows stay in host memory */
 	if (gbml_schema_n_categorical(st->ds.schema) > 0 && st->ds.store == NULL)
 		st->ds.store_open = NULL;
+	/* a NULL category arrives as NaN, its own category (numbers are checked by column) */
+	if (gbml_schema_n_categorical(st->ds.schema) > 0)
+		st->ds.allow_missing = true;
 	MemoryContextSwitchTo(old);
 }
 

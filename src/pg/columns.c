@@ -60,6 +60,7 @@ struct gbml_column_plan
 	gbml_feature_schema *schema;	/* palloc'd with the plan (for a row: the model's) */
 	HTAB	  **dicts;			/* the row aggregates: each categorical column's values so far */
 	bool		sorted;			/* gbml_column_plan_sort_categories ran (a final function may run twice) */
+	MemoryContext mcxt;			/* the row aggregates: where the collected values live (the state's) */
 };
 
 static Oid
@@ -281,6 +282,29 @@ column_value(const gbml_column *c, const gbml_feature_def *f, Datum d, bool isnu
 		case COL_UNSUPPORTED:
 			break;
 	}
+}
+
+/*
+ * For a trainer without missing values: a number column's NaN or infinity
+ * (float columns hold them) is an ERROR naming it, as a NULL is.
+ */
+static void
+check_finite(const gbml_column *c, const float *x, const char *what, int64 rowno)
+{
+	if (c->kind == COL_CATEGORICAL)
+		return;
+	for (int e = 0; e < c->width; e++)
+		if (!isfinite(x[c->first + e]))
+		{
+			if (c->kind == COL_ARRAY)
+				ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+								errmsg("%s: row " INT64_FORMAT ": element %d of column \"%s\" is NULL, NaN or infinite",
+									   what, rowno, e + 1, c->name)));
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("%s: row " INT64_FORMAT ": column \"%s\" is %s", what, rowno, c->name,
+								   isnan(x[c->first]) ? "NaN" : "infinite"),
+							errhint("This algorithm needs a finite number in every numeric feature.")));
+		}
 }
 
 /* ---- the training plan ---- */
@@ -566,12 +590,8 @@ gbml_column_plan_row(const gbml_column_plan *p, HeapTuple tup, TupleDesc td, flo
 							errmsg("%s: row " INT64_FORMAT ": column \"%s\" is NULL", what, rowno, c->name),
 							errhint("This algorithm needs every numeric feature; filter the rows or use coalesce() in the source query.")));
 		column_value(c, &p->schema->features[c->first], d, isnull, x, unseen_is_error, what, rowno);
-		if (!allow_missing && c->kind == COL_ARRAY)
-			for (int e = 0; e < c->width; e++)
-				if (isnan(x[c->first + e]))
-					ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-									errmsg("%s: row " INT64_FORMAT ": element %d of column \"%s\" is NULL or NaN",
-										   what, rowno, e + 1, c->name)));
+		if (!allow_missing)
+			check_finite(c, x, what, rowno);
 	}
 }
 
@@ -749,6 +769,7 @@ gbml_column_plan_for_rows(const gbml_common_params *cp, TupleDesc td, const Datu
 	int			i = 0,
 				next = 0;
 
+	p->mcxt = CurrentMemoryContext;
 	check_names_exist(&cp->exclude_columns, td, "exclude_columns", what);
 	check_names_exist(&cp->categorical_columns, td, "categorical_columns", what);
 	atts = feature_columns(cp, td, what);
@@ -830,7 +851,12 @@ collected_category(gbml_column_plan *p, int i, Datum d, const char *what)
 			ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 							errmsg("%s: column \"%s\" has more than %d distinct values", what, c->name,
 								   GBML_SCHEMA_MAX_CATEGORIES)));
-		e->key.s = pnstrdup(s, len);	/* the key must outlive the row */
+		/* the key must outlive the row: in the state's context, not the per-row one */
+		char	   *copy = MemoryContextAlloc(p->mcxt, len + 1);
+
+		memcpy(copy, s, len);
+		copy[len] = '\0';
+		e->key.s = copy;
 		e->id = f->n_categories++;
 	}
 	return (float) e->id;
@@ -854,6 +880,8 @@ gbml_column_plan_collect(gbml_column_plan *p, const Datum *values, const bool *n
 								errmsg("%s: row " INT64_FORMAT ": column \"%s\" is NULL", what, rowno, c->name),
 								errhint("This algorithm needs every numeric feature; filter the rows or use coalesce().")));
 			column_value(c, NULL, values[a], nulls[a], x, false, what, rowno);
+			if (!allow_missing)
+				check_finite(c, x, what, rowno);
 		}
 	}
 }

@@ -6,6 +6,7 @@
  * are plain SQL in the install script.
  */
 #include "glue.h"
+#include "schema.h"
 
 #include <math.h>
 
@@ -129,6 +130,9 @@ read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source, gbm
 		n_feature_cols = gbml_column_plan_n_columns(columns);
 		x = palloc(sizeof(float) * gbml_column_plan_n_features(columns));
 		ds->schema = gbml_column_plan_schema(columns);
+		/* a NULL category arrives as NaN, its own category (numbers are checked here, by column) */
+		if (gbml_schema_n_categorical(ds->schema) > 0)
+			ds->allow_missing = true;
 	}
 	else
 		appendStringInfo(&q, "(s.%s)::real[]", quote_identifier(cp->features_column));
