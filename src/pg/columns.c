@@ -19,6 +19,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "parser/parse_coerce.h"
+#include "parser/parse_type.h"
 #include "common/hashfn.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -597,6 +598,41 @@ gbml_column_plan_row(const gbml_column_plan *p, HeapTuple tup, TupleDesc td, flo
 
 /* ---- scoring a whole row ---- */
 
+/* Whether the type named t (as format_type_be wrote it) is an enum. */
+static bool
+type_name_is_enum(const char *t)
+{
+	Oid			typid;
+	int32		typmod;
+
+	parseTypeString(t, &typid, &typmod, true);
+	return OidIsValid(typid) && type_is_enum(typid);
+}
+
+static bool
+text_type_name(const char *t)
+{
+	return strcmp(t, "text") == 0 || strcmp(t, "name") == 0 || strncmp(t, "character", 9) == 0;
+}
+
+/*
+ * Whether a row's column can give a categorical feature's values: a text
+ * type for one trained from text or an enum (the values are its labels),
+ * else the type it was trained from (categorical_columns on an integer
+ * column wants integers, not "3" from some other type).
+ */
+static bool
+category_type_fits(const gbml_column *c, const gbml_feature_def *f)
+{
+	const char *now = format_type_be(c->typid);
+
+	if (c->kind != COL_CATEGORICAL)
+		return false;
+	if (strcmp(now, f->source_type) == 0)
+		return true;
+	return c->text_like && (text_type_name(f->source_type) || type_name_is_enum(f->source_type));
+}
+
 /*
  * Binds a model's features (its schema) to the attributes of a row type:
  * each source column by name, its type checked against the feature kind.
@@ -637,7 +673,7 @@ gbml_column_plan_for_row(const gbml_feature_schema *schema, TupleDesc td, const 
 		c->typid = TupleDescAttr(td, at)->atttypid;
 		c->basetype = base_type(c->typid);
 		c->kind = classify(c, want_cat);
-		if ((want_cat && c->kind != COL_CATEGORICAL) || (!want_cat && f->element > 0 && c->kind != COL_ARRAY) ||
+		if ((want_cat && !category_type_fits(c, f)) || (!want_cat && f->element > 0 && c->kind != COL_ARRAY) ||
 			(!want_cat && f->element == 0 && c->kind != COL_NUMERIC))
 			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
 							errmsg("%s: column \"%s\" has type %s, but the model trained it as %s (%s)", what, f->column,
