@@ -4,6 +4,8 @@
 CORE_SOURCES = \
 	src/core/boost.c \
 	src/core/boost_quantize.c \
+	src/core/boost_cat.c \
+	src/core/boost_ctr.c \
 	src/core/boost_histogram.c \
 	src/core/boost_gpu.c \
 	src/core/gpu_ctx.c \
@@ -54,4 +56,5 @@ UNIT_TEST_SOURCES = \
 	tests/unit/test_saga_categorical.c \
 	tests/unit/test_kmeans_categorical.c \
 	tests/unit/test_chunk_store_file.c \
-	tests/unit/test_boost_spill.c
+	tests/unit/test_boost_spill.c \
+	tests/unit/test_boost_categorical.c

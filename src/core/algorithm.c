@@ -349,6 +349,24 @@ report_spill(gbml_strbuf *report, const gbml_dataset *ds, const gbml_dataset *ev
 				   (double) total.bytes_read / 1048576.0);
 }
 
+/* The algorithm's params that go into a model trained on ds (algo->records_param), END-terminated. */
+static gbml_param_spec *
+recorded_params(const gbml_algorithm *algo, const gbml_dataset *ds, gbml_env *env)
+{
+	int			n = 0,
+				k = 0;
+	gbml_param_spec *out;
+
+	while (algo->params[n].name)
+		n++;
+	if ((out = gbml_alloc0(env, sizeof(gbml_param_spec) * ((size_t) n + 1))) == NULL)
+		return NULL;
+	for (int i = 0; i < n; i++)
+		if (algo->records_param(&algo->params[i], ds))
+			out[k++] = algo->params[i];
+	return out;
+}
+
 int
 gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 				  gbml_dataset *ds, gbml_dataset *eval,
@@ -357,6 +375,7 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 	const gbml_algorithm *algo = params->algo;
 	gbml_param_spec recorded_common[sizeof(gbml_common_param_specs) / sizeof(gbml_common_param_specs[0])];
 	const gbml_param_spec *tables[3] = {recorded_common, algo->params, NULL};
+	gbml_param_spec *recorded_algo = NULL;
 	const void *structs[2] = {&params->common, params->algo_params};
 	gbml_dataset split_eval;
 	int			n_recorded = 0;
@@ -441,6 +460,10 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 		gbml_sb_free(&schema);
 	}
 
+	if (algo->records_param && (recorded_algo = recorded_params(algo, ds, env)) != NULL)
+		tables[1] = recorded_algo;
+	else if (algo->records_param)
+		prms.failed = true;		/* out of memory: the container reports it */
 	gbml_sb_append(&prms, "{", 1);
 	gbml_params_to_json(&prms, tables, structs, &first);
 	gbml_sb_append(&prms, "}", 1);
@@ -500,6 +523,7 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 		gbml_model_writer_free(&writer);
 	gbml_sb_free(&meta);
 	gbml_sb_free(&prms);
+	gbml_free(env, recorded_algo);
 	if (own_eval)
 		gbml_dataset_free(&split_eval, env);
 	return rc;

@@ -33,6 +33,12 @@
  * gradients, the split search, the leaf values, the eval set — is this
  * file's code on both devices, so the model bytes are the same.
  *
+ * Categorical inputs (boost_ctr.h) become one-hot or target-statistic
+ * features after the rows are binned: their ids are kept while binning, and
+ * the derived features join the bins as extra columns, so everything below
+ * (histograms, the GPU, the eval set) treats them as ordinary features; the
+ * model stores how to compute them ('BSTC', boost_cat.h).
+ *
  * Rows in temporary files (a dataset past its memory budget, dataset.h)
  * are binned as their chunks are read back (gbml_boost_bins_from_chunks),
  * and the files go before the first tree: the fit holds the bins and the
@@ -47,6 +53,7 @@
 #include "boost_histogram.h"
 #include "boost_loss.h"
 #include "boost_quantize.h"
+#include "boost_ctr.h"
 #include "metrics.h"
 #include "rng.h"
 
@@ -94,8 +101,25 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 	"stop when the eval metric has not improved for this many trees; 0 = off"},
 	{"use_best_model", GBML_PARAM_BOOL, BP(use_best_model), 0, 0, 1, NULL, NULL,
 	"with an eval set, keep only the trees up to the best eval iteration"},
+	{"one_hot_max_size", GBML_PARAM_INT, BP(one_hot_max_size), 0, 255, 2, NULL, NULL,
+	"a categorical feature with at most this many categories in the training rows (NULL counts as one) "
+	"splits as \"feature = category\"; one with more by ordered target statistics (CatBoost's meaning)"},
+	{"ctr_prior", GBML_PARAM_REAL, BP(ctr_prior), -1e15, 1e15, NAN, NULL, NULL,
+	"prior of the target statistics: (sum of earlier targets + ctr_prior * ctr_prior_weight) / "
+	"(count + ctr_prior_weight); null: the mean target"},
+	{"ctr_prior_weight", GBML_PARAM_REAL, BP(ctr_prior_weight), 1e-6, 1e6, 1, NULL, NULL,
+	"weight of ctr_prior in the target statistics, in rows"},
+	{"ctr_counter", GBML_PARAM_BOOL, BP(ctr_counter), 0, 0, 1, NULL, NULL,
+	"with each target statistic, a frequency feature (CatBoost's Counter: count / (largest count + 1))"},
 	GBML_PARAM_END
 };
+
+/* The categorical parameters go into a model's PARAMS only when it has a categorical input. */
+static bool
+boost_records_param(const gbml_param_spec *s, const gbml_dataset *ds)
+{
+	return s->offset < BP(one_hot_max_size) || gbml_schema_n_categorical(ds->schema) > 0;
+}
 #undef BP
 
 /* ------------------------------------------------------------------ */
@@ -370,7 +394,9 @@ typedef struct trainer
 	gbml_boost_borders borders;
 	gbml_boost_bins bins;
 	gbml_boost_bins eval_bins;	/* the eval rows' bins (same borders, eval order): scored per tree */
-	int			n_features;
+	int			n_inputs;		/* the rows' features */
+	gbml_boost_ctr_fit cat;		/* categorical inputs and what they become (boost_ctr.h) */
+	int			n_features;		/* the model features the trees split on: inputs, then derived */
 	int64_t    *feat_off;		/* n_features + 1 */
 	int64_t		total_bins;
 
@@ -430,6 +456,7 @@ trainer_free(trainer *T)
 	gbml_boost_borders_free(&T->borders, env);
 	gbml_boost_bins_free(&T->bins, env);
 	gbml_boost_bins_free(&T->eval_bins, env);
+	gbml_boost_ctr_free(&T->cat, env);
 	gbml_free(env, T->feat_off);
 	gbml_free(env, T->pred);
 	gbml_free(env, T->grad);
@@ -918,9 +945,11 @@ static int
 bin_rows(trainer *T, const gbml_dataset *ds, boost_data *d, gbml_boost_bins *out, bool training)
 {
 	gbml_env   *env = T->env;
+	const gbml_boost_keep *keep = T->cat.n_cat == 0 ? NULL : training ? &T->cat.keep : &T->cat.eval_keep;
 	int			rc;
 
-	if (training && bins_on_device(ds))
+	/* (a categorical input's statistics need its ids on the host: those rows are binned here) */
+	if (training && bins_on_device(ds) && keep == NULL)
 	{
 		out->n_rows = d->n;
 		out->block_rows = BLOCK_ROWS;
@@ -929,10 +958,13 @@ bin_rows(trainer *T, const gbml_dataset *ds, boost_data *d, gbml_boost_bins *out
 		return out->blocks ? GBML_OK : env->error_code;
 	}
 	if (ds->store)
-		rc = gbml_boost_bins_from_chunks(ds, d->n_groups > 0 ? d->src : NULL, &T->borders, BLOCK_ROWS,
+		rc = gbml_boost_bins_from_chunks(ds, d->n_groups > 0 ? d->src : NULL, &T->borders, BLOCK_ROWS, keep,
 										 training ? "quantize" : "quantize eval", out, env);
 	else
+	{
+		gbml_boost_keep_rows(keep, d->rows, d->n);
 		rc = gbml_boost_bins_build(d->rows, d->n, ds->n_features, &T->borders, BLOCK_ROWS, out, env);
+	}
 	if (rc != GBML_OK)
 		return rc;
 	if (ds->store)
@@ -942,6 +974,29 @@ bin_rows(trainer *T, const gbml_dataset *ds, boost_data *d, gbml_boost_bins *out
 	d->rows = NULL;
 	d->src = NULL;
 	return GBML_OK;
+}
+
+/* Frees the host's bin blocks: the device holds the only copy. */
+static void
+free_host_blocks(trainer *T)
+{
+	for (int64_t b = 0; b < T->bins.n_blocks; b++)
+	{
+		gbml_free(T->env, T->bins.blocks[b]);
+		T->bins.blocks[b] = NULL;
+	}
+}
+
+/* Rows streamed to the device but binned on the host (categorical inputs): the bins go up into the store's context. */
+static int
+setup_stored_host_bins(trainer *T, gbml_gpu_ctx *ctx)
+{
+	int			rc = gbml_boost_gpu_open_stored_bins(&T->gpu, T->env, ctx, &T->bins, T->n_features, T->feat_off,
+													 T->total_bins, (int) T->max_slots);
+
+	if (rc == GBML_OK)
+		free_host_blocks(T);
+	return rc;
 }
 
 /*
@@ -968,9 +1023,12 @@ setup_device(trainer *T, const gbml_dataset *ds)
 		if (env->gpu == NULL)
 			return gbml_error(env, GBML_EDEVICE, "boost: the rows are in %s, which this trainer cannot use",
 							  ds->store->where);
-		if ((rc = gbml_boost_gpu_open_stored(&T->gpu, env, ctx, &T->bins, T->n_features, T->feat_off,
-											 T->total_bins, (int) T->max_slots, T->train.src,
-											 &T->borders)) != GBML_OK)
+		if (T->cat.n_cat > 0)
+			rc = setup_stored_host_bins(T, ctx);
+		else
+			rc = gbml_boost_gpu_open_stored(&T->gpu, env, ctx, &T->bins, T->n_features, T->feat_off,
+											T->total_bins, (int) T->max_slots, T->train.src, &T->borders);
+		if (rc != GBML_OK)
 			return rc;
 		/* quantized: the float rows and their addresses are not needed any more */
 		ds->store->release(ds->store);
@@ -993,10 +1051,58 @@ setup_device(trainer *T, const gbml_dataset *ds)
 		env->device = GBML_DEVICE_CPU;
 		return GBML_OK;
 	}
-	for (int64_t b = 0; b < T->bins.n_blocks; b++)
+	free_host_blocks(T);
+	return GBML_OK;
+}
+
+/* The categorical statistics' parameters of this training. */
+static gbml_boost_ctr_params
+ctr_params(const trainer *T)
+{
+	gbml_boost_ctr_params cp;
+
+	cp.one_hot_max_size = (int) T->p->one_hot_max_size;
+	cp.prior = T->p->ctr_prior;
+	cp.prior_weight = T->p->ctr_prior_weight;
+	cp.counter = T->p->ctr_counter;
+	cp.border_count = (int) T->p->border_count;
+	cp.border_sample_size = T->p->border_sample_size;
+	cp.seed = (uint64_t) T->p->random_seed;
+	cp.binary_target = T->kind == GBML_LOSS_LOGLOSS;
+	return cp;
+}
+
+/*
+ * Borders and bins of the training (and eval) rows.  With categorical
+ * inputs (boost_ctr.h) their ids are kept while the rows are binned, and
+ * the derived features join the bins and borders afterwards.
+ */
+static int
+quantize(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
+{
+	gbml_env   *env = T->env;
+	const gbml_boost_params *p = T->p;
+	int			rc;
+
+	T->n_inputs = T->n_features = ds->n_features;
+	if ((rc = gbml_boost_ctr_begin(&T->cat, ds->schema, ds->n_features, T->train.n,
+								   T->has_eval ? T->eval.n : 0, env)) != GBML_OK ||
+		(rc = gbml_boost_borders_build(ds, (int) p->border_count, p->border_sample_size,
+									   (uint64_t) p->random_seed, &T->borders, env)) != GBML_OK ||
+		(T->cat.n_cat > 0 && (rc = gbml_boost_ctr_clear_borders(&T->cat, &T->borders, env)) != GBML_OK))
+		return rc;
+	if ((rc = bin_rows(T, ds, &T->train, &T->bins, true)) != GBML_OK ||
+		(T->has_eval && (rc = bin_rows(T, eval, &T->eval, &T->eval_bins, false)) != GBML_OK))
+		return rc;
+	if (T->cat.n_cat > 0)
 	{
-		gbml_free(env, T->bins.blocks[b]);
-		T->bins.blocks[b] = NULL;
+		gbml_boost_ctr_params cp = ctr_params(T);
+
+		if ((rc = gbml_boost_ctr_finish(&T->cat, &cp, T->train.label, T->train.n_groups, T->train.group_off,
+										&T->bins, T->has_eval ? &T->eval_bins : NULL, &T->borders,
+										T->threads, env)) != GBML_OK)
+			return rc;
+		T->n_features = gbml_boost_inputs_width(&T->cat.model);
 	}
 	return GBML_OK;
 }
@@ -1076,13 +1182,7 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 								  (double) T->eval.label[i]);
 	}
 
-	/* quantization */
-	T->n_features = ds->n_features;
-	if ((rc = gbml_boost_borders_build(ds, (int) p->border_count, p->border_sample_size,
-									   (uint64_t) p->random_seed, &T->borders, env)) != GBML_OK)
-		return rc;
-	if ((rc = bin_rows(T, ds, &T->train, &T->bins, true)) != GBML_OK ||
-		(T->has_eval && (rc = bin_rows(T, eval, &T->eval, &T->eval_bins, false)) != GBML_OK))
+	if ((rc = quantize(T, ds, eval)) != GBML_OK)
 		return rc;
 	T->feat_off = gbml_alloc_array(env, (size_t) T->n_features + 1, sizeof(int64_t));
 	if (T->feat_off == NULL)
@@ -1291,7 +1391,7 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 	gbml_sb_u32(&sb, (uint32_t) T->kind);
 	gbml_sb_f64(&sb, base_score);
 	gbml_sb_u32(&sb, (uint32_t) F->n_trees);
-	gbml_sb_u32(&sb, (uint32_t) T->n_features);
+	gbml_sb_u32(&sb, (uint32_t) T->n_inputs);
 	gbml_model_add_sb(ctx->writer, GBML_SECTION_BOOST_HEADER, &sb);
 	gbml_sb_free(&sb);
 
@@ -1321,6 +1421,15 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 	}
 	gbml_model_add_sb(ctx->writer, GBML_SECTION_BOOST_BORDERS, &sb);
 	gbml_sb_free(&sb);
+
+	/* the splits on derived features index model features past the inputs: how to compute them */
+	if (T->cat.n_cat > 0)
+	{
+		gbml_sb_init(&sb, T->env);
+		gbml_boost_inputs_write(&T->cat.model, &sb);
+		gbml_model_add_sb(ctx->writer, GBML_SECTION_BOOST_CATEGORICAL, &sb);
+		gbml_sb_free(&sb);
+	}
 }
 
 static int
@@ -1440,6 +1549,13 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 					   (long long) (best_iter >= 0 ? best_iter + 1 : T.forest.n_trees),
 					   stopped_early ? "true" : "false", no_split ? "true" : "false");
 		gbml_sb_printf(m, "\"borders\":%lld,", (long long) T.borders.offset[T.n_features]);
+		if (T.cat.n_cat > 0)
+		{
+			gbml_sb_printf(m, "\"categorical\":{\"features\":%d,\"one_hot\":%d,\"ctr\":%d,\"ctr_prior\":",
+						   T.cat.n_cat, T.cat.n_one_hot, T.cat.n_ctr);
+			gbml_sb_json_number(m, T.cat.model.prior);
+			gbml_sb_printf(m, "},");
+		}
 		gbml_sb_printf(m, "\"metrics\":{\"eval_metric\":\"%s\",\"eval_value\":", mname);
 		gbml_sb_json_number(m, eval_value);
 		gbml_sb_printf(m, ",\"higher_is_better\":%s,\"eval_set\":\"%s\",\"train_%s\":",
@@ -1482,6 +1598,8 @@ model_free(gbml_boost_model *m, gbml_env *env)
 	gbml_free(env, m->used_buf);
 	gbml_free(env, m->pos_buf);
 	gbml_boost_forest_free_fast(&m->forest, env);
+	gbml_boost_inputs_free(&m->inputs, env);
+	gbml_schema_free(m->schema, env);
 	gbml_free(env, m);
 }
 
@@ -1502,6 +1620,43 @@ load_failed(gbml_boost_model *m, gbml_env *env)
 	return rc;
 }
 
+/*
+ * The feature schema ('SCHM', when the model has one) and the categorical
+ * transforms ('BSTC'): present together exactly when some input is
+ * categorical.  Sets the forest's model feature count (inputs, then
+ * derived features) and its transform.
+ */
+static int
+load_inputs(const gbml_model_reader *r, gbml_boost_model *m, int nf, gbml_env *env)
+{
+	const uint8_t *data;
+	size_t		len;
+	int			rc;
+
+	m->forest.n_features = nf;
+	if (gbml_model_find(r, GBML_SECTION_SCHEMA, &data, &len) &&
+		(rc = gbml_schema_read(data, len, nf, env, &m->schema)) != GBML_OK)
+	{
+		model_free(m, env);
+		return rc;
+	}
+	if (!gbml_model_find(r, GBML_SECTION_BOOST_CATEGORICAL, &data, &len))
+	{
+		if (gbml_schema_n_categorical(m->schema) > 0)
+			return corrupt(m, env, "categorical features without their section");
+		return GBML_OK;
+	}
+	if ((rc = gbml_boost_inputs_read(data, len, nf, m->schema, &m->inputs, env)) != GBML_OK)
+	{
+		model_free(m, env);
+		return rc;
+	}
+	m->has_inputs = true;
+	m->forest.n_features = gbml_boost_inputs_width(&m->inputs);
+	m->forest.inputs = &m->inputs;
+	return GBML_OK;
+}
+
 static int
 boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 {
@@ -1516,6 +1671,8 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 	double		base;
 	int64_t		n_splits = 0,
 				n_leaves = 0;
+	uint32_t	n_model;		/* the model features splits index: nf, plus derived ones */
+	int			rc;
 
 	*handle = NULL;
 	m = gbml_alloc0(env, sizeof(gbml_boost_model));
@@ -1543,7 +1700,9 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 		return corrupt(m, env, "feature count disagrees with the container");
 	m->loss = (int) loss;
 	m->forest.base_score = base;
-	m->forest.n_features = (int) nf;
+	if ((rc = load_inputs(r, m, (int) nf, env)) != GBML_OK)
+		return rc;
+	n_model = (uint32_t) m->forest.n_features;
 
 	/* trees: a validating pass, then a filling pass */
 	if (!gbml_model_find(r, GBML_SECTION_BOOST_TREES, &data, &len))
@@ -1565,8 +1724,10 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 
 			if (!c.ok)
 				return corrupt(m, env, "trees section is truncated");
-			if (f >= nf)
+			if (f >= n_model)
 				return corrupt(m, env, "split feature index out of range");
+			if (gbml_feature_is_categorical(m->schema, (int) f))
+				return corrupt(m, env, "a split on a categorical feature's raw id");
 			if (isnan(b) || !(isfinite(g) && g >= 0))
 				return corrupt(m, env, "split border or gain is invalid");
 		}
@@ -1636,16 +1797,16 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 
 	/* features the splits use, for the batch scorer */
 	{
-		int32_t    *map = gbml_alloc_array(env, nf, sizeof(int32_t));
+		int32_t    *map = gbml_alloc_array(env, n_model, sizeof(int32_t));
 		int			n_used = 0;
 
 		if (map == NULL)
 			return load_failed(m, env);
-		for (uint32_t f = 0; f < nf; f++)
+		for (uint32_t f = 0; f < n_model; f++)
 			map[f] = -1;
 		for (int64_t s = 0; s < n_splits; s++)
 			map[m->feature_buf[s]] = 0;
-		for (uint32_t f = 0; f < nf; f++)
+		for (uint32_t f = 0; f < n_model; f++)
 			if (map[f] == 0)
 				n_used++;
 		m->used_buf = gbml_alloc_array(env, (size_t) n_used + 1, sizeof(int32_t));
@@ -1655,7 +1816,7 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 			return load_failed(m, env);
 		}
 		n_used = 0;
-		for (uint32_t f = 0; f < nf; f++)
+		for (uint32_t f = 0; f < n_model; f++)
 			if (map[f] == 0)
 			{
 				m->used_buf[n_used] = (int32_t) f;
@@ -1673,14 +1834,14 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 	if (!gbml_model_find(r, GBML_SECTION_BOOST_BORDERS, &data, &len))
 		return corrupt(m, env, "borders section is missing");
 	gbml_cursor_init(&c, data, len);
-	if (gbml_cursor_u32(&c) != nf || !c.ok)
+	if (gbml_cursor_u32(&c) != n_model || !c.ok)
 		return corrupt(m, env, "borders section has the wrong feature count");
-	m->border_count = gbml_alloc_array(env, nf, sizeof(int));
-	m->border_off = gbml_alloc_array(env, (size_t) nf + 1, sizeof(int64_t));
+	m->border_count = gbml_alloc_array(env, n_model, sizeof(int));
+	m->border_off = gbml_alloc_array(env, (size_t) n_model + 1, sizeof(int64_t));
 	if (m->border_count == NULL || m->border_off == NULL)
 		return load_failed(m, env);
 	m->border_off[0] = 0;
-	for (uint32_t f = 0; f < nf; f++)
+	for (uint32_t f = 0; f < n_model; f++)
 	{
 		uint32_t	cnt = gbml_cursor_u32(&c);
 		const void *vals;
@@ -1695,12 +1856,12 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 	}
 	if (gbml_cursor_remaining(&c) != 0)
 		return corrupt(m, env, "borders section has trailing bytes");
-	m->border_values = gbml_alloc_array(env, (size_t) m->border_off[nf] + 1, sizeof(float));
+	m->border_values = gbml_alloc_array(env, (size_t) m->border_off[n_model] + 1, sizeof(float));
 	if (m->border_values == NULL)
 		return load_failed(m, env);
 	gbml_cursor_init(&c, data, len);
 	gbml_cursor_u32(&c);
-	for (uint32_t f = 0; f < nf; f++)
+	for (uint32_t f = 0; f < n_model; f++)
 	{
 		uint32_t	cnt = gbml_cursor_u32(&c);
 		float	   *v = m->border_values + m->border_off[f];
@@ -1710,14 +1871,10 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 			if (isnan(v[j]) || (j > 0 && !(v[j] > v[j - 1])))
 				return corrupt(m, env, "borders are not strictly increasing numbers");
 	}
+	if ((rc = gbml_boost_forest_prepare_fast(&m->forest, env)) != GBML_OK)
 	{
-		int			rc = gbml_boost_forest_prepare_fast(&m->forest, env);
-
-		if (rc != GBML_OK)
-		{
-			model_free(m, env);
-			return rc;
-		}
+		model_free(m, env);
+		return rc;
 	}
 	*handle = m;
 	return GBML_OK;
@@ -1749,6 +1906,13 @@ json_float(gbml_strbuf *sb, double v)
 		gbml_sb_printf(sb, "%.9g", v);
 }
 
+/* The input feature model feature k comes from (itself, or a derived feature's source). */
+static int
+input_of(const gbml_boost_model *m, int k)
+{
+	return m->has_inputs && k >= m->inputs.n_inputs ? m->inputs.derived[k - m->inputs.n_inputs].source : k;
+}
+
 static int
 boost_to_json(const void *handle, gbml_strbuf *out)
 {
@@ -1765,7 +1929,12 @@ boost_to_json(const void *handle, gbml_strbuf *out)
 		gbml_sb_printf(out, "%s{\"depth\":%d,\"splits\":[", t ? "," : "", f->depth[t]);
 		for (int l = 0; l < f->depth[t]; l++)
 		{
-			gbml_sb_printf(out, "%s{\"feature\":%d,\"border\":", l ? "," : "", f->feature[s0 + l] + 1);
+			gbml_sb_printf(out, "%s{\"feature\":%d,", l ? "," : "", f->feature[s0 + l] + 1);
+			if (m->has_inputs && f->feature[s0 + l] >= m->inputs.n_inputs)
+				gbml_sb_printf(out, "\"source_feature\":%d,\"transform\":\"%s\",",
+							   input_of(m, f->feature[s0 + l]) + 1,
+							   gbml_boost_derived_kind_name(m->inputs.derived[f->feature[s0 + l] - m->inputs.n_inputs].kind));
+			gbml_sb_printf(out, "\"border\":");
 			json_float(out, f->border[s0 + l]);
 			gbml_sb_printf(out, ",\"gain\":");
 			json_float(out, m->gain[s0 + l]);
@@ -1793,19 +1962,23 @@ boost_to_json(const void *handle, gbml_strbuf *out)
 		gbml_sb_append(out, "]", 1);
 	}
 	gbml_sb_append(out, "]", 1);
+	if (m->has_inputs)
+		gbml_boost_inputs_json(&m->inputs, m->schema, out);
 	return gbml_sb_status(out);
 }
 
+/* Importance per input feature: a derived feature's gain goes to its categorical source. */
 static int
 boost_importance(const void *handle, double *out)
 {
 	const gbml_boost_model *m = handle;
 	const gbml_boost_forest *f = &m->forest;
+	int			n = m->has_inputs ? m->inputs.n_inputs : f->n_features;
 
-	memset(out, 0, sizeof(double) * (size_t) f->n_features);
+	memset(out, 0, sizeof(double) * (size_t) n);
 	for (int64_t s = 0; s < f->split_off[f->n_trees]; s++)
-		out[f->feature[s]] += m->gain[s];
-	gbml_importance_normalize(out, f->n_features);
+		out[input_of(m, f->feature[s])] += m->gain[s];
+	gbml_importance_normalize(out, n);
 	return GBML_OK;
 }
 
@@ -1820,6 +1993,8 @@ const gbml_algorithm gbml_algorithm_boost = {
 	.gpu_streams = true,
 	.reads_spilled_rows = true,
 	.quantizes_rows = true,
+	.categorical_features = true,
+	.records_param = boost_records_param,
 	.train = boost_train,
 	.load = boost_load,
 	.unload = boost_unload,

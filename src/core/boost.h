@@ -11,12 +11,14 @@
 #define GBML_BOOST_H
 
 #include "algorithm.h"
+#include "boost_cat.h"
 #include "boost_predict.h"
 
 /* Model sections. */
 #define GBML_SECTION_BOOST_HEADER	GBML_TAG('B','S','T','H')
 #define GBML_SECTION_BOOST_TREES	GBML_TAG('B','S','T','T')
 #define GBML_SECTION_BOOST_BORDERS	GBML_TAG('B','S','T','B')
+/* GBML_SECTION_BOOST_CATEGORICAL ('BSTC'): boost_cat.h */
 #define GBML_BOOST_LAYOUT_VERSION	1
 
 /* Choices of "eval_metric". */
@@ -45,6 +47,11 @@ typedef struct gbml_boost_params
 	int64_t		eval_k;
 	int64_t		early_stopping_rounds;
 	bool		use_best_model;
+	/* categorical features (boost_ctr.h); recorded in a model only when it has one */
+	int64_t		one_hot_max_size;
+	double		ctr_prior;		/* NaN: the mean target */
+	double		ctr_prior_weight;
+	bool		ctr_counter;
 } gbml_boost_params;
 
 extern const gbml_param_spec gbml_boost_param_specs[];
@@ -72,6 +79,10 @@ typedef struct gbml_boost_model
 	float	   *leaf_buf;
 	int32_t    *used_buf;
 	int32_t    *pos_buf;
+	/* with categorical inputs: the model features the splits index, and the column names */
+	bool		has_inputs;
+	gbml_boost_inputs inputs;
+	gbml_feature_schema *schema;
 } gbml_boost_model;
 
 #endif

@@ -93,6 +93,32 @@ gbml_boost_gpu_open_stored(gbml_boost_gpu *g, gbml_env *env, gbml_gpu_ctx *ctx, 
 	return GBML_OK;
 }
 
+/* Streams every host bin block to the device. */
+static int
+upload_bins(gbml_boost_gpu *g, const gbml_boost_bins *bins)
+{
+	for (int64_t b = 0; b < bins->n_blocks; b++)
+		if (g->b->boost_put_bins(g->ctx, b, bins->blocks[b], gbml_boost_block_len(bins, b)) != 0)
+			return backend_error(g, "bin upload");
+	return GBML_OK;
+}
+
+int
+gbml_boost_gpu_open_stored_bins(gbml_boost_gpu *g, gbml_env *env, gbml_gpu_ctx *ctx, const gbml_boost_bins *bins,
+								int n_features, const int64_t *feat_off, int64_t total_bins, int max_slots)
+{
+	int			rc;
+
+	memset(g, 0, sizeof(*g));
+	g->env = env;
+	g->b = env->gpu;
+	g->ctx = ctx;
+	g->owns_ctx = false;
+	if ((rc = begin(g, bins, n_features, feat_off, total_bins, max_slots)) != GBML_OK)
+		return rc;
+	return upload_bins(g, bins);
+}
+
 int
 gbml_boost_gpu_open(gbml_boost_gpu *g, gbml_env *env, const gbml_boost_bins *bins,
 					int n_features, const int64_t *feat_off, int64_t total_bins, int max_slots)
@@ -120,10 +146,7 @@ gbml_boost_gpu_open(gbml_boost_gpu *g, gbml_env *env, const gbml_boost_bins *bin
 		}
 		return rc;
 	}
-	for (int64_t b = 0; b < bins->n_blocks; b++)
-		if (g->b->boost_put_bins(g->ctx, b, bins->blocks[b], gbml_boost_block_len(bins, b)) != 0)
-			return backend_error(g, "bin upload");
-	return GBML_OK;
+	return upload_bins(g, bins);
 }
 
 int

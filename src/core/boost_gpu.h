@@ -56,6 +56,15 @@ int			gbml_boost_gpu_open_stored(gbml_boost_gpu *g, gbml_env *env, gbml_gpu_ctx 
 									   const gbml_boost_bins *bins, int n_features, const int64_t *feat_off,
 									   int64_t total_bins, int max_slots, const int64_t *src,
 									   const gbml_boost_borders *borders);
+/*
+ * Rows streamed to the device whose bins were made on the host instead (a
+ * categorical input's statistics need the ids there: boost_ctr.h): trains
+ * in the store's context, the host bins streamed in as by
+ * gbml_boost_gpu_open.  The store's rows should be released first.
+ */
+int			gbml_boost_gpu_open_stored_bins(gbml_boost_gpu *g, gbml_env *env, gbml_gpu_ctx *ctx,
+											const gbml_boost_bins *bins, int n_features, const int64_t *feat_off,
+											int64_t total_bins, int max_slots);
 void		gbml_boost_gpu_close(gbml_boost_gpu *g);
 
 int			gbml_boost_gpu_begin_tree(gbml_boost_gpu *g, const uint16_t *leaf, const int64_t *gq,

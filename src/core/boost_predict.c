@@ -8,6 +8,7 @@
  * and a row's sum is built in the same order as the single-row scorer.
  */
 #include "boost_predict.h"
+#include "boost_cat.h"
 
 #include <string.h>
 #ifdef _OPENMP
@@ -38,6 +39,24 @@ sum_uniform(const gbml_boost_forest *f, const float *x, const int d)
 	return gbml_boost_combine(f->base_score, acc);
 }
 
+/* Model features computed from the row split by split (categorical inputs). */
+static double
+sum_inputs(const gbml_boost_forest *f, const float *x)
+{
+	double		acc[GBML_BOOST_LANES] = {0, 0, 0, 0};
+
+	for (int t = 0; t < f->n_trees; t++)
+	{
+		int64_t		s0 = f->split_off[t];
+		int			idx = 0;
+
+		for (int l = 0; l < f->depth[t]; l++)
+			idx |= (gbml_boost_input_value(f->inputs, f->feature[s0 + l], x) > f->border[s0 + l]) << l;
+		acc[t & 3] += (double) f->leaf[f->leaf_off[t] + idx];
+	}
+	return gbml_boost_combine(f->base_score, acc);
+}
+
 double
 gbml_boost_forest_predict(const gbml_boost_forest *f, const float *x)
 {
@@ -45,6 +64,8 @@ gbml_boost_forest_predict(const gbml_boost_forest *f, const float *x)
 
 	if (f->fast)
 		return gbml_boost_forest_predict_fast(f, x);
+	if (f->inputs)
+		return sum_inputs(f, x);
 
 	switch (f->uniform_depth)
 	{
@@ -152,8 +173,12 @@ gbml_boost_forest_predict_batch(const gbml_boost_forest *f, const float *x, int6
 			{
 				const float *row = x + (size_t) (r0 + r) * (size_t) stride;
 
-				for (int u = 0; u < f->n_used; u++)
-					xt[(size_t) u * BATCH_ROWS + r] = row[f->used_features[u]];
+				if (f->inputs)
+					for (int u = 0; u < f->n_used; u++)
+						xt[(size_t) u * BATCH_ROWS + r] = gbml_boost_input_value(f->inputs, f->used_features[u], row);
+				else
+					for (int u = 0; u < f->n_used; u++)
+						xt[(size_t) u * BATCH_ROWS + r] = row[f->used_features[u]];
 			}
 			for (int r = nr; r < BATCH_ROWS; r++)
 				for (int u = 0; u < f->n_used; u++)

@@ -7,6 +7,10 @@
  * same rule training used on bins.  No branches: D loads, compares and
  * shift-ors, then one leaf load per tree.
  *
+ * A model with categorical inputs splits on features computed from the row
+ * (forest.inputs, boost_cat.h): each scorer computes the ones the trees use
+ * first, then scores as above.
+ *
  * The batch scorer transposes a block of rows to feature-major and scores
  * the block tree by tree, so each level's compare is one vector instruction
  * over many rows; it returns exactly the single-row result (the same
@@ -19,9 +23,11 @@
 #include <stdint.h>
 #include "env.h"
 
+struct gbml_boost_inputs;
+
 typedef struct gbml_boost_forest
 {
-	int			n_features;
+	int			n_features;		/* the model features splits index (the row's, unless inputs) */
 	int			n_trees;
 	double		base_score;
 	int			uniform_depth;	/* the depth of every tree, or -1 when they differ */
@@ -37,6 +43,12 @@ typedef struct gbml_boost_forest
 	const int32_t *feature_pos;	/* per level: index into used_features */
 	/* Optional quantized SIMD layout for the single-row scorer (boost_predict_fast.c), or NULL. */
 	const struct gbml_boost_fast *fast;
+	/*
+	 * How the model features come from a row (categorical inputs:
+	 * boost_cat.h), or NULL: they are the row's own floats.  Every scorer
+	 * here computes a used feature through it.
+	 */
+	const struct gbml_boost_inputs *inputs;
 } gbml_boost_forest;
 
 /*

@@ -18,6 +18,7 @@
  * and unique.
  */
 #include "boost_predict.h"
+#include "boost_cat.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -148,7 +149,8 @@ gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
 		goto oom;
 	for (int u = 0; u < fast->n_used16; u++)
 	{
-		fast->feature_of[u] = u < f->n_used ? f->used_features[u] : 0;
+		/* with categorical inputs the used features are computed into a buffer first: gathered from there */
+		fast->feature_of[u] = u >= f->n_used ? 0 : f->inputs ? u : f->used_features[u];
 		for (int k = 0; k < fast->stride; k++)
 			fast->borders_t[(size_t) k * fast->n_used16 + u] =
 				u < f->n_used ? fast->borders[(size_t) u * fast->stride + k] : INFINITY;
@@ -192,6 +194,15 @@ oom:
 }
 
 #ifdef HAVE_FAST_PATH
+/* The used model features of row x (categorical inputs: boost_cat.h) into out[0 .. n_used). */
+static const float *
+model_features(const gbml_boost_forest *f, const float *x, float *out)
+{
+	for (int u = 0; u < f->n_used; u++)
+		out[u] = gbml_boost_input_value(f->inputs, f->used_features[u], x);
+	return out;
+}
+
 __attribute__((target("avx,avx512f,avx512bw,avx512vl,avx512vbmi")))
 double
 gbml_boost_forest_predict_fast(const gbml_boost_forest *f, const float *x)
@@ -200,6 +211,7 @@ gbml_boost_forest_predict_fast(const gbml_boost_forest *f, const float *x)
 	uint8_t		bins[MAX_USED] __attribute__((aligned(64)));
 	uint8_t		idx_bytes[BLOCK_TREES] __attribute__((aligned(64)));
 	const int	d = fast->depth;
+	float		computed[MAX_USED];
 	__m256d		acc4 = _mm256_setzero_pd();
 	double		acc[GBML_BOOST_LANES];
 	__m512i		tbl_lo,
@@ -210,8 +222,11 @@ gbml_boost_forest_predict_fast(const gbml_boost_forest *f, const float *x)
 	 * exceeds.  The row usually comes straight from a heap page: ask for all
 	 * its cache lines at once rather than miss on them gather by gather.
 	 */
-	for (int i = 0; i < f->n_features; i += 16)
-		__builtin_prefetch(x + i);
+	if (f->inputs)
+		x = model_features(f, x, computed);
+	else
+		for (int i = 0; i < f->n_features; i += 16)
+			__builtin_prefetch(x + i);
 	memset(bins, 0, sizeof(bins));
 	for (int g = 0; g < fast->n_used16; g += 16)
 	{

@@ -670,11 +670,33 @@ positions_by_chunk(const gbml_dataset *ds, const int64_t *src, int64_t **off_out
 	return GBML_OK;
 }
 
+/* Copies keep's columns of rows ptr[0..m) (at positions pos[i], or p0 + i) out. */
+static void
+keep_columns(const gbml_boost_keep *keep, const float *const *ptr, const int64_t *pos, int64_t p0, int64_t m)
+{
+	if (keep == NULL)
+		return;
+	for (int k = 0; k < keep->n; k++)
+	{
+		float	   *out = keep->out + (size_t) k * (size_t) keep->n_rows;
+		int			c = keep->col[k];
+
+		for (int64_t i = 0; i < m; i++)
+			out[pos ? pos[i] : p0 + i] = ptr[i][c];
+	}
+}
+
+void
+gbml_boost_keep_rows(const gbml_boost_keep *keep, const float *const *rows, int64_t n)
+{
+	keep_columns(keep, rows, NULL, 0, n);
+}
+
 /* Bins one chunk's rows x (rows of them, chunk `index`) into their training positions. */
 static void
 fill_chunk(gbml_boost_bins *out, const gbml_boost_binner *bz, const float *x, int64_t rows, int index,
 		   const int64_t *src, const int64_t *off, const int64_t *pos, int64_t p0, const float **ptr,
-		   int threads)
+		   const gbml_boost_keep *keep, int threads)
 {
 	size_t		d = (size_t) bz->n_features;
 
@@ -684,19 +706,21 @@ fill_chunk(gbml_boost_bins *out, const gbml_boost_binner *bz, const float *x, in
 		for (int64_t r = 0; r < rows; r++)
 			ptr[r] = x + (size_t) r * d;
 		gbml_boost_bins_fill(out, bz, ptr, NULL, p0, rows, threads);
+		keep_columns(keep, ptr, NULL, p0, rows);
 		return;
 	}
 	/* its rows in the order of their positions, scattered into the blocks */
 	for (int64_t k = off[index]; k < off[index + 1]; k++)
 		ptr[k - off[index]] = x + (size_t) (src[pos[k]] & 0xffffffffLL) * d;
 	gbml_boost_bins_fill(out, bz, ptr, pos + off[index], 0, off[index + 1] - off[index], threads);
+	keep_columns(keep, ptr, pos + off[index], 0, off[index + 1] - off[index]);
 }
 
 /* Reads every chunk through the reader and bins it (fill_chunk); progress and cancel between chunks. */
 static int
 fill_from_reader(const gbml_dataset *ds, const int64_t *src, const int64_t *off, const int64_t *pos,
-				 const gbml_boost_binner *bz, const float **ptr, gbml_boost_bins *out, const char *phase,
-				 gbml_env *env)
+				 const gbml_boost_binner *bz, const float **ptr, const gbml_boost_keep *keep,
+				 gbml_boost_bins *out, const char *phase, gbml_env *env)
 {
 	gbml_chunk_prefetch *p = gbml_chunk_prefetch_open(ds, env);
 	const float *x;
@@ -711,7 +735,7 @@ fill_from_reader(const gbml_dataset *ds, const int64_t *src, const int64_t *off,
 	{
 		gbml_progress_info info = {phase, index + 1, ds->n_chunks, NULL, 0};
 
-		fill_chunk(out, bz, x, rows, index, src, off, pos, p0, ptr, env->threads);
+		fill_chunk(out, bz, x, rows, index, src, off, pos, p0, ptr, keep, env->threads);
 		p0 += rows;
 		if (gbml_progress(env, &info))
 		{
@@ -725,7 +749,8 @@ fill_from_reader(const gbml_dataset *ds, const int64_t *src, const int64_t *off,
 
 int
 gbml_boost_bins_from_chunks(const gbml_dataset *ds, const int64_t *src, const gbml_boost_borders *borders,
-							int64_t block_rows, const char *phase, gbml_boost_bins *out, gbml_env *env)
+							int64_t block_rows, const gbml_boost_keep *keep, const char *phase,
+							gbml_boost_bins *out, gbml_env *env)
 {
 	gbml_boost_binner bz;
 	int64_t    *off = NULL,
@@ -745,7 +770,7 @@ gbml_boost_bins_from_chunks(const gbml_dataset *ds, const int64_t *src, const gb
 		(rc = gbml_boost_bins_alloc(out, ds->n_rows, ds->n_features, block_rows, env)) != GBML_OK)
 		rc = env->error_code;
 	else
-		rc = fill_from_reader(ds, src, off, pos, &bz, ptr, out, phase, env);
+		rc = fill_from_reader(ds, src, off, pos, &bz, ptr, keep, out, phase, env);
 	gbml_free(env, ptr);
 	gbml_free(env, off);
 	gbml_free(env, pos);
@@ -753,4 +778,119 @@ gbml_boost_bins_from_chunks(const gbml_dataset *ds, const int64_t *src, const gb
 	if (rc != GBML_OK)
 		gbml_boost_bins_free(out, env);
 	return rc;
+}
+
+int
+gbml_boost_bins_widen(gbml_boost_bins *bins, int n_from, int n_to, gbml_env *env)
+{
+	for (int64_t b = 0; b < bins->n_blocks; b++)
+	{
+		size_t		len = (size_t) gbml_boost_block_len(bins, b);
+		uint8_t    *p = gbml_realloc(env, bins->blocks[b], len * (size_t) (n_to > 0 ? n_to : 1));
+
+		if (p == NULL)
+			return env->error_code;
+		memset(p + len * (size_t) n_from, 0, len * (size_t) (n_to - n_from));
+		bins->blocks[b] = p;
+	}
+	return GBML_OK;
+}
+
+void
+gbml_boost_bins_fill_column(gbml_boost_bins *bins, int column, const float *values, const float *borders,
+							int count, int threads)
+{
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+	for (int64_t b = 0; b < bins->n_blocks; b++)
+	{
+		int64_t		len = gbml_boost_block_len(bins, b);
+		uint8_t    *col = bins->blocks[b] + (size_t) column * (size_t) len;
+		const float *v = values + b * bins->block_rows;
+
+		for (int64_t r = 0; r < len; r++)
+			col[r] = (uint8_t) gbml_boost_bin_of(borders, count, v[r]);
+	}
+}
+
+int
+gbml_boost_value_borders(const float *v, int64_t m, int max_borders, float *out, int *count, gbml_env *env)
+{
+	uint32_t   *keys = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1) * 2, sizeof(uint32_t));
+	int64_t		mf = 0;
+
+	*count = 0;
+	if (keys == NULL)
+		return env->error_code;
+	for (int64_t i = 0; i < m; i++)
+		if (isfinite(v[i]))
+			keys[mf++] = float_key(v[i]);
+	radix_sort_u32(keys, keys + (m > 0 ? m : 1), mf);
+	if (max_borders > GBML_BOOST_MAX_BORDERS)
+		max_borders = GBML_BOOST_MAX_BORDERS;
+	*count = choose_borders(keys, mf, max_borders, out);
+	gbml_free(env, keys);
+	return GBML_OK;
+}
+
+void
+gbml_boost_borders_clear(gbml_boost_borders *b, int n, const bool *clear)
+{
+	int64_t		at = 0;
+
+	/* packed in place: a feature's borders only ever move towards the front */
+	for (int f = 0; f < n; f++)
+	{
+		int64_t		from = b->offset[f];
+
+		if (clear[f])
+		{
+			b->count[f] = 0;
+			b->has_missing[f] = false;
+		}
+		memmove(b->values + at, b->values + from, sizeof(float) * (size_t) b->count[f]);
+		b->offset[f] = at;
+		at += b->count[f];
+	}
+	b->offset[n] = at;
+}
+
+int
+gbml_boost_borders_append(gbml_boost_borders *b, int n_old, int n_add, const int *count, const float *values,
+						  int stride, gbml_env *env)
+{
+	int			n = n_old + n_add;
+	int64_t		total = b->offset[n_old];
+	int		   *c;
+	int64_t    *off;
+	bool	   *miss;
+	float	   *val;
+
+	for (int j = 0; j < n_add; j++)
+		total += count[j];
+	c = gbml_realloc(env, b->count, sizeof(int) * (size_t) (n > 0 ? n : 1));
+	if (c == NULL)
+		return env->error_code;
+	b->count = c;
+	off = gbml_realloc(env, b->offset, sizeof(int64_t) * ((size_t) n + 1));
+	if (off == NULL)
+		return env->error_code;
+	b->offset = off;
+	miss = gbml_realloc(env, b->has_missing, sizeof(bool) * (size_t) (n > 0 ? n : 1));
+	if (miss == NULL)
+		return env->error_code;
+	b->has_missing = miss;
+	val = gbml_realloc(env, b->values, sizeof(float) * (size_t) (total > 0 ? total : 1));
+	if (val == NULL)
+		return env->error_code;
+	b->values = val;
+	for (int j = 0; j < n_add; j++)
+	{
+		int			f = n_old + j;
+
+		c[f] = count[j];
+		miss[f] = false;
+		memcpy(val + off[f], values + (size_t) j * (size_t) stride, sizeof(float) * (size_t) count[j]);
+		off[f + 1] = off[f] + count[j];
+	}
+	return GBML_OK;
 }

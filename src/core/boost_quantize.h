@@ -122,16 +122,61 @@ int			gbml_boost_bins_build(const float *const *rows, int64_t n_rows, int n_feat
 								  gbml_boost_bins *out, gbml_env *env);
 
 /*
+ * Raw columns copied out while rows are binned (a categorical feature's
+ * ids, which its bins do not keep): column col[k] of the row at training
+ * position i goes to out[k * n_rows + i].
+ */
+typedef struct gbml_boost_keep
+{
+	int			n;
+	const int  *col;
+	float	   *out;
+	int64_t		n_rows;
+} gbml_boost_keep;
+
+/*
  * The same for a dataset whose rows are read chunk by chunk through the
  * reader (chunk_prefetch.h), wherever the chunks live: training position i
  * holds the row at address src[i] (chunk << 32 | row), or with src NULL the
  * rows in chunk order.  Each chunk's rows are binned while the next chunk
- * is read; progress (`phase`, one iteration a chunk) and cancel between
- * chunks.  On failure out holds nothing.
+ * is read, and keep's columns (keep may be NULL) copied out; progress
+ * (`phase`, one iteration a chunk) and cancel between chunks.  On failure
+ * out holds nothing.
  */
 int			gbml_boost_bins_from_chunks(const gbml_dataset *ds, const int64_t *src,
 										const gbml_boost_borders *borders, int64_t block_rows,
-										const char *phase, gbml_boost_bins *out, gbml_env *env);
+										const gbml_boost_keep *keep, const char *phase,
+										gbml_boost_bins *out, gbml_env *env);
 void		gbml_boost_bins_free(gbml_boost_bins *b, gbml_env *env);
+
+/* Copies keep's columns of host rows rows[0..n) (training order) out. */
+void		gbml_boost_keep_rows(const gbml_boost_keep *keep, const float *const *rows, int64_t n);
+
+/*
+ * Features made after binning (categorical ones: boost_ctr.h) join the
+ * bins as extra columns: every block grows from n_from to n_to feature
+ * columns (the old ones kept: blocks are feature-major), then each new
+ * column is binned from a value per training position with its borders.
+ */
+int			gbml_boost_bins_widen(gbml_boost_bins *bins, int n_from, int n_to, gbml_env *env);
+void		gbml_boost_bins_fill_column(gbml_boost_bins *bins, int column, const float *values,
+										const float *borders, int count, int threads);
+
+/*
+ * Borders from values v[0..m) (finite): at most max_borders, chosen as a
+ * feature's are from its sample.  *count gets how many went to out.
+ */
+int			gbml_boost_value_borders(const float *v, int64_t m, int max_borders, float *out, int *count,
+									 gbml_env *env);
+
+/* Takes every border away from the features f < n with clear[f] (they can never split). */
+void		gbml_boost_borders_clear(gbml_boost_borders *b, int n, const bool *clear);
+
+/*
+ * Appends n_add features to b's n_old: feature j gets count[j] borders,
+ * values[j * stride ..] (no missing border).
+ */
+int			gbml_boost_borders_append(gbml_boost_borders *b, int n_old, int n_add, const int *count,
+									  const float *values, int stride, gbml_env *env);
 
 #endif

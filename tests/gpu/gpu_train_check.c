@@ -20,6 +20,7 @@
 #include "chunk_store_gpu.h"
 #include "dataset.h"
 #include "rng.h"
+#include "schema.h"
 #include "../unit/test_util.h"
 
 typedef struct data_spec
@@ -335,6 +336,7 @@ cancel_checks(int rounds)
 }
 
 static void streaming_checks(void);
+static void categorical_checks(void);
 
 void
 gc_training_checks(bool quick)
@@ -344,6 +346,145 @@ gc_training_checks(bool quick)
 	gc_inject_faults("a training", attempt_training, 20, 37, 400);
 	cancel_checks(quick ? 20 : 100);
 	streaming_checks();
+	categorical_checks();
+}
+
+/* ---- categorical features (boost_ctr.h): derived bin columns reach the device ---- */
+
+#define CAT_D 6
+
+/* Columns 4 (60 categories, NULLs) and 5 (3 categories): names and values for the schema. */
+typedef struct cat_schema
+{
+	gbml_feature_schema s;
+	gbml_feature_def f[CAT_D];
+	char	   *names[60];
+	char		buf[60][8];
+} cat_schema;
+
+static void
+cat_schema_init(cat_schema *cs)
+{
+	memset(cs, 0, sizeof(*cs));
+	for (int c = 0; c < 60; c++)
+	{
+		snprintf(cs->buf[c], sizeof(cs->buf[c]), "c%02d", c);
+		cs->names[c] = cs->buf[c];
+	}
+	cs->s.n_features = CAT_D;
+	cs->s.features = cs->f;
+	for (int j = 0; j < CAT_D; j++)
+	{
+		cs->f[j].name = (char *) (j == 4 ? "city" : j == 5 ? "plan" : "x");
+		cs->f[j].source_type = (char *) "text";
+		cs->f[j].kind = j >= 4 ? GBML_FEATURE_CATEGORICAL : GBML_FEATURE_NUMERIC;
+		cs->f[j].n_categories = j == 4 ? 60 : j == 5 ? 3 : 0;
+		cs->f[j].categories = j >= 4 ? cs->names : NULL;
+	}
+}
+
+/*
+ * n rows (in an order shuffled by seed when shuffle), streamed to `open`
+ * (NULL: host memory); labels from both categorical columns and x0.
+ */
+static int
+make_categorical(gbml_dataset *ds, gbml_env *env, const cat_schema *cs, int64_t n, bool groups,
+				 gbml_chunk_store *(*open) (gbml_env *env), bool shuffle)
+{
+	int64_t    *order = shuffle ? tu_shuffled(n, 99) : NULL;
+	int			rc = GBML_OK;
+
+	gbml_dataset_init(ds, true);
+	ds->schema = &cs->s;
+	if (open)
+	{
+		ds->chunk_rows = 4096;	/* several chunks, so the rows do go to the store */
+		gbml_dataset_stream_to(ds, open, 0, false);
+	}
+	for (int64_t k = 0; k < n && rc == GBML_OK; k++)
+	{
+		int64_t		i = order ? order[k] : k;
+		gbml_rng	rng;
+		float		x[CAT_D];
+		gbml_row	row;
+		double		y;
+
+		gbml_rng_stream(&rng, 4242, (uint64_t) i);	/* row i's content depends on i alone */
+		for (int j = 0; j < 4; j++)
+			x[j] = (float) gbml_rng_uniform(&rng);
+		x[4] = gbml_rng_uniform(&rng) < 0.05 ? NAN : (float) gbml_rng_below(&rng, 60);
+		x[5] = (float) gbml_rng_below(&rng, 3);
+		y = (isnan(x[4]) ? 1.0 : (double) (((int) x[4] * 7) % 11) / 3.0) + (x[5] == 2.0f) + x[0] +
+			0.3 * gbml_rng_uniform(&rng);
+		memset(&row, 0, sizeof(row));
+		row.x = x;
+		row.n_features = CAT_D;
+		row.label = groups ? (float) floor(y) : (float) y;
+		row.group = i / 13;
+		row.group_is_null = !groups;
+		row.weight_is_null = true;
+		rc = gbml_dataset_append(ds, env, &row, true);
+	}
+	free(order);
+	return rc;
+}
+
+/*
+ * A categorical training on the CPU from host rows, and on the GPU with
+ * the rows in host memory, streamed to the device, or in temporary files:
+ * the same model bytes every time.
+ */
+static void
+categorical_checks(void)
+{
+	static const char *const where[3] = {"host memory", "the device", "temporary files"};
+	cat_schema	cs;
+
+	cat_schema_init(&cs);
+	for (int grouped = 0; grouped < 2; grouped++)
+	{
+		gbml_param_value p[5] = {tu_num("iterations", 8), tu_str("loss", grouped ? "YetiRank" : "RMSE"),
+		tu_num("eval_fraction", 0.2), tu_num("one_hot_max_size", 3), tu_num("subsample", 0.9)};
+		gbml_env	ecpu;
+		gbml_dataset dcpu;
+		uint8_t    *mcpu = NULL;
+		size_t		lcpu = 0;
+		int			rc_cpu;
+
+		gbml_env_init_malloc(&ecpu, 2);
+		rc_cpu = make_categorical(&dcpu, &ecpu, &cs, 20000, grouped, NULL, false);
+		if (rc_cpu == GBML_OK)
+			rc_cpu = gbml_train_values(&ecpu, "boost", p, 5, &dcpu, NULL, &mcpu, &lcpu);
+		for (int w = 0; w < 3; w++)
+		{
+			gbml_env	e;
+			gbml_dataset ds;
+			uint8_t    *m = NULL;
+			size_t		l = 0;
+			int			rc;
+
+			gbml_env_init_malloc(&e, 1 + w % 2);
+			e.device = GBML_DEVICE_GPU;
+			e.gpu = gc_backend;
+			rc = make_categorical(&ds, &e, &cs, 20000, grouped,
+								  w == 1 ? gbml_chunk_store_gpu_open : w == 2 ? gbml_chunk_store_file_open : NULL,
+								  w > 0);
+			if (rc == GBML_OK)
+				rc = gbml_train_values(&e, "boost", p, 5, &ds, NULL, &m, &l);
+			if (rc != GBML_OK)
+				printf("# categorical training on the GPU: %s\n", e.error);
+			gc_check(rc_cpu == GBML_OK && rc == GBML_OK && e.device == GBML_DEVICE_GPU &&
+					 (w == 0 || ds.store != NULL) && l == lcpu && memcmp(m, mcpu, l) == 0,
+					 "categorical features (%s), rows in %s: the GPU trains the CPU's bytes",
+					 grouped ? "YetiRank" : "RMSE", where[w]);
+			gbml_dataset_free(&ds, &e);
+			gbml_free(&e, m);
+			gc_check(e.memory_used == 0, "categorical training on the GPU: no host memory held afterwards");
+		}
+		gbml_dataset_free(&dcpu, &ecpu);
+		gbml_free(&ecpu, mcpu);
+	}
+	gc_check(gc_no_resources(), "no GPU resources left after the categorical trainings");
 }
 
 /* ---- rows streamed to the device during the scan ---- */
