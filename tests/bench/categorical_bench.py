@@ -72,7 +72,7 @@ seed <short>_train and <short>_test are created from them, then ONE call trains:
 and whole rows are scored:  SELECT id, gbml.predict('catbench_churn', t) FROM churn_test t
 (gbml.predict is the raw score: the log-odds for Logloss).
 
-Environment: SEEDS, TREES, DEPTH, LR, THREADS, BORDERS, DATASETS (a subset,
+Environment: SEEDS, TREES, DEPTH, LR, THREADS, BORDERS, GBML_PARAMS (extra gbml params, JSON), DATASETS (a subset,
 e.g. "mlc_churn,ames"; the short names churn, ames, hpc work too), PEERS
 (default "catboost,lightgbm,xgboost"), PEERS_ONLY=1 (no PostgreSQL at all),
 RESULTS_JSON (default /tmp/categorical_bench.json).
@@ -346,6 +346,8 @@ def run_gbml(cfg, task, short, seed, n_test):
               "threads": cfg["threads"]}
     if cfg["borders"]:
         params["border_count"] = cfg["borders"]
+    # GBML_PARAMS: extra gbml params as a JSON object (e.g. '{"one_hot_max_size": 16}')
+    params.update(json.loads(os.environ.get("GBML_PARAMS", "{}")))
     psql(f"DROP TABLE IF EXISTS {short}_train, {short}_test;\n"
          f"CREATE TABLE {short}_train AS SELECT a.* FROM {short}_all a JOIN {short}_split s USING (id)"
          f" WHERE s.seed = {seed} AND NOT s.test;\n"
