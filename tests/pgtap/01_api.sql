@@ -3,7 +3,7 @@
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS gbml;
 BEGIN;
-SELECT plan(31);
+SELECT plan(35);
 
 SELECT has_schema('gbml');
 SELECT has_table('gbml', 'models', 'the registry table exists');
@@ -16,6 +16,10 @@ SELECT has_function('gbml', 'train', ARRAY['text', 'text', 'text', 'jsonb']);
 SELECT has_function('gbml', 'deploy', ARRAY['text', 'integer']);
 SELECT has_function('gbml', 'predict', ARRAY['bytea', 'real[]']);
 SELECT has_function('gbml', 'predict', ARRAY['text', 'real[]']);
+SELECT has_function('gbml', 'predict', ARRAY['text', 'record']);
+SELECT has_function('gbml', 'predict', ARRAY['bytea', 'record']);
+SELECT has_function('gbml', 'boost_fit', ARRAY['record', 'jsonb']);
+SELECT function_returns('gbml', 'predict', ARRAY['text', 'record'], 'double precision');
 SELECT has_function('gbml', 'predict_proba', ARRAY['bytea', 'real[]']);
 SELECT has_function('gbml', 'kmeans_assign', ARRAY['bytea', 'real[]']);
 SELECT has_function('gbml', 'kmeans_distance', ARRAY['bytea', 'real[]']);
@@ -34,7 +38,7 @@ SELECT throws_ok($$SELECT gbml.mean_fit(ARRAY[1, NULL]::real[], 1)$$, '22004', N
 SELECT throws_ok($$SELECT gbml.mean_fit(ARRAY[1]::real[], 1) WHERE false$$, '02000', NULL, 'empty input: no_data');
 SELECT throws_ok($$SELECT gbml.predict('\x00'::bytea, ARRAY[1]::real[])$$, 'XX001', NULL, 'corrupt model: data_corrupted');
 SELECT throws_ok($$SELECT gbml.mean_fit(ARRAY[1]::real[], 1, '{"nope": 1}')$$, '22023',
-                 'gbml.mean_fit: mean: unknown parameter "nope"; accepted: device, threads, gpu_id, memory_limit_mb, gpu_memory_limit_mb, eval_fraction, deploy, eval_source, features_column, label_column, group_column, weight_column, passes');
+                 'gbml.mean_fit: mean: unknown parameter "nope"; accepted: device, threads, gpu_id, memory_limit_mb, gpu_memory_limit_mb, eval_fraction, deploy, eval_source, features_column, label_column, group_column, weight_column, feature_columns, exclude_columns, categorical_columns, passes');
 SELECT throws_ok($$SET gbml.threads = 0$$, '22023', NULL, 'threads must be >= 1');
 SELECT throws_ok($$SET gbml.device = 'tpu'$$, '22023', NULL, 'device is an enum');
 
