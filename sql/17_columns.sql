@@ -64,6 +64,11 @@ SELECT gbml.predict('cols_num', c) FROM col_renamed c;
 -- a model trained on an array cannot score a row
 WITH m AS (SELECT gbml.boost_fit(ARRAY[small]::real[], label, '{"iterations": 2}') AS model FROM col_rows)
 SELECT gbml.predict(m.model, c) FROM m, col_rows c LIMIT 1;
+-- the columns form called by hand: NULL model is NULL; wrong count or types are ERRORs, not misread datums
+SELECT gbml._predict_columns(NULL::text, 'col_rows'::regtype, 1) IS NULL AS null_model;
+SELECT gbml._predict_columns('cols_num', 'col_rows'::regtype, 1);
+SELECT gbml._predict_columns('cols_num', 'col_rows'::regtype, id, small, big, ratio, price, amount, flag, emb, emb8,
+                             city, code, plan, label::text, weight) FROM col_rows LIMIT 1;
 -- untyped array literals still go to the array form
 SELECT round(gbml.predict('cols_num', '{1,2,3,4,5,1,1,2,3}')::numeric, 6) = round(gbml.predict('cols_num', ARRAY[1,2,3,4,5,1,1,2,3]::real[])::numeric, 6) AS literal_ok;
 
@@ -78,7 +83,7 @@ SELECT gbml.saga_fit(c, '{"feature_columns": ["price", "flag"], "label_column": 
 
 -- parameter and column errors
 SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"feature_columns": ["no_such"]}');
-SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"exclude_columns": "id"}');
+SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"exclude_columns": "id", "iterations": 5}') > 0 AS one_name_is_a_list_of_one;
 SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"exclude_columns": [1, 2]}');
 SELECT gbml.train('x', 'boost', 'SELECT label, now() AS at FROM col_rows', '{}');
 SELECT gbml.train('x', 'boost', 'SELECT label, CASE WHEN id < 5 THEN ARRAY[1]::real[] ELSE ARRAY[1, 2]::real[] END AS e FROM col_rows', '{}');

@@ -64,6 +64,7 @@ typedef struct row_cache
 	int			natts;
 	int		   *src;			/* the columns forms: plan column i's argument */
 	int			n_args;			/* the columns forms: 2 + the row type's live attributes */
+	bool		args_checked;	/* the columns forms: the call's argument types match the row type */
 	Datum	   *values;
 	bool	   *nulls;
 	float	   *x;
@@ -124,6 +125,7 @@ bind_row(row_cache *rc, const gbml_scorer *sc, bool reloaded, Oid type, int32 ty
 	MemoryContextSwitchTo(old);
 	rc->row_type = type;
 	rc->row_typmod = typmod;
+	rc->args_checked = false;
 }
 
 /* The model of this call site, with an ERROR when it does not give `what`. */
@@ -177,6 +179,34 @@ score_record(FunctionCallInfo fcinfo, bool by_name, gbml_output what, const char
 }
 
 /*
+ * The columns forms are callable by hand too: their arguments must be the
+ * row type's live columns with its types, or a value would be read as
+ * another type's datum.  Checked once per binding, from the call's
+ * expression.
+ */
+static void
+check_column_args(FunctionCallInfo fcinfo, row_cache *rc, const char *fname)
+{
+	if (PG_NARGS() != rc->n_args)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s: %d columns passed for row type %s of %d columns", fname, PG_NARGS() - 2,
+							   format_type_be(rc->row_type), rc->n_args - 2)));
+	for (int a = 0, arg = 2; a < rc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(rc->td, a);
+
+		if (att->attisdropped)
+			continue;
+		if (get_fn_expr_argtype(fcinfo->flinfo, arg) != att->atttypid)
+			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+							errmsg("%s: argument %d is not of column \"%s\"'s type %s", fname, arg + 1,
+								   NameStr(att->attname), format_type_be(att->atttypid))));
+		arg++;
+	}
+	rc->args_checked = true;
+}
+
+/*
  * The columns forms (the support function's rewrite): argument 1 is the row
  * type, then one argument per column of it that is not dropped.
  */
@@ -188,9 +218,8 @@ score_columns(FunctionCallInfo fcinfo, bool by_name, gbml_output what, const cha
 	const gbml_scorer *sc = model_of(fcinfo, rc, by_name, what, fname, &reloaded);
 
 	bind_row(rc, sc, reloaded, PG_GETARG_OID(1), -1, fname);
-	if (PG_NARGS() != rc->n_args)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("%s: %d columns passed for a row type of %d", fname, PG_NARGS() - 2, rc->td->natts)));
+	if (!rc->args_checked)
+		check_column_args(fcinfo, rc, fname);
 	gbml_column_plan_args(rc->plan, fcinfo->args, rc->src, rc->x, fname);
 	return score_bound(sc, rc, what, fname);
 }
@@ -246,48 +275,64 @@ gbml_kmeans_distance_row_name(PG_FUNCTION_ARGS)
 Datum
 gbml_predict_columns_bytea(PG_FUNCTION_ARGS)
 {
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
 	PG_RETURN_FLOAT8(score_columns(fcinfo, false, GBML_OUT_SCORE, "gbml.predict"));
 }
 
 Datum
 gbml_predict_proba_columns_bytea(PG_FUNCTION_ARGS)
 {
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
 	PG_RETURN_FLOAT8(score_columns(fcinfo, false, GBML_OUT_PROBA, "gbml.predict_proba"));
 }
 
 Datum
 gbml_kmeans_assign_columns_bytea(PG_FUNCTION_ARGS)
 {
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
 	PG_RETURN_INT32((int32) score_columns(fcinfo, false, GBML_OUT_CLUSTER, "gbml.kmeans_assign"));
 }
 
 Datum
 gbml_kmeans_distance_columns_bytea(PG_FUNCTION_ARGS)
 {
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
 	PG_RETURN_FLOAT8(score_columns(fcinfo, false, GBML_OUT_DISTANCE, "gbml.kmeans_distance"));
 }
 
 Datum
 gbml_predict_columns_name(PG_FUNCTION_ARGS)
 {
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
 	PG_RETURN_FLOAT8(score_columns(fcinfo, true, GBML_OUT_SCORE, "gbml.predict"));
 }
 
 Datum
 gbml_predict_proba_columns_name(PG_FUNCTION_ARGS)
 {
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
 	PG_RETURN_FLOAT8(score_columns(fcinfo, true, GBML_OUT_PROBA, "gbml.predict_proba"));
 }
 
 Datum
 gbml_kmeans_assign_columns_name(PG_FUNCTION_ARGS)
 {
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
 	PG_RETURN_INT32((int32) score_columns(fcinfo, true, GBML_OUT_CLUSTER, "gbml.kmeans_assign"));
 }
 
 Datum
 gbml_kmeans_distance_columns_name(PG_FUNCTION_ARGS)
 {
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
 	PG_RETURN_FLOAT8(score_columns(fcinfo, true, GBML_OUT_DISTANCE, "gbml.kmeans_distance"));
 }
 

@@ -359,7 +359,7 @@ typedef struct cat_schema
 	gbml_feature_schema s;
 	gbml_feature_def f[CAT_D];
 	char	   *names[60];
-	char		buf[60][8];
+	char		buf[60][16];	/* room for any int: the sanitizer build checks snprintf truncation */
 } cat_schema;
 
 static void
