@@ -229,15 +229,6 @@ gbml_mean_fit_trans(PG_FUNCTION_ARGS)
 
 /* ---- the whole-row forms: features from the row's columns (columns.c) ---- */
 
-static int
-attribute_of(TupleDesc td, const char *name)
-{
-	for (int a = 0; a < td->natts; a++)
-		if (!TupleDescAttr(td, a)->attisdropped && strcmp(NameStr(TupleDescAttr(td, a)->attname), name) == 0)
-			return a + 1;
-	return 0;
-}
-
 /* Binds the state to the first row's type: its feature columns, label, group and weight. */
 static void
 bind_row_type(fit_state *st, HeapTupleHeader th)
@@ -258,9 +249,9 @@ bind_row_type(fit_state *st, HeapTupleHeader th)
 	heap_deform_tuple(&tup, st->row_td, st->row_values, st->row_nulls);
 	st->columns = gbml_column_plan_for_rows(cp, st->row_td, st->row_values, st->row_nulls, st->what);
 	st->row_x = palloc(sizeof(float) * gbml_column_plan_n_features(st->columns));
-	st->label_att = attribute_of(st->row_td, cp->label_column);
-	st->group_att = attribute_of(st->row_td, cp->group_column);
-	st->weight_att = attribute_of(st->row_td, cp->weight_column);
+	st->label_att = gbml_attno(st->row_td, cp->label_column);
+	st->group_att = gbml_attno(st->row_td, cp->group_column);
+	st->weight_att = gbml_attno(st->row_td, cp->weight_column);
 	if ((st->input_flags & GBML_INPUT_LABEL) && st->label_att == 0)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 						errmsg("%s: the row has no column \"%s\"", st->what, cp->label_column),

@@ -51,6 +51,11 @@ typedef struct gbml_column
 	Oid			castfunc;		/* pgvector's vector: the vector -> real[] cast function */
 	FmgrInfo	out;			/* categorical of a non-text type: its output function */
 	bool		text_like;		/* text, varchar, name, char(n): the bytes are the value */
+	int16		elem_len;		/* arrays: the element type's storage, looked up once */
+	bool		elem_byval;
+	char		elem_align;
+	int32		n_categories;	/* a training plan's categorical column: its values, sorted */
+	char	  **categories;
 } gbml_column;
 
 struct gbml_column_plan
@@ -61,13 +66,19 @@ struct gbml_column_plan
 	gbml_feature_schema *schema;	/* palloc'd with the plan (for a row: the model's) */
 	HTAB	  **dicts;			/* the row aggregates: each categorical column's values so far */
 	bool		sorted;			/* gbml_column_plan_sort_categories ran (a final function may run twice) */
-	MemoryContext mcxt;			/* the row aggregates: where the collected values live (the state's) */
+	MemoryContext mcxt;			/* the plan's context: collected values and row buffers live there */
+	Datum	   *values;			/* gbml_column_plan_row: one deformed row (n_values attributes) */
+	bool	   *nulls;
+	int			n_values;
 };
 
-static Oid
-base_type(Oid typid)
+int
+gbml_attno(TupleDesc td, const char *name)
 {
-	return getBaseType(typid);
+	for (int a = 0; a < td->natts; a++)
+		if (!TupleDescAttr(td, a)->attisdropped && strcmp(NameStr(TupleDescAttr(td, a)->attname), name) == 0)
+			return a + 1;
+	return 0;
 }
 
 static bool
@@ -126,14 +137,14 @@ classify(gbml_column *c, bool forced_categorical)
 	}
 	if (is_numeric_type(t))
 		return COL_NUMERIC;
-	if (OidIsValid(elem) && is_numeric_type(base_type(elem)) && base_type(elem) != BOOLOID)
-	{
-		c->elemtype = base_type(elem);
-		return COL_ARRAY;
-	}
-	if (OidIsValid(c->castfunc = vector_cast(t)))
-		return COL_ARRAY;
-	return COL_UNSUPPORTED;
+	if (OidIsValid(elem) && is_numeric_type(getBaseType(elem)) && getBaseType(elem) != BOOLOID)
+		c->elemtype = getBaseType(elem);
+	else if (OidIsValid(c->castfunc = vector_cast(t)))
+		c->elemtype = FLOAT4OID;
+	else
+		return COL_UNSUPPORTED;
+	get_typlenbyvalalign(OidIsValid(c->castfunc) ? FLOAT4OID : elem, &c->elem_len, &c->elem_byval, &c->elem_align);
+	return COL_ARRAY;
 }
 
 static bool
@@ -146,30 +157,6 @@ in_names(const gbml_names *l, const char *name)
 }
 
 /* ---- values ---- */
-
-float
-gbml_column_number(Datum d, Oid basetype)
-{
-	switch (basetype)
-	{
-		case INT2OID:
-			return (float) DatumGetInt16(d);
-		case INT4OID:
-			return (float) DatumGetInt32(d);
-		case INT8OID:
-			return (float) DatumGetInt64(d);
-		case FLOAT4OID:
-			return DatumGetFloat4(d);
-		case FLOAT8OID:
-			return (float) DatumGetFloat8(d);
-		case BOOLOID:
-			return DatumGetBool(d) ? 1.0f : 0.0f;
-		case NUMERICOID:
-			return (float) DatumGetFloat8(DirectFunctionCall1(numeric_float8, d));
-	}
-	elog(ERROR, "gbml: type %u is not numeric", basetype);
-	return 0;
-}
 
 /* A categorical value's text (palloc'd or pointing into d) and its length. */
 static const char *
@@ -209,10 +196,6 @@ static void
 array_values(const gbml_column *c, Datum d, float *x, const char *what, int64 rowno)
 {
 	ArrayType  *arr;
-	Oid			elem;
-	int16		typlen;
-	bool		byval;
-	char		align;
 	Datum	   *vals;
 	bool	   *nulls;
 	int			n;
@@ -220,22 +203,20 @@ array_values(const gbml_column *c, Datum d, float *x, const char *what, int64 ro
 	if (OidIsValid(c->castfunc))
 		d = OidFunctionCall1(c->castfunc, d);
 	arr = DatumGetArrayTypeP(d);
-	elem = OidIsValid(c->castfunc) ? FLOAT4OID : c->elemtype;
 	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
 	if (ARR_NDIM(arr) > 1 || n != c->width)
 		ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 						errmsg("%s: row " INT64_FORMAT ": column \"%s\" has %d elements, the features take %d",
 							   what, rowno, c->name, n, c->width),
 						errhint("Every row's \"%s\" must have the same length.", c->name)));
-	if (elem == FLOAT4OID && !ARR_HASNULL(arr))
+	if (c->elemtype == FLOAT4OID && !ARR_HASNULL(arr))
 	{
 		memcpy(x, ARR_DATA_PTR(arr), sizeof(float) * (size_t) n);
 		return;
 	}
-	get_typlenbyvalalign(ARR_ELEMTYPE(arr), &typlen, &byval, &align);
-	deconstruct_array(arr, ARR_ELEMTYPE(arr), typlen, byval, align, &vals, &nulls, &n);
+	deconstruct_array(arr, ARR_ELEMTYPE(arr), c->elem_len, c->elem_byval, c->elem_align, &vals, &nulls, &n);
 	for (int i = 0; i < n; i++)
-		x[i] = nulls[i] ? NAN : gbml_column_number(vals[i], elem);
+		x[i] = nulls[i] ? NAN : gbml_column_number(vals[i], c->elemtype);
 	pfree(vals);
 	pfree(nulls);
 }
@@ -320,16 +301,13 @@ feature_columns(const gbml_common_params *cp, TupleDesc td, const char *what)
 	{
 		for (int i = 0; i < cp->feature_columns.n; i++)
 		{
-			const char *want = cp->feature_columns.names[i];
-			int			at = -1;
+			int			attno = gbml_attno(td, cp->feature_columns.names[i]);
 
-			for (int a = 0; a < td->natts && at < 0; a++)
-				if (!TupleDescAttr(td, a)->attisdropped && strcmp(NameStr(TupleDescAttr(td, a)->attname), want) == 0)
-					at = a;
-			if (at < 0)
+			if (attno == 0)
 				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
-								errmsg("%s: feature_columns names \"%s\", which the source does not have", what, want)));
-			cols = lappend_int(cols, at);
+								errmsg("%s: feature_columns names \"%s\", which the source does not have", what,
+									   cp->feature_columns.names[i])));
+			cols = lappend_int(cols, attno - 1);
 		}
 		return cols;
 	}
@@ -350,15 +328,9 @@ static void
 check_names_exist(const gbml_names *l, TupleDesc td, const char *param, const char *what)
 {
 	for (int i = 0; i < l->n; i++)
-	{
-		bool		found = false;
-
-		for (int a = 0; a < td->natts && !found; a++)
-			found = !TupleDescAttr(td, a)->attisdropped && strcmp(NameStr(TupleDescAttr(td, a)->attname), l->names[i]) == 0;
-		if (!found)
+		if (gbml_attno(td, l->names[i]) == 0)
 			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 							errmsg("%s: %s names \"%s\", which the source does not have", what, param, l->names[i])));
-	}
 }
 
 static int
@@ -367,9 +339,9 @@ cmp_cstring(const void *a, const void *b)
 	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-/* Feature f's sorted, distinct values from an array of the column's non-NULL values. */
+/* Column c's sorted, distinct values from an array of its non-NULL values. */
 static void
-set_categories(const gbml_column *c, gbml_feature_def *f, Datum arr_d, bool isnull, const char *what)
+set_categories(gbml_column *c, Datum arr_d, bool isnull, const char *what)
 {
 	ArrayType  *arr;
 	int16		typlen;
@@ -381,7 +353,7 @@ set_categories(const gbml_column *c, gbml_feature_def *f, Datum arr_d, bool isnu
 				kept = 0;
 	char	  **v;
 
-	f->n_categories = 0;
+	c->n_categories = 0;
 	if (isnull)
 		return;
 	arr = DatumGetArrayTypeP(arr_d);
@@ -407,8 +379,8 @@ set_categories(const gbml_column *c, gbml_feature_def *f, Datum arr_d, bool isnu
 	for (int i = 0; i < n; i++)
 		if (kept == 0 || strcmp(v[kept - 1], v[i]) != 0)
 			v[kept++] = v[i];
-	f->categories = v;
-	f->n_categories = kept;
+	c->categories = v;
+	c->n_categories = kept;
 }
 
 /*
@@ -463,7 +435,7 @@ probe_columns(gbml_column_plan *p, const char *base, const char *what)
 		k++;
 		if (c->kind == COL_CATEGORICAL)
 		{
-			set_categories(c, &p->schema->features[c->first], vals, null_vals, what);
+			set_categories(c, vals, null_vals, what);
 			continue;
 		}
 		if (null_min || DatumGetInt32(lo) != DatumGetInt32(hi) || DatumGetInt32(lo) < 1)
@@ -491,7 +463,28 @@ describe_column(gbml_column_plan *p, gbml_column *c)
 		f->name = c->kind == COL_ARRAY ? psprintf("%s[%d]", c->name, e + 1) : c->name;
 		f->source_type = type;
 		f->kind = c->kind == COL_CATEGORICAL ? GBML_FEATURE_CATEGORICAL : GBML_FEATURE_NUMERIC;
+		f->n_categories = c->n_categories;
+		f->categories = c->categories;
 	}
+}
+
+/* Once every column's width is known: where its features start, and the schema. */
+static void
+finish_schema(gbml_column_plan *p)
+{
+	int			next = 0;
+
+	for (int i = 0; i < p->n_columns; i++)
+	{
+		p->cols[i].first = next;
+		next += p->cols[i].width;
+	}
+	p->n_features = next;
+	p->schema = palloc0(sizeof(gbml_feature_schema));
+	p->schema->n_features = next;
+	p->schema->features = palloc0(sizeof(gbml_feature_def) * next);
+	for (int i = 0; i < p->n_columns; i++)
+		describe_column(p, &p->cols[i]);
 }
 
 static void
@@ -504,15 +497,20 @@ unsupported_column(const gbml_column *c, bool forced, const char *what)
 							"leave the column out with \"exclude_columns\" or cast it in the source query.")));
 }
 
-gbml_column_plan *
-gbml_column_plan_for_source(const gbml_common_params *cp, TupleDesc td, const char *base, const char *what)
+/*
+ * The feature columns of td and their kinds, each one feature wide for
+ * now.  by_projection: the rows come from a query selecting these columns
+ * first (gbml.train), else they are td's own rows (the aggregates).
+ */
+static gbml_column_plan *
+plan_columns(const gbml_common_params *cp, TupleDesc td, bool by_projection, const char *what)
 {
 	gbml_column_plan *p = palloc0(sizeof(gbml_column_plan));
 	List	   *atts;
 	ListCell   *lc;
-	int			i = 0,
-				next = 0;
+	int			i = 0;
 
+	p->mcxt = CurrentMemoryContext;
 	check_names_exist(&cp->exclude_columns, td, "exclude_columns", what);
 	check_names_exist(&cp->categorical_columns, td, "categorical_columns", what);
 	atts = feature_columns(cp, td, what);
@@ -531,39 +529,23 @@ gbml_column_plan_for_source(const gbml_common_params *cp, TupleDesc td, const ch
 
 		c->name = pstrdup(NameStr(att->attname));
 		c->typid = att->atttypid;
-		c->basetype = base_type(att->atttypid);
-		c->attno = i;			/* the projection reads the feature columns first, in this order */
+		c->basetype = getBaseType(att->atttypid);
+		c->attno = by_projection ? i : lfirst_int(lc) + 1;
 		forced = in_names(&cp->categorical_columns, c->name);
 		if ((c->kind = classify(c, forced)) == COL_UNSUPPORTED)
 			unsupported_column(c, forced, what);
 		c->width = 1;
 	}
-	p->schema = palloc0(sizeof(gbml_feature_schema));
-	/* categorical columns have one feature each: their schema entries can take values before the widths are known */
-	p->schema->features = palloc0(sizeof(gbml_feature_def) * p->n_columns);
-	for (i = 0; i < p->n_columns; i++)
-		p->cols[i].first = i;
+	return p;
+}
+
+gbml_column_plan *
+gbml_column_plan_for_source(const gbml_common_params *cp, TupleDesc td, const char *base, const char *what)
+{
+	gbml_column_plan *p = plan_columns(cp, td, true, what);
+
 	probe_columns(p, base, what);
-	{
-		gbml_feature_def *by_column = p->schema->features;
-
-		for (i = 0; i < p->n_columns; i++)
-			next += p->cols[i].width;
-		p->n_features = next;
-		p->schema->n_features = next;
-		p->schema->features = palloc0(sizeof(gbml_feature_def) * next);
-		for (i = 0, next = 0; i < p->n_columns; i++)
-		{
-			gbml_column *c = &p->cols[i];
-			gbml_feature_def cats = by_column[i];
-
-			c->first = next;
-			next += c->width;
-			describe_column(p, c);
-			p->schema->features[c->first].n_categories = cats.n_categories;
-			p->schema->features[c->first].categories = cats.categories;
-		}
-	}
+	finish_schema(p);
 	return p;
 }
 
@@ -576,24 +558,49 @@ gbml_column_plan_select(const gbml_column_plan *p, StringInfo q)
 						 format_type_be_qualified(p->cols[i].typid));
 }
 
-void
-gbml_column_plan_row(const gbml_column_plan *p, HeapTuple tup, TupleDesc td, float *x, bool allow_missing,
+static float collected_category(gbml_column_plan *p, int i, Datum d, const char *what);
+
+/*
+ * A training row (values and nulls by attribute) into x: the checks a
+ * trainer without missing values needs, named by column; categorical values
+ * looked up in the plan's values (unseen: an ERROR with unseen_is_error,
+ * else GBML_CATEGORY_UNSEEN), or collected (the aggregates' plans).
+ */
+static void
+convert_training_row(gbml_column_plan *p, const Datum *values, const bool *nulls, float *x, bool allow_missing,
 					 bool unseen_is_error, const char *what, int64 rowno)
 {
 	for (int i = 0; i < p->n_columns; i++)
 	{
 		const gbml_column *c = &p->cols[i];
-		bool		isnull;
-		Datum		d = SPI_getbinval(tup, td, c->attno, &isnull);
+		int			a = c->attno - 1;
 
-		if (isnull && !allow_missing && c->kind != COL_CATEGORICAL)
+		if (nulls[a] && !allow_missing && c->kind != COL_CATEGORICAL)
 			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 							errmsg("%s: row " INT64_FORMAT ": column \"%s\" is NULL", what, rowno, c->name),
 							errhint("This algorithm needs every numeric feature; filter the rows or use coalesce() in the source query.")));
-		column_value(c, &p->schema->features[c->first], d, isnull, x, unseen_is_error, what, rowno);
+		if (c->kind == COL_CATEGORICAL && p->dicts != NULL)
+			x[c->first] = nulls[a] ? NAN : collected_category(p, i, values[a], what);
+		else
+			column_value(c, &p->schema->features[c->first], values[a], nulls[a], x, unseen_is_error, what, rowno);
 		if (!allow_missing)
 			check_finite(c, x, what, rowno);
 	}
+}
+
+void
+gbml_column_plan_row(gbml_column_plan *p, HeapTuple tup, TupleDesc td, float *x, bool allow_missing,
+					 bool unseen_is_error, const char *what, int64 rowno)
+{
+	/* deform once (column after column with heap_getattr would walk the tuple again for each) */
+	if (p->n_values < td->natts)
+	{
+		p->values = MemoryContextAlloc(p->mcxt, sizeof(Datum) * td->natts);
+		p->nulls = MemoryContextAlloc(p->mcxt, sizeof(bool) * td->natts);
+		p->n_values = td->natts;
+	}
+	heap_deform_tuple(tup, td, p->values, p->nulls);
+	convert_training_row(p, p->values, p->nulls, x, allow_missing, unseen_is_error, what, rowno);
 }
 
 /* ---- scoring a whole row ---- */
@@ -650,7 +657,7 @@ gbml_column_plan_for_row(const gbml_feature_schema *schema, TupleDesc td, const 
 	{
 		const gbml_feature_def *f = &schema->features[j];
 		gbml_column *c = &p->cols[p->n_columns++];
-		int			at = -1;
+		int			at;
 		bool		want_cat = f->kind == GBML_FEATURE_CATEGORICAL;
 
 		c->name = f->column;
@@ -661,9 +668,7 @@ gbml_column_plan_for_row(const gbml_feature_schema *schema, TupleDesc td, const 
 			   strcmp(schema->features[j + c->width].column, f->column) == 0)
 			c->width++;
 		j += c->width;
-		for (int a = 0; a < td->natts && at < 0; a++)
-			if (!TupleDescAttr(td, a)->attisdropped && strcmp(NameStr(TupleDescAttr(td, a)->attname), f->column) == 0)
-				at = a;
+		at = gbml_attno(td, f->column) - 1;
 		if (at < 0)
 			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 							errmsg("%s: the row has no column \"%s\", a feature of the model", what, f->column),
@@ -671,7 +676,7 @@ gbml_column_plan_for_row(const gbml_feature_schema *schema, TupleDesc td, const 
 									quote_identifier(schema->features[0].column))));
 		c->attno = at + 1;
 		c->typid = TupleDescAttr(td, at)->atttypid;
-		c->basetype = base_type(c->typid);
+		c->basetype = getBaseType(c->typid);
 		c->kind = classify(c, want_cat);
 		if ((want_cat && !category_type_fits(c, f)) || (!want_cat && f->element > 0 && c->kind != COL_ARRAY) ||
 			(!want_cat && f->element == 0 && c->kind != COL_NUMERIC))
@@ -707,27 +712,8 @@ gbml_column_plan_args(const gbml_column_plan *p, const NullableDatum *args, cons
 	for (int i = 0; i < p->n_columns; i++)
 	{
 		const gbml_column *c = &p->cols[i];
-		const NullableDatum *a = &args[src[i]];
 
-		if (c->kind != COL_NUMERIC || a->isnull)
-		{
-			column_value(c, &p->schema->features[c->first], a->value, a->isnull, x, false, what, 0);
-			continue;
-		}
-		switch (c->basetype)
-		{
-			case FLOAT4OID:
-				x[c->first] = DatumGetFloat4(a->value);
-				break;
-			case FLOAT8OID:
-				x[c->first] = (float) DatumGetFloat8(a->value);
-				break;
-			case INT4OID:
-				x[c->first] = (float) DatumGetInt32(a->value);
-				break;
-			default:
-				x[c->first] = gbml_column_number(a->value, c->basetype);
-		}
+		column_value(c, &p->schema->features[c->first], args[src[i]].value, args[src[i]].isnull, x, false, what, 0);
 	}
 }
 
@@ -799,36 +785,14 @@ gbml_column_plan *
 gbml_column_plan_for_rows(const gbml_common_params *cp, TupleDesc td, const Datum *values, const bool *nulls,
 						  const char *what)
 {
-	gbml_column_plan *p = palloc0(sizeof(gbml_column_plan));
-	List	   *atts;
-	ListCell   *lc;
-	int			i = 0,
-				next = 0;
+	gbml_column_plan *p = plan_columns(cp, td, false, what);
 
-	p->mcxt = CurrentMemoryContext;
-	check_names_exist(&cp->exclude_columns, td, "exclude_columns", what);
-	check_names_exist(&cp->categorical_columns, td, "categorical_columns", what);
-	atts = feature_columns(cp, td, what);
-	if (atts == NIL)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("%s: the row has no feature columns besides the label, group and weight", what)));
-	p->n_columns = list_length(atts);
-	p->cols = palloc0(sizeof(gbml_column) * p->n_columns);
 	p->dicts = palloc0(sizeof(HTAB *) * p->n_columns);
-	foreach(lc, atts)
+	for (int i = 0; i < p->n_columns; i++)
 	{
-		int			a = lfirst_int(lc);
-		Form_pg_attribute att = TupleDescAttr(td, a);
 		gbml_column *c = &p->cols[i];
-		bool		forced = in_names(&cp->categorical_columns, NameStr(att->attname));
+		int			a = c->attno - 1;
 
-		c->name = pstrdup(NameStr(att->attname));
-		c->typid = att->atttypid;
-		c->basetype = base_type(att->atttypid);
-		c->attno = a + 1;
-		if ((c->kind = classify(c, forced)) == COL_UNSUPPORTED)
-			unsupported_column(c, forced, what);
-		c->width = 1;
 		if (c->kind == COL_ARRAY)
 		{
 			Datum		d = values[a];
@@ -856,16 +820,8 @@ gbml_column_plan_for_rows(const gbml_common_params *cp, TupleDesc td, const Datu
 			ctl.hcxt = CurrentMemoryContext;
 			p->dicts[i] = hash_create("gbml categories", 64, &ctl, HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
 		}
-		c->first = next;
-		next += c->width;
-		i++;
 	}
-	p->n_features = next;
-	p->schema = palloc0(sizeof(gbml_feature_schema));
-	p->schema->n_features = next;
-	p->schema->features = palloc0(sizeof(gbml_feature_def) * next);
-	for (i = 0; i < p->n_columns; i++)
-		describe_column(p, &p->cols[i]);
+	finish_schema(p);
 	return p;
 }
 
@@ -888,8 +844,9 @@ collected_category(gbml_column_plan *p, int i, Datum d, const char *what)
 							errmsg("%s: column \"%s\" has more than %d distinct values", what, c->name,
 								   GBML_SCHEMA_MAX_CATEGORIES)));
 		/* the key must outlive the row: in the state's context, not the per-row one */
-		char	   *copy = MemoryContextAlloc(p->mcxt, len + 1);
+		char	   *copy;
 
+		copy = MemoryContextAlloc(p->mcxt, len + 1);
 		memcpy(copy, s, len);
 		copy[len] = '\0';
 		e->key.s = copy;
@@ -902,24 +859,7 @@ void
 gbml_column_plan_collect(gbml_column_plan *p, const Datum *values, const bool *nulls, float *x, bool allow_missing,
 						 const char *what, int64 rowno)
 {
-	for (int i = 0; i < p->n_columns; i++)
-	{
-		const gbml_column *c = &p->cols[i];
-		int			a = c->attno - 1;
-
-		if (c->kind == COL_CATEGORICAL)
-			x[c->first] = nulls[a] ? NAN : collected_category(p, i, values[a], what);
-		else
-		{
-			if (nulls[a] && !allow_missing)
-				ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-								errmsg("%s: row " INT64_FORMAT ": column \"%s\" is NULL", what, rowno, c->name),
-								errhint("This algorithm needs every numeric feature; filter the rows or use coalesce().")));
-			column_value(c, NULL, values[a], nulls[a], x, false, what, rowno);
-			if (!allow_missing)
-				check_finite(c, x, what, rowno);
-		}
-	}
+	convert_training_row(p, values, nulls, x, allow_missing, false, what, rowno);
 }
 
 static int
@@ -945,7 +885,7 @@ gbml_column_plan_sort_categories(gbml_column_plan *p, gbml_dataset *ds)
 		const gbml_column *c = &p->cols[i];
 		gbml_feature_def *f = &p->schema->features[c->first];
 		int32		n = f->n_categories;
-		category_entry **by_id;
+		category_entry **sorted;
 		int32	   *remap;
 		HASH_SEQ_STATUS seq;
 		category_entry *e;
@@ -953,22 +893,17 @@ gbml_column_plan_sort_categories(gbml_column_plan *p, gbml_dataset *ds)
 
 		if (c->kind != COL_CATEGORICAL)
 			continue;
-		by_id = palloc(sizeof(category_entry *) * (n > 0 ? n : 1));
+		sorted = palloc(sizeof(category_entry *) * (n > 0 ? n : 1));
 		remap = palloc(sizeof(int32) * (n > 0 ? n : 1));
 		hash_seq_init(&seq, p->dicts[i]);
 		while ((e = hash_seq_search(&seq)) != NULL)
-			by_id[e->id] = e;
+			sorted[e->id] = e;
+		qsort(sorted, n, sizeof(category_entry *), cmp_entry_text);
 		f->categories = palloc(sizeof(char *) * (n > 0 ? n : 1));
+		for (int32 k = 0; k < n; k++)
 		{
-			category_entry **sorted = palloc(sizeof(category_entry *) * (n > 0 ? n : 1));
-
-			memcpy(sorted, by_id, sizeof(category_entry *) * n);
-			qsort(sorted, n, sizeof(category_entry *), cmp_entry_text);
-			for (int32 k = 0; k < n; k++)
-			{
-				f->categories[k] = (char *) sorted[k]->key.s;
-				remap[sorted[k]->id] = k;
-			}
+			f->categories[k] = (char *) sorted[k]->key.s;
+			remap[sorted[k]->id] = k;
 		}
 		for (int ch = 0; ch < ds->n_chunks; ch++)
 		{

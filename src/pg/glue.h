@@ -12,6 +12,8 @@
 #include "access/htup.h"
 #include "access/tupdesc.h"
 #include "lib/stringinfo.h"
+#include "catalog/pg_type.h"
+#include "utils/fmgrprotos.h"
 #include "utils/array.h"
 #include "utils/jsonb.h"
 
@@ -122,7 +124,7 @@ void		gbml_column_plan_select(const gbml_column_plan *p, StringInfo q);
  * ERROR naming the column; a categorical value not in the plan's values is
  * an ERROR with unseen_is_error, else GBML_CATEGORY_UNSEEN.
  */
-void		gbml_column_plan_row(const gbml_column_plan *p, HeapTuple tup, TupleDesc td, float *x,
+void		gbml_column_plan_row(gbml_column_plan *p, HeapTuple tup, TupleDesc td, float *x,
 								 bool allow_missing, bool unseen_is_error, const char *what, int64 rowno);
 /* Binds a model's features (its schema) to the attributes of a row type, by column name; ERROR when one is missing or of the wrong type. */
 gbml_column_plan *gbml_column_plan_for_row(const struct gbml_feature_schema *schema, TupleDesc td, const char *what);
@@ -148,7 +150,35 @@ gbml_column_plan *gbml_column_plan_for_rows(const gbml_common_params *cp, TupleD
 void		gbml_column_plan_collect(gbml_column_plan *p, const Datum *values, const bool *nulls, float *x,
 									 bool allow_missing, const char *what, int64 rowno);
 void		gbml_column_plan_sort_categories(gbml_column_plan *p, gbml_dataset *ds);
-/* A number column's value as the engine's float (int2/4/8, float4/8, numeric, bool). */
-float		gbml_column_number(Datum d, Oid basetype);
+/* 1-based attribute of td named `name` (dropped ones skipped), 0 when there is none. */
+int			gbml_attno(TupleDesc td, const char *name);
+/*
+ * A number column's value as the engine's float (int2/4/8, float4/8,
+ * numeric, bool; basetype without domains).  Inline: scoring by row calls
+ * it for every column of every row.
+ */
+static inline float
+gbml_column_number(Datum d, Oid basetype)
+{
+	switch (basetype)
+	{
+		case FLOAT4OID:
+			return DatumGetFloat4(d);
+		case FLOAT8OID:
+			return (float) DatumGetFloat8(d);
+		case INT4OID:
+			return (float) DatumGetInt32(d);
+		case INT8OID:
+			return (float) DatumGetInt64(d);
+		case INT2OID:
+			return (float) DatumGetInt16(d);
+		case BOOLOID:
+			return DatumGetBool(d) ? 1.0f : 0.0f;
+		case NUMERICOID:
+			return (float) DatumGetFloat8(DirectFunctionCall1(numeric_float8, d));
+	}
+	elog(ERROR, "gbml: type %u is not numeric", basetype);
+	return 0;
+}
 
 #endif

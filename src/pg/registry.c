@@ -46,23 +46,13 @@ source_sql(const char *source)
 	return psprintf("SELECT * FROM (%s) AS gbml_source", source);
 }
 
-/* Column position in a result, 0 if absent. */
-static int
-column_of(TupleDesc td, const char *name)
-{
-	for (int i = 0; i < td->natts; i++)
-		if (!TupleDescAttr(td, i)->attisdropped && strcmp(NameStr(TupleDescAttr(td, i)->attname), name) == 0)
-			return i + 1;
-	return 0;
-}
-
 /* The label, group and weight columns after the features of the projection q builds. */
 static void
 select_targets(const gbml_common_params *cp, TupleDesc td, unsigned input_flags, StringInfo q)
 {
-	int			lcol = column_of(td, cp->label_column),
-				gcol = column_of(td, cp->group_column),
-				wcol = column_of(td, cp->weight_column);
+	int			lcol = gbml_attno(td, cp->label_column),
+				gcol = gbml_attno(td, cp->group_column),
+				wcol = gbml_attno(td, cp->weight_column);
 
 	if (lcol && (input_flags & GBML_INPUT_LABEL))
 	{
@@ -114,8 +104,8 @@ read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source, gbm
 	if (SPI_execute(probe, true, 0) != SPI_OK_SELECT)
 		ereport(ERROR, (errmsg("%s: could not read source", what)));
 	td = CreateTupleDescCopy(SPI_tuptable->tupdesc);
-	by_columns = columns != NULL || cp->feature_columns.n > 0 || column_of(td, cp->features_column) == 0;
-	if ((input_flags & GBML_INPUT_LABEL) && column_of(td, cp->label_column) == 0)
+	by_columns = columns != NULL || cp->feature_columns.n > 0 || gbml_attno(td, cp->features_column) == 0;
+	if ((input_flags & GBML_INPUT_LABEL) && gbml_attno(td, cp->label_column) == 0)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 						errmsg("%s: source has no column \"%s\"", what, cp->label_column),
 						errhint("Name the label column \"label\" or pass {\"label_column\": \"...\"}.")));
