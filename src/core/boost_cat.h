@@ -73,11 +73,9 @@ typedef struct gbml_boost_inputs
 static inline int32_t
 gbml_boost_cat_slot(float x, int32_t n_categories)
 {
-	if (x != x)
-		return n_categories;
-	if (x >= 0.0f && x < (float) n_categories && (float) (int32_t) x == x)
-		return (int32_t) x;
-	return n_categories + 1;
+	int32_t		s = gbml_category_slot(x, n_categories);
+
+	return s >= 0 ? s : n_categories + 1;
 }
 
 /* Derived feature e's value for its source's value x. */

@@ -68,11 +68,7 @@ typedef struct gbml_onehot
 static inline int
 gbml_onehot_slot(const gbml_onehot_block *b, float v)
 {
-	if (isnan(v))
-		return b->n_categories;
-	if (v >= 0 && v < (float) b->n_categories && v == floorf(v))
-		return (int) v;
-	return -1;
+	return gbml_category_slot(v, b->n_categories);
 }
 
 /* The column of block b (0-based inside it) a raw value sets, or -1: none (all zeros). */

@@ -76,24 +76,6 @@ gbml_saga_plan_free(gbml_saga_plan *pl, gbml_env *env)
 	memset(pl, 0, sizeof(*pl));
 }
 
-int
-gbml_saga_plan_chunk_of(const gbml_saga_plan *pl, int64_t g)
-{
-	int			lo = 0,
-				hi = pl->n_chunks - 1;
-
-	while (lo < hi)
-	{
-		int			mid = lo + (hi - lo + 1) / 2;
-
-		if (pl->row_start[mid] <= g)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return lo;
-}
-
 void
 gbml_saga_plan_pieces(const gbml_saga_plan *pl, int64_t j,
 					  void (*fn) (void *ctx, int c, int64_t r, int64_t i, int64_t n), void *ctx)
@@ -109,7 +91,7 @@ gbml_saga_plan_pieces(const gbml_saga_plan *pl, int64_t j,
 		gbml_saga_plan_slice(pl, (int64_t) pl->order[s], &g, &rows);
 		for (end = g + rows; g < end;)
 		{
-			int			c = gbml_saga_plan_chunk_of(pl, g);
+			int			c = gbml_run_of(pl->row_start, pl->n_chunks, g);
 			int64_t		e = pl->row_start[c + 1] < end ? pl->row_start[c + 1] : end;
 
 			fn(ctx, c, g - pl->row_start[c], i, e - g);

@@ -62,8 +62,7 @@ gbml_saga_plan_slice(const gbml_saga_plan *pl, int64_t k, int64_t *first, int64_
 	*rows = (b < pl->n_rows ? b : pl->n_rows) - a;
 }
 
-/* The chunk holding canonical position g. */
-int			gbml_saga_plan_chunk_of(const gbml_saga_plan *pl, int64_t g);
+/* The chunk holding canonical position g: gbml_run_of(pl->row_start, pl->n_chunks, g) (dataset.h). */
 
 /*
  * Calls fn(ctx, c, r, i, n) for each piece of group j: rows [r, r + n) of

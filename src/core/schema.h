@@ -60,6 +60,22 @@ gbml_feature_is_categorical(const gbml_feature_schema *s, int j)
 	return s != NULL && j >= 0 && j < s->n_features && s->features[j].kind == GBML_FEATURE_CATEGORICAL;
 }
 
+/*
+ * The slot of value v of a categorical feature with n categories: its id
+ * (an exact integer in [0, n)), n for NaN (NULL), or -1 for anything else
+ * (GBML_CATEGORY_UNSEEN, a value that is no id).  Every trainer's and
+ * scorer's lookup goes through this one rule.
+ */
+static inline int32_t
+gbml_category_slot(float v, int32_t n)
+{
+	if (v != v)
+		return n;
+	if (v >= 0.0f && v < (float) n && (float) (int32_t) v == v)
+		return (int32_t) v;
+	return -1;
+}
+
 /* How many features of s are categorical (0 for NULL). */
 int			gbml_schema_n_categorical(const gbml_feature_schema *s);
 

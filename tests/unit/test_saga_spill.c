@@ -405,7 +405,7 @@ TEST(saga_spill_plan_and_groups)
 			{
 				uint32_t	i = pl[0].perm[p];
 				int64_t		g = m.g[i];
-				int			c = gbml_saga_plan_chunk_of(&pl[0], g);
+				int			c = gbml_run_of(pl[0].row_start, pl[0].n_chunks, g);
 
 				/* group row i from the files is canonical row g of the host chunks */
 				ok = !seen[g] && i < pl[0].group_pos[j + 1] - pl[0].group_pos[j] &&
