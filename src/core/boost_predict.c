@@ -39,7 +39,10 @@ sum_uniform(const gbml_boost_forest *f, const float *x, const int d)
 	return gbml_boost_combine(f->base_score, acc);
 }
 
-/* Model features computed from the row split by split (categorical inputs). */
+/*
+ * Model features computed from the row split by split (categorical
+ * inputs): only for models too wide to widen the row on the stack.
+ */
 static double
 sum_inputs(const gbml_boost_forest *f, const float *x)
 {
@@ -57,15 +60,38 @@ sum_inputs(const gbml_boost_forest *f, const float *x)
 	return gbml_boost_combine(f->base_score, acc);
 }
 
+#define WIDEN_MAX_FEATURES 4096		/* model features widened on the stack (16 KB) */
+
+static double predict_model_row(const gbml_boost_forest *f, const float *x);
+
 double
 gbml_boost_forest_predict(const gbml_boost_forest *f, const float *x)
 {
-	double		acc[GBML_BOOST_LANES] = {0, 0, 0, 0};
-
 	if (f->fast)
 		return gbml_boost_forest_predict_fast(f, x);
 	if (f->inputs)
-		return sum_inputs(f, x);
+	{
+		int			n = f->inputs->n_inputs + f->inputs->n_derived;
+
+		if (n > WIDEN_MAX_FEATURES)
+			return sum_inputs(f, x);
+		{
+			/* each derived feature once per row, not once per split that reads it */
+			float		xm[WIDEN_MAX_FEATURES];
+
+			for (int k = 0; k < n; k++)
+				xm[k] = gbml_boost_input_value(f->inputs, k, x);
+			return predict_model_row(f, xm);
+		}
+	}
+	return predict_model_row(f, x);
+}
+
+/* A row of model features (inputs, then derived ones) scored. */
+static double
+predict_model_row(const gbml_boost_forest *f, const float *x)
+{
+	double		acc[GBML_BOOST_LANES] = {0, 0, 0, 0};
 
 	switch (f->uniform_depth)
 	{
