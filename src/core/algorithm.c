@@ -548,6 +548,7 @@ gbml_scorer_load(gbml_scorer *s, gbml_env *env, const void *bytes, size_t len)
 	if (gbml_model_find(&s->reader, GBML_SECTION_SCHEMA, &data, &dlen) &&
 		(rc = gbml_schema_read(data, dlen, s->n_features, env, &s->schema)) != GBML_OK)
 		return rc;
+	s->reader.schema = s->schema;	/* the algorithm's loader borrows it */
 	if ((rc = s->algo->load(&s->reader, env, &s->handle)) != GBML_OK)
 		gbml_scorer_free(s, env);
 	return rc;

@@ -1599,7 +1599,7 @@ model_free(gbml_boost_model *m, gbml_env *env)
 	gbml_free(env, m->pos_buf);
 	gbml_boost_forest_free_fast(&m->forest, env);
 	gbml_boost_inputs_free(&m->inputs, env);
-	gbml_schema_free(m->schema, env);
+	gbml_schema_free(m->own_schema, env);
 	gbml_free(env, m);
 }
 
@@ -1634,8 +1634,7 @@ load_inputs(const gbml_model_reader *r, gbml_boost_model *m, int nf, gbml_env *e
 	int			rc;
 
 	m->forest.n_features = nf;
-	if (gbml_model_find(r, GBML_SECTION_SCHEMA, &data, &len) &&
-		(rc = gbml_schema_read(data, len, nf, env, &m->schema)) != GBML_OK)
+	if ((rc = gbml_model_schema(r, env, &m->schema, &m->own_schema)) != GBML_OK)
 	{
 		model_free(m, env);
 		return rc;
@@ -1651,7 +1650,6 @@ load_inputs(const gbml_model_reader *r, gbml_boost_model *m, int nf, gbml_env *e
 		model_free(m, env);
 		return rc;
 	}
-	m->has_inputs = true;
 	m->forest.n_features = gbml_boost_inputs_width(&m->inputs);
 	m->forest.inputs = &m->inputs;
 	return GBML_OK;
@@ -1910,7 +1908,7 @@ json_float(gbml_strbuf *sb, double v)
 static int
 input_of(const gbml_boost_model *m, int k)
 {
-	return m->has_inputs && k >= m->inputs.n_inputs ? m->inputs.derived[k - m->inputs.n_inputs].source : k;
+	return m->forest.inputs != NULL && k >= m->inputs.n_inputs ? m->inputs.derived[k - m->inputs.n_inputs].source : k;
 }
 
 static int
@@ -1930,7 +1928,7 @@ boost_to_json(const void *handle, gbml_strbuf *out)
 		for (int l = 0; l < f->depth[t]; l++)
 		{
 			gbml_sb_printf(out, "%s{\"feature\":%d,", l ? "," : "", f->feature[s0 + l] + 1);
-			if (m->has_inputs && f->feature[s0 + l] >= m->inputs.n_inputs)
+			if (m->forest.inputs != NULL && f->feature[s0 + l] >= m->inputs.n_inputs)
 				gbml_sb_printf(out, "\"source_feature\":%d,\"transform\":\"%s\",",
 							   input_of(m, f->feature[s0 + l]) + 1,
 							   gbml_boost_derived_kind_name(m->inputs.derived[f->feature[s0 + l] - m->inputs.n_inputs].kind));
@@ -1962,7 +1960,7 @@ boost_to_json(const void *handle, gbml_strbuf *out)
 		gbml_sb_append(out, "]", 1);
 	}
 	gbml_sb_append(out, "]", 1);
-	if (m->has_inputs)
+	if (m->forest.inputs != NULL)
 		gbml_boost_inputs_json(&m->inputs, m->schema, out);
 	return gbml_sb_status(out);
 }
@@ -1973,7 +1971,7 @@ boost_importance(const void *handle, double *out)
 {
 	const gbml_boost_model *m = handle;
 	const gbml_boost_forest *f = &m->forest;
-	int			n = m->has_inputs ? m->inputs.n_inputs : f->n_features;
+	int			n = m->forest.inputs != NULL ? m->inputs.n_inputs : f->n_features;
 
 	memset(out, 0, sizeof(double) * (size_t) n);
 	for (int64_t s = 0; s < f->split_off[f->n_trees]; s++)

@@ -80,9 +80,9 @@ typedef struct gbml_boost_model
 	int32_t    *used_buf;
 	int32_t    *pos_buf;
 	/* with categorical inputs: the model features the splits index, and the column names */
-	bool		has_inputs;
 	gbml_boost_inputs inputs;
-	gbml_feature_schema *schema;
+	const gbml_feature_schema *schema;	/* the scorer's (borrowed), or own_schema */
+	gbml_feature_schema *own_schema;	/* parsed here when loaded without a scorer */
 } gbml_boost_model;
 
 #endif

@@ -451,7 +451,7 @@ km_row_finite(const km_model *m, const float *x)
 	const gbml_onehot *e = m->onehot;
 
 	for (int i = 0; i < (e ? e->n_numeric : m->d); i++)
-		if (!isfinite(x[e ? e->numeric[i] : i]))
+		if (!isfinite(x[e ? e->col_input[i] : i]))
 			return false;
 	return true;
 }
@@ -469,7 +469,7 @@ km_sqdist_encoded(const gbml_onehot *e, const float *x, const double *c)
 
 	for (int i = 0; i < e->n_numeric; i++)
 	{
-		double		t = (double) x[e->numeric[i]] - c[i];
+		double		t = (double) x[e->col_input[i]] - c[i];
 
 		s += t * t;
 	}
@@ -511,7 +511,7 @@ km_dot_row(const km_model *m, const float *x, const double *c)
 		return dot;
 	}
 	for (int i = 0; i < e->n_numeric; i++)
-		dot += c ? x[e->numeric[i]] * c[i] : (double) x[e->numeric[i]] * x[e->numeric[i]];
+		dot += c ? x[e->col_input[i]] * c[i] : (double) x[e->col_input[i]] * x[e->col_input[i]];
 	for (int k = 0; k < e->n_blocks; k++)
 	{
 		const gbml_onehot_block *bl = &e->blocks[k];

@@ -64,6 +64,12 @@ typedef struct gbml_model_reader
 	int			n_sections;
 	gbml_model_section sections[GBML_MODEL_MAX_SECTIONS];
 	uint32_t	n_features;		/* from 'NFEA' */
+	/*
+	 * 'SCHM' parsed (schema.h), set by gbml_scorer_load before the
+	 * algorithm's load, which borrows it: one parse of a model's category
+	 * values per load.  NULL from gbml_model_open.
+	 */
+	const struct gbml_feature_schema *schema;
 } gbml_model_reader;
 
 /* Validates the container; on failure returns GBML_ECORRUPT with env->error saying why. */

@@ -21,7 +21,6 @@ gbml_onehot_free(gbml_onehot *e, gbml_env *env)
 		gbml_free(env, e->blocks[b].col_of);
 	}
 	gbml_free(env, e->blocks);
-	gbml_free(env, e->numeric);
 	gbml_free(env, e->col_input);
 	gbml_schema_free(e->own_schema, env);
 	gbml_free(env, e);
@@ -72,8 +71,7 @@ gbml_onehot_layout(gbml_onehot *e, gbml_env *env)
 			return GBML_EINVAL;
 	}
 	e->n_cols = (int) cols;
-	if ((e->numeric = gbml_alloc_array(env, (size_t) (e->n_numeric > 0 ? e->n_numeric : 1), sizeof(int))) == NULL ||
-		(e->col_input = gbml_alloc_array(env, (size_t) (cols > 0 ? cols : 1), sizeof(int))) == NULL)
+	if ((e->col_input = gbml_alloc_array(env, (size_t) (cols > 0 ? cols : 1), sizeof(int))) == NULL)
 		return env->error_code;
 	for (int j = 0; j < e->n_inputs; j++)
 	{
@@ -82,7 +80,7 @@ gbml_onehot_layout(gbml_onehot *e, gbml_env *env)
 			b++;
 			continue;
 		}
-		e->col_input[i] = e->numeric[i] = j;
+		e->col_input[i] = j;
 		i++;
 	}
 	for (int k = 0; k < e->n_blocks; k++)
@@ -165,7 +163,7 @@ void
 gbml_onehot_row(const gbml_onehot *e, const float *x, float *out)
 {
 	for (int i = 0; i < e->n_numeric; i++)
-		out[i] = x[e->numeric[i]];
+		out[i] = x[e->col_input[i]];
 	for (int k = 0; k < e->n_blocks; k++)
 	{
 		const gbml_onehot_block *bl = &e->blocks[k];
@@ -264,9 +262,14 @@ failed(gbml_env *env, gbml_onehot *e)
 	return rc;
 }
 
-/* The section's bytes against the model's schema s (owned by the result from here on). */
+/*
+ * The section's bytes against the model's schema s; owned (s when the
+ * loader parsed it, else NULL: the scorer's) goes to the result, or is
+ * freed on failure.
+ */
 static int
-read_section(const uint8_t *data, size_t len, gbml_feature_schema *s, gbml_env *env, gbml_onehot **out)
+read_section(const uint8_t *data, size_t len, const gbml_feature_schema *s, gbml_feature_schema *owned,
+			 gbml_env *env, gbml_onehot **out)
 {
 	gbml_cursor c;
 	gbml_onehot *e;
@@ -288,16 +291,16 @@ read_section(const uint8_t *data, size_t len, gbml_feature_schema *s, gbml_env *
 	{
 		int			n = s->n_features;
 
-		gbml_schema_free(s, env);
+		gbml_schema_free(owned, env);
 		return gbml_error(env, GBML_ECORRUPT, "model's one-hot encoding: the header does not fit the model's %d features",
 						  n);
 	}
 	if ((e = gbml_onehot_new(s, (int) n_blocks, (flags & GBML_ONEHOT_FLAG_OTHER) != 0, env)) == NULL)
 	{
-		gbml_schema_free(s, env);
+		gbml_schema_free(owned, env);
 		return env->error_code;
 	}
-	e->own_schema = s;
+	e->own_schema = owned;
 	for (uint32_t k = 0; k < n_blocks; k++)
 		if ((rc = read_block(&c, e, (int) k, env)) != GBML_OK)
 			return rc == GBML_ECORRUPT ? corrupt(env, e, "a feature's categories are damaged") : failed(env, e);
@@ -316,26 +319,26 @@ gbml_onehot_load(const gbml_model_reader *model, gbml_env *env, gbml_onehot **ou
 {
 	const uint8_t *data;
 	size_t		len;
-	gbml_feature_schema *s = NULL;
+	const gbml_feature_schema *s;
+	gbml_feature_schema *owned;
 	bool		has_section = gbml_model_find(model, GBML_SECTION_ONEHOT, &data, &len);
 	int			rc;
 
 	*out = NULL;
-	if (!gbml_model_find(model, GBML_SECTION_SCHEMA, &data, &len))
+	if ((rc = gbml_model_schema(model, env, &s, &owned)) != GBML_OK)
+		return rc;
+	if (s == NULL)
 		return has_section ? gbml_error(env, GBML_ECORRUPT, "model's one-hot encoding: the feature schema is missing")
 			: GBML_OK;
-	if ((rc = gbml_schema_read(data, len, (int) model->n_features, env, &s)) != GBML_OK)
-		return rc;
 	if (!has_section)
 	{
 		bool		needs = gbml_schema_n_categorical(s) > 0;
 
-		gbml_schema_free(s, env);
+		gbml_schema_free(owned, env);
 		return needs ? gbml_error(env, GBML_ECORRUPT, "model's one-hot encoding: categorical features without one")
 			: GBML_OK;
 	}
-	gbml_model_find(model, GBML_SECTION_ONEHOT, &data, &len);
-	return read_section(data, len, s, env, out);
+	return read_section(data, len, s, owned, env, out);
 }
 
 /* ---- JSON ---- */
@@ -368,7 +371,7 @@ gbml_onehot_json_columns(const gbml_onehot *e, gbml_strbuf *out)
 	for (int i = 0; i < e->n_numeric; i++)
 	{
 		gbml_sb_append(out, i ? ",{\"feature\":" : "{\"feature\":", i ? 12 : 11);
-		json_name(out, s, e->numeric[i]);
+		json_name(out, s, e->col_input[i]);
 		gbml_sb_append(out, "}", 1);
 	}
 	for (int k = 0; k < e->n_blocks; k++)

@@ -54,14 +54,13 @@ typedef struct gbml_onehot
 {
 	int			n_inputs;		/* input features */
 	int			n_cols;			/* encoded columns */
-	int			n_numeric;		/* columns [0, n_numeric) are the numeric inputs */
-	int		   *numeric;		/* n_numeric: each column's input feature */
+	int			n_numeric;		/* columns [0, n_numeric) are the numeric inputs (col_input says which) */
 	int		   *col_input;		/* n_cols: each column's input feature */
 	bool		other;			/* each block ends with an other column */
 	int			n_blocks;
 	gbml_onehot_block *blocks;
 	const gbml_feature_schema *schema;	/* names and values (the dataset's, or own_schema) */
-	gbml_feature_schema *own_schema;	/* a loaded model's, read from 'SCHM' */
+	gbml_feature_schema *own_schema;	/* a model loaded without a scorer: 'SCHM' parsed here (else borrowed) */
 } gbml_onehot;
 
 /* A raw value's slot in block b (NaN: NULL), or -1 when it is no category id of the feature. */

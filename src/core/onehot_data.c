@@ -61,8 +61,8 @@ check_row(const gbml_onehot *e, const float *x, bool numeric_too, bool allow_uns
 		  const char *what, gbml_env *env)
 {
 	for (int i = 0; numeric_too && i < e->n_numeric; i++)
-		if (!isfinite(x[e->numeric[i]]))
-			return numeric_error(env, algo, e->schema, e->numeric[i], what);
+		if (!isfinite(x[e->col_input[i]]))
+			return numeric_error(env, algo, e->schema, e->col_input[i], what);
 	for (int k = 0; k < e->n_blocks; k++)
 	{
 		const gbml_onehot_block *bl = &e->blocks[k];

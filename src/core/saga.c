@@ -1258,7 +1258,7 @@ encoded_dot(const gbml_onehot *e, const double *w, const float *x)
 	double		s = 0;
 
 	for (int i = 0; i < e->n_numeric; i++)
-		s += w[i] * (double) x[e->numeric[i]];
+		s += w[i] * (double) x[e->col_input[i]];
 	for (int k = 0; k < e->n_blocks; k++)
 	{
 		const gbml_onehot_block *bl = &e->blocks[k];
@@ -1415,7 +1415,7 @@ saga_importance(const void *handle, double *out)
 		return GBML_OK;
 	}
 	for (int i = 0; i < e->n_numeric; i++)
-		out[e->numeric[i]] = fabs(m->w_eff[i]) * m->std[i];
+		out[e->col_input[i]] = fabs(m->w_eff[i]) * m->std[i];
 	for (int k = 0; k < e->n_blocks; k++)
 		out[e->blocks[k].input] = block_spread(m, &e->blocks[k]);
 	gbml_importance_normalize(out, e->n_inputs);

@@ -231,3 +231,21 @@ gbml_schema_json_names(const gbml_feature_schema *s, gbml_strbuf *sb)
 	}
 	gbml_sb_append(sb, "]", 1);
 }
+
+int
+gbml_model_schema(const gbml_model_reader *r, gbml_env *env, const gbml_feature_schema **out,
+				  gbml_feature_schema **owned)
+{
+	const uint8_t *data;
+	size_t		len;
+	int			rc;
+
+	*out = r->schema;
+	*owned = NULL;
+	if (r->schema != NULL || !gbml_model_find(r, GBML_SECTION_SCHEMA, &data, &len))
+		return GBML_OK;
+	if ((rc = gbml_schema_read(data, len, (int) r->n_features, env, owned)) != GBML_OK)
+		return rc;
+	*out = *owned;
+	return GBML_OK;
+}

@@ -90,6 +90,15 @@ void		gbml_schema_write(const gbml_feature_schema *s, gbml_strbuf *sb);
 int			gbml_schema_read(const uint8_t *data, size_t len, int n_features, gbml_env *env,
 							 gbml_feature_schema **out);
 
+/*
+ * A model's schema for its algorithm's loader: the one the scorer parsed
+ * (r->schema), else parsed here into *owned (free it with
+ * gbml_schema_free; NULL when borrowed).  *out NULL when the model has no
+ * 'SCHM'.  GBML_OK or GBML_ECORRUPT.
+ */
+int			gbml_model_schema(const gbml_model_reader *r, gbml_env *env, const gbml_feature_schema **out,
+							  gbml_feature_schema **owned);
+
 /* A deep copy of s through env (NULL with env's error set). */
 gbml_feature_schema *gbml_schema_copy(const gbml_feature_schema *s, gbml_env *env);
 

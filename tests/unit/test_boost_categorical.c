@@ -575,7 +575,7 @@ TEST(boost_categorical_two_values_split_one_hot)
 		CHECK(gbml_scorer_predict(&sc, &env, xn, 3, GBML_OUT_SCORE, &sn) == GBML_OK);
 		CHECK(gbml_scorer_predict(&sc, &env, xu, 3, GBML_OUT_SCORE, &su) == GBML_OK);
 		CHECK(sn == su && isfinite(sn));
-		CHECK(bm->has_inputs && bm->inputs.n_derived == 2);
+		CHECK(bm->forest.inputs != NULL && bm->inputs.n_derived == 2);
 		CHECK(gbml_boost_input_value(&bm->inputs, 3, xn) == 0.0f && gbml_boost_input_value(&bm->inputs, 4, xn) == 0.0f);
 	}
 	gbml_scorer_free(&sc, &env);
@@ -621,7 +621,7 @@ TEST(boost_categorical_null_and_unseen_use_stored_statistics)
 	gbml_env_init_malloc(&env, 1);
 	CHECK(gbml_scorer_load(&sc, &env, m, len) == GBML_OK);
 	bm = sc.handle;
-	for (int k = 0; bm->has_inputs && k < bm->inputs.n_derived; k++)
+	for (int k = 0; bm->forest.inputs != NULL && k < bm->inputs.n_derived; k++)
 		if (bm->inputs.derived[k].kind == GBML_BOOST_CTR_MEAN)
 			mean = &bm->inputs.derived[k];
 	CHECK(mean != NULL && mean->source == 1 && mean->n_categories == 9);
