@@ -70,6 +70,13 @@ struct gbml_column_plan
 	Datum	   *values;			/* gbml_column_plan_row: one deformed row (n_values attributes) */
 	bool	   *nulls;
 	int			n_values;
+	/*
+	 * A row plan whose columns are all numbers (column i is feature i): their
+	 * base types packed, so scoring a row converts each argument without
+	 * column_value's dispatch (NULL: some column is not a plain number).
+	 */
+	Oid		   *numeric_types;
+	bool		all_float4;		/* and they are all real: no per-column type switch either */
 };
 
 int
@@ -686,6 +693,18 @@ gbml_column_plan_for_row(const gbml_feature_schema *schema, TupleDesc td, const 
 								   want_cat ? "a categorical feature" : f->element > 0 ? "an array of numbers" : "a number",
 								   f->source_type)));
 	}
+	p->numeric_types = palloc(sizeof(Oid) * (p->n_columns > 0 ? p->n_columns : 1));
+	for (int i = 0; i < p->n_columns && p->numeric_types; i++)
+		if (p->cols[i].kind == COL_NUMERIC && p->cols[i].first == i)
+			p->numeric_types[i] = p->cols[i].basetype;
+		else
+		{
+			pfree(p->numeric_types);
+			p->numeric_types = NULL;
+		}
+	p->all_float4 = p->numeric_types != NULL;
+	for (int i = 0; i < p->n_columns && p->all_float4; i++)
+		p->all_float4 = p->numeric_types[i] == FLOAT4OID;
 	return p;
 }
 
@@ -709,6 +728,26 @@ gbml_column_plan_values(const gbml_column_plan *p, const Datum *values, const bo
 void
 gbml_column_plan_args(const gbml_column_plan *p, const NullableDatum *args, const int *src, float *x, const char *what)
 {
+	if (p->all_float4)
+	{
+		for (int i = 0; i < p->n_columns; i++)
+		{
+			const NullableDatum *a = &args[src[i]];
+
+			x[i] = a->isnull ? NAN : DatumGetFloat4(a->value);
+		}
+		return;
+	}
+	if (p->numeric_types)
+	{
+		for (int i = 0; i < p->n_columns; i++)
+		{
+			const NullableDatum *a = &args[src[i]];
+
+			x[i] = a->isnull ? NAN : gbml_column_number(a->value, p->numeric_types[i]);
+		}
+		return;
+	}
 	for (int i = 0; i < p->n_columns; i++)
 	{
 		const gbml_column *c = &p->cols[i];

@@ -3,6 +3,9 @@
 # aggregate, against the floor of reading the same arrays at all:
 #   A: SELECT sum(cardinality(features)) FROM t          (PostgreSQL alone; default plan, and serial)
 #   B: SELECT gbml.mean_fit(features, label) FROM t       (collect + train)
+#   D: SELECT gbml.boost_fit(features, label, '{"iterations": 1}') FROM t
+#      (boosting's collect sends the float rows to temporary files past 32 MB
+#      and quantizes them after: issue 12's collect with spilling)
 # over N rows x D features (default 1,000,000 x 100), in REPEAT interleaved
 # rounds (A, serial A, B; best of each kept, and the median per-round
 # ratio).  B's run report splits it into collect / canonical order / train.
@@ -50,6 +53,11 @@ for _ in range($REPEAT):
     rep = json.loads(out.strip().splitlines()[-1])
     r['prepare'], r['train'] = rep['prepare_seconds'], rep['train_seconds']
     r['collect'] = r['total'] - r['prepare'] - r['train']
+    t, out = q(\"SELECT length(m) FROM (SELECT gbml.boost_fit(features, label, '{\\\"iterations\\\": 1}') AS m FROM t) s; SELECT gbml.last_training_report()\")
+    rep = json.loads(out.strip().splitlines()[-1])
+    r['boost_total'], r['boost_prepare'], r['boost_train'] = t, rep['prepare_seconds'], rep['train_seconds']
+    r['boost_collect'] = t - r['boost_prepare'] - r['boost_train']
+    r['boost_spilled'], r['boost_written'] = rep.get('spilled_rows', 0), rep.get('temp_written_mb', 0)
     if '$GPU_LIB':
         t, out = q(\"SET gbml.cuda_library = '$GPU_LIB'; SELECT length(m) FROM (SELECT gbml.boost_fit(features, label, '{\\\"device\\\": \\\"gpu\\\", \\\"iterations\\\": 1}') AS m FROM t) s; SELECT gbml.last_training_report()\")
         rep = json.loads(out.strip().splitlines()[-1])
@@ -71,6 +79,11 @@ print('B gbml.mean_fit total  : %.3f s  (collect %.3f s, canonical order %.3f s,
 print('collect rate / A rate  : %s   (goal >= 0.5)' % rate_vs('A'))
 print('  against the serial A : %s' % rate_vs('A_serial'))
 print('whole fit rate / A rate: %.2f' % (best['A'] / fastest['total']))
+per_round = sorted(r['A'] / r['boost_collect'] for r in rounds)
+print('D boost_fit, 1 tree    : collect %.3f s (%d rows to temporary files, %.0f MB written), canonical order + quantize %.3f s'
+      % (best['boost_collect'], rounds[0]['boost_spilled'], rounds[0]['boost_written'], min(r['boost_prepare'] for r in rounds)))
+print('spilling collect / A   : %.2f best/best; per round median %.2f (%.2f-%.2f)'
+      % (best['A'] / best['boost_collect'], statistics.median(per_round), per_round[0], per_round[-1]))
 if '$GPU_LIB':
     per_round = sorted(r['A'] / r['gpu_collect'] for r in rounds)
     print('C boost_fit on $GPU_LIB  : collect %.3f s (streamed to the device), canonical order + quantize %.3f s, %.0f MB host->device'
