@@ -419,6 +419,10 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 	gbml_dataset_finish_appends(ds, env);
 	if (eval)
 		gbml_dataset_finish_appends(eval, env);
+	/* a quantizing trainer reads each stored row once, through a map: no rewrite of the files */
+	ds->reorder_as_map = algo->quantizes_rows;
+	if (eval)
+		eval->reorder_as_map = algo->quantizes_rows;
 	if ((rc = gbml_dataset_canonicalize(ds, env)) != GBML_OK)
 		return rc;
 	if (eval && eval->n_rows > 0)

@@ -935,8 +935,9 @@ bins_on_device(const gbml_dataset *ds)
  * The bins of d's rows (ds's, in d's training order) with the borders.
  * Host rows are binned from d->rows; rows in a chunk store (temporary
  * files) are read chunk by chunk and each chunk binned into its positions:
- * in chunk order without groups, scattered by d->src with them (see
- * gbml_boost_bins_from_chunks).  Then the float rows are not needed: the
+ * in chunk order without groups, scattered by d->src with them, or through
+ * the dataset's map when the files kept the order they were written in
+ * (see gbml_boost_bins_from_chunks).  Then the float rows are not needed: the
  * store releases them (the host ones are the caller's), and d's pointers or
  * addresses go.  The training rows in a GPU store get empty blocks here,
  * their bins made on the device (setup_device).

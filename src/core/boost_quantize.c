@@ -203,9 +203,7 @@ scan_missing(const gbml_dataset *ds, bool *has_missing, gbml_env *env)
 	if (ds->store)
 	{
 		/* the rows are where the store keeps them: it scans them there */
-		if (ds->store->missing(ds->store, has_missing) != 0)
-			return gbml_dataset_store_error(ds, env, "scanning for missing values");
-		return GBML_OK;
+		return gbml_dataset_stored_missing(ds, has_missing, env);
 	}
 	for (int c = 0; c < ds->n_chunks; c++)
 	{
@@ -646,10 +644,9 @@ gbml_boost_bins_build(const float *const *rows, int64_t n_rows, int n_features,
  * pos[off[c] .. off[c + 1]) (a counting sort of src by chunk).
  */
 static int
-positions_by_chunk(const gbml_dataset *ds, const int64_t *src, int64_t **off_out, int64_t **pos_out,
+positions_by_chunk(const gbml_dataset *ds, const int64_t *src, int64_t n, int64_t **off_out, int64_t **pos_out,
 				   gbml_env *env)
 {
-	int64_t		n = ds->n_rows;
 	int64_t    *off = gbml_alloc0(env, sizeof(int64_t) * ((size_t) ds->n_chunks + 1));
 	int64_t    *pos = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
 
@@ -747,10 +744,65 @@ fill_from_reader(const gbml_dataset *ds, const int64_t *src, const int64_t *off,
 	return rc < 0 ? rc : GBML_OK;
 }
 
+static int	bins_scattered(const gbml_dataset *ds, const int64_t *src, int64_t n,
+						   const gbml_boost_borders *borders, int64_t block_rows, const gbml_boost_keep *keep,
+						   const char *phase, gbml_boost_bins *out, gbml_env *env);
+
+/*
+ * Rows reached through a map (dataset.h: stored_addr): the store's chunks
+ * are read in the order they were written, each row binned into its
+ * training position (src's, or the dataset's own order).
+ */
+static int
+bins_through_map(const gbml_dataset *ds, const int64_t *src, const gbml_boost_borders *borders,
+				 int64_t block_rows, const gbml_boost_keep *keep, const char *phase, gbml_boost_bins *out,
+				 gbml_env *env)
+{
+	gbml_dataset view;
+	int64_t    *at = NULL;
+	int			rc;
+
+	if (src != NULL)
+	{
+		/* training position i: the row src[i] of ds, where the map says it is */
+		int64_t    *start = gbml_dataset_chunk_starts(ds, env);
+
+		at = gbml_alloc_array(env, (size_t) (ds->n_rows > 0 ? ds->n_rows : 1), sizeof(int64_t));
+		if (start == NULL || at == NULL)
+		{
+			gbml_free(env, start);
+			gbml_free(env, at);
+			return env->error_code;
+		}
+		for (int64_t i = 0; i < ds->n_rows; i++)
+			at[i] = ds->stored_addr[start[src[i] >> 32] + (src[i] & 0xffffffffLL)];
+		gbml_free(env, start);
+	}
+	if ((rc = gbml_dataset_stored_view(ds, &view, env)) == GBML_OK)
+	{
+		rc = bins_scattered(&view, at ? at : ds->stored_addr, ds->n_rows, borders, block_rows, keep, phase, out,
+							env);
+		gbml_dataset_stored_view_free(&view, env);
+	}
+	gbml_free(env, at);
+	return rc;
+}
+
 int
 gbml_boost_bins_from_chunks(const gbml_dataset *ds, const int64_t *src, const gbml_boost_borders *borders,
 							int64_t block_rows, const gbml_boost_keep *keep, const char *phase,
 							gbml_boost_bins *out, gbml_env *env)
+{
+	if (ds->stored_addr)
+		return bins_through_map(ds, src, borders, block_rows, keep, phase, out, env);
+	return bins_scattered(ds, src, ds->n_rows, borders, block_rows, keep, phase, out, env);
+}
+
+/* The bins of n training rows, row i at address src[i] of ds (NULL: ds's rows in order). */
+static int
+bins_scattered(const gbml_dataset *ds, const int64_t *src, int64_t n, const gbml_boost_borders *borders,
+			   int64_t block_rows, const gbml_boost_keep *keep, const char *phase, gbml_boost_bins *out,
+			   gbml_env *env)
 {
 	gbml_boost_binner bz;
 	int64_t    *off = NULL,
@@ -766,8 +818,8 @@ gbml_boost_bins_from_chunks(const gbml_dataset *ds, const int64_t *src, const gb
 	if ((rc = gbml_boost_binner_init(&bz, borders, ds->n_features, env)) != GBML_OK)
 		return rc;
 	if ((ptr = gbml_alloc_array(env, (size_t) largest, sizeof(float *))) == NULL ||
-		(src && (rc = positions_by_chunk(ds, src, &off, &pos, env)) != GBML_OK) ||
-		(rc = gbml_boost_bins_alloc(out, ds->n_rows, ds->n_features, block_rows, env)) != GBML_OK)
+		(src && (rc = positions_by_chunk(ds, src, n, &off, &pos, env)) != GBML_OK) ||
+		(rc = gbml_boost_bins_alloc(out, n, ds->n_features, block_rows, env)) != GBML_OK)
 		rc = env->error_code;
 	else
 		rc = fill_from_reader(ds, src, off, pos, &bz, ptr, keep, out, phase, env);

@@ -138,8 +138,10 @@ typedef struct gbml_boost_keep
  * The same for a dataset whose rows are read chunk by chunk through the
  * reader (chunk_prefetch.h), wherever the chunks live: training position i
  * holds the row at address src[i] (chunk << 32 | row), or with src NULL the
- * rows in chunk order.  Each chunk's rows are binned while the next chunk
- * is read, and keep's columns (keep may be NULL) copied out; progress
+ * rows in chunk order.  A dataset whose stored rows are reached through a
+ * map (dataset.h: stored_addr) is read in the store's own chunks, each row
+ * binned into its position.  Each chunk's rows are binned while the next
+ * chunk is read, and keep's columns (keep may be NULL) copied out; progress
  * (`phase`, one iteration a chunk) and cancel between chunks.  On failure
  * out holds nothing.
  */

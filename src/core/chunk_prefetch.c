@@ -116,9 +116,15 @@ assemble(const gbml_chunk_prefetch *p, const visit *v, float *out, int *failed_c
 static gbml_chunk_prefetch *
 open_visits(const gbml_dataset *ds, gbml_env *env, int n)
 {
-	gbml_chunk_prefetch *p = gbml_alloc0(env, sizeof(gbml_chunk_prefetch));
+	gbml_chunk_prefetch *p;
 
-	if (p == NULL)
+	if (ds->stored_addr != NULL)
+	{
+		/* the store's chunks are not the dataset's: its rows are reached through the map */
+		gbml_error(env, GBML_EINVAL, "chunk reader: the dataset's stored rows are in the order they were written (read them with gbml_dataset_stored_view)");
+		return NULL;
+	}
+	if ((p = gbml_alloc0(env, sizeof(gbml_chunk_prefetch))) == NULL)
 		return NULL;
 	p->ds = ds;
 	p->env = env;

@@ -613,6 +613,19 @@ relayout(gbml_dataset *ds, gbml_env *env)
 	return GBML_OK;
 }
 
+int64_t *
+gbml_dataset_chunk_starts(const gbml_dataset *ds, gbml_env *env)
+{
+	int64_t    *start = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t));
+
+	if (start == NULL)
+		return NULL;
+	start[0] = 0;
+	for (int c = 0; c < ds->n_chunks; c++)
+		start[c + 1] = start[c] + ds->chunks[c]->n_rows;
+	return start;
+}
+
 /* ---- canonical order ---- */
 
 static uint64_t
@@ -853,7 +866,7 @@ gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env)
 		return rc;
 	keys = gbml_alloc_array(env, (size_t) n, sizeof(row_key));
 	tmp = gbml_alloc_array(env, (size_t) n, sizeof(row_key));
-	chunk_start = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t));
+	chunk_start = gbml_dataset_chunk_starts(ds, env);
 	if (keys == NULL || tmp == NULL || chunk_start == NULL)
 	{
 		gbml_free(env, keys);
@@ -861,9 +874,6 @@ gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env)
 		gbml_free(env, chunk_start);
 		return env->error_code;
 	}
-	chunk_start[0] = 0;
-	for (int c = 0; c < ds->n_chunks; c++)
-		chunk_start[c + 1] = chunk_start[c] + ds->chunks[c]->n_rows;
 
 	/* hash every row: a pure function of its contents, in parallel over chunks */
 #pragma omp parallel for num_threads(env->threads) schedule(dynamic, 1)

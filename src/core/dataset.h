@@ -110,6 +110,26 @@ typedef struct gbml_dataset
 	 */
 	bool		reorder_window_quarter;
 	/*
+	 * The trainer reads stored features only through gbml_dataset_fetch_rows
+	 * and gbml_dataset_read_stored (boosting's borders and binning, each row
+	 * once): the canonical order and the eval split of file-stored rows may
+	 * stay a map of addresses instead of a rewrite of the file.  Set before
+	 * gbml_dataset_canonicalize.
+	 */
+	bool		reorder_as_map;
+	/*
+	 * That map, once made: row g of the dataset (chunk order) has its
+	 * features at stored_addr[g], an address in the store's own chunks
+	 * (stored_chunk_rows[0 .. stored_n_chunks), as they were written);
+	 * stored_missing: the missing-value flags of the rows kept (NULL: the
+	 * store's own flags hold).  NULL when the store's chunks are the
+	 * dataset's.
+	 */
+	int64_t    *stored_addr;
+	int64_t    *stored_chunk_rows;
+	int			stored_n_chunks;
+	bool	   *stored_missing;
+	/*
 	 * The chunk reader's two buffers, kept between passes (chunk_prefetch.c):
 	 * a trainer walks the rows every iteration, and fresh buffers would be
 	 * faulted in again each time.  Freed with the dataset.
@@ -203,6 +223,22 @@ int			gbml_dataset_store_error(const gbml_dataset *ds, gbml_env *env, const char
 /* Copies rows (addresses chunk << 32 | row) into out (n x n_features), from host chunks or the store. */
 int			gbml_dataset_fetch_rows(const gbml_dataset *ds, const int64_t *addr, int64_t n, float *out,
 									gbml_env *env);
+
+/*
+ * For a reader of a dataset whose stored rows are reached through a map
+ * (stored_addr): a view of the store's own chunks (features only, no
+ * per-row state) to read them in the order they were written, row g of ds
+ * being at view address stored_addr[g].  Free it with
+ * gbml_dataset_stored_view_free (the store stays ds's).
+ */
+int			gbml_dataset_stored_view(const gbml_dataset *ds, gbml_dataset *view, gbml_env *env);
+void		gbml_dataset_stored_view_free(gbml_dataset *view, gbml_env *env);
+
+/* The dataset's first row of each chunk, n_chunks + 1 of them (env's memory); NULL with env's error. */
+int64_t    *gbml_dataset_chunk_starts(const gbml_dataset *ds, gbml_env *env);
+
+/* out[f]: some stored row of the dataset has NaN or -Infinity in feature f (the kept rows, with a map). */
+int			gbml_dataset_stored_missing(const gbml_dataset *ds, bool *out, gbml_env *env);
 
 /* Moves all chunks of src into dst (src is left empty). Feature counts must match. */
 int			gbml_dataset_merge(gbml_dataset *dst, gbml_dataset *src, gbml_env *env);

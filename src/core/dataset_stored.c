@@ -3,7 +3,9 @@
  * in a chunk store (dataset.h): appends that fill the store's buffers and
  * hand each full chunk over, the canonical order and the eval split as
  * reorderings inside the store (the host reorders only the per-row state:
- * label, group, weight, hash), and fetching rows back.
+ * label, group, weight, hash) or, for a trainer that reads each row once
+ * (reorder_as_map: boosting), as a map of addresses over the file as it was
+ * written, and fetching rows back.
  *
  * The rows come out in the order dataset.c gives a host dataset — the same
  * row hash, the same ties broken by content, the same eval keys — so a
@@ -142,29 +144,15 @@ gbml_ds_stored_writable_chunk(gbml_dataset *ds, gbml_env *env)
 	return c;
 }
 
-/*
- * Keeps the rows at addresses src[0..n) in that order: the store reorders
- * the features, the host rebuilds the per-row state in the serial layout.
- */
+/* The dataset's per-row state rebuilt for the rows at addresses src[0..n), in the serial layout. */
 static int
-keep_rows(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
+rebuild_meta(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
 {
 	int64_t		first = gbml_ds_first_chunk_limit(ds);
-	gbml_chunk **fresh;
+	gbml_chunk **fresh = gbml_alloc0(env, sizeof(gbml_chunk *) * (size_t) (n / ds->chunk_rows + 2));
 	int			n_fresh = 0;
 	int64_t		done = 0;
 
-	if (ds->reorder_window_quarter)
-	{
-		/* about what the bins will take: the fit's peak is then the bins', not the reorder's */
-		size_t		quarter = (size_t) n * (size_t) ds->n_features;	/* a quarter of the features' bytes */
-		size_t		floor = (size_t) 4 * (size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float);
-
-		gbml_chunk_store_file_set_permute_budget(ds->store, quarter > floor ? quarter : floor);
-	}
-	if (ds->store->permute(ds->store, src, n, first, ds->chunk_rows) != 0)
-		return gbml_dataset_store_error(ds, env, "reordering rows");
-	fresh = gbml_alloc0(env, sizeof(gbml_chunk *) * (size_t) (n / ds->chunk_rows + 2));
 	if (fresh == NULL)
 		return env->error_code;
 	while (done < n)
@@ -203,6 +191,165 @@ keep_rows(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
 	ds->chunks_cap = (int) (n / ds->chunk_rows + 2);
 	ds->n_rows = n;
 	return GBML_OK;
+}
+
+/*
+ * addr[0..n) (the dataset's chunk addresses) as addresses in the store's
+ * own chunks, into out; the same when the dataset has no map.
+ */
+static int
+store_addresses(const gbml_dataset *ds, const int64_t *addr, int64_t n, int64_t *out, gbml_env *env)
+{
+	int64_t    *start;
+
+	if (ds->stored_addr == NULL)
+	{
+		memcpy(out, addr, sizeof(int64_t) * (size_t) n);
+		return GBML_OK;
+	}
+	if ((start = gbml_dataset_chunk_starts(ds, env)) == NULL)
+		return env->error_code;
+	for (int64_t i = 0; i < n; i++)
+		out[i] = ds->stored_addr[start[addr[i] >> 32] + (addr[i] & 0xffffffffLL)];
+	gbml_free(env, start);
+	return GBML_OK;
+}
+
+static void
+free_map(gbml_dataset *ds, gbml_env *env)
+{
+	gbml_free(env, ds->stored_addr);
+	gbml_free(env, ds->stored_chunk_rows);
+	gbml_free(env, ds->stored_missing);
+	ds->stored_addr = NULL;
+	ds->stored_chunk_rows = NULL;
+	ds->stored_missing = NULL;
+	ds->stored_n_chunks = 0;
+}
+
+/*
+ * The missing-value flags of the kept rows only (the store's cover every
+ * row it holds): each stored chunk read once, its kept rows scanned.  Only
+ * when the store saw a missing value and some rows are not kept.
+ */
+static int
+rescan_missing(gbml_dataset *ds, gbml_env *env)
+{
+	int			d = ds->n_features;
+	bool	   *flags = gbml_alloc0(env, (size_t) (d > 0 ? d : 1) * sizeof(bool));
+	int64_t    *row0 = gbml_alloc_array(env, (size_t) ds->stored_n_chunks + 1, sizeof(int64_t));
+	bool	   *kept = NULL;
+	float	   *x = NULL;
+	int64_t		most = 1;
+	int			rc = GBML_OK;
+
+	if (flags == NULL || row0 == NULL || ds->store->missing(ds->store, flags) != 0)
+		rc = flags && row0 ? gbml_dataset_store_error(ds, env, "reading the missing-value flags") : env->error_code;
+	if (rc == GBML_OK && memchr(flags, true, (size_t) d) == NULL)
+		goto done;				/* nothing missing anywhere: nothing missing in the kept rows */
+	row0[0] = 0;
+	for (int c = 0; rc == GBML_OK && c < ds->stored_n_chunks; c++)
+	{
+		row0[c + 1] = row0[c] + ds->stored_chunk_rows[c];
+		most = ds->stored_chunk_rows[c] > most ? ds->stored_chunk_rows[c] : most;
+	}
+	if (rc == GBML_OK && ((kept = gbml_alloc0(env, (size_t) row0[ds->stored_n_chunks] + 1)) == NULL ||
+						  (x = gbml_alloc_array(env, (size_t) most * (size_t) d, sizeof(float))) == NULL))
+		rc = env->error_code;
+	for (int64_t g = 0; rc == GBML_OK && g < ds->n_rows; g++)
+		kept[row0[ds->stored_addr[g] >> 32] + (ds->stored_addr[g] & 0xffffffffLL)] = true;
+	memset(flags, 0, (size_t) d * sizeof(bool));
+	for (int c = 0; rc == GBML_OK && c < ds->stored_n_chunks; c++)
+	{
+		if (ds->store->read_chunk(ds->store, c, x) != 0)
+		{
+			rc = gbml_dataset_store_error(ds, env, "reading rows for their missing values");
+			break;
+		}
+		for (int64_t r = 0; r < ds->stored_chunk_rows[c]; r++)
+			for (int j = 0; kept[row0[c] + r] && j < d; j++)
+				if (isnan(x[r * d + j]) || x[r * d + j] == -INFINITY)
+					flags[j] = true;
+	}
+done:
+	gbml_free(env, row0);
+	gbml_free(env, kept);
+	gbml_free(env, x);
+	if (rc == GBML_OK)
+	{
+		gbml_free(env, ds->stored_missing);
+		ds->stored_missing = flags;
+	}
+	else
+		gbml_free(env, flags);
+	return rc;
+}
+
+/*
+ * keep_rows for a trainer that reads the features through the map
+ * (reorder_as_map): the file stays as written, the map says where each
+ * kept row is.  The first map records the store's chunks.
+ */
+static int
+keep_rows_as_map(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
+{
+	int64_t    *addr = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
+	int64_t		stored_rows = 0;
+	int			rc;
+
+	if (addr == NULL || (rc = store_addresses(ds, src, n, addr, env)) != GBML_OK)
+	{
+		gbml_free(env, addr);
+		return env->error_code;
+	}
+	if (ds->stored_addr == NULL)
+	{
+		if ((ds->stored_chunk_rows = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t))) == NULL)
+		{
+			gbml_free(env, addr);
+			return env->error_code;
+		}
+		for (int c = 0; c < ds->n_chunks; c++)
+			ds->stored_chunk_rows[c] = ds->chunks[c]->n_rows;
+		ds->stored_n_chunks = ds->n_chunks;
+	}
+	if ((rc = rebuild_meta(ds, env, src, n)) != GBML_OK)
+	{
+		gbml_free(env, addr);
+		return rc;
+	}
+	gbml_free(env, ds->stored_addr);
+	ds->stored_addr = addr;
+	for (int c = 0; c < ds->stored_n_chunks; c++)
+		stored_rows += ds->stored_chunk_rows[c];
+	return n < stored_rows ? rescan_missing(ds, env) : GBML_OK;
+}
+
+/*
+ * Keeps the rows at addresses src[0..n) in that order: the store reorders
+ * the features (or, for a trainer that reads them through a map, the map
+ * changes), the host rebuilds the per-row state in the serial layout.
+ */
+static int
+keep_rows(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
+{
+	int64_t		first = gbml_ds_first_chunk_limit(ds);
+
+	if (ds->reorder_as_map && strcmp(ds->store->residence, "file") == 0)
+		return keep_rows_as_map(ds, env, src, n);
+	if (ds->stored_addr != NULL)
+		return gbml_error(env, GBML_EINVAL, "rows reordered through a map cannot be rewritten");
+	if (ds->reorder_window_quarter)
+	{
+		/* about what the bins will take: the fit's peak is then the bins', not the reorder's */
+		size_t		quarter = (size_t) n * (size_t) ds->n_features;	/* a quarter of the features' bytes */
+		size_t		floor = (size_t) 4 * (size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float);
+
+		gbml_chunk_store_file_set_permute_budget(ds->store, quarter > floor ? quarter : floor);
+	}
+	if (ds->store->permute(ds->store, src, n, first, ds->chunk_rows) != 0)
+		return gbml_dataset_store_error(ds, env, "reordering rows");
+	return rebuild_meta(ds, env, src, n);
 }
 
 /* Insertion-sorts keys[0..m) (rows at x[0..m)) by content, moving both: dataset.c's order for a run. */
@@ -290,11 +437,8 @@ order_ties(gbml_dataset *ds, gbml_env *env, row_key *keys, int64_t n)
 					addr[k++] = ((int64_t) keys[j].chunk << 32) | keys[j].row;
 				}
 		}
-		if (ds->store->fetch(ds->store, addr, m, rows) != 0)
-		{
-			rc = gbml_dataset_store_error(ds, env, "ordering rows with equal hashes");
+		if ((rc = gbml_dataset_fetch_rows(ds, addr, m, rows, env)) != GBML_OK)
 			break;
-		}
 		for (int64_t j = first, k = 0; j < i;)
 		{
 			int64_t		end = j + 1;
@@ -410,11 +554,8 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 	{
 		int64_t		m = n_held - b < batch ? n_held - b : batch;
 
-		if (ds->store->fetch(ds->store, held + b, m, rows) != 0)
-		{
-			rc = gbml_dataset_store_error(ds, env, "fetching the eval rows");
+		if ((rc = gbml_dataset_fetch_rows(ds, held + b, m, rows, env)) != GBML_OK)
 			goto done;
-		}
 		for (int64_t i = 0; i < m; i++)
 		{
 			const gbml_chunk *s = ds->chunks[held[b + i] >> 32];
@@ -452,10 +593,62 @@ gbml_dataset_seal(gbml_dataset *ds, gbml_env *env)
 	return ds->store ? seal(ds, env) : GBML_OK;
 }
 
+int
+gbml_dataset_stored_missing(const gbml_dataset *ds, bool *out, gbml_env *env)
+{
+	if (ds->stored_missing)
+	{
+		memcpy(out, ds->stored_missing, (size_t) ds->n_features * sizeof(bool));
+		return GBML_OK;
+	}
+	if (ds->store->missing(ds->store, out) != 0)
+		return gbml_dataset_store_error(ds, env, "reading the missing-value flags");
+	return GBML_OK;
+}
+
+int
+gbml_dataset_stored_view(const gbml_dataset *ds, gbml_dataset *view, gbml_env *env)
+{
+	gbml_dataset_init(view, ds->allow_missing);
+	view->n_features = ds->n_features;
+	view->store = ds->store;
+	view->chunk_rows = ds->chunk_rows;
+	if (ds->stored_addr == NULL)
+		return gbml_error(env, GBML_EINVAL, "the rows are in the dataset's own order: read the dataset");
+	view->chunks = gbml_alloc0(env, sizeof(gbml_chunk *) * (size_t) (ds->stored_n_chunks > 0 ? ds->stored_n_chunks : 1));
+	if (view->chunks == NULL)
+		return env->error_code;
+	view->chunks_cap = ds->stored_n_chunks;
+	for (int c = 0; c < ds->stored_n_chunks; c++)
+	{
+		/* a shell: the features are the store's, the per-row state is ds's */
+		if ((view->chunks[c] = gbml_alloc0(env, sizeof(gbml_chunk))) == NULL)
+		{
+			gbml_dataset_stored_view_free(view, env);
+			return env->error_code;
+		}
+		view->chunks[c]->n_rows = view->chunks[c]->capacity = ds->stored_chunk_rows[c];
+		view->n_chunks++;
+		view->n_rows += ds->stored_chunk_rows[c];
+	}
+	return GBML_OK;
+}
+
+void
+gbml_dataset_stored_view_free(gbml_dataset *view, gbml_env *env)
+{
+	for (int c = 0; c < view->n_chunks; c++)
+		gbml_free(env, view->chunks[c]);
+	gbml_free(env, view->chunks);
+	for (int b = 0; b < 2; b++)
+		gbml_free(env, view->reader_buf[b]);
+	memset(view, 0, sizeof(*view));
+}
+
 void
 gbml_ds_stored_free(gbml_dataset *ds, gbml_env *env)
 {
-	(void) env;
+	free_map(ds, env);
 	if (ds->store)
 		ds->store->destroy(ds->store);
 	ds->store = NULL;
@@ -560,9 +753,15 @@ gbml_dataset_fetch_rows(const gbml_dataset *ds, const int64_t *addr, int64_t n, 
 
 	if (ds->store)
 	{
-		if (ds->store->fetch(ds->store, addr, n, out) != 0)
-			return gbml_dataset_store_error(ds, env, "fetching rows");
-		return GBML_OK;
+		int64_t    *at = ds->stored_addr ? gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t)) : NULL;
+		int			rc = GBML_OK;
+
+		if (ds->stored_addr && (at == NULL || store_addresses(ds, addr, n, at, env) != GBML_OK))
+			rc = env->error_code;
+		else if (ds->store->fetch(ds->store, at ? at : addr, n, out) != 0)
+			rc = gbml_dataset_store_error(ds, env, "fetching rows");
+		gbml_free(env, at);
+		return rc;
 	}
 	for (int64_t i = 0; i < n; i++)
 	{

@@ -223,6 +223,20 @@ TEST(boost_spill_logloss_eval_split_early_stopping)
 	check_case(&c);
 }
 
+/*
+ * Missing values in a handful of rows, half the rows held out: some
+ * feature's only missing values are likely in held-out rows, and the rows
+ * kept in files (reached through a map, not rewritten) must then say that
+ * feature has none, as the rows kept in memory do.
+ */
+TEST(boost_spill_eval_split_keeps_the_kept_rows_missing_values)
+{
+	spill_case	c = {"sparse NaN", SPILL_REGRESSION, 3000, 8, 0.0004, false, false,
+		{NUM("iterations", 8), NUM("depth", 3), NUM("eval_fraction", 0.5), NUM("border_count", 16)}, 4};
+
+	check_case(&c);
+}
+
 TEST(boost_spill_yetirank_same_bytes_as_memory)
 {
 	/* two blocks of bins, every chunk's rows scattered over both */
