@@ -142,6 +142,26 @@ gbml_error(gbml_env *env, int code, const char *fmt,...)
 }
 
 int
+gbml_error_prefix(gbml_env *env, int code, const char *prefix)
+{
+	size_t		room = sizeof(env->error) - 1;
+	size_t		p = strlen(prefix) + 2;	/* "prefix: " */
+	size_t		e = strnlen(env->error, room);
+
+	if (p < room)
+	{
+		/* the old text moves right (cut at the end if need be), the prefix goes before it */
+		e = e < room - p ? e : room - p;
+		memmove(env->error + p, env->error, e);
+		memcpy(env->error, prefix, p - 2);
+		memcpy(env->error + p - 2, ": ", 2);
+		env->error[p + e] = '\0';
+	}
+	env->error_code = code;
+	return code;
+}
+
+int
 gbml_hint(gbml_env *env, const char *fmt,...)
 {
 	va_list		ap;

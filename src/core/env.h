@@ -157,6 +157,12 @@ int			gbml_error(gbml_env *env, int code, const char *fmt,...)
 			__attribute__((format(printf, 3, 4)));
 
 /*
+ * Puts "prefix: " before env's last error (which part of the work failed),
+ * keeping its hint; returns code.
+ */
+int			gbml_error_prefix(gbml_env *env, int code, const char *prefix);
+
+/*
  * Formats env->hint, what the user can do about the error just set (each
  * gbml_error clears it), and returns that error's code:
  *     gbml_error(env, GBML_EINVAL, "...");

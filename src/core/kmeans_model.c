@@ -147,12 +147,7 @@ km_eval_inertia(const gbml_dataset *ev, const gbml_kmeans_result *res, gbml_env 
 	gbml_free(env, best);
 	*out = total;
 	if (rc < 0 && rc != GBML_ECANCELLED)
-	{
-		char		why[sizeof(env->error)];
-
-		snprintf(why, sizeof(why), "%s", env->error);
-		return gbml_error(env, rc, "kmeans (eval set): %s", why);
-	}
+		return gbml_error_prefix(env, rc, "kmeans (eval set)");
 	return rc < 0 ? rc : GBML_OK;
 }
 

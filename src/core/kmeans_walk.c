@@ -64,10 +64,7 @@ chunk_tasks(const km_work *w, int c, int t0, int t1, int *first, int *end)
 static int
 read_failed(km_work *w, int rc)
 {
-	char		why[sizeof(w->env->error)];
-
-	snprintf(why, sizeof(why), "%s", w->env->error);
-	return gbml_error(w->env, rc, "kmeans: %s", why);
+	return gbml_error_prefix(w->env, rc, "kmeans");
 }
 
 /* Between stored chunks: a pass over a big table takes seconds, and a cancel must not wait for it. */

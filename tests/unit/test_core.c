@@ -64,6 +64,25 @@ TEST(budget_is_enforced_and_released)
 	CHECK(gbml_alloc_array(&env, SIZE_MAX / 2, 4) == NULL);
 }
 
+/* A prefix names the part that failed and keeps the error's hint; a long message is cut, never overrun. */
+TEST(error_prefix_keeps_the_hint)
+{
+	gbml_env	env;
+	char		longer[600];
+
+	gbml_env_init_malloc(&env, 1);
+	gbml_error(&env, GBML_EBUDGET, "memory limit exceeded");
+	gbml_hint(&env, "Raise gbml.memory_limit.");
+	CHECK(gbml_error_prefix(&env, GBML_EIO, "kmeans (eval set)") == GBML_EIO);
+	CHECK(strcmp(env.error, "kmeans (eval set): memory limit exceeded") == 0);
+	CHECK(strcmp(env.hint, "Raise gbml.memory_limit.") == 0 && env.error_code == GBML_EIO);
+	memset(longer, 'x', sizeof(longer) - 1);
+	longer[sizeof(longer) - 1] = '\0';
+	gbml_error(&env, GBML_EIO, "%s", longer);
+	gbml_error_prefix(&env, GBML_EIO, "kmeans");
+	CHECK(strncmp(env.error, "kmeans: xxx", 11) == 0 && strlen(env.error) == sizeof(env.error) - 1);
+}
+
 TEST(json_writer_escapes_and_nulls)
 {
 	gbml_env	env;
