@@ -351,7 +351,7 @@ report_spill(gbml_strbuf *report, const gbml_dataset *ds, const gbml_dataset *ev
 
 /* The algorithm's params that go into a model trained on ds (algo->records_param), END-terminated. */
 static gbml_param_spec *
-recorded_params(const gbml_algorithm *algo, const gbml_dataset *ds, gbml_env *env)
+recorded_params(const gbml_algorithm *algo, const void *algo_params, const gbml_dataset *ds, gbml_env *env)
 {
 	int			n = 0,
 				k = 0;
@@ -362,7 +362,7 @@ recorded_params(const gbml_algorithm *algo, const gbml_dataset *ds, gbml_env *en
 	if ((out = gbml_alloc0(env, sizeof(gbml_param_spec) * ((size_t) n + 1))) == NULL)
 		return NULL;
 	for (int i = 0; i < n; i++)
-		if (algo->records_param(&algo->params[i], ds))
+		if (algo->records_param(&algo->params[i], algo_params, ds))
 			out[k++] = algo->params[i];
 	return out;
 }
@@ -464,7 +464,7 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 		gbml_sb_free(&schema);
 	}
 
-	if (algo->records_param && (recorded_algo = recorded_params(algo, ds, env)) != NULL)
+	if (algo->records_param && (recorded_algo = recorded_params(algo, params->algo_params, ds, env)) != NULL)
 		tables[1] = recorded_algo;
 	else if (algo->records_param)
 		prms.failed = true;		/* out of memory: the container reports it */

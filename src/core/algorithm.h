@@ -83,11 +83,12 @@ typedef struct gbml_algorithm
 
 	/*
 	 * Optional: whether parameter s goes into the model's PARAMS section for
-	 * a training on ds (NULL: every one).  Lets a kind add parameters that
-	 * only some data uses (boosting's categorical ones) without changing the
-	 * bytes of the models that never use them.
+	 * a training on ds with params (the kind's params struct; NULL: every
+	 * one).  Lets a kind add parameters that only some data or some values
+	 * use (boosting's categorical ones, leaf_estimation_iterations past 1)
+	 * without changing the bytes of the models that never use them.
 	 */
-	bool		(*records_param) (const gbml_param_spec *s, const gbml_dataset *ds);
+	bool		(*records_param) (const gbml_param_spec *s, const void *params, const gbml_dataset *ds);
 
 	/* Optional: input flags from parsed params (e.g. label needed only for some losses). */
 	unsigned	(*input_flags_fn) (const void *params);

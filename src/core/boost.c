@@ -111,13 +111,19 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 	"weight of ctr_prior in the target statistics, in rows"},
 	{"ctr_counter", GBML_PARAM_BOOL, BP(ctr_counter), 0, 0, 1, NULL, NULL,
 	"with each target statistic, a frequency feature (CatBoost's Counter: count / (largest count + 1))"},
+	{"leaf_estimation_iterations", GBML_PARAM_INT, BP(leaf_estimation_iterations), 1, 100, 1, NULL, NULL,
+	"Newton steps for each tree's leaf values with Logloss: the first from the tree's sums, each further "
+	"one from the derivatives at the leaf values so far (CatBoost's leaf_estimation_iterations); "
+	"other losses take one"},
 	GBML_PARAM_END
 };
 
 /* The categorical parameters go into a model's PARAMS only when it has a categorical input. */
 static bool
-boost_records_param(const gbml_param_spec *s, const gbml_dataset *ds)
+boost_records_param(const gbml_param_spec *s, const void *params, const gbml_dataset *ds)
 {
+	if (s->offset == BP(leaf_estimation_iterations))
+		return ((const gbml_boost_params *) params)->leaf_estimation_iterations != 1;
 	return s->offset < BP(one_hot_max_size) || gbml_schema_n_categorical(ds->schema) > 0;
 }
 #undef BP
@@ -1240,6 +1246,86 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
  * Grows one tree on the current gradients and appends it to the forest.
  * *grown = false when no feature can split (every feature constant).
  */
+/* Whether this training takes further Newton steps for its leaf values (Logloss only). */
+static bool
+refines_leaves(const trainer *T)
+{
+	return T->kind == GBML_LOSS_LOGLOSS && T->p->leaf_estimation_iterations > 1 && !T->newton_hess;
+}
+
+/* The tree's last split applied to every row's leaf (no prediction update). */
+static void
+apply_last_split(trainer *T, int d, int last_f, int last_j)
+{
+#pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
+	for (int64_t b = 0; b < T->bins.n_blocks; b++)
+	{
+		int64_t		len = gbml_boost_block_len(&T->bins, b);
+
+		gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) last_f * (size_t) len, len, last_j, d - 1,
+							   T->leaf + b * BLOCK_ROWS);
+	}
+}
+
+/*
+ * Leaf values by leaf_estimation_iterations Newton steps of the regularised
+ * leaf objective: the first from the tree's sums (-G / (H + l2)), each
+ * further one from the Logloss derivatives at the values so far,
+ * v -= (G(v) + l2 v) / (H(v) + l2).  The derivatives are summed per block in
+ * row order, then over the blocks in order: the values do not depend on the
+ * thread count.  lv gets learning_rate x v.  sg, sh: the fixed-point
+ * scales of the tree's sums.
+ */
+static int
+refined_leaf_values(trainer *T, int d, double lr, double sg, double sh, float *lv)
+{
+	int			nl = 1 << d;
+	int64_t		nb = T->bins.n_blocks;
+	double		v[1 << GBML_BOOST_MAX_DEPTH];
+	double		l2 = T->l2;
+	double	   *part = gbml_alloc_array(T->env, (size_t) (nb > 0 ? nb : 1) * (size_t) nl * 2, sizeof(double));
+	gbml_boost_problem prob = data_problem(&T->train, false);
+
+	if (part == NULL)
+		return T->env->error_code;
+	for (int l = 0; l < nl; l++)
+	{
+		double		G = (double) T->child_sums[l].g / sg;
+		double		H = (double) T->child_sums[l].h / sh;
+
+		v[l] = (H + l2 > 0) ? -G / (H + l2) : 0.0;
+	}
+	for (int64_t it = 1; it < T->p->leaf_estimation_iterations; it++)
+	{
+#pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
+		for (int64_t b = 0; b < nb; b++)
+		{
+			double	   *g = part + (size_t) b * (size_t) nl * 2;
+
+			memset(g, 0, sizeof(double) * (size_t) nl * 2);
+			gbml_boost_logloss_leaf_sums(&prob, T->pred, T->leaf, b * BLOCK_ROWS, gbml_boost_block_len(&T->bins, b),
+										 v, GBML_BOOST_LEAF_MASK, GBML_BOOST_UNSAMPLED, g, g + nl);
+		}
+		for (int l = 0; l < nl; l++)
+		{
+			double		G = 0,
+						H = 0;
+
+			for (int64_t b = 0; b < nb; b++)
+			{
+				G += part[((size_t) b * (size_t) nl * 2) + (size_t) l];
+				H += part[((size_t) b * (size_t) nl * 2) + (size_t) nl + (size_t) l];
+			}
+			if (H + l2 > 0)
+				v[l] -= G / (H + l2);
+		}
+	}
+	for (int l = 0; l < nl; l++)
+		lv[l] = (float) (lr * v[l]);
+	gbml_free(T->env, part);
+	return GBML_OK;
+}
+
 static int
 grow_tree(trainer *T, int64_t iteration, bool *grown)
 {
@@ -1329,7 +1415,8 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 
 	/*
 	 * Newton leaf values; then the last split and the predictions in one pass
-	 * (with newton_hess, the last split comes first, with the leaves' H).
+	 * (with newton_hess, the last split comes first, with the leaves' H; with
+	 * further Newton steps too, which need every row's leaf).
 	 */
 	t0 = gbml_now();
 	{
@@ -1337,21 +1424,34 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 		double		lr = T->p->learning_rate,
 					l2 = T->l2;
 		int64_t		newton_h[1 << GBML_BOOST_MAX_DEPTH];
+		bool		refine = refines_leaves(T);
+		bool		leaves_known = T->newton_hess || T->on_gpu;
 
 		/* on the GPU the device applies the last split and hands back every row's leaf */
 		if (T->on_gpu && (rc = gbml_boost_gpu_end_tree(&T->gpu, d - 1, last_f, last_j, T->leaf)) != GBML_OK)
 			return rc;
 		if (T->newton_hess)
 			last_split_newton_sums(T, last_f, last_j, newton_h);
-		for (int l = 0; l < (1 << d); l++)
+		if (refine && !leaves_known)
 		{
-			double		G = (double) T->child_sums[l].g / sg;
-			double		H = T->newton_hess ? (double) newton_h[l] / T->newton_scale
-				: (double) T->child_sums[l].h / sh;
-			double		v = (H + l2 > 0) ? -lr * G / (H + l2) : 0.0;
-
-			lv[l] = (float) v;
+			apply_last_split(T, d, last_f, last_j);
+			leaves_known = true;
 		}
+		if (refine)
+		{
+			if ((rc = refined_leaf_values(T, d, lr, sg, sh, lv)) != GBML_OK)
+				return rc;
+		}
+		else
+			for (int l = 0; l < (1 << d); l++)
+			{
+				double		G = (double) T->child_sums[l].g / sg;
+				double		H = T->newton_hess ? (double) newton_h[l] / T->newton_scale
+					: (double) T->child_sums[l].h / sh;
+				double		v = (H + l2 > 0) ? -lr * G / (H + l2) : 0.0;
+
+				lv[l] = (float) v;
+			}
 #pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
 		for (int64_t b = 0; b < T->bins.n_blocks; b++)
 		{
@@ -1360,7 +1460,7 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 			uint16_t   *leaf = T->leaf + start;
 			double	   *pred = T->pred + start;
 
-			if (!T->newton_hess && !T->on_gpu)
+			if (!leaves_known)
 				gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) last_f * (size_t) len, len,
 									   last_j, d - 1, leaf);
 			for (int64_t r = 0; r < len; r++)

@@ -52,6 +52,8 @@ typedef struct gbml_boost_params
 	double		ctr_prior;		/* NaN: the mean target */
 	double		ctr_prior_weight;
 	bool		ctr_counter;
+	/* Newton steps of each tree's leaf values (Logloss); recorded in a model only when not 1 */
+	int64_t		leaf_estimation_iterations;
 } gbml_boost_params;
 
 extern const gbml_param_spec gbml_boost_param_specs[];

@@ -643,6 +643,24 @@ query_shift(const gbml_boost_problem *p, const double *pred, int64_t b, int64_t 
 
 /* ------------------------------------------------------------- gradients */
 
+void
+gbml_boost_logloss_leaf_sums(const gbml_boost_problem *p, const double *pred, const uint16_t *leaf, int64_t first,
+							 int64_t n, const double *value, uint16_t mask, uint16_t skip, double *g, double *h)
+{
+	for (int64_t r = first; r < first + n; r++)
+	{
+		int			l = leaf[r] & mask;
+		double		w = row_weight(p, r);
+		double		s;
+
+		if (leaf[r] & skip)
+			continue;
+		s = sigmoid(pred[r] + value[l]);
+		g[l] += w * (s - (double) p->label[r]);
+		h[l] += fmax(w * fmax(s * (1.0 - s), 1e-16), HESS_FLOOR);
+	}
+}
+
 int
 gbml_boost_loss_gradients(gbml_boost_loss_kind kind, const gbml_boost_problem *p,
 						  const double *pred, uint64_t seed, int64_t iteration,

@@ -84,6 +84,16 @@ int			gbml_boost_loss_gradients_ex(gbml_boost_loss_kind kind, const gbml_boost_p
 										 double *grad, double *hess, gbml_env *env);
 
 /*
+ * Logloss derivatives of rows [first, first + n) at pred[r] + value[leaf of
+ * r], summed per leaf into g[] and h[] (added to what they hold), in row
+ * order: a further Newton step of a tree's leaf values.  leaf[r]'s low bits
+ * are its leaf (mask), rows flagged `skip` are left out.  One thread.
+ */
+void		gbml_boost_logloss_leaf_sums(const gbml_boost_problem *p, const double *pred, const uint16_t *leaf,
+										 int64_t first, int64_t n, const double *value, uint16_t mask,
+										 uint16_t skip, double *g, double *h);
+
+/*
  * The summed objective whose derivative gradients_ex() returns, at the same
  * (seed, iteration, options): RMSE 1/2 sum w (p-y)^2, Logloss sum w (log(1+e^p) - y p),
  * QueryRMSE 1/2 sum w (y - p - shift_q)^2, PairLogit / YetiRank sum over the

@@ -40,11 +40,14 @@ Protocol:
     trees can be as big as a full depth-DEPTH tree but no bigger.
     Everything else is each library's default (recommended settings):
       CatBoost  border_count 254, l2_leaf_reg 3, one_hot_max_size 2, boosting
-                type as CatBoost picks it (recorded in the JSON);
+                type and leaf estimation as CatBoost picks them (recorded in the
+                JSON: Plain, and 10 Newton steps per tree for Logloss here);
       LightGBM  max_bin 255, min_data_in_leaf 20, lambda_l2 0, its categorical
                 defaults (max_cat_to_onehot 4, cat_smooth 10, ...);
       XGBoost   max_bin 256, lambda 1, max_cat_to_onehot default;
-      gbml      border_count 32, l2_leaf_reg 3.
+      gbml      border_count 32, l2_leaf_reg 3; for Logloss the same leaf
+                estimation as CatBoost's (leaf_estimation_iterations 10; gbml's
+                own default is 1, for speed on large tables).
     BORDERS=n sets the quantisation of all four to n borders (CatBoost and gbml
     border_count n, LightGBM max_bin n, XGBoost max_bin n + 1).
   * Losses: Logloss (binary), RMSE (regression) for everyone.  Every model's raw
@@ -243,7 +246,8 @@ def run_catboost(cfg, task, X, y, cats, tr, te, seed):
     raw = m.predict(Pool(X.iloc[te], cat_features=cats), prediction_type="RawFormulaVal")
     pred_secs = time.perf_counter() - t0
     allp = m.get_all_params()
-    extra = {k: allp.get(k) for k in ("boosting_type", "border_count", "l2_leaf_reg", "one_hot_max_size")}
+    extra = {k: allp.get(k) for k in ("boosting_type", "border_count", "l2_leaf_reg", "one_hot_max_size",
+                                      "leaf_estimation_iterations")}
     return raw, secs, pred_secs, extra
 
 
@@ -344,6 +348,9 @@ def run_gbml(cfg, task, short, seed, n_test):
               "depth": cfg["depth"], "learning_rate": cfg["lr"],
               "loss": "Logloss" if task == "binary" else "RMSE", "random_seed": seed,
               "threads": cfg["threads"]}
+    if task == "binary":
+        # the leaf estimation CatBoost picks for these runs (10 Newton steps a tree; in the JSON)
+        params["leaf_estimation_iterations"] = 10
     if cfg["borders"]:
         params["border_count"] = cfg["borders"]
     # GBML_PARAMS: extra gbml params as a JSON object (e.g. '{"one_hot_max_size": 16}')

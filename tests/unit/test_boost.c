@@ -286,14 +286,15 @@ static const uint32_t boost_tags[] = {GBML_SECTION_BOOST_HEADER, GBML_SECTION_BO
 GBML_SECTION_BOOST_BORDERS, GBML_SECTION_PARAMS};
 
 static void
-determinism_case(data_kind kind, const char *loss, double missing)
+determinism_case_leaves(data_kind kind, const char *loss, double missing, int leaf_iterations)
 {
 	uint8_t    *models[3] = {NULL, NULL, NULL};
 	size_t		lens[3];
 	int			threads[3] = {1, 2, 3};
 	gbml_env	envs[3];
 	gbml_param_value v[] = {tu_num("iterations", 12), tu_num("depth", 5), tu_num("subsample", 0.7),
-	tu_str("loss", loss), tu_num("random_seed", 42), tu_num("border_count", 64)};
+		tu_str("loss", loss), tu_num("random_seed", 42), tu_num("border_count", 64),
+	tu_num("leaf_estimation_iterations", leaf_iterations)};
 
 	for (int i = 0; i < 3; i++)
 	{
@@ -313,7 +314,7 @@ determinism_case(data_kind kind, const char *loss, double missing)
 				ds.chunks[b] = t;
 			}
 		}
-		CHECK(gbml_train_values(&envs[i], "boost", v, 6, &ds, NULL, &models[i], &lens[i]) == GBML_OK);
+		CHECK(gbml_train_values(&envs[i], "boost", v, 7, &ds, NULL, &models[i], &lens[i]) == GBML_OK);
 		gbml_dataset_free(&ds, &envs[i]);
 	}
 	CHECK(models[0] && models[1] && models[2]);
@@ -329,6 +330,12 @@ determinism_case(data_kind kind, const char *loss, double missing)
 		gbml_free(&envs[i], models[i]);
 }
 
+static void
+determinism_case(data_kind kind, const char *loss, double missing)
+{
+	determinism_case_leaves(kind, loss, missing, 1);
+}
+
 TEST(boost_deterministic_across_threads_rmse)
 {
 	determinism_case(DATA_REGRESSION, "RMSE", 0.1);
@@ -337,6 +344,44 @@ TEST(boost_deterministic_across_threads_rmse)
 TEST(boost_deterministic_across_threads_yetirank)
 {
 	determinism_case(DATA_RANKING, "YetiRank", 0.05);
+}
+
+TEST(boost_deterministic_across_threads_logloss_newton_leaves)
+{
+	/* further Newton steps sum derivatives per block, then over blocks in order */
+	determinism_case_leaves(DATA_BINARY, "Logloss", 0.05, 10);
+}
+
+/*
+ * More Newton steps per tree bring each leaf closer to its own optimum, so
+ * the same number of trees fits the training rows better; one step is the
+ * default, and asking for it leaves the model's bytes as they were.
+ */
+TEST(boost_leaf_estimation_iterations_fit_logloss_leaves)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *m[3] = {NULL, NULL, NULL};
+	size_t		len[3];
+	double		loss[3];
+
+	gbml_env_init_malloc(&env, 2);
+	make_data(&ds, &env, DATA_BINARY, 3000, 5, 17, 0);
+	for (int k = 0; k < 3; k++)
+	{
+		gbml_param_value v[] = {tu_str("loss", "Logloss"), tu_num("iterations", 20), tu_num("depth", 4),
+		tu_num("leaf_estimation_iterations", k == 2 ? 10 : 1)};
+
+		CHECK(gbml_train_values(&env, "boost", v, k == 0 ? 3 : 4, &ds, NULL, &m[k], &len[k]) == GBML_OK);
+		loss[k] = tu_meta_number(&env, m[k], len[k], "train_Logloss");
+	}
+	CHECK(len[0] == len[1] && memcmp(m[0], m[1], len[0]) == 0);
+	CHECK(loss[2] < 0.9 * loss[1]);
+	printf("# train Logloss after 20 trees: %.4f with one Newton step, %.4f with ten\n", loss[1], loss[2]);
+	for (int k = 0; k < 3; k++)
+		gbml_free(&env, m[k]);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
 }
 
 TEST(boost_every_loss_learns)
