@@ -19,6 +19,18 @@ SELECT gbml.auc(gbml.predict_proba(model, f), (y > 1.3)::int::real) > 0.99 AS se
        min(gbml.predict_proba(model, f)) >= 0 AND max(gbml.predict_proba(model, f)) <= 1 AS probabilities
   FROM reg, m_log GROUP BY model;
 SELECT gbml.boost_fit(f, y, '{"loss": "Logloss"}') FROM reg;
+-- Newton leaf estimation (leaf_estimation_iterations): more steps a tree fit the training rows
+-- better with the same trees, give the same bytes on any thread count, and are kept in the model
+CREATE TABLE m_newton AS
+SELECT steps, threads, gbml.boost_fit(f, (y > 1.3)::int::real,
+         jsonb_build_object('loss', 'Logloss', 'iterations', 15, 'depth', 3, 'leaf_estimation_iterations', steps, 'threads', threads)) AS model
+  FROM reg, (VALUES (1, 2), (10, 1), (10, 2)) AS s(steps, threads) GROUP BY steps, threads;
+SELECT (SELECT model FROM m_newton WHERE steps = 10 AND threads = 1) = (SELECT model FROM m_newton WHERE steps = 10 AND threads = 2) AS same_bytes,
+       (SELECT gbml.model_info(model) -> 'metrics' ->> 'train_Logloss' FROM m_newton WHERE steps = 10 AND threads = 1)::float8
+         < (SELECT gbml.model_info(model) -> 'metrics' ->> 'train_Logloss' FROM m_newton WHERE steps = 1)::float8 AS fits_better,
+       (SELECT gbml.model_info(model) -> 'params' ->> 'leaf_estimation_iterations' FROM m_newton WHERE steps = 10 AND threads = 1) AS recorded,
+       (SELECT gbml.model_info(model) -> 'params' ? 'leaf_estimation_iterations' FROM m_newton WHERE steps = 1) AS recorded_when_one;
+SELECT gbml.boost_fit(f, y, '{"loss": "Logloss", "leaf_estimation_iterations": 0}') FROM reg;
 
 -- Ranking losses on queries of 20 documents: each beats a random order on NDCG@10
 CREATE TABLE rank_base AS
