@@ -206,18 +206,7 @@ scan_missing(const gbml_dataset *ds, bool *has_missing, gbml_env *env)
 		return gbml_dataset_stored_missing(ds, has_missing, env);
 	}
 	for (int c = 0; c < ds->n_chunks; c++)
-	{
-		const gbml_chunk *ch = ds->chunks[c];
-
-		for (int64_t r = 0; r < ch->n_rows; r++)
-		{
-			const float *x = ch->x + (size_t) r * d;
-
-			for (int j = 0; j < d; j++)
-				if (isnan(x[j]) || (isinf(x[j]) && x[j] < 0))
-					has_missing[j] = true;
-		}
-	}
+		gbml_missing_flags(has_missing, ds->chunks[c]->x, ds->chunks[c]->n_rows, d);
 	return GBML_OK;
 }
 
@@ -765,18 +754,12 @@ bins_through_map(const gbml_dataset *ds, const int64_t *src, const gbml_boost_bo
 	if (src != NULL)
 	{
 		/* training position i: the row src[i] of ds, where the map says it is */
-		int64_t    *start = gbml_dataset_chunk_starts(ds, env);
-
-		at = gbml_alloc_array(env, (size_t) (ds->n_rows > 0 ? ds->n_rows : 1), sizeof(int64_t));
-		if (start == NULL || at == NULL)
+		if ((at = gbml_alloc_array(env, (size_t) (ds->n_rows > 0 ? ds->n_rows : 1), sizeof(int64_t))) == NULL ||
+			gbml_dataset_store_addresses(ds, src, ds->n_rows, at, env) != GBML_OK)
 		{
-			gbml_free(env, start);
 			gbml_free(env, at);
 			return env->error_code;
 		}
-		for (int64_t i = 0; i < ds->n_rows; i++)
-			at[i] = ds->stored_addr[start[src[i] >> 32] + (src[i] & 0xffffffffLL)];
-		gbml_free(env, start);
 	}
 	if ((rc = gbml_dataset_stored_view(ds, &view, env)) == GBML_OK)
 	{

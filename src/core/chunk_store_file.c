@@ -132,20 +132,6 @@ write_at(file_store *f, gbml_temp_file *file, const void *x, size_t len, uint64_
 	return 0;
 }
 
-/* flags[j] |= some row of x has NaN or -Infinity in feature j (as boost_quantize's scan). */
-static void
-scan_missing(bool *flags, const float *x, int64_t n_rows, int d)
-{
-	for (int64_t r = 0; r < n_rows; r++)
-		for (int j = 0; j < d; j++)
-		{
-			float		v = x[(size_t) r * (size_t) d + (size_t) j];
-
-			if (isnan(v) || v == -INFINITY)
-				flags[j] = true;
-		}
-}
-
 static float *
 fs_buffer(gbml_chunk_store *s, int64_t rows, int n_features)
 {
@@ -207,7 +193,7 @@ fs_put(gbml_chunk_store *s, const float *x, int64_t n_rows, int n_features)
 		f->n_chunks--;
 		return 1;
 	}
-	scan_missing(f->missing, x, n_rows, n_features);
+	gbml_missing_flags(f->missing, x, n_rows, n_features);
 	f->end += len;
 	f->rows_spilled += n_rows;
 	return 0;
@@ -549,7 +535,7 @@ scatter_pass(permute_state *st)
 			int64_t		p = st->by_chunk[k];
 			const float *x = st->chunk + (size_t) (st->src[p] & 0xffffffffLL) * (size_t) d;
 
-			scan_missing(st->missing, x, 1, d);
+			gbml_missing_flags(st->missing, x, 1, d);
 			if (place_row(st, p, x) != 0)
 				return 1;
 		}

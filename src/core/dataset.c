@@ -613,6 +613,19 @@ relayout(gbml_dataset *ds, gbml_env *env)
 	return GBML_OK;
 }
 
+void
+gbml_missing_flags(bool *flags, const float *x, int64_t n_rows, int d)
+{
+	for (int64_t r = 0; r < n_rows; r++)
+		for (int j = 0; j < d; j++)
+		{
+			float		v = x[(size_t) r * (size_t) d + (size_t) j];
+
+			if (isnan(v) || v == -INFINITY)
+				flags[j] = true;
+		}
+}
+
 int64_t *
 gbml_dataset_chunk_starts(const gbml_dataset *ds, gbml_env *env)
 {

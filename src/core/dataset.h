@@ -111,7 +111,7 @@ typedef struct gbml_dataset
 	bool		reorder_window_quarter;
 	/*
 	 * The trainer reads stored features only through gbml_dataset_fetch_rows
-	 * and gbml_dataset_read_stored (boosting's borders and binning, each row
+	 * and gbml_dataset_stored_view (boosting's borders and binning, each row
 	 * once): the canonical order and the eval split of file-stored rows may
 	 * stay a map of addresses instead of a rewrite of the file.  Set before
 	 * gbml_dataset_canonicalize.
@@ -233,6 +233,16 @@ int			gbml_dataset_fetch_rows(const gbml_dataset *ds, const int64_t *addr, int64
  */
 int			gbml_dataset_stored_view(const gbml_dataset *ds, gbml_dataset *view, gbml_env *env);
 void		gbml_dataset_stored_view_free(gbml_dataset *view, gbml_env *env);
+
+/*
+ * addr[0..n) (chunk addresses of the dataset) as addresses in its store's
+ * own chunks (through stored_addr; the same without a map), into out.
+ */
+int			gbml_dataset_store_addresses(const gbml_dataset *ds, const int64_t *addr, int64_t n, int64_t *out,
+										 gbml_env *env);
+
+/* flags[j] |= some row of x (n_rows x d) has NaN or -Infinity, a missing value, in feature j. */
+void		gbml_missing_flags(bool *flags, const float *x, int64_t n_rows, int d);
 
 /* The dataset's first row of each chunk, n_chunks + 1 of them (env's memory); NULL with env's error. */
 int64_t    *gbml_dataset_chunk_starts(const gbml_dataset *ds, gbml_env *env);

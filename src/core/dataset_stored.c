@@ -193,12 +193,8 @@ rebuild_meta(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
 	return GBML_OK;
 }
 
-/*
- * addr[0..n) (the dataset's chunk addresses) as addresses in the store's
- * own chunks, into out; the same when the dataset has no map.
- */
-static int
-store_addresses(const gbml_dataset *ds, const int64_t *addr, int64_t n, int64_t *out, gbml_env *env)
+int
+gbml_dataset_store_addresses(const gbml_dataset *ds, const int64_t *addr, int64_t n, int64_t *out, gbml_env *env)
 {
 	int64_t    *start;
 
@@ -267,9 +263,8 @@ rescan_missing(gbml_dataset *ds, gbml_env *env)
 			break;
 		}
 		for (int64_t r = 0; r < ds->stored_chunk_rows[c]; r++)
-			for (int j = 0; kept[row0[c] + r] && j < d; j++)
-				if (isnan(x[r * d + j]) || x[r * d + j] == -INFINITY)
-					flags[j] = true;
+			if (kept[row0[c] + r])
+				gbml_missing_flags(flags, x + (size_t) r * (size_t) d, 1, d);
 	}
 done:
 	gbml_free(env, row0);
@@ -297,7 +292,7 @@ keep_rows_as_map(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
 	int64_t		stored_rows = 0;
 	int			rc;
 
-	if (addr == NULL || (rc = store_addresses(ds, src, n, addr, env)) != GBML_OK)
+	if (addr == NULL || (rc = gbml_dataset_store_addresses(ds, src, n, addr, env)) != GBML_OK)
 	{
 		gbml_free(env, addr);
 		return env->error_code;
@@ -333,8 +328,6 @@ keep_rows_as_map(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
 static int
 keep_rows(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
 {
-	int64_t		first = gbml_ds_first_chunk_limit(ds);
-
 	if (ds->reorder_as_map && strcmp(ds->store->residence, "file") == 0)
 		return keep_rows_as_map(ds, env, src, n);
 	if (ds->stored_addr != NULL)
@@ -347,7 +340,7 @@ keep_rows(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
 
 		gbml_chunk_store_file_set_permute_budget(ds->store, quarter > floor ? quarter : floor);
 	}
-	if (ds->store->permute(ds->store, src, n, first, ds->chunk_rows) != 0)
+	if (ds->store->permute(ds->store, src, n, gbml_ds_first_chunk_limit(ds), ds->chunk_rows) != 0)
 		return gbml_dataset_store_error(ds, env, "reordering rows");
 	return rebuild_meta(ds, env, src, n);
 }
@@ -756,7 +749,7 @@ gbml_dataset_fetch_rows(const gbml_dataset *ds, const int64_t *addr, int64_t n, 
 		int64_t    *at = ds->stored_addr ? gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t)) : NULL;
 		int			rc = GBML_OK;
 
-		if (ds->stored_addr && (at == NULL || store_addresses(ds, addr, n, at, env) != GBML_OK))
+		if (ds->stored_addr && (at == NULL || gbml_dataset_store_addresses(ds, addr, n, at, env) != GBML_OK))
 			rc = env->error_code;
 		else if (ds->store->fetch(ds->store, at ? at : addr, n, out) != 0)
 			rc = gbml_dataset_store_error(ds, env, "fetching rows");
