@@ -1242,10 +1242,6 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 	return GBML_OK;
 }
 
-/*
- * Grows one tree on the current gradients and appends it to the forest.
- * *grown = false when no feature can split (every feature constant).
- */
 /* Whether this training takes further Newton steps for its leaf values (Logloss only). */
 static bool
 refines_leaves(const trainer *T)
@@ -1268,10 +1264,12 @@ apply_last_split(trainer *T, int d, int last_f, int last_j)
 }
 
 /*
- * Leaf values by leaf_estimation_iterations Newton steps of the regularised
- * leaf objective: the first from the tree's sums (-G / (H + l2)), each
- * further one from the Logloss derivatives at the values so far,
- * v -= (G(v) + l2 v) / (H(v) + l2).  The derivatives are summed per block in
+ * Leaf values by leaf_estimation_iterations Newton steps: the first from
+ * the tree's sums (-G / (H + l2)), each further one from the Logloss
+ * derivatives at the values so far, v -= G(v) / (H(v) + l2), as CatBoost's
+ * leaf estimation does (l2 damps each step but does not shrink the fixed
+ * point; the fully regularised step, -(G + l2 v) / (H + l2), measured no
+ * better on the categorical bench).  The derivatives are summed per block in
  * row order, then over the blocks in order: the values do not depend on the
  * thread count.  lv gets learning_rate x v.  sg, sh: the fixed-point
  * scales of the tree's sums.
@@ -1326,6 +1324,10 @@ refined_leaf_values(trainer *T, int d, double lr, double sg, double sh, float *l
 	return GBML_OK;
 }
 
+/*
+ * Grows one tree on the current gradients and appends it to the forest.
+ * *grown = false when no feature can split (every feature constant).
+ */
 static int
 grow_tree(trainer *T, int64_t iteration, bool *grown)
 {

@@ -643,6 +643,16 @@ query_shift(const gbml_boost_problem *p, const double *pred, int64_t b, int64_t 
 
 /* ------------------------------------------------------------- gradients */
 
+/* One row's Logloss derivatives at raw score f: weight w, label y (the hessian floored). */
+static inline void
+logloss_derivatives(double f, double w, double y, double *g, double *h)
+{
+	double		s = sigmoid(f);
+
+	*g = w * (s - y);
+	*h = fmax(w * fmax(s * (1.0 - s), 1e-16), HESS_FLOOR);
+}
+
 void
 gbml_boost_logloss_leaf_sums(const gbml_boost_problem *p, const double *pred, const uint16_t *leaf, int64_t first,
 							 int64_t n, const double *value, uint16_t mask, uint16_t skip, double *g, double *h)
@@ -650,14 +660,14 @@ gbml_boost_logloss_leaf_sums(const gbml_boost_problem *p, const double *pred, co
 	for (int64_t r = first; r < first + n; r++)
 	{
 		int			l = leaf[r] & mask;
-		double		w = row_weight(p, r);
-		double		s;
+		double		gr,
+					hr;
 
 		if (leaf[r] & skip)
 			continue;
-		s = sigmoid(pred[r] + value[l]);
-		g[l] += w * (s - (double) p->label[r]);
-		h[l] += fmax(w * fmax(s * (1.0 - s), 1e-16), HESS_FLOOR);
+		logloss_derivatives(pred[r] + value[l], row_weight(p, r), (double) p->label[r], &gr, &hr);
+		g[l] += gr;
+		h[l] += hr;
 	}
 }
 
@@ -721,13 +731,7 @@ gbml_boost_loss_gradients_ex(gbml_boost_loss_kind kind, const gbml_boost_problem
 		case GBML_LOSS_LOGLOSS:
 #pragma omp parallel for schedule(static) num_threads(threads)
 			for (int64_t i = 0; i < n; i++)
-			{
-				double		w = row_weight(p, i);
-				double		s = sigmoid(pred[i]);
-
-				grad[i] = w * (s - (double) p->label[i]);
-				hess[i] = fmax(w * fmax(s * (1.0 - s), 1e-16), HESS_FLOOR);
-			}
+				logloss_derivatives(pred[i], row_weight(p, i), (double) p->label[i], &grad[i], &hess[i]);
 			return GBML_OK;
 
 		case GBML_LOSS_QUERYRMSE:
