@@ -56,26 +56,34 @@ typedef struct gbml_column
 	char		elem_align;
 	int32		n_categories;	/* a training plan's categorical column: its values, sorted */
 	char	  **categories;
-	bool		out_byval;		/* a categorical column of a pass-by-value type (enums, integers) */
-	struct category_cache *cache;	/* its values' ids seen so far (made on first use) */
-	MemoryContext mcxt;			/* the plan's: where the cache goes */
+	struct category_memo_hash *memo;	/* a pass-by-value categorical column: ids by datum */
 } gbml_column;
 
 /*
- * A pass-by-value categorical column's ids by datum: its output function
- * (a catalog lookup for an enum) and the name search run once per distinct
- * value instead of once per row.  Open addressing, never more than half
- * full; past CATEGORY_CACHE_MAX values new ones are not kept.
+ * A pass-by-value categorical column's (enums, integers) category ids by
+ * datum: its output function (a catalog lookup for an enum) and the name
+ * search run once per distinct value instead of once per row.  A
+ * simplehash table in the plan's context; past CATEGORY_MEMO_MAX values new
+ * ones are not kept.
  */
-#define CATEGORY_CACHE_MAX 65536
-typedef struct category_cache
+#define CATEGORY_MEMO_MAX 65536
+typedef struct category_memo_entry
 {
-	int			cap;			/* a power of two */
-	int			n;
-	Datum	   *key;
-	int32	   *id;
-	bool	   *used;
-} category_cache;
+	Datum		key;
+	int32		id;				/* as gbml_schema_category_id gave it (< 0: unseen) */
+	char		status;			/* simplehash's */
+} category_memo_entry;
+
+#define SH_PREFIX category_memo
+#define SH_ELEMENT_TYPE category_memo_entry
+#define SH_KEY_TYPE Datum
+#define SH_KEY key
+#define SH_HASH_KEY(tb, k) murmurhash32((uint32) ((uint64) (k) ^ ((uint64) (k) >> 32)))
+#define SH_EQUAL(tb, a, b) ((a) == (b))
+#define SH_SCOPE static inline
+#define SH_DECLARE
+#define SH_DEFINE
+#include "lib/simplehash.h"
 
 struct gbml_column_plan
 {
@@ -158,8 +166,9 @@ classify(gbml_column *c, bool forced_categorical)
 
 			getTypeOutputInfo(c->typid, &outfn, &varlena);
 			fmgr_info(outfn, &c->out);
-			c->out_byval = get_typbyval(c->typid);
-			c->mcxt = CurrentMemoryContext;	/* the plan's columns were just allocated here */
+			/* in the plan's context: its columns were just allocated here */
+			if (get_typbyval(c->typid))
+				c->memo = category_memo_create(CurrentMemoryContext, 64, NULL);
 		}
 		return COL_CATEGORICAL;
 	}
@@ -185,66 +194,6 @@ in_names(const gbml_names *l, const char *name)
 }
 
 /* ---- values ---- */
-
-static category_cache *
-category_cache_make(MemoryContext mcxt, int cap)
-{
-	category_cache *cc = MemoryContextAllocZero(mcxt, sizeof(category_cache));
-
-	cc->cap = cap;
-	cc->key = MemoryContextAlloc(mcxt, sizeof(Datum) * cap);
-	cc->id = MemoryContextAlloc(mcxt, sizeof(int32) * cap);
-	cc->used = MemoryContextAllocZero(mcxt, sizeof(bool) * cap);
-	return cc;
-}
-
-/* The slot of d in the cache: its entry, or the empty slot where it would go. */
-static int
-category_cache_slot(const category_cache *cc, Datum d)
-{
-	uint64		h = (uint64) d * UINT64CONST(0x9E3779B97F4A7C15);
-	int			i = (int) (h >> 40) & (cc->cap - 1);
-
-	while (cc->used[i] && cc->key[i] != d)
-		i = (i + 1) & (cc->cap - 1);
-	return i;
-}
-
-/* Keeps d -> id, doubling the table past half full (up to CATEGORY_CACHE_MAX values). */
-static void
-category_cache_put(gbml_column *c, Datum d, int32 id)
-{
-	category_cache *cc = c->cache;
-	int			i;
-
-	if (cc->n >= CATEGORY_CACHE_MAX)
-		return;
-	if (2 * (cc->n + 1) > cc->cap)
-	{
-		category_cache *bigger = category_cache_make(c->mcxt, cc->cap * 2);
-
-		for (int j = 0; j < cc->cap; j++)
-			if (cc->used[j])
-			{
-				int			k = category_cache_slot(bigger, cc->key[j]);
-
-				bigger->used[k] = true;
-				bigger->key[k] = cc->key[j];
-				bigger->id[k] = cc->id[j];
-			}
-		bigger->n = cc->n;
-		pfree(cc->key);
-		pfree(cc->id);
-		pfree(cc->used);
-		pfree(cc);
-		c->cache = cc = bigger;
-	}
-	i = category_cache_slot(cc, d);
-	cc->used[i] = true;
-	cc->key[i] = d;
-	cc->id[i] = id;
-	cc->n++;
-}
 
 /* A categorical value's text (palloc'd or pointing into d) and its length. */
 static const char *
@@ -341,26 +290,23 @@ column_value(const gbml_column *c, const gbml_feature_def *f, Datum d, bool isnu
 				const char *s;
 				int32		id;
 
-				if (c->out_byval && c->cache != NULL)
+				if (c->memo != NULL)
 				{
-					int			i = category_cache_slot(c->cache, d);
+					category_memo_entry *e = category_memo_lookup(c->memo, d);
 
-					if (c->cache->used[i] && (c->cache->id[i] >= 0 || !unseen_is_error))
+					if (e != NULL && (e->id >= 0 || !unseen_is_error))
 					{
-						out[0] = c->cache->id[i] < 0 ? GBML_CATEGORY_UNSEEN : (float) c->cache->id[i];
+						out[0] = e->id < 0 ? GBML_CATEGORY_UNSEEN : (float) e->id;
 						break;
 					}
 				}
 				s = category_text(c, d, &len);
 				id = gbml_schema_category_id(f, s, len);
-				if (c->out_byval)
+				if (c->memo != NULL && c->memo->members < CATEGORY_MEMO_MAX)
 				{
-					/* the plan is const to its readers; the cache is a memo of what they computed */
-					gbml_column *mc = unconstify(gbml_column *, c);
+					bool		found;
 
-					if (mc->cache == NULL)
-						mc->cache = category_cache_make(mc->mcxt, 64);
-					category_cache_put(mc, d, id);
+					category_memo_insert(c->memo, d, &found)->id = id;
 				}
 
 				if (id < 0 && unseen_is_error)
