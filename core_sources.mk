@@ -31,6 +31,8 @@ CORE_SOURCES = \
 	src/core/kmeans_balance.c \
 	src/core/kmeans_model.c \
 	src/core/kmeans_walk.c \
+	src/core/kmeans_shards.c \
+	src/core/kmeans_shard.c \
 	src/core/saga.c \
 	src/core/saga_gpu.c \
 	src/core/saga_kernels.c \
@@ -51,6 +53,7 @@ UNIT_TEST_SOURCES = \
 	tests/unit/test_kmeans.c \
 	tests/unit/test_kmeans_exact.c \
 	tests/unit/test_kmeans_spill.c \
+	tests/unit/test_kmeans_shards.c \
 	tests/unit/test_saga.c \
 	tests/unit/test_saga_spill.c \
 	tests/unit/test_saga_categorical.c \

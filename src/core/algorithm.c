@@ -392,6 +392,12 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 
 	if (ds->n_rows == 0)
 		return gbml_error(env, GBML_EINVAL, "%s: no input rows", algo->name);
+	if (ds->shards && !algo->trains_on_shards)
+		return gbml_error(env, GBML_EUNSUPPORTED, "%s cannot train on rows held by other servers yet (K-Means can)",
+						  algo->name);
+	if (ds->shards && ((eval && eval->n_rows > 0) || params->common.eval_fraction > 0))
+		return gbml_error(env, GBML_EUNSUPPORTED, "%s: an eval set (eval_fraction, eval_source) is not supported "
+						  "when the rows are on other servers", algo->name);
 	if (!algo->categorical_features)
 		for (int j = 0; ds->schema && j < ds->schema->n_features; j++)
 			if (gbml_feature_is_categorical(ds->schema, j))

@@ -870,6 +870,8 @@ gbml_dataset_canonicalize(gbml_dataset *ds, gbml_env *env)
 	int			rc = GBML_OK;
 	size_t		d = (size_t) ds->n_features;
 
+	if (ds->shards)
+		return GBML_OK;			/* each shard ordered its rows; the trainer merges the orders */
 	if (ds->store)
 		return gbml_ds_stored_canonicalize(ds, env);
 	if (n < 2)

@@ -144,6 +144,12 @@ typedef struct gbml_dataset
 	 * shares it.
 	 */
 	const struct gbml_feature_schema *schema;
+	/*
+	 * Rows held by other servers (kmeans_shards.h): n_rows and n_features
+	 * describe their union, there are no chunks here, and a trainer that
+	 * can reach them (K-Means) works through the link.
+	 */
+	const struct gbml_shard_link *shards;
 } gbml_dataset;
 
 /* Row as the glue hands it over; group_is_null / weight_is_null for SQL NULL. */

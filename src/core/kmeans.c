@@ -118,13 +118,14 @@ km_free_chunks(km_work *w, void **arr)
 	gbml_free(w->env, arr);
 }
 
-static void
+void
 km_work_free(km_work *w)
 {
 	gbml_env   *env = w->env;
 
 	if (env == NULL)
 		return;
+	km_shards_free(w);
 	km_dev_close(w);
 	gbml_free(env, w->tasks);
 	gbml_free(env, w->blocks);
@@ -146,7 +147,6 @@ km_work_free(km_work *w)
 	gbml_free(env, w->counts);
 	gbml_free(env, w->slot_sums);
 	gbml_free(env, w->slot_counts);
-	gbml_free(env, w->slot_var);
 	gbml_free(env, w->panels);
 	gbml_free(env, w->panels_d);
 	gbml_free(env, w->cnorm);
@@ -183,14 +183,6 @@ km_threads_for(const km_work *w, double work)
 	if (t < 1)
 		return 1;
 	return t < w->threads ? (int) t : w->threads;
-}
-
-/* Tasks [*first, *end) of slot s when nt tasks from t0 are cut into nslots slots. */
-static inline void
-km_slot_tasks(int t0, int nt, int s, int nslots, int *first, int *end)
-{
-	*first = t0 + (int) ((int64_t) s * nt / nslots);
-	*end = t0 + (int) ((int64_t) (s + 1) * nt / nslots);
 }
 
 /* Tasks and blocks, functions of n and the chunking only (never of threads or devices). */
@@ -295,16 +287,10 @@ km_norm_tasks(km_work *w, int first, int end, void *arg)
 	return GBML_OK;
 }
 
-/* Allocations, tasks, blocks, row norms, the fixed-point grid; checks the input. */
-static int
-km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env)
+void
+km_work_init(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env,
+			 const km_rows_ops *rows)
 {
-	size_t		kd;
-	size_t		slot_cap;
-	int			zero_row_chunk = -1;
-	int64_t		zero_row = -1;
-	int			rc;
-
 	memset(w, 0, sizeof(*w));
 	w->env = env;
 	w->ds = ds;
@@ -313,14 +299,27 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 	w->n = ds->n_rows;
 	w->threads = env->threads;
 	w->spherical = p->spherical;
+	w->rows = rows;
+}
+
+/* Allocations, tasks, blocks, row norms, the fixed-point grid; checks the input. */
+int
+km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env)
+{
+	size_t		kd;
+	size_t		slot_cap;
+	int			zero_row_chunk = -1;
+	int64_t		zero_row = -1;
+	int			rc;
+
+	km_work_init(w, ds, p, env, &km_local_rows);
 	kd = (size_t) w->k * (size_t) w->d;
 	if ((rc = km_plan(w)) != GBML_OK || (rc = km_walk_setup(w)) != GBML_OK)
 		return rc;
 
 	/*
-	 * Slots of partial sums: at most one per thread of a pass; the feature
-	 * statistics' double sums cut the tasks into max_slots runs, a
-	 * function of n, k and d only (never of the thread count).
+	 * Slots of partial sums: at most one per thread of a pass, bounded so
+	 * that their memory stays under KM_SLOT_BYTES.
 	 */
 	w->max_slots = KM_MAX_SLOTS;
 	if (w->max_slots > w->ntasks)
@@ -350,13 +349,12 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 	w->counts = gbml_alloc_array(env, (size_t) w->k, sizeof(int64_t));
 	w->slot_sums = gbml_alloc_array(env, kd * (size_t) w->max_slots, sizeof(int64_t));
 	w->slot_counts = gbml_alloc_array(env, (size_t) w->k * (size_t) w->max_slots, sizeof(int64_t));
-	w->slot_var = gbml_alloc_array(env, (size_t) w->d * 2 * (size_t) w->max_slots, sizeof(double));
 	w->panels = gbml_alloc_array(env, (size_t) gbml_km_padded(w->k) * (size_t) w->d, sizeof(float));
 	w->panels_d = gbml_alloc_array(env, (size_t) gbml_km_padded(w->k) * (size_t) w->d, sizeof(double));
 	w->cnorm = gbml_alloc_array(env, (size_t) gbml_km_padded(w->k), sizeof(float));
 	w->cnorm_d = gbml_alloc_array(env, (size_t) w->k, sizeof(double));
 	if (!w->c || !w->cnew || !w->fix_scale || !w->sums || !w->counts || !w->slot_sums ||
-		!w->slot_counts || !w->slot_var || !w->panels || !w->panels_d || !w->cnorm || !w->cnorm_d)
+		!w->slot_counts || !w->panels || !w->panels_d || !w->cnorm || !w->cnorm_d)
 		return env->error_code;
 
 	if ((rc = km_walk(w, 0, w->ntasks, km_norm_tasks, NULL)) != GBML_OK)
@@ -384,146 +382,195 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 	return GBML_OK;
 }
 
-/* The feature statistics' slot holding task t (slots: km_slot_tasks over every task). */
-static int
-km_stats_slot(const km_work *w, int nslots, int t)
+/*
+ * Per-feature reductions over the rows (normalised in the spherical mode),
+ * each thread into its own row of partials: extremes, or integer sums on a
+ * grid the driver chose, so exact in any order, any split between threads,
+ * chunks or servers.
+ */
+typedef enum km_reduce_what
 {
-	int			first,
-				end;
+	KM_REDUCE_EXTENTS,			/* per-feature min and max */
+	KM_REDUCE_SUM,				/* fixed-point sums of x */
+	KM_REDUCE_SQDEV				/* fixed-point sums of (x - mean)^2 */
+} km_reduce_what;
 
-	for (int s = 0;; s++)
-	{
-		km_slot_tasks(0, w->ntasks, s, nslots, &first, &end);
-		if (t < end || s == nslots - 1)
-			return s;
-	}
-}
-
-typedef struct km_stats_arg
+typedef struct km_reduce_arg
 {
-	int			pass;			/* 0: sums and maxima; 1: squared deviations from mean */
-	int			nslots;
-	const double *mean;
-} km_stats_arg;
+	km_reduce_what what;
+	const double *mean;			/* KM_REDUCE_SQDEV */
+	const double *scale;		/* the sums' per-feature grid */
+	int			nthreads;
+	double	   *mn;				/* nthreads x d */
+	double	   *mx;
+	int64_t    *acc;
+} km_reduce_arg;
 
-/* Slot s's accumulators over tasks [first, end), features [j0, j1), rows in task order. */
 static void
-km_stats_piece(km_work *w, const km_stats_arg *a, int s, int first, int end, int j0, int j1)
+km_reduce_task(km_work *w, const km_reduce_arg *a, const km_task *tk, int th)
 {
 	int			d = w->d;
-	double	   *acc = w->slot_var + (size_t) s * 2 * d,
-			   *mx = acc + d;
+	const float *xt = km_task_x(w, tk);
+	double	   *mn = a->mn + (size_t) th * d,
+			   *mx = a->mx + (size_t) th * d;
+	int64_t    *acc = a->acc + (size_t) th * d;
 
-	for (int ti = first; ti < end; ti++)
+	for (int64_t i = 0; i < tk->count; i++)
 	{
-		const km_task *tk = &w->tasks[ti];
-		const float *xt = km_task_x(w, tk);
+		const float *x = xt + (size_t) i * d;
+		double		sc = km_row_scale(w, tk->chunk, tk->start + i);
 
-		for (int64_t i = 0; i < tk->count; i++)
+		for (int j = 0; j < d; j++)
 		{
-			const float *x = xt + (size_t) i * d;
-			double		sc = km_row_scale(w, tk->chunk, tk->start + i);
+			double		v = (double) x[j] * sc;
 
-			if (a->pass == 0)
-				for (int j = j0; j < j1; j++)
-				{
-					double		v = (double) x[j] * sc;
-
-					acc[j] += v;
-					mx[j] = fabs(v) > mx[j] ? fabs(v) : mx[j];
-				}
+			if (a->what == KM_REDUCE_EXTENTS)
+			{
+				mn[j] = v < mn[j] ? v : mn[j];
+				mx[j] = v > mx[j] ? v : mx[j];
+			}
+			else if (a->what == KM_REDUCE_SUM)
+				acc[j] += gbml_km_fix_term(v, a->scale[j]);
 			else
-				for (int j = j0; j < j1; j++)
-				{
-					double		t = (double) x[j] * sc - a->mean[j];
+			{
+				double		t = v - a->mean[j];
 
-					acc[j] += t * t;
-				}
+				acc[j] += gbml_km_fix_term(t * t, a->scale[j]);
+			}
 		}
 	}
 }
 
-/*
- * Tasks [first, end) into their slots.  A slot adds its rows in task order
- * whatever runs they come in, so its double sums are the same bits for
- * rows in memory (one run: a slot per thread, as ever) and in files (a run
- * per chunk, which meets only a slot or two: then the features are cut
- * between the threads too, each feature's sum still in row order).
- */
 static int
-km_stats_tasks(km_work *w, int first, int end, void *arg)
+km_reduce_tasks(km_work *w, int first, int end, void *arg)
 {
-	const km_stats_arg *a = arg;
-	int			d = w->d;
-	int			s0 = km_stats_slot(w, a->nslots, first),
-				pieces = km_stats_slot(w, a->nslots, end - 1) + 1 - s0;
-	int			threads = km_threads_for(w, (double) km_task_rows(w, first, end) * d);
-	int			fblocks = pieces >= threads ? 1 : (threads + pieces - 1) / pieces,
-				fw;
+	const km_reduce_arg *a = arg;
 
-	if (fblocks > d)
-		fblocks = d;
-	fw = (d + fblocks - 1) / fblocks;
-	fblocks = (d + fw - 1) / fw;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-	for (int u = 0; u < pieces * fblocks; u++)
-	{
-		int			s = s0 + u / fblocks,
-					j0 = (u % fblocks) * fw,
-					sf,
-					se;
-
-		km_slot_tasks(0, w->ntasks, s, a->nslots, &sf, &se);
-		km_stats_piece(w, a, s, sf > first ? sf : first, se < end ? se : end, j0, j0 + fw < d ? j0 + fw : d);
-	}
+#pragma omp parallel for schedule(dynamic, 1) num_threads(a->nthreads)
+	for (int ti = first; ti < end; ti++)
+		km_reduce_task(w, a, &w->tasks[ti], omp_get_thread_num());
 	return GBML_OK;
 }
 
+/* One reduction over every row into mn / mx (extents) or sums (d values each). */
+static int
+km_reduce(km_work *w, km_reduce_what what, const double *mean, const double *scale,
+		  double *mn, double *mx, int64_t *sums)
+{
+	int			d = w->d;
+	km_reduce_arg a = {what, mean, scale, km_threads_for(w, (double) w->n * d), NULL, NULL, NULL};
+	size_t		cells = (size_t) a.nthreads * d;
+	int			rc;
+
+	a.mn = gbml_alloc_array(w->env, cells, sizeof(double));
+	a.mx = gbml_alloc_array(w->env, cells, sizeof(double));
+	a.acc = gbml_alloc_array(w->env, cells, sizeof(int64_t));
+	if (a.mn == NULL || a.mx == NULL || a.acc == NULL)
+	{
+		rc = w->env->error_code;
+		goto done;
+	}
+	for (size_t c = 0; c < cells; c++)
+	{
+		a.mn[c] = INFINITY;
+		a.mx[c] = -INFINITY;
+		a.acc[c] = 0;
+	}
+	if ((rc = km_walk(w, 0, w->ntasks, km_reduce_tasks, &a)) != GBML_OK)
+		goto done;
+	for (int j = 0; j < d; j++)
+	{
+		double		lo = INFINITY,
+					hi = -INFINITY;
+		int64_t		s = 0;
+
+		for (int t = 0; t < a.nthreads; t++)
+		{
+			lo = fmin(lo, a.mn[(size_t) t * d + j]);
+			hi = fmax(hi, a.mx[(size_t) t * d + j]);
+			s += a.acc[(size_t) t * d + j];
+		}
+		if (what == KM_REDUCE_EXTENTS)
+		{
+			mn[j] = lo;
+			mx[j] = hi;
+		}
+		else
+			sums[j] = s;
+	}
+done:
+	gbml_free(w->env, a.mn);
+	gbml_free(w->env, a.mx);
+	gbml_free(w->env, a.acc);
+	return rc;
+}
+
+static int
+km_local_extents(km_work *w, double *mn, double *mx)
+{
+	return km_reduce(w, KM_REDUCE_EXTENTS, NULL, NULL, mn, mx, NULL);
+}
+
+static int
+km_local_feature_sums(km_work *w, const double *mean, const double *scale, int64_t *sums)
+{
+	return km_reduce(w, mean ? KM_REDUCE_SQDEV : KM_REDUCE_SUM, mean, scale, NULL, NULL, sums);
+}
+
 /*
- * Per-feature statistics of the rows (normalised in the spherical mode),
- * from slot partials over every row, so the same on every device: the
- * fixed-point grid of each feature's centroid sums (from the largest
- * |x_j|: a maximum is exact in any order), and, when var_out is not NULL,
- * the mean over features of the per-feature variance (two passes, like
- * numpy.var: the tol rule's scale).
+ * Per-feature statistics of the rows (normalised in the spherical mode):
+ * the fixed-point grid of each feature's centroid sums (from the largest
+ * |x_j|), and, when var_out is not NULL, the mean over features of the
+ * per-feature variance (two sums, like numpy.var: the tol rule's scale).
+ * Every figure is an extreme or a fixed-point sum, so the rows may be
+ * anywhere (threads, devices, files, servers) and give the same bits.
  */
 static int
 km_feature_stats(km_work *w, double *var_out)
 {
 	int			d = w->d;
-	km_stats_arg a = {0, w->ntasks < w->max_slots ? w->ntasks : w->max_slots, w->cnew};
+	double	   *mn = gbml_alloc_array(w->env, (size_t) d, sizeof(double)),
+			   *mx = gbml_alloc_array(w->env, (size_t) d, sizeof(double)),
+			   *dev_scale = gbml_alloc_array(w->env, (size_t) d, sizeof(double));
 	double	   *mean = w->cnew;		/* d <= k*d scratch */
+	int64_t    *sums = gbml_alloc_array(w->env, (size_t) d, sizeof(int64_t));
 	double		var = 0;
 	int			rc;
 
-	for (int pass = 0; pass < (var_out ? 2 : 1); pass++)
+	if (mn == NULL || mx == NULL || dev_scale == NULL || sums == NULL)
 	{
-		a.pass = pass;
-		memset(w->slot_var, 0, sizeof(double) * 2 * (size_t) d * (size_t) a.nslots);
-		if ((rc = km_walk(w, 0, w->ntasks, km_stats_tasks, &a)) != GBML_OK)
-			return rc;
-		for (int j = 0; j < d; j++)
-		{
-			double		s = 0,
-						m = 0;
-
-			for (int sl = 0; sl < a.nslots; sl++)
-			{
-				s += w->slot_var[(size_t) sl * 2 * d + j];
-				m = fmax(m, w->slot_var[(size_t) sl * 2 * d + d + j]);
-			}
-			if (pass == 0)
-			{
-				mean[j] = s / (double) w->n;
-				w->fix_scale[j] = gbml_km_fix_scale(m, w->fix_bits);
-			}
-			else
-				var += s / (double) w->n;
-		}
+		rc = w->env->error_code;
+		goto done;
 	}
-	if (var_out)
-		*var_out = var / d;
-	return GBML_OK;
+	if ((rc = w->rows->extents(w, mn, mx)) != GBML_OK)
+		goto done;
+	for (int j = 0; j < d; j++)
+		w->fix_scale[j] = gbml_km_fix_scale(fmax(fabs(mn[j]), fabs(mx[j])), w->fix_bits);
+	if ((rc = w->rows->grid_set(w)) != GBML_OK)
+		goto done;
+	if (var_out == NULL)
+		goto done;
+	if ((rc = w->rows->feature_sums(w, NULL, w->fix_scale, sums)) != GBML_OK)
+		goto done;
+	for (int j = 0; j < d; j++)
+	{
+		double		dev;
+
+		mean[j] = gbml_km_fix_value(sums[j], w->fix_scale[j]) / (double) w->n;
+		dev = fmax(mx[j] - mean[j], mean[j] - mn[j]);
+		dev_scale[j] = gbml_km_fix_scale(dev * dev, w->fix_bits);
+	}
+	if ((rc = w->rows->feature_sums(w, mean, dev_scale, sums)) != GBML_OK)
+		goto done;
+	for (int j = 0; j < d; j++)
+		var += gbml_km_fix_value(sums[j], dev_scale[j]) / (double) w->n;
+	*var_out = var / d;
+done:
+	gbml_free(w->env, mn);
+	gbml_free(w->env, mx);
+	gbml_free(w->env, dev_scale);
+	gbml_free(w->env, sums);
+	return rc;
 }
 
 /* The current label of global row g (the device holds the labels of its blocks). */
@@ -645,7 +692,7 @@ km_init_random(km_work *w, gbml_rng *rng, double *centers)
 		}
 	}
 	gbml_rng_shuffle_u64(rng, (uint64_t *) chosen, (uint64_t) m);
-	rc = km_copy_rows(w, chosen, k, centers);
+	rc = w->rows->copy_rows(w, chosen, k, centers);
 	gbml_free(w->env, table);
 	gbml_free(w->env, chosen);
 	return rc;
@@ -657,7 +704,7 @@ km_init_random(km_work *w, gbml_rng *rng, double *centers)
  * last taken candidate, so both devices find the same row).
  */
 static int
-km_search(km_work *w, double u, int64_t total, int64_t *row_out)
+km_search_one(km_work *w, double u, int64_t total, int64_t *row_out)
 {
 	int64_t		r = (int64_t) (u * (double) total),
 				cum = 0;
@@ -728,7 +775,7 @@ km_candidate_tasks(km_work *w, int first, int end, void *arg)
  * w->block_pot[b*T + t].
  */
 static int
-km_candidate_pass(km_work *w, int T)
+km_local_cand_pass(km_work *w, int T, int64_t *totals)
 {
 	int			rc;
 
@@ -745,12 +792,18 @@ km_candidate_pass(km_work *w, int T)
 				s += w->task_pot[(size_t) ti * w->T + t];
 			w->block_pot[(size_t) b * T + t] = s;
 		}
+	for (int t = 0; t < T; t++)
+	{
+		totals[t] = 0;
+		for (int b = 0; b < w->nblocks; b++)
+			totals[t] += w->block_pot[(size_t) b * T + t];
+	}
 	return GBML_OK;
 }
 
-/* Candidate t of the last pass becomes the floor closest[]; its total potential into *total. */
+/* Candidate t of the last pass becomes the floor closest[]; its largest value into *max_out. */
 static int
-km_take_candidate(km_work *w, int t, int T, int64_t *total)
+km_local_cand_take(km_work *w, int t, int T, float *max_out)
 {
 	float		mx = 0;
 	int			rc;
@@ -775,26 +828,28 @@ km_take_candidate(km_work *w, int t, int T, int64_t *total)
 		if (gm > mx)
 			mx = gm;
 	}
-	*total = 0;
 	for (int b = 0; b < w->nblocks; b++)
-	{
 		w->cur_pot[b] = w->block_pot[(size_t) b * T + t];
-		*total += w->cur_pot[b];
-	}
-	/* the taken values sit on the pass's grid; the next pass's grid follows their maximum */
-	w->cur_scale = w->pot_scale;
-	w->closest_max = mx;
-	w->pot_scale = gbml_km_fix_scale(mx, w->fix_bits);
+	*max_out = mx;
+	return GBML_OK;
+}
+
+static int
+km_local_search(km_work *w, const double *u, int m, int64_t total, int64_t *rows)
+{
+	int			rc;
+
+	for (int i = 0; i < m; i++)
+		if ((rc = km_search_one(w, u[i], total, &rows[i])) != GBML_OK)
+			return rc;
 	return GBML_OK;
 }
 
 /* k-means++ scratch, and every row's closest distance set to +inf. */
 static int
-km_kmeanspp_start(km_work *w, int T)
+km_local_kpp_start(km_work *w, int T)
 {
 	gbml_env   *env = w->env;
-	double		bound;
-	int			rc;
 
 	if (w->closest == NULL)
 	{
@@ -805,19 +860,31 @@ km_kmeanspp_start(km_work *w, int T)
 		w->cand_out = km_alloc_chunks(w, sizeof(float) * (size_t) T, true);
 		if (!km_chunks_ok(w, (void **) w->cand_out))
 			return env->error_code;
-		w->cand = gbml_alloc0(env, sizeof(float) * GBML_KM_CAND_LANES * (size_t) w->d);
-		w->cand_rows = gbml_alloc_array(env, (size_t) T * (size_t) w->d, sizeof(double));
 		w->task_pot = gbml_alloc_array(env, (size_t) w->ntasks * T, sizeof(int64_t));
 		w->block_pot = gbml_alloc_array(env, (size_t) w->nblocks * T, sizeof(int64_t));
 		w->cur_pot = gbml_alloc_array(env, (size_t) w->nblocks, sizeof(int64_t));
-		if (!w->cand || !w->cand_rows || !w->task_pot || !w->block_pot || !w->cur_pot)
+		if (!w->task_pot || !w->block_pot || !w->cur_pot)
 			return env->error_code;
 	}
 	for (int c = 0; c < w->ds->n_chunks; c++)
 		for (int64_t i = 0; i < w->ds->chunks[c]->n_rows; i++)
 			w->closest[c][i] = INFINITY;
-	if (w->gpu_blocks > 0 && (rc = km_dev_cand_reset(w)) != GBML_OK)
-		return rc;
+	return w->gpu_blocks > 0 ? km_dev_cand_reset(w) : GBML_OK;
+}
+
+/* The driver's k-means++ scratch, the rows' side's, and the first grid. */
+static int
+km_kmeanspp_start(km_work *w, int T)
+{
+	double		bound;
+
+	if (w->cand == NULL)
+	{
+		w->cand = gbml_alloc0(w->env, sizeof(float) * GBML_KM_CAND_LANES * (size_t) w->d);
+		w->cand_rows = gbml_alloc_array(w->env, (size_t) T * (size_t) w->d, sizeof(double));
+		if (!w->cand || !w->cand_rows)
+			return w->env->error_code;
+	}
 	/*
 	 * Before the first centre no distance is known: the grid comes from a
 	 * bound (two rows are at most 2 max|x| apart; unit rows at most 2).
@@ -825,6 +892,25 @@ km_kmeanspp_start(km_work *w, int T)
 	bound = w->spherical ? 4.0 : 4.0 * w->xnorm_max * w->xnorm_max;
 	w->closest_max = INFINITY;
 	w->pot_scale = gbml_km_fix_scale(bound * 1.01, w->fix_bits);
+	return w->rows->kpp_start(w, T);
+}
+
+/*
+ * Candidate t of the last pass becomes every row's closest distance: the
+ * taken values sit on the pass's grid; the next pass's grid follows their
+ * maximum.
+ */
+static int
+km_take_candidate(km_work *w, int t, int T)
+{
+	float		mx;
+	int			rc;
+
+	if ((rc = w->rows->cand_take(w, t, T, &mx)) != GBML_OK)
+		return rc;
+	w->cur_scale = w->pot_scale;
+	w->closest_max = mx;
+	w->pot_scale = gbml_km_fix_scale(mx, w->fix_bits);
 	return GBML_OK;
 }
 
@@ -839,7 +925,9 @@ km_init_kmeanspp(km_work *w, gbml_rng *rng, double *centers)
 	gbml_env   *env = w->env;
 	int			d = w->d;
 	int			T = 2 + (int) log((double) w->k);
-	int64_t		idx[GBML_KM_CAND_LANES];
+	int64_t		idx[GBML_KM_CAND_LANES],
+				totals[GBML_KM_CAND_LANES];
+	double		u[GBML_KM_CAND_LANES];
 	int64_t		pot;
 	int			rc;
 
@@ -848,44 +936,37 @@ km_init_kmeanspp(km_work *w, gbml_rng *rng, double *centers)
 	if ((rc = km_kmeanspp_start(w, T)) != GBML_OK)
 		return rc;
 	idx[0] = (int64_t) gbml_rng_below(rng, (uint64_t) w->n);
-	if ((rc = km_copy_rows(w, idx, 1, centers)) != GBML_OK)
+	if ((rc = w->rows->copy_rows(w, idx, 1, centers)) != GBML_OK)
 		return rc;
 	for (int j = 0; j < d; j++)
 		w->cand[(size_t) j * GBML_KM_CAND_LANES] = (float) centers[j];
-	if ((rc = km_candidate_pass(w, 1)) != GBML_OK || (rc = km_take_candidate(w, 0, 1, &pot)) != GBML_OK)
+	if ((rc = w->rows->cand_pass(w, 1, totals)) != GBML_OK || (rc = km_take_candidate(w, 0, 1)) != GBML_OK)
 		return rc;
+	pot = totals[0];
 
 	for (int c = 1; c < w->k; c++)
 	{
-		int64_t		best_pot = INT64_MAX;
 		int			best = 0;
 
 		w->progress.iteration = c;
 		for (int t = 0; t < T; t++)
-			if ((rc = km_search(w, gbml_rng_uniform(rng), pot, &idx[t])) != GBML_OK)
-				return rc;
+			u[t] = gbml_rng_uniform(rng);
+		if ((rc = w->rows->search(w, u, T, pot, idx)) != GBML_OK)
+			return rc;
 		/* the candidates' rows in one fetch (a run of reads when they are in files) */
-		if ((rc = km_copy_rows(w, idx, T, w->cand_rows)) != GBML_OK)
+		if ((rc = w->rows->copy_rows(w, idx, T, w->cand_rows)) != GBML_OK)
 			return rc;
 		for (int t = 0; t < T; t++)
 			for (int j = 0; j < d; j++)
 				w->cand[(size_t) j * GBML_KM_CAND_LANES + t] = (float) w->cand_rows[(size_t) t * d + j];
-		if ((rc = km_candidate_pass(w, T)) != GBML_OK)
+		if ((rc = w->rows->cand_pass(w, T, totals)) != GBML_OK)
 			return rc;
-		for (int t = 0; t < T; t++)
-		{
-			int64_t		s = 0;
-
-			for (int b = 0; b < w->nblocks; b++)
-				s += w->block_pot[(size_t) b * T + t];
-			if (s < best_pot)
-			{
-				best_pot = s;
+		for (int t = 1; t < T; t++)
+			if (totals[t] < totals[best])
 				best = t;
-			}
-		}
-		if ((rc = km_take_candidate(w, best, T, &pot)) != GBML_OK)
+		if ((rc = km_take_candidate(w, best, T)) != GBML_OK)
 			return rc;
+		pot = totals[best];
 		memcpy(centers + (size_t) c * d, w->cand_rows + (size_t) best * d, sizeof(double) * d);
 		if ((c & 15) == 0)
 		{
@@ -928,16 +1009,6 @@ km_init_matrix(km_work *w, const gbml_matrix *m, double *centers)
 /* ------------------------------------------------------------------ */
 /* Lloyd                                                               */
 /* ------------------------------------------------------------------ */
-
-/* What one pass measured. */
-typedef struct km_pass_stats
-{
-	int64_t		changed;
-	int64_t		rechecked;
-	double		s1;				/* wall seconds attributed to S1 */
-	double		gpu_seconds;	/* the device's share */
-	double		cpu_seconds;	/* the CPU's share */
-} km_pass_stats;
 
 /* A CPU pass across its runs of tasks: one slot of partial sums per thread. */
 typedef struct km_cpu_arg
@@ -1120,13 +1191,6 @@ km_pass(km_work *w, bool update, km_pass_stats *st)
 	return GBML_OK;
 }
 
-/* Heap order for the relocation: farther first, then lower row index. */
-typedef struct km_far
-{
-	double		dist;
-	int64_t		row;
-} km_far;
-
 static bool
 km_far_better(const km_far *a, const km_far *b)
 {
@@ -1167,7 +1231,7 @@ km_farthest(km_work *w, km_far *heap, int *m_io)
 	for (int c = 0; c < w->ds->n_chunks; c++)
 		for (int64_t i = 0; i < w->ds->chunks[c]->n_rows; i++)
 		{
-			km_far		f = {w->far[c][i], w->chunk_start[c] + i};
+			km_far		f = {w->far[c][i], w->chunk_start[c] + i, -1};
 
 			if (kept < m)
 			{
@@ -1195,18 +1259,27 @@ km_farthest(km_work *w, km_far *heap, int *m_io)
 	*m_io = m;
 }
 
-/* The rows of heap[0..m) (normalised in the spherical mode) into out[m][d]. */
+/*
+ * The *m rows farthest from their centre in w->c (farthest first, then
+ * lower row), with their labels, and the rows themselves into out[m][d].
+ */
 static int
-km_copy_far_rows(km_work *w, const km_far *heap, int m, double *out)
+km_local_farthest(km_work *w, km_far *heap, int *m, double *out)
 {
-	int64_t    *rows = gbml_alloc_array(w->env, (size_t) m, sizeof(int64_t));
+	int64_t    *rows;
 	int			rc;
 
+	if ((rc = km_row_dists(w)) != GBML_OK)
+		return rc;
+	km_farthest(w, heap, m);
+	rows = gbml_alloc_array(w->env, (size_t) *m, sizeof(int64_t));
 	if (rows == NULL)
 		return w->env->error_code;
-	for (int e = 0; e < m; e++)
+	for (int e = 0; e < *m; e++)
 		rows[e] = heap[e].row;
-	rc = km_copy_rows(w, rows, m, out);
+	rc = km_copy_rows(w, rows, *m, out);
+	for (int e = 0; e < *m && rc == GBML_OK; e++)
+		rc = km_label_of(w, heap[e].row, &heap[e].label);
 	gbml_free(w->env, rows);
 	return rc;
 }
@@ -1232,22 +1305,17 @@ km_relocate_empty(km_work *w, int64_t *relocations)
 			m++;
 	if (m == 0)
 		return GBML_OK;
-	if ((rc = km_row_dists(w)) != GBML_OK)
-		return rc;
 	heap = gbml_alloc_array(env, (size_t) m, sizeof(km_far));
 	if (heap == NULL)
 		return env->error_code;
-	km_farthest(w, heap, &m);
-	rc = km_copy_far_rows(w, heap, m, w->cnew);
+	rc = w->rows->farthest(w, heap, &m, w->cnew);
 	for (int j = 0; j < w->k && e < m && rc == GBML_OK; j++)
 	{
 		const double *x = w->cnew + (size_t) e * d;
-		int32_t		old;
+		int32_t		old = heap[e].label;
 
 		if (w->counts[j] != 0)
 			continue;
-		if ((rc = km_label_of(w, heap[e].row, &old)) != GBML_OK)
-			break;
 		for (int i = 0; i < d; i++)
 		{
 			int64_t		t = gbml_km_fix_term(x[i], w->fix_scale[i]);
@@ -1329,22 +1397,28 @@ km_update(km_work *w, double *shift_out, int64_t *relocations)
 	return GBML_OK;
 }
 
-/* Inertia of the current labels and centroids: the row distances' fixed-point sum. */
+/* Every row's distance to its centroid in w->c; the largest into *mx. */
 static int
-km_inertia(km_work *w, double *out)
+km_local_dist_max(km_work *w, double *mx)
 {
-	double		mx = 0,
-				scale;
-	int64_t		total = 0;
 	int			rc;
 
+	*mx = 0;
 	if ((rc = km_row_dists(w)) != GBML_OK)
 		return rc;
 	for (int c = 0; c < w->ds->n_chunks; c++)
 		for (int64_t i = 0; i < w->ds->chunks[c]->n_rows; i++)
-			if (fabs(w->far[c][i]) > mx)
-				mx = fabs(w->far[c][i]);
-	scale = gbml_km_fix_scale(mx, w->fix_bits);
+			if (fabs(w->far[c][i]) > *mx)
+				*mx = fabs(w->far[c][i]);
+	return GBML_OK;
+}
+
+/* The distances of km_local_dist_max summed on grid `scale`. */
+static int
+km_local_dist_sum(km_work *w, double scale, int64_t *out)
+{
+	int64_t		total = 0;
+
 #pragma omp parallel for schedule(static) reduction(+:total) num_threads(km_threads_for(w, (double) w->n * 4))
 	for (int ti = 0; ti < w->ntasks; ti++)
 	{
@@ -1353,6 +1427,24 @@ km_inertia(km_work *w, double *out)
 		for (int64_t i = 0; i < tk->count; i++)
 			total += gbml_km_fix_term(w->far[tk->chunk][tk->start + i], scale);
 	}
+	*out = total;
+	return GBML_OK;
+}
+
+/* Inertia of the current labels and centroids: the row distances' fixed-point sum. */
+static int
+km_inertia(km_work *w, double *out)
+{
+	double		mx,
+				scale;
+	int64_t		total;
+	int			rc;
+
+	if ((rc = w->rows->dist_max(w, &mx)) != GBML_OK)
+		return rc;
+	scale = gbml_km_fix_scale(mx, w->fix_bits);
+	if ((rc = w->rows->dist_sum(w, scale, &total)) != GBML_OK)
+		return rc;
 	*out = gbml_km_fix_value(total, scale);
 	return GBML_OK;
 }
@@ -1412,10 +1504,7 @@ km_lloyd(km_work *w, const gbml_kmeans_params *p, double tol_scaled, km_run *run
 	int			rc;
 
 	run->stop_reason = "max_iter";
-	for (int c = 0; c < w->ds->n_chunks; c++)
-		for (int64_t i = 0; i < w->ds->chunks[c]->n_rows; i++)
-			w->labels[c][i] = -1;
-	if ((rc = km_dev_reset_labels(w)) != GBML_OK)
+	if ((rc = w->rows->reset_labels(w)) != GBML_OK)
 		return rc;
 	for (int64_t it = 1; it <= p->max_iter && !stop; it++)
 	{
@@ -1425,7 +1514,7 @@ km_lloyd(km_work *w, const gbml_kmeans_params *p, double tol_scaled, km_run *run
 		gbml_progress_info train = {"train", it, p->max_iter, NULL, 0};
 
 		w->progress = train;
-		if ((rc = km_pass(w, true, &st)) != GBML_OK)
+		if ((rc = w->rows->pass(w, true, &st)) != GBML_OK)
 			return rc;
 		run->rechecked += st.rechecked;
 		relocations_before = run->relocations;
@@ -1453,13 +1542,47 @@ km_lloyd(km_work *w, const gbml_kmeans_params *p, double tol_scaled, km_run *run
 	 * counts but not labels): then one more assignment.
 	 */
 	if (strcmp(run->stop_reason, "converged") != 0 || run->relocations != relocations_before)
-		if ((rc = km_pass(w, false, &st)) != GBML_OK)
+		if ((rc = w->rows->pass(w, false, &st)) != GBML_OK)
 			return rc;
 	if ((rc = km_inertia(w, &run->inertia)) != GBML_OK)
 		return rc;
 	run->lloyd_seconds = gbml_now() - t_start;
 	return GBML_OK;
 }
+
+/* Every label to -1: the host's, and the device's for its blocks. */
+static int
+km_local_reset_labels(km_work *w)
+{
+	for (int c = 0; c < w->ds->n_chunks; c++)
+		for (int64_t i = 0; i < w->ds->chunks[c]->n_rows; i++)
+			w->labels[c][i] = -1;
+	return km_dev_reset_labels(w);
+}
+
+static int
+km_local_grid_set(km_work *w)
+{
+	(void) w;					/* the grid is w's own */
+	return GBML_OK;
+}
+
+/* The rows of w's own dataset: host memory, temporary files, the GPU's blocks. */
+const km_rows_ops km_local_rows = {
+	.extents = km_local_extents,
+	.grid_set = km_local_grid_set,
+	.feature_sums = km_local_feature_sums,
+	.copy_rows = km_copy_rows,
+	.kpp_start = km_local_kpp_start,
+	.cand_pass = km_local_cand_pass,
+	.cand_take = km_local_cand_take,
+	.search = km_local_search,
+	.reset_labels = km_local_reset_labels,
+	.pass = km_pass,
+	.farthest = km_local_farthest,
+	.dist_max = km_local_dist_max,
+	.dist_sum = km_local_dist_sum,
+};
 
 void
 gbml_kmeans_result_free(gbml_kmeans_result *res, gbml_env *env)
@@ -1537,10 +1660,12 @@ gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *e
 	memset(&best_run, 0, sizeof(best_run));
 	if ((rc = km_check(ds, p, env)) != GBML_OK)
 		return rc;
-	if ((rc = km_setup(&w, ds, p, env)) != GBML_OK)
+	if (ds->shards && want_labels)
+		return gbml_error(env, GBML_EUNSUPPORTED, "kmeans: the labels of rows on other servers stay there");
+	if ((rc = ds->shards ? km_shards_setup(&w, ds, p, env) : km_setup(&w, ds, p, env)) != GBML_OK)
 		goto done;
 	if ((rc = km_feature_stats(&w, p->tol > 0 ? &tol_scaled : NULL)) != GBML_OK ||
-		(rc = km_dev_open(&w)) != GBML_OK)
+		(!ds->shards && (rc = km_dev_open(&w)) != GBML_OK))
 		goto done;
 	tol_scaled *= p->tol;
 	kd = (size_t) w.k * w.d;
@@ -1594,7 +1719,7 @@ gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *e
 		double		inertia;
 
 		memcpy(w.c, best_c, kd * sizeof(double));
-		if ((rc = km_pass(&w, false, &st)) != GBML_OK || (rc = km_inertia(&w, &inertia)) != GBML_OK)
+		if ((rc = w.rows->pass(&w, false, &st)) != GBML_OK || (rc = km_inertia(&w, &inertia)) != GBML_OK)
 			goto done;
 	}
 	if (want_labels && (rc = km_dev_fetch_labels(&w)) != GBML_OK)

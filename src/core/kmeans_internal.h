@@ -50,7 +50,66 @@ typedef enum km_mode
 	KM_MODE_HYBRID				/* the split re-balanced every iteration */
 } km_mode;
 
-typedef struct km_work
+/* What one pass measured. */
+typedef struct km_pass_stats
+{
+	int64_t		changed;
+	int64_t		rechecked;
+	double		s1;				/* wall seconds attributed to S1 */
+	double		gpu_seconds;	/* the device's share */
+	double		cpu_seconds;	/* the CPU's share */
+} km_pass_stats;
+
+/* A row far from its centroid (the relocation of empty clusters): farther first, then lower row. */
+typedef struct km_far
+{
+	double		dist;
+	int64_t		row;			/* global index */
+	int32_t		label;
+} km_far;
+
+typedef struct km_work km_work;
+
+/*
+ * The rows as the Lloyd driver (kmeans.c) sees them: every operation that
+ * reads rows, in global row indices, its results exact whatever holds the
+ * rows.  km_local_rows works on w's own chunks (memory, files, a GPU);
+ * kmeans_shards.c's on rows held by other servers.  The driver's state
+ * (centroids w->c, the grids fix_scale / pot_scale / cur_scale, the
+ * candidates w->cand) is read from w; each returns GBML_OK or an error.
+ */
+typedef struct km_rows_ops
+{
+	/* per-feature min and max of the rows (normalised when spherical) */
+	int			(*extents) (km_work *w, double *mn, double *mx);
+	/* the driver fixed w->fix_scale: the side that holds the rows learns it */
+	int			(*grid_set) (km_work *w);
+	/* fixed-point per-feature sums on grid scale[]: of x (mean NULL) or of (x - mean)^2 */
+	int			(*feature_sums) (km_work *w, const double *mean, const double *scale, int64_t *sums);
+	/* rows g[0..n) into out[n][d] (normalised when spherical) */
+	int			(*copy_rows) (km_work *w, const int64_t *g, int n, double *out);
+	/* k-means++: every row's closest distance to +inf, room for T candidates */
+	int			(*kpp_start) (km_work *w, int T);
+	/* distances to the T candidates in w->cand, floored by closest, on grid w->pot_scale: totals[T] */
+	int			(*cand_pass) (km_work *w, int T, int64_t *totals);
+	/* candidate t of the last pass becomes closest[]; its largest value into *max_out */
+	int			(*cand_take) (km_work *w, int t, int T, float *max_out);
+	/* per u[i]: the first row whose running closest potential (grid w->cur_scale) exceeds u[i] * total */
+	int			(*search) (km_work *w, const double *u, int m, int64_t total, int64_t *rows);
+	/* every label to -1 (a new run) */
+	int			(*reset_labels) (km_work *w);
+	/* labels for w->c, and when `update` the fixed-point sums and counts into w->sums / w->counts */
+	int			(*pass) (km_work *w, bool update, km_pass_stats *st);
+	/* the *m rows farthest from their centroid in w->c, farthest first, with their rows into out */
+	int			(*farthest) (km_work *w, km_far *far, int *m, double *out);
+	/* every row's distance to its centroid in w->c: the largest, then their sum on a grid */
+	int			(*dist_max) (km_work *w, double *mx);
+	int			(*dist_sum) (km_work *w, double scale, int64_t *total);
+} km_rows_ops;
+
+extern const km_rows_ops km_local_rows;
+
+struct km_work
 {
 	gbml_env   *env;
 	const gbml_dataset *ds;
@@ -91,7 +150,6 @@ typedef struct km_work
 	int64_t    *counts;			/* k */
 	int64_t    *slot_sums;		/* max_slots x k x d */
 	int64_t    *slot_counts;	/* max_slots x k */
-	double	   *slot_var;		/* max_slots x 2d: per-feature sums and maxima */
 	float	   *panels;			/* assignment kernel layouts */
 	double	   *panels_d;
 	float	   *cnorm;
@@ -126,7 +184,22 @@ typedef struct km_work
 	double		cpu_seconds;	/* CPU time of the CPU's share of all passes */
 	int64_t		blocks_moved;	/* block copies between the sides after the start */
 	bool		dev_labels_fresh;	/* the device's labels are all -1 (just put) */
-} km_work;
+
+	/* where the rows are */
+	const km_rows_ops *rows;
+	struct km_shards *shards;	/* kmeans_shards.c: rows on other servers */
+};
+
+/* kmeans.c: w's shape from ds and p, its rows reached through `rows` (nothing allocated). */
+void		km_work_init(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env,
+						 const km_rows_ops *rows);
+/* kmeans.c: w over ds's own rows (allocations, tasks, blocks, norms), and its release. */
+int			km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env);
+void		km_work_free(km_work *w);
+
+/* kmeans_shards.c: w over the rows of the shards behind ds->shards (the coordinator's side). */
+int			km_shards_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env);
+void		km_shards_free(km_work *w);
 
 /* The first task of the CPU's share. */
 static inline int

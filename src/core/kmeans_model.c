@@ -646,6 +646,7 @@ const gbml_algorithm gbml_algorithm_kmeans = {
 	.outputs = GBML_OUT_CLUSTER | GBML_OUT_DISTANCE | GBML_OUT_SCORE,
 	.gpu_trains = true,
 	.hybrid_trains = true,
+	.trains_on_shards = true,
 	.reads_spilled_rows = true,
 	.categorical_features = true,
 	.train = kmeans_train,

@@ -591,3 +591,63 @@ TEST(kmeans_cancel_between_iterations)
 	gbml_dataset_free(&ds, &env);
 	CHECK(env.memory_used == 0);
 }
+
+/*
+ * The tol rule's scale is the mean per-feature variance (numpy.var), from
+ * fixed-point sums: within 1e-9 of a long-double two-pass reference even
+ * when the mean is a thousand times the spread.
+ */
+TEST(kmeans_tol_scale_is_the_mean_feature_variance)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	gbml_kmeans_params p;
+	gbml_kmeans_result r;
+	gbml_rng	rng;
+	enum
+	{
+		N = 5000, D = 3
+	};
+	static float x[N][D];
+	long double mean[D] = {0},
+				var = 0;
+
+	gbml_env_init_malloc(&env, 2);
+	gbml_dataset_init(&ds, false);
+	gbml_rng_seed(&rng, 17);
+	for (int i = 0; i < N; i++)
+	{
+		gbml_row	row = {0};
+
+		for (int j = 0; j < D; j++)
+		{
+			x[i][j] = (float) (1000.0 * (j + 1) + gbml_rng_uniform(&rng) * (j + 1));
+			mean[j] += x[i][j];
+		}
+		row.x = x[i];
+		row.n_features = D;
+		row.label_is_null = row.group_is_null = row.weight_is_null = true;
+		CHECK(gbml_dataset_append(&ds, &env, &row, false) == GBML_OK);
+	}
+	for (int j = 0; j < D; j++)
+	{
+		long double s = 0;
+
+		mean[j] /= N;
+		for (int i = 0; i < N; i++)
+			s += (x[i][j] - mean[j]) * (x[i][j] - mean[j]);
+		var += s / N;
+	}
+	var /= D;
+	memset(&p, 0, sizeof(p));
+	p.k = 3;
+	p.init.choice = GBML_KM_INIT_RANDOM;
+	p.n_init = 1;
+	p.max_iter = 2;
+	p.tol = 1;
+	CHECK(gbml_kmeans_fit(&ds, &p, &env, false, &r) == GBML_OK);
+	CHECK_NEAR(r.tol_scaled / (double) var, 1.0, 1e-9);
+	gbml_kmeans_result_free(&r, &env);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+}

@@ -69,31 +69,6 @@ fill(gbml_dataset *ds, gbml_env *env, const sp_data *s, const int64_t *perm, boo
 	free(x);
 }
 
-/* Trains through the driver (canonical order, eval split); the model in malloc'd *model. */
-static int
-train(gbml_dataset *ds, gbml_env *env, const gbml_param_value *v, int nv, uint8_t **model, size_t *len)
-{
-	gbml_parsed_params pp;
-	gbml_strbuf report;
-	uint8_t    *m = NULL;
-	int			rc;
-
-	*model = NULL;
-	*len = 0;
-	if ((rc = gbml_parse_training_params(env, gbml_algorithm_by_name("kmeans"), v, nv, &pp)) != GBML_OK)
-		return rc;
-	gbml_sb_init(&report, env);
-	rc = gbml_train_report(env, &pp, ds, NULL, &m, len, &report);
-	if (rc == GBML_OK)
-	{
-		*model = memcpy(malloc(*len), m, *len);
-		gbml_free(env, m);
-	}
-	gbml_sb_free(&report);
-	gbml_parsed_params_free(env, &pp);
-	return rc;
-}
-
 /* The same rows in memory (in order) and in files (shuffled) give the same bytes with 1 and 3 threads. */
 static void
 check_same_bytes(const char *name, const sp_data *s, const gbml_param_value *v, int nv)
@@ -113,7 +88,7 @@ check_same_bytes(const char *name, const sp_data *s, const gbml_param_value *v, 
 
 		gbml_env_init_malloc(&env, run == 2 ? 3 : 1);
 		fill(&ds, &env, s, files ? perm : NULL, files);
-		rc = train(&ds, &env, v, nv, &m, &len);
+		rc = tu_train("kmeans", &ds, &env, v, nv, &m, &len);
 		CHECK(rc == GBML_OK);
 		if (rc != GBML_OK)
 			fprintf(stderr, "%s (%s, %d threads): %s\n", name, files ? "files" : "memory", env.threads, env.error);
@@ -364,7 +339,7 @@ TEST(kmeans_spill_read_failure_mid_training_is_a_clear_error)
 		tracked.break_iteration = i < 2 ? 2 : 1;
 		tracked.break_bytes = i < 2 ? 0 : 1500 * 600 * sizeof(float);
 		fill(&ds, &env, &s, NULL, true);
-		rc = train(&ds, &env, v, i < 2 ? 4 : 5, &m, &len);
+		rc = tu_train("kmeans", &ds, &env, v, i < 2 ? 4 : 5, &m, &len);
 		CHECK(tracked.broken > 0);
 		CHECK(m == NULL);
 		gbml_dataset_free(&ds, &env);
@@ -393,7 +368,7 @@ TEST(kmeans_spill_cancel_between_chunks)
 		tracking_env(&env, 2);
 		tracked.cancel_phase = phases[i];
 		fill(&ds, &env, &s, NULL, true);
-		rc = train(&ds, &env, v, 3, &m, &len);
+		rc = tu_train("kmeans", &ds, &env, v, 3, &m, &len);
 		CHECK(tracked.cancel_phase_calls == 1);
 		gbml_dataset_free(&ds, &env);
 		check_failed_fit(&env, rc, GBML_ECANCELLED, "canceled", fds);

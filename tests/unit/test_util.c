@@ -216,3 +216,28 @@ tu_schema_free(gbml_feature_schema *s)
 		free(s->features);
 	free(s);
 }
+
+int
+tu_train(const char *algorithm, gbml_dataset *ds, gbml_env *env, const gbml_param_value *v, int nv,
+		 uint8_t **model, size_t *len)
+{
+	gbml_parsed_params pp;
+	gbml_strbuf report;
+	uint8_t    *m = NULL;
+	int			rc;
+
+	*model = NULL;
+	*len = 0;
+	if ((rc = gbml_parse_training_params(env, gbml_algorithm_by_name(algorithm), v, nv, &pp)) != GBML_OK)
+		return rc;
+	gbml_sb_init(&report, env);
+	rc = gbml_train_report(env, &pp, ds, NULL, &m, len, &report);
+	if (rc == GBML_OK)
+	{
+		*model = memcpy(malloc(*len), m, *len);
+		gbml_free(env, m);
+	}
+	gbml_sb_free(&report);
+	gbml_parsed_params_free(env, &pp);
+	return rc;
+}

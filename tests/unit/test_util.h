@@ -12,6 +12,13 @@ gbml_param_value tu_num(const char *key, double v);
 gbml_param_value tu_str(const char *key, const char *v);
 gbml_param_value tu_bool(const char *key, bool v);
 
+/*
+ * Trains `algorithm` through the driver (canonical order, eval split) with
+ * params v[0..nv); the model in a malloc'd *model of *len bytes.
+ */
+int			tu_train(const char *algorithm, gbml_dataset *ds, gbml_env *env, const gbml_param_value *v, int nv,
+					 uint8_t **model, size_t *len);
+
 /* The dataset's serialized bytes in a malloc'd buffer of *len bytes (caller frees). */
 uint8_t    *tu_serialize(const gbml_dataset *ds, size_t *len);
 

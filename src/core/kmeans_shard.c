@@ -1,0 +1,564 @@
+/*
+ * kmeans_shard.c — a K-Means shard (kmeans_shards.h): its rows, their
+ * global indices, and its answers to the coordinator's requests, each from
+ * the local row operations (km_local_rows) on its own rows, in memory or
+ * in temporary files.  Every figure it returns is an extreme or an integer
+ * sum, or rows and terms tagged with their global index, so the
+ * coordinator's merge does not depend on how the rows were dealt.
+ */
+#include "kmeans_shards.h"
+#include "kmeans_shard_msg.h"
+#include "kmeans_internal.h"
+#include "kmeans_exact.h"
+#include "dataset_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+/* A second hash of a row's content, independent of the canonical one (duplicates vs collisions). */
+static uint64_t
+km_content_hash(const float *x, int d, float label, int64_t group, float weight)
+{
+	uint64_t	h = 0xcbf29ce484222325ULL;
+	const uint8_t *p = (const uint8_t *) x;
+
+	for (size_t i = 0; i < (size_t) d * sizeof(float); i++)
+		h = (h ^ p[i]) * 0x100000001b3ULL;
+	h = (h ^ (uint64_t) group) * 0x100000001b3ULL;
+	{
+		uint32_t	lw,
+					ww;
+
+		memcpy(&lw, &label, 4);
+		memcpy(&ww, &weight, 4);
+		h = (h ^ lw) * 0x100000001b3ULL;
+		h = (h ^ ww) * 0x100000001b3ULL;
+	}
+	return h ^ (h >> 31);
+}
+
+struct gbml_km_shard
+{
+	gbml_env   *env;
+	const gbml_dataset *ds;
+	km_work		w;
+	int64_t		n_global;
+	int64_t    *rank;			/* per local row (canonical order): its global index, ascending */
+	uint64_t   *hash;			/* per local row: canonical hash, content hash (2 each) */
+	int64_t    *block_pot;		/* global blocks x T: the last candidate pass */
+	int64_t		n_blocks;
+};
+
+typedef struct km_hash_arg
+{
+	gbml_km_shard *sh;
+} km_hash_arg;
+
+/* The canonical and content hashes of tasks [first, end)'s rows. */
+static int
+km_hash_tasks(km_work *w, int first, int end, void *arg)
+{
+	gbml_km_shard *sh = ((km_hash_arg *) arg)->sh;
+	const gbml_dataset *ds = w->ds;
+
+	for (int ti = first; ti < end; ti++)
+	{
+		const km_task *tk = &w->tasks[ti];
+		const gbml_chunk *ch = ds->chunks[tk->chunk];
+
+		for (int64_t i = 0; i < tk->count; i++)
+		{
+			const float *x = km_task_x(w, tk) + (size_t) i * w->d;
+			int64_t		r = tk->start + i;
+
+			sh->hash[2 * (tk->global + i)] = gbml_ds_hash_row(x, (size_t) w->d, ch->label[r], ch->group[r],
+															  ch->weight[r]);
+			sh->hash[2 * (tk->global + i) + 1] = km_content_hash(x, w->d, ch->label[r], ch->group[r],
+																 ch->weight[r]);
+		}
+	}
+	return GBML_OK;
+}
+
+int
+gbml_km_shard_open(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env,
+				   gbml_km_shard **out, gbml_strbuf *hello)
+{
+	gbml_km_shard *sh;
+	km_hash_arg a;
+	uint32_t	head[2] = {KM_SHARD_MAGIC, KM_SHARD_VERSION};
+	int			rc;
+
+	*out = NULL;
+	if (ds->has_missing)
+		return gbml_error(env, GBML_EINVAL, "kmeans: features must be finite (NaN or infinity found)");
+	if (p->k <= 0 || p->k > GBML_KM_MAX_K)
+		return gbml_error(env, GBML_EINVAL, "kmeans: parameter \"k\" is required (the number of clusters, at least 1)");
+	sh = gbml_alloc0(env, sizeof(*sh));
+	if (sh == NULL)
+		return env->error_code;
+	sh->env = env;
+	sh->ds = ds;
+	if (ds->n_rows > 0)
+	{
+		if ((rc = km_setup(&sh->w, ds, p, env)) != GBML_OK)
+			goto fail;
+		sh->hash = gbml_alloc_array(env, (size_t) ds->n_rows * 2, sizeof(uint64_t));
+		if (sh->hash == NULL)
+		{
+			rc = env->error_code;
+			goto fail;
+		}
+		a.sh = sh;
+		if ((rc = km_walk(&sh->w, 0, sh->w.ntasks, km_hash_tasks, &a)) != GBML_OK)
+			goto fail;
+	}
+	km_put(hello, head, sizeof(head));
+	km_put_i64(hello, ds->n_rows);
+	km_put_i64(hello, ds->n_features);
+	km_put_f64(hello, ds->n_rows > 0 ? sh->w.xnorm_max : 0);
+	if (ds->n_rows > 0)
+		km_put(hello, sh->hash, sizeof(uint64_t) * 2 * (size_t) ds->n_rows);
+	if ((rc = gbml_sb_status(hello)) != GBML_OK)
+		goto fail;
+	gbml_free(env, sh->hash);
+	sh->hash = NULL;
+	*out = sh;
+	return GBML_OK;
+fail:
+	gbml_km_shard_close(sh);
+	return rc;
+}
+
+void
+gbml_km_shard_close(gbml_km_shard *sh)
+{
+	gbml_env   *env;
+
+	if (sh == NULL)
+		return;
+	env = sh->env;
+	km_work_free(&sh->w);
+	gbml_free(env, sh->rank);
+	gbml_free(env, sh->hash);
+	gbml_free(env, sh->block_pot);
+	gbml_free(env, sh);
+}
+
+/* The local row whose global index is g, or -1. */
+static int64_t
+km_shard_local(const gbml_km_shard *sh, int64_t g)
+{
+	int64_t		lo = 0,
+				hi = sh->ds->n_rows;
+
+	while (lo < hi)
+	{
+		int64_t		mid = lo + (hi - lo) / 2;
+
+		if (sh->rank[mid] < g)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < sh->ds->n_rows && sh->rank[lo] == g ? lo : -1;
+}
+
+static int
+km_shard_ranks(gbml_km_shard *sh, km_reader *r)
+{
+	int64_t		n = sh->ds->n_rows;
+
+	sh->n_global = km_get_count(r, INT64_MAX / 2);
+	if (r->bad || n == 0)
+		return GBML_OK;
+	sh->rank = gbml_alloc_array(sh->env, (size_t) n, sizeof(int64_t));
+	if (sh->rank == NULL)
+		return sh->env->error_code;
+	km_get(r, sh->rank, sizeof(int64_t) * (size_t) n);
+	for (int64_t i = 0; i < n && !r->bad; i++)
+		if (sh->rank[i] < 0 || sh->rank[i] >= sh->n_global || (i > 0 && sh->rank[i] <= sh->rank[i - 1]))
+			r->bad = true;
+	/* the grid's precision follows the union's row count, as on one server */
+	sh->w.n = sh->n_global;
+	sh->w.fix_bits = gbml_km_fix_bits(sh->n_global);
+	sh->n_blocks = (sh->n_global + KM_SHARD_BLOCK_ROWS - 1) / KM_SHARD_BLOCK_ROWS;
+	return GBML_OK;
+}
+
+static int
+km_shard_extents(gbml_km_shard *sh, gbml_strbuf *reply)
+{
+	int			d = sh->ds->n_features;
+	double	   *v = gbml_alloc_array(sh->env, (size_t) 2 * d, sizeof(double));
+	int			rc;
+
+	if (v == NULL)
+		return sh->env->error_code;
+	for (int j = 0; j < d; j++)
+	{
+		v[j] = INFINITY;
+		v[d + j] = -INFINITY;
+	}
+	rc = km_local_rows.extents(&sh->w, v, v + d);
+	for (int j = 0; j < d; j++)
+		v[j] = -v[j];			/* the coordinator folds both halves by max */
+	km_put(reply, v, sizeof(double) * 2 * (size_t) d);
+	gbml_free(sh->env, v);
+	return rc;
+}
+
+static int
+km_shard_feature_sums(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+{
+	int			d = sh->ds->n_features;
+	bool		sqdev = km_get_i64(r) != 0;
+	double	   *mean = gbml_alloc_array(sh->env, (size_t) d, sizeof(double)),
+			   *scale = gbml_alloc_array(sh->env, (size_t) d, sizeof(double));
+	int64_t    *sums = gbml_alloc0(sh->env, sizeof(int64_t) * (size_t) d);
+	int			rc = GBML_OK;
+
+	if (mean == NULL || scale == NULL || sums == NULL)
+		rc = sh->env->error_code;
+	else
+	{
+		km_get(r, mean, sizeof(double) * d);
+		km_get(r, scale, sizeof(double) * d);
+		if (!r->bad && sh->ds->n_rows > 0)
+			rc = km_local_rows.feature_sums(&sh->w, sqdev ? mean : NULL, scale, sums);
+		km_put(reply, sums, sizeof(int64_t) * d);
+	}
+	gbml_free(sh->env, mean);
+	gbml_free(sh->env, scale);
+	gbml_free(sh->env, sums);
+	return rc;
+}
+
+/* The requested global rows this shard holds: (request position, row) each. */
+static int
+km_shard_rows(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+{
+	int			d = sh->ds->n_features;
+	int64_t		m = km_get_count(r, 1 << 20),
+				found = 0;
+	int64_t    *g = gbml_alloc_array(sh->env, (size_t) (m > 0 ? m : 1), sizeof(int64_t));
+	int64_t    *pos = gbml_alloc_array(sh->env, (size_t) (m > 0 ? m : 1), sizeof(int64_t));
+	double	   *x = NULL;
+	int			rc = GBML_OK;
+
+	if (g == NULL || pos == NULL)
+	{
+		rc = sh->env->error_code;
+		goto done;
+	}
+	for (int64_t i = 0; i < m; i++)
+	{
+		int64_t		local = km_shard_local(sh, km_get_i64(r));
+
+		if (local >= 0 && !r->bad)
+		{
+			g[found] = local;
+			pos[found++] = i;
+		}
+	}
+	km_put_i64(reply, found);
+	if (found == 0)
+		goto done;
+	x = gbml_alloc_array(sh->env, (size_t) found * d, sizeof(double));
+	if (x == NULL || (rc = km_copy_rows(&sh->w, g, (int) found, x)) != GBML_OK)
+	{
+		rc = x == NULL ? sh->env->error_code : rc;
+		goto done;
+	}
+	for (int64_t i = 0; i < found; i++)
+	{
+		km_put_i64(reply, pos[i]);
+		km_put(reply, x + (size_t) i * d, sizeof(double) * d);
+	}
+done:
+	gbml_free(sh->env, g);
+	gbml_free(sh->env, pos);
+	gbml_free(sh->env, x);
+	return rc;
+}
+
+static int
+km_shard_kpp_start(gbml_km_shard *sh, km_reader *r)
+{
+	km_work    *w = &sh->w;
+	int			T = (int) km_get_count(r, GBML_KM_CAND_LANES);
+
+	if (r->bad || T < 1 || sh->ds->n_rows == 0)
+		return GBML_OK;
+	if (w->cand == NULL)
+	{
+		w->cand = gbml_alloc0(sh->env, sizeof(float) * GBML_KM_CAND_LANES * (size_t) w->d);
+		sh->block_pot = gbml_alloc_array(sh->env, (size_t) (sh->n_blocks > 0 ? sh->n_blocks : 1) * T,
+										 sizeof(int64_t));
+		if (w->cand == NULL || sh->block_pot == NULL)
+			return sh->env->error_code;
+	}
+	return km_local_rows.kpp_start(w, T);
+}
+
+/*
+ * Distances to the candidates; per global block and candidate, the
+ * fixed-point potential of this shard's rows in it (the terms the local
+ * pass summed per task, summed again by global block).
+ */
+static int
+km_shard_cand(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+{
+	km_work    *w = &sh->w;
+	int			T = (int) km_get_count(r, GBML_KM_CAND_LANES);
+	int64_t		totals[GBML_KM_CAND_LANES];
+	size_t		cells;
+	int			rc;
+
+	w->pot_scale = km_get_f64(r);
+	if (w->cand != NULL)
+		km_get(r, w->cand, sizeof(float) * GBML_KM_CAND_LANES * (size_t) w->d);
+	if (r->bad || T < 1 || T > w->T)
+		return GBML_OK;
+	cells = (size_t) sh->n_blocks * T;
+	memset(sh->block_pot, 0, sizeof(int64_t) * cells);
+	if ((rc = km_local_rows.cand_pass(w, T, totals)) != GBML_OK)
+		return rc;
+	for (int ti = 0; ti < w->ntasks; ti++)
+	{
+		const km_task *tk = &w->tasks[ti];
+		const float *co = w->cand_out[tk->chunk] + (size_t) tk->start * w->T;
+
+		for (int64_t i = 0; i < tk->count; i++)
+		{
+			int64_t		b = sh->rank[tk->global + i] / KM_SHARD_BLOCK_ROWS;
+
+			for (int t = 0; t < T; t++)
+				sh->block_pot[(size_t) b * T + t] += gbml_km_fix_term((double) co[(size_t) t * tk->count + i],
+																	  w->pot_scale);
+		}
+	}
+	km_put(reply, sh->block_pot, sizeof(int64_t) * cells);
+	return GBML_OK;
+}
+
+static int
+km_shard_take(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+{
+	int			t = (int) km_get_count(r, GBML_KM_CAND_LANES - 1),
+				T = (int) km_get_count(r, GBML_KM_CAND_LANES);
+	float		mx = 0;
+	int			rc = GBML_OK;
+
+	if (!r->bad && sh->ds->n_rows > 0 && t < T)
+		rc = km_local_rows.cand_take(&sh->w, t, T, &mx);
+	km_put(reply, &mx, sizeof(mx));
+	return rc;
+}
+
+/* Per requested global block: (global row, potential term on grid cur_scale) of this shard's rows in it. */
+static int
+km_shard_terms(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+{
+	km_work    *w = &sh->w;
+	double		cur_scale = km_get_f64(r);
+	int64_t		m = km_get_count(r, GBML_KM_CAND_LANES);
+
+	for (int64_t q = 0; q < m && !r->bad; q++)
+	{
+		int64_t		b = km_get_count(r, sh->n_blocks),
+					lo = 0,
+					hi = sh->ds->n_rows,
+					end = (b + 1) * KM_SHARD_BLOCK_ROWS,
+					count = 0;
+		size_t		at;
+
+		while (lo < hi)
+		{
+			int64_t		mid = lo + (hi - lo) / 2;
+
+			if (sh->rank[mid] < b * KM_SHARD_BLOCK_ROWS)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		at = reply->len;
+		km_put_i64(reply, 0);
+		for (int64_t i = lo; i < sh->ds->n_rows && sh->rank[i] < end; i++, count++)
+		{
+			int			c;
+			int64_t		row;
+
+			km_locate(w, i, &c, &row);
+			km_put_i64(reply, sh->rank[i]);
+			km_put_i64(reply, gbml_km_fix_term((double) w->closest[c][row], cur_scale));
+		}
+		if (!reply->failed)
+			memcpy(reply->data + at, &count, sizeof(count));
+	}
+	return GBML_OK;
+}
+
+/* The centroids a request carries into w->c. */
+static void
+km_shard_centroids(gbml_km_shard *sh, km_reader *r)
+{
+	km_get(r, sh->w.c, sizeof(double) * (size_t) sh->w.k * sh->w.d);
+}
+
+static int
+km_shard_pass(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+{
+	km_work    *w = &sh->w;
+	bool		update = km_get_i64(r) != 0;
+	km_pass_stats st;
+	int			rc;
+
+	memset(&st, 0, sizeof(st));
+	km_shard_centroids(sh, r);
+	if (r->bad)
+		return GBML_OK;
+	if ((rc = km_local_rows.pass(w, update, &st)) != GBML_OK)
+		return rc;
+	km_put_i64(reply, st.changed);
+	km_put_i64(reply, st.rechecked);
+	km_put(reply, w->counts, sizeof(int64_t) * w->k);
+	if (update)
+		km_put(reply, w->sums, sizeof(int64_t) * (size_t) w->k * w->d);
+	return GBML_OK;
+}
+
+static int
+km_shard_far(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+{
+	km_work    *w = &sh->w;
+	int			m = (int) km_get_count(r, GBML_KM_MAX_K);
+	km_far	   *far;
+	double	   *x;
+	int			rc;
+
+	km_shard_centroids(sh, r);
+	if (r->bad || m < 1)
+		return GBML_OK;
+	if (m > sh->ds->n_rows)
+		m = (int) sh->ds->n_rows;
+	far = gbml_alloc_array(sh->env, (size_t) m, sizeof(km_far));
+	x = gbml_alloc_array(sh->env, (size_t) m * w->d, sizeof(double));
+	if (far == NULL || x == NULL)
+		rc = sh->env->error_code;
+	else if ((rc = km_local_rows.farthest(w, far, &m, x)) == GBML_OK)
+	{
+		km_put_i64(reply, m);
+		for (int e = 0; e < m; e++)
+		{
+			km_put_f64(reply, far[e].dist);
+			km_put_i64(reply, sh->rank[far[e].row]);
+			km_put_i64(reply, far[e].label);
+			km_put(reply, x + (size_t) e * w->d, sizeof(double) * w->d);
+		}
+	}
+	gbml_free(sh->env, far);
+	gbml_free(sh->env, x);
+	return rc;
+}
+
+static int
+km_shard_dist_max(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+{
+	double		mx = 0;
+	int			rc = GBML_OK;
+
+	km_shard_centroids(sh, r);
+	if (!r->bad && sh->ds->n_rows > 0)
+		rc = km_local_rows.dist_max(&sh->w, &mx);
+	km_put_f64(reply, mx);
+	return rc;
+}
+
+static int
+km_shard_dist_sum(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+{
+	double		scale = km_get_f64(r);
+	int64_t		total = 0;
+	int			rc = GBML_OK;
+
+	if (!r->bad && sh->ds->n_rows > 0)
+		rc = km_local_rows.dist_sum(&sh->w, scale, &total);
+	km_put_i64(reply, total);
+	return rc;
+}
+
+static int
+km_shard_grid(gbml_km_shard *sh, km_reader *r)
+{
+	km_get(r, sh->w.fix_scale, sizeof(double) * sh->w.d);
+	sh->w.xnorm_max = km_get_f64(r);
+	return GBML_OK;
+}
+
+int
+gbml_km_shard_step(gbml_km_shard *sh, const uint8_t *req, size_t len, gbml_strbuf *reply)
+{
+	km_reader	r = {req, req + len, false};
+	int64_t		op = km_get_i64(&r);
+	int			rc;
+
+	/* a shard without rows is left out of every step (the coordinator skips its replies) */
+	if (sh->ds->n_rows == 0)
+		return GBML_OK;
+	if (op != KM_OP_RANKS && sh->rank == NULL)
+		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: a request before the global row order");
+	switch (op)
+	{
+		case KM_OP_RANKS:
+			rc = km_shard_ranks(sh, &r);
+			break;
+		case KM_OP_EXTENTS:
+			rc = km_shard_extents(sh, reply);
+			break;
+		case KM_OP_GRID:
+			rc = km_shard_grid(sh, &r);
+			break;
+		case KM_OP_FEATURE_SUMS:
+			rc = km_shard_feature_sums(sh, &r, reply);
+			break;
+		case KM_OP_ROWS:
+			rc = km_shard_rows(sh, &r, reply);
+			break;
+		case KM_OP_KPP_START:
+			rc = km_shard_kpp_start(sh, &r);
+			break;
+		case KM_OP_CAND:
+			rc = km_shard_cand(sh, &r, reply);
+			break;
+		case KM_OP_TAKE:
+			rc = km_shard_take(sh, &r, reply);
+			break;
+		case KM_OP_TERMS:
+			rc = km_shard_terms(sh, &r, reply);
+			break;
+		case KM_OP_RESET_LABELS:
+			rc = km_local_rows.reset_labels(&sh->w);
+			break;
+		case KM_OP_PASS:
+			rc = km_shard_pass(sh, &r, reply);
+			break;
+		case KM_OP_FAR:
+			rc = km_shard_far(sh, &r, reply);
+			break;
+		case KM_OP_DIST_MAX:
+			rc = km_shard_dist_max(sh, &r, reply);
+			break;
+		case KM_OP_DIST_SUM:
+			rc = km_shard_dist_sum(sh, &r, reply);
+			break;
+		default:
+			return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: unknown request %lld", (long long) op);
+	}
+	if (rc != GBML_OK)
+		return rc;
+	if (r.bad || r.p != r.end)
+		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: malformed request %lld", (long long) op);
+	return gbml_sb_status(reply);
+}
+
