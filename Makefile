@@ -9,11 +9,11 @@
 #   make NO_CUDA=1  skip the CUDA backend even when nvcc exists
 
 EXTENSION  = gbml
-EXTVERSION = 0.2.0
+EXTVERSION = 0.4.0
 MODULE_big = gbml
 # 0.1.0's script plus the update path: CREATE EXTENSION runs both, so the
 # update path is what every install tests.
-DATA       = gbml--0.1.0.sql gbml--0.1.0--0.2.0.sql gbml--0.2.0--0.3.0.sql
+DATA       = gbml--0.1.0.sql gbml--0.1.0--0.2.0.sql gbml--0.2.0--0.3.0.sql gbml--0.3.0--0.4.0.sql
 PGFILEDESC = "gbml - machine learning inside PostgreSQL"
 
 include core_sources.mk
@@ -30,8 +30,10 @@ EXTRA_CLEAN = gbml_cuda.so gbml_cuda_emu.so tests/unit/gbml_unit tests/gpu/gpu_c
 PG_CFLAGS   = -std=gnu11 -fopenmp -Wall -Wextra -Werror -Wno-declaration-after-statement \
               -Wno-missing-field-initializers -Wno-unused-parameter -Wno-sign-compare \
               -Wno-cast-function-type -ffp-contract=off -MMD -MP
-PG_CPPFLAGS = -I$(CURDIR)/src/core -I$(CURDIR)/src/pg
+PG_CPPFLAGS = -I$(CURDIR)/src/core -I$(CURDIR)/src/pg -I$(libpq_srcdir)
 SHLIB_LINK  = -fopenmp -ldl -lm
+# libpq: the coordinator's connections to shards (src/pg/shards.c), as postgres_fdw links it
+SHLIB_LINK_INTERNAL = $(libpq)
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 # No LLVM bitcode: the JIT gains nothing on our C functions, and clang may be absent.

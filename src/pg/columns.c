@@ -605,6 +605,22 @@ gbml_column_plan_for_source(const gbml_common_params *cp, TupleDesc td, const ch
 	return p;
 }
 
+gbml_column_plan *
+gbml_column_plan_for_shards(const gbml_common_params *cp, TupleDesc td, const char *what)
+{
+	gbml_column_plan *p = plan_columns(cp, td, true, what);
+
+	for (int i = 0; i < p->n_columns; i++)
+		if (p->cols[i].kind == COL_CATEGORICAL || p->cols[i].kind == COL_ARRAY)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							errmsg("%s: column \"%s\" is %s; training across servers takes number and boolean columns, "
+								   "or a features array", what, p->cols[i].name,
+								   p->cols[i].kind == COL_ARRAY ? "an array" : "categorical"),
+							errhint("Leave it out with \"exclude_columns\", or train on a real[] column \"features\".")));
+	finish_schema(p);
+	return p;
+}
+
 void
 gbml_column_plan_select(const gbml_column_plan *p, StringInfo q)
 {

@@ -150,8 +150,34 @@ gbml_column_plan *gbml_column_plan_for_rows(const gbml_common_params *cp, TupleD
 void		gbml_column_plan_collect(gbml_column_plan *p, const Datum *values, const bool *nulls, float *x,
 									 bool allow_missing, const char *what, int64 rowno);
 void		gbml_column_plan_sort_categories(gbml_column_plan *p, gbml_dataset *ds);
+/*
+ * The feature columns of a table sharded across servers (td: the
+ * coordinator's partitioned table), without reading it: number and
+ * boolean columns only (an ERROR names any other); the schema the shards'
+ * rows then follow, in this order.
+ */
+gbml_column_plan *gbml_column_plan_for_shards(const gbml_common_params *cp, TupleDesc td, const char *what);
 /* 1-based attribute of td named `name` (dropped ones skipped), 0 when there is none. */
 int			gbml_attno(TupleDesc td, const char *name);
+
+/*
+ * Reads `source` (a table name or a query) into ds through a cursor (SPI
+ * connected): a features array, or the source's columns through
+ * `columns` or a plan made here and returned (registry.c).
+ */
+gbml_column_plan *gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source,
+								   gbml_dataset *ds, unsigned input_flags, gbml_column_plan *columns,
+								   const char *what);
+
+/*
+ * Training across servers (shards.c): whether source names a partitioned
+ * table whose partitions are postgres_fdw foreign tables, and the training
+ * on its shards (the model bytes, as gbml_train_to_bytea).
+ */
+bool		gbml_sharded_source(const char *source);
+bytea	   *gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, const char *source, Jsonb *params,
+							  const char *what);
+
 /*
  * A number column's value as the engine's float (int2/4/8, float4/8,
  * numeric, bool; basetype without domains).  Inline: scoring by row calls

@@ -83,8 +83,8 @@ select_targets(const gbml_common_params *cp, TupleDesc td, unsigned input_flags,
  * source's), else through one made here and returned.  Labels may be any
  * number or boolean.
  */
-static gbml_column_plan *
-read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source, gbml_dataset *ds,
+gbml_column_plan *
+gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source, gbml_dataset *ds,
 			unsigned input_flags, gbml_column_plan *columns, const char *what)
 {
 	const gbml_common_params *cp = &pp->common;
@@ -197,6 +197,51 @@ read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source, gbm
 	return by_columns ? columns : NULL;
 }
 
+/*
+ * Reads source (and the eval source) on this server and trains: the model
+ * bytes.  Leaves SPI connected, the current context train_mcxt.
+ */
+static bytea *
+train_here(gbml_env *env, gbml_parsed_params *pp, const gbml_algorithm *algo, const char *source,
+		   MemoryContext train_mcxt, const char *what)
+{
+	unsigned	flags = gbml_input_flags(pp);
+	gbml_column_plan *columns;
+	gbml_dataset *ds,
+			   *eval;
+	bytea	   *model;
+
+	/*
+	 * The datasets live in train_mcxt, not on the stack: the guard callback
+	 * that stops their helper thread runs when the context is deleted, which
+	 * after an ERROR happens once this frame is gone.
+	 */
+	ds = MemoryContextAllocZero(train_mcxt, sizeof(gbml_dataset));
+	eval = MemoryContextAllocZero(train_mcxt, sizeof(gbml_dataset));
+	gbml_dataset_init(ds, (flags & GBML_INPUT_MISSING) != 0);
+	gbml_dataset_init(eval, (flags & GBML_INPUT_MISSING) != 0);
+	gbml_dataset_guard(train_mcxt, ds);
+	gbml_dataset_guard(train_mcxt, eval);
+	gbml_stream_setup(env, algo, ds, false);
+	gbml_plan_spill(algo, env, eval);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	/* SPI_connect switched to its own context; the dataset lives in train_mcxt through env */
+	columns = gbml_read_source(env, pp, source, ds, flags, NULL, what);
+	if (pp->common.eval_source)
+	{
+		gbml_read_source(env, pp, pp->common.eval_source, eval, flags, columns, "gbml.train (eval_source)");
+		if (eval->n_rows == 0)
+			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("gbml.train: eval_source returned no rows")));
+	}
+	MemoryContextSwitchTo(train_mcxt);
+	model = gbml_train_to_bytea(env, pp, ds, pp->common.eval_source ? eval : NULL, what);
+	gbml_dataset_free(ds, env);
+	gbml_dataset_free(eval, env);
+	return model;
+}
+
 Datum
 gbml_train_registry(PG_FUNCTION_ARGS)
 {
@@ -205,14 +250,10 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 			   *source;
 	Jsonb	   *params = PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3);
 	const gbml_algorithm *algo;
-	gbml_column_plan *columns;
 	MemoryContext train_mcxt,
 				old;
 	gbml_env	env;
 	gbml_parsed_params pp;
-	gbml_dataset *ds,
-			   *eval;
-	unsigned	flags;
 	bytea	   *model;
 	int64		id;
 	const char *what = "gbml.train";
@@ -250,35 +291,15 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 	gbml_env_bind(&env, train_mcxt, what);
 	gbml_parse_params_or_error(&env, algo, params, NULL, 0, &pp, what);
 	gbml_env_configure(&env, &pp.common, what);
-	flags = gbml_input_flags(&pp);
-	/*
-	 * The datasets live in train_mcxt, not on the stack: the guard callback
-	 * that stops their helper thread runs when the context is deleted, which
-	 * after an ERROR happens once this frame is gone.
-	 */
-	ds = MemoryContextAllocZero(train_mcxt, sizeof(gbml_dataset));
-	eval = MemoryContextAllocZero(train_mcxt, sizeof(gbml_dataset));
-	gbml_dataset_init(ds, (flags & GBML_INPUT_MISSING) != 0);
-	gbml_dataset_init(eval, (flags & GBML_INPUT_MISSING) != 0);
-	gbml_dataset_guard(train_mcxt, ds);
-	gbml_dataset_guard(train_mcxt, eval);
-	gbml_stream_setup(&env, algo, ds, false);
-	gbml_plan_spill(algo, &env, eval);
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	/* SPI_connect switched to its own context; the dataset lives in train_mcxt through env */
-	columns = read_source(&env, &pp, source, ds, flags, NULL, what);
-	if (pp.common.eval_source)
+	if (gbml_sharded_source(source))
 	{
-		read_source(&env, &pp, pp.common.eval_source, eval, flags, columns, "gbml.train (eval_source)");
-		if (eval->n_rows == 0)
-			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("gbml.train: eval_source returned no rows")));
+		/* a partitioned table of postgres_fdw partitions: the shards train where the rows are */
+		model = gbml_shards_train(&env, &pp, source, params, what);
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
 	}
-	MemoryContextSwitchTo(train_mcxt);
-	model = gbml_train_to_bytea(&env, &pp, ds, pp.common.eval_source ? eval : NULL, what);
-	gbml_dataset_free(ds, &env);
-	gbml_dataset_free(eval, &env);
+	else
+		model = train_here(&env, &pp, algo, source, train_mcxt, what);
 
 	/* Record the version and deploy it per policy, in SQL. */
 	{

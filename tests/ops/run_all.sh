@@ -5,14 +5,15 @@
 #   dump_restore.sh  pg_dump -Fc / pg_restore of a registry
 #   replica.sh       scoring and (refused) training on a hot standby
 #   upgrade.sh       ALTER EXTENSION gbml UPDATE from 0.1.0
+#   distributed.sh   training across servers: a coordinator and two shards
 # Needs PostgreSQL 15 (/usr/lib/postgresql/15/bin, or PGBIN) and gbml installed
 # (make install); run as root (servers run as postgres) or as an ordinary user.
 # Prints every script's lines, its wall time, then the combined
 # "N passed, N failed"; exits non-zero if anything failed.
-# Usage: tests/ops/run_all.sh [script names...]   (default: all four)
+# Usage: tests/ops/run_all.sh [script names...]   (default: all five)
 cd "$(dirname "$0")" || exit 2
 scripts=("$@")
-[ ${#scripts[@]} -gt 0 ] || scripts=(crash_safety dump_restore replica upgrade)
+[ ${#scripts[@]} -gt 0 ] || scripts=(crash_safety dump_restore replica upgrade distributed)
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 passed=0 failed=0 status=0

@@ -1,0 +1,177 @@
+/*
+ * shard_session.c — the shard's side of a training across servers
+ * (issue 14): the functions a coordinator calls on its own connection.
+ *
+ *   gbml._shard_open(source, algorithm, params) -> bytea   reads the rows
+ *   gbml._shard_step(request bytea) -> bytea                one step's answer
+ *   gbml._shard_close()                                     drops the state
+ *   gbml._shard_sessions() -> integer                       0 or 1 (tests)
+ *
+ * One state per backend, for one transaction: it lives in a memory context
+ * under TopTransactionContext, and its temporary files belong to the
+ * transaction's resource owner, so a ROLLBACK, a lost connection (the
+ * coordinator closes it at the end, after an ERROR or a cancel) or the
+ * backend's exit release everything; nothing is written on the shard.
+ * The engine's shard (kmeans_shards.h) answers the requests.
+ */
+#include "glue.h"
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "kmeans_shards.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+PG_FUNCTION_INFO_V1(gbml_shard_open);
+PG_FUNCTION_INFO_V1(gbml_shard_step);
+PG_FUNCTION_INFO_V1(gbml_shard_close);
+PG_FUNCTION_INFO_V1(gbml_shard_sessions);
+
+typedef struct shard_session
+{
+	MemoryContext mcxt;
+	gbml_env	env;
+	gbml_parsed_params pp;
+	gbml_dataset *ds;
+	gbml_km_shard *shard;
+	MemoryContextCallback forget;
+} shard_session;
+
+static shard_session *session = NULL;
+
+/* The session's context is going away (gbml._shard_close, or the transaction's end). */
+static void
+forget_session(void *arg)
+{
+	shard_session *s = arg;
+
+	if (session == s)
+		session = NULL;
+	gbml_km_shard_close(s->shard);
+	s->shard = NULL;
+}
+
+static bytea *
+strbuf_to_bytea(gbml_strbuf *sb)
+{
+	bytea	   *out = palloc(VARHDRSZ + sb->len);
+
+	SET_VARSIZE(out, VARHDRSZ + sb->len);
+	if (sb->len)
+		memcpy(VARDATA(out), sb->data, sb->len);
+	return out;
+}
+
+/* Reads source into a new session's dataset (the session's context, the transaction's files). */
+static void
+open_session(shard_session *s, const gbml_algorithm *algo, const char *source, Jsonb *params, const char *what)
+{
+	unsigned	flags;
+
+	gbml_env_bind(&s->env, s->mcxt, what);
+	gbml_parse_params_or_error(&s->env, algo, params, NULL, 0, &s->pp, what);
+	gbml_env_configure(&s->env, &s->pp.common, what);
+	/* a shard computes on its CPUs: the coordinator's steps are the same on every shard */
+	s->env.device = GBML_DEVICE_CPU;
+	flags = gbml_input_flags(&s->pp);
+	s->ds = MemoryContextAllocZero(s->mcxt, sizeof(gbml_dataset));
+	gbml_dataset_init(s->ds, (flags & GBML_INPUT_MISSING) != 0);
+	gbml_dataset_guard(s->mcxt, s->ds);
+	gbml_plan_spill(algo, &s->env, s->ds);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	gbml_read_source(&s->env, &s->pp, source, s->ds, flags, NULL, what);
+	SPI_finish();
+	gbml_dataset_finish_appends(s->ds, &s->env);
+	GBML_CHECK(&s->env, gbml_dataset_canonicalize(s->ds, &s->env), what);
+}
+
+Datum
+gbml_shard_open(PG_FUNCTION_ARGS)
+{
+	const char *what = "gbml._shard_open";
+	const gbml_algorithm *algo;
+	shard_session *s;
+	MemoryContext mcxt,
+				old;
+	ResourceOwner owner = CurrentResourceOwner;
+	gbml_strbuf hello;
+	bytea	   *out;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s: source and algorithm must not be NULL", what)));
+	if (session != NULL)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE),
+						errmsg("%s: this session already holds a shard's training state", what),
+						errhint("One training per connection: call gbml._shard_close() first.")));
+	algo = gbml_algorithm_by_name(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	if (algo == NULL || !algo->trains_on_shards)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						errmsg("%s: algorithm \"%s\" does not train across servers (K-Means does)", what,
+							   text_to_cstring(PG_GETARG_TEXT_PP(1)))));
+
+	mcxt = AllocSetContextCreate(TopTransactionContext, "gbml shard", ALLOCSET_DEFAULT_SIZES);
+	s = MemoryContextAllocZero(mcxt, sizeof(shard_session));
+	s->mcxt = mcxt;
+	s->forget.func = forget_session;
+	s->forget.arg = s;
+	old = MemoryContextSwitchTo(mcxt);
+	/* temporary files live until the transaction ends, not only this statement */
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	PG_TRY();
+	{
+		open_session(s, algo, text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2),
+					 what);
+		gbml_sb_init(&hello, &s->env);
+		GBML_CHECK(&s->env, gbml_km_shard_open(s->ds, s->pp.algo_params, &s->env, &s->shard, &hello), what);
+	}
+	PG_FINALLY();
+	{
+		CurrentResourceOwner = owner;
+	}
+	PG_END_TRY();
+	MemoryContextRegisterResetCallback(mcxt, &s->forget);
+	session = s;
+	MemoryContextSwitchTo(old);
+	out = strbuf_to_bytea(&hello);
+	gbml_sb_free(&hello);
+	PG_RETURN_BYTEA_P(out);
+}
+
+Datum
+gbml_shard_step(PG_FUNCTION_ARGS)
+{
+	const char *what = "gbml._shard_step";
+	bytea	   *req;
+	gbml_strbuf reply;
+	bytea	   *out;
+
+	if (session == NULL)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						errmsg("%s: this session holds no shard's training state", what),
+						errhint("gbml._shard_open starts one; it lasts until the end of its transaction.")));
+	if (PG_ARGISNULL(0))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s: the request must not be NULL", what)));
+	req = PG_GETARG_BYTEA_PP(0);
+	gbml_sb_init(&reply, &session->env);
+	GBML_CHECK(&session->env, gbml_km_shard_step(session->shard, (const uint8_t *) VARDATA_ANY(req),
+												 VARSIZE_ANY_EXHDR(req), &reply), what);
+	out = strbuf_to_bytea(&reply);
+	gbml_sb_free(&reply);
+	PG_RETURN_BYTEA_P(out);
+}
+
+Datum
+gbml_shard_close(PG_FUNCTION_ARGS)
+{
+	if (session != NULL)
+		MemoryContextDelete(session->mcxt);
+	PG_RETURN_VOID();
+}
+
+Datum
+gbml_shard_sessions(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(session != NULL ? 1 : 0);
+}

@@ -1,0 +1,519 @@
+/*
+ * shards.c — the coordinator's side of a training across servers
+ * (issue 14): gbml.train on a partitioned table whose partitions are
+ * postgres_fdw foreign tables trains on the shards where the rows live.
+ *
+ * For each partition it connects (libpq, its own connections: their
+ * sessions must end with the training) with the conninfo postgres_fdw
+ * would build from the foreign server's options and the caller's user
+ * mapping, under postgres_fdw's rule that a non-superuser's connection
+ * must use a password.  Each shard opens a read-only transaction and
+ * reads its partition's remote table (gbml._shard_open, shard_session.c);
+ * then the engine (kmeans_shards.h) drives the training, every step one
+ * query sent to every shard at once and waited for together with the
+ * latch, so a cancel or statement_timeout is seen at once.  Whatever way
+ * the training ends, every connection is closed (busy ones cancelled
+ * first), which ends the shards' transactions and frees their state.
+ */
+#include "glue.h"
+
+#include "access/relation.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "foreign/foreign.h"
+#include "libpq-fe.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "kmeans_shards.h"
+#include "schema.h"
+#include "storage/latch.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/varlena.h"
+#include "utils/rel.h"
+#include "utils/wait_event.h"
+
+typedef struct shard_conn
+{
+	char	   *server;			/* the foreign server's name, for messages */
+	char	   *remote;			/* the partition's table on the shard, quoted */
+	List	   *options;		/* the server's and the user mapping's options (DefElem) */
+	PGconn	   *conn;
+	bool		busy;			/* a query sent, its result not all read */
+	PGresult   *result;			/* the last query's result (a step's reply points into it) */
+	PGresult   *hello;			/* _shard_open's result: the engine reads its hello to the end */
+	char	   *error;			/* the last query's failure (palloc'd), or NULL */
+} shard_conn;
+
+typedef struct shard_set
+{
+	int			n;
+	shard_conn *shards;
+	gbml_shard_link link;
+	const uint8_t **hello;
+	size_t	   *hello_len;
+} shard_set;
+
+/* ------------------------------------------------------------------ */
+/* The partitions                                                      */
+/* ------------------------------------------------------------------ */
+
+static const char *
+option_value(List *options, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *d = lfirst(lc);
+
+		if (strcmp(d->defname, name) == 0)
+			return defGetString(d);
+	}
+	return NULL;
+}
+
+/* Whether the server's "extensions" option lists gbml (postgres_fdw's list of shippable extensions). */
+static bool
+lists_gbml(const char *extensions)
+{
+	char	   *copy = pstrdup(extensions ? extensions : "");
+	List	   *names;
+	ListCell   *lc;
+
+	if (!SplitIdentifierString(copy, ',', &names))
+		return false;
+	foreach(lc, names)
+		if (strcmp(lfirst(lc), "gbml") == 0)
+			return true;
+	return false;
+}
+
+/* One partition's shard: its server, the caller's user mapping, the remote table. */
+static void
+describe_shard(Oid relid, shard_conn *sc, const char *what)
+{
+	ForeignTable *ft = GetForeignTable(relid);
+	ForeignServer *srv = GetForeignServer(ft->serverid);
+	ForeignDataWrapper *fdw = GetForeignDataWrapper(srv->fdwid);
+	UserMapping *um;
+	const char *nsp = option_value(ft->options, "schema_name"),
+			   *rel = option_value(ft->options, "table_name");
+
+	if (strcmp(fdw->fdwname, "postgres_fdw") != 0)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						errmsg("%s: partition \"%s\" is a foreign table of %s; training across servers reaches "
+							   "postgres_fdw servers", what, get_rel_name(relid), fdw->fdwname)));
+	if (!lists_gbml(option_value(srv->options, "extensions")))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						errmsg("%s: foreign server \"%s\" does not list gbml in its \"extensions\" option",
+							   what, srv->servername),
+						errhint("Install gbml on that server, then: ALTER SERVER %s OPTIONS (ADD extensions 'gbml').",
+								quote_identifier(srv->servername))));
+	um = GetUserMapping(GetUserId(), srv->serverid);
+	sc->server = pstrdup(srv->servername);
+	sc->remote = psprintf("%s.%s", quote_identifier(nsp ? nsp : get_namespace_name(get_rel_namespace(relid))),
+						  quote_identifier(rel ? rel : get_rel_name(relid)));
+	sc->options = list_concat(list_copy(srv->options), um->options);
+}
+
+/*
+ * The shards behind source when it names a partitioned table whose
+ * partitions are all foreign tables, else NULL (an ordinary source).
+ */
+static shard_set *
+shards_of(const char *source, Oid *relid_out, const char *what)
+{
+	List	   *names;
+	Oid			relid;
+	List	   *all;
+	ListCell   *lc;
+	shard_set  *ss;
+	int			foreign = 0,
+				local = 0;
+
+	if (strpbrk(source, " \t\n()") != NULL)
+		return NULL;			/* a query */
+	names = stringToQualifiedNameList(source);
+	relid = RangeVarGetRelid(makeRangeVarFromNameList(names), AccessShareLock, true);
+	if (!OidIsValid(relid) || get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
+		return NULL;
+	all = find_all_inheritors(relid, AccessShareLock, NULL);
+	foreach(lc, all)
+	{
+		char		kind = get_rel_relkind(lfirst_oid(lc));
+
+		if (kind == RELKIND_FOREIGN_TABLE)
+			foreign++;
+		else if (kind != RELKIND_PARTITIONED_TABLE)
+			local++;
+	}
+	if (foreign == 0)
+		return NULL;
+	if (local > 0)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						errmsg("%s: \"%s\" has %d foreign and %d local partitions; training across servers needs "
+							   "every partition on a shard", what, source, foreign, local),
+						errhint("Train on a query instead (the rows then come to this server), or move the local "
+								"partitions to a shard.")));
+	ss = palloc0(sizeof(shard_set));
+	ss->shards = palloc0(sizeof(shard_conn) * foreign);
+	foreach(lc, all)
+		if (get_rel_relkind(lfirst_oid(lc)) == RELKIND_FOREIGN_TABLE)
+			describe_shard(lfirst_oid(lc), &ss->shards[ss->n++], what);
+	*relid_out = relid;
+	return ss;
+}
+
+/* ------------------------------------------------------------------ */
+/* Connections                                                         */
+/* ------------------------------------------------------------------ */
+
+/* Whether name is a libpq connection option (postgres_fdw passes only those on). */
+static bool
+is_libpq_option(const char *name)
+{
+	static PQconninfoOption *defaults = NULL;
+
+	if (defaults == NULL && (defaults = PQconndefaults()) == NULL)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	for (PQconninfoOption *o = defaults; o->keyword; o++)
+		if (strcmp(o->keyword, name) == 0 && strchr(o->dispchar, 'D') == NULL)
+			return true;
+	return false;
+}
+
+static void
+connect_shard(shard_conn *sc, const char *what)
+{
+	int			n = list_length(sc->options) + 3,
+				i = 0;
+	const char **keys = palloc0(sizeof(char *) * n),
+			  **vals = palloc0(sizeof(char *) * n);
+	ListCell   *lc;
+
+	foreach(lc, sc->options)
+	{
+		DefElem    *d = lfirst(lc);
+
+		if (!is_libpq_option(d->defname))
+			continue;
+		keys[i] = d->defname;
+		vals[i++] = defGetString(d);
+	}
+	keys[i] = "fallback_application_name";
+	vals[i++] = "gbml shard";
+	keys[i] = "client_encoding";
+	vals[i++] = GetDatabaseEncodingName();
+	sc->conn = PQconnectdbParams(keys, vals, false);
+	if (sc->conn == NULL || PQstatus(sc->conn) != CONNECTION_OK)
+		ereport(ERROR, (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+						errmsg("%s: could not connect to shard \"%s\": %s", what, sc->server,
+							   sc->conn ? pchomp(PQerrorMessage(sc->conn)) : "out of memory")));
+	if (!superuser() && !PQconnectionUsedPassword(sc->conn))
+		ereport(ERROR, (errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
+						errmsg("%s: the connection to shard \"%s\" did not use a password", what, sc->server),
+						errhint("As with postgres_fdw, a non-superuser's user mapping must give a password the shard asks for.")));
+}
+
+/* Every connection closed; a shard still at work is told to cancel first. */
+static void
+close_shards(shard_set *ss)
+{
+	for (int s = 0; s < ss->n; s++)
+	{
+		shard_conn *sc = &ss->shards[s];
+
+		if (sc->conn != NULL && sc->busy)
+		{
+			PGcancel   *c = PQgetCancel(sc->conn);
+			char		buf[256];
+
+			if (c != NULL)
+			{
+				(void) PQcancel(c, buf, sizeof(buf));
+				PQfreeCancel(c);
+			}
+		}
+		if (sc->result)
+			PQclear(sc->result);
+		if (sc->hello)
+			PQclear(sc->hello);
+		sc->result = sc->hello = NULL;
+		if (sc->conn)
+			PQfinish(sc->conn);
+		sc->conn = NULL;
+		sc->busy = false;
+	}
+}
+
+/* Reads what shard sc has sent; its query is done when busy turns false. */
+static void
+read_shard(shard_conn *sc)
+{
+	if (!PQconsumeInput(sc->conn))
+	{
+		sc->error = pchomp(PQerrorMessage(sc->conn));
+		sc->busy = false;
+		return;
+	}
+	while (sc->busy && !PQisBusy(sc->conn))
+	{
+		PGresult   *r = PQgetResult(sc->conn);
+
+		if (r == NULL)
+		{
+			sc->busy = false;
+			break;
+		}
+		if (PQresultStatus(r) != PGRES_TUPLES_OK && PQresultStatus(r) != PGRES_COMMAND_OK && sc->error == NULL)
+		{
+			const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+
+			sc->error = pstrdup(m ? m : pchomp(PQerrorMessage(sc->conn)));
+		}
+		if (sc->result)
+			PQclear(sc->result);
+		sc->result = r;
+	}
+}
+
+/*
+ * Waits until every shard has answered its query, the latch watched too:
+ * returns GBML_OK, GBML_ECANCELLED on a cancel or timeout here (the caller
+ * closes the connections, which cancels the shards' work), or GBML_EIO
+ * with env's error naming the first shard that failed.
+ */
+static int
+wait_shards(shard_set *ss, gbml_env *env)
+{
+	WaitEvent  *events = palloc(sizeof(WaitEvent) * (ss->n + 2));
+
+	for (;;)
+	{
+		WaitEventSet *set;
+		int			busy = 0,
+					got;
+
+		for (int s = 0; s < ss->n; s++)
+			busy += ss->shards[s].busy;
+		if (busy == 0)
+			break;
+		if (QueryCancelPending || ProcDiePending)
+			return gbml_error(env, GBML_ECANCELLED, "canceled");
+		set = CreateWaitEventSet(CurrentMemoryContext, busy + 2);
+		AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		for (int s = 0; s < ss->n; s++)
+			if (ss->shards[s].busy)
+				AddWaitEventToSet(set, WL_SOCKET_READABLE, PQsocket(ss->shards[s].conn), NULL,
+								  &ss->shards[s]);
+		got = WaitEventSetWait(set, -1, events, busy + 2, PG_WAIT_EXTENSION);
+		FreeWaitEventSet(set);
+		for (int e = 0; e < got; e++)
+		{
+			if (events[e].events & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			else if (events[e].events & WL_SOCKET_READABLE)
+				read_shard((shard_conn *) events[e].user_data);
+		}
+	}
+	pfree(events);
+	for (int s = 0; s < ss->n; s++)
+		if (ss->shards[s].error)
+			return gbml_error(env, GBML_EIO, "shard \"%s\": %s", ss->shards[s].server, ss->shards[s].error);
+	return GBML_OK;
+}
+
+/* Sends query (binary parameters and result) to shard sc; a failure to send is the shard's error. */
+static void
+send_shard(shard_conn *sc, const char *query, int nparams, const Oid *types, const char *const *values,
+		   const int *lengths, const int *formats)
+{
+	if (sc->result)
+		PQclear(sc->result);
+	sc->result = NULL;
+	sc->error = NULL;
+	sc->busy = PQsendQueryParams(sc->conn, query, nparams, types, values, lengths, formats, 1) == 1;
+	if (!sc->busy)
+		sc->error = pchomp(PQerrorMessage(sc->conn));
+}
+
+/* One binary bytea from a shard's last result, or an error. */
+static int
+shard_bytea(shard_conn *sc, gbml_env *env, const uint8_t **data, size_t *len)
+{
+	if (sc->result == NULL || PQresultStatus(sc->result) != PGRES_TUPLES_OK || PQntuples(sc->result) != 1 ||
+		PQnfields(sc->result) != 1 || PQgetisnull(sc->result, 0, 0))
+		return gbml_error(env, GBML_EIO, "shard \"%s\": the answer is not one bytea", sc->server);
+	*data = (const uint8_t *) PQgetvalue(sc->result, 0, 0);
+	*len = (size_t) PQgetlength(sc->result, 0, 0);
+	return GBML_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* The engine's link                                                   */
+/* ------------------------------------------------------------------ */
+
+static const char *
+link_name(void *ctx, int s)
+{
+	return ((shard_set *) ctx)->shards[s].server;
+}
+
+static int
+link_round_trip(void *ctx, const uint8_t *const *req, const size_t *req_len, const uint8_t **reply,
+				size_t *reply_len, gbml_env *env)
+{
+	shard_set  *ss = ctx;
+	Oid			types[1] = {BYTEAOID};
+	int			formats[1] = {1};
+	int			rc;
+
+	for (int s = 0; s < ss->n; s++)
+	{
+		const char *values[1] = {(const char *) req[s]};
+		int			lengths[1] = {(int) req_len[s]};
+
+		if (req_len[s] > (size_t) (MaxAllocSize - VARHDRSZ))
+			return gbml_error(env, GBML_EINVAL, "a request to shard \"%s\" is %zu bytes, more than a bytea holds",
+							  ss->shards[s].server, req_len[s]);
+		send_shard(&ss->shards[s], "SELECT gbml._shard_step($1)", 1, types, values, lengths, formats);
+	}
+	if ((rc = wait_shards(ss, env)) != GBML_OK)
+		return rc;
+	for (int s = 0; s < ss->n; s++)
+		if ((rc = shard_bytea(&ss->shards[s], env, &reply[s], &reply_len[s])) != GBML_OK)
+			return rc;
+	return GBML_OK;
+}
+
+/* Every shard begins its read-only transaction and reads its rows; their hellos into the link. */
+static void
+open_shards(shard_set *ss, gbml_env *env, const char *algorithm, const char *params_json, const char *what)
+{
+	Oid			types[3] = {TEXTOID, TEXTOID, JSONBOID};
+	int			formats[3] = {0, 0, 0};
+
+	for (int s = 0; s < ss->n; s++)
+		connect_shard(&ss->shards[s], what);
+	for (int s = 0; s < ss->n; s++)
+		send_shard(&ss->shards[s], "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, NULL, NULL, NULL);
+	GBML_CHECK(env, wait_shards(ss, env), what);
+	for (int s = 0; s < ss->n; s++)
+	{
+		const char *values[3] = {ss->shards[s].remote, algorithm, params_json};
+
+		send_shard(&ss->shards[s], "SELECT gbml._shard_open($1, $2, $3)", 3, types, values, NULL, formats);
+	}
+	GBML_CHECK(env, wait_shards(ss, env), what);
+	ss->hello = palloc0(sizeof(uint8_t *) * ss->n);
+	ss->hello_len = palloc0(sizeof(size_t) * ss->n);
+	for (int s = 0; s < ss->n; s++)
+	{
+		GBML_CHECK(env, shard_bytea(&ss->shards[s], env, &ss->hello[s], &ss->hello_len[s]), what);
+		/* the hello stays with its result: the next query on this shard would free it */
+		ss->shards[s].hello = ss->shards[s].result;
+		ss->shards[s].result = NULL;
+	}
+	ss->link.n_shards = ss->n;
+	ss->link.ctx = ss;
+	ss->link.name = link_name;
+	ss->link.round_trip = link_round_trip;
+	ss->link.hello = ss->hello;
+	ss->link.hello_len = ss->hello_len;
+}
+
+/* ------------------------------------------------------------------ */
+/* Training                                                            */
+/* ------------------------------------------------------------------ */
+
+/* The params the shards get: the caller's, with the feature columns named in the coordinator's order. */
+static char *
+shard_params(Jsonb *params, const gbml_feature_schema *schema)
+{
+	StringInfoData s;
+	char	   *given = params ? JsonbToCString(NULL, &params->root, VARSIZE(params)) : pstrdup("{}");
+	size_t		len = strlen(given);
+
+	if (schema == NULL)
+		return given;
+	while (len > 0 && given[len - 1] != '}')
+		len--;
+	initStringInfo(&s);
+	appendBinaryStringInfo(&s, given, len > 0 ? len - 1 : 0);
+	/* a repeated key: jsonb keeps the last one */
+	appendStringInfoString(&s, strcmp(given, "{}") == 0 ? "\"feature_columns\": [" : ", \"feature_columns\": [");
+	for (int j = 0; j < schema->n_features; j++)
+	{
+		if (j > 0)
+			appendStringInfoString(&s, ", ");
+		escape_json(&s, schema->features[j].name);
+	}
+	appendStringInfoString(&s, "]}");
+	return s.data;
+}
+
+bool
+gbml_sharded_source(const char *source)
+{
+	Oid			relid;
+
+	return shards_of(source, &relid, "gbml.train") != NULL;
+}
+
+bytea *
+gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, const char *source, Jsonb *params, const char *what)
+{
+	const gbml_common_params *cp = &pp->common;
+	Oid			relid = InvalidOid;
+	shard_set  *ss = shards_of(source, &relid, what);
+	Relation	rel;
+	TupleDesc	td;
+	const gbml_feature_schema *schema = NULL;
+	gbml_dataset *ds;
+	bytea	   *model = NULL;
+
+	if (!pp->algo->trains_on_shards)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						errmsg("%s: %s cannot train on a table sharded across servers yet (K-Means can)", what,
+							   pp->algo->name)));
+	if (cp->eval_source || cp->eval_fraction > 0)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						errmsg("%s: eval_source and eval_fraction are not supported on a table sharded across servers",
+							   what)));
+	/* the caller reads the table: the shards then read it as the user mappings say */
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(relid));
+	rel = relation_open(relid, AccessShareLock);
+	td = CreateTupleDescCopy(RelationGetDescr(rel));
+	relation_close(rel, AccessShareLock);
+	if (cp->feature_columns.n > 0 || gbml_attno(td, cp->features_column) == 0)
+		schema = gbml_column_plan_schema(gbml_column_plan_for_shards(cp, td, what));
+
+	ds = palloc0(sizeof(gbml_dataset));
+	gbml_dataset_init(ds, false);
+	PG_TRY();
+	{
+		open_shards(ss, env, pp->algo->name, shard_params(params, schema), what);
+		GBML_CHECK(env, gbml_km_shards_describe(&ss->link, env, &ds->n_rows, &ds->n_features), what);
+		if (ds->n_rows == 0)
+			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("%s: the shards of \"%s\" hold no rows", what, source)));
+		ds->shards = &ss->link;
+		ds->schema = schema;
+		model = gbml_train_to_bytea(env, pp, ds, NULL, what);
+	}
+	PG_FINALLY();
+	{
+		close_shards(ss);
+	}
+	PG_END_TRY();
+	return model;
+}

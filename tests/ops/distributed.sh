@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# tests/ops/distributed.sh — training across servers (issue 14): a coordinator
+# and two shards, each its own throwaway cluster; a table partitioned over
+# postgres_fdw foreign tables, one partition on each shard.
+#
+# Checked: K-Means on the sharded table gives the same model bytes as the
+# same rows in one local table (features array with k-means++; number columns
+# in another column order on one shard, random init, spherical); the model
+# records every row; a statement_timeout and a shard stopped with
+# `pg_ctl stop -m immediate` mid-training end it with an ERROR (the latter
+# naming the shard) and leave no gbml session on the other shard; an
+# algorithm that cannot train across servers yet, a server that does not list
+# gbml in its "extensions", a partitioned table mixing local and foreign
+# partitions, and a non-superuser whose connection uses no password are
+# refused with errors that name the problem.
+# Starts its own throwaway clusters; prints ok/not ok lines and "N passed, N failed".
+cd "$(dirname "$0")" && source ./lib.sh
+
+for c in coord shard1 shard2; do
+  new_cluster $c || bail "initdb $c"
+  start_cluster $c || bail "start $c"
+  q $c postgres "CREATE EXTENSION gbml" || bail "create extension on $c"
+done
+
+# Shard s holds the rows with id % 2 = s - 1; shard2's table has its columns in another order.
+shard_rows() { # shard number, modulus residue
+  q_file shard$1 postgres <<SQL || bail "rows on shard$1"
+CREATE TABLE pts AS
+SELECT i AS id,
+       ARRAY[(i % 7) * 1.5 + sin(i), (i % 5) - cos(i * 0.3), ((i * 37) % 101) / 10.0, (i % 3)::real]::real[] AS features
+  FROM generate_series(1, 24000) AS i WHERE i % 2 = $2;
+-- a few duplicate rows on both shards (the same features from other ids)
+INSERT INTO pts SELECT 100000 + i, ARRAY[1, 2, 3, 4]::real[] FROM generate_series(1, 5) AS i;
+CREATE TABLE cols AS SELECT id, features[1]::float8 AS a, features[2]::real AS b, features[3]::numeric AS c, features[4]::int AS d FROM pts;
+SQL
+}
+shard_rows 1 0
+shard_rows 2 1
+q shard2 postgres "CREATE TABLE cols2 AS SELECT d, c, id, b, a FROM cols; DROP TABLE cols; ALTER TABLE cols2 RENAME TO cols" ||
+  bail "reorder shard2's columns"
+
+q_file coord postgres <<SQL || bail "set up the coordinator"
+CREATE EXTENSION postgres_fdw;
+CREATE SERVER shard1 FOREIGN DATA WRAPPER postgres_fdw
+  OPTIONS (host '$OPS_WORK/shard1', port '${OPS_PORT[shard1]}', dbname 'postgres', extensions 'gbml');
+CREATE SERVER shard2 FOREIGN DATA WRAPPER postgres_fdw
+  OPTIONS (host '$OPS_WORK/shard2', port '${OPS_PORT[shard2]}', dbname 'postgres', extensions 'gbml');
+CREATE USER MAPPING FOR postgres SERVER shard1 OPTIONS (user 'postgres');
+CREATE USER MAPPING FOR postgres SERVER shard2 OPTIONS (user 'postgres');
+CREATE TABLE pts (id int, features real[]) PARTITION BY LIST ((id % 2));
+CREATE FOREIGN TABLE pts_0 PARTITION OF pts FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'pts');
+CREATE FOREIGN TABLE pts_1 PARTITION OF pts FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'pts');
+CREATE TABLE cols (id int, a float8, b real, c numeric, d int) PARTITION BY LIST ((id % 2));
+CREATE FOREIGN TABLE cols_0 PARTITION OF cols FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'cols');
+CREATE FOREIGN TABLE cols_1 PARTITION OF cols FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'cols');
+-- the union of the rows on one server, for the reference models
+CREATE TABLE pts_local AS SELECT * FROM pts;
+CREATE TABLE cols_local AS SELECT * FROM cols;
+SQL
+
+# --- same model bytes as one server ---
+out=$(q coord postgres "SELECT gbml.train('km_dist', 'kmeans', 'pts', '{\"k\": 6, \"random_seed\": 3, \"exclude_columns\": [\"id\"]}');
+  SELECT gbml.train('km_one', 'kmeans', 'pts_local', '{\"k\": 6, \"random_seed\": 3, \"exclude_columns\": [\"id\"]}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'km_dist') = (SELECT model FROM gbml.models WHERE name = 'km_one')" 2>&1 | tail -1)
+check "k-means++ on a features array: the sharded table gives the single-server model bytes" t "$out"
+out=$(q coord postgres "SELECT rows FROM gbml.models WHERE name = 'km_dist'" 2>&1)
+check "the sharded model records every row of both shards" 24010 "$out"
+
+params='{"k": 5, "init": "random", "spherical": true, "n_init": 2, "exclude_columns": ["id"]}'
+out=$(q coord postgres "SELECT gbml.train('kc_dist', 'kmeans', 'cols', '$params');
+  SELECT gbml.train('kc_one', 'kmeans', 'cols_local', '$params');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'kc_dist') = (SELECT model FROM gbml.models WHERE name = 'kc_one')" 2>&1 | tail -1)
+check "number columns (another column order on one shard), random init, spherical: the same bytes" t "$out"
+out2=$(q coord postgres "SELECT bool_and(gbml.kmeans_assign('kc_dist', r) = gbml.kmeans_assign('kc_one', r)) FROM cols_local r" 2>&1)
+check "the sharded columns model scores a row like the local one" t "$out2"
+
+# --- no state left on a shard ---
+sessions() { q $1 postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gbml shard'" 2>&1; }
+settled() { # cluster: 0 gbml shard sessions within 10 s
+  local i
+  for ((i = 0; i < 100; i++)); do [ "$(sessions $1)" = 0 ] && return 0; sleep 0.1; done
+  return 1
+}
+settled shard1 && settled shard2 && ok "after the trainings no gbml session is left on either shard" ||
+  notok "gbml sessions left on the shards: $(sessions shard1), $(sessions shard2)"
+
+# --- cancel: statement_timeout while the shards work ---
+q_file shard1 postgres <<'SQL' >/dev/null || bail "big rows on shard1"
+CREATE TABLE big AS SELECT i AS id, ARRAY(SELECT random() FROM generate_series(1, 32))::real[] AS features
+  FROM generate_series(1, 150000) AS i;
+SQL
+q_file shard2 postgres <<'SQL' >/dev/null || bail "big rows on shard2"
+CREATE TABLE big AS SELECT i AS id, ARRAY(SELECT random() FROM generate_series(1, 32))::real[] AS features
+  FROM generate_series(1, 150000) AS i;
+SQL
+q_file coord postgres <<'SQL' >/dev/null || bail "the big sharded table"
+CREATE TABLE big (id int, features real[]) PARTITION BY HASH (id);
+CREATE FOREIGN TABLE big_0 PARTITION OF big FOR VALUES WITH (MODULUS 2, REMAINDER 0) SERVER shard1 OPTIONS (table_name 'big');
+CREATE FOREIGN TABLE big_1 PARTITION OF big FOR VALUES WITH (MODULUS 2, REMAINDER 1) SERVER shard2 OPTIONS (table_name 'big');
+SQL
+big_params='{"k": 1000, "max_iter": 100000, "tol": 0, "min_frac_changed": 0, "exclude_columns": ["id"]}'
+start=$SECONDS
+err=$(q_err coord postgres "SET statement_timeout = '3s'; SELECT gbml.train('km_big', 'kmeans', 'big', '$big_params')")
+secs=$((SECONDS - start))
+check_match "statement_timeout ends a training across servers" "canceling statement due to statement timeout" "$(errline "$err")"
+[ $secs -le 8 ] && ok "... within a few seconds of the timeout ($secs s)" || notok "the timeout took $secs s"
+settled shard1 && settled shard2 && ok "after the cancel no gbml session is left on either shard" ||
+  notok "gbml sessions left after the cancel: $(sessions shard1), $(sessions shard2)"
+
+# --- a shard that goes down mid-training ---
+bg coord postgres "$OPS_WORK/down.out" train_down "SELECT gbml.train('km_down', 'kmeans', 'big', '$big_params')"
+poll shard2 postgres 30 "SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'gbml shard' AND state = 'active'" >/dev/null ||
+  notok "the training never reached shard2"
+sleep 1
+as_pg "$PGBIN/pg_ctl" -D "$OPS_WORK/shard2/data" -m immediate -w -t 30 stop >/dev/null
+wait "$BG_PID"
+check_match "a shard stopped mid-training fails it with an ERROR naming the shard" 'ERROR: .*shard "shard2"' "$(tr '\n' ' ' <"$OPS_WORK/down.out")"
+settled shard1 && ok "after the failure no gbml session is left on the other shard" ||
+  notok "gbml sessions left on shard1: $(sessions shard1)"
+start_cluster shard2 || bail "restart shard2"
+wait_ready shard2 || bail "shard2 ready"
+
+# --- refusals ---
+err=$(q_err coord postgres "SELECT gbml.train('b', 'boost', 'pts', '{\"exclude_columns\": [\"id\"]}')")
+check_match "boosting on a sharded table is refused, by name" "boost cannot train on a table sharded across servers" "$(errline "$err")"
+q coord postgres "CREATE SERVER plain FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '$OPS_WORK/shard1', port '${OPS_PORT[shard1]}', dbname 'postgres');
+  CREATE USER MAPPING FOR postgres SERVER plain OPTIONS (user 'postgres');
+  CREATE TABLE p2 (id int, features real[]) PARTITION BY LIST ((id % 2));
+  CREATE FOREIGN TABLE p2_0 PARTITION OF p2 FOR VALUES IN (0) SERVER plain OPTIONS (table_name 'pts');
+  CREATE TABLE p2_1 PARTITION OF p2 FOR VALUES IN (1);
+  CREATE TABLE p3 (id int, features real[]) PARTITION BY LIST ((id % 2));
+  CREATE FOREIGN TABLE p3_0 PARTITION OF p3 FOR VALUES IN (0) SERVER plain OPTIONS (table_name 'pts');" >/dev/null
+err=$(q_err coord postgres "SELECT gbml.train('x', 'kmeans', 'p3', '{\"k\": 2, \"exclude_columns\": [\"id\"]}')")
+check_match "a server without gbml in its extensions option is refused, with the fix" \
+  'does not list gbml in its "extensions" option.*HINT: .*ALTER SERVER plain OPTIONS \(ADD extensions' "$(tr '\n' ' ' <<<"$err")"
+err=$(q_err coord postgres "SELECT gbml.train('x', 'kmeans', 'p2', '{\"k\": 2, \"exclude_columns\": [\"id\"]}')")
+check_match "local and foreign partitions mixed are refused" "has 1 foreign and 1 local partitions" "$(errline "$err")"
+q coord postgres "CREATE ROLE analyst LOGIN; GRANT USAGE ON SCHEMA gbml TO analyst; GRANT SELECT ON pts TO analyst;
+  GRANT INSERT, UPDATE, SELECT ON gbml.models TO analyst; GRANT USAGE ON SEQUENCE gbml.models_id_seq TO analyst;
+  CREATE USER MAPPING FOR analyst SERVER shard1 OPTIONS (user 'postgres');
+  CREATE USER MAPPING FOR analyst SERVER shard2 OPTIONS (user 'postgres')" >/dev/null
+err=$("$PGBIN/psql" -X -q -At -h "$OPS_WORK/coord" -p "${OPS_PORT[coord]}" -U analyst -d postgres \
+  -c "SELECT gbml.train('x', 'kmeans', 'pts', '{\"k\": 2, \"exclude_columns\": [\"id\"]}')" 2>&1 >/dev/null | sed 's/^psql:[^:]*:[0-9]*: //')
+check_match "a non-superuser whose connection to a shard uses no password is refused (postgres_fdw's rule)" \
+  "did not use a password" "$(errline "$err")"
+
+finish
