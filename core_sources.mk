@@ -33,6 +33,7 @@ CORE_SOURCES = \
 	src/core/kmeans_walk.c \
 	src/core/kmeans_shards.c \
 	src/core/kmeans_shard.c \
+	src/core/shard_link.c \
 	src/core/saga.c \
 	src/core/saga_gpu.c \
 	src/core/saga_kernels.c \

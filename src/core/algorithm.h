@@ -66,8 +66,8 @@ typedef struct gbml_algorithm
 	bool		gpu_streams;
 	/* The trainer has a hybrid mode (device "hybrid"); without one, "hybrid" means "gpu". */
 	bool		hybrid_trains;
-	/* it can train on rows other servers hold (gbml_dataset.shards) */
-	bool		trains_on_shards;
+	/* its shards' side when it can train on rows other servers hold (gbml_dataset.shards), else NULL */
+	const struct gbml_shard_ops *shard;
 	/* The trainer reads rows kept in temporary files (chunk_prefetch.h): its datasets may spill. */
 	bool		reads_spilled_rows;
 	/*

@@ -1756,6 +1756,7 @@ gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *e
 	res->empty_relocations = best_run.relocations;
 	res->kernel = gbml_km_kernel_isa();
 	km_record_device(&w, res);
+	km_shards_traffic(&w, &res->traffic);
 	if (want_labels)
 	{
 		res->labels = w.labels;

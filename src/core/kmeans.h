@@ -15,6 +15,7 @@
 
 #include "algorithm.h"
 #include "kmeans_balance.h"
+#include "shard_link.h"
 
 enum
 {
@@ -75,6 +76,7 @@ typedef struct gbml_kmeans_result
 	int64_t		blocks_moved;	/* hybrid: blocks that changed sides */
 	int			n_split;		/* hybrid: entries in split */
 	double		split[GBML_KM_BALANCE_TRACE];	/* the GPU's share of the rows, per iteration */
+	gbml_shard_traffic traffic;	/* rows on other servers: the exchanges */
 	/* Labels per chunk of the training set (only when asked for). */
 	int			n_label_chunks;
 	int32_t   **labels;

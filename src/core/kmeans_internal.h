@@ -200,6 +200,8 @@ void		km_work_free(km_work *w);
 /* kmeans_shards.c: w over the rows of the shards behind ds->shards (the coordinator's side). */
 int			km_shards_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env);
 void		km_shards_free(km_work *w);
+/* What the training exchanged with its shards so far. */
+void		km_shards_traffic(const km_work *w, gbml_shard_traffic *out);
 
 /* The first task of the CPU's share. */
 static inline int

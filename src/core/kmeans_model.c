@@ -12,6 +12,7 @@
  * training never saw leaves its feature's columns all zero.
  */
 #include "kmeans.h"
+#include "kmeans_shards.h"
 #include "kmeans_kernels.h"
 #include "chunk_prefetch.h"
 #include "onehot.h"
@@ -218,6 +219,18 @@ km_train_rows(const gbml_dataset *ds, gbml_train_context *ctx, const gbml_onehot
 		/* the split of every iteration: the GPU's share of the rows */
 		gbml_sb_printf(m, ",\"blocks_moved\":%lld,\"gpu_row_share\":", (long long) res.blocks_moved);
 		gbml_sb_json_doubles(m, res.split, res.n_split);
+	}
+	if (res.traffic.shards > 0)
+	{
+		const gbml_shard_traffic *t = &res.traffic;
+
+		/* the exchanges with the shards: the coordination's cost beside the shards' own work */
+		gbml_sb_printf(m, ",\"shards\":%d,\"shard_round_trips\":%lld,\"shard_bytes_sent\":%lld,"
+					   "\"shard_bytes_received\":%lld,\"shard_wait_seconds\":%.6f,\"shard_busy_seconds\":%.6f,"
+					   "\"coordination_seconds\":%.6f,\"lloyd_pass_bytes\":%lld",
+					   t->shards, (long long) t->round_trips, (long long) t->bytes_sent,
+					   (long long) t->bytes_received, t->wait_seconds, t->shard_seconds,
+					   t->wait_seconds - t->shard_seconds, (long long) t->step_bytes);
 	}
 	gbml_sb_append(m, ",\"s1_seconds\":", 14);
 	gbml_sb_json_doubles(m, res.s1, res.n_timed);
@@ -646,7 +659,7 @@ const gbml_algorithm gbml_algorithm_kmeans = {
 	.outputs = GBML_OUT_CLUSTER | GBML_OUT_DISTANCE | GBML_OUT_SCORE,
 	.gpu_trains = true,
 	.hybrid_trains = true,
-	.trains_on_shards = true,
+	.shard = &gbml_kmeans_shard_ops,
 	.reads_spilled_rows = true,
 	.categorical_features = true,
 	.train = kmeans_train,

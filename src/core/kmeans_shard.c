@@ -86,7 +86,7 @@ gbml_km_shard_open(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env
 {
 	gbml_km_shard *sh;
 	km_hash_arg a;
-	uint32_t	head[2] = {KM_SHARD_MAGIC, KM_SHARD_VERSION};
+	uint32_t	head[2] = {KM_SHARD_MAGIC, GBML_SHARD_HELLO_VERSION};
 	int			rc;
 
 	*out = NULL;
@@ -113,12 +113,12 @@ gbml_km_shard_open(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env
 		if ((rc = km_walk(&sh->w, 0, sh->w.ntasks, km_hash_tasks, &a)) != GBML_OK)
 			goto fail;
 	}
-	km_put(hello, head, sizeof(head));
-	km_put_i64(hello, ds->n_rows);
-	km_put_i64(hello, ds->n_features);
-	km_put_f64(hello, ds->n_rows > 0 ? sh->w.xnorm_max : 0);
+	gbml_msg_put(hello, head, sizeof(head));
+	gbml_msg_put_i64(hello, ds->n_rows);
+	gbml_msg_put_i64(hello, ds->n_features);
+	gbml_msg_put_f64(hello, ds->n_rows > 0 ? sh->w.xnorm_max : 0);
 	if (ds->n_rows > 0)
-		km_put(hello, sh->hash, sizeof(uint64_t) * 2 * (size_t) ds->n_rows);
+		gbml_msg_put(hello, sh->hash, sizeof(uint64_t) * 2 * (size_t) ds->n_rows);
 	if ((rc = gbml_sb_status(hello)) != GBML_OK)
 		goto fail;
 	gbml_free(env, sh->hash);
@@ -165,17 +165,17 @@ km_shard_local(const gbml_km_shard *sh, int64_t g)
 }
 
 static int
-km_shard_ranks(gbml_km_shard *sh, km_reader *r)
+km_shard_ranks(gbml_km_shard *sh, gbml_msg_reader *r)
 {
 	int64_t		n = sh->ds->n_rows;
 
-	sh->n_global = km_get_count(r, INT64_MAX / 2);
+	sh->n_global = gbml_msg_get_count(r, INT64_MAX / 2);
 	if (r->bad || n == 0)
 		return GBML_OK;
 	sh->rank = gbml_alloc_array(sh->env, (size_t) n, sizeof(int64_t));
 	if (sh->rank == NULL)
 		return sh->env->error_code;
-	km_get(r, sh->rank, sizeof(int64_t) * (size_t) n);
+	gbml_msg_get(r, sh->rank, sizeof(int64_t) * (size_t) n);
 	for (int64_t i = 0; i < n && !r->bad; i++)
 		if (sh->rank[i] < 0 || sh->rank[i] >= sh->n_global || (i > 0 && sh->rank[i] <= sh->rank[i - 1]))
 			r->bad = true;
@@ -203,16 +203,16 @@ km_shard_extents(gbml_km_shard *sh, gbml_strbuf *reply)
 	rc = km_local_rows.extents(&sh->w, v, v + d);
 	for (int j = 0; j < d; j++)
 		v[j] = -v[j];			/* the coordinator folds both halves by max */
-	km_put(reply, v, sizeof(double) * 2 * (size_t) d);
+	gbml_msg_put(reply, v, sizeof(double) * 2 * (size_t) d);
 	gbml_free(sh->env, v);
 	return rc;
 }
 
 static int
-km_shard_feature_sums(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+km_shard_feature_sums(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	int			d = sh->ds->n_features;
-	bool		sqdev = km_get_i64(r) != 0;
+	bool		sqdev = gbml_msg_get_i64(r) != 0;
 	double	   *mean = gbml_alloc_array(sh->env, (size_t) d, sizeof(double)),
 			   *scale = gbml_alloc_array(sh->env, (size_t) d, sizeof(double));
 	int64_t    *sums = gbml_alloc0(sh->env, sizeof(int64_t) * (size_t) d);
@@ -222,11 +222,11 @@ km_shard_feature_sums(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
 		rc = sh->env->error_code;
 	else
 	{
-		km_get(r, mean, sizeof(double) * d);
-		km_get(r, scale, sizeof(double) * d);
+		gbml_msg_get(r, mean, sizeof(double) * d);
+		gbml_msg_get(r, scale, sizeof(double) * d);
 		if (!r->bad && sh->ds->n_rows > 0)
 			rc = km_local_rows.feature_sums(&sh->w, sqdev ? mean : NULL, scale, sums);
-		km_put(reply, sums, sizeof(int64_t) * d);
+		gbml_msg_put(reply, sums, sizeof(int64_t) * d);
 	}
 	gbml_free(sh->env, mean);
 	gbml_free(sh->env, scale);
@@ -236,10 +236,10 @@ km_shard_feature_sums(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
 
 /* The requested global rows this shard holds: (request position, row) each. */
 static int
-km_shard_rows(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+km_shard_rows(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	int			d = sh->ds->n_features;
-	int64_t		m = km_get_count(r, 1 << 20),
+	int64_t		m = gbml_msg_get_count(r, 1 << 20),
 				found = 0;
 	int64_t    *g = gbml_alloc_array(sh->env, (size_t) (m > 0 ? m : 1), sizeof(int64_t));
 	int64_t    *pos = gbml_alloc_array(sh->env, (size_t) (m > 0 ? m : 1), sizeof(int64_t));
@@ -253,7 +253,7 @@ km_shard_rows(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
 	}
 	for (int64_t i = 0; i < m; i++)
 	{
-		int64_t		local = km_shard_local(sh, km_get_i64(r));
+		int64_t		local = km_shard_local(sh, gbml_msg_get_i64(r));
 
 		if (local >= 0 && !r->bad)
 		{
@@ -261,7 +261,7 @@ km_shard_rows(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
 			pos[found++] = i;
 		}
 	}
-	km_put_i64(reply, found);
+	gbml_msg_put_i64(reply, found);
 	if (found == 0)
 		goto done;
 	x = gbml_alloc_array(sh->env, (size_t) found * d, sizeof(double));
@@ -272,8 +272,8 @@ km_shard_rows(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
 	}
 	for (int64_t i = 0; i < found; i++)
 	{
-		km_put_i64(reply, pos[i]);
-		km_put(reply, x + (size_t) i * d, sizeof(double) * d);
+		gbml_msg_put_i64(reply, pos[i]);
+		gbml_msg_put(reply, x + (size_t) i * d, sizeof(double) * d);
 	}
 done:
 	gbml_free(sh->env, g);
@@ -283,10 +283,10 @@ done:
 }
 
 static int
-km_shard_kpp_start(gbml_km_shard *sh, km_reader *r)
+km_shard_kpp_start(gbml_km_shard *sh, gbml_msg_reader *r)
 {
 	km_work    *w = &sh->w;
-	int			T = (int) km_get_count(r, GBML_KM_CAND_LANES);
+	int			T = (int) gbml_msg_get_count(r, GBML_KM_CAND_LANES);
 
 	if (r->bad || T < 1 || sh->ds->n_rows == 0)
 		return GBML_OK;
@@ -307,17 +307,17 @@ km_shard_kpp_start(gbml_km_shard *sh, km_reader *r)
  * pass summed per task, summed again by global block).
  */
 static int
-km_shard_cand(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+km_shard_cand(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	km_work    *w = &sh->w;
-	int			T = (int) km_get_count(r, GBML_KM_CAND_LANES);
+	int			T = (int) gbml_msg_get_count(r, GBML_KM_CAND_LANES);
 	int64_t		totals[GBML_KM_CAND_LANES];
 	size_t		cells;
 	int			rc;
 
-	w->pot_scale = km_get_f64(r);
+	w->pot_scale = gbml_msg_get_f64(r);
 	if (w->cand != NULL)
-		km_get(r, w->cand, sizeof(float) * GBML_KM_CAND_LANES * (size_t) w->d);
+		gbml_msg_get(r, w->cand, sizeof(float) * GBML_KM_CAND_LANES * (size_t) w->d);
 	if (r->bad || T < 1 || T > w->T)
 		return GBML_OK;
 	cells = (size_t) sh->n_blocks * T;
@@ -338,35 +338,35 @@ km_shard_cand(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
 																	  w->pot_scale);
 		}
 	}
-	km_put(reply, sh->block_pot, sizeof(int64_t) * cells);
+	gbml_msg_put(reply, sh->block_pot, sizeof(int64_t) * cells);
 	return GBML_OK;
 }
 
 static int
-km_shard_take(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+km_shard_take(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
-	int			t = (int) km_get_count(r, GBML_KM_CAND_LANES - 1),
-				T = (int) km_get_count(r, GBML_KM_CAND_LANES);
+	int			t = (int) gbml_msg_get_count(r, GBML_KM_CAND_LANES - 1),
+				T = (int) gbml_msg_get_count(r, GBML_KM_CAND_LANES);
 	float		mx = 0;
 	int			rc = GBML_OK;
 
 	if (!r->bad && sh->ds->n_rows > 0 && t < T)
 		rc = km_local_rows.cand_take(&sh->w, t, T, &mx);
-	km_put(reply, &mx, sizeof(mx));
+	gbml_msg_put(reply, &mx, sizeof(mx));
 	return rc;
 }
 
 /* Per requested global block: (global row, potential term on grid cur_scale) of this shard's rows in it. */
 static int
-km_shard_terms(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+km_shard_terms(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	km_work    *w = &sh->w;
-	double		cur_scale = km_get_f64(r);
-	int64_t		m = km_get_count(r, GBML_KM_CAND_LANES);
+	double		cur_scale = gbml_msg_get_f64(r);
+	int64_t		m = gbml_msg_get_count(r, GBML_KM_CAND_LANES);
 
 	for (int64_t q = 0; q < m && !r->bad; q++)
 	{
-		int64_t		b = km_get_count(r, sh->n_blocks),
+		int64_t		b = gbml_msg_get_count(r, sh->n_blocks),
 					lo = 0,
 					hi = sh->ds->n_rows,
 					end = (b + 1) * KM_SHARD_BLOCK_ROWS,
@@ -383,15 +383,15 @@ km_shard_terms(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
 				hi = mid;
 		}
 		at = reply->len;
-		km_put_i64(reply, 0);
+		gbml_msg_put_i64(reply, 0);
 		for (int64_t i = lo; i < sh->ds->n_rows && sh->rank[i] < end; i++, count++)
 		{
 			int			c;
 			int64_t		row;
 
 			km_locate(w, i, &c, &row);
-			km_put_i64(reply, sh->rank[i]);
-			km_put_i64(reply, gbml_km_fix_term((double) w->closest[c][row], cur_scale));
+			gbml_msg_put_i64(reply, sh->rank[i]);
+			gbml_msg_put_i64(reply, gbml_km_fix_term((double) w->closest[c][row], cur_scale));
 		}
 		if (!reply->failed)
 			memcpy(reply->data + at, &count, sizeof(count));
@@ -401,16 +401,16 @@ km_shard_terms(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
 
 /* The centroids a request carries into w->c. */
 static void
-km_shard_centroids(gbml_km_shard *sh, km_reader *r)
+km_shard_centroids(gbml_km_shard *sh, gbml_msg_reader *r)
 {
-	km_get(r, sh->w.c, sizeof(double) * (size_t) sh->w.k * sh->w.d);
+	gbml_msg_get(r, sh->w.c, sizeof(double) * (size_t) sh->w.k * sh->w.d);
 }
 
 static int
-km_shard_pass(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+km_shard_pass(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	km_work    *w = &sh->w;
-	bool		update = km_get_i64(r) != 0;
+	bool		update = gbml_msg_get_i64(r) != 0;
 	km_pass_stats st;
 	int			rc;
 
@@ -420,19 +420,19 @@ km_shard_pass(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
 		return GBML_OK;
 	if ((rc = km_local_rows.pass(w, update, &st)) != GBML_OK)
 		return rc;
-	km_put_i64(reply, st.changed);
-	km_put_i64(reply, st.rechecked);
-	km_put(reply, w->counts, sizeof(int64_t) * w->k);
+	gbml_msg_put_i64(reply, st.changed);
+	gbml_msg_put_i64(reply, st.rechecked);
+	gbml_msg_put(reply, w->counts, sizeof(int64_t) * w->k);
 	if (update)
-		km_put(reply, w->sums, sizeof(int64_t) * (size_t) w->k * w->d);
+		gbml_msg_put(reply, w->sums, sizeof(int64_t) * (size_t) w->k * w->d);
 	return GBML_OK;
 }
 
 static int
-km_shard_far(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+km_shard_far(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	km_work    *w = &sh->w;
-	int			m = (int) km_get_count(r, GBML_KM_MAX_K);
+	int			m = (int) gbml_msg_get_count(r, GBML_KM_MAX_K);
 	km_far	   *far;
 	double	   *x;
 	int			rc;
@@ -448,13 +448,13 @@ km_shard_far(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
 		rc = sh->env->error_code;
 	else if ((rc = km_local_rows.farthest(w, far, &m, x)) == GBML_OK)
 	{
-		km_put_i64(reply, m);
+		gbml_msg_put_i64(reply, m);
 		for (int e = 0; e < m; e++)
 		{
-			km_put_f64(reply, far[e].dist);
-			km_put_i64(reply, sh->rank[far[e].row]);
-			km_put_i64(reply, far[e].label);
-			km_put(reply, x + (size_t) e * w->d, sizeof(double) * w->d);
+			gbml_msg_put_f64(reply, far[e].dist);
+			gbml_msg_put_i64(reply, sh->rank[far[e].row]);
+			gbml_msg_put_i64(reply, far[e].label);
+			gbml_msg_put(reply, x + (size_t) e * w->d, sizeof(double) * w->d);
 		}
 	}
 	gbml_free(sh->env, far);
@@ -463,7 +463,7 @@ km_shard_far(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
 }
 
 static int
-km_shard_dist_max(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+km_shard_dist_max(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	double		mx = 0;
 	int			rc = GBML_OK;
@@ -471,36 +471,36 @@ km_shard_dist_max(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
 	km_shard_centroids(sh, r);
 	if (!r->bad && sh->ds->n_rows > 0)
 		rc = km_local_rows.dist_max(&sh->w, &mx);
-	km_put_f64(reply, mx);
+	gbml_msg_put_f64(reply, mx);
 	return rc;
 }
 
 static int
-km_shard_dist_sum(gbml_km_shard *sh, km_reader *r, gbml_strbuf *reply)
+km_shard_dist_sum(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
-	double		scale = km_get_f64(r);
+	double		scale = gbml_msg_get_f64(r);
 	int64_t		total = 0;
 	int			rc = GBML_OK;
 
 	if (!r->bad && sh->ds->n_rows > 0)
 		rc = km_local_rows.dist_sum(&sh->w, scale, &total);
-	km_put_i64(reply, total);
+	gbml_msg_put_i64(reply, total);
 	return rc;
 }
 
 static int
-km_shard_grid(gbml_km_shard *sh, km_reader *r)
+km_shard_grid(gbml_km_shard *sh, gbml_msg_reader *r)
 {
-	km_get(r, sh->w.fix_scale, sizeof(double) * sh->w.d);
-	sh->w.xnorm_max = km_get_f64(r);
+	gbml_msg_get(r, sh->w.fix_scale, sizeof(double) * sh->w.d);
+	sh->w.xnorm_max = gbml_msg_get_f64(r);
 	return GBML_OK;
 }
 
-int
-gbml_km_shard_step(gbml_km_shard *sh, const uint8_t *req, size_t len, gbml_strbuf *reply)
+static int
+km_shard_answer(gbml_km_shard *sh, const uint8_t *req, size_t len, gbml_strbuf *reply)
 {
-	km_reader	r = {req, req + len, false};
-	int64_t		op = km_get_i64(&r);
+	gbml_msg_reader	r = {req, req + len, false};
+	int64_t		op = gbml_msg_get_i64(&r);
 	int			rc;
 
 	/* a shard without rows is left out of every step (the coordinator skips its replies) */
@@ -562,3 +562,33 @@ gbml_km_shard_step(gbml_km_shard *sh, const uint8_t *req, size_t len, gbml_strbu
 	return gbml_sb_status(reply);
 }
 
+int
+gbml_km_shard_step(gbml_km_shard *sh, const uint8_t *req, size_t len, gbml_strbuf *reply)
+{
+	return km_shard_answer(sh, req, len, reply);
+}
+
+static int
+km_shard_ops_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **state, gbml_strbuf *hello)
+{
+	return gbml_km_shard_open(ds, algo_params, env, (gbml_km_shard **) state, hello);
+}
+
+static int
+km_shard_ops_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
+{
+	return km_shard_answer(state, req, len, reply);
+}
+
+static void
+km_shard_ops_close(void *state)
+{
+	gbml_km_shard_close(state);
+}
+
+const gbml_shard_ops gbml_kmeans_shard_ops = {
+	.hello_magic = KM_SHARD_MAGIC,
+	.open = km_shard_ops_open,
+	.step = km_shard_ops_step,
+	.close = km_shard_ops_close,
+};

@@ -42,46 +42,35 @@ typedef struct km_shards
 	const uint8_t **reply;
 	size_t	   *reply_len;
 	gbml_strbuf msg;
+	gbml_shard_traffic traffic;
 } km_shards;
 
 /* The hello of shard s: its rows, features and largest row norm. */
 static bool
 km_read_hello(const gbml_shard_link *link, int s, int64_t *n, int64_t *d, double *xnorm)
 {
-	km_reader	r = {link->hello[s], link->hello[s] + link->hello_len[s], false};
+	gbml_msg_reader	r = {link->hello[s], link->hello[s] + link->hello_len[s], false};
 	uint32_t	head[2];
 
-	km_get(&r, head, sizeof(head));
-	*n = km_get_i64(&r);
-	*d = km_get_i64(&r);
-	*xnorm = km_get_f64(&r);
-	return !r.bad && head[0] == KM_SHARD_MAGIC && head[1] == KM_SHARD_VERSION && *n >= 0 && *d >= 0 &&
+	gbml_msg_get(&r, head, sizeof(head));
+	*n = gbml_msg_get_i64(&r);
+	*d = gbml_msg_get_i64(&r);
+	*xnorm = gbml_msg_get_f64(&r);
+	return !r.bad && head[0] == KM_SHARD_MAGIC && head[1] == GBML_SHARD_HELLO_VERSION && *n >= 0 && *d >= 0 &&
 		*d <= INT32_MAX && (size_t) (r.end - r.p) == (size_t) *n * 16;
 }
 
-int
-gbml_km_shards_describe(const gbml_shard_link *link, gbml_env *env, int64_t *n_rows, int *n_features)
+/*
+ * The requests in sh->req to every shard at once; the replies into
+ * sh->reply, each without its trailer (the seconds the shard worked),
+ * which goes into the traffic figures with the bytes and the wait.
+ */
+static int
+km_exchange(km_work *w)
 {
-	*n_rows = 0;
-	*n_features = 0;
-	for (int s = 0; s < link->n_shards; s++)
-	{
-		int64_t		n,
-					d;
-		double		xn;
+	km_shards  *sh = w->shards;
 
-		if (!km_read_hello(link, s, &n, &d, &xn))
-			return gbml_error(env, GBML_EINVAL, "kmeans: shard %s answered its opening with a malformed message "
-							  "(is gbml the same version there?)", link->name(link->ctx, s));
-		if (n == 0)
-			continue;
-		if (*n_features != 0 && d != *n_features)
-			return gbml_error(env, GBML_EINVAL, "kmeans: shard %s has %lld features, another shard %d",
-							  link->name(link->ctx, s), (long long) d, *n_features);
-		*n_features = (int) d;
-		*n_rows += n;
-	}
-	return GBML_OK;
+	return gbml_shards_exchange(sh->link, sh->req, sh->req_len, sh->reply, sh->reply_len, &sh->traffic, w->env);
 }
 
 /* msg to every shard at once; the replies into sh->reply. */
@@ -98,7 +87,7 @@ km_send(km_work *w)
 		sh->req[s] = (const uint8_t *) sh->msg.data;
 		sh->req_len[s] = sh->msg.len;
 	}
-	return sh->link->round_trip(sh->link->ctx, sh->req, sh->req_len, sh->reply, sh->reply_len, w->env);
+	return km_exchange(w);
 }
 
 /* A new request: op first. */
@@ -108,21 +97,21 @@ km_request(km_work *w, km_shard_op op)
 	km_shards  *sh = w->shards;
 
 	sh->msg.len = 0;
-	km_put_i64(&sh->msg, op);
+	gbml_msg_put_i64(&sh->msg, op);
 	return &sh->msg;
 }
 
-static km_reader
+static gbml_msg_reader
 km_reply(const km_shards *sh, int s)
 {
-	km_reader	r = {sh->reply[s], sh->reply[s] + sh->reply_len[s], false};
+	gbml_msg_reader	r = {sh->reply[s], sh->reply[s] + sh->reply_len[s], false};
 
 	return r;
 }
 
 /* A reply read to its end, or an error naming the shard. */
 static int
-km_reply_done(km_work *w, int s, const km_reader *r)
+km_reply_done(km_work *w, int s, const gbml_msg_reader *r)
 {
 	if (!r->bad && r->p == r->end)
 		return GBML_OK;
@@ -133,7 +122,7 @@ km_reply_done(km_work *w, int s, const km_reader *r)
 static void
 km_put_centroids(km_work *w, gbml_strbuf *m)
 {
-	km_put(m, w->c, sizeof(double) * (size_t) w->k * w->d);
+	gbml_msg_put(m, w->c, sizeof(double) * (size_t) w->k * w->d);
 }
 
 /* Sends the request; every shard's reply is n int64 values, added into acc[n]. */
@@ -148,12 +137,12 @@ km_send_sum(km_work *w, int64_t *acc, size_t n)
 	memset(acc, 0, sizeof(int64_t) * n);
 	for (int s = 0; s < sh->S; s++)
 	{
-		km_reader	r = km_reply(sh, s);
+		gbml_msg_reader	r = km_reply(sh, s);
 
 		if (sh->n_rows[s] == 0)
 			continue;
 		for (size_t i = 0; i < n; i++)
-			acc[i] += km_get_i64(&r);
+			acc[i] += gbml_msg_get_i64(&r);
 		if ((rc = km_reply_done(w, s, &r)) != GBML_OK)
 			return rc;
 	}
@@ -173,13 +162,13 @@ km_send_extremes(km_work *w, double *acc, size_t n, bool lower)
 		acc[i] = lower ? INFINITY : -INFINITY;
 	for (int s = 0; s < sh->S; s++)
 	{
-		km_reader	r = km_reply(sh, s);
+		gbml_msg_reader	r = km_reply(sh, s);
 
 		if (sh->n_rows[s] == 0)
 			continue;
 		for (size_t i = 0; i < n; i++)
 		{
-			double		v = km_get_f64(&r);
+			double		v = gbml_msg_get_f64(&r);
 
 			acc[i] = lower ? fmin(acc[i], v) : fmax(acc[i], v);
 		}
@@ -215,8 +204,8 @@ km_remote_grid_set(km_work *w)
 {
 	gbml_strbuf *m = km_request(w, KM_OP_GRID);
 
-	km_put(m, w->fix_scale, sizeof(double) * w->d);
-	km_put_f64(m, w->xnorm_max);
+	gbml_msg_put(m, w->fix_scale, sizeof(double) * w->d);
+	gbml_msg_put_f64(m, w->xnorm_max);
 	return km_send(w);
 }
 
@@ -225,10 +214,10 @@ km_remote_feature_sums(km_work *w, const double *mean, const double *scale, int6
 {
 	gbml_strbuf *m = km_request(w, KM_OP_FEATURE_SUMS);
 
-	km_put_i64(m, mean != NULL);
+	gbml_msg_put_i64(m, mean != NULL);
 	for (int j = 0; j < w->d; j++)
-		km_put_f64(m, mean ? mean[j] : 0);
-	km_put(m, scale, sizeof(double) * w->d);
+		gbml_msg_put_f64(m, mean ? mean[j] : 0);
+	gbml_msg_put(m, scale, sizeof(double) * w->d);
 	return km_send_sum(w, sums, (size_t) w->d);
 }
 
@@ -243,23 +232,23 @@ km_remote_copy_rows(km_work *w, const int64_t *g, int n, double *out)
 
 	if (seen == NULL)
 		return w->env->error_code;
-	km_put_i64(m, n);
-	km_put(m, g, sizeof(int64_t) * (size_t) n);
+	gbml_msg_put_i64(m, n);
+	gbml_msg_put(m, g, sizeof(int64_t) * (size_t) n);
 	if ((rc = km_send(w)) != GBML_OK)
 		goto done;
 	for (int s = 0; s < sh->S && rc == GBML_OK; s++)
 	{
-		km_reader	r = km_reply(sh, s);
+		gbml_msg_reader	r = km_reply(sh, s);
 		int64_t		found;
 
 		if (sh->n_rows[s] == 0)
 			continue;
-		found = km_get_count(&r, n);
+		found = gbml_msg_get_count(&r, n);
 		for (int64_t i = 0; i < found && !r.bad; i++)
 		{
-			int64_t		pos = km_get_count(&r, n - 1);
+			int64_t		pos = gbml_msg_get_count(&r, n - 1);
 
-			km_get(&r, out + (size_t) pos * w->d, sizeof(double) * w->d);
+			gbml_msg_get(&r, out + (size_t) pos * w->d, sizeof(double) * w->d);
 			if (seen[pos]++)
 				r.bad = true;
 		}
@@ -292,7 +281,7 @@ km_remote_kpp_start(km_work *w, int T)
 				return w->env->error_code;
 	}
 	m = km_request(w, KM_OP_KPP_START);
-	km_put_i64(m, T);
+	gbml_msg_put_i64(m, T);
 	return km_send(w);
 }
 
@@ -304,20 +293,20 @@ km_remote_cand_pass(km_work *w, int T, int64_t *totals)
 	size_t		cells = (size_t) sh->n_blocks * T;
 	int			rc;
 
-	km_put_i64(m, T);
-	km_put_f64(m, w->pot_scale);
-	km_put(m, w->cand, sizeof(float) * GBML_KM_CAND_LANES * (size_t) w->d);
+	gbml_msg_put_i64(m, T);
+	gbml_msg_put_f64(m, w->pot_scale);
+	gbml_msg_put(m, w->cand, sizeof(float) * GBML_KM_CAND_LANES * (size_t) w->d);
 	if ((rc = km_send(w)) != GBML_OK)
 		return rc;
 	for (int t = 0; t < T; t++)
 		totals[t] = 0;
 	for (int s = 0; s < sh->S; s++)
 	{
-		km_reader	r = km_reply(sh, s);
+		gbml_msg_reader	r = km_reply(sh, s);
 
 		if (sh->n_rows[s] == 0)
 			continue;
-		km_get(&r, sh->block_pot[s], sizeof(int64_t) * cells);
+		gbml_msg_get(&r, sh->block_pot[s], sizeof(int64_t) * cells);
 		if ((rc = km_reply_done(w, s, &r)) != GBML_OK)
 			return rc;
 		for (size_t c = 0; c < cells; c++)
@@ -333,20 +322,20 @@ km_remote_cand_take(km_work *w, int t, int T, float *max_out)
 	gbml_strbuf *m = km_request(w, KM_OP_TAKE);
 	int			rc;
 
-	km_put_i64(m, t);
-	km_put_i64(m, T);
+	gbml_msg_put_i64(m, t);
+	gbml_msg_put_i64(m, T);
 	if ((rc = km_send(w)) != GBML_OK)
 		return rc;
 	*max_out = 0;
 	memset(sh->cur_block, 0, sizeof(int64_t) * sh->n_blocks);
 	for (int s = 0; s < sh->S; s++)
 	{
-		km_reader	r = km_reply(sh, s);
+		gbml_msg_reader	r = km_reply(sh, s);
 		float		mx;
 
 		if (sh->n_rows[s] == 0)
 			continue;
-		km_get(&r, &mx, sizeof(mx));
+		gbml_msg_get(&r, &mx, sizeof(mx));
 		if ((rc = km_reply_done(w, s, &r)) != GBML_OK)
 			return rc;
 		*max_out = mx > *max_out ? mx : *max_out;
@@ -420,9 +409,9 @@ km_remote_search(km_work *w, const double *u, int m, int64_t total, int64_t *row
 	if (n_want == 0)
 		return GBML_OK;
 	msg = km_request(w, KM_OP_TERMS);
-	km_put_f64(msg, w->cur_scale);
-	km_put_i64(msg, n_want);
-	km_put(msg, want, sizeof(int64_t) * n_want);
+	gbml_msg_put_f64(msg, w->cur_scale);
+	gbml_msg_put_i64(msg, n_want);
+	gbml_msg_put(msg, want, sizeof(int64_t) * n_want);
 	if ((rc = km_send(w)) != GBML_OK)
 		return rc;
 	terms = gbml_alloc_array(w->env, KM_SHARD_BLOCK_ROWS, sizeof(km_term));
@@ -435,18 +424,18 @@ km_remote_search(km_work *w, const double *u, int m, int64_t total, int64_t *row
 		/* block q's terms from every shard (each reply lists its blocks in request order) */
 		for (int s = 0; s < sh->S && rc == GBML_OK; s++)
 		{
-			km_reader	r = km_reply(sh, s);
+			gbml_msg_reader	r = km_reply(sh, s);
 
 			if (sh->n_rows[s] == 0)
 				continue;
 			for (int qq = 0; qq <= q && !r.bad; qq++)
 			{
-				int64_t		c = km_get_count(&r, qq < q ? KM_SHARD_BLOCK_ROWS : KM_SHARD_BLOCK_ROWS - nt);
+				int64_t		c = gbml_msg_get_count(&r, qq < q ? KM_SHARD_BLOCK_ROWS : KM_SHARD_BLOCK_ROWS - nt);
 
 				if (qq < q)
 					r.p += (size_t) c * sizeof(km_term) <= (size_t) (r.end - r.p) ? (size_t) c * sizeof(km_term) : 0;
 				else
-					km_get(&r, terms + nt, sizeof(km_term) * (size_t) c), nt += c;
+					gbml_msg_get(&r, terms + nt, sizeof(km_term) * (size_t) c), nt += c;
 			}
 			if (r.bad)
 				rc = km_reply_done(w, s, &r);
@@ -489,15 +478,19 @@ km_remote_pass(km_work *w, bool update, km_pass_stats *st)
 	size_t		kd = (size_t) w->k * w->d,
 				n = 2 + (size_t) w->k + (update ? kd : 0);
 	int64_t    *acc = gbml_alloc_array(w->env, n, sizeof(int64_t));
+	int64_t		traffic_before;
 	double		t0 = gbml_now();
 	int			rc;
 
 	memset(st, 0, sizeof(*st));
 	if (acc == NULL)
 		return w->env->error_code;
-	km_put_i64(m, update);
+	gbml_msg_put_i64(m, update);
 	km_put_centroids(w, m);
-	if ((rc = km_send_sum(w, acc, n)) == GBML_OK)
+	traffic_before = w->shards->traffic.bytes_sent + w->shards->traffic.bytes_received;
+	rc = km_send_sum(w, acc, n);
+	w->shards->traffic.step_bytes = w->shards->traffic.bytes_sent + w->shards->traffic.bytes_received - traffic_before;
+	if (rc == GBML_OK)
 	{
 		st->changed = acc[0];
 		st->rechecked = acc[1];
@@ -527,26 +520,26 @@ km_remote_farthest(km_work *w, km_far *far, int *m_io, double *out)
 	gbml_strbuf *msg = km_request(w, KM_OP_FAR);
 	int			rc;
 
-	km_put_i64(msg, m);
+	gbml_msg_put_i64(msg, m);
 	km_put_centroids(w, msg);
 	if ((rc = km_send(w)) != GBML_OK)
 		return rc;
 	for (int s = 0; s < sh->S; s++)
 	{
-		km_reader	r = km_reply(sh, s);
+		gbml_msg_reader	r = km_reply(sh, s);
 		int64_t		c;
 
 		if (sh->n_rows[s] == 0)
 			continue;
-		c = km_get_count(&r, m);
+		c = gbml_msg_get_count(&r, m);
 		for (int64_t e = 0; e < c && !r.bad; e++)
 		{
 			km_far		f;
 			int			at;
 
-			f.dist = km_get_f64(&r);
-			f.row = km_get_i64(&r);
-			f.label = (int32_t) km_get_count(&r, w->k - 1);
+			f.dist = gbml_msg_get_f64(&r);
+			f.row = gbml_msg_get_i64(&r);
+			f.label = (int32_t) gbml_msg_get_count(&r, w->k - 1);
 			/* insertion into the sorted top m (m is the number of empty clusters: small) */
 			for (at = kept; at > 0 && km_far_before(&f, &far[at - 1]); at--)
 				;
@@ -560,7 +553,7 @@ km_remote_farthest(km_work *w, km_far *far, int *m_io, double *out)
 			memmove(far + at + 1, far + at, sizeof(km_far) * (size_t) (kept - 1 - at));
 			memmove(out + (size_t) (at + 1) * d, out + (size_t) at * d, sizeof(double) * d * (size_t) (kept - 1 - at));
 			far[at] = f;
-			km_get(&r, out + (size_t) at * d, sizeof(double) * d);
+			gbml_msg_get(&r, out + (size_t) at * d, sizeof(double) * d);
 		}
 		if ((rc = km_reply_done(w, s, &r)) != GBML_OK)
 			return rc;
@@ -583,7 +576,7 @@ km_remote_dist_max(km_work *w, double *mx)
 static int
 km_remote_dist_sum(km_work *w, double scale, int64_t *total)
 {
-	km_put_f64(km_request(w, KM_OP_DIST_SUM), scale);
+	gbml_msg_put_f64(km_request(w, KM_OP_DIST_SUM), scale);
 	return km_send_sum(w, total, 1);
 }
 
@@ -632,8 +625,8 @@ km_global_order(km_work *w)
 	for (int s = 0; s < sh->S; s++)
 	{
 		gbml_sb_init(&msgs[s], w->env);
-		km_put_i64(&msgs[s], KM_OP_RANKS);
-		km_put_i64(&msgs[s], w->n);
+		gbml_msg_put_i64(&msgs[s], KM_OP_RANKS);
+		gbml_msg_put_i64(&msgs[s], w->n);
 	}
 	for (int64_t g = 0; g < w->n; g++)
 	{
@@ -662,7 +655,7 @@ km_global_order(km_work *w)
 				bh[1] = h[1];
 			}
 		}
-		km_put_i64(&msgs[best], g);
+		gbml_msg_put_i64(&msgs[best], g);
 		next[best]++;
 		if ((g & 0xfffff) == 0xfffff)
 		{
@@ -681,7 +674,7 @@ km_global_order(km_work *w)
 		sh->req[s] = (const uint8_t *) msgs[s].data;
 		sh->req_len[s] = msgs[s].len;
 	}
-	rc = link->round_trip(link->ctx, sh->req, sh->req_len, sh->reply, sh->reply_len, w->env);
+	rc = km_exchange(w);
 done:
 	for (int s = 0; msgs && s < sh->S; s++)
 		gbml_sb_free(&msgs[s]);
@@ -739,6 +732,13 @@ km_shards_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p,
 		return gbml_error(env, GBML_EINVAL, "kmeans: the shards hold %lld rows, the coordinator expected %lld",
 						  (long long) n_total, (long long) w->n);
 	return km_global_order(w);
+}
+
+void
+km_shards_traffic(const km_work *w, gbml_shard_traffic *out)
+{
+	if (w->shards)
+		*out = w->shards->traffic;
 }
 
 void

@@ -99,7 +99,7 @@ sh_round_trip(void *ctx, const uint8_t *const *req, const size_t *req_len, const
 		L->reply[s].len = 0;
 		rc = L->fail_at > 0 && L->calls == L->fail_at && s == 1
 			? gbml_error(&L->env[s], GBML_EIO, "planted failure")
-			: gbml_km_shard_step(L->shard[s], req[s], req_len[s], &L->reply[s]);
+			: gbml_shard_answer(&gbml_kmeans_shard_ops, L->shard[s], req[s], req_len[s], &L->reply[s]);
 		if (rc != GBML_OK)
 			return gbml_error(env, rc, "shard %s: %s", L->names[s], L->env[s].error);
 		reply[s] = (const uint8_t *) L->reply[s].data;
@@ -146,7 +146,7 @@ sh_train_sharded(const sh_data *s, int n_shards, const gbml_param_value *v, int 
 
 	gbml_env_init_malloc(&env, 2);
 	gbml_dataset_init(&ds, false);
-	CHECK(gbml_km_shards_describe(&link, &env, &ds.n_rows, &ds.n_features) == GBML_OK);
+	CHECK(gbml_shards_describe(&link, gbml_kmeans_shard_ops.hello_magic, &env, &ds.n_rows, &ds.n_features) == GBML_OK);
 	CHECK(ds.n_rows == s->n && ds.n_features == s->d);
 	ds.shards = &link;
 	rc = tu_train("kmeans", &ds, &env, v, nv, &model, len);
