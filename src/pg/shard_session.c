@@ -12,13 +12,14 @@
  * transaction's resource owner, so a ROLLBACK, a lost connection (the
  * coordinator closes it at the end, after an ERROR or a cancel) or the
  * backend's exit release everything; nothing is written on the shard.
- * The engine's shard (kmeans_shards.h) answers the requests.
+ * The algorithm's shard side (its gbml_shard_ops, shard_link.h) answers
+ * the requests.
  */
 #include "glue.h"
 
 #include "access/xact.h"
 #include "executor/spi.h"
-#include "kmeans_shards.h"
+#include "shard_link.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -34,7 +35,8 @@ typedef struct shard_session
 	gbml_env	env;
 	gbml_parsed_params pp;
 	gbml_dataset *ds;
-	gbml_km_shard *shard;
+	const gbml_shard_ops *ops;	/* the algorithm's shard side */
+	void	   *shard;
 	MemoryContextCallback forget;
 } shard_session;
 
@@ -48,7 +50,8 @@ forget_session(void *arg)
 
 	if (session == s)
 		session = NULL;
-	gbml_km_shard_close(s->shard);
+	if (s->shard)
+		s->ops->close(s->shard);
 	s->shard = NULL;
 }
 
@@ -106,14 +109,16 @@ gbml_shard_open(PG_FUNCTION_ARGS)
 						errmsg("%s: this session already holds a shard's training state", what),
 						errhint("One training per connection: call gbml._shard_close() first.")));
 	algo = gbml_algorithm_by_name(text_to_cstring(PG_GETARG_TEXT_PP(1)));
-	if (algo == NULL || !algo->trains_on_shards)
+	if (algo == NULL || algo->shard == NULL)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						errmsg("%s: algorithm \"%s\" does not train across servers (K-Means does)", what,
-							   text_to_cstring(PG_GETARG_TEXT_PP(1)))));
+						errmsg("%s: algorithm \"%s\" does not train across servers", what,
+							   text_to_cstring(PG_GETARG_TEXT_PP(1))),
+						errhint("K-Means trains across servers.")));
 
 	mcxt = AllocSetContextCreate(TopTransactionContext, "gbml shard", ALLOCSET_DEFAULT_SIZES);
 	s = MemoryContextAllocZero(mcxt, sizeof(shard_session));
 	s->mcxt = mcxt;
+	s->ops = algo->shard;
 	s->forget.func = forget_session;
 	s->forget.arg = s;
 	old = MemoryContextSwitchTo(mcxt);
@@ -124,7 +129,7 @@ gbml_shard_open(PG_FUNCTION_ARGS)
 		open_session(s, algo, text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2),
 					 what);
 		gbml_sb_init(&hello, &s->env);
-		GBML_CHECK(&s->env, gbml_km_shard_open(s->ds, s->pp.algo_params, &s->env, &s->shard, &hello), what);
+		GBML_CHECK(&s->env, s->ops->open(s->ds, s->pp.algo_params, &s->env, &s->shard, &hello), what);
 	}
 	PG_FINALLY();
 	{
@@ -155,8 +160,8 @@ gbml_shard_step(PG_FUNCTION_ARGS)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s: the request must not be NULL", what)));
 	req = PG_GETARG_BYTEA_PP(0);
 	gbml_sb_init(&reply, &session->env);
-	GBML_CHECK(&session->env, gbml_km_shard_step(session->shard, (const uint8_t *) VARDATA_ANY(req),
-												 VARSIZE_ANY_EXHDR(req), &reply), what);
+	GBML_CHECK(&session->env, gbml_shard_answer(session->ops, session->shard, (const uint8_t *) VARDATA_ANY(req),
+												VARSIZE_ANY_EXHDR(req), &reply), what);
 	out = strbuf_to_bytea(&reply);
 	gbml_sb_free(&reply);
 	PG_RETURN_BYTEA_P(out);

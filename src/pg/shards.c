@@ -9,7 +9,7 @@
  * mapping, under postgres_fdw's rule that a non-superuser's connection
  * must use a password.  Each shard opens a read-only transaction and
  * reads its partition's remote table (gbml._shard_open, shard_session.c);
- * then the engine (kmeans_shards.h) drives the training, every step one
+ * then the engine (shard_link.h) drives the training, every step one
  * query sent to every shard at once and waited for together with the
  * latch, so a cancel or statement_timeout is seen at once.  Whatever way
  * the training ends, every connection is closed (busy ones cancelled
@@ -27,7 +27,7 @@
 #include "libpq-fe.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
-#include "kmeans_shards.h"
+#include "shard_link.h"
 #include "schema.h"
 #include "storage/latch.h"
 #include "utils/acl.h"
@@ -481,7 +481,7 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, const char *source, Jso
 	gbml_dataset *ds;
 	bytea	   *model = NULL;
 
-	if (!pp->algo->trains_on_shards)
+	if (pp->algo->shard == NULL)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						errmsg("%s: %s cannot train on a table sharded across servers yet (K-Means can)", what,
 							   pp->algo->name)));
@@ -503,7 +503,7 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, const char *source, Jso
 	PG_TRY();
 	{
 		open_shards(ss, env, pp->algo->name, shard_params(params, schema), what);
-		GBML_CHECK(env, gbml_km_shards_describe(&ss->link, env, &ds->n_rows, &ds->n_features), what);
+		GBML_CHECK(env, gbml_shards_describe(&ss->link, pp->algo->shard->hello_magic, env, &ds->n_rows, &ds->n_features), what);
 		if (ds->n_rows == 0)
 			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("%s: the shards of \"%s\" hold no rows", what, source)));
 		ds->shards = &ss->link;

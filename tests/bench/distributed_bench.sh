@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# tests/bench/distributed_bench.sh — K-Means across servers (issue 14) against
+# one server, on this machine: SHARDS shards (default 3), each its own cluster
+# with N rows x D features (default 1,000,000 x 100, tests/bench/gen_rows.c,
+# a seed per shard), a coordinator whose table is partitioned over them
+# (postgres_fdw), and the union of the rows in one local table on the
+# coordinator.  Both train K-Means (k KM_K, KM_ITERS Lloyd iterations, tol and
+# min_frac_changed 0, k-means++) and the script prints, per side: wall
+# seconds, init seconds, seconds per Lloyd iteration, and for the sharded run
+# the round trips, bytes sent and received, bytes of one Lloyd pass, the
+# coordinator's wait and the busiest shard's work per round trip (their
+# difference is the coordination overhead), whether the model bytes are the
+# same, and what a Lloyd iteration would take with each shard on a machine of
+# its own (the single server's iteration / SHARDS + the overhead per round
+# trip).  All clusters share this machine's cores, so the sharded time here is
+# a correctness and overhead figure, not a speed-up.
+# Needs gbml installed (make install); starts and removes its own clusters.
+set -uo pipefail
+N=${N:-1000000}
+D=${D:-100}
+SHARDS=${SHARDS:-3}
+KM_K=${KM_K:-20}
+KM_ITERS=${KM_ITERS:-10}
+top=$(cd "$(dirname "$0")/../.." && pwd)
+make -s -C "$top" -f tests/bench/bench.mk tests/bench/bin/gen_rows || exit 1
+GEN=$top/tests/bench/bin/gen_rows
+cd "$top/tests/ops" && source ./lib.sh
+
+conf=("gbml.memory_limit = '8GB'" "max_parallel_workers_per_gather = 0" "work_mem = '64MB'")
+new_cluster coord "${conf[@]}" || bail "initdb coord"
+start_cluster coord || bail "start coord"
+q coord postgres "CREATE EXTENSION gbml; CREATE EXTENSION postgres_fdw;
+  CREATE TABLE t_local (id bigint, query bigint, f real[], relevance real, clicked real);
+  CREATE TABLE t (id bigint, query bigint, f real[], relevance real, clicked real) PARTITION BY RANGE (query)" ||
+  bail "coordinator set-up"
+t0=$SECONDS
+for s in $(seq 1 "$SHARDS"); do
+  new_cluster shard$s "${conf[@]}" || bail "initdb shard$s"
+  start_cluster shard$s || bail "start shard$s"
+  q shard$s postgres "CREATE EXTENSION gbml; CREATE TABLE t (id bigint, query bigint, f real[], relevance real, clicked real)" ||
+    bail "shard$s set-up"
+  # the shard's rows, and the same rows again (deterministic) into the coordinator's local union;
+  # gen_rows numbers queries from 0 in every stream: each shard's get a range of their own
+  "$GEN" "$N" "$D" $((6 + s)) | q shard$s postgres "COPY t FROM STDIN (FORMAT binary)" || bail "load shard$s"
+  q shard$s postgres "UPDATE t SET query = query + $s * 100000000" && q shard$s postgres "VACUUM ANALYZE t" ||
+    bail "shard$s queries"
+  "$GEN" "$N" "$D" $((6 + s)) | q coord postgres "COPY t_local FROM STDIN (FORMAT binary)" || bail "load the union"
+  q coord postgres "CREATE SERVER shard$s FOREIGN DATA WRAPPER postgres_fdw
+      OPTIONS (host '$OPS_WORK/shard$s', port '${OPS_PORT[shard$s]}', dbname 'postgres', extensions 'gbml');
+    CREATE USER MAPPING FOR postgres SERVER shard$s OPTIONS (user 'postgres');
+    CREATE FOREIGN TABLE t_$s PARTITION OF t FOR VALUES FROM ($s * 100000000) TO (($s + 1) * 100000000)
+      SERVER shard$s OPTIONS (table_name 't')" || bail "partition $s"
+done
+q coord postgres "VACUUM ANALYZE t_local" || bail "analyze"
+note "loaded $SHARDS x $N rows x $D features in $((SECONDS - t0)) s"
+params="{\"k\": $KM_K, \"max_iter\": $KM_ITERS, \"tol\": 0, \"min_frac_changed\": 0, \"features_column\": \"f\", \"random_seed\": 5}"
+run() { # name source: prints wall seconds and the run report
+  local t1 t2
+  t1=$(date +%s.%N)
+  q coord postgres "SELECT gbml.train('$1', 'kmeans', '$2', '$params')" >/dev/null || return 1
+  t2=$(date +%s.%N)
+  echo "$(echo "$t2 - $t1" | bc)"
+}
+one_wall=$(run km_one t_local) || bail "train on one server"
+dist_wall=$(run km_dist t) || bail "train across the shards"
+same=$(q coord postgres "SELECT (SELECT model FROM gbml.models WHERE name = 'km_one') = (SELECT model FROM gbml.models WHERE name = 'km_dist')")
+check "the sharded model is the single-server model, byte for byte" t "$same"
+
+python3 - "$one_wall" "$dist_wall" "$SHARDS" "$N" "$D" "$KM_K" <<PY
+import json, subprocess, sys
+one_wall, dist_wall, shards, n, d, k = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+def timings(name):
+    out = subprocess.run(["$PGBIN/psql", "-X", "-At", "-h", "$OPS_WORK/coord", "-p", "${OPS_PORT[coord]}", "-U", "postgres",
+                          "-d", "postgres", "-c", f"SELECT timings FROM gbml.models WHERE name = '{name}'"],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+a, b = timings("km_one"), timings("km_dist")
+t = b["timings"] if "timings" in b else b
+a = a["timings"] if "timings" in a else a
+it_one = a["lloyd_seconds"] / max(1, len(a["s1_seconds"]))
+it_dist = t["lloyd_seconds"] / max(1, len(t["s1_seconds"]))
+rt = t["shard_round_trips"]
+overhead = t["coordination_seconds"] / rt
+print(f"# {shards} shards x {n:,} rows x {d} features, k {k}")
+print(f"# {'':34s} {'one server':>12s} {'sharded':>12s}")
+print(f"# {'wall seconds (gbml.train)':34s} {one_wall:12.2f} {dist_wall:12.2f}")
+print(f"# {'init (k-means++) seconds':34s} {a['init_seconds']:12.2f} {t['init_seconds']:12.2f}")
+print(f"# {'seconds per Lloyd iteration':34s} {it_one:12.3f} {it_dist:12.3f}")
+print(f"# round trips {rt}; sent {t['shard_bytes_sent']/1e6:.1f} MB, received {t['shard_bytes_received']/1e6:.1f} MB "
+      f"(the rows' order: {shards}x8 bytes a row each way, once)")
+print(f"# one Lloyd pass: {t['lloyd_pass_bytes']/1e3:.1f} kB over all shards (centroids out, sums and counts back)")
+print(f"# coordinator waiting {t['shard_wait_seconds']:.2f} s, busiest shard working {t['shard_busy_seconds']:.2f} s: "
+      f"coordination {1e3*overhead:.2f} ms per round trip")
+print(f"# projected Lloyd iteration, a shard per machine: {it_one/shards:.3f} s (one server's / {shards}) "
+      f"+ {1e3*overhead:.2f} ms = {it_one/shards+overhead:.3f} s, {it_one/(it_one/shards+overhead):.2f}x one server")
+PY
+finish
