@@ -39,6 +39,9 @@ CORE_SOURCES = \
 	src/core/saga_kernels.c \
 	src/core/saga_plan.c \
 	src/core/saga_slices.c \
+	src/core/saga_shard.c \
+	src/core/saga_shards.c \
+	src/core/owlqn.c \
 	src/core/schema.c \
 	src/core/onehot.c \
 	src/core/onehot_data.c
@@ -55,6 +58,8 @@ UNIT_TEST_SOURCES = \
 	tests/unit/test_kmeans_exact.c \
 	tests/unit/test_kmeans_spill.c \
 	tests/unit/test_kmeans_shards.c \
+	tests/unit/test_saga_shards.c \
+	tests/unit/test_shards_util.c \
 	tests/unit/test_saga.c \
 	tests/unit/test_saga_spill.c \
 	tests/unit/test_saga_categorical.c \

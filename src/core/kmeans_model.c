@@ -222,15 +222,9 @@ km_train_rows(const gbml_dataset *ds, gbml_train_context *ctx, const gbml_onehot
 	}
 	if (res.traffic.shards > 0)
 	{
-		const gbml_shard_traffic *t = &res.traffic;
-
 		/* the exchanges with the shards: the coordination's cost beside the shards' own work */
-		gbml_sb_printf(m, ",\"shards\":%d,\"shard_round_trips\":%lld,\"shard_bytes_sent\":%lld,"
-					   "\"shard_bytes_received\":%lld,\"shard_wait_seconds\":%.6f,\"shard_busy_seconds\":%.6f,"
-					   "\"coordination_seconds\":%.6f,\"lloyd_pass_bytes\":%lld",
-					   t->shards, (long long) t->round_trips, (long long) t->bytes_sent,
-					   (long long) t->bytes_received, t->wait_seconds, t->shard_seconds,
-					   t->wait_seconds - t->shard_seconds, (long long) t->step_bytes);
+		gbml_sb_append(m, ",", 1);
+		gbml_shard_traffic_json(m, &res.traffic, "lloyd_pass");
 	}
 	gbml_sb_append(m, ",\"s1_seconds\":", 14);
 	gbml_sb_json_doubles(m, res.s1, res.n_timed);

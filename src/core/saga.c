@@ -38,6 +38,7 @@
  * applies it to the raw row, without building the encoded one.
  */
 #include "saga.h"
+#include "saga_shards.h"
 #include "chunk_prefetch.h"
 #include "onehot.h"
 #include "saga_gpu.h"
@@ -186,6 +187,7 @@ typedef struct saga_state
 				metric;
 	int64_t		epoch;
 	bool		converged;
+	const gbml_saga_shards_result *shards;	/* trained on other servers' rows (OWL-QN), or NULL */
 	double		t_start,
 				t_stats,
 				t_solver,
@@ -927,7 +929,7 @@ write_meta(saga_state *st, gbml_train_context *ctx, int enc, const gbml_saga_gpu
 	gbml_sb_json_key(m, "objective", &first);
 	gbml_sb_json_number(m, st->objective);
 	gbml_sb_json_key(m, "stop_reason", &first);
-	gbml_sb_json_string(m, st->converged ? "tol" : "max_iter");
+	gbml_sb_json_string(m, st->shards ? st->shards->stop_reason : st->converged ? "tol" : "max_iter");
 	gbml_sb_json_key(m, "converged", &first);
 	gbml_sb_append(m, st->converged ? "true" : "false", st->converged ? 4 : 5);
 	gbml_sb_json_key(m, "rel_change", &first);
@@ -947,6 +949,16 @@ write_meta(saga_state *st, gbml_train_context *ctx, int enc, const gbml_saga_gpu
 		/* what the weights are over: the one-hot encoded columns */
 		gbml_sb_json_key(m, "one_hot_columns", &first);
 		gbml_sb_json_number(m, (double) st->enc->n_cols);
+	}
+	if (st->shards)
+	{
+		/* rows on other servers: the same objective minimised by OWL-QN, a round trip per evaluation */
+		gbml_sb_json_key(m, "solver", &first);
+		gbml_sb_json_string(m, "owlqn_shards");
+		gbml_sb_json_key(m, "pg_max", &first);
+		gbml_sb_json_number(m, st->shards->pg_max);
+		gbml_sb_json_key(m, "evaluations", &first);
+		gbml_sb_json_number(m, (double) st->shards->evaluations);
 	}
 	if (gpu->on_gpu)
 	{
@@ -976,6 +988,11 @@ write_meta(saga_state *st, gbml_train_context *ctx, int enc, const gbml_saga_gpu
 					   "\"epochs\":%lld,\"power_iterations\":%d,\"h2d_bytes\":%.0f,",
 					   gpu->streamed ? "streamed" : "resident", (long long) gpu->batch_size, st->step,
 					   (long long) st->epoch, gpu->power_iterations, st->env->gpu_h2d_bytes);
+	if (st->shards)
+	{
+		gbml_shard_traffic_json(m, &st->shards->traffic, "gradient");
+		gbml_sb_append(m, ",", 1);
+	}
 	gbml_sb_printf(m, "\"trace_seconds\":");
 	gbml_sb_json_doubles(m, st->trace_time, st->n_trace);
 	gbml_sb_append(m, "}", 1);
@@ -1003,6 +1020,50 @@ check_input(const gbml_dataset *ds, gbml_train_context *ctx, int loss, int *enc)
 	if (ctx->eval && (rc = check_labels(ctx->eval, env, "the eval set", *enc, NULL)) != GBML_OK)
 		return rc;
 	return GBML_OK;
+}
+
+/*
+ * Rows on other servers (saga_shards.h): the labels' classes and the
+ * statistics from the shards, OWL-QN on the same objective, the model
+ * written as on one server.
+ */
+static int
+train_on_shards(const gbml_dataset *ds, gbml_train_context *ctx, saga_state *st)
+{
+	gbml_saga_shards_result res;
+	gbml_saga_gpu_result none;
+	int			rc;
+
+	if (ctx->eval)
+		return gbml_error(ctx->env, GBML_EUNSUPPORTED, "saga: an eval set is not supported across servers");
+	memset(&res, 0, sizeof(res));
+	memset(&none, 0, sizeof(none));
+	res.w = st->w;
+	res.mean = st->mean;
+	res.std = st->std;
+	res.trace_iter = st->trace_epoch;
+	res.trace_obj = st->trace_obj;
+	res.trace_time = st->trace_time;
+	res.trace_rel = st->trace_rel;
+	res.trace_cap = TRACE_CAP;
+	if ((rc = gbml_saga_shards_train(ds, ctx->env, st->p, st->alpha, st->t_start, &res)) != GBML_OK)
+		return rc;
+	make_standardizer(st->d, st->n_scaled, st->mean, st->std, st->scale, st->shift);
+	st->shards = &res;
+	st->b = res.b;
+	st->objective = res.objective;
+	st->metric = res.metric;
+	st->epoch = res.iterations;
+	st->converged = res.converged;
+	st->rel = res.rel;
+	st->n_trace = res.n_trace;
+	st->L = st->step = NAN;
+	st->t_stats = res.t_stats;
+	st->t_solver = res.t_solver;
+	if ((rc = write_section(st, ctx, res.label_encoding)) == GBML_OK)
+		rc = write_meta(st, ctx, res.label_encoding, &none);
+	st->shards = NULL;
+	return rc;
 }
 
 /*
@@ -1034,6 +1095,12 @@ train_rows(const gbml_dataset *ds, gbml_train_context *ctx, const gbml_onehot *e
 	st.rel = INFINITY;
 	st.objective = st.metric = NAN;
 	st.t_start = gbml_now();
+	if (ds->shards)
+	{
+		if ((rc = alloc_state(&st)) == GBML_OK)
+			rc = train_on_shards(ds, ctx, &st);
+		goto done;
+	}
 	if ((rc = check_input(ds, ctx, p->loss, &label_enc)) != GBML_OK)
 		return rc;
 	if ((rc = alloc_state(&st)) != GBML_OK)
@@ -1431,6 +1498,7 @@ const gbml_algorithm gbml_algorithm_saga = {
 	.outputs = GBML_OUT_SCORE | GBML_OUT_PROBA,
 	.gpu_trains = true,
 	.reads_spilled_rows = true,
+	.shard = &gbml_saga_shard_ops,
 	.categorical_features = true,
 	.train = saga_train,
 	.load = saga_load,

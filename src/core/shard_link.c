@@ -77,3 +77,14 @@ gbml_shards_exchange(const gbml_shard_link *link, const uint8_t *const *req, con
 	traffic->shard_seconds += busiest;
 	return GBML_OK;
 }
+
+void
+gbml_shard_traffic_json(gbml_strbuf *m, const gbml_shard_traffic *t, const char *step_name)
+{
+	gbml_sb_printf(m, "\"shards\":%d,\"shard_round_trips\":%lld,\"shard_bytes_sent\":%lld,"
+				   "\"shard_bytes_received\":%lld,\"shard_wait_seconds\":%.6f,\"shard_busy_seconds\":%.6f,"
+				   "\"coordination_seconds\":%.6f,\"%s_bytes\":%lld",
+				   t->shards, (long long) t->round_trips, (long long) t->bytes_sent, (long long) t->bytes_received,
+				   t->wait_seconds, t->shard_seconds, t->wait_seconds - t->shard_seconds, step_name,
+				   (long long) t->step_bytes);
+}

@@ -57,6 +57,13 @@ typedef struct gbml_shard_ops
 	void		(*close) (void *state);
 } gbml_shard_ops;
 
+/*
+ * The traffic as JSON members (no braces, no comma around them) for a
+ * training's timings: step_name names the algorithm's main step
+ * ("lloyd_pass", "gradient"), whose bytes step_bytes counts.
+ */
+void		gbml_shard_traffic_json(gbml_strbuf *m, const gbml_shard_traffic *t, const char *step_name);
+
 /* ops->step, then the seconds it took (the trailer gbml_shards_exchange takes off). */
 int			gbml_shard_answer(const gbml_shard_ops *ops, void *state, const uint8_t *req, size_t len,
 							  gbml_strbuf *reply);

@@ -1,0 +1,32 @@
+/*
+ * saga_shard_msg.h — the linear models' messages between a coordinator and
+ * its shards (saga_shards.c, saga_shard.c): the request codes, the label
+ * classes of the hello (after shard_msg.h's head: classes i64, the first
+ * label outside them f64).
+ *
+ *   SG_OP_MOMENTS   centered (i64), center[d]  ->  sums[d] of x or (x - center)^2
+ *   SG_OP_LOSS_GRAD w[d], b (raw scale)        ->  loss sum, statistic, d/db sum, d/dw[d] sums
+ */
+#ifndef GBML_SAGA_SHARD_MSG_H
+#define GBML_SAGA_SHARD_MSG_H
+
+#include "shard_msg.h"
+
+#define SG_SHARD_MAGIC 0x67736773u	/* "gsgs" */
+
+enum
+{
+	SG_OP_MOMENTS = 1,
+	SG_OP_LOSS_GRAD
+};
+
+/* Label classes in the hello (logistic loss). */
+enum
+{
+	SG_HAS_POS = 1,
+	SG_HAS_ZERO = 2,
+	SG_HAS_NEG = 4,
+	SG_HAS_OTHER = 8
+};
+
+#endif

@@ -1,0 +1,292 @@
+/*
+ * saga_shards.c — the linear models across servers, the coordinator's side
+ * (saga_shards.h): the label classes and the feature statistics from the
+ * shards, then OWL-QN on the same objective as SAGA,
+ *
+ *   (1/n) sum_i s_i loss(w.z_i + b, y_i) + alpha ((1 - l1_ratio)/2 |w|^2 + l1_ratio |w|_1),
+ *
+ * z the standardized rows when standardizing.  The shards work at raw-scale
+ * weights (w_j scale_j, b + sum_j w_j shift_j) on their raw rows; the
+ * coordinator maps their gradient sums back to the standardized scale.
+ */
+#include "saga_shards.h"
+#include "saga_shard_msg.h"
+#include "owlqn.h"
+#include "saga_kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct sg_coord
+{
+	const gbml_shard_link *link;
+	gbml_env   *env;
+	const gbml_saga_params *p;
+	int			d;
+	int64_t		n;
+	int64_t    *n_rows;			/* per shard */
+	double		alpha;
+	double	   *scale,
+			   *shift,
+			   *raw;			/* d + 1: raw-scale weights and intercept of the request */
+	double	   *sums;			/* d + 3: a loss-gradient reply's sums, all shards */
+	gbml_strbuf msg;
+	const uint8_t **req;
+	size_t	   *req_len;
+	const uint8_t **reply;
+	size_t	   *reply_len;
+	gbml_saga_shards_result *out;
+	double		t_start;
+} sg_coord;
+
+/* The request in msg to every shard; each shard's reply is `n` doubles, added into acc. */
+static int
+sg_send_sum(sg_coord *C, double *acc, int n)
+{
+	int			rc;
+
+	if ((rc = gbml_sb_status(&C->msg)) != GBML_OK)
+		return rc;
+	for (int s = 0; s < C->link->n_shards; s++)
+	{
+		C->req[s] = (const uint8_t *) C->msg.data;
+		C->req_len[s] = C->msg.len;
+	}
+	if ((rc = gbml_shards_exchange(C->link, C->req, C->req_len, C->reply, C->reply_len, &C->out->traffic,
+								   C->env)) != GBML_OK)
+		return rc;
+	memset(acc, 0, sizeof(double) * (size_t) n);
+	for (int s = 0; s < C->link->n_shards; s++)
+	{
+		gbml_msg_reader r = {C->reply[s], C->reply[s] + C->reply_len[s], false};
+
+		if (C->n_rows[s] == 0)
+			continue;
+		for (int j = 0; j < n; j++)
+			acc[j] += gbml_msg_get_f64(&r);
+		if (r.bad || r.p != r.end)
+			return gbml_error(C->env, GBML_EINVAL, "saga: shard %s sent a malformed reply",
+							  C->link->name(C->link->ctx, s));
+	}
+	return GBML_OK;
+}
+
+static gbml_strbuf *
+sg_request(sg_coord *C, int64_t op)
+{
+	C->msg.len = 0;
+	gbml_msg_put_i64(&C->msg, op);
+	return &C->msg;
+}
+
+/* The shards' label classes: one encoding for the union, both classes present (logistic). */
+static int
+sg_labels(sg_coord *C)
+{
+	int64_t		classes = 0;
+
+	C->out->label_encoding = GBML_SAGA_LABELS_NONE;
+	for (int s = 0; s < C->link->n_shards; s++)
+	{
+		gbml_msg_reader r = {C->link->hello[s] + GBML_SHARD_HELLO_HEAD, C->link->hello[s] + C->link->hello_len[s],
+		false};
+		int64_t		k = gbml_msg_get_i64(&r);
+		double		other = gbml_msg_get_f64(&r);
+
+		if (r.bad)
+			return gbml_error(C->env, GBML_EINVAL, "saga: shard %s answered its opening with a malformed message",
+							  C->link->name(C->link->ctx, s));
+		if (k & SG_HAS_OTHER)
+			return gbml_error(C->env, GBML_EINVAL, "saga: shard %s has a row with label %g, which is not a class "
+							  "label for loss \"logistic\" (use 0/1, -1/+1 or boolean)",
+							  C->link->name(C->link->ctx, s), other);
+		classes |= k;
+	}
+	if (C->p->loss != GBML_SAGA_LOSS_LOGISTIC)
+		return GBML_OK;
+	if ((classes & SG_HAS_ZERO) && (classes & SG_HAS_NEG))
+		return gbml_error(C->env, GBML_EINVAL, "saga: the shards' labels mix 0 and -1; for loss \"logistic\" "
+						  "use either 0/1 or -1/+1");
+	if (!(classes & SG_HAS_POS) || !(classes & (SG_HAS_ZERO | SG_HAS_NEG)))
+		return gbml_error(C->env, GBML_EINVAL, "saga: loss \"logistic\" needs rows of both classes, but every row "
+						  "on the shards has label %s", (classes & SG_HAS_POS) ? "1" : (classes & SG_HAS_NEG) ? "-1" : "0");
+	C->out->label_encoding = (classes & SG_HAS_NEG) ? GBML_SAGA_LABELS_PM1 : GBML_SAGA_LABELS_01;
+	return GBML_OK;
+}
+
+/* Population mean and standard deviation of every feature (two sums, as on one server). */
+static int
+sg_feature_stats(sg_coord *C)
+{
+	gbml_strbuf *m;
+	int			rc;
+
+	m = sg_request(C, SG_OP_MOMENTS);
+	gbml_msg_put_i64(m, 0);
+	for (int j = 0; j < C->d; j++)
+		gbml_msg_put_f64(m, 0);
+	if ((rc = sg_send_sum(C, C->out->mean, C->d)) != GBML_OK)
+		return rc;
+	for (int j = 0; j < C->d; j++)
+		C->out->mean[j] /= (double) C->n;
+	m = sg_request(C, SG_OP_MOMENTS);
+	gbml_msg_put_i64(m, 1);
+	gbml_msg_put(m, C->out->mean, sizeof(double) * C->d);
+	if ((rc = sg_send_sum(C, C->out->std, C->d)) != GBML_OK)
+		return rc;
+	for (int j = 0; j < C->d; j++)
+	{
+		C->out->std[j] = sqrt(C->out->std[j] / (double) C->n);
+		C->scale[j] = C->p->standardize && C->out->std[j] > 0 ? 1.0 / C->out->std[j] : 1.0;
+		C->shift[j] = C->p->standardize ? -C->out->mean[j] * C->scale[j] : 0.0;
+	}
+	return GBML_OK;
+}
+
+/*
+ * OWL-QN's f: the smooth part of the objective at x = (w, b) and its
+ * gradient, from one loss-gradient round trip at the raw-scale weights.
+ */
+static int
+sg_objective(void *ctx, const double *x, double *f, double *g)
+{
+	sg_coord   *C = ctx;
+	int			d = C->d;
+	double		b = C->p->fit_intercept ? x[d] : 0,
+				l2 = C->alpha * (1 - C->p->l1_ratio),
+				inv_n = 1.0 / (double) C->n,
+				ww = 0;
+	gbml_strbuf *m = sg_request(C, SG_OP_LOSS_GRAD);
+	int64_t		before = C->out->traffic.bytes_sent + C->out->traffic.bytes_received;
+	int			rc;
+
+	for (int j = 0; j < d; j++)
+	{
+		C->raw[j] = x[j] * C->scale[j];
+		b += x[j] * C->shift[j];
+	}
+	C->raw[d] = b;
+	gbml_msg_put(m, C->raw, sizeof(double) * (size_t) (d + 1));
+	if ((rc = sg_send_sum(C, C->sums, d + 3)) != GBML_OK)
+		return rc;
+	C->out->traffic.step_bytes = C->out->traffic.bytes_sent + C->out->traffic.bytes_received - before;
+	for (int j = 0; j < d; j++)
+	{
+		g[j] = (C->scale[j] * C->sums[3 + j] + C->shift[j] * C->sums[2]) * inv_n + l2 * x[j];
+		ww += x[j] * x[j];
+	}
+	if (C->p->fit_intercept)
+		g[d] = C->sums[2] * inv_n;
+	*f = C->sums[0] * inv_n + 0.5 * l2 * ww;
+	return GBML_OK;
+}
+
+static bool
+sg_progress(void *ctx, int64_t iteration, double objective, double pg_max)
+{
+	sg_coord   *C = ctx;
+	gbml_saga_shards_result *o = C->out;
+	gbml_progress_info info = {"train", iteration, C->p->max_iter, "objective", objective};
+
+	if (o->n_trace < o->trace_cap)
+	{
+		o->trace_iter[o->n_trace] = (double) iteration;
+		o->trace_obj[o->n_trace] = objective;
+		o->trace_time[o->n_trace] = gbml_now() - C->t_start;
+		o->trace_rel[o->n_trace] = pg_max;
+		o->n_trace++;
+	}
+	return gbml_progress(C->env, &info);
+}
+
+/* OWL-QN from zero; the solution, its objective and the metric at it into out. */
+static int
+sg_solve(sg_coord *C)
+{
+	gbml_saga_shards_result *o = C->out;
+	int			n = C->d + (C->p->fit_intercept ? 1 : 0);
+	gbml_owlqn_params P = {n, C->d, C->alpha * C->p->l1_ratio, 10, C->p->max_iter, 1e-10, 1e-15};
+	gbml_owlqn_result res;
+	double	   *x = gbml_alloc0(C->env, sizeof(double) * (size_t) (n + 1)),
+			   *g = gbml_alloc0(C->env, sizeof(double) * (size_t) (n + 1)),
+				f;
+	int			rc;
+
+	if (x == NULL || g == NULL)
+		rc = C->env->error_code;
+	else if ((rc = gbml_owlqn(C->env, &P, sg_objective, sg_progress, C, x, &res)) == GBML_OK &&
+			 (rc = sg_objective(C, x, &f, g)) == GBML_OK)
+	{
+		memcpy(o->w, x, sizeof(double) * C->d);
+		o->b = C->p->fit_intercept ? x[C->d] : 0;
+		o->objective = res.objective;
+		o->metric = C->p->loss == GBML_SAGA_LOSS_LOGISTIC ? C->sums[1] / (double) C->n
+			: sqrt(C->sums[1] / (double) C->n);
+		o->pg_max = res.pg_max;
+		o->rel = res.rel_change;
+		o->iterations = res.iterations;
+		o->evaluations = res.evaluations + 1;
+		o->stop_reason = res.stop_reason;
+		o->converged = res.converged;
+	}
+	gbml_free(C->env, x);
+	gbml_free(C->env, g);
+	return rc;
+}
+
+int
+gbml_saga_shards_train(const gbml_dataset *ds, gbml_env *env, const gbml_saga_params *p, double alpha,
+					   double t_start, gbml_saga_shards_result *out)
+{
+	const gbml_shard_link *link = ds->shards;
+	int			S = link->n_shards,
+				d = ds->n_features;
+	sg_coord	C;
+	double		t0 = gbml_now();
+	int			rc;
+
+	memset(&C, 0, sizeof(C));
+	C.link = link;
+	C.env = env;
+	C.p = p;
+	C.d = d;
+	C.n = ds->n_rows;
+	C.alpha = alpha;
+	C.out = out;
+	C.t_start = t_start;
+	gbml_sb_init(&C.msg, env);
+	C.n_rows = gbml_alloc0(env, sizeof(int64_t) * S);
+	C.req = gbml_alloc0(env, sizeof(void *) * S);
+	C.req_len = gbml_alloc0(env, sizeof(size_t) * S);
+	C.reply = gbml_alloc0(env, sizeof(void *) * S);
+	C.reply_len = gbml_alloc0(env, sizeof(size_t) * S);
+	C.scale = gbml_alloc0(env, sizeof(double) * (size_t) d);
+	C.shift = gbml_alloc0(env, sizeof(double) * (size_t) d);
+	C.raw = gbml_alloc0(env, sizeof(double) * (size_t) (d + 1));
+	C.sums = gbml_alloc0(env, sizeof(double) * (size_t) (d + 3));
+	if (!C.n_rows || !C.req || !C.req_len || !C.reply || !C.reply_len || !C.scale || !C.shift || !C.raw || !C.sums)
+	{
+		rc = env->error_code;
+		goto done;
+	}
+	for (int s = 0; s < S; s++)
+		memcpy(&C.n_rows[s], link->hello[s] + 8, sizeof(int64_t));	/* shard_msg.h's head: magic, version, rows */
+	if ((rc = sg_labels(&C)) != GBML_OK || (rc = sg_feature_stats(&C)) != GBML_OK)
+		goto done;
+	out->t_stats = gbml_now() - t0;
+	t0 = gbml_now();
+	rc = sg_solve(&C);
+	out->t_solver = gbml_now() - t0;
+done:
+	gbml_sb_free(&C.msg);
+	gbml_free(env, C.n_rows);
+	gbml_free(env, C.req);
+	gbml_free(env, C.req_len);
+	gbml_free(env, C.reply);
+	gbml_free(env, C.reply_len);
+	gbml_free(env, C.scale);
+	gbml_free(env, C.shift);
+	gbml_free(env, C.raw);
+	gbml_free(env, C.sums);
+	return rc;
+}

@@ -1,0 +1,166 @@
+/*
+ * test_saga_shards.c — the linear models across shards (saga_shards.h)
+ * with the shards in this process: the rows dealt to 2 or 3 shards (one
+ * empty, one in files) reach the single-server SAGA optimum (run to a tight
+ * tolerance) within 1e-6 of its objective, for logistic with ridge and
+ * standardization, squared loss with elastic net and row weights, and the
+ * lasso (which must zero some weights there too); the pseudo-gradient at
+ * the solution is ~0.  Labels outside the classes, one class only, and a
+ * shard that fails are errors naming the problem.
+ */
+#include "harness.h"
+#include "chunk_store_file.h"
+#include "rng.h"
+#include "test_shards_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct sg_data
+{
+	int64_t		n;
+	int			d;
+	bool		squared;		/* regression labels, else classes 0/1 */
+	bool		weights;
+	float		bad_label;		/* != 0: row 17's label (logistic) */
+	bool		one_class;
+} sg_data;
+
+static void
+sg_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files, void *arg)
+{
+	const sg_data *s = arg;
+	float	   *x = malloc(sizeof(float) * (size_t) s->d);
+
+	gbml_dataset_init(ds, false);
+	ds->chunk_rows = 700;
+	if (to_files)
+		gbml_dataset_stream_to(ds, gbml_chunk_store_file_open, 0, false);
+	for (int64_t i = 0; i < s->n; i++)
+	{
+		gbml_row	row = {0};
+		int			owner = n_shards == 3 ? (int) ((i * 7) % 5 < 3 ? 0 : 1) : (int) ((i * 13) % 3 == 0);
+		gbml_rng	rng;
+		double		z = 0.3;
+
+		if (shard >= 0 && owner != shard)
+			continue;
+		gbml_rng_seed(&rng, 5150 + (uint64_t) i);
+		for (int j = 0; j < s->d; j++)
+		{
+			x[j] = (float) (gbml_rng_uniform(&rng) * 4 - 2 + (j == 1 ? 50 : 0));
+			z += (j % 3 == 0 ? 1.5 : j % 3 == 1 ? -0.7 : 0.0) * (x[j] - (j == 1 ? 50 : 0));
+		}
+		row.x = x;
+		row.n_features = s->d;
+		if (s->squared)
+			row.label = (float) (z + gbml_rng_uniform(&rng) - 0.5);
+		else
+			row.label = s->one_class ? 1.0f : (gbml_rng_uniform(&rng) < 1.0 / (1.0 + exp(-z))) ? 1.0f : 0.0f;
+		if (s->bad_label != 0 && i == 17)
+			row.label = s->bad_label;
+		row.weight = s->weights ? (float) (0.5 + (i % 4) * 0.5) : 1.0f;
+		row.group_is_null = true;
+		CHECK(gbml_dataset_append(ds, env, &row, true) == GBML_OK);
+	}
+	free(x);
+}
+
+/* The model's META number `key`. */
+static double
+meta(const uint8_t *model, size_t len, const char *key)
+{
+	gbml_env	env;
+
+	gbml_env_init_malloc(&env, 1);
+	return tu_meta_number(&env, model, len, key);
+}
+
+/* Sharded OWL-QN reaches the single-server SAGA objective (SAGA run to tol 1e-12) within 1e-6. */
+static void
+sg_check_optimum(const char *name, const sg_data *s, const gbml_param_value *v, int nv, bool lasso)
+{
+	gbml_param_value tight[16];
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *ref;
+	size_t		ref_len;
+	double		f_ref;
+	char		error[512];
+
+	memcpy(tight, v, sizeof(gbml_param_value) * nv);
+	tight[nv] = tu_num("tol", 1e-12);
+	tight[nv + 1] = tu_num("max_iter", 20000);
+	gbml_env_init_malloc(&env, 2);
+	sg_fill(&ds, &env, -1, 1, false, (void *) s);
+	CHECK(tu_train("saga", &ds, &env, tight, nv + 2, &ref, &ref_len) == GBML_OK);
+	gbml_dataset_free(&ds, &env);
+	f_ref = meta(ref, ref_len, "objective");
+	for (int n_shards = 2; n_shards <= 3; n_shards++)
+	{
+		size_t		len = 0;
+		uint8_t    *m = tu_train_sharded("saga", sg_fill, (void *) s, n_shards, v, nv, 0, &len, error, sizeof(error));
+		double		f = m ? meta(m, len, "objective") : NAN;
+
+		CHECK(m != NULL);
+		if (m == NULL)
+		{
+			fprintf(stderr, "%s, %d shards: %s\n", name, n_shards, error);
+			continue;
+		}
+		CHECK(fabs(f - f_ref) <= 1e-6 * fabs(f_ref));
+		CHECK(meta(m, len, "pg_max") <= 1e-8);
+		CHECK(!lasso || meta(m, len, "n_nonzero") < s->d);
+		if (!(fabs(f - f_ref) <= 1e-6 * fabs(f_ref)))
+			fprintf(stderr, "%s, %d shards: objective %.12g, one server's SAGA %.12g\n", name, n_shards, f, f_ref);
+		free(m);
+	}
+	free(ref);
+}
+
+TEST(saga_shards_logistic_ridge_standardized_reaches_the_optimum)
+{
+	sg_data		s = {6000, 6, false, false, 0, false};
+	gbml_param_value v[] = {tu_str("loss", "logistic"), tu_num("alpha", 1e-3), tu_bool("standardize", true)};
+
+	sg_check_optimum("logistic, ridge, standardized", &s, v, 3, false);
+}
+
+TEST(saga_shards_squared_elastic_net_weights_reaches_the_optimum)
+{
+	sg_data		s = {5000, 5, true, true, 0, false};
+	gbml_param_value v[] = {tu_str("loss", "squared"), tu_num("alpha", 1e-2), tu_num("l1_ratio", 0.5),
+	tu_bool("standardize", true)};
+
+	sg_check_optimum("squared, elastic net, weights", &s, v, 4, false);
+}
+
+TEST(saga_shards_lasso_zeroes_weights_at_the_optimum)
+{
+	sg_data		s = {5000, 7, false, false, 0, false};
+	gbml_param_value v[] = {tu_str("loss", "logistic"), tu_num("alpha", 2e-2), tu_num("l1_ratio", 1),
+	tu_bool("standardize", true)};
+
+	sg_check_optimum("logistic, lasso", &s, v, 4, true);
+}
+
+TEST(saga_shards_label_errors_and_a_failing_shard)
+{
+	gbml_param_value v[] = {tu_str("loss", "logistic")};
+	sg_data		bad = {2000, 3, false, false, 0.5f, false},
+				one = {2000, 3, false, false, 0, true},
+				good = {2000, 3, false, false, 0, false};
+	char		error[512];
+	size_t		len;
+	uint8_t    *m;
+
+	m = tu_train_sharded("saga", sg_fill, &bad, 2, v, 1, 0, &len, error, sizeof(error));
+	CHECK(m == NULL && strstr(error, "label 0.5") != NULL && strstr(error, "shard") != NULL);
+	free(m);
+	m = tu_train_sharded("saga", sg_fill, &one, 2, v, 1, 0, &len, error, sizeof(error));
+	CHECK(m == NULL && strstr(error, "both classes") != NULL);
+	free(m);
+	m = tu_train_sharded("saga", sg_fill, &good, 2, v, 1, 4, &len, error, sizeof(error));
+	CHECK(m == NULL && strstr(error, "shard2") != NULL && strstr(error, "planted failure") != NULL);
+	free(m);
+}

@@ -1,0 +1,113 @@
+/*
+ * test_shards_util.c — the in-process shards of test_shards_util.h.
+ */
+#include "harness.h"
+#include "test_shards_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct tu_link
+{
+	gbml_env	env[TU_MAX_SHARDS];
+	gbml_dataset ds[TU_MAX_SHARDS];
+	void	   *shard[TU_MAX_SHARDS];
+	const gbml_shard_ops *ops;
+	gbml_strbuf hello[TU_MAX_SHARDS];
+	gbml_strbuf reply[TU_MAX_SHARDS];
+	const uint8_t *hello_p[TU_MAX_SHARDS];
+	size_t		hello_len[TU_MAX_SHARDS];
+	int			calls;
+	int			fail_at;		/* > 0: shard 1 fails at this round trip */
+	char		names[TU_MAX_SHARDS][16];
+} tu_link;
+
+static const char *
+tu_shard_name(void *ctx, int s)
+{
+	return ((tu_link *) ctx)->names[s];
+}
+
+static int
+tu_shard_round_trip(void *ctx, const uint8_t *const *req, const size_t *req_len, const uint8_t **reply,
+			  size_t *reply_len, gbml_env *env)
+{
+	tu_link    *L = ctx;
+	int			n = L->names[2][0] ? 3 : 2;
+
+	L->calls++;
+	for (int s = 0; s < n; s++)
+	{
+		int			rc;
+
+		L->reply[s].len = 0;
+		rc = L->fail_at > 0 && L->calls == L->fail_at && s == 1
+			? gbml_error(&L->env[s], GBML_EIO, "planted failure")
+			: gbml_shard_answer(L->ops, L->shard[s], req[s], req_len[s], &L->reply[s]);
+		if (rc != GBML_OK)
+			return gbml_error(env, rc, "shard %s: %s", L->names[s], L->env[s].error);
+		reply[s] = (const uint8_t *) L->reply[s].data;
+		reply_len[s] = L->reply[s].len;
+	}
+	return GBML_OK;
+}
+
+uint8_t *
+tu_train_sharded(const char *algorithm, tu_fill_fn fill, void *arg, int n_shards, const gbml_param_value *v,
+				 int nv, int fail_at, size_t *len, char *error, size_t error_size)
+{
+	const gbml_algorithm *algo = gbml_algorithm_by_name(algorithm);
+	tu_link    *L = calloc(1, sizeof(tu_link));
+	gbml_shard_link link;
+	gbml_env	env;
+	gbml_dataset ds;
+	gbml_parsed_params pp;
+	uint8_t    *model = NULL;
+	int			rc;
+
+	L->fail_at = fail_at;
+	L->ops = algo->shard;
+	error[0] = '\0';
+	for (int sh = 0; sh < n_shards; sh++)
+	{
+		gbml_env_init_malloc(&L->env[sh], sh + 1);
+		snprintf(L->names[sh], sizeof(L->names[sh]), "shard%d", sh + 1);
+		fill(&L->ds[sh], &L->env[sh], sh, n_shards, sh == 1, arg);
+		CHECK(gbml_dataset_canonicalize(&L->ds[sh], &L->env[sh]) == GBML_OK);
+		CHECK(gbml_parse_training_params(&L->env[sh], algo, v, nv, &pp) == GBML_OK);
+		gbml_sb_init(&L->hello[sh], &L->env[sh]);
+		gbml_sb_init(&L->reply[sh], &L->env[sh]);
+		CHECK(L->ops->open(&L->ds[sh], pp.algo_params, &L->env[sh], &L->shard[sh], &L->hello[sh]) == GBML_OK);
+		gbml_parsed_params_free(&L->env[sh], &pp);
+		L->hello_p[sh] = (const uint8_t *) L->hello[sh].data;
+		L->hello_len[sh] = L->hello[sh].len;
+	}
+	link.n_shards = n_shards;
+	link.ctx = L;
+	link.name = tu_shard_name;
+	link.round_trip = tu_shard_round_trip;
+	link.hello = L->hello_p;
+	link.hello_len = L->hello_len;
+
+	gbml_env_init_malloc(&env, 2);
+	gbml_dataset_init(&ds, false);
+	CHECK(gbml_shards_describe(&link, L->ops->hello_magic, &env, &ds.n_rows, &ds.n_features) == GBML_OK);
+	ds.shards = &link;
+	rc = tu_train(algorithm, &ds, &env, v, nv, &model, len);
+	if (rc != GBML_OK)
+		snprintf(error, error_size, "%s", env.error);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+	for (int sh = 0; sh < n_shards; sh++)
+	{
+		L->ops->close(L->shard[sh]);
+		gbml_sb_free(&L->hello[sh]);
+		gbml_sb_free(&L->reply[sh]);
+		gbml_dataset_free(&L->ds[sh], &L->env[sh]);
+		CHECK(L->env[sh].memory_used == 0);
+	}
+	free(L);
+	return model;
+}
+

@@ -1,0 +1,29 @@
+/*
+ * test_shards_util.h — training across servers with the shards in this
+ * process (the unit tests of kmeans_shards.c and saga_shards.c): each shard
+ * its own env and dataset, answering through its algorithm's shard side
+ * (shard_link.h) as a server would, the coordinator's link calling them in
+ * turn.
+ */
+#ifndef GBML_TEST_SHARDS_UTIL_H
+#define GBML_TEST_SHARDS_UTIL_H
+
+#include "shard_link.h"
+#include "test_util.h"
+
+#define TU_MAX_SHARDS 3
+
+/* Fills ds with the rows of shard `shard` of n_shards (files: in a file store); shard -1: every row. */
+typedef void (*tu_fill_fn) (gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool files, void *arg);
+
+/*
+ * Trains `algorithm` with params v[0..nv) on rows dealt to n_shards
+ * in-process shards (shard 2's in files): the model (malloc'd, *len bytes),
+ * or NULL with the coordinator's error in error.  fail_at > 0: shard 2
+ * fails at that round trip.  Checks that nothing stays allocated anywhere.
+ */
+uint8_t    *tu_train_sharded(const char *algorithm, tu_fill_fn fill, void *arg, int n_shards,
+							 const gbml_param_value *v, int nv, int fail_at, size_t *len, char *error,
+							 size_t error_size);
+
+#endif
