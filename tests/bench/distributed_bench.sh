@@ -12,8 +12,10 @@
 # difference is the coordination overhead), whether the model bytes are the
 # same, and what a Lloyd iteration would take with each shard on a machine of
 # its own (the single server's iteration / SHARDS + the overhead per round
-# trip).  All clusters share this machine's cores, so the sharded time here is
-# a correctness and overhead figure, not a speed-up.
+# trip).  Then logistic regression: SAGA on one server against OWL-QN across
+# the shards (objectives, iterations, seconds and bytes per gradient).  All
+# clusters share this machine's cores, so the sharded time here is a
+# correctness and overhead figure, not a speed-up.
 # Needs gbml installed (make install); starts and removes its own clusters.
 set -uo pipefail
 N=${N:-1000000}
@@ -54,10 +56,10 @@ done
 q coord postgres "VACUUM ANALYZE t_local" || bail "analyze"
 note "loaded $SHARDS x $N rows x $D features in $((SECONDS - t0)) s"
 params="{\"k\": $KM_K, \"max_iter\": $KM_ITERS, \"tol\": 0, \"min_frac_changed\": 0, \"features_column\": \"f\", \"random_seed\": 5}"
-run() { # name source: prints wall seconds and the run report
+run() { # name source [algorithm params]: prints wall seconds
   local t1 t2
   t1=$(date +%s.%N)
-  q coord postgres "SELECT gbml.train('$1', 'kmeans', '$2', '$params')" >/dev/null || return 1
+  q coord postgres "SELECT gbml.train('$1', '${3:-kmeans}', '$2', '${4:-$params}')" >/dev/null || return 1
   t2=$(date +%s.%N)
   echo "$(echo "$t2 - $t1" | bc)"
 }
@@ -65,8 +67,11 @@ one_wall=$(run km_one t_local) || bail "train on one server"
 dist_wall=$(run km_dist t) || bail "train across the shards"
 same=$(q coord postgres "SELECT (SELECT model FROM gbml.models WHERE name = 'km_one') = (SELECT model FROM gbml.models WHERE name = 'km_dist')")
 check "the sharded model is the single-server model, byte for byte" t "$same"
+saga_params='{"loss": "logistic", "alpha": 0.0001, "standardize": true, "features_column": "f", "label_column": "clicked"}'
+saga_one_wall=$(run lin_one t_local saga "$saga_params") || bail "SAGA on one server"
+saga_dist_wall=$(run lin_dist t saga "$saga_params") || bail "OWL-QN across the shards"
 
-python3 - "$one_wall" "$dist_wall" "$SHARDS" "$N" "$D" "$KM_K" <<PY
+python3 - "$one_wall" "$dist_wall" "$SHARDS" "$N" "$D" "$KM_K" "$saga_one_wall" "$saga_dist_wall" <<PY
 import json, subprocess, sys
 one_wall, dist_wall, shards, n, d, k = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 def timings(name):
@@ -93,5 +98,21 @@ print(f"# coordinator waiting {t['shard_wait_seconds']:.2f} s, busiest shard wor
       f"coordination {1e3*overhead:.2f} ms per round trip")
 print(f"# projected Lloyd iteration, a shard per machine: {it_one/shards:.3f} s (one server's / {shards}) "
       f"+ {1e3*overhead:.2f} ms = {it_one/shards+overhead:.3f} s, {it_one/(it_one/shards+overhead):.2f}x one server")
+def model(name):
+    out = subprocess.run(["$PGBIN/psql", "-X", "-At", "-h", "$OPS_WORK/coord", "-p", "${OPS_PORT[coord]}", "-U", "postgres",
+                          "-d", "postgres", "-c", f"SELECT metrics, timings, gbml.model_info(model) FROM gbml.models WHERE name = '{name}'"],
+                         capture_output=True, text=True, check=True).stdout.strip().split("|")
+    return [json.loads(x) for x in out]
+(m1, t1, i1), (m2, t2, i2) = model("lin_one"), model("lin_dist")
+t2 = t2.get("timings", t2)
+t1 = t1.get("timings", t1)
+o1, o2 = m1["objective"], m2["objective"]
+ev = t2["shard_round_trips"] - 2
+print(f"# logistic regression (alpha 1e-4, standardized): one server SAGA {float(sys.argv[7]):.2f} s, objective {o1:.9f}, "
+      f"{i1.get('epochs')} epochs")
+print(f"#   sharded OWL-QN {float(sys.argv[8]):.2f} s, objective {o2:.9f} ({(o2-o1)/abs(o1):+.2e} relative), "
+      f"{i2.get('epochs')} iterations, {ev} gradient evaluations")
+print(f"#   per evaluation: {t2['solver_seconds']/max(1,ev):.3f} s, {t2['gradient_bytes']/1e3:.1f} kB; "
+      f"coordination {1e3*t2['coordination_seconds']/t2['shard_round_trips']:.2f} ms per round trip")
 PY
 finish
