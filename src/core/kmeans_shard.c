@@ -12,6 +12,7 @@
 #include "kmeans_exact.h"
 #include "dataset_internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -47,7 +48,35 @@ struct gbml_km_shard
 	uint64_t   *hash;			/* per local row: canonical hash, content hash (2 each) */
 	int64_t    *block_pot;		/* global blocks x T: the last candidate pass */
 	int64_t		n_blocks;
+	bool		grid_set;		/* the coordinator's grid arrived (GRID) */
+	bool		labeled;		/* every row has a label (a PASS since the last RESET_LABELS) */
+	double	   *mn,				/* d: this shard's per-feature extremes (normalised when spherical) */
+			   *mx;
+	double		xnorm_local;	/* this shard's largest row norm */
+	double		far_max;		/* the largest distance of the last DIST_MAX, -1 when stale */
 };
+
+/*
+ * Whether a grid the coordinator sent keeps every term of values up to
+ * vmax below 2^(fix_bits - 1), as a grid from the union's extremes does
+ * (those are at least this shard's): then no sum of the shard's terms can
+ * overflow.  A request with a finer grid is malformed, not undefined.
+ */
+static bool
+km_grid_fits(const gbml_km_shard *sh, double scale, double vmax)
+{
+	return isfinite(scale) && scale > 0 && isfinite(vmax) && scale * vmax < ldexp(1.0, sh->w.fix_bits - 1);
+}
+
+/* Whether v[0..n) are finite, and > 0 when positive: a request's numbers before any work with them. */
+static bool
+km_finite(const double *v, int64_t n, bool positive)
+{
+	for (int64_t i = 0; i < n; i++)
+		if (!isfinite(v[i]) || (positive && !(v[i] > 0)))
+			return false;
+	return true;
+}
 
 typedef struct km_hash_arg
 {
@@ -99,6 +128,7 @@ gbml_km_shard_open(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env
 		return env->error_code;
 	sh->env = env;
 	sh->ds = ds;
+	sh->far_max = -1;
 	if (ds->n_rows > 0)
 	{
 		if ((rc = km_setup(&sh->w, ds, p, env)) != GBML_OK)
@@ -142,6 +172,8 @@ gbml_km_shard_close(gbml_km_shard *sh)
 	gbml_free(env, sh->rank);
 	gbml_free(env, sh->hash);
 	gbml_free(env, sh->block_pot);
+	gbml_free(env, sh->mn);
+	gbml_free(env, sh->mx);
 	gbml_free(env, sh);
 }
 
@@ -168,10 +200,16 @@ static int
 km_shard_ranks(gbml_km_shard *sh, gbml_msg_reader *r)
 {
 	int64_t		n = sh->ds->n_rows;
+	int			rc;
 
+	if (sh->rank != NULL)
+		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: the global row order arrived twice");
 	sh->n_global = gbml_msg_get_count(r, INT64_MAX / 2);
-	if (r->bad || n == 0)
+	if (r->bad || n == 0 || sh->n_global < n)
+	{
+		r->bad = true;
 		return GBML_OK;
+	}
 	sh->rank = gbml_alloc_array(sh->env, (size_t) n, sizeof(int64_t));
 	if (sh->rank == NULL)
 		return sh->env->error_code;
@@ -179,6 +217,21 @@ km_shard_ranks(gbml_km_shard *sh, gbml_msg_reader *r)
 	for (int64_t i = 0; i < n && !r->bad; i++)
 		if (sh->rank[i] < 0 || sh->rank[i] >= sh->n_global || (i > 0 && sh->rank[i] <= sh->rank[i - 1]))
 			r->bad = true;
+	if (r->bad)
+	{
+		/* no order at all rather than a damaged one */
+		gbml_free(sh->env, sh->rank);
+		sh->rank = NULL;
+		return GBML_OK;
+	}
+	/* the extremes every later grid is checked against */
+	sh->mn = gbml_alloc_array(sh->env, (size_t) sh->w.d, sizeof(double));
+	sh->mx = gbml_alloc_array(sh->env, (size_t) sh->w.d, sizeof(double));
+	if (sh->mn == NULL || sh->mx == NULL)
+		return sh->env->error_code;
+	if ((rc = km_local_rows.extents(&sh->w, sh->mn, sh->mx)) != GBML_OK)
+		return rc;
+	sh->xnorm_local = sh->w.xnorm_max;
 	/* the grid's precision follows the union's row count, as on one server */
 	sh->w.n = sh->n_global;
 	sh->w.fix_bits = gbml_km_fix_bits(sh->n_global);
@@ -224,6 +277,13 @@ km_shard_feature_sums(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	{
 		gbml_msg_get(r, mean, sizeof(double) * d);
 		gbml_msg_get(r, scale, sizeof(double) * d);
+		r->bad |= !km_finite(mean, d, false);
+		for (int j = 0; j < d && !r->bad; j++)
+		{
+			double		dev = fmax(sh->mx[j] - mean[j], mean[j] - sh->mn[j]);
+
+			r->bad = !km_grid_fits(sh, scale[j], sqdev ? dev * dev : fmax(fabs(sh->mn[j]), fabs(sh->mx[j])));
+		}
 		if (!r->bad && sh->ds->n_rows > 0)
 			rc = km_local_rows.feature_sums(&sh->w, sqdev ? mean : NULL, scale, sums);
 		gbml_msg_put(reply, sums, sizeof(int64_t) * d);
@@ -301,6 +361,49 @@ km_shard_kpp_start(gbml_km_shard *sh, gbml_msg_reader *r)
 	return km_local_rows.kpp_start(w, T);
 }
 
+/* The largest closest distance of this shard's rows (+inf before the first centre is taken). */
+static double
+km_shard_closest_max(const gbml_km_shard *sh)
+{
+	double		mx = 0;
+
+	for (int c = 0; c < sh->ds->n_chunks; c++)
+		for (int64_t i = 0; i < sh->ds->chunks[c]->n_rows; i++)
+			mx = fmax(mx, (double) sh->w.closest[c][i]);
+	return mx;
+}
+
+/*
+ * A bound on every value a candidate pass sums here: its closest distance,
+ * or before the first centre the distance to the farthest candidate,
+ * (|x| + |c|)^2.
+ */
+static double
+km_shard_potential_bound(const gbml_km_shard *sh, int T)
+{
+	double		cmax = 0,
+				closest = km_shard_closest_max(sh);
+
+	for (int t = 0; t < T; t++)
+	{
+		double		s = 0;
+
+		for (int j = 0; j < sh->w.d; j++)
+			s += (double) sh->w.cand[(size_t) j * GBML_KM_CAND_LANES + t] * sh->w.cand[(size_t) j * GBML_KM_CAND_LANES + t];
+		cmax = fmax(cmax, sqrt(s));
+	}
+	return fmin(closest, (sh->xnorm_local + cmax) * (sh->xnorm_local + cmax) * 1.0001);
+}
+
+/* A candidate pass's grid: its terms fit (km_grid_fits) and its float distances cannot overflow. */
+static bool
+km_shard_potential_grid_ok(const gbml_km_shard *sh, int T)
+{
+	double		bound = km_shard_potential_bound(sh, T);
+
+	return bound < FLT_MAX / 4 && km_grid_fits(sh, sh->w.pot_scale, bound);
+}
+
 /*
  * Distances to the candidates; per global block and candidate, the
  * fixed-point potential of this shard's rows in it (the terms the local
@@ -318,7 +421,12 @@ km_shard_cand(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	w->pot_scale = gbml_msg_get_f64(r);
 	if (w->cand != NULL)
 		gbml_msg_get(r, w->cand, sizeof(float) * GBML_KM_CAND_LANES * (size_t) w->d);
+	for (size_t i = 0; w->cand != NULL && i < GBML_KM_CAND_LANES * (size_t) w->d; i++)
+		r->bad |= !isfinite(w->cand[i]);
 	if (r->bad || T < 1 || T > w->T)
+		return GBML_OK;
+	r->bad = !km_shard_potential_grid_ok(sh, T);
+	if (r->bad)
 		return GBML_OK;
 	cells = (size_t) sh->n_blocks * T;
 	memset(sh->block_pot, 0, sizeof(int64_t) * cells);
@@ -350,7 +458,8 @@ km_shard_take(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	float		mx = 0;
 	int			rc = GBML_OK;
 
-	if (!r->bad && sh->ds->n_rows > 0 && t < T)
+	r->bad |= !(t < T && T <= sh->w.T);
+	if (!r->bad)
 		rc = km_local_rows.cand_take(&sh->w, t, T, &mx);
 	gbml_msg_put(reply, &mx, sizeof(mx));
 	return rc;
@@ -363,6 +472,8 @@ km_shard_terms(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	km_work    *w = &sh->w;
 	double		cur_scale = gbml_msg_get_f64(r);
 	int64_t		m = gbml_msg_get_count(r, GBML_KM_CAND_LANES);
+
+	r->bad |= !km_grid_fits(sh, cur_scale, km_shard_closest_max(sh));
 
 	for (int64_t q = 0; q < m && !r->bad; q++)
 	{
@@ -404,6 +515,9 @@ static void
 km_shard_centroids(gbml_km_shard *sh, gbml_msg_reader *r)
 {
 	gbml_msg_get(r, sh->w.c, sizeof(double) * (size_t) sh->w.k * sh->w.d);
+	/* centroids are means of float rows: a value past float's range is no centroid */
+	for (int64_t i = 0; i < (int64_t) sh->w.k * sh->w.d && !r->bad; i++)
+		r->bad = !(fabs(sh->w.c[i]) <= FLT_MAX);
 }
 
 static int
@@ -420,6 +534,7 @@ km_shard_pass(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 		return GBML_OK;
 	if ((rc = km_local_rows.pass(w, update, &st)) != GBML_OK)
 		return rc;
+	sh->labeled = true;
 	gbml_msg_put_i64(reply, st.changed);
 	gbml_msg_put_i64(reply, st.rechecked);
 	gbml_msg_put(reply, w->counts, sizeof(int64_t) * w->k);
@@ -446,7 +561,7 @@ km_shard_far(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	x = gbml_alloc_array(sh->env, (size_t) m * w->d, sizeof(double));
 	if (far == NULL || x == NULL)
 		rc = sh->env->error_code;
-	else if ((rc = km_local_rows.farthest(w, far, &m, x)) == GBML_OK)
+	else if ((sh->far_max = -1, rc = km_local_rows.farthest(w, far, &m, x)) == GBML_OK)
 	{
 		gbml_msg_put_i64(reply, m);
 		for (int e = 0; e < m; e++)
@@ -471,6 +586,7 @@ km_shard_dist_max(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	km_shard_centroids(sh, r);
 	if (!r->bad && sh->ds->n_rows > 0)
 		rc = km_local_rows.dist_max(&sh->w, &mx);
+	sh->far_max = r->bad ? -1 : mx;
 	gbml_msg_put_f64(reply, mx);
 	return rc;
 }
@@ -482,6 +598,7 @@ km_shard_dist_sum(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	int64_t		total = 0;
 	int			rc = GBML_OK;
 
+	r->bad |= sh->far_max < 0 || !km_grid_fits(sh, scale, sh->far_max);
 	if (!r->bad && sh->ds->n_rows > 0)
 		rc = km_local_rows.dist_sum(&sh->w, scale, &total);
 	gbml_msg_put_i64(reply, total);
@@ -493,6 +610,11 @@ km_shard_grid(gbml_km_shard *sh, gbml_msg_reader *r)
 {
 	gbml_msg_get(r, sh->w.fix_scale, sizeof(double) * sh->w.d);
 	sh->w.xnorm_max = gbml_msg_get_f64(r);
+	if (!km_finite(&sh->w.xnorm_max, 1, false) || sh->w.xnorm_max < sh->xnorm_local)
+		r->bad = true;
+	for (int j = 0; j < sh->w.d && !r->bad; j++)
+		r->bad = !km_grid_fits(sh, sh->w.fix_scale[j], fmax(fabs(sh->mn[j]), fabs(sh->mx[j])));
+	sh->grid_set = !r->bad;
 	return GBML_OK;
 }
 
@@ -508,6 +630,14 @@ km_shard_answer(gbml_km_shard *sh, const uint8_t *req, size_t len, gbml_strbuf *
 		return GBML_OK;
 	if (op != KM_OP_RANKS && sh->rank == NULL)
 		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: a request before the global row order");
+	if ((op == KM_OP_PASS || op == KM_OP_FAR || op == KM_OP_DIST_MAX || op == KM_OP_DIST_SUM) && !sh->grid_set)
+		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: request %lld before the grid", (long long) op);
+	if ((op == KM_OP_FAR || op == KM_OP_DIST_MAX || op == KM_OP_DIST_SUM) && !sh->labeled)
+		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: request %lld before the rows have labels",
+						  (long long) op);
+	if ((op == KM_OP_DIST_SUM && sh->w.far == NULL) ||
+		((op == KM_OP_TAKE || op == KM_OP_TERMS) && sh->w.closest == NULL))
+		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: request %lld out of order", (long long) op);
 	switch (op)
 	{
 		case KM_OP_RANKS:
@@ -539,6 +669,7 @@ km_shard_answer(gbml_km_shard *sh, const uint8_t *req, size_t len, gbml_strbuf *
 			break;
 		case KM_OP_RESET_LABELS:
 			rc = km_local_rows.reset_labels(&sh->w);
+			sh->labeled = false;
 			break;
 		case KM_OP_PASS:
 			rc = km_shard_pass(sh, &r, reply);

@@ -6,7 +6,9 @@
  * kept to the pseudo-gradient's orthant sign by sign, then a backtracking
  * line search that keeps each L1 variable in its orthant (a variable that
  * would cross zero stops at zero).  Deterministic: the same f gives the
- * same iterates.
+ * same iterates.  It stops on a tiny pseudo-gradient, on a proven
+ * suboptimality (strong convexity), or when the last iterations together
+ * gained almost nothing.
  */
 #include "owlqn.h"
 
@@ -186,6 +188,15 @@ line_search(owlqn_state *st, gbml_owlqn_fn fn, void *ctx, const owlqn_point *cur
 	return GBML_OK;
 }
 
+/* The relative suboptimality bound |pg|^2 / (2 mu) / |F| (NaN without strong convexity). */
+static double
+gap_bound(const gbml_owlqn_params *P, const double *pg, double F)
+{
+	if (!(P->mu > 0))
+		return NAN;
+	return dot(pg, pg, P->n) / (2 * P->mu) / fmax(fabs(F), 1e-300);
+}
+
 static double
 rel_change(const double *x, const double *xn, int n)
 {
@@ -209,6 +220,7 @@ gbml_owlqn(gbml_env *env, const gbml_owlqn_params *P, gbml_owlqn_fn fn, gbml_owl
 	owlqn_state st = {P, NULL, NULL, NULL, NULL, 0, 0};
 	owlqn_point cur = {x, NULL, 0, 0},
 				next = {NULL, NULL, 0, 0};
+	double		history[OWLQN_WINDOW];	/* the objective after the last iterations (ring) */
 	double	   *pg = gbml_alloc_array(env, n, sizeof(double)),
 			   *d = gbml_alloc_array(env, n, sizeof(double));
 	int			rc;
@@ -235,11 +247,17 @@ gbml_owlqn(gbml_env *env, const gbml_owlqn_params *P, gbml_owlqn_fn fn, gbml_owl
 	for (res->iterations = 0; res->iterations < P->max_iter;)
 	{
 		bool		found;
-		double		drop;
+		double		drop,
+					window_drop;
 
 		if (res->pg_max <= P->gtol)
 		{
 			res->stop_reason = "gtol";
+			break;
+		}
+		if (gap_bound(P, pg, cur.F) <= P->gap)
+		{
+			res->stop_reason = "gap";
 			break;
 		}
 		direction(&st, pg, d);
@@ -255,6 +273,10 @@ gbml_owlqn(gbml_env *env, const gbml_owlqn_params *P, gbml_owlqn_fn fn, gbml_owl
 		res->iterations++;
 		push_pair(&st, cur.x, next.x, cur.g, next.g);
 		drop = (cur.F - next.F) / fmax(fmax(fabs(cur.F), fabs(next.F)), 1.0);
+		/* what the last OWLQN_WINDOW iterations gained together (linear convergence: the rest is a few times that) */
+		window_drop = res->iterations > OWLQN_WINDOW
+			? (history[res->iterations % OWLQN_WINDOW] - next.F) / fmax(fabs(next.F), 1.0) : INFINITY;
+		history[res->iterations % OWLQN_WINDOW] = next.F;
 		res->rel_change = rel_change(cur.x, next.x, P->n);
 		memcpy(cur.x, next.x, sizeof(double) * n);
 		memcpy(cur.g, next.g, sizeof(double) * n);
@@ -266,14 +288,15 @@ gbml_owlqn(gbml_env *env, const gbml_owlqn_params *P, gbml_owlqn_fn fn, gbml_owl
 			rc = gbml_error(env, GBML_ECANCELLED, "canceled");
 			goto done;
 		}
-		if (drop < P->ftol)
+		if (drop <= 0 || window_drop < P->ftol)
 		{
 			res->stop_reason = res->pg_max <= P->gtol ? "gtol" : "ftol";
 			break;
 		}
 	}
 	res->objective = cur.F;
-	res->converged = strcmp(res->stop_reason, "gtol") == 0 || strcmp(res->stop_reason, "ftol") == 0;
+	res->gap_bound = gap_bound(P, pg, cur.F);
+	res->converged = strcmp(res->stop_reason, "max_iter") != 0 && strcmp(res->stop_reason, "line_search") != 0;
 	rc = GBML_OK;
 done:
 	gbml_free(env, pg);

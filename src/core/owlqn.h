@@ -16,6 +16,8 @@ typedef int (*gbml_owlqn_fn) (void *ctx, const double *x, double *f, double *g);
 /* After each iteration: its number, the objective, the pseudo-gradient's largest entry; true stops. */
 typedef bool (*gbml_owlqn_progress) (void *ctx, int64_t iteration, double objective, double pg_max);
 
+#define OWLQN_WINDOW 10
+
 typedef struct gbml_owlqn_params
 {
 	int			n;				/* variables */
@@ -24,7 +26,14 @@ typedef struct gbml_owlqn_params
 	int			memory;			/* correction pairs kept (10) */
 	int64_t		max_iter;
 	double		gtol;			/* stop when every pseudo-gradient entry is at most this */
-	double		ftol;			/* ... or an iteration lowers the objective by less than this, relatively */
+	double		ftol;			/* ... or the last OWLQN_WINDOW iterations together lowered the objective by
+								 * less than this, relatively (or one iteration not at all) */
+	/*
+	 * With mu > 0, the objective's strong convexity: stop when the bound on
+	 * the suboptimality, |pg|^2 / (2 mu), is at most `gap` times |objective|.
+	 */
+	double		mu;
+	double		gap;
 } gbml_owlqn_params;
 
 typedef struct gbml_owlqn_result
@@ -34,8 +43,9 @@ typedef struct gbml_owlqn_result
 	double		objective;		/* f + the L1 term at the solution */
 	double		pg_max;			/* the pseudo-gradient's largest entry there (0 at the optimum) */
 	double		rel_change;		/* the last iteration's largest change over the largest |x| */
-	const char *stop_reason;	/* "gtol", "ftol", "max_iter", "line_search" */
-	bool		converged;		/* gtol or ftol */
+	const char *stop_reason;	/* "gap", "gtol", "ftol", "max_iter", "line_search" */
+	bool		converged;		/* gap, gtol or ftol */
+	double		gap_bound;		/* |pg|^2 / (2 mu) / |objective| at the solution (mu > 0), else NaN */
 } gbml_owlqn_result;
 
 /* Minimises from x (n values, the solution on return). */

@@ -957,6 +957,8 @@ write_meta(saga_state *st, gbml_train_context *ctx, int enc, const gbml_saga_gpu
 		gbml_sb_json_string(m, "owlqn_shards");
 		gbml_sb_json_key(m, "pg_max", &first);
 		gbml_sb_json_number(m, st->shards->pg_max);
+		gbml_sb_json_key(m, "suboptimality_bound", &first);
+		gbml_sb_json_number(m, st->shards->gap_bound);
 		gbml_sb_json_key(m, "evaluations", &first);
 		gbml_sb_json_number(m, (double) st->shards->evaluations);
 	}
@@ -1022,6 +1024,44 @@ check_input(const gbml_dataset *ds, gbml_train_context *ctx, int loss, int *enc)
 	return GBML_OK;
 }
 
+/* A training's state before any allocation: its shape, loss and penalty (alpha resolved). */
+static void
+state_init(saga_state *st, const gbml_dataset *ds, gbml_env *env, const gbml_saga_params *p,
+		   const gbml_onehot *enc, double alpha)
+{
+	memset(st, 0, sizeof(*st));
+	st->ds = ds;
+	st->env = env;
+	st->p = p;
+	st->enc = enc;
+	st->d = ds->n_features;
+	st->n_scaled = enc ? enc->n_numeric : st->d;
+	st->dp = gbml_saga_padded(st->d);
+	st->loss = p->loss;
+	st->stdz = p->standardize;
+	st->alpha = alpha;
+	st->rel = INFINITY;
+	st->objective = st->metric = NAN;
+	st->t_start = gbml_now();
+}
+
+int
+gbml_saga_local_weights(const gbml_dataset *ds, gbml_env *env, const gbml_saga_params *p, double alpha,
+						double *w_eff, double *b_eff)
+{
+	saga_state	st;
+	int			rc;
+
+	state_init(&st, ds, env, p, NULL, alpha);
+	if ((rc = alloc_state(&st)) == GBML_OK && (rc = solve(&st)) == GBML_OK)
+	{
+		effective_weights(st.d, st.w, st.b, st.stdz ? st.scale : NULL, st.stdz ? st.shift : NULL, st.w_eff, b_eff);
+		memcpy(w_eff, st.w_eff, sizeof(double) * (size_t) st.d);
+	}
+	state_free(&st);
+	return rc;
+}
+
 /*
  * Rows on other servers (saga_shards.h): the labels' classes and the
  * statistics from the shards, OWL-QN on the same objective, the model
@@ -1080,21 +1120,8 @@ train_rows(const gbml_dataset *ds, gbml_train_context *ctx, const gbml_onehot *e
 	int			label_enc,
 				rc;
 
-	memset(&st, 0, sizeof(st));
 	memset(&gpu, 0, sizeof(gpu));
-	st.ds = ds;
-	st.env = ctx->env;
-	st.p = p;
-	st.enc = enc;
-	st.d = ds->n_features;
-	st.n_scaled = enc ? enc->n_numeric : st.d;
-	st.dp = gbml_saga_padded(st.d);
-	st.loss = p->loss;
-	st.stdz = p->standardize;
-	st.alpha = p->C > 0 ? 1.0 / (p->C * (double) ds->n_rows) : p->alpha;
-	st.rel = INFINITY;
-	st.objective = st.metric = NAN;
-	st.t_start = gbml_now();
+	state_init(&st, ds, ctx->env, p, enc, p->C > 0 ? 1.0 / (p->C * (double) ds->n_rows) : p->alpha);
 	if (ds->shards)
 	{
 		if ((rc = alloc_state(&st)) == GBML_OK)

@@ -19,6 +19,7 @@ typedef struct sg_shard
 {
 	const gbml_dataset *ds;
 	gbml_env   *env;
+	const gbml_saga_params *p;
 	int			loss;
 	int			dp;				/* padded feature count */
 } sg_shard;
@@ -49,6 +50,7 @@ sg_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **s
 		return env->error_code;
 	sh->ds = ds;
 	sh->env = env;
+	sh->p = p;
 	sh->loss = p->loss;
 	sh->dp = (int) gbml_saga_padded(ds->n_features);
 	gbml_msg_put(hello, head, sizeof(head));
@@ -212,6 +214,45 @@ sg_loss_grad(sg_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	return rc;
 }
 
+/*
+ * SAGA on this shard's rows alone, for at most `epochs` epochs: the
+ * solution at the raw scale, the coordinator's starting point.  A local
+ * solve that fails (a shard with one class diverges) answers "not solved";
+ * a cancel or the memory budget is an error.
+ */
+static int
+sg_local(sg_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+{
+	int			d = sh->ds->n_features;
+	gbml_saga_params p = *sh->p;
+	double		alpha = gbml_msg_get_f64(r),
+				b = 0;
+	int64_t		epochs = gbml_msg_get_count(r, 100);
+	double	   *w = gbml_alloc0(sh->env, sizeof(double) * sh->dp);
+	int			rc;
+
+	if (w == NULL)
+		return sh->env->error_code;
+	if (r->bad || !(alpha >= 0) || !isfinite(alpha) || epochs < 1)
+	{
+		r->bad = true;
+		gbml_free(sh->env, w);
+		return GBML_OK;
+	}
+	p.max_iter = epochs;
+	rc = gbml_saga_local_weights(sh->ds, sh->env, &p, alpha, w, &b);
+	if (rc == GBML_ECANCELLED || rc == GBML_EBUDGET || rc == GBML_ENOMEM || rc == GBML_EIO)
+	{
+		gbml_free(sh->env, w);
+		return rc;
+	}
+	gbml_msg_put_f64(reply, rc == GBML_OK ? 1.0 : 0.0);
+	gbml_msg_put(reply, w, sizeof(double) * (size_t) d);
+	gbml_msg_put_f64(reply, b);
+	gbml_free(sh->env, w);
+	return GBML_OK;
+}
+
 static int
 sg_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 {
@@ -226,6 +267,8 @@ sg_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 		rc = sg_moments(sh, &r, reply);
 	else if (op == SG_OP_LOSS_GRAD)
 		rc = sg_loss_grad(sh, &r, reply);
+	else if (op == SG_OP_LOCAL)
+		rc = sg_local(sh, &r, reply);
 	else
 		return gbml_error(sh->env, GBML_EINVAL, "saga shard: unknown request %lld", (long long) op);
 	if (rc != GBML_OK)

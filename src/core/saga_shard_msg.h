@@ -6,6 +6,7 @@
  *
  *   SG_OP_MOMENTS   centered (i64), center[d]  ->  sums[d] of x or (x - center)^2
  *   SG_OP_LOSS_GRAD w[d], b (raw scale)        ->  loss sum, statistic, d/db sum, d/dw[d] sums
+ *   SG_OP_LOCAL     alpha, epochs              ->  solved (0/1), w[d], b: SAGA on the shard's rows alone
  */
 #ifndef GBML_SAGA_SHARD_MSG_H
 #define GBML_SAGA_SHARD_MSG_H
@@ -17,7 +18,8 @@
 enum
 {
 	SG_OP_MOMENTS = 1,
-	SG_OP_LOSS_GRAD
+	SG_OP_LOSS_GRAD,
+	SG_OP_LOCAL
 };
 
 /* Label classes in the hello (logistic loss). */

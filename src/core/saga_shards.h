@@ -31,6 +31,7 @@ typedef struct gbml_saga_shards_result
 	double		objective;
 	double		metric;			/* accuracy (logistic) or RMSE (squared) */
 	double		pg_max;			/* the objective's pseudo-gradient at the solution (0 at the optimum) */
+	double		gap_bound;		/* |pg|^2 / (2 alpha (1 - l1_ratio)) / objective: the suboptimality's bound */
 	double		rel;
 	int64_t		iterations;
 	int64_t		evaluations;
@@ -44,6 +45,14 @@ typedef struct gbml_saga_shards_result
 /* Trains on the rows behind ds->shards with params p (alpha resolved); the solution into out. */
 int			gbml_saga_shards_train(const gbml_dataset *ds, gbml_env *env, const gbml_saga_params *p, double alpha,
 								   double t_start, gbml_saga_shards_result *out);
+
+/*
+ * saga.c: SAGA on ds alone (a shard's rows) with params p and penalty
+ * alpha; the solution at the raw scale (w_eff, d values, and b_eff): the
+ * shards' local solutions, averaged, are where OWL-QN starts.
+ */
+int			gbml_saga_local_weights(const gbml_dataset *ds, gbml_env *env, const gbml_saga_params *p, double alpha,
+									double *w_eff, double *b_eff);
 
 /* The shard's side (the algorithm table's entry for SAGA). */
 extern const gbml_shard_ops gbml_saga_shard_ops;

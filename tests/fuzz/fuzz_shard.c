@@ -1,0 +1,104 @@
+/*
+ * fuzz_shard.c — a shard's answers (gbml._shard_step) to arbitrary
+ * requests.  Any session may call gbml._shard_step, and a coordinator of
+ * another version may send what this one does not expect: every request
+ * must end in an answer or an error, never a crash, an out-of-bounds access
+ * or a leak.
+ *
+ * The input's first byte picks the algorithm (K-Means or the linear
+ * models); the shard opens on a small fixed dataset (300 rows x 3 features,
+ * labels 0/1); a K-Means shard first gets its rows' global indices (as
+ * every coordinator sends first); then the rest of the input is a sequence
+ * of requests, each a 16-bit length and that many bytes.  After the last
+ * one the shard closes and the env must hold nothing.
+ */
+#include "fuzz_common.h"
+
+#include "algorithm.h"
+#include "dataset.h"
+#include "shard_link.h"
+#include "strbuf.h"
+
+#define FS_ROWS 300
+#define FS_FEATURES 3
+
+static void
+fill(gbml_dataset *ds, gbml_env *env)
+{
+	gbml_dataset_init(ds, false);
+	for (int i = 0; i < FS_ROWS; i++)
+	{
+		float		x[FS_FEATURES] = {(float) (i % 7), (float) ((i * 13) % 11) - 5, (float) (i % 3) * 0.5f};
+		gbml_row	row = {0};
+
+		row.x = x;
+		row.n_features = FS_FEATURES;
+		row.label = (float) (i % 2);
+		row.group_is_null = row.weight_is_null = true;
+		FUZZ_CHECK(gbml_dataset_append(ds, env, &row, true) == GBML_OK, "append");
+	}
+	FUZZ_CHECK(gbml_dataset_canonicalize(ds, env) == GBML_OK, "canonicalize");
+}
+
+/* The global indices every K-Means coordinator sends first: this shard holds rows 0 .. n-1. */
+static void
+send_ranks(const gbml_shard_ops *ops, void *state, gbml_env *env)
+{
+	int64_t		msg[2 + FS_ROWS];
+	gbml_strbuf reply;
+
+	msg[0] = 1;					/* KM_OP_RANKS */
+	msg[1] = FS_ROWS;
+	for (int i = 0; i < FS_ROWS; i++)
+		msg[2 + i] = i;
+	gbml_sb_init(&reply, env);
+	FUZZ_CHECK(gbml_shard_answer(ops, state, (const uint8_t *) msg, sizeof(msg), &reply) == GBML_OK, "ranks");
+	gbml_sb_free(&reply);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	fuzz_reader r = {data, size};
+	bool		kmeans = (fr_u8(&r) & 1) == 0;
+	const gbml_algorithm *algo = gbml_algorithm_by_name(kmeans ? "kmeans" : "saga");
+	gbml_param_value v[1];
+	gbml_parsed_params pp;
+	gbml_env	env;
+	gbml_dataset ds;
+	gbml_strbuf hello;
+	void	   *state = NULL;
+
+	memset(v, 0, sizeof(v));
+	fuzz_env_init(&env);
+	fill(&ds, &env);
+	v[0].key = kmeans ? "k" : "loss";
+	v[0].kind = kmeans ? GBML_VALUE_NUMBER : GBML_VALUE_STRING;
+	v[0].string = kmeans ? NULL : "logistic";
+	v[0].number = 3;
+	FUZZ_CHECK(gbml_parse_training_params(&env, algo, v, 1, &pp) == GBML_OK, "params: %s", env.error);
+	gbml_sb_init(&hello, &env);
+	FUZZ_CHECK(algo->shard->open(&ds, pp.algo_params, &env, &state, &hello) == GBML_OK, "open: %s", env.error);
+	gbml_sb_free(&hello);
+	if (kmeans)
+		send_ranks(algo->shard, state, &env);
+	while (r.left > 0)
+	{
+		uint8_t		lo = fr_u8(&r),
+					hi = fr_u8(&r);
+		size_t		len = (size_t) lo | (size_t) hi << 8;
+		uint8_t    *req = malloc(len ? len : 1);
+		gbml_strbuf reply;
+
+		fr_bytes(&r, req, len);
+		gbml_sb_init(&reply, &env);
+		(void) gbml_shard_answer(algo->shard, state, req, len, &reply);
+		gbml_sb_free(&reply);
+		free(req);
+	}
+	algo->shard->close(state);
+	gbml_parsed_params_free(&env, &pp);
+	gbml_dataset_free(&ds, &env);
+	fuzz_env_check_released(&env, "shard");
+	return 0;
+}
