@@ -19,7 +19,7 @@ typedef struct sg_shard
 {
 	const gbml_dataset *ds;
 	gbml_env   *env;
-	const gbml_saga_params *p;
+	gbml_saga_params p;			/* a copy: the opener's params may go before the steps */
 	int			loss;
 	int			dp;				/* padded feature count */
 } sg_shard;
@@ -50,7 +50,7 @@ sg_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **s
 		return env->error_code;
 	sh->ds = ds;
 	sh->env = env;
-	sh->p = p;
+	sh->p = *p;
 	sh->loss = p->loss;
 	sh->dp = (int) gbml_saga_padded(ds->n_features);
 	gbml_msg_put(hello, head, sizeof(head));
@@ -224,7 +224,7 @@ static int
 sg_local(sg_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	int			d = sh->ds->n_features;
-	gbml_saga_params p = *sh->p;
+	gbml_saga_params p = sh->p;
 	double		alpha = gbml_msg_get_f64(r),
 				b = 0;
 	int64_t		epochs = gbml_msg_get_count(r, 100);

@@ -20,7 +20,7 @@ typedef struct tu_link
 	size_t		hello_len[TU_MAX_SHARDS];
 	int			calls;
 	int			fail_at;		/* > 0: shard 1 fails at this round trip */
-	char		names[TU_MAX_SHARDS][16];
+	char		names[TU_MAX_SHARDS][24];
 } tu_link;
 
 static const char *
