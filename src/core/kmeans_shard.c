@@ -45,7 +45,8 @@ struct gbml_km_shard
 	km_work		w;
 	int64_t		n_global;
 	int64_t    *rank;			/* per local row (canonical order): its global index, ascending */
-	uint64_t   *hash;			/* per local row: canonical hash, content hash (2 each) */
+	uint64_t   *hash;			/* per local row: canonical hash, content hash (2 each), until ranked */
+	int64_t		ranked;			/* rows whose global index has arrived (pages in order) */
 	int64_t    *block_pot;		/* global blocks x T: the last candidate pass */
 	int64_t		n_blocks;
 	bool		grid_set;		/* the coordinator's grid arrived (GRID) */
@@ -147,12 +148,8 @@ gbml_km_shard_open(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env
 	gbml_msg_put_i64(hello, ds->n_rows);
 	gbml_msg_put_i64(hello, ds->n_features);
 	gbml_msg_put_f64(hello, ds->n_rows > 0 ? sh->w.xnorm_max : 0);
-	if (ds->n_rows > 0)
-		gbml_msg_put(hello, sh->hash, sizeof(uint64_t) * 2 * (size_t) ds->n_rows);
 	if ((rc = gbml_sb_status(hello)) != GBML_OK)
 		goto fail;
-	gbml_free(env, sh->hash);
-	sh->hash = NULL;
 	*out = sh;
 	return GBML_OK;
 fail:
@@ -196,35 +193,34 @@ km_shard_local(const gbml_km_shard *sh, int64_t g)
 	return lo < sh->ds->n_rows && sh->rank[lo] == g ? lo : -1;
 }
 
+/* A page of the rows' hashes (canonical, content), from local row `offset`: the coordinator's merge reads them. */
 static int
-km_shard_ranks(gbml_km_shard *sh, gbml_msg_reader *r)
+km_shard_hashes(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
-	int64_t		n = sh->ds->n_rows;
-	int			rc;
+	int64_t		n = sh->ds->n_rows,
+				offset = gbml_msg_get_count(r, n),
+				count = gbml_msg_get_count(r, KM_ORDER_PAGE);
 
-	if (sh->rank != NULL)
-		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: the global row order arrived twice");
-	sh->n_global = gbml_msg_get_count(r, INT64_MAX / 2);
-	if (r->bad || n == 0 || sh->n_global < n)
+	if (r->bad || sh->hash == NULL)
 	{
 		r->bad = true;
 		return GBML_OK;
 	}
-	sh->rank = gbml_alloc_array(sh->env, (size_t) n, sizeof(int64_t));
-	if (sh->rank == NULL)
-		return sh->env->error_code;
-	gbml_msg_get(r, sh->rank, sizeof(int64_t) * (size_t) n);
-	for (int64_t i = 0; i < n && !r->bad; i++)
-		if (sh->rank[i] < 0 || sh->rank[i] >= sh->n_global || (i > 0 && sh->rank[i] <= sh->rank[i - 1]))
-			r->bad = true;
-	if (r->bad)
-	{
-		/* no order at all rather than a damaged one */
-		gbml_free(sh->env, sh->rank);
-		sh->rank = NULL;
-		return GBML_OK;
-	}
-	/* the extremes every later grid is checked against */
+	if (count > n - offset)
+		count = n - offset;
+	gbml_msg_put_i64(reply, count);
+	gbml_msg_put(reply, sh->hash + 2 * offset, sizeof(uint64_t) * 2 * (size_t) count);
+	return GBML_OK;
+}
+
+/* The order is whole: the extremes every later grid is checked against, the union's row count's grid. */
+static int
+km_shard_ranked(gbml_km_shard *sh)
+{
+	int			rc;
+
+	gbml_free(sh->env, sh->hash);
+	sh->hash = NULL;
 	sh->mn = gbml_alloc_array(sh->env, (size_t) sh->w.d, sizeof(double));
 	sh->mx = gbml_alloc_array(sh->env, (size_t) sh->w.d, sizeof(double));
 	if (sh->mn == NULL || sh->mx == NULL)
@@ -237,6 +233,46 @@ km_shard_ranks(gbml_km_shard *sh, gbml_msg_reader *r)
 	sh->w.fix_bits = gbml_km_fix_bits(sh->n_global);
 	sh->n_blocks = (sh->n_global + KM_SHARD_BLOCK_ROWS - 1) / KM_SHARD_BLOCK_ROWS;
 	return GBML_OK;
+}
+
+/*
+ * A page of global indices: for local rows [offset, offset + count), pages
+ * in order, ascending within and across them, below the union's row count
+ * (the same in every page).  A damaged page drops the whole order.
+ */
+static int
+km_shard_ranks(gbml_km_shard *sh, gbml_msg_reader *r)
+{
+	int64_t		n = sh->ds->n_rows,
+				n_global = gbml_msg_get_count(r, INT64_MAX / 2),
+				offset = gbml_msg_get_count(r, n),
+				count = gbml_msg_get_count(r, KM_ORDER_PAGE);
+
+	if (sh->hash == NULL)
+		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: the global row order arrived twice");
+	if (sh->rank == NULL && !r->bad && n_global >= n)
+	{
+		sh->n_global = n_global;
+		if ((sh->rank = gbml_alloc_array(sh->env, (size_t) n, sizeof(int64_t))) == NULL)
+			return sh->env->error_code;
+	}
+	if (r->bad || sh->rank == NULL || n_global != sh->n_global || offset != sh->ranked || count > n - offset)
+		r->bad = true;
+	else
+		gbml_msg_get(r, sh->rank + offset, sizeof(int64_t) * (size_t) count);
+	for (int64_t i = offset; i < offset + count && !r->bad; i++)
+		if (sh->rank[i] < 0 || sh->rank[i] >= sh->n_global || (i > 0 && sh->rank[i] <= sh->rank[i - 1]))
+			r->bad = true;
+	if (r->bad)
+	{
+		/* no order at all rather than a damaged one */
+		gbml_free(sh->env, sh->rank);
+		sh->rank = NULL;
+		sh->ranked = 0;
+		return GBML_OK;
+	}
+	sh->ranked += count;
+	return sh->ranked == n ? km_shard_ranked(sh) : GBML_OK;
 }
 
 static int
@@ -628,7 +664,7 @@ km_shard_answer(gbml_km_shard *sh, const uint8_t *req, size_t len, gbml_strbuf *
 	/* a shard without rows is left out of every step (the coordinator skips its replies) */
 	if (sh->ds->n_rows == 0)
 		return GBML_OK;
-	if (op != KM_OP_RANKS && sh->rank == NULL)
+	if (op != KM_OP_RANKS && op != KM_OP_HASHES && sh->hash != NULL)
 		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: a request before the global row order");
 	if ((op == KM_OP_PASS || op == KM_OP_FAR || op == KM_OP_DIST_MAX || op == KM_OP_DIST_SUM) && !sh->grid_set)
 		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: request %lld before the grid", (long long) op);
@@ -640,6 +676,9 @@ km_shard_answer(gbml_km_shard *sh, const uint8_t *req, size_t len, gbml_strbuf *
 		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: request %lld out of order", (long long) op);
 	switch (op)
 	{
+		case KM_OP_HASHES:
+			rc = km_shard_hashes(sh, &r, reply);
+			break;
 		case KM_OP_RANKS:
 			rc = km_shard_ranks(sh, &r);
 			break;

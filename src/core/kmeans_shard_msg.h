@@ -27,7 +27,19 @@ typedef enum km_shard_op
 	KM_OP_PASS,
 	KM_OP_FAR,
 	KM_OP_DIST_MAX,
-	KM_OP_DIST_SUM
+	KM_OP_DIST_SUM,
+	KM_OP_HASHES
 } km_shard_op;
+
+/*
+ * Rows of a page of hashes or of global indices (the global order is
+ * exchanged in pages); the unit tests' pages are small, so that their
+ * few thousand rows take many pages.
+ */
+#ifdef GBML_UNIT_TEST
+#define KM_ORDER_PAGE ((int64_t) 700)
+#else
+#define KM_ORDER_PAGE ((int64_t) 1 << 20)
+#endif
 
 #endif

@@ -6,8 +6,8 @@
  *
  * Global order.  Each shard's rows are in its canonical order (sorted by
  * content hash); the union's canonical order is their merge by hash, so
- * the coordinator merges the shards' sorted hashes once and sends each
- * shard its rows' global indices (ascending on every shard).  Rows with
+ * the coordinator merges the shards' sorted hashes once, page by page, and
+ * sends each shard its rows' global indices (ascending on every shard).  Rows with
  * equal hashes on two shards are duplicates (a second, independent hash
  * says so), whose order changes nothing; two different rows with equal
  * hashes (odds about n^2 / 2^64) are refused rather than ordered
@@ -57,7 +57,7 @@ km_read_hello(const gbml_shard_link *link, int s, int64_t *n, int64_t *d, double
 	*d = gbml_msg_get_i64(&r);
 	*xnorm = gbml_msg_get_f64(&r);
 	return !r.bad && head[0] == KM_SHARD_MAGIC && head[1] == GBML_SHARD_HELLO_VERSION && *n >= 0 && *d >= 0 &&
-		*d <= INT32_MAX && (size_t) (r.end - r.p) == (size_t) *n * 16;
+		*d <= INT32_MAX && r.p == r.end;
 }
 
 /*
@@ -596,28 +596,147 @@ static const km_rows_ops km_remote_rows = {
 	.dist_sum = km_remote_dist_sum,
 };
 
-/* A row's two hashes in shard s's hello. */
-static void
-km_hello_hashes(const gbml_shard_link *link, int s, int64_t i, uint64_t *h)
+/* The merge's state per shard: a page of its hashes being read, a page of global indices being filled. */
+typedef struct km_order_shard
 {
-	memcpy(h, link->hello[s] + KM_HELLO_HEAD + (size_t) i * 16, 16);
+	uint64_t   *hash;			/* KM_ORDER_PAGE x 2 */
+	int64_t		have;			/* rows in the page */
+	int64_t		at;				/* the next row of the page */
+	int64_t		fetched;		/* the shard's rows fetched so far */
+	int64_t    *rank;			/* KM_ORDER_PAGE */
+	int64_t		filled;			/* global indices in the page */
+	int64_t		sent;			/* the shard's rows whose indices were sent */
+} km_order_shard;
+
+/* The next pages of hashes of every shard whose page is used up (an empty request for the others). */
+static int
+km_order_fetch(km_work *w, km_order_shard *o, gbml_strbuf *msgs)
+{
+	km_shards  *sh = w->shards;
+	int			rc;
+
+	for (int s = 0; s < sh->S; s++)
+	{
+		bool		need = o[s].at == o[s].have && o[s].fetched < sh->n_rows[s];
+
+		msgs[s].len = 0;
+		gbml_msg_put_i64(&msgs[s], KM_OP_HASHES);
+		gbml_msg_put_i64(&msgs[s], o[s].fetched);
+		gbml_msg_put_i64(&msgs[s], need ? KM_ORDER_PAGE : 0);
+		if ((rc = gbml_sb_status(&msgs[s])) != GBML_OK)
+			return rc;
+		sh->req[s] = (const uint8_t *) msgs[s].data;
+		sh->req_len[s] = msgs[s].len;
+	}
+	if ((rc = km_exchange(w)) != GBML_OK)
+		return rc;
+	for (int s = 0; s < sh->S; s++)
+	{
+		gbml_msg_reader r = {sh->reply[s], sh->reply[s] + sh->reply_len[s], false};
+		int64_t		count;
+
+		if (sh->n_rows[s] == 0)
+			continue;
+		count = gbml_msg_get_count(&r, KM_ORDER_PAGE);
+		if (o[s].at == o[s].have && o[s].fetched < sh->n_rows[s] && count == 0)
+			r.bad = true;		/* a page it owes: without it the merge would wait forever */
+		if (count > 0 && !r.bad)
+		{
+			gbml_msg_get(&r, o[s].hash, sizeof(uint64_t) * 2 * (size_t) count);
+			o[s].have = count;
+			o[s].at = 0;
+			o[s].fetched += count;
+		}
+		if ((rc = km_reply_done(w, s, &r)) != GBML_OK)
+			return rc;
+	}
+	return GBML_OK;
+}
+
+/* Every shard's filled page of global indices (possibly empty) sent. */
+static int
+km_order_send(km_work *w, km_order_shard *o, gbml_strbuf *msgs)
+{
+	km_shards  *sh = w->shards;
+	int			rc;
+
+	for (int s = 0; s < sh->S; s++)
+	{
+		msgs[s].len = 0;
+		gbml_msg_put_i64(&msgs[s], KM_OP_RANKS);
+		gbml_msg_put_i64(&msgs[s], w->n);
+		gbml_msg_put_i64(&msgs[s], o[s].sent);
+		gbml_msg_put_i64(&msgs[s], o[s].filled);
+		gbml_msg_put(&msgs[s], o[s].rank, sizeof(int64_t) * (size_t) o[s].filled);
+		if ((rc = gbml_sb_status(&msgs[s])) != GBML_OK)
+			return rc;
+		sh->req[s] = (const uint8_t *) msgs[s].data;
+		sh->req_len[s] = msgs[s].len;
+		o[s].sent += o[s].filled;
+		o[s].filled = 0;
+	}
+	return km_exchange(w);
+}
+
+/*
+ * Merges the pages by hash until a shard's page of hashes is used up (it
+ * has more) or a page of indices is full; returns false at a collision of
+ * two different rows, *g the next global index.
+ */
+static bool
+km_order_merge(km_work *w, km_order_shard *o, int64_t *g, int *collided)
+{
+	km_shards  *sh = w->shards;
+
+	for (; *g < w->n; (*g)++)
+	{
+		int			best = -1;
+
+		for (int s = 0; s < sh->S; s++)
+		{
+			const uint64_t *h = o[s].hash + 2 * o[s].at;
+
+			if (o[s].at == o[s].have)
+			{
+				if (o[s].fetched < sh->n_rows[s])
+					return true;	/* its next page first */
+				continue;
+			}
+			if (best >= 0 && h[0] == o[best].hash[2 * o[best].at] && h[1] != o[best].hash[2 * o[best].at + 1])
+			{
+				collided[0] = best;
+				collided[1] = s;
+				return false;
+			}
+			if (best < 0 || h[0] < o[best].hash[2 * o[best].at])
+				best = s;
+		}
+		if (o[best].filled == KM_ORDER_PAGE)
+			return true;		/* its page of indices goes first */
+		o[best].rank[o[best].filled++] = *g;
+		o[best].at++;
+	}
+	return true;
 }
 
 /*
  * The union's canonical order: the shards' hash-sorted rows merged by
  * hash (duplicates across shards in shard order), and each shard's rows'
- * global indices sent to it.
+ * global indices sent to it, both in pages of KM_ORDER_PAGE rows so that
+ * neither side holds more than a few pages.
  */
 static int
 km_global_order(km_work *w)
 {
 	km_shards  *sh = w->shards;
 	const gbml_shard_link *link = sh->link;
-	int64_t    *next = gbml_alloc0(w->env, sizeof(int64_t) * sh->S);
+	km_order_shard *o = gbml_alloc0(w->env, sizeof(km_order_shard) * sh->S);
 	gbml_strbuf *msgs = gbml_alloc0(w->env, sizeof(gbml_strbuf) * sh->S);
-	int			rc = GBML_OK;
+	int64_t		g = 0;
+	int			collided[2],
+				rc = GBML_OK;
 
-	if (next == NULL || msgs == NULL)
+	if (o == NULL || msgs == NULL)
 	{
 		rc = w->env->error_code;
 		goto done;
@@ -625,61 +744,43 @@ km_global_order(km_work *w)
 	for (int s = 0; s < sh->S; s++)
 	{
 		gbml_sb_init(&msgs[s], w->env);
-		gbml_msg_put_i64(&msgs[s], KM_OP_RANKS);
-		gbml_msg_put_i64(&msgs[s], w->n);
-	}
-	for (int64_t g = 0; g < w->n; g++)
-	{
-		int			best = -1;
-		uint64_t	bh[2] = {0, 0};
-
-		for (int s = 0; s < sh->S; s++)
+		if (sh->n_rows[s] > 0 &&
+			((o[s].hash = gbml_alloc_array(w->env, (size_t) KM_ORDER_PAGE * 2, sizeof(uint64_t))) == NULL ||
+			 (o[s].rank = gbml_alloc_array(w->env, (size_t) KM_ORDER_PAGE, sizeof(int64_t))) == NULL))
 		{
-			uint64_t	h[2];
-
-			if (next[s] >= sh->n_rows[s])
-				continue;
-			km_hello_hashes(link, s, next[s], h);
-			if (best >= 0 && h[0] == bh[0] && h[1] != bh[1])
-			{
-				rc = gbml_error(w->env, GBML_EINVAL,
-								"kmeans: shards %s and %s hold two different rows with the same 64-bit hash, "
-								"whose order one server would take from their content; the training cannot "
-								"promise the single-server model", link->name(link->ctx, best), link->name(link->ctx, s));
-				goto done;
-			}
-			if (best < 0 || h[0] < bh[0])
-			{
-				best = s;
-				bh[0] = h[0];
-				bh[1] = h[1];
-			}
+			rc = w->env->error_code;
+			goto done;
 		}
-		gbml_msg_put_i64(&msgs[best], g);
-		next[best]++;
-		if ((g & 0xfffff) == 0xfffff)
-		{
-			gbml_progress_info info = {"order", g, w->n, NULL, 0};
+	}
+	while (rc == GBML_OK)
+	{
+		gbml_progress_info info = {"order", g, w->n, NULL, 0};
 
-			if (!gbml_progress(w->env, &info))
-				continue;
+		if ((rc = km_order_fetch(w, o, msgs)) != GBML_OK)
+			break;
+		if (!km_order_merge(w, o, &g, collided))
+		{
+			rc = gbml_error(w->env, GBML_EINVAL,
+							"kmeans: shards %s and %s hold two different rows with the same 64-bit hash, "
+							"whose order one server would take from their content; the training cannot "
+							"promise the single-server model", link->name(link->ctx, collided[0]),
+							link->name(link->ctx, collided[1]));
+			break;
+		}
+		if ((rc = km_order_send(w, o, msgs)) != GBML_OK || g == w->n)
+			break;
+		if (gbml_progress(w->env, &info))
 			rc = gbml_error(w->env, GBML_ECANCELLED, "canceled");
-			goto done;
-		}
 	}
-	for (int s = 0; s < sh->S; s++)
-	{
-		if ((rc = gbml_sb_status(&msgs[s])) != GBML_OK)
-			goto done;
-		sh->req[s] = (const uint8_t *) msgs[s].data;
-		sh->req_len[s] = msgs[s].len;
-	}
-	rc = km_exchange(w);
 done:
-	for (int s = 0; msgs && s < sh->S; s++)
+	for (int s = 0; o && msgs && s < sh->S; s++)
+	{
 		gbml_sb_free(&msgs[s]);
+		gbml_free(w->env, o[s].hash);
+		gbml_free(w->env, o[s].rank);
+	}
 	gbml_free(w->env, msgs);
-	gbml_free(w->env, next);
+	gbml_free(w->env, o);
 	return rc;
 }
 

@@ -44,13 +44,15 @@ fill(gbml_dataset *ds, gbml_env *env)
 static void
 send_ranks(const gbml_shard_ops *ops, void *state, gbml_env *env)
 {
-	int64_t		msg[2 + FS_ROWS];
+	int64_t		msg[4 + FS_ROWS];
 	gbml_strbuf reply;
 
-	msg[0] = 1;					/* KM_OP_RANKS */
+	msg[0] = 1;					/* KM_OP_RANKS: the union's rows, the page's first row and its length */
 	msg[1] = FS_ROWS;
+	msg[2] = 0;
+	msg[3] = FS_ROWS;
 	for (int i = 0; i < FS_ROWS; i++)
-		msg[2 + i] = i;
+		msg[4 + i] = i;
 	gbml_sb_init(&reply, env);
 	FUZZ_CHECK(gbml_shard_answer(ops, state, (const uint8_t *) msg, sizeof(msg), &reply) == GBML_OK, "ranks");
 	gbml_sb_free(&reply);
