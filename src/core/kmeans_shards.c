@@ -791,6 +791,7 @@ km_shards_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p,
 	km_shards  *sh;
 	size_t		kd;
 	int64_t		n_total = 0;
+	int			rc;
 
 	km_work_init(w, ds, p, env, &km_remote_rows);
 	w->fix_bits = gbml_km_fix_bits(w->n);
@@ -832,7 +833,9 @@ km_shards_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p,
 	if (n_total != w->n)
 		return gbml_error(env, GBML_EINVAL, "kmeans: the shards hold %lld rows, the coordinator expected %lld",
 						  (long long) n_total, (long long) w->n);
-	return km_global_order(w);
+	if ((rc = km_global_order(w)) == GBML_OK)
+		gbml_shard_traffic_mark_setup(&sh->traffic);
+	return rc;
 }
 
 void

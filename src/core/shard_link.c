@@ -79,6 +79,15 @@ gbml_shards_exchange(const gbml_shard_link *link, const uint8_t *const *req, con
 }
 
 void
+gbml_shard_traffic_mark_setup(gbml_shard_traffic *t)
+{
+	t->setup_round_trips = t->round_trips;
+	t->setup_bytes = t->bytes_sent + t->bytes_received;
+	t->setup_wait_seconds = t->wait_seconds;
+	t->setup_shard_seconds = t->shard_seconds;
+}
+
+void
 gbml_shard_traffic_json(gbml_strbuf *m, const gbml_shard_traffic *t, const char *step_name)
 {
 	gbml_sb_printf(m, "\"shards\":%d,\"shard_round_trips\":%lld,\"shard_bytes_sent\":%lld,"
@@ -87,4 +96,8 @@ gbml_shard_traffic_json(gbml_strbuf *m, const gbml_shard_traffic *t, const char 
 				   t->shards, (long long) t->round_trips, (long long) t->bytes_sent, (long long) t->bytes_received,
 				   t->wait_seconds, t->shard_seconds, t->wait_seconds - t->shard_seconds, step_name,
 				   (long long) t->step_bytes);
+	if (t->setup_round_trips > 0)
+		gbml_sb_printf(m, ",\"setup_round_trips\":%lld,\"setup_bytes\":%lld,\"setup_wait_seconds\":%.6f,"
+					   "\"setup_shard_seconds\":%.6f", (long long) t->setup_round_trips, (long long) t->setup_bytes,
+					   t->setup_wait_seconds, t->setup_shard_seconds);
 }

@@ -43,7 +43,15 @@ typedef struct gbml_shard_traffic
 	double		wait_seconds;	/* the coordinator's time waiting on its shards */
 	double		shard_seconds;	/* per step, the busiest shard's work, summed */
 	int64_t		step_bytes;		/* the algorithm's main step (a Lloyd pass, a gradient), requests and replies */
+	/* of which the setting-up exchanges (K-Means: the global order), so the steps' own cost can be told */
+	int64_t		setup_round_trips;
+	int64_t		setup_bytes;
+	double		setup_wait_seconds;
+	double		setup_shard_seconds;
 } gbml_shard_traffic;
+
+/* What *t counts so far becomes its setting-up part. */
+void		gbml_shard_traffic_mark_setup(gbml_shard_traffic *t);
 
 /* A shard's side of an algorithm: its rows (canonical order) in, answers out. */
 typedef struct gbml_shard_ops

@@ -332,18 +332,56 @@ wait_shards(shard_set *ss, gbml_env *env)
 	return GBML_OK;
 }
 
+/* Shard sc's last result let go before the next query; `sent` says whether libpq took the query. */
+static void
+sent_to_shard(shard_conn *sc, bool sent)
+{
+	sc->busy = sent;
+	sc->error = sent ? NULL : pchomp(PQerrorMessage(sc->conn));
+}
+
+static void
+clear_shard(shard_conn *sc)
+{
+	if (sc->result)
+		PQclear(sc->result);
+	sc->result = NULL;
+}
+
 /* Sends query (binary parameters and result) to shard sc; a failure to send is the shard's error. */
 static void
 send_shard(shard_conn *sc, const char *query, int nparams, const Oid *types, const char *const *values,
 		   const int *lengths, const int *formats)
 {
-	if (sc->result)
-		PQclear(sc->result);
-	sc->result = NULL;
-	sc->error = NULL;
-	sc->busy = PQsendQueryParams(sc->conn, query, nparams, types, values, lengths, formats, 1) == 1;
-	if (!sc->busy)
-		sc->error = pchomp(PQerrorMessage(sc->conn));
+	clear_shard(sc);
+	sent_to_shard(sc, PQsendQueryParams(sc->conn, query, nparams, types, values, lengths, formats, 1) == 1);
+}
+
+/*
+ * The step's statement, prepared once per connection: a step is then
+ * executed without being parsed and planned again (part of every round
+ * trip's coordination cost).
+ */
+#define STEP_STATEMENT "gbml_shard_step"
+
+static void
+prepare_step(shard_conn *sc)
+{
+	Oid			types[1] = {BYTEAOID};
+
+	clear_shard(sc);
+	sent_to_shard(sc, PQsendPrepare(sc->conn, STEP_STATEMENT, "SELECT gbml._shard_step($1)", 1, types) == 1);
+}
+
+static void
+send_step(shard_conn *sc, const uint8_t *req, size_t len)
+{
+	const char *values[1] = {(const char *) req};
+	int			lengths[1] = {(int) len},
+				formats[1] = {1};
+
+	clear_shard(sc);
+	sent_to_shard(sc, PQsendQueryPrepared(sc->conn, STEP_STATEMENT, 1, values, lengths, formats, 1) == 1);
 }
 
 /* One binary bytea from a shard's last result, or an error. */
@@ -373,19 +411,14 @@ link_round_trip(void *ctx, const uint8_t *const *req, const size_t *req_len, con
 				size_t *reply_len, gbml_env *env)
 {
 	shard_set  *ss = ctx;
-	Oid			types[1] = {BYTEAOID};
-	int			formats[1] = {1};
 	int			rc;
 
 	for (int s = 0; s < ss->n; s++)
 	{
-		const char *values[1] = {(const char *) req[s]};
-		int			lengths[1] = {(int) req_len[s]};
-
 		if (req_len[s] > (size_t) (MaxAllocSize - VARHDRSZ))
 			return gbml_error(env, GBML_EINVAL, "a request to shard \"%s\" is %zu bytes, more than a bytea holds",
 							  ss->shards[s].server, req_len[s]);
-		send_shard(&ss->shards[s], "SELECT gbml._shard_step($1)", 1, types, values, lengths, formats);
+		send_step(&ss->shards[s], req[s], req_len[s]);
 	}
 	if ((rc = wait_shards(ss, env)) != GBML_OK)
 		return rc;
@@ -406,6 +439,9 @@ open_shards(shard_set *ss, gbml_env *env, const char *algorithm, const char *par
 		connect_shard(&ss->shards[s], what);
 	for (int s = 0; s < ss->n; s++)
 		send_shard(&ss->shards[s], "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, NULL, NULL, NULL);
+	GBML_CHECK(env, wait_shards(ss, env), what);
+	for (int s = 0; s < ss->n; s++)
+		prepare_step(&ss->shards[s]);
 	GBML_CHECK(env, wait_shards(ss, env), what);
 	for (int s = 0; s < ss->n; s++)
 	{

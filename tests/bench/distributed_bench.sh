@@ -84,18 +84,19 @@ t = b["timings"] if "timings" in b else b
 a = a["timings"] if "timings" in a else a
 it_one = a["lloyd_seconds"] / max(1, len(a["s1_seconds"]))
 it_dist = t["lloyd_seconds"] / max(1, len(t["s1_seconds"]))
-rt = t["shard_round_trips"]
-overhead = t["coordination_seconds"] / rt
+rt = t["shard_round_trips"] - t.get("setup_round_trips", 0)
+overhead = (t["coordination_seconds"] - (t.get("setup_wait_seconds", 0) - t.get("setup_shard_seconds", 0))) / rt
 print(f"# {shards} shards x {n:,} rows x {d} features, k {k}")
 print(f"# {'':34s} {'one server':>12s} {'sharded':>12s}")
 print(f"# {'wall seconds (gbml.train)':34s} {one_wall:12.2f} {dist_wall:12.2f}")
 print(f"# {'init (k-means++) seconds':34s} {a['init_seconds']:12.2f} {t['init_seconds']:12.2f}")
 print(f"# {'seconds per Lloyd iteration':34s} {it_one:12.3f} {it_dist:12.3f}")
-print(f"# round trips {rt}; sent {t['shard_bytes_sent']/1e6:.1f} MB, received {t['shard_bytes_received']/1e6:.1f} MB "
-      f"(the rows' order: {shards}x8 bytes a row each way, once)")
+print(f"# round trips {t['shard_round_trips']}; sent {t['shard_bytes_sent']/1e6:.1f} MB, received {t['shard_bytes_received']/1e6:.1f} MB; "
+      f"of which the rows' global order (16 bytes a row in, 8 out, once): {t.get('setup_round_trips', 0)} round trips, "
+      f"{t.get('setup_bytes', 0)/1e6:.1f} MB, {t.get('setup_wait_seconds', 0):.2f} s")
 print(f"# one Lloyd pass: {t['lloyd_pass_bytes']/1e3:.1f} kB over all shards (centroids out, sums and counts back)")
 print(f"# coordinator waiting {t['shard_wait_seconds']:.2f} s, busiest shard working {t['shard_busy_seconds']:.2f} s: "
-      f"coordination {1e3*overhead:.2f} ms per round trip")
+      f"coordination {1e3*overhead:.2f} ms per round trip after the order")
 print(f"# projected Lloyd iteration, a shard per machine: {it_one/shards:.3f} s (one server's / {shards}) "
       f"+ {1e3*overhead:.2f} ms = {it_one/shards+overhead:.3f} s, {it_one/(it_one/shards+overhead):.2f}x one server")
 def model(name):
