@@ -519,7 +519,7 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, const char *source, Jso
 
 	if (pp->algo->shard == NULL)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						errmsg("%s: %s cannot train on a table sharded across servers yet (K-Means can)", what,
+						errmsg("%s: %s cannot train on a table sharded across servers yet (kmeans and saga can)", what,
 							   pp->algo->name)));
 	if (cp->eval_source || cp->eval_fraction > 0)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
