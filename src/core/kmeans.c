@@ -1191,12 +1191,6 @@ km_pass(km_work *w, bool update, km_pass_stats *st)
 	return GBML_OK;
 }
 
-static bool
-km_far_better(const km_far *a, const km_far *b)
-{
-	return a->dist > b->dist || (a->dist == b->dist && a->row < b->row);
-}
-
 /* Min-heap on "better": the root is the worst of the kept ones. */
 static void
 km_heap_sift(km_far *h, int m, int i)

@@ -68,6 +68,13 @@ typedef struct km_far
 	int32_t		label;
 } km_far;
 
+/* The relocation's order: a farther before a nearer, then the lower row first. */
+static inline bool
+km_far_better(const km_far *a, const km_far *b)
+{
+	return a->dist > b->dist || (a->dist == b->dist && a->row < b->row);
+}
+
 typedef struct km_work km_work;
 
 /*

@@ -1,5 +1,5 @@
 /*
- * kmeans_shard.c — a K-Means shard (kmeans_shards.h): its rows, their
+ * kmeans_shard.c — a K-Means shard (gbml_kmeans_shard_ops): its rows, their
  * global indices, and its answers to the coordinator's requests, each from
  * the local row operations (km_local_rows) on its own rows, in memory or
  * in temporary files.  Every figure it returns is an extreme or an integer
@@ -38,7 +38,7 @@ km_content_hash(const float *x, int d, float label, int64_t group, float weight)
 	return h ^ (h >> 31);
 }
 
-struct gbml_km_shard
+typedef struct km_shard
 {
 	gbml_env   *env;
 	const gbml_dataset *ds;
@@ -55,7 +55,8 @@ struct gbml_km_shard
 			   *mx;
 	double		xnorm_local;	/* this shard's largest row norm */
 	double		far_max;		/* the largest distance of the last DIST_MAX, -1 when stale */
-};
+	double		closest_max;	/* the largest closest distance (TAKE's), +inf before the first */
+} km_shard;
 
 /*
  * Whether a grid the coordinator sent keeps every term of values up to
@@ -64,7 +65,7 @@ struct gbml_km_shard
  * overflow.  A request with a finer grid is malformed, not undefined.
  */
 static bool
-km_grid_fits(const gbml_km_shard *sh, double scale, double vmax)
+km_grid_fits(const km_shard *sh, double scale, double vmax)
 {
 	return isfinite(scale) && scale > 0 && isfinite(vmax) && scale * vmax < ldexp(1.0, sh->w.fix_bits - 1);
 }
@@ -81,14 +82,14 @@ km_finite(const double *v, int64_t n, bool positive)
 
 typedef struct km_hash_arg
 {
-	gbml_km_shard *sh;
+	km_shard *sh;
 } km_hash_arg;
 
 /* The canonical and content hashes of tasks [first, end)'s rows. */
 static int
 km_hash_tasks(km_work *w, int first, int end, void *arg)
 {
-	gbml_km_shard *sh = ((km_hash_arg *) arg)->sh;
+	km_shard *sh = ((km_hash_arg *) arg)->sh;
 	const gbml_dataset *ds = w->ds;
 
 	for (int ti = first; ti < end; ti++)
@@ -110,13 +111,15 @@ km_hash_tasks(km_work *w, int first, int end, void *arg)
 	return GBML_OK;
 }
 
-int
-gbml_km_shard_open(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env,
-				   gbml_km_shard **out, gbml_strbuf *hello)
+static void km_shard_close(void *state);
+
+/* The shard over ds (canonical order), its rows' hashes for the global order; the hello. */
+static int
+km_shard_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **out, gbml_strbuf *hello)
 {
-	gbml_km_shard *sh;
+	const gbml_kmeans_params *p = algo_params;
+	km_shard   *sh;
 	km_hash_arg a;
-	uint32_t	head[2] = {KM_SHARD_MAGIC, GBML_SHARD_HELLO_VERSION};
 	int			rc;
 
 	*out = NULL;
@@ -144,22 +147,21 @@ gbml_km_shard_open(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env
 		if ((rc = km_walk(&sh->w, 0, sh->w.ntasks, km_hash_tasks, &a)) != GBML_OK)
 			goto fail;
 	}
-	gbml_msg_put(hello, head, sizeof(head));
-	gbml_msg_put_i64(hello, ds->n_rows);
-	gbml_msg_put_i64(hello, ds->n_features);
+	gbml_shard_hello_head(hello, KM_SHARD_MAGIC, ds->n_rows, ds->n_features);
 	gbml_msg_put_f64(hello, ds->n_rows > 0 ? sh->w.xnorm_max : 0);
 	if ((rc = gbml_sb_status(hello)) != GBML_OK)
 		goto fail;
 	*out = sh;
 	return GBML_OK;
 fail:
-	gbml_km_shard_close(sh);
+	km_shard_close(sh);
 	return rc;
 }
 
-void
-gbml_km_shard_close(gbml_km_shard *sh)
+static void
+km_shard_close(void *state)
 {
+	km_shard   *sh = state;
 	gbml_env   *env;
 
 	if (sh == NULL)
@@ -176,7 +178,7 @@ gbml_km_shard_close(gbml_km_shard *sh)
 
 /* The local row whose global index is g, or -1. */
 static int64_t
-km_shard_local(const gbml_km_shard *sh, int64_t g)
+km_shard_local(const km_shard *sh, int64_t g)
 {
 	int64_t		lo = 0,
 				hi = sh->ds->n_rows;
@@ -195,7 +197,7 @@ km_shard_local(const gbml_km_shard *sh, int64_t g)
 
 /* A page of the rows' hashes (canonical, content), from local row `offset`: the coordinator's merge reads them. */
 static int
-km_shard_hashes(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+km_shard_hashes(km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	int64_t		n = sh->ds->n_rows,
 				offset = gbml_msg_get_count(r, n),
@@ -215,7 +217,7 @@ km_shard_hashes(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 
 /* The order is whole: the extremes every later grid is checked against, the union's row count's grid. */
 static int
-km_shard_ranked(gbml_km_shard *sh)
+km_shard_ranked(km_shard *sh)
 {
 	int			rc;
 
@@ -241,7 +243,7 @@ km_shard_ranked(gbml_km_shard *sh)
  * (the same in every page).  A damaged page drops the whole order.
  */
 static int
-km_shard_ranks(gbml_km_shard *sh, gbml_msg_reader *r)
+km_shard_ranks(km_shard *sh, gbml_msg_reader *r)
 {
 	int64_t		n = sh->ds->n_rows,
 				n_global = gbml_msg_get_count(r, INT64_MAX / 2),
@@ -275,30 +277,18 @@ km_shard_ranks(gbml_km_shard *sh, gbml_msg_reader *r)
 	return sh->ranked == n ? km_shard_ranked(sh) : GBML_OK;
 }
 
+/* This shard's per-feature extremes (found once the order was whole): minima negated, then maxima. */
 static int
-km_shard_extents(gbml_km_shard *sh, gbml_strbuf *reply)
+km_shard_extents(km_shard *sh, gbml_strbuf *reply)
 {
-	int			d = sh->ds->n_features;
-	double	   *v = gbml_alloc_array(sh->env, (size_t) 2 * d, sizeof(double));
-	int			rc;
-
-	if (v == NULL)
-		return sh->env->error_code;
-	for (int j = 0; j < d; j++)
-	{
-		v[j] = INFINITY;
-		v[d + j] = -INFINITY;
-	}
-	rc = km_local_rows.extents(&sh->w, v, v + d);
-	for (int j = 0; j < d; j++)
-		v[j] = -v[j];			/* the coordinator folds both halves by max */
-	gbml_msg_put(reply, v, sizeof(double) * 2 * (size_t) d);
-	gbml_free(sh->env, v);
-	return rc;
+	for (int j = 0; j < sh->w.d; j++)
+		gbml_msg_put_f64(reply, -sh->mn[j]);	/* the coordinator folds both halves by max */
+	gbml_msg_put(reply, sh->mx, sizeof(double) * (size_t) sh->w.d);
+	return GBML_OK;
 }
 
 static int
-km_shard_feature_sums(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+km_shard_feature_sums(km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	int			d = sh->ds->n_features;
 	bool		sqdev = gbml_msg_get_i64(r) != 0;
@@ -320,7 +310,7 @@ km_shard_feature_sums(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 
 			r->bad = !km_grid_fits(sh, scale[j], sqdev ? dev * dev : fmax(fabs(sh->mn[j]), fabs(sh->mx[j])));
 		}
-		if (!r->bad && sh->ds->n_rows > 0)
+		if (!r->bad)
 			rc = km_local_rows.feature_sums(&sh->w, sqdev ? mean : NULL, scale, sums);
 		gbml_msg_put(reply, sums, sizeof(int64_t) * d);
 	}
@@ -332,7 +322,7 @@ km_shard_feature_sums(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 
 /* The requested global rows this shard holds: (request position, row) each. */
 static int
-km_shard_rows(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+km_shard_rows(km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	int			d = sh->ds->n_features;
 	int64_t		m = gbml_msg_get_count(r, 1 << 20),
@@ -379,12 +369,12 @@ done:
 }
 
 static int
-km_shard_kpp_start(gbml_km_shard *sh, gbml_msg_reader *r)
+km_shard_kpp_start(km_shard *sh, gbml_msg_reader *r)
 {
 	km_work    *w = &sh->w;
 	int			T = (int) gbml_msg_get_count(r, GBML_KM_CAND_LANES);
 
-	if (r->bad || T < 1 || sh->ds->n_rows == 0)
+	if (r->bad || T < 1)
 		return GBML_OK;
 	if (w->cand == NULL)
 	{
@@ -394,19 +384,8 @@ km_shard_kpp_start(gbml_km_shard *sh, gbml_msg_reader *r)
 		if (w->cand == NULL || sh->block_pot == NULL)
 			return sh->env->error_code;
 	}
+	sh->closest_max = INFINITY;
 	return km_local_rows.kpp_start(w, T);
-}
-
-/* The largest closest distance of this shard's rows (+inf before the first centre is taken). */
-static double
-km_shard_closest_max(const gbml_km_shard *sh)
-{
-	double		mx = 0;
-
-	for (int c = 0; c < sh->ds->n_chunks; c++)
-		for (int64_t i = 0; i < sh->ds->chunks[c]->n_rows; i++)
-			mx = fmax(mx, (double) sh->w.closest[c][i]);
-	return mx;
 }
 
 /*
@@ -415,10 +394,9 @@ km_shard_closest_max(const gbml_km_shard *sh)
  * (|x| + |c|)^2.
  */
 static double
-km_shard_potential_bound(const gbml_km_shard *sh, int T)
+km_shard_potential_bound(const km_shard *sh, int T)
 {
-	double		cmax = 0,
-				closest = km_shard_closest_max(sh);
+	double		cmax = 0;
 
 	for (int t = 0; t < T; t++)
 	{
@@ -428,12 +406,12 @@ km_shard_potential_bound(const gbml_km_shard *sh, int T)
 			s += (double) sh->w.cand[(size_t) j * GBML_KM_CAND_LANES + t] * sh->w.cand[(size_t) j * GBML_KM_CAND_LANES + t];
 		cmax = fmax(cmax, sqrt(s));
 	}
-	return fmin(closest, (sh->xnorm_local + cmax) * (sh->xnorm_local + cmax) * 1.0001);
+	return fmin(sh->closest_max, (sh->xnorm_local + cmax) * (sh->xnorm_local + cmax) * 1.0001);
 }
 
 /* A candidate pass's grid: its terms fit (km_grid_fits) and its float distances cannot overflow. */
 static bool
-km_shard_potential_grid_ok(const gbml_km_shard *sh, int T)
+km_shard_potential_grid_ok(const km_shard *sh, int T)
 {
 	double		bound = km_shard_potential_bound(sh, T);
 
@@ -446,7 +424,7 @@ km_shard_potential_grid_ok(const gbml_km_shard *sh, int T)
  * pass summed per task, summed again by global block).
  */
 static int
-km_shard_cand(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+km_shard_cand(km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	km_work    *w = &sh->w;
 	int			T = (int) gbml_msg_get_count(r, GBML_KM_CAND_LANES);
@@ -487,7 +465,7 @@ km_shard_cand(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 }
 
 static int
-km_shard_take(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+km_shard_take(km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	int			t = (int) gbml_msg_get_count(r, GBML_KM_CAND_LANES - 1),
 				T = (int) gbml_msg_get_count(r, GBML_KM_CAND_LANES);
@@ -495,21 +473,21 @@ km_shard_take(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	int			rc = GBML_OK;
 
 	r->bad |= !(t < T && T <= sh->w.T);
-	if (!r->bad)
-		rc = km_local_rows.cand_take(&sh->w, t, T, &mx);
+	if (!r->bad && (rc = km_local_rows.cand_take(&sh->w, t, T, &mx)) == GBML_OK)
+		sh->closest_max = mx;
 	gbml_msg_put(reply, &mx, sizeof(mx));
 	return rc;
 }
 
 /* Per requested global block: (global row, potential term on grid cur_scale) of this shard's rows in it. */
 static int
-km_shard_terms(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+km_shard_terms(km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	km_work    *w = &sh->w;
 	double		cur_scale = gbml_msg_get_f64(r);
 	int64_t		m = gbml_msg_get_count(r, GBML_KM_CAND_LANES);
 
-	r->bad |= !km_grid_fits(sh, cur_scale, km_shard_closest_max(sh));
+	r->bad |= !km_grid_fits(sh, cur_scale, sh->closest_max);
 
 	for (int64_t q = 0; q < m && !r->bad; q++)
 	{
@@ -548,7 +526,7 @@ km_shard_terms(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 
 /* The centroids a request carries into w->c. */
 static void
-km_shard_centroids(gbml_km_shard *sh, gbml_msg_reader *r)
+km_shard_centroids(km_shard *sh, gbml_msg_reader *r)
 {
 	gbml_msg_get(r, sh->w.c, sizeof(double) * (size_t) sh->w.k * sh->w.d);
 	/* centroids are means of float rows: a value past float's range is no centroid */
@@ -557,7 +535,7 @@ km_shard_centroids(gbml_km_shard *sh, gbml_msg_reader *r)
 }
 
 static int
-km_shard_pass(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+km_shard_pass(km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	km_work    *w = &sh->w;
 	bool		update = gbml_msg_get_i64(r) != 0;
@@ -580,7 +558,7 @@ km_shard_pass(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 }
 
 static int
-km_shard_far(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+km_shard_far(km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	km_work    *w = &sh->w;
 	int			m = (int) gbml_msg_get_count(r, GBML_KM_MAX_K);
@@ -614,13 +592,13 @@ km_shard_far(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 }
 
 static int
-km_shard_dist_max(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+km_shard_dist_max(km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	double		mx = 0;
 	int			rc = GBML_OK;
 
 	km_shard_centroids(sh, r);
-	if (!r->bad && sh->ds->n_rows > 0)
+	if (!r->bad)
 		rc = km_local_rows.dist_max(&sh->w, &mx);
 	sh->far_max = r->bad ? -1 : mx;
 	gbml_msg_put_f64(reply, mx);
@@ -628,21 +606,21 @@ km_shard_dist_max(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 }
 
 static int
-km_shard_dist_sum(gbml_km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+km_shard_dist_sum(km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	double		scale = gbml_msg_get_f64(r);
 	int64_t		total = 0;
 	int			rc = GBML_OK;
 
 	r->bad |= sh->far_max < 0 || !km_grid_fits(sh, scale, sh->far_max);
-	if (!r->bad && sh->ds->n_rows > 0)
+	if (!r->bad)
 		rc = km_local_rows.dist_sum(&sh->w, scale, &total);
 	gbml_msg_put_i64(reply, total);
 	return rc;
 }
 
 static int
-km_shard_grid(gbml_km_shard *sh, gbml_msg_reader *r)
+km_shard_grid(km_shard *sh, gbml_msg_reader *r)
 {
 	gbml_msg_get(r, sh->w.fix_scale, sizeof(double) * sh->w.d);
 	sh->w.xnorm_max = gbml_msg_get_f64(r);
@@ -655,9 +633,10 @@ km_shard_grid(gbml_km_shard *sh, gbml_msg_reader *r)
 }
 
 static int
-km_shard_answer(gbml_km_shard *sh, const uint8_t *req, size_t len, gbml_strbuf *reply)
+km_shard_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 {
-	gbml_msg_reader	r = {req, req + len, false};
+	km_shard   *sh = state;
+	gbml_msg_reader r = {req, req + len, false};
 	int64_t		op = gbml_msg_get_i64(&r);
 	int			rc;
 
@@ -732,33 +711,9 @@ km_shard_answer(gbml_km_shard *sh, const uint8_t *req, size_t len, gbml_strbuf *
 	return gbml_sb_status(reply);
 }
 
-int
-gbml_km_shard_step(gbml_km_shard *sh, const uint8_t *req, size_t len, gbml_strbuf *reply)
-{
-	return km_shard_answer(sh, req, len, reply);
-}
-
-static int
-km_shard_ops_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **state, gbml_strbuf *hello)
-{
-	return gbml_km_shard_open(ds, algo_params, env, (gbml_km_shard **) state, hello);
-}
-
-static int
-km_shard_ops_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
-{
-	return km_shard_answer(state, req, len, reply);
-}
-
-static void
-km_shard_ops_close(void *state)
-{
-	gbml_km_shard_close(state);
-}
-
 const gbml_shard_ops gbml_kmeans_shard_ops = {
 	.hello_magic = KM_SHARD_MAGIC,
-	.open = km_shard_ops_open,
-	.step = km_shard_ops_step,
-	.close = km_shard_ops_close,
+	.open = km_shard_open,
+	.step = km_shard_step,
+	.close = km_shard_close,
 };

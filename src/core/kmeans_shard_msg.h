@@ -10,7 +10,6 @@
 
 #define KM_SHARD_MAGIC 0x676b6d73u	/* "gkms" */
 #define KM_SHARD_BLOCK_ROWS 4096	/* rows of a global block (k-means++'s potentials) */
-#define KM_HELLO_HEAD (GBML_SHARD_HELLO_HEAD + 8)	/* the common head, then the largest row norm */
 
 typedef enum km_shard_op
 {

@@ -30,152 +30,39 @@
 
 typedef struct km_shards
 {
-	const gbml_shard_link *link;
-	int			S;
-	int64_t    *n_rows;			/* per shard */
+	gbml_shard_channel ch;
 	int64_t		n_blocks;		/* global blocks of KM_SHARD_BLOCK_ROWS rows */
-	int			T;
 	int64_t   **block_pot;		/* per shard: n_blocks x T of the last candidate pass */
 	int64_t    *cur_block;		/* n_blocks: the taken candidate's potential */
-	const uint8_t **req;
-	size_t	   *req_len;
-	const uint8_t **reply;
-	size_t	   *reply_len;
-	gbml_strbuf msg;
-	gbml_shard_traffic traffic;
 } km_shards;
 
-/* The hello of shard s: its rows, features and largest row norm. */
+/* Shard s's largest row norm: its hello's one field past the common head (exactly there). */
 static bool
-km_read_hello(const gbml_shard_link *link, int s, int64_t *n, int64_t *d, double *xnorm)
+km_hello_xnorm(const gbml_shard_link *link, int s, double *xnorm)
 {
-	gbml_msg_reader	r = {link->hello[s], link->hello[s] + link->hello_len[s], false};
-	uint32_t	head[2];
+	gbml_msg_reader r = {link->hello[s] + GBML_SHARD_HELLO_HEAD, link->hello[s] + link->hello_len[s], false};
 
-	gbml_msg_get(&r, head, sizeof(head));
-	*n = gbml_msg_get_i64(&r);
-	*d = gbml_msg_get_i64(&r);
 	*xnorm = gbml_msg_get_f64(&r);
-	return !r.bad && head[0] == KM_SHARD_MAGIC && head[1] == GBML_SHARD_HELLO_VERSION && *n >= 0 && *d >= 0 &&
-		*d <= INT32_MAX && r.p == r.end;
+	return link->hello_len[s] >= GBML_SHARD_HELLO_HEAD && !r.bad && r.p == r.end;
 }
 
-/*
- * The requests in sh->req to every shard at once; the replies into
- * sh->reply, each without its trailer (the seconds the shard worked),
- * which goes into the traffic figures with the bytes and the wait.
- */
-static int
-km_exchange(km_work *w)
-{
-	km_shards  *sh = w->shards;
-
-	return gbml_shards_exchange(sh->link, sh->req, sh->req_len, sh->reply, sh->reply_len, &sh->traffic, w->env);
-}
-
-/* msg to every shard at once; the replies into sh->reply. */
-static int
-km_send(km_work *w)
-{
-	km_shards  *sh = w->shards;
-	int			rc;
-
-	if ((rc = gbml_sb_status(&sh->msg)) != GBML_OK)
-		return rc;
-	for (int s = 0; s < sh->S; s++)
-	{
-		sh->req[s] = (const uint8_t *) sh->msg.data;
-		sh->req_len[s] = sh->msg.len;
-	}
-	return km_exchange(w);
-}
-
-/* A new request: op first. */
+/* A new request for every shard: op first. */
 static gbml_strbuf *
 km_request(km_work *w, km_shard_op op)
 {
-	km_shards  *sh = w->shards;
-
-	sh->msg.len = 0;
-	gbml_msg_put_i64(&sh->msg, op);
-	return &sh->msg;
+	return gbml_shard_request(&w->shards->ch, op);
 }
 
-static gbml_msg_reader
-km_reply(const km_shards *sh, int s)
-{
-	gbml_msg_reader	r = {sh->reply[s], sh->reply[s] + sh->reply_len[s], false};
-
-	return r;
-}
-
-/* A reply read to its end, or an error naming the shard. */
 static int
-km_reply_done(km_work *w, int s, const gbml_msg_reader *r)
+km_send(km_work *w)
 {
-	if (!r->bad && r->p == r->end)
-		return GBML_OK;
-	return gbml_error(w->env, GBML_EINVAL, "kmeans: shard %s sent a malformed reply",
-					  w->shards->link->name(w->shards->link->ctx, s));
+	return gbml_shard_send(&w->shards->ch);
 }
 
 static void
 km_put_centroids(km_work *w, gbml_strbuf *m)
 {
 	gbml_msg_put(m, w->c, sizeof(double) * (size_t) w->k * w->d);
-}
-
-/* Sends the request; every shard's reply is n int64 values, added into acc[n]. */
-static int
-km_send_sum(km_work *w, int64_t *acc, size_t n)
-{
-	km_shards  *sh = w->shards;
-	int			rc;
-
-	if ((rc = km_send(w)) != GBML_OK)
-		return rc;
-	memset(acc, 0, sizeof(int64_t) * n);
-	for (int s = 0; s < sh->S; s++)
-	{
-		gbml_msg_reader	r = km_reply(sh, s);
-
-		if (sh->n_rows[s] == 0)
-			continue;
-		for (size_t i = 0; i < n; i++)
-			acc[i] += gbml_msg_get_i64(&r);
-		if ((rc = km_reply_done(w, s, &r)) != GBML_OK)
-			return rc;
-	}
-	return GBML_OK;
-}
-
-/* Sends the request; every shard's reply is n doubles, folded into acc[n] by min (lower) or max. */
-static int
-km_send_extremes(km_work *w, double *acc, size_t n, bool lower)
-{
-	km_shards  *sh = w->shards;
-	int			rc;
-
-	if ((rc = km_send(w)) != GBML_OK)
-		return rc;
-	for (size_t i = 0; i < n; i++)
-		acc[i] = lower ? INFINITY : -INFINITY;
-	for (int s = 0; s < sh->S; s++)
-	{
-		gbml_msg_reader	r = km_reply(sh, s);
-
-		if (sh->n_rows[s] == 0)
-			continue;
-		for (size_t i = 0; i < n; i++)
-		{
-			double		v = gbml_msg_get_f64(&r);
-
-			acc[i] = lower ? fmin(acc[i], v) : fmax(acc[i], v);
-		}
-		if ((rc = km_reply_done(w, s, &r)) != GBML_OK)
-			return rc;
-	}
-	return GBML_OK;
 }
 
 /* Each shard replies its minima negated, then its maxima: one fold by max. */
@@ -189,7 +76,7 @@ km_remote_extents(km_work *w, double *mn, double *mx)
 	if (both == NULL)
 		return w->env->error_code;
 	km_request(w, KM_OP_EXTENTS);
-	if ((rc = km_send_extremes(w, both, (size_t) 2 * d, false)) == GBML_OK)
+	if ((rc = gbml_shard_send_max_f64(&w->shards->ch, both, (size_t) 2 * d)) == GBML_OK)
 		for (int j = 0; j < d; j++)
 		{
 			mn[j] = -both[j];
@@ -218,14 +105,14 @@ km_remote_feature_sums(km_work *w, const double *mean, const double *scale, int6
 	for (int j = 0; j < w->d; j++)
 		gbml_msg_put_f64(m, mean ? mean[j] : 0);
 	gbml_msg_put(m, scale, sizeof(double) * w->d);
-	return km_send_sum(w, sums, (size_t) w->d);
+	return gbml_shard_send_sum_i64(&w->shards->ch, sums, (size_t) w->d);
 }
 
 /* Rows g[0..n) from whichever shard holds each; every row exactly once. */
 static int
 km_remote_copy_rows(km_work *w, const int64_t *g, int n, double *out)
 {
-	km_shards  *sh = w->shards;
+	gbml_shard_channel *ch = &w->shards->ch;
 	gbml_strbuf *m = km_request(w, KM_OP_ROWS);
 	uint8_t    *seen = gbml_alloc0(w->env, (size_t) (n > 0 ? n : 1));
 	int			rc;
@@ -236,12 +123,12 @@ km_remote_copy_rows(km_work *w, const int64_t *g, int n, double *out)
 	gbml_msg_put(m, g, sizeof(int64_t) * (size_t) n);
 	if ((rc = km_send(w)) != GBML_OK)
 		goto done;
-	for (int s = 0; s < sh->S && rc == GBML_OK; s++)
+	for (int s = 0; s < ch->n_shards && rc == GBML_OK; s++)
 	{
-		gbml_msg_reader	r = km_reply(sh, s);
+		gbml_msg_reader r;
 		int64_t		found;
 
-		if (sh->n_rows[s] == 0)
+		if (!gbml_shard_reply(ch, s, &r))
 			continue;
 		found = gbml_msg_get_count(&r, n);
 		for (int64_t i = 0; i < found && !r.bad; i++)
@@ -252,7 +139,7 @@ km_remote_copy_rows(km_work *w, const int64_t *g, int n, double *out)
 			if (seen[pos]++)
 				r.bad = true;
 		}
-		rc = km_reply_done(w, s, &r);
+		rc = gbml_shard_reply_done(ch, s, &r);
 	}
 	for (int i = 0; i < n && rc == GBML_OK; i++)
 		if (!seen[i])
@@ -270,13 +157,12 @@ km_remote_kpp_start(km_work *w, int T)
 
 	if (sh->cur_block == NULL)
 	{
-		sh->T = T;
 		sh->cur_block = gbml_alloc_array(w->env, (size_t) sh->n_blocks, sizeof(int64_t));
-		sh->block_pot = gbml_alloc0(w->env, sizeof(int64_t *) * sh->S);
+		sh->block_pot = gbml_alloc0(w->env, sizeof(int64_t *) * sh->ch.n_shards);
 		if (sh->cur_block == NULL || sh->block_pot == NULL)
 			return w->env->error_code;
-		for (int s = 0; s < sh->S; s++)
-			if (sh->n_rows[s] > 0 &&
+		for (int s = 0; s < sh->ch.n_shards; s++)
+			if (sh->ch.n_rows[s] > 0 &&
 				(sh->block_pot[s] = gbml_alloc_array(w->env, (size_t) sh->n_blocks * T, sizeof(int64_t))) == NULL)
 				return w->env->error_code;
 	}
@@ -300,14 +186,14 @@ km_remote_cand_pass(km_work *w, int T, int64_t *totals)
 		return rc;
 	for (int t = 0; t < T; t++)
 		totals[t] = 0;
-	for (int s = 0; s < sh->S; s++)
+	for (int s = 0; s < sh->ch.n_shards; s++)
 	{
-		gbml_msg_reader	r = km_reply(sh, s);
+		gbml_msg_reader r;
 
-		if (sh->n_rows[s] == 0)
+		if (!gbml_shard_reply(&sh->ch, s, &r))
 			continue;
 		gbml_msg_get(&r, sh->block_pot[s], sizeof(int64_t) * cells);
-		if ((rc = km_reply_done(w, s, &r)) != GBML_OK)
+		if ((rc = gbml_shard_reply_done(&sh->ch, s, &r)) != GBML_OK)
 			return rc;
 		for (size_t c = 0; c < cells; c++)
 			totals[c % T] += sh->block_pot[s][c];
@@ -328,15 +214,15 @@ km_remote_cand_take(km_work *w, int t, int T, float *max_out)
 		return rc;
 	*max_out = 0;
 	memset(sh->cur_block, 0, sizeof(int64_t) * sh->n_blocks);
-	for (int s = 0; s < sh->S; s++)
+	for (int s = 0; s < sh->ch.n_shards; s++)
 	{
-		gbml_msg_reader	r = km_reply(sh, s);
+		gbml_msg_reader r;
 		float		mx;
 
-		if (sh->n_rows[s] == 0)
+		if (!gbml_shard_reply(&sh->ch, s, &r))
 			continue;
 		gbml_msg_get(&r, &mx, sizeof(mx));
-		if ((rc = km_reply_done(w, s, &r)) != GBML_OK)
+		if ((rc = gbml_shard_reply_done(&sh->ch, s, &r)) != GBML_OK)
 			return rc;
 		*max_out = mx > *max_out ? mx : *max_out;
 		for (int64_t b = 0; b < sh->n_blocks; b++)
@@ -372,7 +258,8 @@ km_remote_search(km_work *w, const double *u, int m, int64_t total, int64_t *row
 	km_shards  *sh = w->shards;
 	int64_t		blk[GBML_KM_CAND_LANES],
 				rem[GBML_KM_CAND_LANES],
-				want[GBML_KM_CAND_LANES];
+				want[GBML_KM_CAND_LANES],
+				nt[GBML_KM_CAND_LANES] = {0};
 	int			n_want = 0;
 	km_term    *terms = NULL;
 	gbml_strbuf *msg;
@@ -414,46 +301,43 @@ km_remote_search(km_work *w, const double *u, int m, int64_t total, int64_t *row
 	gbml_msg_put(msg, want, sizeof(int64_t) * n_want);
 	if ((rc = km_send(w)) != GBML_OK)
 		return rc;
-	terms = gbml_alloc_array(w->env, KM_SHARD_BLOCK_ROWS, sizeof(km_term));
+	/* every shard's reply lists its terms of the wanted blocks in request order: into a bucket per block */
+	terms = gbml_alloc_array(w->env, (size_t) n_want * KM_SHARD_BLOCK_ROWS, sizeof(km_term));
 	if (terms == NULL)
 		return w->env->error_code;
+	for (int s = 0; s < sh->ch.n_shards && rc == GBML_OK; s++)
+	{
+		gbml_msg_reader r;
+
+		if (!gbml_shard_reply(&sh->ch, s, &r))
+			continue;
+		for (int q = 0; q < n_want && !r.bad; q++)
+		{
+			int64_t		c = gbml_msg_get_count(&r, KM_SHARD_BLOCK_ROWS - nt[q]);
+
+			gbml_msg_get(&r, terms + (size_t) q * KM_SHARD_BLOCK_ROWS + nt[q], sizeof(km_term) * (size_t) c);
+			nt[q] += c;
+		}
+		rc = gbml_shard_reply_done(&sh->ch, s, &r);
+	}
 	for (int q = 0; q < n_want && rc == GBML_OK; q++)
 	{
-		int64_t		nt = 0;
+		km_term    *bt = terms + (size_t) q * KM_SHARD_BLOCK_ROWS;
 
-		/* block q's terms from every shard (each reply lists its blocks in request order) */
-		for (int s = 0; s < sh->S && rc == GBML_OK; s++)
-		{
-			gbml_msg_reader	r = km_reply(sh, s);
-
-			if (sh->n_rows[s] == 0)
-				continue;
-			for (int qq = 0; qq <= q && !r.bad; qq++)
-			{
-				int64_t		c = gbml_msg_get_count(&r, qq < q ? KM_SHARD_BLOCK_ROWS : KM_SHARD_BLOCK_ROWS - nt);
-
-				if (qq < q)
-					r.p += (size_t) c * sizeof(km_term) <= (size_t) (r.end - r.p) ? (size_t) c * sizeof(km_term) : 0;
-				else
-					gbml_msg_get(&r, terms + nt, sizeof(km_term) * (size_t) c), nt += c;
-			}
-			if (r.bad)
-				rc = km_reply_done(w, s, &r);
-		}
-		qsort(terms, (size_t) nt, sizeof(km_term), km_term_cmp);
+		qsort(bt, (size_t) nt[q], sizeof(km_term), km_term_cmp);
 		for (int i = 0; i < m; i++)
 		{
 			int64_t		cum = 0;
 
 			if (blk[i] != want[q])
 				continue;
-			rows[i] = nt > 0 ? terms[nt - 1].row : w->n - 1;
-			for (int64_t e = 0; e < nt; e++)
+			rows[i] = nt[q] > 0 ? bt[nt[q] - 1].row : w->n - 1;
+			for (int64_t e = 0; e < nt[q]; e++)
 			{
-				cum += terms[e].term;
+				cum += bt[e].term;
 				if (cum > rem[i])
 				{
-					rows[i] = terms[e].row;
+					rows[i] = bt[e].row;
 					break;
 				}
 			}
@@ -487,9 +371,10 @@ km_remote_pass(km_work *w, bool update, km_pass_stats *st)
 		return w->env->error_code;
 	gbml_msg_put_i64(m, update);
 	km_put_centroids(w, m);
-	traffic_before = w->shards->traffic.bytes_sent + w->shards->traffic.bytes_received;
-	rc = km_send_sum(w, acc, n);
-	w->shards->traffic.step_bytes = w->shards->traffic.bytes_sent + w->shards->traffic.bytes_received - traffic_before;
+	traffic_before = w->shards->ch.traffic.bytes_sent + w->shards->ch.traffic.bytes_received;
+	rc = gbml_shard_send_sum_i64(&w->shards->ch, acc, n);
+	w->shards->ch.traffic.step_bytes = w->shards->ch.traffic.bytes_sent + w->shards->ch.traffic.bytes_received -
+		traffic_before;
 	if (rc == GBML_OK)
 	{
 		st->changed = acc[0];
@@ -501,12 +386,6 @@ km_remote_pass(km_work *w, bool update, km_pass_stats *st)
 	gbml_free(w->env, acc);
 	st->s1 = st->cpu_seconds = gbml_now() - t0;
 	return rc;
-}
-
-static bool
-km_far_before(const km_far *a, const km_far *b)
-{
-	return a->dist > b->dist || (a->dist == b->dist && a->row < b->row);
 }
 
 /* Every shard's m farthest rows, merged: the union's m farthest (farther first, then lower row). */
@@ -524,12 +403,12 @@ km_remote_farthest(km_work *w, km_far *far, int *m_io, double *out)
 	km_put_centroids(w, msg);
 	if ((rc = km_send(w)) != GBML_OK)
 		return rc;
-	for (int s = 0; s < sh->S; s++)
+	for (int s = 0; s < sh->ch.n_shards; s++)
 	{
-		gbml_msg_reader	r = km_reply(sh, s);
+		gbml_msg_reader r;
 		int64_t		c;
 
-		if (sh->n_rows[s] == 0)
+		if (!gbml_shard_reply(&sh->ch, s, &r))
 			continue;
 		c = gbml_msg_get_count(&r, m);
 		for (int64_t e = 0; e < c && !r.bad; e++)
@@ -541,7 +420,7 @@ km_remote_farthest(km_work *w, km_far *far, int *m_io, double *out)
 			f.row = gbml_msg_get_i64(&r);
 			f.label = (int32_t) gbml_msg_get_count(&r, w->k - 1);
 			/* insertion into the sorted top m (m is the number of empty clusters: small) */
-			for (at = kept; at > 0 && km_far_before(&f, &far[at - 1]); at--)
+			for (at = kept; at > 0 && km_far_better(&f, &far[at - 1]); at--)
 				;
 			if (at >= m)
 			{
@@ -555,7 +434,7 @@ km_remote_farthest(km_work *w, km_far *far, int *m_io, double *out)
 			far[at] = f;
 			gbml_msg_get(&r, out + (size_t) at * d, sizeof(double) * d);
 		}
-		if ((rc = km_reply_done(w, s, &r)) != GBML_OK)
+		if ((rc = gbml_shard_reply_done(&sh->ch, s, &r)) != GBML_OK)
 			return rc;
 	}
 	*m_io = kept;
@@ -568,7 +447,7 @@ km_remote_dist_max(km_work *w, double *mx)
 	int			rc;
 
 	km_put_centroids(w, km_request(w, KM_OP_DIST_MAX));
-	if ((rc = km_send_extremes(w, mx, 1, false)) == GBML_OK && !(*mx > 0))
+	if ((rc = gbml_shard_send_max_f64(&w->shards->ch, mx, 1)) == GBML_OK && !(*mx > 0))
 		*mx = 0;
 	return rc;
 }
@@ -577,7 +456,7 @@ static int
 km_remote_dist_sum(km_work *w, double scale, int64_t *total)
 {
 	gbml_msg_put_f64(km_request(w, KM_OP_DIST_SUM), scale);
-	return km_send_sum(w, total, 1);
+	return gbml_shard_send_sum_i64(&w->shards->ch, total, 1);
 }
 
 static const km_rows_ops km_remote_rows = {
@@ -612,12 +491,12 @@ typedef struct km_order_shard
 static int
 km_order_fetch(km_work *w, km_order_shard *o, gbml_strbuf *msgs)
 {
-	km_shards  *sh = w->shards;
+	gbml_shard_channel *ch = &w->shards->ch;
 	int			rc;
 
-	for (int s = 0; s < sh->S; s++)
+	for (int s = 0; s < ch->n_shards; s++)
 	{
-		bool		need = o[s].at == o[s].have && o[s].fetched < sh->n_rows[s];
+		bool		need = o[s].at == o[s].have && o[s].fetched < ch->n_rows[s];
 
 		msgs[s].len = 0;
 		gbml_msg_put_i64(&msgs[s], KM_OP_HASHES);
@@ -625,20 +504,20 @@ km_order_fetch(km_work *w, km_order_shard *o, gbml_strbuf *msgs)
 		gbml_msg_put_i64(&msgs[s], need ? KM_ORDER_PAGE : 0);
 		if ((rc = gbml_sb_status(&msgs[s])) != GBML_OK)
 			return rc;
-		sh->req[s] = (const uint8_t *) msgs[s].data;
-		sh->req_len[s] = msgs[s].len;
+		ch->req[s] = (const uint8_t *) msgs[s].data;
+		ch->req_len[s] = msgs[s].len;
 	}
-	if ((rc = km_exchange(w)) != GBML_OK)
+	if ((rc = gbml_shard_exchange(ch)) != GBML_OK)
 		return rc;
-	for (int s = 0; s < sh->S; s++)
+	for (int s = 0; s < ch->n_shards; s++)
 	{
-		gbml_msg_reader r = {sh->reply[s], sh->reply[s] + sh->reply_len[s], false};
+		gbml_msg_reader r;
 		int64_t		count;
 
-		if (sh->n_rows[s] == 0)
+		if (!gbml_shard_reply(ch, s, &r))
 			continue;
 		count = gbml_msg_get_count(&r, KM_ORDER_PAGE);
-		if (o[s].at == o[s].have && o[s].fetched < sh->n_rows[s] && count == 0)
+		if (o[s].at == o[s].have && o[s].fetched < ch->n_rows[s] && count == 0)
 			r.bad = true;		/* a page it owes: without it the merge would wait forever */
 		if (count > 0 && !r.bad)
 		{
@@ -647,7 +526,7 @@ km_order_fetch(km_work *w, km_order_shard *o, gbml_strbuf *msgs)
 			o[s].at = 0;
 			o[s].fetched += count;
 		}
-		if ((rc = km_reply_done(w, s, &r)) != GBML_OK)
+		if ((rc = gbml_shard_reply_done(ch, s, &r)) != GBML_OK)
 			return rc;
 	}
 	return GBML_OK;
@@ -657,10 +536,10 @@ km_order_fetch(km_work *w, km_order_shard *o, gbml_strbuf *msgs)
 static int
 km_order_send(km_work *w, km_order_shard *o, gbml_strbuf *msgs)
 {
-	km_shards  *sh = w->shards;
+	gbml_shard_channel *ch = &w->shards->ch;
 	int			rc;
 
-	for (int s = 0; s < sh->S; s++)
+	for (int s = 0; s < ch->n_shards; s++)
 	{
 		msgs[s].len = 0;
 		gbml_msg_put_i64(&msgs[s], KM_OP_RANKS);
@@ -670,12 +549,12 @@ km_order_send(km_work *w, km_order_shard *o, gbml_strbuf *msgs)
 		gbml_msg_put(&msgs[s], o[s].rank, sizeof(int64_t) * (size_t) o[s].filled);
 		if ((rc = gbml_sb_status(&msgs[s])) != GBML_OK)
 			return rc;
-		sh->req[s] = (const uint8_t *) msgs[s].data;
-		sh->req_len[s] = msgs[s].len;
+		ch->req[s] = (const uint8_t *) msgs[s].data;
+		ch->req_len[s] = msgs[s].len;
 		o[s].sent += o[s].filled;
 		o[s].filled = 0;
 	}
-	return km_exchange(w);
+	return gbml_shard_exchange(ch);
 }
 
 /*
@@ -686,19 +565,19 @@ km_order_send(km_work *w, km_order_shard *o, gbml_strbuf *msgs)
 static bool
 km_order_merge(km_work *w, km_order_shard *o, int64_t *g, int *collided)
 {
-	km_shards  *sh = w->shards;
+	const gbml_shard_channel *ch = &w->shards->ch;
 
 	for (; *g < w->n; (*g)++)
 	{
 		int			best = -1;
 
-		for (int s = 0; s < sh->S; s++)
+		for (int s = 0; s < ch->n_shards; s++)
 		{
 			const uint64_t *h = o[s].hash + 2 * o[s].at;
 
 			if (o[s].at == o[s].have)
 			{
-				if (o[s].fetched < sh->n_rows[s])
+				if (o[s].fetched < ch->n_rows[s])
 					return true;	/* its next page first */
 				continue;
 			}
@@ -728,10 +607,10 @@ km_order_merge(km_work *w, km_order_shard *o, int64_t *g, int *collided)
 static int
 km_global_order(km_work *w)
 {
-	km_shards  *sh = w->shards;
-	const gbml_shard_link *link = sh->link;
-	km_order_shard *o = gbml_alloc0(w->env, sizeof(km_order_shard) * sh->S);
-	gbml_strbuf *msgs = gbml_alloc0(w->env, sizeof(gbml_strbuf) * sh->S);
+	const gbml_shard_channel *ch = &w->shards->ch;
+	const gbml_shard_link *link = ch->link;
+	km_order_shard *o = gbml_alloc0(w->env, sizeof(km_order_shard) * ch->n_shards);
+	gbml_strbuf *msgs = gbml_alloc0(w->env, sizeof(gbml_strbuf) * ch->n_shards);
 	int64_t		g = 0;
 	int			collided[2],
 				rc = GBML_OK;
@@ -741,10 +620,10 @@ km_global_order(km_work *w)
 		rc = w->env->error_code;
 		goto done;
 	}
-	for (int s = 0; s < sh->S; s++)
+	for (int s = 0; s < ch->n_shards; s++)
 	{
 		gbml_sb_init(&msgs[s], w->env);
-		if (sh->n_rows[s] > 0 &&
+		if (ch->n_rows[s] > 0 &&
 			((o[s].hash = gbml_alloc_array(w->env, (size_t) KM_ORDER_PAGE * 2, sizeof(uint64_t))) == NULL ||
 			 (o[s].rank = gbml_alloc_array(w->env, (size_t) KM_ORDER_PAGE, sizeof(int64_t))) == NULL))
 		{
@@ -773,7 +652,7 @@ km_global_order(km_work *w)
 			rc = gbml_error(w->env, GBML_ECANCELLED, "canceled");
 	}
 done:
-	for (int s = 0; o && msgs && s < sh->S; s++)
+	for (int s = 0; o && msgs && s < ch->n_shards; s++)
 	{
 		gbml_sb_free(&msgs[s]);
 		gbml_free(w->env, o[s].hash);
@@ -799,42 +678,31 @@ km_shards_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p,
 	sh = w->shards = gbml_alloc0(env, sizeof(km_shards));
 	if (sh == NULL)
 		return env->error_code;
-	sh->link = link;
-	sh->S = link->n_shards;
 	sh->n_blocks = (w->n + KM_SHARD_BLOCK_ROWS - 1) / KM_SHARD_BLOCK_ROWS;
-	gbml_sb_init(&sh->msg, env);
-	sh->n_rows = gbml_alloc0(env, sizeof(int64_t) * sh->S);
-	sh->req = gbml_alloc0(env, sizeof(void *) * sh->S);
-	sh->req_len = gbml_alloc0(env, sizeof(size_t) * sh->S);
-	sh->reply = gbml_alloc0(env, sizeof(void *) * sh->S);
-	sh->reply_len = gbml_alloc0(env, sizeof(size_t) * sh->S);
+	if ((rc = gbml_shard_channel_open(&sh->ch, link, KM_SHARD_MAGIC, "kmeans", env)) != GBML_OK)
+		return rc;
 	w->c = gbml_alloc_array(env, kd, sizeof(double));
 	w->cnew = gbml_alloc_array(env, kd, sizeof(double));
 	w->fix_scale = gbml_alloc_array(env, (size_t) w->d, sizeof(double));
 	w->sums = gbml_alloc_array(env, kd, sizeof(int64_t));
 	w->counts = gbml_alloc_array(env, (size_t) w->k, sizeof(int64_t));
-	if (!sh->n_rows || !sh->req || !sh->req_len || !sh->reply || !sh->reply_len || !w->c || !w->cnew ||
-		!w->fix_scale || !w->sums || !w->counts)
+	if (!w->c || !w->cnew || !w->fix_scale || !w->sums || !w->counts)
 		return env->error_code;
-	for (int s = 0; s < sh->S; s++)
+	for (int s = 0; s < sh->ch.n_shards; s++)
 	{
-		int64_t		d;
 		double		xn;
 
-		if (!km_read_hello(link, s, &sh->n_rows[s], &d, &xn))
+		if (!km_hello_xnorm(link, s, &xn))
 			return gbml_error(env, GBML_EINVAL, "kmeans: shard %s answered its opening with a malformed message",
 							  link->name(link->ctx, s));
-		if (sh->n_rows[s] > 0 && d != w->d)
-			return gbml_error(env, GBML_EINVAL, "kmeans: shard %s has %lld features, the union %d",
-							  link->name(link->ctx, s), (long long) d, w->d);
-		n_total += sh->n_rows[s];
+		n_total += sh->ch.n_rows[s];
 		w->xnorm_max = fmax(w->xnorm_max, xn);
 	}
 	if (n_total != w->n)
 		return gbml_error(env, GBML_EINVAL, "kmeans: the shards hold %lld rows, the coordinator expected %lld",
 						  (long long) n_total, (long long) w->n);
 	if ((rc = km_global_order(w)) == GBML_OK)
-		gbml_shard_traffic_mark_setup(&sh->traffic);
+		gbml_shard_traffic_mark_setup(&sh->ch.traffic);
 	return rc;
 }
 
@@ -842,7 +710,7 @@ void
 km_shards_traffic(const km_work *w, gbml_shard_traffic *out)
 {
 	if (w->shards)
-		*out = w->shards->traffic;
+		*out = w->shards->ch.traffic;
 }
 
 void
@@ -852,16 +720,11 @@ km_shards_free(km_work *w)
 
 	if (sh == NULL)
 		return;
-	for (int s = 0; sh->block_pot && s < sh->S; s++)
+	for (int s = 0; sh->block_pot && s < sh->ch.n_shards; s++)
 		gbml_free(w->env, sh->block_pot[s]);
 	gbml_free(w->env, sh->block_pot);
 	gbml_free(w->env, sh->cur_block);
-	gbml_free(w->env, sh->n_rows);
-	gbml_free(w->env, sh->req);
-	gbml_free(w->env, sh->req_len);
-	gbml_free(w->env, sh->reply);
-	gbml_free(w->env, sh->reply_len);
-	gbml_sb_free(&sh->msg);
+	gbml_shard_channel_close(&sh->ch);
 	gbml_free(w->env, sh);
 	w->shards = NULL;
 }

@@ -18,25 +18,13 @@
 #ifndef GBML_KMEANS_SHARDS_H
 #define GBML_KMEANS_SHARDS_H
 
-#include "dataset.h"
-#include "kmeans.h"
 #include "shard_link.h"
-#include "strbuf.h"
 
 /*
- * The shard's side: its rows (canonical order, gbml_dataset_canonicalize
- * done), their global indices once the coordinator sends them, and the
- * local K-Means work state.  The hello lists the rows' hashes in order.
+ * K-Means' shard side, its entry in the algorithm table (shard_link.h):
+ * its rows (canonical order), their global indices once the coordinator
+ * sends them, and the local K-Means work state.
  */
-typedef struct gbml_km_shard gbml_km_shard;
-
-int			gbml_km_shard_open(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env,
-							   gbml_km_shard **out, gbml_strbuf *hello);
-/* One request of the coordinator's, its answer appended to reply. */
-int			gbml_km_shard_step(gbml_km_shard *sh, const uint8_t *req, size_t len, gbml_strbuf *reply);
-void		gbml_km_shard_close(gbml_km_shard *sh);
-
-/* The same as K-Means' entry in the algorithm table (shard_link.h). */
 extern const gbml_shard_ops gbml_kmeans_shard_ops;
 
 #endif

@@ -271,18 +271,12 @@ alloc_state(saga_state *st)
 	return GBML_OK;
 }
 
-/*
- * Checks logistic labels and finds their encoding.  `want` is 0 for the
- * training set (detect, into *enc), or the training encoding for an eval set
- * (checked against it; enc unused).
- */
-static int
-check_labels(const gbml_dataset *ds, gbml_env *env, const char *what, int want, int *enc)
+int
+gbml_saga_label_classes(const gbml_dataset *ds, double *other)
 {
-	bool		has_pos = false,
-				has_zero = false,
-				has_neg = false;
+	int			classes = 0;
 
+	*other = 0;
 	for (int c = 0; c < ds->n_chunks; c++)
 	{
 		const gbml_chunk *ch = ds->chunks[c];
@@ -290,19 +284,28 @@ check_labels(const gbml_dataset *ds, gbml_env *env, const char *what, int want, 
 		for (int64_t r = 0; r < ch->n_rows; r++)
 		{
 			float		y = ch->label[r];
+			int			k = y == 1.0f ? GBML_SAGA_CLASS_POS : y == 0.0f ? GBML_SAGA_CLASS_ZERO
+				: y == -1.0f ? GBML_SAGA_CLASS_NEG : GBML_SAGA_CLASS_OTHER;
 
-			if (y == 1.0f)
-				has_pos = true;
-			else if (y == 0.0f)
-				has_zero = true;
-			else if (y == -1.0f)
-				has_neg = true;
-			else
-				return gbml_error(env, GBML_EINVAL,
-								  "saga: %s has a row with label %g, which is not a class label for loss \"logistic\" (use 0/1, -1/+1 or boolean)",
-								  what, (double) y);
+			if (k == GBML_SAGA_CLASS_OTHER && !(classes & GBML_SAGA_CLASS_OTHER))
+				*other = y;
+			classes |= k;
 		}
 	}
+	return classes;
+}
+
+int
+gbml_saga_encoding_of(int classes, double other, const char *what, int want, gbml_env *env, int *enc)
+{
+	bool		has_pos = classes & GBML_SAGA_CLASS_POS,
+				has_zero = classes & GBML_SAGA_CLASS_ZERO,
+				has_neg = classes & GBML_SAGA_CLASS_NEG;
+
+	if (classes & GBML_SAGA_CLASS_OTHER)
+		return gbml_error(env, GBML_EINVAL,
+						  "saga: %s has a row with label %g, which is not a class label for loss \"logistic\" (use 0/1, -1/+1 or boolean)",
+						  what, other);
 	if (has_zero && has_neg)
 		return gbml_error(env, GBML_EINVAL,
 						  "saga: %s mixes labels 0 and -1; for loss \"logistic\" use either 0/1 or -1/+1", what);
@@ -320,6 +323,20 @@ check_labels(const gbml_dataset *ds, gbml_env *env, const char *what, int want, 
 						  has_pos ? "1" : has_neg ? "-1" : "0");
 	*enc = has_neg ? GBML_SAGA_LABELS_PM1 : GBML_SAGA_LABELS_01;
 	return GBML_OK;
+}
+
+/*
+ * Checks logistic labels and finds their encoding.  `want` is 0 for the
+ * training set (detect, into *enc), or the training encoding for an eval set
+ * (checked against it; enc unused).
+ */
+static int
+check_labels(const gbml_dataset *ds, gbml_env *env, const char *what, int want, int *enc)
+{
+	double		other;
+	int			classes = gbml_saga_label_classes(ds, &other);
+
+	return gbml_saga_encoding_of(classes, other, what, want, env, enc);
 }
 
 /*

@@ -50,6 +50,25 @@ typedef enum gbml_saga_label_encoding
 	GBML_SAGA_LABELS_PM1 = 2	/* -1 / +1 */
 } gbml_saga_label_encoding;
 
+/* The classes of a training set's labels (logistic loss), as bits. */
+enum
+{
+	GBML_SAGA_CLASS_POS = 1,	/* 1 */
+	GBML_SAGA_CLASS_ZERO = 2,	/* 0 */
+	GBML_SAGA_CLASS_NEG = 4,	/* -1 */
+	GBML_SAGA_CLASS_OTHER = 8	/* anything else: not a class label */
+};
+
+/* The classes among ds's labels (host chunks); the first label outside them into *other. */
+int			gbml_saga_label_classes(const gbml_dataset *ds, double *other);
+
+/*
+ * The labels' encoding from their classes, or an error naming `what`:
+ * want 0 detects it (a training set: both classes needed) into *enc, else
+ * checks an eval set's classes against the training encoding `want`.
+ */
+int			gbml_saga_encoding_of(int classes, double other, const char *what, int want, gbml_env *env, int *enc);
+
 /*
  * Section 'SAGA' (little-endian), one per model:
  *   u32 layout version (1) | u32 loss | u32 label encoding |

@@ -20,7 +20,6 @@ typedef struct sg_shard
 	const gbml_dataset *ds;
 	gbml_env   *env;
 	gbml_saga_params p;			/* a copy: the opener's params may go before the steps */
-	int			loss;
 	int			dp;				/* padded feature count */
 } sg_shard;
 
@@ -28,34 +27,22 @@ static int
 sg_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **state, gbml_strbuf *hello)
 {
 	const gbml_saga_params *p = algo_params;
-	uint32_t	head[2] = {SG_SHARD_MAGIC, GBML_SHARD_HELLO_VERSION};
-	int64_t		classes = 0;
 	double		other = 0;
+	int64_t		classes = 0;
 	sg_shard   *sh;
 
 	*state = NULL;
 	if (ds->has_missing)
 		return gbml_error(env, GBML_EINVAL, "saga: features must be finite (NaN or infinite values found)");
-	for (int c = 0; c < ds->n_chunks && p->loss == GBML_SAGA_LOSS_LOGISTIC; c++)
-		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++)
-		{
-			float		y = ds->chunks[c]->label[r];
-			int64_t		k = y == 1.0f ? SG_HAS_POS : y == 0.0f ? SG_HAS_ZERO : y == -1.0f ? SG_HAS_NEG : SG_HAS_OTHER;
-
-			if (k == SG_HAS_OTHER && !(classes & SG_HAS_OTHER))
-				other = y;
-			classes |= k;
-		}
+	if (p->loss == GBML_SAGA_LOSS_LOGISTIC)
+		classes = gbml_saga_label_classes(ds, &other);
 	if ((sh = gbml_alloc0(env, sizeof(*sh))) == NULL)
 		return env->error_code;
 	sh->ds = ds;
 	sh->env = env;
 	sh->p = *p;
-	sh->loss = p->loss;
 	sh->dp = (int) gbml_saga_padded(ds->n_features);
-	gbml_msg_put(hello, head, sizeof(head));
-	gbml_msg_put_i64(hello, ds->n_rows);
-	gbml_msg_put_i64(hello, ds->n_features);
+	gbml_shard_hello_head(hello, SG_SHARD_MAGIC, ds->n_rows, ds->n_features);
 	gbml_msg_put_i64(hello, classes);
 	gbml_msg_put_f64(hello, other);
 	*state = sh;
@@ -142,10 +129,10 @@ sg_block_loss_grad(const sg_shard *sh, const float *x, const float *label, const
 		const float *row = x + (size_t) i * d;
 		double		z = gbml_saga_dot(w, row, d) + b,
 					s = weight ? (double) weight[i] : 1.0,
-					dz = s * gbml_saga_loss_deriv(sh->loss, z, label[i]);
+					dz = s * gbml_saga_loss_deriv(sh->p.loss, z, label[i]);
 
-		out[0] += s * gbml_saga_loss_value(sh->loss, z, label[i]);
-		if (sh->loss == GBML_SAGA_LOSS_LOGISTIC)
+		out[0] += s * gbml_saga_loss_value(sh->p.loss, z, label[i]);
+		if (sh->p.loss == GBML_SAGA_LOSS_LOGISTIC)
 			out[1] += ((z > 0) == (label[i] > 0)) ? 1.0 : 0.0;
 		else
 			out[1] += (z - label[i]) * (z - label[i]);

@@ -1,8 +1,8 @@
 /*
  * saga_shard_msg.h — the linear models' messages between a coordinator and
- * its shards (saga_shards.c, saga_shard.c): the request codes, the label
- * classes of the hello (after shard_msg.h's head: classes i64, the first
- * label outside them f64).
+ * its shards (saga_shards.c, saga_shard.c): the request codes; the hello
+ * is shard_msg.h's head, then the labels' classes (i64, GBML_SAGA_CLASS_*
+ * bits) and the first label outside them (f64).
  *
  *   SG_OP_MOMENTS   centered (i64), center[d]  ->  sums[d] of x or (x - center)^2
  *   SG_OP_LOSS_GRAD w[d], b (raw scale)        ->  loss sum, statistic, d/db sum, d/dw[d] sums
@@ -20,15 +20,6 @@ enum
 	SG_OP_MOMENTS = 1,
 	SG_OP_LOSS_GRAD,
 	SG_OP_LOCAL
-};
-
-/* Label classes in the hello (logistic loss). */
-enum
-{
-	SG_HAS_POS = 1,
-	SG_HAS_ZERO = 2,
-	SG_HAS_NEG = 4,
-	SG_HAS_OTHER = 8
 };
 
 #endif

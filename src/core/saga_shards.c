@@ -15,6 +15,7 @@
 #include "saga_kernels.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* SAGA epochs each shard runs on its own rows for the starting point */
@@ -22,99 +23,52 @@
 
 typedef struct sg_coord
 {
-	const gbml_shard_link *link;
+	gbml_shard_channel ch;
 	gbml_env   *env;
 	const gbml_saga_params *p;
 	int			d;
 	int64_t		n;
-	int64_t    *n_rows;			/* per shard */
 	double		alpha;
 	double	   *scale,
 			   *shift,
 			   *raw;			/* d + 1: raw-scale weights and intercept of the request */
 	double	   *sums;			/* d + 3: a loss-gradient reply's sums, all shards */
-	gbml_strbuf msg;
-	const uint8_t **req;
-	size_t	   *req_len;
-	const uint8_t **reply;
-	size_t	   *reply_len;
 	gbml_saga_shards_result *out;
 	double		t_start;
 } sg_coord;
 
-/* The request in msg to every shard; each shard's reply is `n` doubles, added into acc. */
-static int
-sg_send_sum(sg_coord *C, double *acc, int n)
-{
-	int			rc;
-
-	if ((rc = gbml_sb_status(&C->msg)) != GBML_OK)
-		return rc;
-	for (int s = 0; s < C->link->n_shards; s++)
-	{
-		C->req[s] = (const uint8_t *) C->msg.data;
-		C->req_len[s] = C->msg.len;
-	}
-	if ((rc = gbml_shards_exchange(C->link, C->req, C->req_len, C->reply, C->reply_len, &C->out->traffic,
-								   C->env)) != GBML_OK)
-		return rc;
-	memset(acc, 0, sizeof(double) * (size_t) n);
-	for (int s = 0; s < C->link->n_shards; s++)
-	{
-		gbml_msg_reader r = {C->reply[s], C->reply[s] + C->reply_len[s], false};
-
-		if (C->n_rows[s] == 0)
-			continue;
-		for (int j = 0; j < n; j++)
-			acc[j] += gbml_msg_get_f64(&r);
-		if (r.bad || r.p != r.end)
-			return gbml_error(C->env, GBML_EINVAL, "saga: shard %s sent a malformed reply",
-							  C->link->name(C->link->ctx, s));
-	}
-	return GBML_OK;
-}
-
-static gbml_strbuf *
-sg_request(sg_coord *C, int64_t op)
-{
-	C->msg.len = 0;
-	gbml_msg_put_i64(&C->msg, op);
-	return &C->msg;
-}
-
-/* The shards' label classes: one encoding for the union, both classes present (logistic). */
+/* The shards' label classes: one encoding for the union, both classes present (logistic); saga.c's rules. */
 static int
 sg_labels(sg_coord *C)
 {
+	const gbml_shard_link *link = C->ch.link;
+	const char *where = "the rows on the shards";
+	char		named[128];
 	int64_t		classes = 0;
+	double		other = 0;
 
 	C->out->label_encoding = GBML_SAGA_LABELS_NONE;
-	for (int s = 0; s < C->link->n_shards; s++)
+	for (int s = 0; s < link->n_shards; s++)
 	{
-		gbml_msg_reader r = {C->link->hello[s] + GBML_SHARD_HELLO_HEAD, C->link->hello[s] + C->link->hello_len[s],
-		false};
+		gbml_msg_reader r = {link->hello[s] + GBML_SHARD_HELLO_HEAD, link->hello[s] + link->hello_len[s], false};
 		int64_t		k = gbml_msg_get_i64(&r);
-		double		other = gbml_msg_get_f64(&r);
+		double		o = gbml_msg_get_f64(&r);
 
-		if (r.bad)
+		if (r.bad || r.p != r.end)
 			return gbml_error(C->env, GBML_EINVAL, "saga: shard %s answered its opening with a malformed message",
-							  C->link->name(C->link->ctx, s));
-		if (k & SG_HAS_OTHER)
-			return gbml_error(C->env, GBML_EINVAL, "saga: shard %s has a row with label %g, which is not a class "
-							  "label for loss \"logistic\" (use 0/1, -1/+1 or boolean)",
-							  C->link->name(C->link->ctx, s), other);
+							  link->name(link->ctx, s));
+		if ((k & GBML_SAGA_CLASS_OTHER) && !(classes & GBML_SAGA_CLASS_OTHER))
+		{
+			/* the first label outside the classes is named with its shard */
+			snprintf(named, sizeof(named), "shard %s", link->name(link->ctx, s));
+			where = named;
+			other = o;
+		}
 		classes |= k;
 	}
 	if (C->p->loss != GBML_SAGA_LOSS_LOGISTIC)
 		return GBML_OK;
-	if ((classes & SG_HAS_ZERO) && (classes & SG_HAS_NEG))
-		return gbml_error(C->env, GBML_EINVAL, "saga: the shards' labels mix 0 and -1; for loss \"logistic\" "
-						  "use either 0/1 or -1/+1");
-	if (!(classes & SG_HAS_POS) || !(classes & (SG_HAS_ZERO | SG_HAS_NEG)))
-		return gbml_error(C->env, GBML_EINVAL, "saga: loss \"logistic\" needs rows of both classes, but every row "
-						  "on the shards has label %s", (classes & SG_HAS_POS) ? "1" : (classes & SG_HAS_NEG) ? "-1" : "0");
-	C->out->label_encoding = (classes & SG_HAS_NEG) ? GBML_SAGA_LABELS_PM1 : GBML_SAGA_LABELS_01;
-	return GBML_OK;
+	return gbml_saga_encoding_of((int) classes, other, where, 0, C->env, &C->out->label_encoding);
 }
 
 /* Population mean and standard deviation of every feature (two sums, as on one server). */
@@ -124,18 +78,18 @@ sg_feature_stats(sg_coord *C)
 	gbml_strbuf *m;
 	int			rc;
 
-	m = sg_request(C, SG_OP_MOMENTS);
+	m = gbml_shard_request(&C->ch, SG_OP_MOMENTS);
 	gbml_msg_put_i64(m, 0);
 	for (int j = 0; j < C->d; j++)
 		gbml_msg_put_f64(m, 0);
-	if ((rc = sg_send_sum(C, C->out->mean, C->d)) != GBML_OK)
+	if ((rc = gbml_shard_send_sum_f64(&C->ch, C->out->mean, (size_t) C->d)) != GBML_OK)
 		return rc;
 	for (int j = 0; j < C->d; j++)
 		C->out->mean[j] /= (double) C->n;
-	m = sg_request(C, SG_OP_MOMENTS);
+	m = gbml_shard_request(&C->ch, SG_OP_MOMENTS);
 	gbml_msg_put_i64(m, 1);
 	gbml_msg_put(m, C->out->mean, sizeof(double) * C->d);
-	if ((rc = sg_send_sum(C, C->out->std, C->d)) != GBML_OK)
+	if ((rc = gbml_shard_send_sum_f64(&C->ch, C->out->std, (size_t) C->d)) != GBML_OK)
 		return rc;
 	for (int j = 0; j < C->d; j++)
 	{
@@ -159,8 +113,8 @@ sg_objective(void *ctx, const double *x, double *f, double *g)
 				l2 = C->alpha * (1 - C->p->l1_ratio),
 				inv_n = 1.0 / (double) C->n,
 				ww = 0;
-	gbml_strbuf *m = sg_request(C, SG_OP_LOSS_GRAD);
-	int64_t		before = C->out->traffic.bytes_sent + C->out->traffic.bytes_received;
+	gbml_strbuf *m = gbml_shard_request(&C->ch, SG_OP_LOSS_GRAD);
+	int64_t		before = C->ch.traffic.bytes_sent + C->ch.traffic.bytes_received;
 	int			rc;
 
 	for (int j = 0; j < d; j++)
@@ -170,9 +124,9 @@ sg_objective(void *ctx, const double *x, double *f, double *g)
 	}
 	C->raw[d] = b;
 	gbml_msg_put(m, C->raw, sizeof(double) * (size_t) (d + 1));
-	if ((rc = sg_send_sum(C, C->sums, d + 3)) != GBML_OK)
+	if ((rc = gbml_shard_send_sum_f64(&C->ch, C->sums, (size_t) d + 3)) != GBML_OK)
 		return rc;
-	C->out->traffic.step_bytes = C->out->traffic.bytes_sent + C->out->traffic.bytes_received - before;
+	C->ch.traffic.step_bytes = C->ch.traffic.bytes_sent + C->ch.traffic.bytes_received - before;
 	for (int j = 0; j < d; j++)
 	{
 		g[j] = (C->scale[j] * C->sums[3 + j] + C->shift[j] * C->sums[2]) * inv_n + l2 * x[j];
@@ -213,40 +167,31 @@ sg_warm_start(sg_coord *C, double *x)
 {
 	int			d = C->d;
 	double		rows = 0;
-	gbml_strbuf *m = sg_request(C, SG_OP_LOCAL);
+	gbml_strbuf *m = gbml_shard_request(&C->ch, SG_OP_LOCAL);
 	int			rc;
 
 	gbml_msg_put_f64(m, C->alpha);
 	gbml_msg_put_i64(m, SG_WARM_EPOCHS);
-	if ((rc = gbml_sb_status(m)) != GBML_OK)
-		return rc;
-	for (int s = 0; s < C->link->n_shards; s++)
-	{
-		C->req[s] = (const uint8_t *) m->data;
-		C->req_len[s] = m->len;
-	}
-	if ((rc = gbml_shards_exchange(C->link, C->req, C->req_len, C->reply, C->reply_len, &C->out->traffic,
-								   C->env)) != GBML_OK)
+	if ((rc = gbml_shard_send(&C->ch)) != GBML_OK)
 		return rc;
 	memset(C->raw, 0, sizeof(double) * (size_t) (d + 1));
-	for (int s = 0; s < C->link->n_shards; s++)
+	for (int s = 0; s < C->ch.n_shards; s++)
 	{
-		gbml_msg_reader r = {C->reply[s], C->reply[s] + C->reply_len[s], false};
+		gbml_msg_reader r;
 		double		solved;
 
-		if (C->n_rows[s] == 0)
+		if (!gbml_shard_reply(&C->ch, s, &r))
 			continue;
 		solved = gbml_msg_get_f64(&r);
 		for (int j = 0; j <= d; j++)
 			C->sums[j] = gbml_msg_get_f64(&r);
-		if (r.bad || r.p != r.end)
-			return gbml_error(C->env, GBML_EINVAL, "saga: shard %s sent a malformed reply",
-							  C->link->name(C->link->ctx, s));
+		if ((rc = gbml_shard_reply_done(&C->ch, s, &r)) != GBML_OK)
+			return rc;
 		if (solved != 1.0)
 			continue;
 		for (int j = 0; j <= d; j++)
-			C->raw[j] += (double) C->n_rows[s] * C->sums[j];
-		rows += (double) C->n_rows[s];
+			C->raw[j] += (double) C->ch.n_rows[s] * C->sums[j];
+		rows += (double) C->ch.n_rows[s];
 	}
 	if (rows == 0)
 		return GBML_OK;
@@ -314,15 +259,12 @@ int
 gbml_saga_shards_train(const gbml_dataset *ds, gbml_env *env, const gbml_saga_params *p, double alpha,
 					   double t_start, gbml_saga_shards_result *out)
 {
-	const gbml_shard_link *link = ds->shards;
-	int			S = link->n_shards,
-				d = ds->n_features;
+	int			d = ds->n_features;
 	sg_coord	C;
 	double		t0 = gbml_now();
 	int			rc;
 
 	memset(&C, 0, sizeof(C));
-	C.link = link;
 	C.env = env;
 	C.p = p;
 	C.d = d;
@@ -330,23 +272,17 @@ gbml_saga_shards_train(const gbml_dataset *ds, gbml_env *env, const gbml_saga_pa
 	C.alpha = alpha;
 	C.out = out;
 	C.t_start = t_start;
-	gbml_sb_init(&C.msg, env);
-	C.n_rows = gbml_alloc0(env, sizeof(int64_t) * S);
-	C.req = gbml_alloc0(env, sizeof(void *) * S);
-	C.req_len = gbml_alloc0(env, sizeof(size_t) * S);
-	C.reply = gbml_alloc0(env, sizeof(void *) * S);
-	C.reply_len = gbml_alloc0(env, sizeof(size_t) * S);
+	if ((rc = gbml_shard_channel_open(&C.ch, ds->shards, SG_SHARD_MAGIC, "saga", env)) != GBML_OK)
+		goto done;
 	C.scale = gbml_alloc0(env, sizeof(double) * (size_t) d);
 	C.shift = gbml_alloc0(env, sizeof(double) * (size_t) d);
 	C.raw = gbml_alloc0(env, sizeof(double) * (size_t) (d + 1));
 	C.sums = gbml_alloc0(env, sizeof(double) * (size_t) (d + 3));
-	if (!C.n_rows || !C.req || !C.req_len || !C.reply || !C.reply_len || !C.scale || !C.shift || !C.raw || !C.sums)
+	if (!C.scale || !C.shift || !C.raw || !C.sums)
 	{
 		rc = env->error_code;
 		goto done;
 	}
-	for (int s = 0; s < S; s++)
-		memcpy(&C.n_rows[s], link->hello[s] + 8, sizeof(int64_t));	/* shard_msg.h's head: magic, version, rows */
 	if ((rc = sg_labels(&C)) != GBML_OK || (rc = sg_feature_stats(&C)) != GBML_OK)
 		goto done;
 	out->t_stats = gbml_now() - t0;
@@ -354,12 +290,8 @@ gbml_saga_shards_train(const gbml_dataset *ds, gbml_env *env, const gbml_saga_pa
 	rc = sg_solve(&C);
 	out->t_solver = gbml_now() - t0;
 done:
-	gbml_sb_free(&C.msg);
-	gbml_free(env, C.n_rows);
-	gbml_free(env, C.req);
-	gbml_free(env, C.req_len);
-	gbml_free(env, C.reply);
-	gbml_free(env, C.reply_len);
+	out->traffic = C.ch.traffic;
+	gbml_shard_channel_close(&C.ch);
 	gbml_free(env, C.scale);
 	gbml_free(env, C.shift);
 	gbml_free(env, C.raw);

@@ -1,10 +1,12 @@
 /*
- * shard_link.c — the exchange every training across servers makes
- * (shard_link.h): hellos read, requests sent to every shard at once through
- * the link, the replies' trailers taken off and counted.
+ * shard_link.c — what every training across servers shares
+ * (shard_link.h): the hellos' head, the coordinator's channel (requests sent
+ * to every shard at once through the link, the replies' trailers taken off
+ * and counted, replies folded), and the shards' timed answers.
  */
 #include "shard_link.h"
-#include "shard_msg.h"
+
+#include <math.h>
 
 int
 gbml_shard_answer(const gbml_shard_ops *ops, void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
@@ -18,6 +20,29 @@ gbml_shard_answer(const gbml_shard_ops *ops, void *state, const uint8_t *req, si
 	return gbml_sb_status(reply);
 }
 
+void
+gbml_shard_hello_head(gbml_strbuf *hello, uint32_t magic, int64_t n_rows, int64_t n_features)
+{
+	uint32_t	head[2] = {magic, GBML_SHARD_HELLO_VERSION};
+
+	gbml_msg_put(hello, head, sizeof(head));
+	gbml_msg_put_i64(hello, n_rows);
+	gbml_msg_put_i64(hello, n_features);
+}
+
+/* Shard s's hello head: its rows and features, or false when it is not one of magic's version. */
+static bool
+read_hello_head(const gbml_shard_link *link, int s, uint32_t magic, int64_t *n, int64_t *d)
+{
+	gbml_msg_reader r = {link->hello[s], link->hello[s] + link->hello_len[s], false};
+	uint32_t	head[2];
+
+	gbml_msg_get(&r, head, sizeof(head));
+	*n = gbml_msg_get_i64(&r);
+	*d = gbml_msg_get_i64(&r);
+	return !r.bad && head[0] == magic && head[1] == GBML_SHARD_HELLO_VERSION && *n >= 0 && *d >= 0 && *d <= INT32_MAX;
+}
+
 int
 gbml_shards_describe(const gbml_shard_link *link, uint32_t magic, gbml_env *env, int64_t *n_rows, int *n_features)
 {
@@ -25,15 +50,10 @@ gbml_shards_describe(const gbml_shard_link *link, uint32_t magic, gbml_env *env,
 	*n_features = 0;
 	for (int s = 0; s < link->n_shards; s++)
 	{
-		gbml_msg_reader r = {link->hello[s], link->hello[s] + link->hello_len[s], false};
-		uint32_t	head[2];
 		int64_t		n,
 					d;
 
-		gbml_msg_get(&r, head, sizeof(head));
-		n = gbml_msg_get_i64(&r);
-		d = gbml_msg_get_i64(&r);
-		if (r.bad || head[0] != magic || head[1] != GBML_SHARD_HELLO_VERSION || n < 0 || d < 0 || d > INT32_MAX)
+		if (!read_hello_head(link, s, magic, &n, &d))
 			return gbml_error(env, GBML_EINVAL, "shard %s answered its opening with a malformed message "
 							  "(is gbml the same version there?)", link->name(link->ctx, s));
 		if (n == 0)
@@ -48,16 +68,72 @@ gbml_shards_describe(const gbml_shard_link *link, uint32_t magic, gbml_env *env,
 }
 
 int
-gbml_shards_exchange(const gbml_shard_link *link, const uint8_t *const *req, const size_t *req_len,
-					 const uint8_t **reply, size_t *reply_len, gbml_shard_traffic *traffic, gbml_env *env)
+gbml_shard_channel_open(gbml_shard_channel *ch, const gbml_shard_link *link, uint32_t magic, const char *algo,
+						gbml_env *env)
 {
+	int			S = link->n_shards;
+	int64_t		n;
+	int			d;
+	int			rc;
+
+	memset(ch, 0, sizeof(*ch));
+	ch->link = link;
+	ch->env = env;
+	ch->algo = algo;
+	ch->n_shards = S;
+	gbml_sb_init(&ch->msg, env);
+	if ((rc = gbml_shards_describe(link, magic, env, &n, &d)) != GBML_OK)
+		return rc;
+	ch->n_rows = gbml_alloc0(env, sizeof(int64_t) * S);
+	ch->req = gbml_alloc0(env, sizeof(void *) * S);
+	ch->req_len = gbml_alloc0(env, sizeof(size_t) * S);
+	ch->reply = gbml_alloc0(env, sizeof(void *) * S);
+	ch->reply_len = gbml_alloc0(env, sizeof(size_t) * S);
+	if (!ch->n_rows || !ch->req || !ch->req_len || !ch->reply || !ch->reply_len)
+		return env->error_code;
+	for (int s = 0; s < S; s++)
+	{
+		int64_t		ds;
+
+		(void) read_hello_head(link, s, magic, &ch->n_rows[s], &ds);	/* checked by describe */
+	}
+	return GBML_OK;
+}
+
+void
+gbml_shard_channel_close(gbml_shard_channel *ch)
+{
+	if (ch->env == NULL)
+		return;
+	gbml_sb_free(&ch->msg);
+	gbml_free(ch->env, ch->n_rows);
+	gbml_free(ch->env, ch->req);
+	gbml_free(ch->env, ch->req_len);
+	gbml_free(ch->env, ch->reply);
+	gbml_free(ch->env, ch->reply_len);
+	ch->env = NULL;
+}
+
+gbml_strbuf *
+gbml_shard_request(gbml_shard_channel *ch, int64_t op)
+{
+	ch->msg.len = 0;
+	gbml_msg_put_i64(&ch->msg, op);
+	return &ch->msg;
+}
+
+int
+gbml_shard_exchange(gbml_shard_channel *ch)
+{
+	const gbml_shard_link *link = ch->link;
+	gbml_shard_traffic *traffic = &ch->traffic;
 	double		t0 = gbml_now(),
 				busiest = 0;
 	int			rc;
 
 	for (int s = 0; s < link->n_shards; s++)
-		traffic->bytes_sent += (int64_t) req_len[s];
-	rc = link->round_trip(link->ctx, req, req_len, reply, reply_len, env);
+		traffic->bytes_sent += (int64_t) ch->req_len[s];
+	rc = link->round_trip(link->ctx, ch->req, ch->req_len, ch->reply, ch->reply_len, ch->env);
 	traffic->wait_seconds += gbml_now() - t0;
 	traffic->round_trips++;
 	traffic->shards = link->n_shards;
@@ -67,15 +143,110 @@ gbml_shards_exchange(const gbml_shard_link *link, const uint8_t *const *req, con
 	{
 		double		busy;
 
-		if (reply_len[s] < sizeof(double))
-			return gbml_error(env, GBML_EINVAL, "shard %s sent a malformed reply", link->name(link->ctx, s));
-		traffic->bytes_received += (int64_t) reply_len[s];
-		reply_len[s] -= sizeof(double);
-		memcpy(&busy, reply[s] + reply_len[s], sizeof(double));
+		if (ch->reply_len[s] < sizeof(double))
+			return gbml_error(ch->env, GBML_EINVAL, "%s: shard %s sent a malformed reply", ch->algo,
+							  link->name(link->ctx, s));
+		traffic->bytes_received += (int64_t) ch->reply_len[s];
+		ch->reply_len[s] -= sizeof(double);
+		memcpy(&busy, ch->reply[s] + ch->reply_len[s], sizeof(double));
 		busiest = busy > busiest ? busy : busiest;
 	}
 	traffic->shard_seconds += busiest;
 	return GBML_OK;
+}
+
+int
+gbml_shard_send(gbml_shard_channel *ch)
+{
+	int			rc;
+
+	if ((rc = gbml_sb_status(&ch->msg)) != GBML_OK)
+		return rc;
+	for (int s = 0; s < ch->n_shards; s++)
+	{
+		ch->req[s] = (const uint8_t *) ch->msg.data;
+		ch->req_len[s] = ch->msg.len;
+	}
+	return gbml_shard_exchange(ch);
+}
+
+bool
+gbml_shard_reply(const gbml_shard_channel *ch, int s, gbml_msg_reader *r)
+{
+	r->p = ch->reply[s];
+	r->end = ch->reply[s] + ch->reply_len[s];
+	r->bad = false;
+	return ch->n_rows[s] > 0;
+}
+
+int
+gbml_shard_reply_done(const gbml_shard_channel *ch, int s, const gbml_msg_reader *r)
+{
+	if (!r->bad && r->p == r->end)
+		return GBML_OK;
+	return gbml_error(ch->env, GBML_EINVAL, "%s: shard %s sent a malformed reply", ch->algo,
+					  ch->link->name(ch->link->ctx, s));
+}
+
+/* The fold of gbml_shard_send_sum_* and _max: each reply n values, into acc. */
+typedef enum shard_fold
+{
+	FOLD_SUM_I64,
+	FOLD_SUM_F64,
+	FOLD_MAX_F64
+} shard_fold;
+
+static int
+send_fold(gbml_shard_channel *ch, shard_fold fold, void *acc, size_t n)
+{
+	int			rc;
+
+	if ((rc = gbml_shard_send(ch)) != GBML_OK)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+	{
+		if (fold == FOLD_SUM_I64)
+			((int64_t *) acc)[i] = 0;
+		else
+			((double *) acc)[i] = fold == FOLD_SUM_F64 ? 0 : -INFINITY;
+	}
+	for (int s = 0; s < ch->n_shards; s++)
+	{
+		gbml_msg_reader r;
+
+		if (!gbml_shard_reply(ch, s, &r))
+			continue;
+		for (size_t i = 0; i < n; i++)
+		{
+			if (fold == FOLD_SUM_I64)
+				((int64_t *) acc)[i] += gbml_msg_get_i64(&r);
+			else if (fold == FOLD_SUM_F64)
+				((double *) acc)[i] += gbml_msg_get_f64(&r);
+			else
+				((double *) acc)[i] = fmax(((double *) acc)[i], gbml_msg_get_f64(&r));
+		}
+		if ((rc = gbml_shard_reply_done(ch, s, &r)) != GBML_OK)
+			return rc;
+	}
+	return GBML_OK;
+}
+
+int
+gbml_shard_send_sum_i64(gbml_shard_channel *ch, int64_t *acc, size_t n)
+{
+	return send_fold(ch, FOLD_SUM_I64, acc, n);
+}
+
+int
+gbml_shard_send_sum_f64(gbml_shard_channel *ch, double *acc, size_t n)
+{
+	return send_fold(ch, FOLD_SUM_F64, acc, n);
+}
+
+int
+gbml_shard_send_max_f64(gbml_shard_channel *ch, double *acc, size_t n)
+{
+	return send_fold(ch, FOLD_MAX_F64, acc, n);
 }
 
 void

@@ -5,13 +5,14 @@
  * calls in one process), what a shard answers with (gbml_shard_ops, one
  * table per algorithm that trains on shards), and the exchange that counts
  * the traffic.  Every shard's reply ends with the seconds it worked on the
- * request (gbml_shard_answer adds it, gbml_shards_exchange takes it off),
+ * request (gbml_shard_answer adds it, gbml_shard_exchange takes it off),
  * so a training's report tells the shards' work from the coordination.
  */
 #ifndef GBML_SHARD_LINK_H
 #define GBML_SHARD_LINK_H
 
 #include "dataset.h"
+#include "shard_msg.h"
 #include "strbuf.h"
 
 typedef struct gbml_shard_link
@@ -72,20 +73,59 @@ typedef struct gbml_shard_ops
  */
 void		gbml_shard_traffic_json(gbml_strbuf *m, const gbml_shard_traffic *t, const char *step_name);
 
-/* ops->step, then the seconds it took (the trailer gbml_shards_exchange takes off). */
+/* ops->step, then the seconds it took (the trailer gbml_shard_exchange takes off). */
 int			gbml_shard_answer(const gbml_shard_ops *ops, void *state, const uint8_t *req, size_t len,
 							  gbml_strbuf *reply);
+
+/* A hello's common head (shard_msg.h): the algorithm's magic, the version, rows and features. */
+void		gbml_shard_hello_head(gbml_strbuf *hello, uint32_t magic, int64_t n_rows, int64_t n_features);
 
 /* The union's rows and features from the shards' hellos (the coordinator's dataset). */
 int			gbml_shards_describe(const gbml_shard_link *link, uint32_t magic, gbml_env *env,
 								 int64_t *n_rows, int *n_features);
 
 /*
- * req[s] to every shard s at once through link; the replies without their
- * trailers, the bytes, the wait and the busiest shard's work into *traffic.
+ * A coordinator's side of one training: the link, each shard's row count
+ * (a shard without rows is left out of the replies), a request being
+ * built, the last replies, the traffic.  `algo` prefixes its messages.
  */
-int			gbml_shards_exchange(const gbml_shard_link *link, const uint8_t *const *req, const size_t *req_len,
-								 const uint8_t **reply, size_t *reply_len, gbml_shard_traffic *traffic,
-								 gbml_env *env);
+typedef struct gbml_shard_channel
+{
+	const gbml_shard_link *link;
+	gbml_env   *env;
+	const char *algo;
+	int			n_shards;
+	int64_t    *n_rows;			/* per shard, from its hello */
+	gbml_strbuf msg;			/* the request for every shard (gbml_shard_request) */
+	const uint8_t **req;		/* per shard: what the next exchange sends */
+	size_t	   *req_len;
+	const uint8_t **reply;		/* per shard: the last replies, trailers off */
+	size_t	   *reply_len;
+	gbml_shard_traffic traffic;
+} gbml_shard_channel;
+
+/* Over link, the hellos checked against magic (their rows, their features' count agreeing). */
+int			gbml_shard_channel_open(gbml_shard_channel *ch, const gbml_shard_link *link, uint32_t magic,
+									const char *algo, gbml_env *env);
+void		gbml_shard_channel_close(gbml_shard_channel *ch);
+
+/* A new request for every shard in ch->msg: its code first. */
+gbml_strbuf *gbml_shard_request(gbml_shard_channel *ch, int64_t op);
+/* ch->msg to every shard at once; the replies into ch->reply. */
+int			gbml_shard_send(gbml_shard_channel *ch);
+/* ch->req[s] (each shard its own request) to every shard at once; the replies into ch->reply. */
+int			gbml_shard_exchange(gbml_shard_channel *ch);
+
+/* Shard s's reply to read into *r; false for a shard without rows (no reply to read). */
+bool		gbml_shard_reply(const gbml_shard_channel *ch, int s, gbml_msg_reader *r);
+/* GBML_OK when *r read shard s's reply to its end, else an error naming the shard. */
+int			gbml_shard_reply_done(const gbml_shard_channel *ch, int s, const gbml_msg_reader *r);
+
+/* ch->msg to every shard; each reply is n int64 values, added into acc[n]. */
+int			gbml_shard_send_sum_i64(gbml_shard_channel *ch, int64_t *acc, size_t n);
+/* ... n doubles, added into acc[n] (in shard order). */
+int			gbml_shard_send_sum_f64(gbml_shard_channel *ch, double *acc, size_t n);
+/* ... n doubles, their largest into acc[n] (-inf when no shard has rows). */
+int			gbml_shard_send_max_f64(gbml_shard_channel *ch, double *acc, size_t n);
 
 #endif
