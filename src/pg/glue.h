@@ -170,12 +170,14 @@ gbml_column_plan *gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, 
 								   const char *what);
 
 /*
- * Training across servers (shards.c): whether source names a partitioned
- * table whose partitions are postgres_fdw foreign tables, and the training
- * on its shards (the model bytes, as gbml_train_to_bytea).
+ * Training across servers (shards.c): the shards behind source when it
+ * names a partitioned table whose partitions are postgres_fdw foreign
+ * tables (NULL for any other source), and the training on them (the model
+ * bytes, as gbml_train_to_bytea).
  */
-bool		gbml_sharded_source(const char *source);
-bytea	   *gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, const char *source, Jsonb *params,
+typedef struct gbml_shard_set gbml_shard_set;
+gbml_shard_set *gbml_sharded_source(const char *source, const char *what);
+bytea	   *gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jsonb *params,
 							  const char *what);
 
 /*

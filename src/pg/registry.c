@@ -254,6 +254,7 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 				old;
 	gbml_env	env;
 	gbml_parsed_params pp;
+	gbml_shard_set *shards;
 	bytea	   *model;
 	int64		id;
 	const char *what = "gbml.train";
@@ -291,10 +292,10 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 	gbml_env_bind(&env, train_mcxt, what);
 	gbml_parse_params_or_error(&env, algo, params, NULL, 0, &pp, what);
 	gbml_env_configure(&env, &pp.common, what);
-	if (gbml_sharded_source(source))
+	if ((shards = gbml_sharded_source(source, what)) != NULL)
 	{
 		/* a partitioned table of postgres_fdw partitions: the shards train where the rows are */
-		model = gbml_shards_train(&env, &pp, source, params, what);
+		model = gbml_shards_train(&env, &pp, shards, params, what);
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
 	}

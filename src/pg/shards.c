@@ -52,14 +52,16 @@ typedef struct shard_conn
 	char	   *error;			/* the last query's failure (palloc'd), or NULL */
 } shard_conn;
 
-typedef struct shard_set
+typedef struct gbml_shard_set
 {
+	Oid			relid;			/* the partitioned table */
+	const char *source;			/* as the caller named it */
 	int			n;
 	shard_conn *shards;
 	gbml_shard_link link;
 	const uint8_t **hello;
 	size_t	   *hello_len;
-} shard_set;
+} gbml_shard_set;
 
 /* ------------------------------------------------------------------ */
 /* The partitions                                                      */
@@ -124,18 +126,14 @@ describe_shard(Oid relid, shard_conn *sc, const char *what)
 	sc->options = list_concat(list_copy(srv->options), um->options);
 }
 
-/*
- * The shards behind source when it names a partitioned table whose
- * partitions are all foreign tables, else NULL (an ordinary source).
- */
-static shard_set *
-shards_of(const char *source, Oid *relid_out, const char *what)
+gbml_shard_set *
+gbml_sharded_source(const char *source, const char *what)
 {
 	List	   *names;
 	Oid			relid;
 	List	   *all;
 	ListCell   *lc;
-	shard_set  *ss;
+	gbml_shard_set *ss;
 	int			foreign = 0,
 				local = 0;
 
@@ -163,12 +161,13 @@ shards_of(const char *source, Oid *relid_out, const char *what)
 							   "every partition on a shard", what, source, foreign, local),
 						errhint("Train on a query instead (the rows then come to this server), or move the local "
 								"partitions to a shard.")));
-	ss = palloc0(sizeof(shard_set));
+	ss = palloc0(sizeof(gbml_shard_set));
 	ss->shards = palloc0(sizeof(shard_conn) * foreign);
 	foreach(lc, all)
 		if (get_rel_relkind(lfirst_oid(lc)) == RELKIND_FOREIGN_TABLE)
 			describe_shard(lfirst_oid(lc), &ss->shards[ss->n++], what);
-	*relid_out = relid;
+	ss->relid = relid;
+	ss->source = pstrdup(source);
 	return ss;
 }
 
@@ -225,7 +224,7 @@ connect_shard(shard_conn *sc, const char *what)
 
 /* Every connection closed; a shard still at work is told to cancel first. */
 static void
-close_shards(shard_set *ss)
+close_shards(gbml_shard_set *ss)
 {
 	for (int s = 0; s < ss->n; s++)
 	{
@@ -292,7 +291,7 @@ read_shard(shard_conn *sc)
  * with env's error naming the first shard that failed.
  */
 static int
-wait_shards(shard_set *ss, gbml_env *env)
+wait_shards(gbml_shard_set *ss, gbml_env *env)
 {
 	WaitEvent  *events = palloc(sizeof(WaitEvent) * (ss->n + 2));
 
@@ -403,14 +402,14 @@ shard_bytea(shard_conn *sc, gbml_env *env, const uint8_t **data, size_t *len)
 static const char *
 link_name(void *ctx, int s)
 {
-	return ((shard_set *) ctx)->shards[s].server;
+	return ((gbml_shard_set *) ctx)->shards[s].server;
 }
 
 static int
 link_round_trip(void *ctx, const uint8_t *const *req, const size_t *req_len, const uint8_t **reply,
 				size_t *reply_len, gbml_env *env)
 {
-	shard_set  *ss = ctx;
+	gbml_shard_set *ss = ctx;
 	int			rc;
 
 	for (int s = 0; s < ss->n; s++)
@@ -430,7 +429,7 @@ link_round_trip(void *ctx, const uint8_t *const *req, const size_t *req_len, con
 
 /* Every shard begins its read-only transaction and reads its rows; their hellos into the link. */
 static void
-open_shards(shard_set *ss, gbml_env *env, const char *algorithm, const char *params_json, const char *what)
+open_shards(gbml_shard_set *ss, gbml_env *env, const char *algorithm, const char *params_json, const char *what)
 {
 	Oid			types[3] = {TEXTOID, TEXTOID, JSONBOID};
 	int			formats[3] = {0, 0, 0};
@@ -475,47 +474,40 @@ open_shards(shard_set *ss, gbml_env *env, const char *algorithm, const char *par
 static char *
 shard_params(Jsonb *params, const gbml_feature_schema *schema)
 {
-	StringInfoData s;
-	char	   *given = params ? JsonbToCString(NULL, &params->root, VARSIZE(params)) : pstrdup("{}");
-	size_t		len = strlen(given);
+	Jsonb	   *out = params;
 
-	if (schema == NULL)
-		return given;
-	while (len > 0 && given[len - 1] != '}')
-		len--;
-	initStringInfo(&s);
-	appendBinaryStringInfo(&s, given, len > 0 ? len - 1 : 0);
-	/* a repeated key: jsonb keeps the last one */
-	appendStringInfoString(&s, strcmp(given, "{}") == 0 ? "\"feature_columns\": [" : ", \"feature_columns\": [");
-	for (int j = 0; j < schema->n_features; j++)
+	if (schema != NULL)
 	{
-		if (j > 0)
-			appendStringInfoString(&s, ", ");
-		escape_json(&s, schema->features[j].name);
+		StringInfoData cols;
+		Datum		named;
+
+		initStringInfo(&cols);
+		appendStringInfoString(&cols, "{\"feature_columns\": [");
+		for (int j = 0; j < schema->n_features; j++)
+		{
+			if (j > 0)
+				appendStringInfoString(&cols, ", ");
+			escape_json(&cols, schema->features[j].name);
+		}
+		appendStringInfoString(&cols, "]}");
+		named = DirectFunctionCall1(jsonb_in, CStringGetDatum(cols.data));
+		/* jsonb's || : the right side's key replaces one the caller gave */
+		out = DatumGetJsonbP(params ? DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(params), named) : named);
 	}
-	appendStringInfoString(&s, "]}");
-	return s.data;
-}
-
-bool
-gbml_sharded_source(const char *source)
-{
-	Oid			relid;
-
-	return shards_of(source, &relid, "gbml.train") != NULL;
+	return out ? JsonbToCString(NULL, &out->root, VARSIZE(out)) : pstrdup("{}");
 }
 
 bytea *
-gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, const char *source, Jsonb *params, const char *what)
+gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jsonb *params, const char *what)
 {
 	const gbml_common_params *cp = &pp->common;
-	Oid			relid = InvalidOid;
-	shard_set  *ss = shards_of(source, &relid, what);
+	Oid			relid = ss->relid;
 	Relation	rel;
 	TupleDesc	td;
-	const gbml_feature_schema *schema = NULL;
+	/* set before PG_TRY, or in it and read after: volatile across its longjmp */
+	const gbml_feature_schema *volatile schema = NULL;
 	gbml_dataset *ds;
-	bytea	   *model = NULL;
+	bytea	   *volatile model = NULL;
 
 	if (pp->algo->shard == NULL)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -541,7 +533,7 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, const char *source, Jso
 		open_shards(ss, env, pp->algo->name, shard_params(params, schema), what);
 		GBML_CHECK(env, gbml_shards_describe(&ss->link, pp->algo->shard->hello_magic, env, &ds->n_rows, &ds->n_features), what);
 		if (ds->n_rows == 0)
-			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("%s: the shards of \"%s\" hold no rows", what, source)));
+			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("%s: the shards of \"%s\" hold no rows", what, ss->source)));
 		ds->shards = &ss->link;
 		ds->schema = schema;
 		model = gbml_train_to_bytea(env, pp, ds, NULL, what);
