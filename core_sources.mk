@@ -3,6 +3,7 @@
 # Add a file here only once it compiles, so the tree always builds.
 CORE_SOURCES = \
 	src/core/boost.c \
+	src/core/boost_shards.c \
 	src/core/boost_quantize.c \
 	src/core/boost_cat.c \
 	src/core/boost_ctr.c \

@@ -47,13 +47,8 @@
  * compares to a border index as its value to the border), so their floats
  * are not needed either.
  */
-#include "boost.h"
-#include "boost_gpu.h"
+#include "boost_internal.h"
 #include "chunk_store_gpu.h"
-#include "boost_histogram.h"
-#include "boost_loss.h"
-#include "boost_quantize.h"
-#include "boost_ctr.h"
 #include "metrics.h"
 #include "rng.h"
 
@@ -65,8 +60,6 @@
 #include <omp.h>
 #endif
 
-/* Rows per bin block (<= 65536: row lists inside a block are uint16). */
-#define BLOCK_ROWS 8192
 
 const char *const gbml_boost_loss_choices[] = {
 	"auto", "RMSE", "Logloss", "QueryRMSE", "PairLogit", "YetiRank", "LambdaMART", NULL
@@ -131,18 +124,6 @@ boost_records_param(const gbml_param_spec *s, const void *params, const gbml_dat
 /* ------------------------------------------------------------------ */
 /* Rows in training order                                             */
 /* ------------------------------------------------------------------ */
-
-typedef struct boost_data
-{
-	int64_t		n;
-	const float **rows;			/* n pointers to n_features floats (host rows), until binned */
-	int64_t    *src;			/* rows in a chunk store: n addresses (chunk << 32 | row) instead */
-	float	   *label;
-	float	   *weight;			/* NULL when every weight is 1 */
-	int64_t		n_groups;		/* 0 without group ids */
-	int64_t    *group_off;		/* n_groups + 1 */
-	double	   *ideal_dcg;		/* per query, for the eval NDCG of every tree; NULL: computed per call */
-} boost_data;
 
 typedef struct group_key
 {
@@ -329,18 +310,6 @@ metric_value(gbml_env *env, int metric, gbml_boost_loss_kind kind, int64_t k, co
 /* The forest being built                                             */
 /* ------------------------------------------------------------------ */
 
-typedef struct forest_builder
-{
-	int			depth;
-	int64_t		n_trees;
-	int64_t		cap;
-	int32_t    *feature;		/* cap * depth */
-	int32_t    *border_index;
-	float	   *border;
-	float	   *gain;
-	float	   *leaf;			/* cap << depth */
-} forest_builder;
-
 static void
 builder_free(forest_builder *b, gbml_env *env)
 {
@@ -383,79 +352,12 @@ builder_reserve(forest_builder *b, gbml_env *env)
 /* Training                                                           */
 /* ------------------------------------------------------------------ */
 
-/* Everything one training run holds; freed in one place. */
-typedef struct trainer
-{
-	gbml_env   *env;
-	const gbml_boost_params *p;
-	gbml_boost_loss_kind kind;
-	int			metric;
-	int			threads;
-	int			depth;
-	double		l2;				/* l2_leaf_reg, the loss's default resolved */
-
-	boost_data	train;
-	boost_data	eval;
-	bool		has_eval;
-	gbml_boost_borders borders;
-	gbml_boost_bins bins;
-	gbml_boost_bins eval_bins;	/* the eval rows' bins (same borders, eval order): scored per tree */
-	int			n_inputs;		/* the rows' features */
-	gbml_boost_ctr_fit cat;		/* categorical inputs and what they become (boost_ctr.h) */
-	int			n_features;		/* the model features the trees split on: inputs, then derived */
-	int64_t    *feat_off;		/* n_features + 1 */
-	int64_t		total_bins;
-
-	double	   *pred,
-			   *grad,
-			   *hess;
-	/* structure_by_weight losses: hess holds the row weights (the split
-	 * search's), newton_hess the loss's hessian (the leaf values'), summed in
-	 * fixed point at newton_scale into tleaf_h (threads << depth) */
-	double	   *newton_hess;
-	double		newton_scale;
-	int64_t    *tleaf_h;
-	int64_t    *gq,
-			   *hq;
-	uint16_t   *leaf;
-	double	   *eval_pred;
-
-	/* per-thread scratch */
-	gbml_boost_hist_bin *thist;	/* threads * max_slots * total_bins */
-	uint16_t   *tidx;			/* threads * BLOCK_ROWS */
-	int64_t    *tG,
-			   *tH;				/* threads * BLOCK_ROWS */
-	int64_t    *tseg;			/* threads * (max_slots + 1) */
-	int64_t		max_slots;
-
-	gbml_boost_hist_bin *hist_cur,
-			   *hist_parent;	/* (1 << (depth-1)) * total_bins each */
-	/* (G, H) sums of the leaves the next level will split (choose the smaller sibling by H) */
-	gbml_boost_hist_bin child_sums[1 << GBML_BOOST_MAX_DEPTH];
-	gbml_boost_split *feature_best;
-	int16_t		slot_of[GBML_BOOST_SLOT_TABLE];
-	/* this tree's histograms are packed (constant hessian): gq = g * 2^count_bits + 1 */
-	bool		packed;
-	int			count_bits;
-	int64_t		hq_const;
-
-	forest_builder forest;
-
-	bool		on_gpu;			/* the level passes run on the device */
-	gbml_boost_gpu gpu;
-
-	double		t_gradients,
-				t_histograms,
-				t_splits,
-				t_update,
-				t_eval;
-} trainer;
-
 static void
 trainer_free(trainer *T)
 {
 	gbml_env   *env = T->env;
 
+	boost_shards_free(T);
 	gbml_boost_gpu_close(&T->gpu);
 	data_free(&T->train, env);
 	data_free(&T->eval, env);
@@ -482,29 +384,6 @@ trainer_free(trainer *T)
 	gbml_free(env, T->hist_parent);
 	gbml_free(env, T->feature_best);
 	builder_free(&T->forest, env);
-}
-
-/* Smallest K with n < 2^K. */
-static int
-bits_for(int64_t n)
-{
-	int			k = 0;
-
-	while (k < 63 && ((int64_t) 1 << k) <= n)
-		k++;
-	return k;
-}
-
-/* Power of two 2^e with n * max * 2^e <= 2^62 (so no sum over n rows can overflow). */
-static double
-fixed_scale(double max_abs, int64_t n)
-{
-	int			k;
-
-	if (!(max_abs > 0) || !isfinite(max_abs))
-		return 1.0;
-	frexp(max_abs, &k);			/* max_abs < 2^k */
-	return ldexp(1.0, 62 - k - bits_for(n));
 }
 
 /*
@@ -555,8 +434,46 @@ draw_rows(trainer *T, int64_t iteration)
 	return drawn;
 }
 
+/* The maxima of this tree's gradients over the drawn rows of this process (one parallel reduction). */
+static void
+local_gradient_maxima(trainer *T, boost_grad_max *m)
+{
+	int64_t		n = T->train.n;
+	double		mg = 0,
+				mh = 0,
+				mnh = 0,
+				hmin = INFINITY,
+				hmax = -INFINITY;
+
+#pragma omp parallel for reduction(max:mg, mh, mnh, hmax) reduction(min:hmin) schedule(static) num_threads(T->threads)
+	for (int64_t r = 0; r < n; r++)
+	{
+		double		h = T->hess[r];
+
+		if (T->leaf[r] & GBML_BOOST_UNSAMPLED)
+			continue;
+		if (fabs(T->grad[r]) > mg)
+			mg = fabs(T->grad[r]);
+		if (fabs(h) > mh)
+			mh = fabs(h);
+		if (T->newton_hess && T->newton_hess[r] > mnh)
+			mnh = T->newton_hess[r];
+		if (h < hmin)
+			hmin = h;
+		if (h > hmax)
+			hmax = h;
+	}
+	m->g = mg;
+	m->h = mh;
+	m->newton_h = mnh;
+	m->hmin = hmin;
+	m->hmax = hmax;
+}
+
 /*
- * Gradients to fixed point; unsampled rows get 0.  Returns the scales.
+ * The fixed-point plan of a tree: the scales of its gradients and
+ * hessians, from their maxima over every drawn row of the training
+ * (T->n_global rows, wherever they are).
  *
  * When every drawn row has the same hessian (RMSE, QueryRMSE and YetiRank
  * without weights) and the data is small enough that gradients keep at least
@@ -565,84 +482,60 @@ draw_rows(trainer *T, int64_t iteration)
  * Also sets newton_scale when the leaf values use newton_hess.
  */
 #define PACKED_MIN_BITS 16
-static void
-quantize_gradients(trainer *T, double *scale_g, double *scale_h)
+void
+boost_fixed_point_plan(trainer *T, const boost_grad_max *m)
 {
-	int64_t		n = T->train.n;
-	double		mg = 0,
-				mh = 0,
-				mnh = 0,
-				hmin = INFINITY,
-				hmax = -INFINITY;
-	double		sg = 1,
-				sh = 1;
-	int			K = bits_for(n);
-	bool		packed = false;
+	int64_t		n = T->n_global;
+	int			K = gbml_boost_bits_for(n);
+	bool		packed = m->hmin == m->hmax && 62 - 2 * K >= PACKED_MIN_BITS;
 
-	/* one parallel region: the maxima (exact, order-free), then the conversion */
-#pragma omp parallel num_threads(T->threads)
+	T->sh = gbml_boost_fixed_scale(m->h, n);
+	T->newton_scale = gbml_boost_fixed_scale(m->newton_h, n);
+	if (packed)
 	{
-#pragma omp for reduction(max:mg, mh, mnh, hmax) reduction(min:hmin) schedule(static)
-		for (int64_t r = 0; r < n; r++)
-		{
-			double		h = T->hess[r];
+		int			k;
 
-			if (T->leaf[r] & GBML_BOOST_UNSAMPLED)
-				continue;
-			if (fabs(T->grad[r]) > mg)
-				mg = fabs(T->grad[r]);
-			if (fabs(h) > mh)
-				mh = fabs(h);
-			if (T->newton_hess && T->newton_hess[r] > mnh)
-				mnh = T->newton_hess[r];
-			if (h < hmin)
-				hmin = h;
-			if (h > hmax)
-				hmax = h;
-		}
-#pragma omp single
+		/* rows' |gq| <= 2^(62-2K): sums stay below 2^(62-K), packed sums below 2^63 */
+		if (m->g > 0 && isfinite(m->g))
 		{
-			sh = fixed_scale(mh, n);
-			T->newton_scale = fixed_scale(mnh, n);
-			packed = hmin == hmax && 62 - 2 * K >= PACKED_MIN_BITS;
-			if (packed)
-			{
-				int			k;
-
-				/* rows' |gq| <= 2^(62-2K): sums stay below 2^(62-K), packed sums below 2^63 */
-				if (mg > 0 && isfinite(mg))
-				{
-					frexp(mg, &k);
-					sg = ldexp(1.0, 62 - 2 * K - k);
-				}
-				else
-					sg = 1;
-			}
-			else
-				sg = fixed_scale(mg, n);
+			frexp(m->g, &k);
+			T->sg = ldexp(1.0, 62 - 2 * K - k);
 		}
-#pragma omp for schedule(static)
-		for (int64_t r = 0; r < n; r++)
-		{
-			if (T->leaf[r] & GBML_BOOST_UNSAMPLED)
-			{
-				T->gq[r] = 0;
-				T->hq[r] = 0;
-			}
-			else if (packed)
-				T->gq[r] = (int64_t) llrint(T->grad[r] * sg) * ((int64_t) 1 << K) + 1;
-			else
-			{
-				T->gq[r] = (int64_t) llrint(T->grad[r] * sg);
-				T->hq[r] = (int64_t) llrint(T->hess[r] * sh);
-			}
-		}
+		else
+			T->sg = 1;
 	}
+	else
+		T->sg = gbml_boost_fixed_scale(m->g, n);
 	T->packed = packed;
 	T->count_bits = K;
-	T->hq_const = packed ? (int64_t) llrint(hmax * sh) : 0;
-	*scale_g = sg;
-	*scale_h = sh;
+	T->hq_const = packed ? (int64_t) llrint(m->hmax * T->sh) : 0;
+}
+
+/* This process's gradients to fixed point by T's plan; unsampled rows get 0. */
+static void
+local_fixed_point(trainer *T)
+{
+	int64_t		n = T->train.n;
+	double		sg = T->sg,
+				sh = T->sh;
+	int			K = T->count_bits;
+
+#pragma omp parallel for schedule(static) num_threads(T->threads)
+	for (int64_t r = 0; r < n; r++)
+	{
+		if (T->leaf[r] & GBML_BOOST_UNSAMPLED)
+		{
+			T->gq[r] = 0;
+			T->hq[r] = 0;
+		}
+		else if (T->packed)
+			T->gq[r] = (int64_t) llrint(T->grad[r] * sg) * ((int64_t) 1 << K) + 1;
+		else
+		{
+			T->gq[r] = (int64_t) llrint(T->grad[r] * sg);
+			T->hq[r] = (int64_t) llrint(T->hess[r] * sh);
+		}
+	}
 }
 
 /*
@@ -725,20 +618,44 @@ level_pass_cpu(trainer *T, int level, bool identity, int n_slots, int prev_featu
 	}
 }
 
+/* The row side's level pass on this process's rows (boost_row_ops.level). */
 static int
-level_histograms(trainer *T, int level, bool all_sampled, int prev_feature, int prev_border)
+local_level(trainer *T, int level, int prev_f, int prev_j, int n_slots)
+{
+	int			rc;
+
+	if (level == 0)
+	{
+		local_fixed_point(T);
+		if (T->on_gpu &&
+			(rc = gbml_boost_gpu_begin_tree(&T->gpu, T->leaf, T->gq, T->packed ? NULL : T->hq)) != GBML_OK)
+			return rc;
+	}
+	if (T->on_gpu)
+	{
+		if ((rc = gbml_boost_gpu_level(&T->gpu, level, prev_f, prev_j, T->slot_of, n_slots, T->thist)) != GBML_OK)
+			return rc;
+		if (T->packed)
+			gbml_boost_hist_unpack(T->thist, (int64_t) n_slots * T->total_bins, T->count_bits, T->hq_const);
+		return GBML_OK;
+	}
+	level_pass_cpu(T, level, level == 0 && T->drawn == T->train.n, n_slots, prev_f, prev_j);
+	return GBML_OK;
+}
+
+static int
+level_histograms(trainer *T, int level, int prev_feature, int prev_border)
 {
 	int64_t		tb = T->total_bins;
 	int			n_slots;
-	int64_t		small[1 << (GBML_BOOST_MAX_DEPTH - 1)];
-	bool		identity = (level == 0 && all_sampled);
+	int			rc;
 
 	for (int i = 0; i < GBML_BOOST_SLOT_TABLE; i++)
 		T->slot_of[i] = -1;
 	if (level == 0)
 	{
 		n_slots = 1;
-		small[0] = 0;
+		T->small[0] = 0;
 		T->slot_of[0] = 0;
 	}
 	else
@@ -751,23 +668,13 @@ level_histograms(trainer *T, int level, bool all_sampled, int prev_feature, int 
 			int			c0 = p,
 						c1 = p | half;
 
-			small[p] = T->child_sums[c0].h <= T->child_sums[c1].h ? c0 : c1;
-			T->slot_of[small[p]] = (int16_t) p;
+			T->small[p] = (int16_t) (T->child_sums[c0].h <= T->child_sums[c1].h ? c0 : c1);
+			T->slot_of[T->small[p]] = (int16_t) p;
 		}
 	}
 
-	if (T->on_gpu)
-	{
-		int			rc = gbml_boost_gpu_level(&T->gpu, level, prev_feature, prev_border, T->slot_of,
-											  n_slots, T->thist);
-
-		if (rc != GBML_OK)
-			return rc;
-		if (T->packed)
-			gbml_boost_hist_unpack(T->thist, (int64_t) n_slots * tb, T->count_bits, T->hq_const);
-	}
-	else
-		level_pass_cpu(T, level, identity, n_slots, prev_feature, prev_border);
+	if ((rc = T->rows->level(T, level, prev_feature, prev_border, n_slots)) != GBML_OK)
+		return rc;
 	if (level == 0)
 		memcpy(T->hist_cur, T->thist, sizeof(gbml_boost_hist_bin) * (size_t) tb);
 	else
@@ -776,9 +683,9 @@ level_histograms(trainer *T, int level, bool all_sampled, int prev_feature, int 
 
 		for (int p = 0; p < half; p++)
 		{
-			int64_t		other = small[p] ^ half;
+			int64_t		other = T->small[p] ^ half;
 
-			memcpy(T->hist_cur + (size_t) small[p] * tb, T->thist + (size_t) p * tb,
+			memcpy(T->hist_cur + (size_t) T->small[p] * tb, T->thist + (size_t) p * tb,
 				   sizeof(gbml_boost_hist_bin) * (size_t) tb);
 			gbml_boost_hist_sub(T->hist_cur + (size_t) other * tb, T->hist_parent + (size_t) p * tb,
 								T->thist + (size_t) p * tb, tb);
@@ -1114,22 +1021,19 @@ quantize(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 	return GBML_OK;
 }
 
-static int
-setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
+int
+boost_resolve_loss(trainer *T, int group_state)
 {
 	gbml_env   *env = T->env;
 	const gbml_boost_params *p = T->p;
-	int64_t		n;
-	int			rc;
 
-	/* resolve loss and metric */
 	if (p->loss == 0)
-		T->kind = ds->group_state > 0 ? GBML_LOSS_YETIRANK : GBML_LOSS_RMSE;
+		T->kind = group_state > 0 ? GBML_LOSS_YETIRANK : GBML_LOSS_RMSE;
 	else
 		T->kind = (gbml_boost_loss_kind) (p->loss - 1);
 	if (strcmp(gbml_boost_loss_names[T->kind], gbml_boost_loss_choices[T->kind + 1]) != 0)
 		return gbml_error(env, GBML_EINVAL, "boost: internal error: loss tables disagree");
-	if (gbml_boost_loss_is_ranking(T->kind) && ds->group_state <= 0)
+	if (gbml_boost_loss_is_ranking(T->kind) && group_state <= 0)
 		return gbml_error(env, GBML_EINVAL, "boost: loss %s needs a group_id per row",
 						  gbml_boost_loss_names[T->kind]);
 	/* CatBoost's defaults: no L2 term for YetiRank, whose pair hessians are
@@ -1148,8 +1052,107 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 		else
 			T->metric = GBML_BOOST_METRIC_RMSE;
 	}
-	if (T->metric == GBML_BOOST_METRIC_NDCG && ds->group_state <= 0)
+	if (T->metric == GBML_BOOST_METRIC_NDCG && group_state <= 0)
 		return gbml_error(env, GBML_EINVAL, "boost: eval_metric NDCG needs a group_id per row");
+	T->depth = (int) p->depth;
+	T->max_slots = T->depth >= 2 ? (int64_t) 1 << (T->depth - 2) : 1;
+	T->forest.depth = T->depth;
+	return GBML_OK;
+}
+
+/* Labels a Logloss needs in [0, 1]. */
+static int
+check_labels(trainer *T, const boost_data *d, const char *which)
+{
+	if (T->kind != GBML_LOSS_LOGLOSS && T->metric != GBML_BOOST_METRIC_LOGLOSS)
+		return GBML_OK;
+	for (int64_t i = 0; i < d->n; i++)
+		if (!(d->label[i] >= 0 && d->label[i] <= 1))
+			return gbml_error(T->env, GBML_EINVAL, "boost: Logloss needs %slabels in [0, 1]; found %g", which,
+							  (double) d->label[i]);
+	return GBML_OK;
+}
+
+/* The model features' bin offsets, from the borders. */
+static int
+setup_layout(trainer *T)
+{
+	T->feat_off = gbml_alloc_array(T->env, (size_t) T->n_features + 1, sizeof(int64_t));
+	if (T->feat_off == NULL)
+		return T->env->error_code;
+	T->feat_off[0] = 0;
+	for (int f = 0; f < T->n_features; f++)
+		T->feat_off[f + 1] = T->feat_off[f] + T->borders.count[f] + 1;
+	T->total_bins = T->feat_off[T->n_features];
+	return GBML_OK;
+}
+
+/*
+ * The arrays of the level passes' histograms: thist (per thread on the
+ * CPU; one set on the GPU or the coordinator, which get them whole), and
+ * the split side's.
+ */
+static int
+setup_histograms(trainer *T, int sets)
+{
+	gbml_env   *env = T->env;
+
+	T->thist = gbml_alloc_array(env, (size_t) sets * (size_t) T->max_slots * (size_t) T->total_bins,
+								sizeof(gbml_boost_hist_bin));
+	T->hist_cur = gbml_alloc_array(env, ((size_t) 1 << (T->depth - 1)) * (size_t) T->total_bins,
+								   sizeof(gbml_boost_hist_bin));
+	T->hist_parent = gbml_alloc_array(env, ((size_t) 1 << (T->depth - 1)) * (size_t) T->total_bins,
+									  sizeof(gbml_boost_hist_bin));
+	T->feature_best = gbml_alloc_array(env, (size_t) (T->n_features > 0 ? T->n_features : 1),
+									   sizeof(gbml_boost_split));
+	return T->thist && T->hist_cur && T->hist_parent && T->feature_best ? GBML_OK : env->error_code;
+}
+
+/* The row side's per-row arrays and scratch, once the bins are made. */
+static int
+setup_row_arrays(trainer *T, const gbml_dataset *ds)
+{
+	gbml_env   *env = T->env;
+	int64_t		n = T->train.n;
+	int			rc;
+
+	if ((rc = setup_device(T, ds)) != GBML_OK)
+		return rc;
+	T->pred = gbml_alloc_array(env, (size_t) n, sizeof(double));
+	T->grad = gbml_alloc_array(env, (size_t) n, sizeof(double));
+	T->hess = gbml_alloc_array(env, (size_t) n, sizeof(double));
+	T->gq = gbml_alloc_array(env, (size_t) n, sizeof(int64_t));
+	T->hq = gbml_alloc_array(env, (size_t) n, sizeof(int64_t));
+	T->leaf = gbml_alloc_array(env, (size_t) n, sizeof(uint16_t));
+	T->tidx = gbml_alloc_array(env, (size_t) T->threads * BLOCK_ROWS, sizeof(uint16_t));
+	T->tG = gbml_alloc_array(env, (size_t) T->threads * BLOCK_ROWS, sizeof(int64_t));
+	T->tH = gbml_alloc_array(env, (size_t) T->threads * BLOCK_ROWS, sizeof(int64_t));
+	T->tseg = gbml_alloc_array(env, (size_t) T->threads * (size_t) (T->max_slots + 1), sizeof(int64_t));
+	if (T->has_eval)
+		T->eval_pred = gbml_alloc_array(env, (size_t) T->eval.n, sizeof(double));
+	if (structure_by_weight(T->kind))
+	{
+		T->newton_hess = gbml_alloc_array(env, (size_t) n, sizeof(double));
+		T->tleaf_h = gbml_alloc_array(env, (size_t) T->threads << T->depth, sizeof(int64_t));
+	}
+	if (!T->pred || !T->grad || !T->hess || !T->gq || !T->hq || !T->leaf || !T->tidx ||
+		!T->tG || !T->tH || !T->tseg || (T->has_eval && !T->eval_pred) ||
+		(structure_by_weight(T->kind) && (!T->newton_hess || !T->tleaf_h)))
+		return env->error_code;
+	/* the split search's hessian is the row weight, the same for every tree */
+	if (T->newton_hess)
+		for (int64_t r = 0; r < n; r++)
+			T->hess[r] = T->train.weight ? (double) T->train.weight[r] : 1.0;
+	return setup_histograms(T, T->on_gpu ? 1 : T->threads);
+}
+
+/* The training rows (and eval rows) in training order, their labels checked. */
+static int
+setup_rows(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
+{
+	gbml_env   *env = T->env;
+	int			rc;
+
 	T->has_eval = eval != NULL && eval->n_rows > 0;
 	if (T->has_eval)
 	{
@@ -1176,70 +1179,74 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 		gbml_ndcg_ideals(env, T->eval.label, T->eval.n_groups, T->eval.group_off, (int) T->p->eval_k,
 						 T->eval.ideal_dcg);
 	}
-	n = T->train.n;
-	if (T->kind == GBML_LOSS_LOGLOSS || T->metric == GBML_BOOST_METRIC_LOGLOSS)
-	{
-		for (int64_t i = 0; i < n; i++)
-			if (!(T->train.label[i] >= 0 && T->train.label[i] <= 1))
-				return gbml_error(env, GBML_EINVAL, "boost: Logloss needs labels in [0, 1]; found %g",
-								  (double) T->train.label[i]);
-		for (int64_t i = 0; i < T->eval.n; i++)
-			if (!(T->eval.label[i] >= 0 && T->eval.label[i] <= 1))
-				return gbml_error(env, GBML_EINVAL, "boost: Logloss needs eval labels in [0, 1]; found %g",
-								  (double) T->eval.label[i]);
-	}
-
-	if ((rc = quantize(T, ds, eval)) != GBML_OK)
+	T->n_global = T->train.n;
+	if ((rc = check_labels(T, &T->train, "")) != GBML_OK)
 		return rc;
-	T->feat_off = gbml_alloc_array(env, (size_t) T->n_features + 1, sizeof(int64_t));
-	if (T->feat_off == NULL)
-		return env->error_code;
-	T->feat_off[0] = 0;
-	for (int f = 0; f < T->n_features; f++)
-		T->feat_off[f + 1] = T->feat_off[f] + T->borders.count[f] + 1;
-	T->total_bins = T->feat_off[T->n_features];
+	return T->has_eval ? check_labels(T, &T->eval, "eval ") : GBML_OK;
+}
 
-	/* working arrays */
-	T->depth = (int) p->depth;
-	T->max_slots = T->depth >= 2 ? (int64_t) 1 << (T->depth - 2) : 1;
-	if ((rc = setup_device(T, ds)) != GBML_OK)
+/* A training on this process's rows: rows, borders, bins, arrays. */
+static int
+setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
+{
+	int			rc;
+
+	T->rows = &boost_local_rows;
+	if ((rc = boost_resolve_loss(T, ds->group_state)) != GBML_OK ||
+		(rc = setup_rows(T, ds, eval)) != GBML_OK ||
+		(rc = quantize(T, ds, eval)) != GBML_OK ||
+		(rc = setup_layout(T)) != GBML_OK)
 		return rc;
-	T->pred = gbml_alloc_array(env, (size_t) n, sizeof(double));
-	T->grad = gbml_alloc_array(env, (size_t) n, sizeof(double));
-	T->hess = gbml_alloc_array(env, (size_t) n, sizeof(double));
-	T->gq = gbml_alloc_array(env, (size_t) n, sizeof(int64_t));
-	T->hq = gbml_alloc_array(env, (size_t) n, sizeof(int64_t));
-	T->leaf = gbml_alloc_array(env, (size_t) n, sizeof(uint16_t));
-	/* per-thread histograms on the CPU; on the GPU one set, the device's pass copied back */
-	T->thist = gbml_alloc_array(env, (size_t) (T->on_gpu ? 1 : T->threads) * (size_t) T->max_slots *
-								(size_t) T->total_bins, sizeof(gbml_boost_hist_bin));
-	T->tidx = gbml_alloc_array(env, (size_t) T->threads * BLOCK_ROWS, sizeof(uint16_t));
-	T->tG = gbml_alloc_array(env, (size_t) T->threads * BLOCK_ROWS, sizeof(int64_t));
-	T->tH = gbml_alloc_array(env, (size_t) T->threads * BLOCK_ROWS, sizeof(int64_t));
-	T->tseg = gbml_alloc_array(env, (size_t) T->threads * (size_t) (T->max_slots + 1), sizeof(int64_t));
-	T->hist_cur = gbml_alloc_array(env, ((size_t) 1 << (T->depth - 1)) * (size_t) T->total_bins,
-								   sizeof(gbml_boost_hist_bin));
-	T->hist_parent = gbml_alloc_array(env, ((size_t) 1 << (T->depth - 1)) * (size_t) T->total_bins,
-									  sizeof(gbml_boost_hist_bin));
-	T->feature_best = gbml_alloc_array(env, (size_t) T->n_features, sizeof(gbml_boost_split));
-	if (T->has_eval)
-		T->eval_pred = gbml_alloc_array(env, (size_t) T->eval.n, sizeof(double));
-	if (structure_by_weight(T->kind))
-	{
-		T->newton_hess = gbml_alloc_array(env, (size_t) n, sizeof(double));
-		T->tleaf_h = gbml_alloc_array(env, (size_t) T->threads << T->depth, sizeof(int64_t));
-	}
-	if (!T->pred || !T->grad || !T->hess || !T->gq || !T->hq || !T->leaf || !T->thist || !T->tidx ||
-		!T->tG || !T->tH || !T->tseg || !T->hist_cur || !T->hist_parent ||
-		!T->feature_best || (T->has_eval && !T->eval_pred) ||
-		(structure_by_weight(T->kind) && (!T->newton_hess || !T->tleaf_h)))
-		return env->error_code;
-	/* the split search's hessian is the row weight, the same for every tree */
-	if (T->newton_hess)
-		for (int64_t r = 0; r < n; r++)
-			T->hess[r] = T->train.weight ? (double) T->train.weight[r] : 1.0;
-	T->forest.depth = T->depth;
-	return GBML_OK;
+	return setup_row_arrays(T, ds);
+}
+
+/* A training on rows other servers hold (boost_shards.c): the split side's arrays only. */
+static int
+setup_coordinator(trainer *T, const gbml_dataset *ds)
+{
+	int			rc;
+
+	if ((rc = boost_resolve_loss(T, ds->group_state)) != GBML_OK ||
+		(rc = boost_shards_setup(T, ds)) != GBML_OK)
+		return rc;
+	T->n_inputs = T->n_features = ds->n_features;
+	if ((rc = setup_layout(T)) != GBML_OK)
+		return rc;
+	return setup_histograms(T, 1);
+}
+
+int
+boost_trainer_rows(trainer *T, const gbml_dataset *ds, const gbml_boost_params *p, gbml_env *env)
+{
+	int			rc;
+
+	memset(T, 0, sizeof(*T));
+	T->env = env;
+	T->p = p;
+	T->threads = env->threads;
+	T->rows = &boost_local_rows;
+	if ((rc = boost_resolve_loss(T, ds->group_state)) != GBML_OK)
+		return rc;
+	return setup_rows(T, ds, NULL);
+}
+
+int
+boost_trainer_bins(trainer *T, const gbml_dataset *ds, int64_t n_global)
+{
+	int			rc;
+
+	T->n_inputs = T->n_features = ds->n_features;
+	if ((rc = bin_rows(T, ds, &T->train, &T->bins, true)) != GBML_OK ||
+		(rc = setup_layout(T)) != GBML_OK)
+		return rc;
+	T->n_global = n_global;
+	return setup_row_arrays(T, ds);
+}
+
+void
+boost_trainer_free(trainer *T)
+{
+	trainer_free(T);
 }
 
 /* Whether this training takes further Newton steps for its leaf values (Logloss only). */
@@ -1324,6 +1331,165 @@ refined_leaf_values(trainer *T, int d, double lr, double sg, double sh, float *l
 	return GBML_OK;
 }
 
+/* The row side's gradients on this process's rows (boost_row_ops.gradients). */
+static int
+local_gradients(trainer *T, int64_t iteration, boost_grad_max *m)
+{
+	gbml_boost_problem prob;
+	int			rc;
+
+	T->drawn = draw_rows(T, iteration);
+	prob = data_problem(&T->train, gbml_boost_loss_is_ranking(T->kind));
+	rc = gbml_boost_loss_gradients(T->kind, &prob, T->pred, (uint64_t) T->p->random_seed, iteration,
+								   T->grad, T->newton_hess ? T->newton_hess : T->hess, T->env);
+	if (rc == GBML_OK)
+		local_gradient_maxima(T, m);
+	return rc;
+}
+
+void
+boost_newton_leaf_values(const trainer *T, const int64_t *newton_h, float *lv)
+{
+	double		lr = T->p->learning_rate,
+				l2 = T->l2;
+
+	for (int l = 0; l < (1 << T->depth); l++)
+	{
+		double		G = (double) T->child_sums[l].g / T->sg;
+		double		H = newton_h ? (double) newton_h[l] / T->newton_scale : (double) T->child_sums[l].h / T->sh;
+		double		v = (H + l2 > 0) ? -lr * G / (H + l2) : 0.0;
+
+		lv[l] = (float) v;
+	}
+}
+
+/*
+ * The row side's end of a tree on this process's rows: the leaf values,
+ * then the last split and the predictions in one pass (with newton_hess,
+ * the last split comes first, with the leaves' H; with further Newton
+ * steps too, which need every row's leaf).
+ */
+static int
+local_finish_tree(trainer *T, int last_f, int last_j, float *lv)
+{
+	int			d = T->depth;
+	int64_t		newton_h[1 << GBML_BOOST_MAX_DEPTH];
+	bool		refine = refines_leaves(T);
+	bool		leaves_known = T->newton_hess || T->on_gpu;
+	int			rc;
+
+	/* on the GPU the device applies the last split and hands back every row's leaf */
+	if (T->on_gpu && (rc = gbml_boost_gpu_end_tree(&T->gpu, d - 1, last_f, last_j, T->leaf)) != GBML_OK)
+		return rc;
+	if (T->newton_hess)
+		last_split_newton_sums(T, last_f, last_j, newton_h);
+	if (refine && !leaves_known)
+	{
+		apply_last_split(T, d, last_f, last_j);
+		leaves_known = true;
+	}
+	if (refine)
+	{
+		if ((rc = refined_leaf_values(T, d, T->p->learning_rate, T->sg, T->sh, lv)) != GBML_OK)
+			return rc;
+	}
+	else
+		boost_newton_leaf_values(T, T->newton_hess ? newton_h : NULL, lv);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
+	for (int64_t b = 0; b < T->bins.n_blocks; b++)
+	{
+		int64_t		start = b * BLOCK_ROWS;
+		int64_t		len = gbml_boost_block_len(&T->bins, b);
+		uint16_t   *leaf = T->leaf + start;
+		double	   *pred = T->pred + start;
+
+		if (!leaves_known)
+			gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) last_f * (size_t) len, len,
+								   last_j, d - 1, leaf);
+		for (int64_t r = 0; r < len; r++)
+			pred[r] += (double) lv[leaf[r] & GBML_BOOST_LEAF_MASK];
+	}
+	return GBML_OK;
+}
+
+static int
+local_start(trainer *T, double base)
+{
+	for (int64_t r = 0; r < T->train.n; r++)
+		T->pred[r] = base;
+	for (int64_t r = 0; r < T->eval.n; r++)
+		T->eval_pred[r] = base;
+	return GBML_OK;
+}
+
+static int
+local_term_maxima(trainer *T, bool with_pred, double *max)
+{
+	gbml_boost_problem prob = data_problem(&T->train, false);
+
+	gbml_boost_term_maxima(&prob, with_pred ? T->pred : NULL, max);
+	return GBML_OK;
+}
+
+static int
+local_term_sums(trainer *T, bool with_pred, const double *scale, int64_t *sum)
+{
+	gbml_boost_problem prob = data_problem(&T->train, false);
+
+	gbml_boost_term_sums(&prob, with_pred ? T->pred : NULL, scale, sum);
+	return GBML_OK;
+}
+
+const boost_row_ops boost_local_rows = {
+	.term_maxima = local_term_maxima,
+	.term_sums = local_term_sums,
+	.start = local_start,
+	.gradients = local_gradients,
+	.level = local_level,
+	.finish_tree = local_finish_tree,
+};
+
+/*
+ * The split side's choice at one level: the leaves' totals (at the root
+ * from the bins of feature 0, which cover every row; below it the
+ * children's sums the last split computed), the best split over every
+ * leaf, the children's sums under it.  Returns false when no feature can
+ * split.
+ */
+static bool
+choose_split(trainer *T, int level, size_t base, gbml_boost_hist_bin *leaf_sums)
+{
+	forest_builder *F = &T->forest;
+	int			n_leaves = 1 << level;
+	gbml_boost_split best;
+	double		parent_score;
+
+	if (level == 0)
+	{
+		leaf_sums[0].g = leaf_sums[0].h = 0;
+		for (int64_t b = 0; b < T->feat_off[1]; b++)
+		{
+			leaf_sums[0].g += T->hist_cur[b].g;
+			leaf_sums[0].h += T->hist_cur[b].h;
+		}
+	}
+	else
+		memcpy(leaf_sums, T->child_sums, sizeof(gbml_boost_hist_bin) * (size_t) n_leaves);
+	parent_score = gbml_boost_leaves_score(leaf_sums, n_leaves, 1.0 / T->sg, 1.0 / T->sh, T->l2);
+	gbml_boost_best_split(T->hist_cur, leaf_sums, n_leaves, T->n_features, T->feat_off, T->total_bins,
+						  T->borders.count, 1.0 / T->sg, 1.0 / T->sh, T->l2, T->threads,
+						  T->feature_best, &best);
+	if (best.feature < 0)
+		return false;			/* no feature has a border: nothing can split */
+	F->feature[base + level] = best.feature;
+	F->border_index[base + level] = best.border;
+	F->border[base + level] = T->borders.values[T->borders.offset[best.feature] + best.border];
+	F->gain[base + level] = (float) fmax(0.0, best.score - parent_score);
+	/* the children's sums: the next level's sibling choice, or the leaf values */
+	split_sums(T, leaf_sums, n_leaves, level, best.feature, best.border, T->child_sums);
+	return true;
+}
+
 /*
  * Grows one tree on the current gradients and appends it to the forest.
  * *grown = false when no feature can split (every feature constant).
@@ -1331,82 +1497,43 @@ refined_leaf_values(trainer *T, int d, double lr, double sg, double sh, float *l
 static int
 grow_tree(trainer *T, int64_t iteration, bool *grown)
 {
-	gbml_env   *env = T->env;
 	forest_builder *F = &T->forest;
 	int			d = T->depth;
-	int64_t		drawn;
-	double		sg,
-				sh,
-				t0;
+	boost_grad_max gm;
+	double		t0;
 	int			rc;
 	int			last_f = -1,
 				last_j = -1;
 	gbml_boost_hist_bin leaf_sums[1 << GBML_BOOST_MAX_DEPTH];
-	gbml_boost_problem prob;
 	size_t		base;
 
 	*grown = false;
 	t0 = gbml_now();
-	drawn = draw_rows(T, iteration);
-	prob = data_problem(&T->train, gbml_boost_loss_is_ranking(T->kind));
-	rc = gbml_boost_loss_gradients(T->kind, &prob, T->pred, (uint64_t) T->p->random_seed, iteration,
-								   T->grad, T->newton_hess ? T->newton_hess : T->hess, env);
-	if (rc != GBML_OK)
+	if ((rc = T->rows->gradients(T, iteration, &gm)) != GBML_OK)
 		return rc;
-	quantize_gradients(T, &sg, &sh);
-	if (T->on_gpu && (rc = gbml_boost_gpu_begin_tree(&T->gpu, T->leaf, T->gq, T->packed ? NULL : T->hq)) != GBML_OK)
-		return rc;
+	boost_fixed_point_plan(T, &gm);
 	T->t_gradients += gbml_now() - t0;
 
-	if ((rc = builder_reserve(F, env)) != GBML_OK)
+	if ((rc = builder_reserve(F, T->env)) != GBML_OK)
 		return rc;
 	base = (size_t) F->n_trees * (size_t) d;
 
 	for (int level = 0; level < d; level++)
 	{
-		gbml_boost_split best;
-		double		parent_score;
-		int			n_leaves = 1 << level;
+		bool		split;
 
 		t0 = gbml_now();
-		if ((rc = level_histograms(T, level, drawn == T->train.n, last_f, last_j)) != GBML_OK)
+		if ((rc = level_histograms(T, level, last_f, last_j)) != GBML_OK)
 			return rc;
 		T->t_histograms += gbml_now() - t0;
 
 		t0 = gbml_now();
-		/*
-		 * Leaf totals: at the root the bins of feature 0 (they cover every
-		 * row), below it the children's sums the last split computed.
-		 */
-		if (level == 0)
-		{
-			leaf_sums[0].g = leaf_sums[0].h = 0;
-			for (int64_t b = 0; b < T->feat_off[1]; b++)
-			{
-				leaf_sums[0].g += T->hist_cur[b].g;
-				leaf_sums[0].h += T->hist_cur[b].h;
-			}
-		}
-		else
-			memcpy(leaf_sums, T->child_sums, sizeof(gbml_boost_hist_bin) * (size_t) n_leaves);
-		parent_score = gbml_boost_leaves_score(leaf_sums, n_leaves, 1.0 / sg, 1.0 / sh, T->l2);
-		gbml_boost_best_split(T->hist_cur, leaf_sums, n_leaves, T->n_features, T->feat_off, T->total_bins,
-							  T->borders.count, 1.0 / sg, 1.0 / sh, T->l2, T->threads,
-							  T->feature_best, &best);
-		if (best.feature < 0)
-		{
-			T->t_splits += gbml_now() - t0;
-			return GBML_OK;		/* no feature has a border: nothing can split */
-		}
-		F->feature[base + level] = best.feature;
-		F->border_index[base + level] = best.border;
-		F->border[base + level] = T->borders.values[T->borders.offset[best.feature] + best.border];
-		F->gain[base + level] = (float) fmax(0.0, best.score - parent_score);
-		last_f = best.feature;
-		last_j = best.border;
-		/* the children's sums: the next level's sibling choice, or the leaf values */
-		split_sums(T, leaf_sums, n_leaves, level, last_f, last_j, T->child_sums);
+		split = choose_split(T, level, base, leaf_sums);
 		T->t_splits += gbml_now() - t0;
+		if (!split)
+			return GBML_OK;
+		last_f = F->feature[base + level];
+		last_j = F->border_index[base + level];
 		{
 			gbml_boost_hist_bin *tmp = T->hist_cur;
 
@@ -1415,60 +1542,9 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 		}
 	}
 
-	/*
-	 * Newton leaf values; then the last split and the predictions in one pass
-	 * (with newton_hess, the last split comes first, with the leaves' H; with
-	 * further Newton steps too, which need every row's leaf).
-	 */
 	t0 = gbml_now();
-	{
-		float	   *lv = F->leaf + ((size_t) F->n_trees << d);
-		double		lr = T->p->learning_rate,
-					l2 = T->l2;
-		int64_t		newton_h[1 << GBML_BOOST_MAX_DEPTH];
-		bool		refine = refines_leaves(T);
-		bool		leaves_known = T->newton_hess || T->on_gpu;
-
-		/* on the GPU the device applies the last split and hands back every row's leaf */
-		if (T->on_gpu && (rc = gbml_boost_gpu_end_tree(&T->gpu, d - 1, last_f, last_j, T->leaf)) != GBML_OK)
-			return rc;
-		if (T->newton_hess)
-			last_split_newton_sums(T, last_f, last_j, newton_h);
-		if (refine && !leaves_known)
-		{
-			apply_last_split(T, d, last_f, last_j);
-			leaves_known = true;
-		}
-		if (refine)
-		{
-			if ((rc = refined_leaf_values(T, d, lr, sg, sh, lv)) != GBML_OK)
-				return rc;
-		}
-		else
-			for (int l = 0; l < (1 << d); l++)
-			{
-				double		G = (double) T->child_sums[l].g / sg;
-				double		H = T->newton_hess ? (double) newton_h[l] / T->newton_scale
-					: (double) T->child_sums[l].h / sh;
-				double		v = (H + l2 > 0) ? -lr * G / (H + l2) : 0.0;
-
-				lv[l] = (float) v;
-			}
-#pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
-		for (int64_t b = 0; b < T->bins.n_blocks; b++)
-		{
-			int64_t		start = b * BLOCK_ROWS;
-			int64_t		len = gbml_boost_block_len(&T->bins, b);
-			uint16_t   *leaf = T->leaf + start;
-			double	   *pred = T->pred + start;
-
-			if (!leaves_known)
-				gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) last_f * (size_t) len, len,
-									   last_j, d - 1, leaf);
-			for (int64_t r = 0; r < len; r++)
-				pred[r] += (double) lv[leaf[r] & GBML_BOOST_LEAF_MASK];
-		}
-	}
+	if ((rc = T->rows->finish_tree(T, last_f, last_j, F->leaf + ((size_t) F->n_trees << d))) != GBML_OK)
+		return rc;
 	T->t_update += gbml_now() - t0;
 
 	if (T->has_eval)
@@ -1535,6 +1611,95 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 	}
 }
 
+/*
+ * The base score from exact sums of the labels (boost_loss.h): the same
+ * bits from shards' partial sums as from one server's rows.
+ */
+static int
+base_score_of(trainer *T, double *base)
+{
+	double		max[GBML_BOOST_N_TERMS],
+				scale[GBML_BOOST_N_TERMS];
+	int64_t		sum[GBML_BOOST_N_TERMS];
+	int			rc;
+
+	*base = 0;
+	if (T->kind != GBML_LOSS_RMSE && T->kind != GBML_LOSS_LOGLOSS)
+		return GBML_OK;
+	if ((rc = T->rows->term_maxima(T, false, max)) != GBML_OK)
+		return rc;
+	gbml_boost_term_scales(max, T->n_global, scale);
+	if ((rc = T->rows->term_sums(T, false, scale, sum)) != GBML_OK)
+		return rc;
+	*base = gbml_boost_base_from_sums(T->kind, sum, scale);
+	if (!isfinite(*base))
+		*base = 0;
+	return GBML_OK;
+}
+
+/* Whether the metric (and the loss) is a pointwise mean: summed exactly from the rows' terms. */
+static bool
+pointwise_metric(const trainer *T, int metric)
+{
+	return metric == GBML_BOOST_METRIC_RMSE || metric == GBML_BOOST_METRIC_LOGLOSS ||
+		(metric == GBML_BOOST_METRIC_LOSS && (T->kind == GBML_LOSS_RMSE || T->kind == GBML_LOSS_LOGLOSS));
+}
+
+/* A pointwise metric from the exact term sums. */
+static double
+pointwise_value(const trainer *T, int metric, const int64_t *sum, const double *scale)
+{
+	double		sw = gbml_boost_term_value(sum, scale, GBML_BOOST_TERM_W);
+	bool		rmse = metric == GBML_BOOST_METRIC_RMSE ||
+		(metric == GBML_BOOST_METRIC_LOSS && T->kind == GBML_LOSS_RMSE);
+
+	if (!(sw > 0))
+		return metric == GBML_BOOST_METRIC_RMSE ? NAN : 0.0;
+	if (rmse)
+		return sqrt(gbml_boost_term_value(sum, scale, GBML_BOOST_TERM_SQERR) / sw);
+	return gbml_boost_term_value(sum, scale, GBML_BOOST_TERM_LOGLOSS) / sw;
+}
+
+/*
+ * The trained model's metric and loss on its training rows: the pointwise
+ * ones (RMSE, Logloss) from exact term sums, wherever the rows are; AUC,
+ * NDCG and the ranking losses from the rows in order (never on shards).
+ */
+static int
+train_values(trainer *T, double *metric, double *loss)
+{
+	double		max[GBML_BOOST_N_TERMS],
+				scale[GBML_BOOST_N_TERMS];
+	int64_t		sum[GBML_BOOST_N_TERMS];
+	bool		exact_metric = pointwise_metric(T, T->metric),
+				exact_loss = pointwise_metric(T, GBML_BOOST_METRIC_LOSS);
+	int			rc;
+
+	if (exact_metric || exact_loss)
+	{
+		if ((rc = T->rows->term_maxima(T, true, max)) != GBML_OK)
+			return rc;
+		gbml_boost_term_scales(max, T->n_global, scale);
+		if ((rc = T->rows->term_sums(T, true, scale, sum)) != GBML_OK)
+			return rc;
+	}
+	if ((!exact_metric || !exact_loss) && T->shards)
+		return gbml_error(T->env, GBML_EUNSUPPORTED, "boost: a train metric that needs the rows in one place");
+	if (exact_metric)
+		*metric = pointwise_value(T, T->metric, sum, scale);
+	else
+		*metric = metric_value(T->env, T->metric, T->kind, T->p->eval_k, &T->train, T->pred);
+	if (exact_loss)
+		*loss = pointwise_value(T, GBML_BOOST_METRIC_LOSS, sum, scale);
+	else
+	{
+		gbml_boost_problem prob = data_problem(&T->train, gbml_boost_loss_is_ranking(T->kind));
+
+		*loss = gbml_boost_loss_value_env(T->env, T->kind, &prob, T->pred);
+	}
+	return GBML_OK;
+}
+
 static int
 boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 {
@@ -1559,23 +1724,14 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 	T.env = env;
 	T.p = p;
 	T.threads = env->threads;
-	if ((rc = setup(&T, ds, ctx->eval)) != GBML_OK)
+	if ((rc = ds->shards ? setup_coordinator(&T, ds) : setup(&T, ds, ctx->eval)) != GBML_OK)
 		goto done;
 	t_quant = gbml_now() - t_start;
 	hib = metric_higher_is_better(T.metric);
 	metric_name(T.metric, T.kind, p->eval_k, mname, sizeof(mname));
 
-	{
-		gbml_boost_problem prob = data_problem(&T.train, gbml_boost_loss_is_ranking(T.kind));
-
-		base_score = gbml_boost_loss_base_score(T.kind, &prob);
-		if (!isfinite(base_score))
-			base_score = 0;
-	}
-	for (int64_t r = 0; r < T.train.n; r++)
-		T.pred[r] = base_score;
-	for (int64_t r = 0; r < T.eval.n; r++)
-		T.eval_pred[r] = base_score;
+	if ((rc = base_score_of(&T, &base_score)) != GBML_OK || (rc = T.rows->start(&T, base_score)) != GBML_OK)
+		goto done;
 
 	for (int64_t it = 0; it < p->iterations; it++)
 	{
@@ -1635,12 +1791,15 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 	/* META */
 	{
 		gbml_strbuf *m = ctx->meta;
-		double		train_value = metric_value(env, T.metric, T.kind, p->eval_k, &T.train, T.pred);
-		gbml_boost_problem prob = data_problem(&T.train, gbml_boost_loss_is_ranking(T.kind));
-		double		train_loss = gbml_boost_loss_value_env(env, T.kind, &prob, T.pred);
+		double		train_value = NAN,
+					train_loss = NAN;
 		double		eval_value = T.has_eval ? (p->use_best_model && best_iter >= 0 ? best_value : last_value)
-			: train_value;
+			: NAN;
 
+		if ((rc = train_values(&T, &train_value, &train_loss)) != GBML_OK)
+			goto done;
+		if (!T.has_eval)
+			eval_value = train_value;
 		gbml_sb_printf(m, "\"loss\":\"%s\",\"trees\":%lld,\"depth\":%d,\"iterations_run\":%lld,",
 					   gbml_boost_loss_names[T.kind], (long long) T.forest.n_trees, T.depth,
 					   (long long) iterations_run);

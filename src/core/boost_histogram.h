@@ -22,6 +22,7 @@
 #ifndef GBML_BOOST_HISTOGRAM_H
 #define GBML_BOOST_HISTOGRAM_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -31,6 +32,35 @@
 #define GBML_BOOST_LEAF_MASK 0x3ffu
 /* Entries of a slot_of table: indexed by a row's leaf value, flag included. */
 #define GBML_BOOST_SLOT_TABLE 0x800
+
+/* Smallest K with n < 2^K. */
+static inline int
+gbml_boost_bits_for(int64_t n)
+{
+	int			k = 0;
+
+	while (k < 63 && ((int64_t) 1 << k) <= n)
+		k++;
+	return k;
+}
+
+/*
+ * The fixed-point scale of a sum over n terms of magnitude at most max_abs:
+ * the power of two 2^e with n * max_abs * 2^e <= 2^62, so no such sum can
+ * overflow (1 when max_abs is 0 or not finite).  n is the whole data's
+ * row count, on a shard too: then shards' partial sums add up to the bits
+ * one server gets.
+ */
+static inline double
+gbml_boost_fixed_scale(double max_abs, int64_t n)
+{
+	int			k;
+
+	if (!(max_abs > 0) || !isfinite(max_abs))
+		return 1.0;
+	frexp(max_abs, &k);			/* max_abs < 2^k */
+	return ldexp(1.0, 62 - k - gbml_boost_bits_for(n));
+}
 
 typedef struct gbml_boost_hist_bin
 {

@@ -16,6 +16,7 @@
  * that a CUDA backend can later provide the same computation.
  */
 #include "boost_loss.h"
+#include "boost_histogram.h"
 #include "rank_order.h"
 #include "metrics.h"
 #include "rng.h"
@@ -957,27 +958,93 @@ gbml_boost_loss_value_env(gbml_env *env, gbml_boost_loss_kind kind, const gbml_b
 	return objective_impl(env, kind, p, pred, 0, 0, &opt, true);
 }
 
-double
-gbml_boost_loss_base_score(gbml_boost_loss_kind kind, const gbml_boost_problem *p)
+/* Row i's terms (the last two 0 without predictions). */
+static inline void
+row_terms(const gbml_boost_problem *p, const double *pred, int64_t i, double *term)
 {
-	double		sw = 0,
-				sy = 0,
+	double		w = row_weight(p, i),
+				y = p->label[i];
+
+	term[GBML_BOOST_TERM_W] = w;
+	term[GBML_BOOST_TERM_WY] = w * y;
+	term[GBML_BOOST_TERM_SQERR] = pred ? w * (pred[i] - y) * (pred[i] - y) : 0;
+	term[GBML_BOOST_TERM_LOGLOSS] = pred ? w * (softplus(pred[i]) - y * pred[i]) : 0;
+}
+
+void
+gbml_boost_term_maxima(const gbml_boost_problem *p, const double *pred, double *max)
+{
+	for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
+		max[t] = 0;
+	for (int64_t i = 0; i < p->n; i++)
+	{
+		double		term[GBML_BOOST_N_TERMS];
+
+		row_terms(p, pred, i, term);
+		for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
+			if (!(fabs(term[t]) <= max[t]))
+				max[t] = isnan(term[t]) ? INFINITY : fabs(term[t]);	/* NaN: the sum is not finite */
+	}
+}
+
+void
+gbml_boost_term_scales(const double *max, int64_t n, double *scale)
+{
+	for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
+		scale[t] = isfinite(max[t]) ? gbml_boost_fixed_scale(max[t], n) : 0.0;
+}
+
+void
+gbml_boost_term_sums(const gbml_boost_problem *p, const double *pred, const double *scale, int64_t *sum)
+{
+	for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
+		sum[t] = 0;
+	for (int64_t i = 0; i < p->n; i++)
+	{
+		double		term[GBML_BOOST_N_TERMS];
+
+		row_terms(p, pred, i, term);
+		for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
+			if (scale[t] > 0)
+				sum[t] += (int64_t) llrint(term[t] * scale[t]);
+	}
+}
+
+double
+gbml_boost_term_value(const int64_t *sum, const double *scale, gbml_boost_term t)
+{
+	return scale[t] > 0 ? (double) sum[t] / scale[t] : NAN;
+}
+
+double
+gbml_boost_base_from_sums(gbml_boost_loss_kind kind, const int64_t *sum, const double *scale)
+{
+	double		sw = gbml_boost_term_value(sum, scale, GBML_BOOST_TERM_W),
+				sy = gbml_boost_term_value(sum, scale, GBML_BOOST_TERM_WY),
 				mean;
 
 	if (kind != GBML_LOSS_RMSE && kind != GBML_LOSS_LOGLOSS)
 		return 0.0;
-	for (int64_t i = 0; i < p->n; i++)
-	{
-		double		w = row_weight(p, i);
-
-		sw += w;
-		sy += w * (double) p->label[i];
-	}
-	if (!(sw > 0))
+	if (!(sw > 0) || !isfinite(sy))
 		return 0.0;
 	mean = sy / sw;
 	if (kind == GBML_LOSS_RMSE)
 		return mean;
 	mean = fmin(fmax(mean, LOGLOSS_MEAN_CLAMP), 1.0 - LOGLOSS_MEAN_CLAMP);
 	return log(mean / (1.0 - mean));
+}
+
+double
+gbml_boost_loss_base_score(gbml_boost_loss_kind kind, const gbml_boost_problem *p)
+{
+	double		max[GBML_BOOST_N_TERMS],
+				scale[GBML_BOOST_N_TERMS];
+	int64_t		sum[GBML_BOOST_N_TERMS];
+
+	if (kind != GBML_LOSS_RMSE && kind != GBML_LOSS_LOGLOSS)
+		return 0.0;
+	gbml_boost_term_maxima(p, NULL, max);
+	gbml_boost_term_scales(max, p->n, scale);
+	gbml_boost_term_sums(p, NULL, scale, sum);
+	return gbml_boost_base_from_sums(kind, sum, scale);
 }

@@ -120,7 +120,39 @@ double		gbml_boost_loss_value(gbml_boost_loss_kind kind, const gbml_boost_proble
 double		gbml_boost_loss_value_env(gbml_env *env, gbml_boost_loss_kind kind, const gbml_boost_problem *p,
 									  const double *pred);
 
-/* Initial constant prediction (mean label for RMSE, log-odds for Logloss, 0 for ranking losses). */
+/*
+ * Exact sums of the pointwise losses' per-row terms (RMSE, Logloss): the
+ * base score and a trained model's RMSE, Logloss and loss.  Each term is
+ * rounded to fixed point at a scale from the largest term over the whole
+ * data (gbml_boost_fixed_scale) and summed as int64, so the sums do not
+ * depend on the rows' order, and shards' partial sums (at the scales from
+ * the shards' maxima and the union's row count) add up to one server's.
+ */
+typedef enum gbml_boost_term
+{
+	GBML_BOOST_TERM_W,			/* w */
+	GBML_BOOST_TERM_WY,			/* w y */
+	GBML_BOOST_TERM_SQERR,		/* w (pred - y)^2 */
+	GBML_BOOST_TERM_LOGLOSS,	/* w (log(1 + e^pred) - y pred) */
+	GBML_BOOST_N_TERMS
+} gbml_boost_term;
+
+/* The largest |term| of each kind over p's rows (pred NULL: the last two are 0). */
+void		gbml_boost_term_maxima(const gbml_boost_problem *p, const double *pred, double *max);
+/* The scales for the union's n rows from the union's maxima (0: a term is not finite somewhere). */
+void		gbml_boost_term_scales(const double *max, int64_t n, double *scale);
+/* The fixed-point sums of p's terms at those scales. */
+void		gbml_boost_term_sums(const gbml_boost_problem *p, const double *pred, const double *scale,
+								 int64_t *sum);
+/* Their value: sum[t] / scale[t] (NaN when the scale is 0). */
+double		gbml_boost_term_value(const int64_t *sum, const double *scale, gbml_boost_term t);
+/* The base score of kind from the sums of W and WY. */
+double		gbml_boost_base_from_sums(gbml_boost_loss_kind kind, const int64_t *sum, const double *scale);
+
+/*
+ * Initial constant prediction (mean label for RMSE, log-odds for Logloss, 0
+ * for ranking losses), the mean from the exact term sums above.
+ */
 double		gbml_boost_loss_base_score(gbml_boost_loss_kind kind, const gbml_boost_problem *p);
 
 #endif

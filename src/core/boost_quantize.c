@@ -210,38 +210,52 @@ scan_missing(const gbml_dataset *ds, bool *has_missing, gbml_env *env)
 	return GBML_OK;
 }
 
+int64_t
+gbml_boost_sample_positions(int64_t n, int64_t m, uint64_t seed, int64_t *pos)
+{
+	gbml_rng	rng;
+	int64_t		taken = 0;
+
+	if (m > n)
+		m = n;
+	gbml_rng_stream(&rng, seed, 0x626f7264);	/* "bord" */
+	for (int64_t seen = 0; seen < n && taken < m; seen++)
+		if (m == n || (double) (n - seen) * gbml_rng_uniform(&rng) < (double) (m - taken))
+			pos[taken++] = seen;
+	return taken;
+}
+
 /*
- * Selection sampling (Knuth's algorithm S) over the canonical order: exactly
- * m rows, as pointers into the host chunks (sample[]), or as addresses
- * (chunk << 32 | row) when a chunk store holds the rows (addr[] not NULL;
+ * The sample's rows (gbml_boost_sample_positions over the canonical order)
+ * as pointers into the host chunks (sample[]), or as addresses (chunk << 32
+ * | row) when a chunk store holds the rows (addr[] not NULL;
  * sample_columns fetches them).  Returns the number taken.
  */
 static int64_t
-draw_sample(const gbml_dataset *ds, int64_t m, uint64_t seed, const float **sample, int64_t *addr)
+draw_sample(const gbml_dataset *ds, int64_t m, uint64_t seed, const float **sample, int64_t *addr,
+			gbml_env *env)
 {
-	gbml_rng	rng;
-	int64_t		n = ds->n_rows,
-				seen = 0,
-				taken = 0;
-	int			d = ds->n_features;
+	int64_t    *pos = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(int64_t));
+	int64_t		taken,
+				first = 0;		/* canonical position of chunk c's first row */
+	int			c = 0;
 
-	gbml_rng_stream(&rng, seed, 0x626f7264);	/* "bord" */
-	for (int c = 0; c < ds->n_chunks && taken < m; c++)
+	if (pos == NULL)
+		return -1;
+	taken = gbml_boost_sample_positions(ds->n_rows, m, seed, pos);
+	for (int64_t i = 0; i < taken; i++)
 	{
-		const gbml_chunk *ch = ds->chunks[c];
+		int64_t		r;
 
-		for (int64_t r = 0; r < ch->n_rows && taken < m; r++, seen++)
-		{
-			if (m == n || (double) (n - seen) * gbml_rng_uniform(&rng) < (double) (m - taken))
-			{
-				if (addr)
-					addr[taken] = ((int64_t) c << 32) | r;
-				else
-					sample[taken] = ch->x + (size_t) r * d;
-				taken++;
-			}
-		}
+		while (pos[i] >= first + ds->chunks[c]->n_rows)
+			first += ds->chunks[c++]->n_rows;
+		r = pos[i] - first;
+		if (addr)
+			addr[i] = ((int64_t) c << 32) | r;
+		else
+			sample[i] = ds->chunks[c]->x + (size_t) r * ds->n_features;
 	}
+	gbml_free(env, pos);
 	return taken;
 }
 
@@ -288,6 +302,100 @@ sample_columns(const gbml_dataset *ds, const float **sample, const int64_t *addr
 	return GBML_OK;
 }
 
+/*
+ * The borders being chosen: per feature at most border_count + 1 values
+ * (the missing one first) in `chosen`, then counted and packed into out.
+ */
+typedef struct border_choice
+{
+	gbml_boost_borders *out;
+	int			d;
+	int			border_count;
+	int64_t		stride;
+	float	   *chosen;
+} border_choice;
+
+static int
+choice_begin(border_choice *bc, gbml_boost_borders *out, int d, int border_count, gbml_env *env)
+{
+	memset(out, 0, sizeof(*out));
+	bc->out = out;
+	bc->d = d;
+	bc->border_count = border_count > GBML_BOOST_MAX_BORDERS ? GBML_BOOST_MAX_BORDERS : border_count;
+	bc->stride = bc->border_count + 1;
+	out->count = gbml_alloc0(env, sizeof(int) * (size_t) d);
+	out->offset = gbml_alloc0(env, sizeof(int64_t) * ((size_t) d + 1));
+	out->has_missing = gbml_alloc0(env, sizeof(bool) * (size_t) d);
+	bc->chosen = gbml_alloc_array(env, (size_t) (d > 0 ? d : 1) * (size_t) bc->stride, sizeof(float));
+	return out->count && out->offset && out->has_missing && bc->chosen ? GBML_OK : env->error_code;
+}
+
+/*
+ * Features f0 .. f0 + fb's borders from their sample columns (colbuf[j * m
+ * + i]: feature f0 + j of sample row i): each column's finite values
+ * sorted, then choose_borders.  scratch: threads * 2 * m keys.
+ */
+static void
+choice_batch(border_choice *bc, const float *colbuf, int64_t m, int64_t f0, int64_t fb, uint32_t *scratch,
+			 int threads)
+{
+	gbml_boost_borders *out = bc->out;
+
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+	for (int64_t j = 0; j < fb; j++)
+	{
+		int			t = 0;
+		uint32_t   *keys,
+				   *tmp;
+		const float *col = colbuf + j * m;
+		int64_t		mf = 0;
+		int64_t		f = f0 + j;
+		int			extra = out->has_missing[f] ? 1 : 0;
+		int			cap = bc->border_count;
+		float	   *dst = bc->chosen + f * bc->stride;
+
+#ifdef _OPENMP
+		t = omp_get_thread_num();
+#endif
+		keys = scratch + (size_t) t * 2 * (size_t) m;
+		tmp = keys + m;
+		for (int64_t i = 0; i < m; i++)
+			if (isfinite(col[i]))
+				keys[mf++] = float_key(col[i]);
+		radix_sort_u32(keys, tmp, mf);
+		if (cap > GBML_BOOST_MAX_BORDERS - extra)
+			cap = GBML_BOOST_MAX_BORDERS - extra;
+		if (extra)
+			dst[0] = -INFINITY;
+		out->count[f] = extra + choose_borders(keys, mf, cap, dst + extra);
+	}
+}
+
+/* The chosen borders packed into out (freed on failure). */
+static int
+choice_finish(border_choice *bc, int rc, gbml_env *env)
+{
+	gbml_boost_borders *out = bc->out;
+	int			d = bc->d;
+
+	if (rc == GBML_OK)
+	{
+		for (int f = 0; f < d; f++)
+			out->offset[f + 1] = out->offset[f] + out->count[f];
+		out->values = gbml_alloc_array(env, (size_t) (out->offset[d] > 0 ? out->offset[d] : 1), sizeof(float));
+		if (out->values == NULL)
+			rc = env->error_code;
+	}
+	for (int f = 0; rc == GBML_OK && f < d; f++)
+		memcpy(out->values + out->offset[f], bc->chosen + (size_t) f * (size_t) bc->stride,
+			   sizeof(float) * out->count[f]);
+	gbml_free(env, bc->chosen);
+	bc->chosen = NULL;
+	if (rc != GBML_OK)
+		gbml_boost_borders_free(out, env);
+	return rc;
+}
+
 int
 gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sample_size,
 						 uint64_t seed, gbml_boost_borders *out, gbml_env *env)
@@ -299,33 +407,29 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 	int64_t    *addr = NULL;
 	float	   *colbuf = NULL;
 	uint32_t   *scratch = NULL;
-	float	   *chosen = NULL;
-	int64_t		stride;
 	int			threads = env->threads;
 	int64_t		batch;
-	int			rc = GBML_OK;
+	border_choice bc;
+	int			rc;
 
-	memset(out, 0, sizeof(*out));
-	if (border_count > GBML_BOOST_MAX_BORDERS)
-		border_count = GBML_BOOST_MAX_BORDERS;
-	out->count = gbml_alloc0(env, sizeof(int) * (size_t) d);
-	out->offset = gbml_alloc0(env, sizeof(int64_t) * ((size_t) d + 1));
-	out->has_missing = gbml_alloc0(env, sizeof(bool) * (size_t) d);
-	/* a feature gets at most border_count borders plus the missing one */
-	stride = border_count + 1;
-	chosen = gbml_alloc_array(env, (size_t) d * (size_t) stride, sizeof(float));
+	if ((rc = choice_begin(&bc, out, d, border_count, env)) != GBML_OK)
+		goto done;
 	if (ds->store)
 		addr = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(int64_t));
 	else
 		sample = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(float *));
-	if (!out->count || !out->offset || !out->has_missing || !chosen || (!sample && !addr))
+	if (!sample && !addr)
 	{
 		rc = env->error_code;
 		goto done;
 	}
 	if ((rc = scan_missing(ds, out->has_missing, env)) != GBML_OK)
 		goto done;
-	m = draw_sample(ds, m, seed, sample, addr);
+	if ((m = draw_sample(ds, m, seed, sample, addr, env)) < 0)
+	{
+		rc = env->error_code;
+		goto done;
+	}
 
 	/*
 	 * Host rows are transposed a batch of features at a time; stored rows
@@ -370,57 +474,51 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 
 		if ((rc = sample_columns(ds, sample, addr, m, f0, fb, colbuf, env)) != GBML_OK)
 			goto done;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-		for (int64_t j = 0; j < fb; j++)
-		{
-			int			t = 0;
-			uint32_t   *keys,
-					   *tmp;
-			const float *col = colbuf + j * m;
-			int64_t		mf = 0;
-			int64_t		f = f0 + j;
-			int			extra = out->has_missing[f] ? 1 : 0;
-			int			cap = border_count;
-			float	   *dst = chosen + f * stride;
-
-#ifdef _OPENMP
-			t = omp_get_thread_num();
-#endif
-			keys = scratch + (size_t) t * 2 * (size_t) m;
-			tmp = keys + m;
-			for (int64_t i = 0; i < m; i++)
-				if (isfinite(col[i]))
-					keys[mf++] = float_key(col[i]);
-			radix_sort_u32(keys, tmp, mf);
-			if (cap > GBML_BOOST_MAX_BORDERS - extra)
-				cap = GBML_BOOST_MAX_BORDERS - extra;
-			if (extra)
-				dst[0] = -INFINITY;
-			out->count[f] = extra + choose_borders(keys, mf, cap, dst + extra);
-		}
+		choice_batch(&bc, colbuf, m, f0, fb, scratch, threads);
 	}
-
-	for (int f = 0; f < d; f++)
-		out->offset[f + 1] = out->offset[f] + out->count[f];
-	out->values = gbml_alloc_array(env, (size_t) (out->offset[d] > 0 ? out->offset[d] : 1), sizeof(float));
-	if (out->values == NULL)
-	{
-		rc = env->error_code;
-		goto done;
-	}
-	for (int f = 0; f < d; f++)
-		memcpy(out->values + out->offset[f], chosen + (size_t) f * (size_t) stride,
-			   sizeof(float) * out->count[f]);
 
 done:
 	gbml_free(env, sample);
 	gbml_free(env, addr);
 	gbml_free(env, colbuf);
 	gbml_free(env, scratch);
-	gbml_free(env, chosen);
-	if (rc != GBML_OK)
-		gbml_boost_borders_free(out, env);
-	return rc;
+	return choice_finish(&bc, rc, env);
+}
+
+int
+gbml_boost_borders_from_sample(const float *rows, int64_t m, int d, const bool *has_missing, int border_count,
+							   gbml_boost_borders *out, gbml_env *env)
+{
+	int64_t		batch = (int64_t) (SAMPLE_BATCH_BYTES / ((size_t) (m > 0 ? m : 1) * sizeof(float)));
+	float	   *colbuf = NULL;
+	uint32_t   *scratch = NULL;
+	border_choice bc;
+	int			rc;
+
+	batch = batch < 1 ? 1 : batch > d ? d : batch;
+	if ((rc = choice_begin(&bc, out, d, border_count, env)) != GBML_OK)
+		goto done;
+	memcpy(out->has_missing, has_missing, sizeof(bool) * (size_t) d);
+	colbuf = gbml_alloc_array(env, (size_t) (batch > 0 ? batch : 1) * (size_t) (m > 0 ? m : 1), sizeof(float));
+	scratch = gbml_alloc_array(env, (size_t) env->threads * 2 * (size_t) (m > 0 ? m : 1), sizeof(uint32_t));
+	if (colbuf == NULL || scratch == NULL)
+	{
+		rc = env->error_code;
+		goto done;
+	}
+	for (int64_t f0 = 0; f0 < d; f0 += batch)
+	{
+		int64_t		fb = d - f0 < batch ? d - f0 : batch;
+
+		for (int64_t i = 0; i < m; i++)
+			for (int64_t j = 0; j < fb; j++)
+				colbuf[j * m + i] = rows[(size_t) i * (size_t) d + (size_t) (f0 + j)];
+		choice_batch(&bc, colbuf, m, f0, fb, scratch, env->threads);
+	}
+done:
+	gbml_free(env, colbuf);
+	gbml_free(env, scratch);
+	return choice_finish(&bc, rc, env);
 }
 
 void

@@ -44,6 +44,22 @@ typedef struct gbml_boost_borders
  */
 int			gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sample_size,
 									 uint64_t seed, gbml_boost_borders *out, gbml_env *env);
+/*
+ * Selection sampling (Knuth's algorithm S) of min(m, n) positions among
+ * 0 .. n-1, ascending, into pos: the canonical positions of the border
+ * sample, which depend on n, m and the seed only.  Returns the count.
+ */
+int64_t		gbml_boost_sample_positions(int64_t n, int64_t m, uint64_t seed, int64_t *pos);
+
+/*
+ * Borders from a sample already gathered: rows[i * d + f] is feature f of
+ * sample row i (any order: a feature's borders depend on its sorted
+ * values only), has_missing[d] the whole data's flags.  The same borders
+ * gbml_boost_borders_build chooses from the same sample (a coordinator's,
+ * from its shards' rows).
+ */
+int			gbml_boost_borders_from_sample(const float *rows, int64_t m, int d, const bool *has_missing,
+										   int border_count, gbml_boost_borders *out, gbml_env *env);
 void		gbml_boost_borders_free(gbml_boost_borders *b, gbml_env *env);
 
 /* bin(x) = #{ j : x > borders[j] } for sorted borders (count <= 255). */

@@ -1,0 +1,184 @@
+/*
+ * boost_internal.h — what the boosting trainer's parts share: the trainer
+ * (boost.c's driver and split side), and the row side it calls through
+ * boost_row_ops: this process's rows (boost_local_rows, boost.c), or rows
+ * on other servers (boost_shards.c, whose shards run boost_local_rows on
+ * theirs, boost_shard.c).
+ *
+ * The split between the sides: the row side holds the rows, their bins,
+ * predictions, gradients and leaf indices, and returns only maxima,
+ * integer sums and histograms, which are exact in any order; the split
+ * side turns them into the fixed-point scales, the splits, the leaf values
+ * and the model.  One driver over either row side: the same model bytes.
+ */
+#ifndef GBML_BOOST_INTERNAL_H
+#define GBML_BOOST_INTERNAL_H
+
+#include "boost.h"
+#include "boost_gpu.h"
+#include "boost_histogram.h"
+#include "boost_loss.h"
+#include "boost_quantize.h"
+#include "boost_ctr.h"
+
+/* Rows per bin block (<= 65536: row lists inside a block are uint16). */
+#define BLOCK_ROWS 8192
+
+typedef struct boost_data
+{
+	int64_t		n;
+	const float **rows;			/* n pointers to n_features floats (host rows), until binned */
+	int64_t    *src;			/* rows in a chunk store: n addresses (chunk << 32 | row) instead */
+	float	   *label;
+	float	   *weight;			/* NULL when every weight is 1 */
+	int64_t		n_groups;		/* 0 without group ids */
+	int64_t    *group_off;		/* n_groups + 1 */
+	double	   *ideal_dcg;		/* per query, for the eval NDCG of every tree; NULL: computed per call */
+} boost_data;
+
+
+typedef struct forest_builder
+{
+	int			depth;
+	int64_t		n_trees;
+	int64_t		cap;
+	int32_t    *feature;		/* cap * depth */
+	int32_t    *border_index;
+	float	   *border;
+	float	   *gain;
+	float	   *leaf;			/* cap << depth */
+} forest_builder;
+
+
+/* Everything one training run holds; freed in one place. */
+typedef struct trainer
+{
+	gbml_env   *env;
+	const gbml_boost_params *p;
+	gbml_boost_loss_kind kind;
+	int			metric;
+	int			threads;
+	int			depth;
+	double		l2;				/* l2_leaf_reg, the loss's default resolved */
+
+	boost_data	train;
+	boost_data	eval;
+	bool		has_eval;
+	gbml_boost_borders borders;
+	gbml_boost_bins bins;
+	gbml_boost_bins eval_bins;	/* the eval rows' bins (same borders, eval order): scored per tree */
+	int			n_inputs;		/* the rows' features */
+	gbml_boost_ctr_fit cat;		/* categorical inputs and what they become (boost_ctr.h) */
+	int			n_features;		/* the model features the trees split on: inputs, then derived */
+	int64_t    *feat_off;		/* n_features + 1 */
+	int64_t		total_bins;
+
+	double	   *pred,
+			   *grad,
+			   *hess;
+	/* structure_by_weight losses: hess holds the row weights (the split
+	 * search's), newton_hess the loss's hessian (the leaf values'), summed in
+	 * fixed point at newton_scale into tleaf_h (threads << depth) */
+	double	   *newton_hess;
+	double		newton_scale;
+	int64_t    *tleaf_h;
+	int64_t    *gq,
+			   *hq;
+	uint16_t   *leaf;
+	double	   *eval_pred;
+
+	/* per-thread scratch */
+	gbml_boost_hist_bin *thist;	/* threads * max_slots * total_bins */
+	uint16_t   *tidx;			/* threads * BLOCK_ROWS */
+	int64_t    *tG,
+			   *tH;				/* threads * BLOCK_ROWS */
+	int64_t    *tseg;			/* threads * (max_slots + 1) */
+	int64_t		max_slots;
+
+	gbml_boost_hist_bin *hist_cur,
+			   *hist_parent;	/* (1 << (depth-1)) * total_bins each */
+	/* (G, H) sums of the leaves the next level will split (choose the smaller sibling by H) */
+	gbml_boost_hist_bin child_sums[1 << GBML_BOOST_MAX_DEPTH];
+	gbml_boost_split *feature_best;
+	int16_t		slot_of[GBML_BOOST_SLOT_TABLE];
+	int16_t		small[1 << (GBML_BOOST_MAX_DEPTH - 1)];	/* per slot: the leaf its pass fills */
+	/* this tree's histograms are packed (constant hessian): gq = g * 2^count_bits + 1 */
+	bool		packed;
+	int			count_bits;
+	int64_t		hq_const;
+
+	forest_builder forest;
+
+	/* where the rows are: this process's (boost_local_rows) or shards' (boost_shards.c) */
+	const struct boost_row_ops *rows;
+	struct boost_shards *shards;	/* the coordinator's side, when the rows are on shards */
+	int64_t		n_global;		/* the rows of the whole training (the fixed-point scales' n) */
+	int64_t		drawn;			/* this tree's drawn rows (of this process's) */
+	double		sg,				/* this tree's fixed-point scales (fixed_point_plan) */
+				sh;
+
+	bool		on_gpu;			/* the level passes run on the device */
+	gbml_boost_gpu gpu;
+
+	double		t_gradients,
+				t_histograms,
+				t_splits,
+				t_update,
+				t_eval;
+} trainer;
+
+
+/* The maxima of one tree's gradients over the drawn rows (exact in any order). */
+typedef struct boost_grad_max
+{
+	double		g,				/* max |gradient| */
+				h,				/* max |hessian| (the split search's) */
+				newton_h,		/* max of the leaf values' hessian (structure_by_weight losses) */
+				hmin,			/* the hessians' extremes: equal means packed histograms */
+				hmax;
+} boost_grad_max;
+
+/* The row side (see the top of this file). */
+typedef struct boost_row_ops
+{
+	/* the largest |term| of each pointwise term (boost_loss.h), with the predictions or without */
+	int			(*term_maxima) (trainer *T, bool with_pred, double *max);
+	/* the terms' fixed-point sums at scale */
+	int			(*term_sums) (trainer *T, bool with_pred, const double *scale, int64_t *sum);
+	/* every prediction := base */
+	int			(*start) (trainer *T, double base);
+	/* the rows drawn for tree `iteration`, the loss's gradients at the predictions, their maxima */
+	int			(*gradients) (trainer *T, int64_t iteration, boost_grad_max *m);
+	/*
+	 * The histograms of the leaves T->small[0 .. n_slots) (slot_of: leaf ->
+	 * slot) into T->thist, unpacked, after the previous level's split
+	 * (prev_f, prev_j) is applied to the leaf indices; level 0 first turns
+	 * the gradients into fixed point by T's plan (fixed_point_plan).
+	 */
+	int			(*level) (trainer *T, int level, int prev_f, int prev_j, int n_slots);
+	/* the tree's leaf values (lv, 2^depth) from its last split and T->child_sums; pred += them */
+	int			(*finish_tree) (trainer *T, int last_f, int last_j, float *lv);
+} boost_row_ops;
+
+extern const boost_row_ops boost_local_rows;
+
+/* The fixed-point plan of a tree from its gradients' maxima over every row (T->n_global of them). */
+void		boost_fixed_point_plan(trainer *T, const boost_grad_max *m);
+/* The Newton leaf values -lr G / (H + l2) of the tree's leaves (newton_h: their H, or NULL: child_sums'). */
+void		boost_newton_leaf_values(const trainer *T, const int64_t *newton_h, float *lv);
+/* The loss and eval metric from T's parameters; the checks that need no rows. */
+int			boost_resolve_loss(trainer *T, int group_state);
+
+/* Shard side (boost_shard.c): a trainer over a shard's rows, up to the borders. */
+int			boost_trainer_rows(trainer *T, const gbml_dataset *ds, const gbml_boost_params *p, gbml_env *env);
+/* ... then the coordinator's borders: the bins and the row side's arrays (T->borders taken over). */
+int			boost_trainer_bins(trainer *T, const gbml_dataset *ds, int64_t n_global);
+void		boost_trainer_free(trainer *T);
+
+/* Coordinator side (boost_shards.c): the shards' hellos, the borders from their sample, T->rows. */
+int			boost_shards_setup(trainer *T, const gbml_dataset *ds);
+void		boost_shards_free(trainer *T);
+/* The exchanges so far, as timings members. */
+void		boost_shards_traffic_json(const trainer *T, gbml_strbuf *m);
+
+#endif
