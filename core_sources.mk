@@ -4,6 +4,8 @@
 CORE_SOURCES = \
 	src/core/boost.c \
 	src/core/boost_shards.c \
+	src/core/boost_shard.c \
+	src/core/shard_order.c \
 	src/core/boost_quantize.c \
 	src/core/boost_cat.c \
 	src/core/boost_ctr.c \
@@ -60,6 +62,7 @@ UNIT_TEST_SOURCES = \
 	tests/unit/test_kmeans_spill.c \
 	tests/unit/test_kmeans_shards.c \
 	tests/unit/test_saga_shards.c \
+	tests/unit/test_boost_shards.c \
 	tests/unit/test_shards_util.c \
 	tests/unit/test_saga.c \
 	tests/unit/test_saga_spill.c \

@@ -393,7 +393,7 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 	if (ds->n_rows == 0)
 		return gbml_error(env, GBML_EINVAL, "%s: no input rows", algo->name);
 	if (ds->shards && algo->shard == NULL)
-		return gbml_error(env, GBML_EUNSUPPORTED, "%s cannot train on rows held by other servers yet (kmeans and saga can)",
+		return gbml_error(env, GBML_EUNSUPPORTED, "%s cannot train on rows held by other servers yet (boost, kmeans and saga can)",
 						  algo->name);
 	if (ds->shards && ((eval && eval->n_rows > 0) || params->common.eval_fraction > 0))
 		return gbml_error(env, GBML_EUNSUPPORTED, "%s: an eval set (eval_fraction, eval_source) is not supported "

@@ -1364,6 +1364,31 @@ boost_newton_leaf_values(const trainer *T, const int64_t *newton_h, float *lv)
 }
 
 /*
+ * pred += lv[the row's leaf] for every row, the tree's last split (last_f,
+ * last_j) applied to the leaf indices first unless leaves_known.
+ */
+static void
+add_leaf_values(trainer *T, int last_f, int last_j, bool leaves_known, const float *lv)
+{
+	int			d = T->depth;
+
+#pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
+	for (int64_t b = 0; b < T->bins.n_blocks; b++)
+	{
+		int64_t		start = b * BLOCK_ROWS;
+		int64_t		len = gbml_boost_block_len(&T->bins, b);
+		uint16_t   *leaf = T->leaf + start;
+		double	   *pred = T->pred + start;
+
+		if (!leaves_known)
+			gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) last_f * (size_t) len, len,
+								   last_j, d - 1, leaf);
+		for (int64_t r = 0; r < len; r++)
+			pred[r] += (double) lv[leaf[r] & GBML_BOOST_LEAF_MASK];
+	}
+}
+
+/*
  * The row side's end of a tree on this process's rows: the leaf values,
  * then the last split and the predictions in one pass (with newton_hess,
  * the last split comes first, with the leaves' H; with further Newton
@@ -1395,20 +1420,18 @@ local_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 	}
 	else
 		boost_newton_leaf_values(T, T->newton_hess ? newton_h : NULL, lv);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
-	for (int64_t b = 0; b < T->bins.n_blocks; b++)
-	{
-		int64_t		start = b * BLOCK_ROWS;
-		int64_t		len = gbml_boost_block_len(&T->bins, b);
-		uint16_t   *leaf = T->leaf + start;
-		double	   *pred = T->pred + start;
+	add_leaf_values(T, last_f, last_j, leaves_known, lv);
+	return GBML_OK;
+}
 
-		if (!leaves_known)
-			gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) last_f * (size_t) len, len,
-								   last_j, d - 1, leaf);
-		for (int64_t r = 0; r < len; r++)
-			pred[r] += (double) lv[leaf[r] & GBML_BOOST_LEAF_MASK];
-	}
+int
+boost_apply_tree(trainer *T, int last_f, int last_j, const float *lv)
+{
+	int			rc;
+
+	if (T->on_gpu && (rc = gbml_boost_gpu_end_tree(&T->gpu, T->depth - 1, last_f, last_j, T->leaf)) != GBML_OK)
+		return rc;
+	add_leaf_values(T, last_f, last_j, T->on_gpu, lv);
 	return GBML_OK;
 }
 
@@ -1827,9 +1850,16 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 		gbml_sb_json_number(m, train_loss);
 		gbml_sb_printf(m, "},\"timings\":{\"quantize_seconds\":%.6f,\"boost_seconds\":%.6f,"
 					   "\"seconds_per_tree\":%.6f,\"gradient_seconds\":%.6f,\"histogram_seconds\":%.6f,"
-					   "\"split_seconds\":%.6f,\"update_seconds\":%.6f,\"eval_seconds\":%.6f}",
+					   "\"split_seconds\":%.6f,\"update_seconds\":%.6f,\"eval_seconds\":%.6f",
 					   t_quant, t_boost, iterations_run > 0 ? t_boost / (double) iterations_run : 0.0,
 					   T.t_gradients, T.t_histograms, T.t_splits, T.t_update, T.t_eval);
+		if (T.shards)
+		{
+			/* the exchanges with the shards: the coordination's cost beside the shards' own work */
+			gbml_sb_printf(m, ",");
+			boost_shards_traffic_json(&T, m);
+		}
+		gbml_sb_printf(m, "}");
 		rc = gbml_sb_status(m);
 	}
 
@@ -2254,6 +2284,7 @@ const gbml_algorithm gbml_algorithm_boost = {
 	.reads_spilled_rows = true,
 	.quantizes_rows = true,
 	.categorical_features = true,
+	.shard = &gbml_boost_shard_ops,
 	.records_param = boost_records_param,
 	.train = boost_train,
 	.load = boost_load,

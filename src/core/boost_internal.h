@@ -20,6 +20,7 @@
 #include "boost_loss.h"
 #include "boost_quantize.h"
 #include "boost_ctr.h"
+#include "shard_link.h"
 
 /* Rows per bin block (<= 65536: row lists inside a block are uint16). */
 #define BLOCK_ROWS 8192
@@ -161,6 +162,8 @@ typedef struct boost_row_ops
 } boost_row_ops;
 
 extern const boost_row_ops boost_local_rows;
+/* A shard's side of boosting (boost_shard.c), in the algorithm table. */
+extern const gbml_shard_ops gbml_boost_shard_ops;
 
 /* The fixed-point plan of a tree from its gradients' maxima over every row (T->n_global of them). */
 void		boost_fixed_point_plan(trainer *T, const boost_grad_max *m);
@@ -173,8 +176,12 @@ int			boost_resolve_loss(trainer *T, int group_state);
 int			boost_trainer_rows(trainer *T, const gbml_dataset *ds, const gbml_boost_params *p, gbml_env *env);
 /* ... then the coordinator's borders: the bins and the row side's arrays (T->borders taken over). */
 int			boost_trainer_bins(trainer *T, const gbml_dataset *ds, int64_t n_global);
+/* The coordinator's tree (its last split, its leaf values) applied to the rows' leaves and predictions. */
+int			boost_apply_tree(trainer *T, int last_f, int last_j, const float *lv);
 void		boost_trainer_free(trainer *T);
 
+/* What training across servers cannot do yet: an error naming it (both sides check). */
+int			boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env *env);
 /* Coordinator side (boost_shards.c): the shards' hellos, the borders from their sample, T->rows. */
 int			boost_shards_setup(trainer *T, const gbml_dataset *ds);
 void		boost_shards_free(trainer *T);

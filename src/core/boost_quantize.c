@@ -191,9 +191,8 @@ choose_borders(const uint32_t *v, int64_t m, int max_borders, float *out)
 	return n;
 }
 
-/* Per-feature "has a missing value" flags over every row (NaN or -Inf). */
-static int
-scan_missing(const gbml_dataset *ds, bool *has_missing, gbml_env *env)
+int
+gbml_boost_scan_missing(const gbml_dataset *ds, bool *has_missing, gbml_env *env)
 {
 	int			d = ds->n_features;
 
@@ -423,7 +422,7 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 		rc = env->error_code;
 		goto done;
 	}
-	if ((rc = scan_missing(ds, out->has_missing, env)) != GBML_OK)
+	if ((rc = gbml_boost_scan_missing(ds, out->has_missing, env)) != GBML_OK)
 		goto done;
 	if ((m = draw_sample(ds, m, seed, sample, addr, env)) < 0)
 	{

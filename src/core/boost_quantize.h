@@ -44,6 +44,9 @@ typedef struct gbml_boost_borders
  */
 int			gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sample_size,
 									 uint64_t seed, gbml_boost_borders *out, gbml_env *env);
+/* Per-feature "has a missing value" flags over every row of ds (NaN or -Inf). */
+int			gbml_boost_scan_missing(const gbml_dataset *ds, bool *has_missing, gbml_env *env);
+
 /*
  * Selection sampling (Knuth's algorithm S) of min(m, n) positions among
  * 0 .. n-1, ascending, into pos: the canonical positions of the border

@@ -1,5 +1,417 @@
-/* placeholder */
+/*
+ * boost_shards.c — boosting on rows other servers hold (issue 14), the
+ * coordinator's side: the shards' hellos, the border sample drawn by
+ * canonical position over the union (shard_order.h) and gathered from the
+ * shards that hold it, the borders sent back, and the row side
+ * (boost_row_ops) as round trips to every shard at once.  boost.c's driver
+ * and split side run unchanged on top, so the model bytes are those of
+ * one server holding every row.
+ *
+ * Round trips: the order (a page of 2^20 rows' hashes per shard each,
+ * only when the union has more rows than border_sample_size), the sample
+ * (pages), the borders, the base score (2); then per tree its gradients'
+ * maxima (carrying the last tree's leaves) and one per level (the smaller
+ * children's histograms up, the split down with the next request); the
+ * train metrics at the end (2).
+ *
+ * Not yet across servers (boost_shards_check): ranking losses and group
+ * ids, subsample < 1, categorical inputs, leaf_estimation_iterations > 1,
+ * AUC or NDCG as the metric (they need every prediction in one order).
+ */
 #include "boost_internal.h"
-int boost_shards_setup(trainer *T, const gbml_dataset *ds) { (void) ds; return gbml_error(T->env, GBML_EUNSUPPORTED, "x"); }
-void boost_shards_free(trainer *T) { (void) T; }
-void boost_shards_traffic_json(const trainer *T, gbml_strbuf *m) { (void) T; (void) m; }
+#include "boost_shard_msg.h"
+#include "shard_order.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Sample rows asked of one shard per round trip: at most about 64 MB of floats. */
+#define SAMPLE_PAGE_BYTES ((size_t) 64 << 20)
+
+typedef struct boost_shards
+{
+	gbml_shard_channel ch;
+	int64_t		pending;		/* bs_pending: what the next prediction-reading request carries */
+	double		base;
+	int			last_f,
+				last_j;
+	float		lv[1 << GBML_BOOST_MAX_DEPTH];
+	boost_grad_max gm;			/* the open tree's maxima over every shard */
+	int64_t		tree_bytes_before;	/* the traffic's bytes when the open tree began */
+	/* the border sample: per shard its rows' local positions, ascending */
+	int64_t   **sample_local;
+	int64_t    *sample_count;
+	int64_t    *sample_pos;		/* the sample's global positions, ascending */
+	int64_t		sample_m;
+	int64_t		sample_next;	/* the merge's next sample position to find */
+} boost_shards;
+
+int
+boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env *env)
+{
+	const char *what = NULL;
+
+	if (ds->group_state > 0 || p->loss - 1 == GBML_LOSS_QUERYRMSE || p->loss - 1 == GBML_LOSS_PAIRLOGIT ||
+		p->loss - 1 == GBML_LOSS_YETIRANK || p->loss - 1 == GBML_LOSS_LAMBDAMART)
+		what = "ranking losses and group ids";
+	else if (p->subsample < 1)
+		what = "subsample below 1";
+	else if (ds->schema && gbml_schema_n_categorical(ds->schema) > 0)
+		what = "categorical features";
+	else if (p->leaf_estimation_iterations > 1)
+		what = "leaf_estimation_iterations above 1";
+	else if (p->eval_metric == GBML_BOOST_METRIC_AUC || p->eval_metric == GBML_BOOST_METRIC_NDCG)
+		what = "eval_metric AUC or NDCG";
+	if (what == NULL)
+		return GBML_OK;
+	return gbml_error(env, GBML_EUNSUPPORTED,
+					  "boost: %s are not supported yet when the rows are on other servers "
+					  "(RMSE and Logloss on number features are)", what);
+}
+
+/* ------------------------------------------------------------------ */
+/* The border sample                                                  */
+/* ------------------------------------------------------------------ */
+
+/* The merge's visitor: a sampled global position's row goes on its shard's list. */
+static void
+sample_visit(void *arg, int shard, int64_t local, int64_t global)
+{
+	boost_shards *B = arg;
+
+	if (B->sample_next < B->sample_m && B->sample_pos[B->sample_next] == global)
+	{
+		B->sample_local[shard][B->sample_count[shard]++] = local;
+		B->sample_next++;
+	}
+}
+
+/*
+ * Which rows of which shard are the sample: every row when the union has
+ * at most m rows, else the sampled canonical positions found by merging
+ * the shards' orders.
+ */
+static int
+sample_lists(trainer *T, boost_shards *B, int64_t m)
+{
+	gbml_env   *env = T->env;
+	gbml_shard_channel *ch = &B->ch;
+	int			S = ch->n_shards;
+
+	B->sample_local = gbml_alloc0(env, sizeof(int64_t *) * (size_t) S);
+	B->sample_count = gbml_alloc0(env, sizeof(int64_t) * (size_t) S);
+	if (B->sample_local == NULL || B->sample_count == NULL)
+		return env->error_code;
+	for (int s = 0; s < S; s++)
+	{
+		int64_t		cap = ch->n_rows[s] < m ? ch->n_rows[s] : m;
+
+		if ((B->sample_local[s] = gbml_alloc_array(env, (size_t) (cap > 0 ? cap : 1), sizeof(int64_t))) == NULL)
+			return env->error_code;
+	}
+	if (m >= T->n_global)
+	{
+		for (int s = 0; s < S; s++)
+		{
+			for (int64_t i = 0; i < ch->n_rows[s]; i++)
+				B->sample_local[s][i] = i;
+			B->sample_count[s] = ch->n_rows[s];
+		}
+		return GBML_OK;
+	}
+	if ((B->sample_pos = gbml_alloc_array(env, (size_t) m, sizeof(int64_t))) == NULL)
+		return env->error_code;
+	B->sample_m = gbml_boost_sample_positions(T->n_global, m, (uint64_t) T->p->random_seed, B->sample_pos);
+	return gbml_shard_merge_order(ch, T->n_global, BS_OP_HASHES, sample_visit, B);
+}
+
+/* The sample's rows from the shards, page by page, into rows (m x d, shard by shard). */
+static int
+gather_sample(trainer *T, boost_shards *B, float *rows, int d)
+{
+	gbml_env   *env = T->env;
+	gbml_shard_channel *ch = &B->ch;
+	int			S = ch->n_shards;
+	int64_t		page = (int64_t) (SAMPLE_PAGE_BYTES / ((size_t) (d > 0 ? d : 1) * sizeof(float)));
+	int64_t    *sent = gbml_alloc0(env, sizeof(int64_t) * (size_t) S);
+	int64_t    *asked = gbml_alloc0(env, sizeof(int64_t) * (size_t) S);
+	gbml_strbuf *msgs = gbml_alloc0(env, sizeof(gbml_strbuf) * (size_t) S);
+	int64_t		at = 0;
+	bool		more = true;
+	int			rc = GBML_OK;
+
+	if (sent == NULL || asked == NULL || msgs == NULL)
+	{
+		rc = env->error_code;
+		goto done;
+	}
+	page = page < 1 ? 1 : page;
+	for (int s = 0; s < S; s++)
+		gbml_sb_init(&msgs[s], env);
+	while (more && rc == GBML_OK)
+	{
+		more = false;
+		for (int s = 0; s < S && rc == GBML_OK; s++)
+		{
+			int64_t		k = B->sample_count[s] - sent[s] < page ? B->sample_count[s] - sent[s] : page;
+
+			asked[s] = k;
+			msgs[s].len = 0;
+			gbml_msg_put_i64(&msgs[s], BS_OP_SAMPLE);
+			gbml_msg_put_i64(&msgs[s], k);
+			gbml_msg_put(&msgs[s], B->sample_local[s] + sent[s], sizeof(int64_t) * (size_t) k);
+			rc = gbml_sb_status(&msgs[s]);
+			ch->req[s] = (const uint8_t *) msgs[s].data;
+			ch->req_len[s] = msgs[s].len;
+		}
+		if (rc != GBML_OK || (rc = gbml_shard_exchange(ch)) != GBML_OK)
+			break;
+		for (int s = 0; s < S && rc == GBML_OK; s++)
+		{
+			gbml_msg_reader r;
+
+			if (!gbml_shard_reply(ch, s, &r))
+				continue;
+			gbml_msg_get(&r, rows + (size_t) at * (size_t) d, sizeof(float) * (size_t) asked[s] * (size_t) d);
+			if ((rc = gbml_shard_reply_done(ch, s, &r)) != GBML_OK)
+				break;
+			at += asked[s];
+			sent[s] += asked[s];
+			more |= sent[s] < B->sample_count[s];
+		}
+	}
+done:
+	for (int s = 0; msgs && s < S; s++)
+		gbml_sb_free(&msgs[s]);
+	gbml_free(env, msgs);
+	gbml_free(env, sent);
+	gbml_free(env, asked);
+	return rc;
+}
+
+/* Every shard's "has a missing value" flags (after the hello's head), or'ed. */
+static int
+hello_missing(trainer *T, boost_shards *B, int d, bool *missing)
+{
+	const gbml_shard_link *link = B->ch.link;
+
+	memset(missing, 0, (size_t) d);
+	for (int s = 0; s < link->n_shards; s++)
+	{
+		gbml_msg_reader r = {link->hello[s] + GBML_SHARD_HELLO_HEAD, link->hello[s] + link->hello_len[s], false};
+		uint8_t		flag;
+
+		if (link->hello_len[s] < GBML_SHARD_HELLO_HEAD)
+			r.bad = true;
+		for (int f = 0; f < d && !r.bad && B->ch.n_rows[s] > 0; f++)
+		{
+			gbml_msg_get(&r, &flag, 1);
+			missing[f] |= flag != 0;
+		}
+		if (B->ch.n_rows[s] > 0 && (r.bad || r.p != r.end))
+			return gbml_error(T->env, GBML_EINVAL, "boost: shard %s answered its opening with a malformed message",
+							  link->name(link->ctx, s));
+	}
+	return GBML_OK;
+}
+
+/* The borders to every shard (each bins its rows with them). */
+static int
+send_borders(trainer *T, boost_shards *B, int d)
+{
+	gbml_strbuf *m = gbml_shard_request(&B->ch, BS_OP_BORDERS);
+
+	gbml_msg_put_i64(m, T->n_global);
+	for (int f = 0; f < d; f++)
+	{
+		gbml_msg_put_i64(m, T->borders.count[f]);
+		gbml_msg_put_i64(m, T->borders.has_missing[f]);
+		gbml_msg_put(m, T->borders.values + T->borders.offset[f], sizeof(float) * (size_t) T->borders.count[f]);
+	}
+	return gbml_shard_send(&B->ch);
+}
+
+extern const boost_row_ops boost_shard_rows;
+
+int
+boost_shards_setup(trainer *T, const gbml_dataset *ds)
+{
+	gbml_env   *env = T->env;
+	const gbml_boost_params *p = T->p;
+	boost_shards *B;
+	int			d = ds->n_features;
+	int64_t		m;
+	bool	   *missing = NULL;
+	float	   *rows = NULL;
+	int			rc;
+
+	if ((rc = boost_shards_check(p, ds, env)) != GBML_OK)
+		return rc;
+	if ((B = T->shards = gbml_alloc0(env, sizeof(boost_shards))) == NULL)
+		return env->error_code;
+	T->rows = &boost_shard_rows;
+	if ((rc = gbml_shard_channel_open(&B->ch, ds->shards, BS_SHARD_MAGIC, "boost", env)) != GBML_OK)
+		return rc;
+	T->n_global = 0;
+	for (int s = 0; s < B->ch.n_shards; s++)
+		T->n_global += B->ch.n_rows[s];
+	if (T->n_global != ds->n_rows)
+		return gbml_error(env, GBML_EINVAL, "boost: the shards hold %lld rows, the coordinator expected %lld",
+						  (long long) T->n_global, (long long) ds->n_rows);
+	m = T->n_global < p->border_sample_size ? T->n_global : p->border_sample_size;
+	missing = gbml_alloc_array(env, (size_t) (d > 0 ? d : 1), sizeof(bool));
+	rows = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1) * (size_t) (d > 0 ? d : 1), sizeof(float));
+	if (missing == NULL || rows == NULL)
+		rc = env->error_code;
+	else if ((rc = hello_missing(T, B, d, missing)) == GBML_OK &&
+			 (rc = sample_lists(T, B, m)) == GBML_OK &&
+			 (rc = gather_sample(T, B, rows, d)) == GBML_OK &&
+			 (rc = gbml_boost_borders_from_sample(rows, m, d, missing, (int) p->border_count, &T->borders,
+												  env)) == GBML_OK)
+		rc = send_borders(T, B, d);
+	gbml_free(env, missing);
+	gbml_free(env, rows);
+	if (rc == GBML_OK)
+		gbml_shard_traffic_mark_setup(&B->ch.traffic);
+	return rc;
+}
+
+void
+boost_shards_free(trainer *T)
+{
+	boost_shards *B = T->shards;
+
+	if (B == NULL)
+		return;
+	for (int s = 0; B->sample_local && s < B->ch.n_shards; s++)
+		gbml_free(T->env, B->sample_local[s]);
+	gbml_free(T->env, B->sample_local);
+	gbml_free(T->env, B->sample_count);
+	gbml_free(T->env, B->sample_pos);
+	gbml_shard_channel_close(&B->ch);
+	gbml_free(T->env, B);
+	T->shards = NULL;
+}
+
+void
+boost_shards_traffic_json(const trainer *T, gbml_strbuf *m)
+{
+	if (T->shards)
+		gbml_shard_traffic_json(m, &T->shards->ch.traffic, "tree");
+}
+
+/* ------------------------------------------------------------------ */
+/* The row side on the shards                                         */
+/* ------------------------------------------------------------------ */
+
+/* A request that reads the predictions: its code, then what changed them since the last one. */
+static gbml_strbuf *
+request_with_pending(boost_shards *B, int64_t op, int depth)
+{
+	gbml_strbuf *m = gbml_shard_request(&B->ch, op);
+
+	gbml_msg_put_i64(m, B->pending);
+	if (B->pending == BS_PENDING_BASE)
+		gbml_msg_put_f64(m, B->base);
+	else if (B->pending == BS_PENDING_TREE)
+	{
+		gbml_msg_put_i64(m, B->last_f);
+		gbml_msg_put_i64(m, B->last_j);
+		gbml_msg_put(m, B->lv, sizeof(float) * ((size_t) 1 << depth));
+	}
+	B->pending = BS_PENDING_NONE;
+	return m;
+}
+
+static int
+shard_term_maxima(trainer *T, bool with_pred, double *max)
+{
+	gbml_msg_put_i64(request_with_pending(T->shards, BS_OP_TERM_MAX, T->depth), with_pred);
+	return gbml_shard_send_max_f64(&T->shards->ch, max, GBML_BOOST_N_TERMS);
+}
+
+static int
+shard_term_sums(trainer *T, bool with_pred, const double *scale, int64_t *sum)
+{
+	gbml_strbuf *m = request_with_pending(T->shards, BS_OP_TERM_SUMS, T->depth);
+
+	gbml_msg_put_i64(m, with_pred);
+	gbml_msg_put(m, scale, sizeof(double) * GBML_BOOST_N_TERMS);
+	return gbml_shard_send_sum_i64(&T->shards->ch, sum, GBML_BOOST_N_TERMS);
+}
+
+static int
+shard_start(trainer *T, double base)
+{
+	T->shards->pending = BS_PENDING_BASE;
+	T->shards->base = base;
+	return GBML_OK;
+}
+
+static int
+shard_gradients(trainer *T, int64_t iteration, boost_grad_max *gm)
+{
+	boost_shards *B = T->shards;
+	double		v[BS_GRAD_MAXIMA];
+	int			rc;
+
+	B->tree_bytes_before = B->ch.traffic.bytes_sent + B->ch.traffic.bytes_received;
+	gbml_msg_put_i64(request_with_pending(B, BS_OP_GRADIENTS, T->depth), iteration);
+	if ((rc = gbml_shard_send_max_f64(&B->ch, v, BS_GRAD_MAXIMA)) != GBML_OK)
+		return rc;
+	gm->g = v[0];
+	gm->h = v[1];
+	gm->newton_h = v[2];
+	gm->hmin = -v[3];
+	gm->hmax = v[4];
+	B->gm = *gm;
+	T->drawn = T->n_global;
+	return GBML_OK;
+}
+
+static int
+shard_level(trainer *T, int level, int prev_f, int prev_j, int n_slots)
+{
+	boost_shards *B = T->shards;
+	gbml_strbuf *m = gbml_shard_request(&B->ch, BS_OP_LEVEL);
+
+	gbml_msg_put_i64(m, level);
+	gbml_msg_put_i64(m, prev_f);
+	gbml_msg_put_i64(m, prev_j);
+	gbml_msg_put_i64(m, n_slots);
+	for (int p = 0; p < n_slots; p++)
+		gbml_msg_put_i64(m, T->small[p]);
+	if (level == 0)
+	{
+		gbml_msg_put_f64(m, B->gm.g);
+		gbml_msg_put_f64(m, B->gm.h);
+		gbml_msg_put_f64(m, B->gm.newton_h);
+		gbml_msg_put_f64(m, B->gm.hmin);
+		gbml_msg_put_f64(m, B->gm.hmax);
+	}
+	return gbml_shard_send_sum_i64(&B->ch, (int64_t *) T->thist, (size_t) n_slots * (size_t) T->total_bins * 2);
+}
+
+static int
+shard_finish_tree(trainer *T, int last_f, int last_j, float *lv)
+{
+	boost_shards *B = T->shards;
+
+	boost_newton_leaf_values(T, NULL, lv);
+	/* a tree's traffic: its gradients and its levels (its leaves go with the next request, 4 kB at most) */
+	B->ch.traffic.step_bytes = B->ch.traffic.bytes_sent + B->ch.traffic.bytes_received - B->tree_bytes_before;
+	B->pending = BS_PENDING_TREE;
+	B->last_f = last_f;
+	B->last_j = last_j;
+	memcpy(B->lv, lv, sizeof(float) * ((size_t) 1 << T->depth));
+	return GBML_OK;
+}
+
+const boost_row_ops boost_shard_rows = {
+	.term_maxima = shard_term_maxima,
+	.term_sums = shard_term_sums,
+	.start = shard_start,
+	.gradients = shard_gradients,
+	.level = shard_level,
+	.finish_tree = shard_finish_tree,
+};

@@ -113,7 +113,7 @@ gbml_shard_open(PG_FUNCTION_ARGS)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						errmsg("%s: algorithm \"%s\" does not train across servers", what,
 							   text_to_cstring(PG_GETARG_TEXT_PP(1))),
-						errhint("K-Means (kmeans) and the linear models (saga) train across servers.")));
+						errhint("Boosting (boost), K-Means (kmeans) and the linear models (saga) train across servers.")));
 
 	mcxt = AllocSetContextCreate(TopTransactionContext, "gbml shard", ALLOCSET_DEFAULT_SIZES);
 	s = MemoryContextAllocZero(mcxt, sizeof(shard_session));

@@ -511,7 +511,7 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jso
 
 	if (pp->algo->shard == NULL)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						errmsg("%s: %s cannot train on a table sharded across servers yet (kmeans and saga can)", what,
+						errmsg("%s: %s cannot train on a table sharded across servers yet (boost, kmeans and saga can)", what,
 							   pp->algo->name)));
 	if (cp->eval_source || cp->eval_fraction > 0)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

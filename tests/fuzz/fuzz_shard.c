@@ -5,9 +5,10 @@
  * must end in an answer or an error, never a crash, an out-of-bounds access
  * or a leak.
  *
- * The input's first byte picks the algorithm (K-Means or the linear
- * models); the shard opens on a small fixed dataset (300 rows x 3 features,
- * labels 0/1); a K-Means shard first gets its rows' global indices (as
+ * The input's first byte picks the algorithm (K-Means, the linear models
+ * or boosting, by its value mod 3); the shard opens on a small fixed
+ * dataset (300 rows x 3 features, labels 0/1); a K-Means shard first gets
+ * its rows' global indices (as
  * every coordinator sends first); then the rest of the input is a sequence
  * of requests, each a 16-bit length and that many bytes.  After the last
  * one the shard closes and the env must hold nothing.
@@ -62,8 +63,9 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	fuzz_reader r = {data, size};
-	bool		kmeans = (fr_u8(&r) & 1) == 0;
-	const gbml_algorithm *algo = gbml_algorithm_by_name(kmeans ? "kmeans" : "saga");
+	int			pick = fr_u8(&r) % 3;
+	bool		kmeans = pick == 0;
+	const gbml_algorithm *algo = gbml_algorithm_by_name(pick == 0 ? "kmeans" : pick == 1 ? "saga" : "boost");
 	gbml_param_value v[1];
 	gbml_parsed_params pp;
 	gbml_env	env;
@@ -74,9 +76,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(v, 0, sizeof(v));
 	fuzz_env_init(&env);
 	fill(&ds, &env);
-	v[0].key = kmeans ? "k" : "loss";
-	v[0].kind = kmeans ? GBML_VALUE_NUMBER : GBML_VALUE_STRING;
-	v[0].string = kmeans ? NULL : "logistic";
+	v[0].key = kmeans ? "k" : pick == 1 ? "loss" : "depth";
+	v[0].kind = pick == 1 ? GBML_VALUE_STRING : GBML_VALUE_NUMBER;
+	v[0].string = pick == 1 ? "logistic" : NULL;
 	v[0].number = 3;
 	FUZZ_CHECK(gbml_parse_training_params(&env, algo, v, 1, &pp) == GBML_OK, "params: %s", env.error);
 	gbml_sb_init(&hello, &env);

@@ -78,8 +78,24 @@ tu_train_sharded(const char *algorithm, tu_fill_fn fill, void *arg, int n_shards
 		CHECK(gbml_parse_training_params(&L->env[sh], algo, v, nv, &pp) == GBML_OK);
 		gbml_sb_init(&L->hello[sh], &L->env[sh]);
 		gbml_sb_init(&L->reply[sh], &L->env[sh]);
-		CHECK(L->ops->open(&L->ds[sh], pp.algo_params, &L->env[sh], &L->shard[sh], &L->hello[sh]) == GBML_OK);
+		rc = L->ops->open(&L->ds[sh], pp.algo_params, &L->env[sh], &L->shard[sh], &L->hello[sh]);
 		gbml_parsed_params_free(&L->env[sh], &pp);
+		if (rc != GBML_OK)
+		{
+			/* a shard that refuses to open: the glue's error names it */
+			snprintf(error, error_size, "shard %s: %s", L->names[sh], L->env[sh].error);
+			for (int o = 0; o <= sh; o++)
+			{
+				if (L->shard[o])
+					L->ops->close(L->shard[o]);
+				gbml_sb_free(&L->hello[o]);
+				gbml_sb_free(&L->reply[o]);
+				gbml_dataset_free(&L->ds[o], &L->env[o]);
+				CHECK(L->env[o].memory_used == 0);
+			}
+			free(L);
+			return NULL;
+		}
 		L->hello_p[sh] = (const uint8_t *) L->hello[sh].data;
 		L->hello_len[sh] = L->hello[sh].len;
 	}

@@ -1,0 +1,446 @@
+/*
+ * boost_shard.c — a boosting shard (gbml_boost_shard_ops): its rows, their
+ * hashes for the union's order, the rows of the border sample it holds,
+ * and then a trainer over its bins (boost_local_rows) answering the
+ * coordinator's steps: gradients' maxima, level histograms, term sums.
+ * Every figure it returns is an extreme or an integer sum, so the
+ * coordinator's fold does not depend on how the rows were dealt.
+ *
+ * A request is read and checked whole before it changes anything: a
+ * damaged one is an error and leaves the state as it was.
+ */
+#include "boost_internal.h"
+#include "boost_shard_msg.h"
+#include "shard_order.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef enum bs_phase
+{
+	BS_ROWS,					/* rows prepared; the order and the sample may be asked for */
+	BS_BINNED,					/* the borders arrived: bins made, no base score yet */
+	BS_TRAINING					/* predictions set: trees */
+} bs_phase;
+
+typedef struct bs_shard
+{
+	gbml_env   *env;
+	const gbml_dataset *ds;
+	gbml_boost_params params;
+	trainer		T;
+	gbml_shard_hashes hashes;
+	bs_phase	phase;
+	int			next_level;		/* the level the next LEVEL request must be; -1: no tree open */
+	bool		leaves_owed;	/* the last level is done: the next request brings the tree's leaves */
+	boost_grad_max local_max;	/* this shard's gradient maxima of the open tree */
+} bs_shard;
+
+static void bs_close(void *state);
+
+static int
+bs_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **out, gbml_strbuf *hello)
+{
+	bs_shard   *sh;
+	bool	   *missing = NULL;
+	int			rc;
+
+	*out = NULL;
+	if ((rc = boost_shards_check(algo_params, ds, env)) != GBML_OK)
+		return rc;
+	if ((sh = gbml_alloc0(env, sizeof(*sh))) == NULL)
+		return env->error_code;
+	sh->env = env;
+	sh->ds = ds;
+	sh->params = *(const gbml_boost_params *) algo_params;
+	sh->next_level = -1;
+	if (ds->n_rows > 0 && (rc = boost_trainer_rows(&sh->T, ds, &sh->params, env)) != GBML_OK)
+		goto fail;
+	missing = gbml_alloc0(env, (size_t) (ds->n_features > 0 ? ds->n_features : 1));
+	if (missing == NULL || (rc = gbml_boost_scan_missing(ds, missing, env)) != GBML_OK)
+	{
+		rc = missing ? rc : env->error_code;
+		goto fail;
+	}
+	gbml_shard_hello_head(hello, BS_SHARD_MAGIC, ds->n_rows, ds->n_features);
+	gbml_msg_put(hello, missing, (size_t) ds->n_features);
+	gbml_free(env, missing);
+	if ((rc = gbml_sb_status(hello)) != GBML_OK)
+		goto fail;
+	*out = sh;
+	return GBML_OK;
+fail:
+	gbml_free(env, missing);
+	bs_close(sh);
+	return rc;
+}
+
+static void
+bs_close(void *state)
+{
+	bs_shard   *sh = state;
+
+	if (sh == NULL)
+		return;
+	if (sh->T.env)
+		boost_trainer_free(&sh->T);
+	gbml_shard_hashes_free(&sh->hashes, sh->env);
+	gbml_free(sh->env, sh);
+}
+
+static int
+bs_hashes(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+{
+	int			rc;
+
+	if (sh->phase != BS_ROWS)
+		return gbml_error(sh->env, GBML_EINVAL, "boost shard: row hashes asked for after the borders");
+	if (sh->hashes.hash == NULL && (rc = gbml_shard_hashes_build(&sh->hashes, sh->ds, sh->env)) != GBML_OK)
+		return rc;
+	gbml_shard_hashes_page(&sh->hashes, r, reply);
+	return GBML_OK;
+}
+
+/* The rows at the asked local positions (canonical order, ascending), as floats. */
+static int
+bs_sample(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+{
+	const boost_data *d = &sh->T.train;
+	int			nf = sh->ds->n_features;
+	int64_t		count = gbml_msg_get_count(r, d->n);
+	int64_t    *local;
+	float	   *rows;
+	int			rc = GBML_OK;
+
+	if (sh->phase != BS_ROWS)
+		return gbml_error(sh->env, GBML_EINVAL, "boost shard: sample rows asked for after the borders");
+	local = gbml_alloc_array(sh->env, (size_t) (count > 0 ? count : 1), sizeof(int64_t));
+	rows = gbml_alloc_array(sh->env, (size_t) (count > 0 ? count : 1) * (size_t) nf, sizeof(float));
+	if (local == NULL || rows == NULL)
+	{
+		rc = sh->env->error_code;
+		goto done;
+	}
+	gbml_msg_get(r, local, sizeof(int64_t) * (size_t) count);
+	for (int64_t i = 0; i < count && !r->bad; i++)
+		if (local[i] < 0 || local[i] >= d->n || (i > 0 && local[i] <= local[i - 1]))
+			r->bad = true;
+	if (r->bad)
+		goto done;
+	if (d->src)
+	{
+		/* rows in a chunk store: fetched by their addresses */
+		for (int64_t i = 0; i < count; i++)
+			local[i] = d->src[local[i]];
+		rc = gbml_dataset_fetch_rows(sh->ds, local, count, rows, sh->env);
+	}
+	else
+		for (int64_t i = 0; i < count; i++)
+			memcpy(rows + (size_t) i * (size_t) nf, d->rows[local[i]], sizeof(float) * (size_t) nf);
+	if (rc == GBML_OK)
+		gbml_msg_put(reply, rows, sizeof(float) * (size_t) count * (size_t) nf);
+done:
+	gbml_free(sh->env, local);
+	gbml_free(sh->env, rows);
+	return rc;
+}
+
+/* Feature f's borders from the request: ascending, finite but for a leading -inf when it has missing values. */
+static void
+bs_read_feature_borders(gbml_msg_reader *r, gbml_boost_borders *b, int f, float *values)
+{
+	int64_t		count = gbml_msg_get_count(r, GBML_BOOST_MAX_BORDERS);
+
+	b->has_missing[f] = gbml_msg_get_i64(r) != 0;
+	gbml_msg_get(r, values, sizeof(float) * (size_t) count);
+	for (int64_t j = 0; j < count && !r->bad; j++)
+	{
+		bool		missing_border = j == 0 && b->has_missing[f] && values[j] == -INFINITY;
+
+		if ((!isfinite(values[j]) && !missing_border) || (j > 0 && !(values[j] > values[j - 1])))
+			r->bad = true;
+	}
+	b->count[f] = (int) count;
+	b->offset[f + 1] = b->offset[f] + count;
+}
+
+/* The coordinator's borders: this shard's rows binned, the row side's arrays made. */
+static int
+bs_borders(bs_shard *sh, gbml_msg_reader *r)
+{
+	gbml_env   *env = sh->env;
+	int			nf = sh->ds->n_features;
+	int64_t		n_global = gbml_msg_get_count(r, INT64_MAX / 4);
+	gbml_boost_borders b;
+	float	   *values;
+	int			rc;
+
+	if (sh->phase != BS_ROWS)
+		return gbml_error(env, GBML_EINVAL, "boost shard: the borders arrived twice");
+	memset(&b, 0, sizeof(b));
+	b.count = gbml_alloc0(env, sizeof(int) * (size_t) (nf > 0 ? nf : 1));
+	b.offset = gbml_alloc0(env, sizeof(int64_t) * ((size_t) nf + 1));
+	b.has_missing = gbml_alloc0(env, sizeof(bool) * (size_t) (nf > 0 ? nf : 1));
+	values = b.values = gbml_alloc_array(env, (size_t) (nf > 0 ? nf : 1) * GBML_BOOST_MAX_BORDERS, sizeof(float));
+	if (!b.count || !b.offset || !b.has_missing || !values)
+	{
+		gbml_boost_borders_free(&b, env);
+		return env->error_code;
+	}
+	for (int f = 0; f < nf && !r->bad; f++)
+		bs_read_feature_borders(r, &b, f, values + b.offset[f]);
+	if (r->bad || r->p != r->end || n_global < sh->T.train.n)
+	{
+		r->bad = true;
+		gbml_boost_borders_free(&b, env);
+		return GBML_OK;
+	}
+	sh->T.borders = b;
+	gbml_shard_hashes_free(&sh->hashes, env);
+	if ((rc = boost_trainer_bins(&sh->T, sh->ds, n_global)) != GBML_OK)
+		return rc;
+	sh->phase = BS_BINNED;
+	return GBML_OK;
+}
+
+/*
+ * What changed the predictions since the last request (boost_shard_msg.h),
+ * read and checked; applied only by bs_apply_pending once the whole
+ * request is known to be sound.
+ */
+typedef struct bs_pending_msg
+{
+	int64_t		kind;
+	double		base;
+	int64_t		f,
+				j;
+	float		lv[1 << GBML_BOOST_MAX_DEPTH];
+} bs_pending_msg;
+
+static void
+bs_read_pending(bs_shard *sh, gbml_msg_reader *r, bs_pending_msg *pm)
+{
+	trainer    *T = &sh->T;
+
+	pm->kind = gbml_msg_get_i64(r);
+	if (pm->kind == BS_PENDING_BASE)
+	{
+		pm->base = gbml_msg_get_f64(r);
+		r->bad |= sh->phase != BS_BINNED || !isfinite(pm->base);
+	}
+	else if (pm->kind == BS_PENDING_TREE)
+	{
+		pm->f = gbml_msg_get_i64(r);
+		pm->j = gbml_msg_get_i64(r);
+		gbml_msg_get(r, pm->lv, sizeof(float) * ((size_t) 1 << T->depth));
+		r->bad |= !sh->leaves_owed || pm->f < 0 || pm->f >= T->n_features || pm->j < 0 ||
+			pm->j >= T->borders.count[pm->f];
+		for (int l = 0; l < (1 << T->depth) && !r->bad; l++)
+			r->bad = !isfinite(pm->lv[l]);
+	}
+	else
+		r->bad |= pm->kind != BS_PENDING_NONE || sh->leaves_owed;
+	r->bad |= sh->next_level >= 0;		/* a tree's levels are not done */
+}
+
+static int
+bs_apply_pending(bs_shard *sh, const bs_pending_msg *pm)
+{
+	int			rc;
+
+	if (pm->kind == BS_PENDING_BASE)
+	{
+		sh->phase = BS_TRAINING;
+		return boost_local_rows.start(&sh->T, pm->base);
+	}
+	if (pm->kind == BS_PENDING_TREE)
+	{
+		if ((rc = boost_apply_tree(&sh->T, (int) pm->f, (int) pm->j, pm->lv)) != GBML_OK)
+			return rc;
+		sh->leaves_owed = false;
+	}
+	return GBML_OK;
+}
+
+/* TERM_MAX and TERM_SUMS: the pointwise terms' maxima or fixed-point sums. */
+static int
+bs_terms(bs_shard *sh, gbml_msg_reader *r, bool sums, gbml_strbuf *reply)
+{
+	bs_pending_msg pm;
+	bool		with_pred;
+	double		scale[GBML_BOOST_N_TERMS],
+				max[GBML_BOOST_N_TERMS];
+	int64_t		sum[GBML_BOOST_N_TERMS];
+	int			rc;
+
+	bs_read_pending(sh, r, &pm);
+	with_pred = gbml_msg_get_i64(r) != 0;
+	if (sums)
+		gbml_msg_get(r, scale, sizeof(scale));
+	if (r->bad || r->p != r->end || (with_pred && sh->phase == BS_BINNED && pm.kind != BS_PENDING_BASE))
+	{
+		r->bad = true;
+		return GBML_OK;
+	}
+	if ((rc = bs_apply_pending(sh, &pm)) != GBML_OK ||
+		(rc = boost_local_rows.term_maxima(&sh->T, with_pred, max)) != GBML_OK)
+		return rc;
+	if (!sums)
+	{
+		gbml_msg_put(reply, max, sizeof(max));
+		return GBML_OK;
+	}
+	/* a scale no sum of this shard's terms can overflow at (as the union's maxima give) */
+	for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
+		if (!(scale[t] >= 0 && isfinite(scale[t])) ||
+			(scale[t] > 0 && !(max[t] * scale[t] * (double) (sh->T.train.n + 1) <= ldexp(1.0, 62))))
+			return gbml_error(sh->env, GBML_EINVAL, "boost shard: a term scale its sums could overflow at");
+	if ((rc = boost_local_rows.term_sums(&sh->T, with_pred, scale, sum)) != GBML_OK)
+		return rc;
+	gbml_msg_put(reply, sum, sizeof(sum));
+	return GBML_OK;
+}
+
+static int
+bs_gradients(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+{
+	bs_pending_msg pm;
+	int64_t		iteration;
+	boost_grad_max *m = &sh->local_max;
+	int			rc;
+
+	bs_read_pending(sh, r, &pm);
+	iteration = gbml_msg_get_count(r, INT64_MAX / 2);
+	if (r->bad || r->p != r->end || (sh->phase == BS_BINNED && pm.kind != BS_PENDING_BASE))
+	{
+		r->bad = true;
+		return GBML_OK;
+	}
+	if ((rc = bs_apply_pending(sh, &pm)) != GBML_OK ||
+		(rc = boost_local_rows.gradients(&sh->T, iteration, m)) != GBML_OK)
+		return rc;
+	gbml_msg_put_f64(reply, m->g);
+	gbml_msg_put_f64(reply, m->h);
+	gbml_msg_put_f64(reply, m->newton_h);
+	gbml_msg_put_f64(reply, -m->hmin);	/* the coordinator folds every value by max */
+	gbml_msg_put_f64(reply, m->hmax);
+	sh->next_level = 0;
+	return GBML_OK;
+}
+
+/*
+ * The union's gradient maxima of a level-0 request: at least this shard's
+ * own (else its fixed-point sums could overflow), finite.
+ */
+static bool
+bs_maxima_cover(const boost_grad_max *u, const boost_grad_max *local)
+{
+	return isfinite(u->g) && isfinite(u->h) && isfinite(u->newton_h) && isfinite(u->hmin) && isfinite(u->hmax) &&
+		u->g >= local->g && u->h >= local->h && u->newton_h >= local->newton_h &&
+		(local->hmin > local->hmax || (u->hmin <= local->hmin && u->hmax >= local->hmax));
+}
+
+static int
+bs_level(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+{
+	trainer    *T = &sh->T;
+	int64_t		level = gbml_msg_get_i64(r),
+				f = gbml_msg_get_i64(r),
+				j = gbml_msg_get_i64(r),
+				slots = gbml_msg_get_i64(r),
+				half;
+	int64_t		small[1 << (GBML_BOOST_MAX_DEPTH - 1)];
+	boost_grad_max u;
+	int			rc;
+
+	if (sh->next_level < 0 || level != sh->next_level)
+		return gbml_error(sh->env, GBML_EINVAL, "boost shard: level %lld out of order", (long long) level);
+	half = level > 0 ? (int64_t) 1 << (level - 1) : 0;	/* level < depth <= GBML_BOOST_MAX_DEPTH */
+	if (slots != (level == 0 ? 1 : half))
+		return gbml_error(sh->env, GBML_EINVAL, "boost shard: level %lld out of order", (long long) level);
+	gbml_msg_get(r, small, sizeof(int64_t) * (size_t) slots);
+	for (int64_t p = 0; p < slots && !r->bad; p++)
+		r->bad = level > 0 && small[p] != p && small[p] != (p | half);
+	if (level > 0)
+		r->bad |= f < 0 || f >= T->n_features || j < 0 || j >= T->borders.count[f];
+	else
+	{
+		u.g = gbml_msg_get_f64(r);
+		u.h = gbml_msg_get_f64(r);
+		u.newton_h = gbml_msg_get_f64(r);
+		u.hmin = gbml_msg_get_f64(r);
+		u.hmax = gbml_msg_get_f64(r);
+		r->bad |= !bs_maxima_cover(&u, &sh->local_max);
+	}
+	if (r->bad || r->p != r->end)
+	{
+		r->bad = true;
+		return GBML_OK;
+	}
+	if (level == 0)
+		boost_fixed_point_plan(T, &u);
+	for (int i = 0; i < GBML_BOOST_SLOT_TABLE; i++)
+		T->slot_of[i] = -1;
+	for (int64_t p = 0; p < slots; p++)
+	{
+		T->small[p] = (int16_t) (level == 0 ? 0 : small[p]);
+		T->slot_of[T->small[p]] = (int16_t) p;
+	}
+	if ((rc = boost_local_rows.level(T, (int) level, (int) f, (int) j, (int) slots)) != GBML_OK)
+		return rc;
+	gbml_msg_put(reply, T->thist, sizeof(gbml_boost_hist_bin) * (size_t) slots * (size_t) T->total_bins);
+	sh->next_level = level + 1 < T->depth ? (int) level + 1 : -1;
+	sh->leaves_owed = sh->next_level < 0;
+	return GBML_OK;
+}
+
+static int
+bs_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
+{
+	bs_shard   *sh = state;
+	gbml_msg_reader r = {req, req + len, false};
+	int64_t		op = gbml_msg_get_i64(&r);
+	int			rc;
+
+	/* a shard without rows is left out of every step (the coordinator skips its replies) */
+	if (sh->ds->n_rows == 0)
+		return GBML_OK;
+	if (op >= BS_OP_TERM_MAX && sh->phase == BS_ROWS)
+		return gbml_error(sh->env, GBML_EINVAL, "boost shard: request %lld before the borders", (long long) op);
+	switch (op)
+	{
+		case BS_OP_HASHES:
+			rc = bs_hashes(sh, &r, reply);
+			break;
+		case BS_OP_SAMPLE:
+			rc = bs_sample(sh, &r, reply);
+			break;
+		case BS_OP_BORDERS:
+			rc = bs_borders(sh, &r);
+			break;
+		case BS_OP_TERM_MAX:
+		case BS_OP_TERM_SUMS:
+			rc = bs_terms(sh, &r, op == BS_OP_TERM_SUMS, reply);
+			break;
+		case BS_OP_GRADIENTS:
+			rc = bs_gradients(sh, &r, reply);
+			break;
+		case BS_OP_LEVEL:
+			rc = bs_level(sh, &r, reply);
+			break;
+		default:
+			return gbml_error(sh->env, GBML_EINVAL, "boost shard: unknown request %lld", (long long) op);
+	}
+	if (rc != GBML_OK)
+		return rc;
+	if (r.bad || r.p != r.end)
+		return gbml_error(sh->env, GBML_EINVAL, "boost shard: malformed request %lld", (long long) op);
+	return gbml_sb_status(reply);
+}
+
+const gbml_shard_ops gbml_boost_shard_ops = {
+	.hello_magic = BS_SHARD_MAGIC,
+	.open = bs_open,
+	.step = bs_step,
+	.close = bs_close,
+};

@@ -1,0 +1,43 @@
+/*
+ * boost_shard_msg.h — boosting's messages between a coordinator and its
+ * shards (boost_shards.c, boost_shard.c): the request codes and what the
+ * requests carry; the reader and writers are shard_msg.h's.
+ *
+ * After the borders, every request that reads the predictions (TERM_MAX,
+ * TERM_SUMS, GRADIENTS) begins with what changed them since the last one:
+ *     i64 BS_PENDING_NONE
+ *     i64 BS_PENDING_BASE, f64 base score          (before the first tree)
+ *     i64 BS_PENDING_TREE, i64 last feature, i64 last border,
+ *         f32 x 2^depth leaf values                (after each tree's last level)
+ * so a tree costs depth + 1 round trips: its gradients, then one per level.
+ */
+#ifndef GBML_BOOST_SHARD_MSG_H
+#define GBML_BOOST_SHARD_MSG_H
+
+#include "shard_msg.h"
+
+#define BS_SHARD_MAGIC 0x67626273u	/* "gbbs" */
+
+typedef enum bs_shard_op
+{
+	BS_OP_HASHES = 1,			/* i64 offset, i64 count -> a page of row hashes (shard_order.h) */
+	BS_OP_SAMPLE,				/* i64 count, i64 x count local rows (ascending) -> f32 x count x d */
+	BS_OP_BORDERS,				/* i64 n_global, per feature: i64 count, i64 has_missing, f32 x count -> () */
+	BS_OP_TERM_MAX,				/* pending, i64 with_pred -> f64 x GBML_BOOST_N_TERMS (max) */
+	BS_OP_TERM_SUMS,			/* pending, i64 with_pred, f64 x N scales -> i64 x N (sum) */
+	BS_OP_GRADIENTS,			/* pending, i64 iteration -> f64 g, h, newton_h, -hmin, hmax (max) */
+	BS_OP_LEVEL					/* i64 level, i64 prev f, i64 prev border, i64 slots, i64 x slots leaves,
+								 * at level 0 f64 x 5 the union's maxima -> i64 x slots x bins x 2 (sum) */
+} bs_shard_op;
+
+typedef enum bs_pending
+{
+	BS_PENDING_NONE = 0,
+	BS_PENDING_BASE,
+	BS_PENDING_TREE
+} bs_pending;
+
+/* Gradient maxima in a reply or a level-0 request. */
+#define BS_GRAD_MAXIMA 5
+
+#endif

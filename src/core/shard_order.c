@@ -1,0 +1,237 @@
+/*
+ * shard_order.c — the union's canonical order across shards
+ * (shard_order.h): the shards' row hashes, and the coordinator's merge of
+ * their pages.
+ */
+#include "shard_order.h"
+#include "chunk_prefetch.h"
+#include "dataset_internal.h"
+
+#include <string.h>
+
+uint64_t
+gbml_shard_content_hash(const float *x, int d, float label, int64_t group, float weight)
+{
+	uint64_t	h = 0xcbf29ce484222325ULL;
+	const uint8_t *p = (const uint8_t *) x;
+	uint32_t	lw,
+				ww;
+
+	for (size_t i = 0; i < (size_t) d * sizeof(float); i++)
+		h = (h ^ p[i]) * 0x100000001b3ULL;
+	h = (h ^ (uint64_t) group) * 0x100000001b3ULL;
+	memcpy(&lw, &label, 4);
+	memcpy(&ww, &weight, 4);
+	h = (h ^ lw) * 0x100000001b3ULL;
+	h = (h ^ ww) * 0x100000001b3ULL;
+	return h ^ (h >> 31);
+}
+
+int
+gbml_shard_hashes_build(gbml_shard_hashes *h, const gbml_dataset *ds, gbml_env *env)
+{
+	gbml_chunk_prefetch *pf;
+	const float *x;
+	int64_t		rows,
+				at = 0;
+	int			c,
+				d = ds->n_features,
+				rc;
+
+	h->n = ds->n_rows;
+	h->hash = gbml_alloc_array(env, (size_t) (h->n > 0 ? h->n : 1) * 2, sizeof(uint64_t));
+	if (h->hash == NULL)
+		return env->error_code;
+	if ((pf = gbml_chunk_prefetch_open(ds, env)) == NULL)
+		return env->error_code;
+	while ((rc = gbml_chunk_prefetch_next(pf, &x, &rows, &c)) > 0)
+	{
+		const gbml_chunk *ch = ds->chunks[c];
+		uint64_t   *out = h->hash + 2 * at;
+
+#pragma omp parallel for schedule(static) num_threads(env->threads)
+		for (int64_t r = 0; r < rows; r++)
+		{
+			const float *xr = x + (size_t) r * (size_t) d;
+
+			out[2 * r] = gbml_ds_hash_row(xr, (size_t) d, ch->label[r], ch->group[r], ch->weight[r]);
+			out[2 * r + 1] = gbml_shard_content_hash(xr, d, ch->label[r], ch->group[r], ch->weight[r]);
+		}
+		at += rows;
+	}
+	gbml_chunk_prefetch_close(pf);
+	return rc < 0 ? rc : GBML_OK;
+}
+
+void
+gbml_shard_hashes_page(const gbml_shard_hashes *h, gbml_msg_reader *r, gbml_strbuf *reply)
+{
+	int64_t		offset = gbml_msg_get_count(r, h->n),
+				count = gbml_msg_get_count(r, GBML_SHARD_ORDER_PAGE);
+
+	if (r->bad || h->hash == NULL)
+	{
+		r->bad = true;
+		return;
+	}
+	if (count > h->n - offset)
+		count = h->n - offset;
+	gbml_msg_put_i64(reply, count);
+	gbml_msg_put(reply, h->hash + 2 * offset, sizeof(uint64_t) * 2 * (size_t) count);
+}
+
+void
+gbml_shard_hashes_free(gbml_shard_hashes *h, gbml_env *env)
+{
+	gbml_free(env, h->hash);
+	h->hash = NULL;
+}
+
+/* The merge's state per shard: a page of its hashes being read. */
+typedef struct order_cursor
+{
+	uint64_t   *hash;			/* GBML_SHARD_ORDER_PAGE x 2 */
+	int64_t		have;			/* rows in the page */
+	int64_t		at;				/* the next row of the page */
+	int64_t		fetched;		/* the shard's rows fetched so far */
+} order_cursor;
+
+/* The next page of hashes of every shard whose page is used up (an empty request for the others). */
+static int
+fetch_pages(gbml_shard_channel *ch, order_cursor *o, gbml_strbuf *msgs, int64_t op_hashes)
+{
+	int			rc;
+
+	for (int s = 0; s < ch->n_shards; s++)
+	{
+		bool		need = o[s].at == o[s].have && o[s].fetched < ch->n_rows[s];
+
+		msgs[s].len = 0;
+		gbml_msg_put_i64(&msgs[s], op_hashes);
+		gbml_msg_put_i64(&msgs[s], o[s].fetched);
+		gbml_msg_put_i64(&msgs[s], need ? GBML_SHARD_ORDER_PAGE : 0);
+		if ((rc = gbml_sb_status(&msgs[s])) != GBML_OK)
+			return rc;
+		ch->req[s] = (const uint8_t *) msgs[s].data;
+		ch->req_len[s] = msgs[s].len;
+	}
+	if ((rc = gbml_shard_exchange(ch)) != GBML_OK)
+		return rc;
+	for (int s = 0; s < ch->n_shards; s++)
+	{
+		gbml_msg_reader r;
+		int64_t		count;
+
+		if (!gbml_shard_reply(ch, s, &r))
+			continue;
+		count = gbml_msg_get_count(&r, GBML_SHARD_ORDER_PAGE);
+		if (o[s].at == o[s].have && o[s].fetched < ch->n_rows[s] && count == 0)
+			r.bad = true;		/* a page it owes: without it the merge would wait forever */
+		if (count > 0 && !r.bad)
+		{
+			gbml_msg_get(&r, o[s].hash, sizeof(uint64_t) * 2 * (size_t) count);
+			o[s].have = count;
+			o[s].at = 0;
+			o[s].fetched += count;
+		}
+		if ((rc = gbml_shard_reply_done(ch, s, &r)) != GBML_OK)
+			return rc;
+	}
+	return GBML_OK;
+}
+
+/*
+ * Merges the pages by hash until a shard's page is used up while it has
+ * more rows; returns false at a collision of two different rows.  *g: the
+ * next global index.
+ */
+static bool
+merge_pages(gbml_shard_channel *ch, order_cursor *o, int64_t n_global, int64_t *g,
+			gbml_shard_order_visit visit, void *arg, int *collided)
+{
+	for (; *g < n_global; (*g)++)
+	{
+		int			best = -1;
+
+		for (int s = 0; s < ch->n_shards; s++)
+		{
+			const uint64_t *h = o[s].hash + 2 * o[s].at;
+
+			if (o[s].at == o[s].have)
+			{
+				if (o[s].fetched < ch->n_rows[s])
+					return true;	/* its next page first */
+				continue;
+			}
+			if (best >= 0 && h[0] == o[best].hash[2 * o[best].at] && h[1] != o[best].hash[2 * o[best].at + 1])
+			{
+				collided[0] = best;
+				collided[1] = s;
+				return false;
+			}
+			if (best < 0 || h[0] < o[best].hash[2 * o[best].at])
+				best = s;
+		}
+		if (best < 0)
+			return true;		/* the shards hold fewer rows than promised: the caller stops */
+		visit(arg, best, o[best].fetched - o[best].have + o[best].at, *g);
+		o[best].at++;
+	}
+	return true;
+}
+
+int
+gbml_shard_merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes,
+					   gbml_shard_order_visit visit, void *arg)
+{
+	gbml_env   *env = ch->env;
+	const gbml_shard_link *link = ch->link;
+	order_cursor *o = gbml_alloc0(env, sizeof(order_cursor) * ch->n_shards);
+	gbml_strbuf *msgs = gbml_alloc0(env, sizeof(gbml_strbuf) * ch->n_shards);
+	int64_t		g = 0;
+	int			collided[2],
+				rc = GBML_OK;
+
+	if (o == NULL || msgs == NULL)
+	{
+		rc = env->error_code;
+		goto done;
+	}
+	for (int s = 0; s < ch->n_shards; s++)
+	{
+		gbml_sb_init(&msgs[s], env);
+		if (ch->n_rows[s] > 0 &&
+			(o[s].hash = gbml_alloc_array(env, (size_t) GBML_SHARD_ORDER_PAGE * 2, sizeof(uint64_t))) == NULL)
+		{
+			rc = env->error_code;
+			goto done;
+		}
+	}
+	while (rc == GBML_OK && g < n_global)
+	{
+		gbml_progress_info info = {"order", g, n_global, NULL, 0};
+		int64_t		before = g;
+
+		if ((rc = fetch_pages(ch, o, msgs, op_hashes)) != GBML_OK)
+			break;
+		if (!merge_pages(ch, o, n_global, &g, visit, arg, collided))
+			rc = gbml_error(env, GBML_EINVAL,
+							"%s: shards %s and %s hold two different rows with the same 64-bit hash, "
+							"whose order one server would take from their content; the training cannot "
+							"promise the single-server model", ch->algo, link->name(link->ctx, collided[0]),
+							link->name(link->ctx, collided[1]));
+		else if (g == before && g < n_global)
+			rc = gbml_error(env, GBML_EINVAL, "%s: the shards' row hashes ended before their rows", ch->algo);
+		else if (gbml_progress(env, &info))
+			rc = gbml_error(env, GBML_ECANCELLED, "canceled");
+	}
+done:
+	for (int s = 0; o && msgs && s < ch->n_shards; s++)
+	{
+		gbml_sb_free(&msgs[s]);
+		gbml_free(env, o[s].hash);
+	}
+	gbml_free(env, msgs);
+	gbml_free(env, o);
+	return rc;
+}

@@ -1,0 +1,54 @@
+/*
+ * shard_order.h — the union's canonical row order across shards (issue
+ * 14), for what a trainer draws by canonical position (boosting's border
+ * sample).  Each shard's rows are in its canonical order, sorted by
+ * content hash (gbml_dataset_canonicalize); the union's is their merge by
+ * hash.  The shard side hashes its rows and answers pages of hashes; the
+ * coordinator merges the pages, calling a visitor with each row's shard,
+ * local index and global index.  Equal hashes on two shards are either
+ * the same row (duplicates: ordered by shard, which changes nothing) or
+ * two different rows (odds about n^2 / 2^64): those are refused, since one
+ * server would order them by content, which the hashes cannot tell.
+ */
+#ifndef GBML_SHARD_ORDER_H
+#define GBML_SHARD_ORDER_H
+
+#include "shard_link.h"
+
+/*
+ * Rows of a page of hashes; the unit tests' pages are small, so that their
+ * few thousand rows take many pages.
+ */
+#ifdef GBML_UNIT_TEST
+#define GBML_SHARD_ORDER_PAGE ((int64_t) 700)
+#else
+#define GBML_SHARD_ORDER_PAGE ((int64_t) 1 << 20)
+#endif
+
+/* A second hash of a row's content, independent of the canonical one (duplicates vs collisions). */
+uint64_t	gbml_shard_content_hash(const float *x, int d, float label, int64_t group, float weight);
+
+/* A shard's side: every row's (canonical hash, content hash), in canonical order. */
+typedef struct gbml_shard_hashes
+{
+	int64_t		n;
+	uint64_t   *hash;			/* 2 n */
+} gbml_shard_hashes;
+
+/* The hashes of ds's rows (in memory or in a chunk store). */
+int			gbml_shard_hashes_build(gbml_shard_hashes *h, const gbml_dataset *ds, gbml_env *env);
+/* The answer to a request's (offset, count): count, then count pairs of hashes. */
+void		gbml_shard_hashes_page(const gbml_shard_hashes *h, gbml_msg_reader *r, gbml_strbuf *reply);
+void		gbml_shard_hashes_free(gbml_shard_hashes *h, gbml_env *env);
+
+/*
+ * The coordinator's merge: op_hashes is the shards' request code for a
+ * page (followed by offset and count); visit(arg, shard, local, global) is
+ * called for every row in global order.  Returns an error naming the two
+ * shards at a collision.
+ */
+typedef void (*gbml_shard_order_visit) (void *arg, int shard, int64_t local, int64_t global);
+int			gbml_shard_merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes,
+								   gbml_shard_order_visit visit, void *arg);
+
+#endif
