@@ -74,7 +74,7 @@ boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env 
 /* ------------------------------------------------------------------ */
 
 /* The merge's visitor: a sampled global position's row goes on its shard's list. */
-static void
+static bool
 sample_visit(void *arg, int shard, int64_t local, int64_t global)
 {
 	boost_shards *B = arg;
@@ -84,6 +84,7 @@ sample_visit(void *arg, int shard, int64_t local, int64_t global)
 		B->sample_local[shard][B->sample_count[shard]++] = local;
 		B->sample_next++;
 	}
+	return true;
 }
 
 /*
@@ -122,7 +123,7 @@ sample_lists(trainer *T, boost_shards *B, int64_t m)
 	if ((B->sample_pos = gbml_alloc_array(env, (size_t) m, sizeof(int64_t))) == NULL)
 		return env->error_code;
 	B->sample_m = gbml_boost_sample_positions(T->n_global, m, (uint64_t) T->p->random_seed, B->sample_pos);
-	return gbml_shard_merge_order(ch, T->n_global, BS_OP_HASHES, sample_visit, B);
+	return gbml_shard_merge_order(ch, T->n_global, BS_OP_HASHES, sample_visit, NULL, B);
 }
 
 /* The sample's rows from the shards, page by page, into rows (m x d, shard by shard). */

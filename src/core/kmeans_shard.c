@@ -8,35 +8,13 @@
  */
 #include "kmeans_shards.h"
 #include "kmeans_shard_msg.h"
+#include "shard_order.h"
 #include "kmeans_internal.h"
 #include "kmeans_exact.h"
-#include "dataset_internal.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
-
-/* A second hash of a row's content, independent of the canonical one (duplicates vs collisions). */
-static uint64_t
-km_content_hash(const float *x, int d, float label, int64_t group, float weight)
-{
-	uint64_t	h = 0xcbf29ce484222325ULL;
-	const uint8_t *p = (const uint8_t *) x;
-
-	for (size_t i = 0; i < (size_t) d * sizeof(float); i++)
-		h = (h ^ p[i]) * 0x100000001b3ULL;
-	h = (h ^ (uint64_t) group) * 0x100000001b3ULL;
-	{
-		uint32_t	lw,
-					ww;
-
-		memcpy(&lw, &label, 4);
-		memcpy(&ww, &weight, 4);
-		h = (h ^ lw) * 0x100000001b3ULL;
-		h = (h ^ ww) * 0x100000001b3ULL;
-	}
-	return h ^ (h >> 31);
-}
 
 typedef struct km_shard
 {
@@ -45,7 +23,7 @@ typedef struct km_shard
 	km_work		w;
 	int64_t		n_global;
 	int64_t    *rank;			/* per local row (canonical order): its global index, ascending */
-	uint64_t   *hash;			/* per local row: canonical hash, content hash (2 each), until ranked */
+	gbml_shard_hashes hashes;	/* per local row: canonical hash, content hash, until ranked */
 	int64_t		ranked;			/* rows whose global index has arrived (pages in order) */
 	int64_t    *block_pot;		/* global blocks x T: the last candidate pass */
 	int64_t		n_blocks;
@@ -80,37 +58,6 @@ km_finite(const double *v, int64_t n, bool positive)
 	return true;
 }
 
-typedef struct km_hash_arg
-{
-	km_shard *sh;
-} km_hash_arg;
-
-/* The canonical and content hashes of tasks [first, end)'s rows. */
-static int
-km_hash_tasks(km_work *w, int first, int end, void *arg)
-{
-	km_shard *sh = ((km_hash_arg *) arg)->sh;
-	const gbml_dataset *ds = w->ds;
-
-	for (int ti = first; ti < end; ti++)
-	{
-		const km_task *tk = &w->tasks[ti];
-		const gbml_chunk *ch = ds->chunks[tk->chunk];
-
-		for (int64_t i = 0; i < tk->count; i++)
-		{
-			const float *x = km_task_x(w, tk) + (size_t) i * w->d;
-			int64_t		r = tk->start + i;
-
-			sh->hash[2 * (tk->global + i)] = gbml_ds_hash_row(x, (size_t) w->d, ch->label[r], ch->group[r],
-															  ch->weight[r]);
-			sh->hash[2 * (tk->global + i) + 1] = km_content_hash(x, w->d, ch->label[r], ch->group[r],
-																 ch->weight[r]);
-		}
-	}
-	return GBML_OK;
-}
-
 static void km_shard_close(void *state);
 
 /* The shard over ds (canonical order), its rows' hashes for the global order; the hello. */
@@ -119,7 +66,6 @@ km_shard_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, vo
 {
 	const gbml_kmeans_params *p = algo_params;
 	km_shard   *sh;
-	km_hash_arg a;
 	int			rc;
 
 	*out = NULL;
@@ -137,14 +83,7 @@ km_shard_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, vo
 	{
 		if ((rc = km_setup(&sh->w, ds, p, env)) != GBML_OK)
 			goto fail;
-		sh->hash = gbml_alloc_array(env, (size_t) ds->n_rows * 2, sizeof(uint64_t));
-		if (sh->hash == NULL)
-		{
-			rc = env->error_code;
-			goto fail;
-		}
-		a.sh = sh;
-		if ((rc = km_walk(&sh->w, 0, sh->w.ntasks, km_hash_tasks, &a)) != GBML_OK)
+		if ((rc = gbml_shard_hashes_build(&sh->hashes, ds, env)) != GBML_OK)
 			goto fail;
 	}
 	gbml_shard_hello_head(hello, KM_SHARD_MAGIC, ds->n_rows, ds->n_features);
@@ -169,7 +108,7 @@ km_shard_close(void *state)
 	env = sh->env;
 	km_work_free(&sh->w);
 	gbml_free(env, sh->rank);
-	gbml_free(env, sh->hash);
+	gbml_shard_hashes_free(&sh->hashes, env);
 	gbml_free(env, sh->block_pot);
 	gbml_free(env, sh->mn);
 	gbml_free(env, sh->mx);
@@ -195,34 +134,13 @@ km_shard_local(const km_shard *sh, int64_t g)
 	return lo < sh->ds->n_rows && sh->rank[lo] == g ? lo : -1;
 }
 
-/* A page of the rows' hashes (canonical, content), from local row `offset`: the coordinator's merge reads them. */
-static int
-km_shard_hashes(km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
-{
-	int64_t		n = sh->ds->n_rows,
-				offset = gbml_msg_get_count(r, n),
-				count = gbml_msg_get_count(r, KM_ORDER_PAGE);
-
-	if (r->bad || sh->hash == NULL)
-	{
-		r->bad = true;
-		return GBML_OK;
-	}
-	if (count > n - offset)
-		count = n - offset;
-	gbml_msg_put_i64(reply, count);
-	gbml_msg_put(reply, sh->hash + 2 * offset, sizeof(uint64_t) * 2 * (size_t) count);
-	return GBML_OK;
-}
-
 /* The order is whole: the extremes every later grid is checked against, the union's row count's grid. */
 static int
 km_shard_ranked(km_shard *sh)
 {
 	int			rc;
 
-	gbml_free(sh->env, sh->hash);
-	sh->hash = NULL;
+	gbml_shard_hashes_free(&sh->hashes, sh->env);
 	sh->mn = gbml_alloc_array(sh->env, (size_t) sh->w.d, sizeof(double));
 	sh->mx = gbml_alloc_array(sh->env, (size_t) sh->w.d, sizeof(double));
 	if (sh->mn == NULL || sh->mx == NULL)
@@ -248,9 +166,9 @@ km_shard_ranks(km_shard *sh, gbml_msg_reader *r)
 	int64_t		n = sh->ds->n_rows,
 				n_global = gbml_msg_get_count(r, INT64_MAX / 2),
 				offset = gbml_msg_get_count(r, n),
-				count = gbml_msg_get_count(r, KM_ORDER_PAGE);
+				count = gbml_msg_get_count(r, GBML_SHARD_ORDER_PAGE);
 
-	if (sh->hash == NULL)
+	if (sh->hashes.hash == NULL)
 		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: the global row order arrived twice");
 	if (sh->rank == NULL && !r->bad && n_global >= n)
 	{
@@ -643,7 +561,7 @@ km_shard_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 	/* a shard without rows is left out of every step (the coordinator skips its replies) */
 	if (sh->ds->n_rows == 0)
 		return GBML_OK;
-	if (op != KM_OP_RANKS && op != KM_OP_HASHES && sh->hash != NULL)
+	if (op != KM_OP_RANKS && op != KM_OP_HASHES && sh->hashes.hash != NULL)
 		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: a request before the global row order");
 	if ((op == KM_OP_PASS || op == KM_OP_FAR || op == KM_OP_DIST_MAX || op == KM_OP_DIST_SUM) && !sh->grid_set)
 		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: request %lld before the grid", (long long) op);
@@ -656,7 +574,10 @@ km_shard_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 	switch (op)
 	{
 		case KM_OP_HASHES:
-			rc = km_shard_hashes(sh, &r, reply);
+			if (sh->hashes.hash == NULL)
+				return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: row hashes asked for after the global row order");
+			gbml_shard_hashes_page(&sh->hashes, &r, reply);
+			rc = GBML_OK;
 			break;
 		case KM_OP_RANKS:
 			rc = km_shard_ranks(sh, &r);

@@ -30,15 +30,6 @@ typedef enum km_shard_op
 	KM_OP_HASHES
 } km_shard_op;
 
-/*
- * Rows of a page of hashes or of global indices (the global order is
- * exchanged in pages); the unit tests' pages are small, so that their
- * few thousand rows take many pages.
- */
-#ifdef GBML_UNIT_TEST
-#define KM_ORDER_PAGE ((int64_t) 700)
-#else
-#define KM_ORDER_PAGE ((int64_t) 1 << 20)
-#endif
+/* The global order's pages (KM_OP_HASHES, KM_OP_RANKS) have GBML_SHARD_ORDER_PAGE rows (shard_order.h). */
 
 #endif

@@ -21,6 +21,7 @@
  */
 #include "kmeans_shards.h"
 #include "kmeans_shard_msg.h"
+#include "shard_order.h"
 #include "kmeans_internal.h"
 #include "kmeans_exact.h"
 
@@ -475,191 +476,92 @@ static const km_rows_ops km_remote_rows = {
 	.dist_sum = km_remote_dist_sum,
 };
 
-/* The merge's state per shard: a page of its hashes being read, a page of global indices being filled. */
-typedef struct km_order_shard
+/* The global indices being sent back: per shard a page being filled, and how many were sent. */
+typedef struct km_rank_pages
 {
-	uint64_t   *hash;			/* KM_ORDER_PAGE x 2 */
-	int64_t		have;			/* rows in the page */
-	int64_t		at;				/* the next row of the page */
-	int64_t		fetched;		/* the shard's rows fetched so far */
-	int64_t    *rank;			/* KM_ORDER_PAGE */
-	int64_t		filled;			/* global indices in the page */
-	int64_t		sent;			/* the shard's rows whose indices were sent */
-} km_order_shard;
+	km_work    *w;
+	int64_t   **rank;			/* per shard: GBML_SHARD_ORDER_PAGE */
+	int64_t    *filled;
+	int64_t    *sent;
+	gbml_strbuf *msgs;
+} km_rank_pages;
 
-/* The next pages of hashes of every shard whose page is used up (an empty request for the others). */
-static int
-km_order_fetch(km_work *w, km_order_shard *o, gbml_strbuf *msgs)
+/* The merge's visitor: the row's global index into its shard's page (full: send the pages first). */
+static bool
+km_rank_visit(void *arg, int shard, int64_t local, int64_t global)
 {
-	gbml_shard_channel *ch = &w->shards->ch;
-	int			rc;
+	km_rank_pages *P = arg;
 
-	for (int s = 0; s < ch->n_shards; s++)
-	{
-		bool		need = o[s].at == o[s].have && o[s].fetched < ch->n_rows[s];
-
-		msgs[s].len = 0;
-		gbml_msg_put_i64(&msgs[s], KM_OP_HASHES);
-		gbml_msg_put_i64(&msgs[s], o[s].fetched);
-		gbml_msg_put_i64(&msgs[s], need ? KM_ORDER_PAGE : 0);
-		if ((rc = gbml_sb_status(&msgs[s])) != GBML_OK)
-			return rc;
-		ch->req[s] = (const uint8_t *) msgs[s].data;
-		ch->req_len[s] = msgs[s].len;
-	}
-	if ((rc = gbml_shard_exchange(ch)) != GBML_OK)
-		return rc;
-	for (int s = 0; s < ch->n_shards; s++)
-	{
-		gbml_msg_reader r;
-		int64_t		count;
-
-		if (!gbml_shard_reply(ch, s, &r))
-			continue;
-		count = gbml_msg_get_count(&r, KM_ORDER_PAGE);
-		if (o[s].at == o[s].have && o[s].fetched < ch->n_rows[s] && count == 0)
-			r.bad = true;		/* a page it owes: without it the merge would wait forever */
-		if (count > 0 && !r.bad)
-		{
-			gbml_msg_get(&r, o[s].hash, sizeof(uint64_t) * 2 * (size_t) count);
-			o[s].have = count;
-			o[s].at = 0;
-			o[s].fetched += count;
-		}
-		if ((rc = gbml_shard_reply_done(ch, s, &r)) != GBML_OK)
-			return rc;
-	}
-	return GBML_OK;
+	(void) local;				/* the pages go in the shard's row order */
+	if (P->filled[shard] == GBML_SHARD_ORDER_PAGE)
+		return false;
+	P->rank[shard][P->filled[shard]++] = global;
+	return true;
 }
 
 /* Every shard's filled page of global indices (possibly empty) sent. */
 static int
-km_order_send(km_work *w, km_order_shard *o, gbml_strbuf *msgs)
+km_rank_flush(void *arg)
 {
-	gbml_shard_channel *ch = &w->shards->ch;
+	km_rank_pages *P = arg;
+	gbml_shard_channel *ch = &P->w->shards->ch;
 	int			rc;
 
 	for (int s = 0; s < ch->n_shards; s++)
 	{
-		msgs[s].len = 0;
-		gbml_msg_put_i64(&msgs[s], KM_OP_RANKS);
-		gbml_msg_put_i64(&msgs[s], w->n);
-		gbml_msg_put_i64(&msgs[s], o[s].sent);
-		gbml_msg_put_i64(&msgs[s], o[s].filled);
-		gbml_msg_put(&msgs[s], o[s].rank, sizeof(int64_t) * (size_t) o[s].filled);
-		if ((rc = gbml_sb_status(&msgs[s])) != GBML_OK)
+		P->msgs[s].len = 0;
+		gbml_msg_put_i64(&P->msgs[s], KM_OP_RANKS);
+		gbml_msg_put_i64(&P->msgs[s], P->w->n);
+		gbml_msg_put_i64(&P->msgs[s], P->sent[s]);
+		gbml_msg_put_i64(&P->msgs[s], P->filled[s]);
+		gbml_msg_put(&P->msgs[s], P->rank[s], sizeof(int64_t) * (size_t) P->filled[s]);
+		if ((rc = gbml_sb_status(&P->msgs[s])) != GBML_OK)
 			return rc;
-		ch->req[s] = (const uint8_t *) msgs[s].data;
-		ch->req_len[s] = msgs[s].len;
-		o[s].sent += o[s].filled;
-		o[s].filled = 0;
+		ch->req[s] = (const uint8_t *) P->msgs[s].data;
+		ch->req_len[s] = P->msgs[s].len;
+		P->sent[s] += P->filled[s];
+		P->filled[s] = 0;
 	}
 	return gbml_shard_exchange(ch);
 }
 
 /*
- * Merges the pages by hash until a shard's page of hashes is used up (it
- * has more) or a page of indices is full; returns false at a collision of
- * two different rows, *g the next global index.
- */
-static bool
-km_order_merge(km_work *w, km_order_shard *o, int64_t *g, int *collided)
-{
-	const gbml_shard_channel *ch = &w->shards->ch;
-
-	for (; *g < w->n; (*g)++)
-	{
-		int			best = -1;
-
-		for (int s = 0; s < ch->n_shards; s++)
-		{
-			const uint64_t *h = o[s].hash + 2 * o[s].at;
-
-			if (o[s].at == o[s].have)
-			{
-				if (o[s].fetched < ch->n_rows[s])
-					return true;	/* its next page first */
-				continue;
-			}
-			if (best >= 0 && h[0] == o[best].hash[2 * o[best].at] && h[1] != o[best].hash[2 * o[best].at + 1])
-			{
-				collided[0] = best;
-				collided[1] = s;
-				return false;
-			}
-			if (best < 0 || h[0] < o[best].hash[2 * o[best].at])
-				best = s;
-		}
-		if (o[best].filled == KM_ORDER_PAGE)
-			return true;		/* its page of indices goes first */
-		o[best].rank[o[best].filled++] = *g;
-		o[best].at++;
-	}
-	return true;
-}
-
-/*
- * The union's canonical order: the shards' hash-sorted rows merged by
- * hash (duplicates across shards in shard order), and each shard's rows'
- * global indices sent to it, both in pages of KM_ORDER_PAGE rows so that
- * neither side holds more than a few pages.
+ * The union's canonical order (shard_order.h), and each shard's rows'
+ * global indices sent to it in pages, so that neither side holds more than
+ * a few pages.
  */
 static int
 km_global_order(km_work *w)
 {
-	const gbml_shard_channel *ch = &w->shards->ch;
-	const gbml_shard_link *link = ch->link;
-	km_order_shard *o = gbml_alloc0(w->env, sizeof(km_order_shard) * ch->n_shards);
-	gbml_strbuf *msgs = gbml_alloc0(w->env, sizeof(gbml_strbuf) * ch->n_shards);
-	int64_t		g = 0;
-	int			collided[2],
-				rc = GBML_OK;
+	gbml_shard_channel *ch = &w->shards->ch;
+	int			S = ch->n_shards;
+	km_rank_pages P = {w, NULL, NULL, NULL, NULL};
+	int			rc = GBML_OK;
 
-	if (o == NULL || msgs == NULL)
-	{
+	P.rank = gbml_alloc0(w->env, sizeof(int64_t *) * (size_t) S);
+	P.filled = gbml_alloc0(w->env, sizeof(int64_t) * (size_t) S);
+	P.sent = gbml_alloc0(w->env, sizeof(int64_t) * (size_t) S);
+	P.msgs = gbml_alloc0(w->env, sizeof(gbml_strbuf) * (size_t) S);
+	if (!P.rank || !P.filled || !P.sent || !P.msgs)
 		rc = w->env->error_code;
-		goto done;
-	}
-	for (int s = 0; s < ch->n_shards; s++)
+	for (int s = 0; rc == GBML_OK && s < S; s++)
 	{
-		gbml_sb_init(&msgs[s], w->env);
+		gbml_sb_init(&P.msgs[s], w->env);
 		if (ch->n_rows[s] > 0 &&
-			((o[s].hash = gbml_alloc_array(w->env, (size_t) KM_ORDER_PAGE * 2, sizeof(uint64_t))) == NULL ||
-			 (o[s].rank = gbml_alloc_array(w->env, (size_t) KM_ORDER_PAGE, sizeof(int64_t))) == NULL))
-		{
+			(P.rank[s] = gbml_alloc_array(w->env, (size_t) GBML_SHARD_ORDER_PAGE, sizeof(int64_t))) == NULL)
 			rc = w->env->error_code;
-			goto done;
-		}
 	}
-	while (rc == GBML_OK)
+	if (rc == GBML_OK)
+		rc = gbml_shard_merge_order(ch, w->n, KM_OP_HASHES, km_rank_visit, km_rank_flush, &P);
+	for (int s = 0; P.rank && P.msgs && s < S; s++)
 	{
-		gbml_progress_info info = {"order", g, w->n, NULL, 0};
-
-		if ((rc = km_order_fetch(w, o, msgs)) != GBML_OK)
-			break;
-		if (!km_order_merge(w, o, &g, collided))
-		{
-			rc = gbml_error(w->env, GBML_EINVAL,
-							"kmeans: shards %s and %s hold two different rows with the same 64-bit hash, "
-							"whose order one server would take from their content; the training cannot "
-							"promise the single-server model", link->name(link->ctx, collided[0]),
-							link->name(link->ctx, collided[1]));
-			break;
-		}
-		if ((rc = km_order_send(w, o, msgs)) != GBML_OK || g == w->n)
-			break;
-		if (gbml_progress(w->env, &info))
-			rc = gbml_error(w->env, GBML_ECANCELLED, "canceled");
+		gbml_sb_free(&P.msgs[s]);
+		gbml_free(w->env, P.rank[s]);
 	}
-done:
-	for (int s = 0; o && msgs && s < ch->n_shards; s++)
-	{
-		gbml_sb_free(&msgs[s]);
-		gbml_free(w->env, o[s].hash);
-		gbml_free(w->env, o[s].rank);
-	}
-	gbml_free(w->env, msgs);
-	gbml_free(w->env, o);
+	gbml_free(w->env, P.rank);
+	gbml_free(w->env, P.filled);
+	gbml_free(w->env, P.sent);
+	gbml_free(w->env, P.msgs);
 	return rc;
 }
 

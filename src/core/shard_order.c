@@ -100,7 +100,13 @@ typedef struct order_cursor
 static int
 fetch_pages(gbml_shard_channel *ch, order_cursor *o, gbml_strbuf *msgs, int64_t op_hashes)
 {
+	bool		any = false;
 	int			rc;
+
+	for (int s = 0; s < ch->n_shards; s++)
+		any |= o[s].at == o[s].have && o[s].fetched < ch->n_rows[s];
+	if (!any)
+		return GBML_OK;
 
 	for (int s = 0; s < ch->n_shards; s++)
 	{
@@ -142,13 +148,14 @@ fetch_pages(gbml_shard_channel *ch, order_cursor *o, gbml_strbuf *msgs, int64_t 
 
 /*
  * Merges the pages by hash until a shard's page is used up while it has
- * more rows; returns false at a collision of two different rows.  *g: the
- * next global index.
+ * more rows, or the visitor asks for a flush (*paused); returns false at a
+ * collision of two different rows.  *g: the next global index.
  */
 static bool
 merge_pages(gbml_shard_channel *ch, order_cursor *o, int64_t n_global, int64_t *g,
-			gbml_shard_order_visit visit, void *arg, int *collided)
+			gbml_shard_order_visit visit, void *arg, int *collided, bool *paused)
 {
+	*paused = false;
 	for (; *g < n_global; (*g)++)
 	{
 		int			best = -1;
@@ -174,7 +181,11 @@ merge_pages(gbml_shard_channel *ch, order_cursor *o, int64_t n_global, int64_t *
 		}
 		if (best < 0)
 			return true;		/* the shards hold fewer rows than promised: the caller stops */
-		visit(arg, best, o[best].fetched - o[best].have + o[best].at, *g);
+		if (!visit(arg, best, o[best].fetched - o[best].have + o[best].at, *g))
+		{
+			*paused = true;
+			return true;
+		}
 		o[best].at++;
 	}
 	return true;
@@ -182,7 +193,7 @@ merge_pages(gbml_shard_channel *ch, order_cursor *o, int64_t n_global, int64_t *
 
 int
 gbml_shard_merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes,
-					   gbml_shard_order_visit visit, void *arg)
+					   gbml_shard_order_visit visit, gbml_shard_order_flush flush, void *arg)
 {
 	gbml_env   *env = ch->env;
 	const gbml_shard_link *link = ch->link;
@@ -191,6 +202,7 @@ gbml_shard_merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hash
 	int64_t		g = 0;
 	int			collided[2],
 				rc = GBML_OK;
+	bool		paused = false;
 
 	if (o == NULL || msgs == NULL)
 	{
@@ -214,14 +226,16 @@ gbml_shard_merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hash
 
 		if ((rc = fetch_pages(ch, o, msgs, op_hashes)) != GBML_OK)
 			break;
-		if (!merge_pages(ch, o, n_global, &g, visit, arg, collided))
+		if (!merge_pages(ch, o, n_global, &g, visit, arg, collided, &paused))
 			rc = gbml_error(env, GBML_EINVAL,
 							"%s: shards %s and %s hold two different rows with the same 64-bit hash, "
 							"whose order one server would take from their content; the training cannot "
 							"promise the single-server model", ch->algo, link->name(link->ctx, collided[0]),
 							link->name(link->ctx, collided[1]));
-		else if (g == before && g < n_global)
+		else if (g == before && g < n_global && !paused)
 			rc = gbml_error(env, GBML_EINVAL, "%s: the shards' row hashes ended before their rows", ch->algo);
+		else if (flush && (rc = flush(arg)) != GBML_OK)
+			break;
 		else if (gbml_progress(env, &info))
 			rc = gbml_error(env, GBML_ECANCELLED, "canceled");
 	}

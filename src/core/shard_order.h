@@ -44,11 +44,14 @@ void		gbml_shard_hashes_free(gbml_shard_hashes *h, gbml_env *env);
 /*
  * The coordinator's merge: op_hashes is the shards' request code for a
  * page (followed by offset and count); visit(arg, shard, local, global) is
- * called for every row in global order.  Returns an error naming the two
- * shards at a collision.
+ * called for every row in global order, and may answer false to have
+ * flush(arg) run first (a page of its own is full; the row comes again
+ * after it); flush, when not NULL, also runs after every batch the pages
+ * in hand allowed.  Returns an error naming the two shards at a collision.
  */
-typedef void (*gbml_shard_order_visit) (void *arg, int shard, int64_t local, int64_t global);
+typedef bool (*gbml_shard_order_visit) (void *arg, int shard, int64_t local, int64_t global);
+typedef int (*gbml_shard_order_flush) (void *arg);
 int			gbml_shard_merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes,
-								   gbml_shard_order_visit visit, void *arg);
+								   gbml_shard_order_visit visit, gbml_shard_order_flush flush, void *arg);
 
 #endif

@@ -13,7 +13,11 @@
 # same, and what a Lloyd iteration would take with each shard on a machine of
 # its own (the single server's iteration / SHARDS + the overhead per round
 # trip).  Then logistic regression: SAGA on one server against OWL-QN across
-# the shards (objectives, iterations, seconds and bytes per gradient).  All
+# the shards (objectives, iterations, seconds and bytes per gradient).  Then
+# boosting (B_ITERS trees of depth B_DEPTH, RMSE on relevance): seconds per
+# tree and for the borders and bins, round trips and bytes per tree, the
+# coordination per round trip, the same model bytes, and the projected time
+# per tree with a shard per machine.  All
 # clusters share this machine's cores, so the sharded time here is a
 # correctness and overhead figure, not a speed-up.
 # Needs gbml installed (make install); starts and removes its own clusters.
@@ -23,6 +27,8 @@ D=${D:-100}
 SHARDS=${SHARDS:-3}
 KM_K=${KM_K:-20}
 KM_ITERS=${KM_ITERS:-10}
+B_ITERS=${B_ITERS:-20}
+B_DEPTH=${B_DEPTH:-6}
 top=$(cd "$(dirname "$0")/../.." && pwd)
 make -s -C "$top" -f tests/bench/bench.mk tests/bench/bin/gen_rows || exit 1
 GEN=$top/tests/bench/bin/gen_rows
@@ -70,8 +76,13 @@ check "the sharded model is the single-server model, byte for byte" t "$same"
 saga_params='{"loss": "logistic", "alpha": 0.0001, "standardize": true, "features_column": "f", "label_column": "clicked"}'
 saga_one_wall=$(run lin_one t_local saga "$saga_params") || bail "SAGA on one server"
 saga_dist_wall=$(run lin_dist t saga "$saga_params") || bail "OWL-QN across the shards"
+boost_params="{\"iterations\": $B_ITERS, \"depth\": $B_DEPTH, \"features_column\": \"f\", \"label_column\": \"relevance\"}"
+boost_one_wall=$(run b_one t_local boost "$boost_params") || bail "boosting on one server"
+boost_dist_wall=$(run b_dist t boost "$boost_params") || bail "boosting across the shards"
+same=$(q coord postgres "SELECT (SELECT model FROM gbml.models WHERE name = 'b_one') = (SELECT model FROM gbml.models WHERE name = 'b_dist')")
+check "the sharded boosting model is the single-server model, byte for byte" t "$same"
 
-python3 - "$one_wall" "$dist_wall" "$SHARDS" "$N" "$D" "$KM_K" "$saga_one_wall" "$saga_dist_wall" <<PY
+python3 - "$one_wall" "$dist_wall" "$SHARDS" "$N" "$D" "$KM_K" "$saga_one_wall" "$saga_dist_wall" "$boost_one_wall" "$boost_dist_wall" "$B_DEPTH" <<PY
 import json, subprocess, sys
 one_wall, dist_wall, shards, n, d, k = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 def timings(name):
@@ -124,5 +135,28 @@ print("#   OWL-QN iterations to within 1e-4 / 1e-6 / 1e-8 of the better objectiv
       " / ".join(str(first.get(l, "-")) for l in (1e-4, 1e-6, 1e-8)))
 print(f"#   per evaluation: {t2['solver_seconds']/max(1,ev):.3f} s, {t2['gradient_bytes']/1e3:.1f} kB; "
       f"coordination {1e3*t2['coordination_seconds']/t2['shard_round_trips']:.2f} ms per round trip")
+b1, b2 = timings("b_one"), timings("b_dist")
+b1 = b1.get("timings", b1)
+b2 = b2.get("timings", b2)
+depth = int(sys.argv[11])
+trees = round(b2["boost_seconds"] / b2["seconds_per_tree"]) if b2["seconds_per_tree"] > 0 else 0
+rt = b2["shard_round_trips"] - b2.get("setup_round_trips", 0)
+boh = (b2["coordination_seconds"] - (b2.get("setup_wait_seconds", 0) - b2.get("setup_shard_seconds", 0))) / max(1, rt)
+print(f"# boosting, RMSE, {trees} trees of depth {depth}")
+print(f"# {'':34s} {'one server':>12s} {'sharded':>12s}")
+print(f"# {'wall seconds (gbml.train)':34s} {float(sys.argv[9]):12.2f} {float(sys.argv[10]):12.2f}")
+print(f"# {'borders and bins seconds':34s} {b1['quantize_seconds']:12.2f} {b2['quantize_seconds']:12.2f}")
+print(f"# {'seconds per tree':34s} {b1['seconds_per_tree']:12.3f} {b2['seconds_per_tree']:12.3f}")
+print(f"# round trips {b2['shard_round_trips']} ({rt / max(1, trees):.1f} per tree after the set-up); "
+      f"set-up (order, border sample, borders, base score): {b2.get('setup_round_trips', 0)} round trips, "
+      f"{b2.get('setup_bytes', 0)/1e6:.1f} MB, {b2.get('setup_wait_seconds', 0):.2f} s")
+print(f"# one tree: {b2['tree_bytes']/1e6:.2f} MB over all shards (maxima, splits and leaves out, histograms back)")
+print(f"# coordination {1e3*boh:.2f} ms per round trip after the set-up")
+# the split search stays on the coordinator; the rows' work divides among the shards
+split = b1['split_seconds'] / max(1, trees)
+rows = b1['seconds_per_tree'] - split
+proj = rows / shards + split + (depth + 1) * boh
+print(f"# projected tree, a shard per machine: {rows/shards:.3f} s (one server's row work / {shards}) + {split:.3f} s "
+      f"(split search) + {depth + 1} x {1e3*boh:.2f} ms = {proj:.3f} s, {b1['seconds_per_tree']/proj:.2f}x one server")
 PY
 finish

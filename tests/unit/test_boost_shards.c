@@ -78,34 +78,6 @@ bsh_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files
 	free(x);
 }
 
-static void
-bsh_check_same_bytes(const char *name, const bsh_data *s, const gbml_param_value *v, int nv)
-{
-	gbml_env	env;
-	gbml_dataset ds;
-	uint8_t    *ref;
-	size_t		ref_len;
-	char		error[512];
-
-	gbml_env_init_malloc(&env, 2);
-	bsh_fill(&ds, &env, -1, 1, false, (void *) s);
-	CHECK(tu_train("boost", &ds, &env, v, nv, &ref, &ref_len) == GBML_OK);
-	gbml_dataset_free(&ds, &env);
-	for (int n_shards = 2; n_shards <= 3; n_shards++)
-	{
-		size_t		len = 0;
-		uint8_t    *m = tu_train_sharded("boost", bsh_fill, (void *) s, n_shards, v, nv, 0, &len, error,
-										 sizeof(error));
-		bool		same = m != NULL && len == ref_len && memcmp(m, ref, len) == 0;
-
-		CHECK(same);
-		if (!same)
-			fprintf(stderr, "%s, %d shards: %s\n", name, n_shards, m ? "other bytes than one server" : error);
-		free(m);
-	}
-	free(ref);
-}
-
 TEST(boost_shards_rmse_sampled_borders_same_bytes)
 {
 	/* more rows than border_sample_size: the sample is drawn over the union's order, in pages */
@@ -113,7 +85,7 @@ TEST(boost_shards_rmse_sampled_borders_same_bytes)
 	gbml_param_value v[] = {tu_num("iterations", 12), tu_num("depth", 4), tu_num("border_sample_size", 1500),
 	tu_num("random_seed", 5)};
 
-	bsh_check_same_bytes("RMSE, sampled borders", &s, v, 4);
+	tu_check_same_bytes("boost", "RMSE, sampled borders", bsh_fill, &s, v, 4);
 }
 
 TEST(boost_shards_logloss_weights_missing_same_bytes)
@@ -123,7 +95,7 @@ TEST(boost_shards_logloss_weights_missing_same_bytes)
 	gbml_param_value v[] = {tu_num("iterations", 10), tu_num("depth", 5), tu_str("loss", "Logloss"),
 	tu_num("border_count", 20)};
 
-	bsh_check_same_bytes("Logloss, weights, missing values", &s, v, 4);
+	tu_check_same_bytes("boost", "Logloss, weights, missing values", bsh_fill, &s, v, 4);
 }
 
 TEST(boost_shards_duplicates_rmse_metric_same_bytes)
@@ -135,7 +107,7 @@ TEST(boost_shards_duplicates_rmse_metric_same_bytes)
 
 	/* Logloss as the metric of a regression needs labels in [0, 1]: theirs are not, so binary labels */
 	s.binary = true;
-	bsh_check_same_bytes("duplicates, depth 1", &s, v, 4);
+	tu_check_same_bytes("boost", "duplicates, depth 1", bsh_fill, &s, v, 4);
 }
 
 TEST(boost_shards_refuses_what_it_cannot_do_yet)

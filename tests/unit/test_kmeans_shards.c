@@ -63,39 +63,12 @@ sh_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files,
 	free(x);
 }
 
-static void
-sh_check_same_bytes(const char *name, const sh_data *s, const gbml_param_value *v, int nv)
-{
-	gbml_env	env;
-	gbml_dataset ds;
-	uint8_t    *ref;
-	size_t		ref_len;
-	char		error[512];
-
-	gbml_env_init_malloc(&env, 2);
-	sh_fill(&ds, &env, -1, 1, false, (void *) s);
-	CHECK(tu_train("kmeans", &ds, &env, v, nv, &ref, &ref_len) == GBML_OK);
-	gbml_dataset_free(&ds, &env);
-	for (int n_shards = 2; n_shards <= 3; n_shards++)
-	{
-		size_t		len = 0;
-		uint8_t    *m = tu_train_sharded("kmeans", sh_fill, (void *) s, n_shards, v, nv, 0, &len, error, sizeof(error));
-		bool		same = m != NULL && len == ref_len && memcmp(m, ref, len) == 0;
-
-		CHECK(same);
-		if (!same)
-			fprintf(stderr, "%s, %d shards: %s\n", name, n_shards, m ? "other bytes than one server" : error);
-		free(m);
-	}
-	free(ref);
-}
-
 TEST(kmeans_shards_kmeanspp_n_init_same_bytes)
 {
 	sh_data		s = {9100, 6, 0};
 	gbml_param_value v[] = {tu_num("k", 7), tu_num("n_init", 2), tu_num("random_seed", 4)};
 
-	sh_check_same_bytes("k-means++, n_init 2", &s, v, 3);
+	tu_check_same_bytes("kmeans", "k-means++, n_init 2", sh_fill, &s, v, 3);
 }
 
 TEST(kmeans_shards_random_spherical_same_bytes)
@@ -104,7 +77,7 @@ TEST(kmeans_shards_random_spherical_same_bytes)
 	gbml_param_value v[] = {tu_num("k", 5), tu_str("init", "random"), tu_bool("spherical", true),
 	tu_num("n_init", 2)};
 
-	sh_check_same_bytes("random, spherical", &s, v, 4);
+	tu_check_same_bytes("kmeans", "random, spherical", sh_fill, &s, v, 4);
 }
 
 TEST(kmeans_shards_duplicates_and_empty_clusters_same_bytes)
@@ -114,7 +87,7 @@ TEST(kmeans_shards_duplicates_and_empty_clusters_same_bytes)
 	gbml_param_value v[] = {tu_num("k", 9), tu_str("init", "random"), tu_num("random_seed", 2),
 	tu_num("min_frac_changed", 0)};
 
-	sh_check_same_bytes("duplicates, empty clusters", &s, v, 4);
+	tu_check_same_bytes("kmeans", "duplicates, empty clusters", sh_fill, &s, v, 4);
 }
 
 TEST(kmeans_shards_failing_shard_names_it)

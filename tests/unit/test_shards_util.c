@@ -127,3 +127,31 @@ tu_train_sharded(const char *algorithm, tu_fill_fn fill, void *arg, int n_shards
 	return model;
 }
 
+
+void
+tu_check_same_bytes(const char *algorithm, const char *name, tu_fill_fn fill, void *arg,
+					const gbml_param_value *v, int nv)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *ref;
+	size_t		ref_len;
+	char		error[512];
+
+	gbml_env_init_malloc(&env, 2);
+	fill(&ds, &env, -1, 1, false, arg);
+	CHECK(tu_train(algorithm, &ds, &env, v, nv, &ref, &ref_len) == GBML_OK);
+	gbml_dataset_free(&ds, &env);
+	for (int n_shards = 2; n_shards <= 3; n_shards++)
+	{
+		size_t		len = 0;
+		uint8_t    *m = tu_train_sharded(algorithm, fill, arg, n_shards, v, nv, 0, &len, error, sizeof(error));
+		bool		same = m != NULL && len == ref_len && memcmp(m, ref, len) == 0;
+
+		CHECK(same);
+		if (!same)
+			fprintf(stderr, "%s, %d shards: %s\n", name, n_shards, m ? "other bytes than one server" : error);
+		free(m);
+	}
+	free(ref);
+}

@@ -26,4 +26,12 @@ uint8_t    *tu_train_sharded(const char *algorithm, tu_fill_fn fill, void *arg, 
 							 const gbml_param_value *v, int nv, int fail_at, size_t *len, char *error,
 							 size_t error_size);
 
+/*
+ * Trains `algorithm` on every row on one server, then on the rows dealt to
+ * 2 and 3 in-process shards (fill: shard -1 is every row), and checks the
+ * model bytes are the same; `name` labels a failure.
+ */
+void		tu_check_same_bytes(const char *algorithm, const char *name, tu_fill_fn fill, void *arg,
+								const gbml_param_value *v, int nv);
+
 #endif
