@@ -150,6 +150,8 @@ data_free(boost_data *d, gbml_env *env)
 	gbml_free(env, d->label);
 	gbml_free(env, d->weight);
 	gbml_free(env, d->group_off);
+	gbml_free(env, d->group_id);
+	gbml_free(env, d->group_global);
 	gbml_free(env, d->ideal_dcg);
 	memset(d, 0, sizeof(*d));
 }
@@ -215,7 +217,8 @@ data_prepare(const gbml_dataset *ds, boost_data *d, gbml_env *env)
 		if (i == 0 || keys[i].group != keys[i - 1].group)
 			d->n_groups++;
 	d->group_off = gbml_alloc_array(env, (size_t) d->n_groups + 1, sizeof(int64_t));
-	if (d->group_off == NULL)
+	d->group_id = gbml_alloc_array(env, (size_t) (d->n_groups > 0 ? d->n_groups : 1), sizeof(int64_t));
+	if (d->group_off == NULL || d->group_id == NULL)
 		goto fail;
 	{
 		int64_t		g = 0;
@@ -223,7 +226,10 @@ data_prepare(const gbml_dataset *ds, boost_data *d, gbml_env *env)
 		for (i = 0; i < n; i++)
 		{
 			if (i == 0 || keys[i].group != keys[i - 1].group)
+			{
+				d->group_id[g] = keys[i].group;
 				d->group_off[g++] = i;
+			}
 			gather_row(d, i, ds, (int) (keys[i].index >> 32), keys[i].index & 0xffffffffLL);
 		}
 		d->group_off[g] = n;
@@ -247,6 +253,7 @@ data_problem(const boost_data *d, bool with_groups)
 	p.weight = d->weight;
 	p.n_groups = with_groups ? d->n_groups : 0;
 	p.group_offsets = with_groups ? d->group_off : NULL;
+	p.group_stream = with_groups ? d->group_global : NULL;
 	return p;
 }
 
@@ -785,8 +792,8 @@ add_tree_from_bins(trainer *T, int64_t t, double *pred)
  * default l2 of 0 its Cosine score orders splits as sum G^2/W does), and the
  * hessian enters only the Newton leaf values -G / (H + l2).
  */
-static bool
-structure_by_weight(gbml_boost_loss_kind kind)
+bool
+boost_structure_by_weight(gbml_boost_loss_kind kind)
 {
 	return kind == GBML_LOSS_YETIRANK;
 }
@@ -797,8 +804,8 @@ structure_by_weight(gbml_boost_loss_kind kind)
  * (at newton_scale) of newton_hess over the drawn rows: integer sums, so
  * the same bits whatever the thread count.
  */
-static void
-last_split_newton_sums(trainer *T, int feature, int border, int64_t *sums)
+void
+boost_newton_sums(trainer *T, int feature, int border, int64_t *sums)
 {
 	int			d = T->depth;
 	int64_t		nl = (int64_t) 1 << d;
@@ -1130,14 +1137,14 @@ setup_row_arrays(trainer *T, const gbml_dataset *ds)
 	T->tseg = gbml_alloc_array(env, (size_t) T->threads * (size_t) (T->max_slots + 1), sizeof(int64_t));
 	if (T->has_eval)
 		T->eval_pred = gbml_alloc_array(env, (size_t) T->eval.n, sizeof(double));
-	if (structure_by_weight(T->kind))
+	if (boost_structure_by_weight(T->kind))
 	{
 		T->newton_hess = gbml_alloc_array(env, (size_t) n, sizeof(double));
 		T->tleaf_h = gbml_alloc_array(env, (size_t) T->threads << T->depth, sizeof(int64_t));
 	}
 	if (!T->pred || !T->grad || !T->hess || !T->gq || !T->hq || !T->leaf || !T->tidx ||
 		!T->tG || !T->tH || !T->tseg || (T->has_eval && !T->eval_pred) ||
-		(structure_by_weight(T->kind) && (!T->newton_hess || !T->tleaf_h)))
+		(boost_structure_by_weight(T->kind) && (!T->newton_hess || !T->tleaf_h)))
 		return env->error_code;
 	/* the split search's hessian is the row weight, the same for every tree */
 	if (T->newton_hess)
@@ -1180,6 +1187,7 @@ setup_rows(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 						 T->eval.ideal_dcg);
 	}
 	T->n_global = T->train.n;
+	T->n_groups_global = T->train.n_groups;
 	if ((rc = check_labels(T, &T->train, "")) != GBML_OK)
 		return rc;
 	return T->has_eval ? check_labels(T, &T->eval, "eval ") : GBML_OK;
@@ -1206,8 +1214,8 @@ setup_coordinator(trainer *T, const gbml_dataset *ds)
 {
 	int			rc;
 
-	if ((rc = boost_resolve_loss(T, ds->group_state)) != GBML_OK ||
-		(rc = boost_shards_setup(T, ds)) != GBML_OK)
+	/* (the shards' hellos say whether the rows have group ids: the loss is resolved there) */
+	if ((rc = boost_shards_setup(T, ds)) != GBML_OK)
 		return rc;
 	T->n_inputs = T->n_features = ds->n_features;
 	if ((rc = setup_layout(T)) != GBML_OK)
@@ -1407,7 +1415,7 @@ local_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 	if (T->on_gpu && (rc = gbml_boost_gpu_end_tree(&T->gpu, d - 1, last_f, last_j, T->leaf)) != GBML_OK)
 		return rc;
 	if (T->newton_hess)
-		last_split_newton_sums(T, last_f, last_j, newton_h);
+		boost_newton_sums(T, last_f, last_j, newton_h);
 	if (refine && !leaves_known)
 	{
 		apply_last_split(T, d, last_f, last_j);
@@ -1425,13 +1433,14 @@ local_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 }
 
 int
-boost_apply_tree(trainer *T, int last_f, int last_j, const float *lv)
+boost_apply_tree(trainer *T, int last_f, int last_j, bool leaves_known, const float *lv)
 {
 	int			rc;
 
-	if (T->on_gpu && (rc = gbml_boost_gpu_end_tree(&T->gpu, T->depth - 1, last_f, last_j, T->leaf)) != GBML_OK)
+	if (T->on_gpu && !leaves_known &&
+		(rc = gbml_boost_gpu_end_tree(&T->gpu, T->depth - 1, last_f, last_j, T->leaf)) != GBML_OK)
 		return rc;
-	add_leaf_values(T, last_f, last_j, T->on_gpu, lv);
+	add_leaf_values(T, last_f, last_j, leaves_known || T->on_gpu, lv);
 	return GBML_OK;
 }
 
@@ -1445,22 +1454,77 @@ local_start(trainer *T, double base)
 	return GBML_OK;
 }
 
+/* This process's per-query terms of `which` (BOOST_TERMS_QUERY_*), in num and den (n_groups each). */
 static int
-local_term_maxima(trainer *T, bool with_pred, double *max)
+local_query_terms(trainer *T, boost_terms_kind which, int k, double **num, double **den)
 {
-	gbml_boost_problem prob = data_problem(&T->train, false);
+	gbml_boost_problem prob = data_problem(&T->train, true);
+	size_t		ng = (size_t) (T->train.n_groups > 0 ? T->train.n_groups : 1);
 
-	gbml_boost_term_maxima(&prob, with_pred ? T->pred : NULL, max);
-	return GBML_OK;
+	*num = gbml_alloc_array(T->env, ng, sizeof(double));
+	*den = gbml_alloc_array(T->env, ng, sizeof(double));
+	if (*num == NULL || *den == NULL)
+		return T->env->error_code;
+	return gbml_boost_group_terms(T->env, T->kind, which == BOOST_TERMS_QUERY_NDCG ? k : 0, &prob, T->pred,
+								  *num, *den);
+}
+
+/*
+ * The terms' maxima (scale NULL) or their fixed-point sums at scale: per
+ * row through boost_loss.h's term functions, per query from the query terms.
+ */
+static int
+local_terms(trainer *T, boost_terms_kind which, int k, const double *scale, double *max, int64_t *sum)
+{
+	double	   *num = NULL,
+			   *den = NULL;
+	int			rc = GBML_OK;
+
+	if (which <= BOOST_TERMS_POINTWISE)
+	{
+		gbml_boost_problem prob = data_problem(&T->train, false);
+		const double *pred = which == BOOST_TERMS_POINTWISE ? T->pred : NULL;
+
+		if (scale)
+			gbml_boost_term_sums(&prob, pred, scale, sum);
+		else
+			gbml_boost_term_maxima(&prob, pred, max);
+		return GBML_OK;
+	}
+	if ((rc = local_query_terms(T, which, k, &num, &den)) == GBML_OK)
+	{
+		for (int t = 0; t < 2; t++)
+		{
+			const double *v = t == 0 ? num : den;
+
+			if (scale == NULL)
+				max[t] = 0;
+			else
+				sum[t] = 0;
+			for (int64_t g = 0; g < T->train.n_groups; g++)
+			{
+				if (scale)
+					sum[t] += scale[t] > 0 ? (int64_t) llrint(v[g] * scale[t]) : 0;
+				else if (!(fabs(v[g]) <= max[t]))
+					max[t] = isnan(v[g]) ? INFINITY : fabs(v[g]);
+			}
+		}
+	}
+	gbml_free(T->env, num);
+	gbml_free(T->env, den);
+	return rc;
 }
 
 static int
-local_term_sums(trainer *T, bool with_pred, const double *scale, int64_t *sum)
+local_term_maxima(trainer *T, boost_terms_kind which, int k, double *max)
 {
-	gbml_boost_problem prob = data_problem(&T->train, false);
+	return local_terms(T, which, k, NULL, max, NULL);
+}
 
-	gbml_boost_term_sums(&prob, with_pred ? T->pred : NULL, scale, sum);
-	return GBML_OK;
+static int
+local_term_sums(trainer *T, boost_terms_kind which, int k, const double *scale, int64_t *sum)
+{
+	return local_terms(T, which, k, scale, NULL, sum);
 }
 
 const boost_row_ops boost_local_rows = {
@@ -1635,24 +1699,38 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 }
 
 /*
+ * The exact sums of a kind of terms (boost_internal.h): their maxima over
+ * every row (or query), the scales from them, the sums at those scales.
+ */
+static int
+exact_terms(trainer *T, boost_terms_kind which, int k, int64_t *sum, double *scale)
+{
+	double		max[GBML_BOOST_N_TERMS];
+	int64_t		count = which <= BOOST_TERMS_POINTWISE ? T->n_global : T->n_groups_global;
+	int			rc;
+
+	if ((rc = T->rows->term_maxima(T, which, k, max)) != GBML_OK)
+		return rc;
+	for (int t = 0; t < boost_terms_count(which); t++)
+		scale[t] = isfinite(max[t]) ? gbml_boost_fixed_scale(max[t], count) : 0.0;
+	return T->rows->term_sums(T, which, k, scale, sum);
+}
+
+/*
  * The base score from exact sums of the labels (boost_loss.h): the same
  * bits from shards' partial sums as from one server's rows.
  */
 static int
 base_score_of(trainer *T, double *base)
 {
-	double		max[GBML_BOOST_N_TERMS],
-				scale[GBML_BOOST_N_TERMS];
+	double		scale[GBML_BOOST_N_TERMS];
 	int64_t		sum[GBML_BOOST_N_TERMS];
 	int			rc;
 
 	*base = 0;
 	if (T->kind != GBML_LOSS_RMSE && T->kind != GBML_LOSS_LOGLOSS)
 		return GBML_OK;
-	if ((rc = T->rows->term_maxima(T, false, max)) != GBML_OK)
-		return rc;
-	gbml_boost_term_scales(max, T->n_global, scale);
-	if ((rc = T->rows->term_sums(T, false, scale, sum)) != GBML_OK)
+	if ((rc = exact_terms(T, BOOST_TERMS_LABELS, 0, sum, scale)) != GBML_OK)
 		return rc;
 	*base = gbml_boost_base_from_sums(T->kind, sum, scale);
 	if (!isfinite(*base))
@@ -1684,43 +1762,53 @@ pointwise_value(const trainer *T, int metric, const int64_t *sum, const double *
 }
 
 /*
- * The trained model's metric and loss on its training rows: the pointwise
- * ones (RMSE, Logloss) from exact term sums, wherever the rows are; AUC,
- * NDCG and the ranking losses from the rows in order (never on shards).
+ * The trained model's value of `metric` on its training rows, exactly
+ * summed (wherever the rows are): pointwise terms per row, NDCG and the
+ * ranking losses per query; AUC from the rows in one order (never on
+ * shards).  *point caches the pointwise sums between two calls.
  */
+static int
+train_value(trainer *T, int metric, bool *have_point, int64_t *point, double *point_scale, double *out)
+{
+	double		scale[GBML_BOOST_N_TERMS];
+	int64_t		sum[GBML_BOOST_N_TERMS];
+	int			rc;
+
+	if (pointwise_metric(T, metric))
+	{
+		if (!*have_point && (rc = exact_terms(T, BOOST_TERMS_POINTWISE, 0, point, point_scale)) != GBML_OK)
+			return rc;
+		*have_point = true;
+		*out = pointwise_value(T, metric, point, point_scale);
+		return GBML_OK;
+	}
+	if (metric == GBML_BOOST_METRIC_NDCG || metric == GBML_BOOST_METRIC_LOSS)
+	{
+		int			k = metric == GBML_BOOST_METRIC_NDCG ? (int) T->p->eval_k : 0;
+
+		if ((rc = exact_terms(T, k ? BOOST_TERMS_QUERY_NDCG : BOOST_TERMS_QUERY_LOSS, k, sum, scale)) != GBML_OK)
+			return rc;
+		*out = gbml_boost_group_value(T->kind, k, sum, scale);
+		return GBML_OK;
+	}
+	if (T->shards)
+		return gbml_error(T->env, GBML_EUNSUPPORTED, "boost: a train metric that needs the rows in one place");
+	*out = metric_value(T->env, metric, T->kind, T->p->eval_k, &T->train, T->pred);
+	return GBML_OK;
+}
+
+/* The trained model's metric and loss on its training rows. */
 static int
 train_values(trainer *T, double *metric, double *loss)
 {
-	double		max[GBML_BOOST_N_TERMS],
-				scale[GBML_BOOST_N_TERMS];
-	int64_t		sum[GBML_BOOST_N_TERMS];
-	bool		exact_metric = pointwise_metric(T, T->metric),
-				exact_loss = pointwise_metric(T, GBML_BOOST_METRIC_LOSS);
+	double		point_scale[GBML_BOOST_N_TERMS];
+	int64_t		point[GBML_BOOST_N_TERMS];
+	bool		have_point = false;
 	int			rc;
 
-	if (exact_metric || exact_loss)
-	{
-		if ((rc = T->rows->term_maxima(T, true, max)) != GBML_OK)
-			return rc;
-		gbml_boost_term_scales(max, T->n_global, scale);
-		if ((rc = T->rows->term_sums(T, true, scale, sum)) != GBML_OK)
-			return rc;
-	}
-	if ((!exact_metric || !exact_loss) && T->shards)
-		return gbml_error(T->env, GBML_EUNSUPPORTED, "boost: a train metric that needs the rows in one place");
-	if (exact_metric)
-		*metric = pointwise_value(T, T->metric, sum, scale);
-	else
-		*metric = metric_value(T->env, T->metric, T->kind, T->p->eval_k, &T->train, T->pred);
-	if (exact_loss)
-		*loss = pointwise_value(T, GBML_BOOST_METRIC_LOSS, sum, scale);
-	else
-	{
-		gbml_boost_problem prob = data_problem(&T->train, gbml_boost_loss_is_ranking(T->kind));
-
-		*loss = gbml_boost_loss_value_env(T->env, T->kind, &prob, T->pred);
-	}
-	return GBML_OK;
+	if ((rc = train_value(T, T->metric, &have_point, point, point_scale, metric)) != GBML_OK)
+		return rc;
+	return train_value(T, GBML_BOOST_METRIC_LOSS, &have_point, point, point_scale, loss);
 }
 
 static int

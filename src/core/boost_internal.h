@@ -34,6 +34,8 @@ typedef struct boost_data
 	float	   *weight;			/* NULL when every weight is 1 */
 	int64_t		n_groups;		/* 0 without group ids */
 	int64_t    *group_off;		/* n_groups + 1 */
+	int64_t    *group_id;		/* n_groups: each query's id, ascending */
+	int64_t    *group_global;	/* n_groups: its index among the union's queries (shards), or NULL */
 	double	   *ideal_dcg;		/* per query, for the eval NDCG of every tree; NULL: computed per call */
 } boost_data;
 
@@ -114,6 +116,7 @@ typedef struct trainer
 	const struct boost_row_ops *rows;
 	struct boost_shards *shards;	/* the coordinator's side, when the rows are on shards */
 	int64_t		n_global;		/* the rows of the whole training (the fixed-point scales' n) */
+	int64_t		n_groups_global;	/* its queries */
 	int64_t		drawn;			/* this tree's drawn rows (of this process's) */
 	double		sg,				/* this tree's fixed-point scales (fixed_point_plan) */
 				sh;
@@ -139,13 +142,32 @@ typedef struct boost_grad_max
 				hmax;
 } boost_grad_max;
 
+/*
+ * What a term request sums exactly (boost_loss.h): the pointwise terms per
+ * row (without the predictions: the base score's), or per query the
+ * terms of NDCG@k or of the ranking loss's value.
+ */
+typedef enum boost_terms_kind
+{
+	BOOST_TERMS_LABELS,
+	BOOST_TERMS_POINTWISE,
+	BOOST_TERMS_QUERY_NDCG,
+	BOOST_TERMS_QUERY_LOSS
+} boost_terms_kind;
+
+static inline int
+boost_terms_count(boost_terms_kind which)
+{
+	return which <= BOOST_TERMS_POINTWISE ? GBML_BOOST_N_TERMS : 2;
+}
+
 /* The row side (see the top of this file). */
 typedef struct boost_row_ops
 {
-	/* the largest |term| of each pointwise term (boost_loss.h), with the predictions or without */
-	int			(*term_maxima) (trainer *T, bool with_pred, double *max);
+	/* the largest |term| of each term of `which` (k: NDCG's cut-off) */
+	int			(*term_maxima) (trainer *T, boost_terms_kind which, int k, double *max);
 	/* the terms' fixed-point sums at scale */
-	int			(*term_sums) (trainer *T, bool with_pred, const double *scale, int64_t *sum);
+	int			(*term_sums) (trainer *T, boost_terms_kind which, int k, const double *scale, int64_t *sum);
 	/* every prediction := base */
 	int			(*start) (trainer *T, double base);
 	/* the rows drawn for tree `iteration`, the loss's gradients at the predictions, their maxima */
@@ -176,8 +198,15 @@ int			boost_resolve_loss(trainer *T, int group_state);
 int			boost_trainer_rows(trainer *T, const gbml_dataset *ds, const gbml_boost_params *p, gbml_env *env);
 /* ... then the coordinator's borders: the bins and the row side's arrays (T->borders taken over). */
 int			boost_trainer_bins(trainer *T, const gbml_dataset *ds, int64_t n_global);
-/* The coordinator's tree (its last split, its leaf values) applied to the rows' leaves and predictions. */
-int			boost_apply_tree(trainer *T, int last_f, int last_j, const float *lv);
+/*
+ * The coordinator's tree (its last split, its leaf values) applied to the
+ * rows' leaves (unless leaves_known: boost_newton_sums did) and predictions.
+ */
+int			boost_apply_tree(trainer *T, int last_f, int last_j, bool leaves_known, const float *lv);
+/* The last split applied to the rows' leaves; per leaf the fixed-point sum of the Newton hessians. */
+void		boost_newton_sums(trainer *T, int last_f, int last_j, int64_t *sums);
+/* Whether kind's leaf values take the Newton hessians' sums (YetiRank), not the split search's. */
+bool		boost_structure_by_weight(gbml_boost_loss_kind kind);
 void		boost_trainer_free(trainer *T);
 
 /* What training across servers cannot do yet: an error naming it (both sides check). */

@@ -144,6 +144,13 @@ iteration_seed(uint64_t seed, int64_t iteration)
 }
 
 /* Groups must be contiguous, cover [0, n) and be non-decreasing. */
+/* Query g's random stream: its index among every query of the training. */
+static inline uint64_t
+query_stream(const gbml_boost_problem *p, int64_t g)
+{
+	return (uint64_t) (p->group_stream ? p->group_stream[g] : g);
+}
+
 static bool
 groups_valid(const gbml_boost_problem *p, int64_t *max_group)
 {
@@ -789,12 +796,12 @@ gbml_boost_loss_gradients_ex(gbml_boost_loss_kind kind, const gbml_boost_problem
 		switch (kind)
 		{
 			case GBML_LOSS_PAIRLOGIT:
-				gbml_rng_stream(&rng, it_seed ^ PAIRLOGIT_SALT, (uint64_t) g);
+				gbml_rng_stream(&rng, it_seed ^ PAIRLOGIT_SALT, query_stream(p, g));
 				sink.hess = hess;
 				pairlogit_query(p, b, e, opt->pairlogit_max_pairs, &rng, &qs, &sink);
 				break;
 			case GBML_LOSS_YETIRANK:
-				gbml_rng_stream(&rng, it_seed, (uint64_t) g);
+				gbml_rng_stream(&rng, it_seed, query_stream(p, g));
 				sink.hess = opt->yetirank_newton ? hess : NULL;
 				yetirank_query(p, b, e, opt, &rng, &qs, &sink);
 				if (!opt->yetirank_newton)
@@ -905,12 +912,12 @@ objective_impl(gbml_env *env, gbml_boost_loss_kind kind, const gbml_boost_proble
 
 		if (kind == GBML_LOSS_PAIRLOGIT)
 		{
-			gbml_rng_stream(&rng, it_seed ^ PAIRLOGIT_SALT, (uint64_t) g);
+			gbml_rng_stream(&rng, it_seed ^ PAIRLOGIT_SALT, query_stream(p, g));
 			pairlogit_query(p, b, e, opt->pairlogit_max_pairs, &rng, &qs, &sink);
 		}
 		else if (kind == GBML_LOSS_YETIRANK)
 		{
-			gbml_rng_stream(&rng, it_seed, (uint64_t) g);
+			gbml_rng_stream(&rng, it_seed, query_stream(p, g));
 			yetirank_query(p, b, e, opt, &rng, &qs, &sink);
 		}
 		else
@@ -1047,4 +1054,80 @@ gbml_boost_loss_base_score(gbml_boost_loss_kind kind, const gbml_boost_problem *
 	gbml_boost_term_scales(max, p->n, scale);
 	gbml_boost_term_sums(p, NULL, scale, sum);
 	return gbml_boost_base_from_sums(kind, sum, scale);
+}
+
+int
+gbml_boost_group_terms(gbml_env *env, gbml_boost_loss_kind kind, int ndcg_k, const gbml_boost_problem *p,
+					   const double *pred, double *num, double *den)
+{
+	int64_t		max_group = 0;
+	uint64_t	it_seed = iteration_seed(0, 0);
+	gbml_boost_loss_options opt;
+	void	   *scratch;
+	query_scratch qs;
+	int			k = ndcg_k > 0 ? ndcg_k : RANK_VALUE_NDCG_K;
+
+	if (!groups_valid(p, &max_group))
+		return gbml_error(env, GBML_EINVAL, "boost: the rows' query groups are not valid");
+	if (ndcg_k > 0 || kind == GBML_LOSS_YETIRANK || kind == GBML_LOSS_LAMBDAMART)
+	{
+		/* NDCG, or the loss value 1 - NDCG@10 */
+		gbml_ndcg_per_group_env(env, pred, p->label, p->n_groups, p->group_offsets, k, num);
+		for (int64_t g = 0; g < p->n_groups; g++)
+			den[g] = 1.0;
+		return GBML_OK;
+	}
+	if (kind == GBML_LOSS_QUERYRMSE)
+	{
+		for (int64_t g = 0; g < p->n_groups; g++)
+		{
+			int64_t		b = p->group_offsets[g],
+						e = p->group_offsets[g + 1];
+			double		shift = query_shift(p, pred, b, e);
+
+			num[g] = den[g] = 0;
+			for (int64_t i = b; i < e; i++)
+			{
+				double		w = row_weight(p, i),
+							r = (double) p->label[i] - pred[i] - shift;
+
+				num[g] += 0.5 * w * r * r;
+				den[g] += w;
+			}
+		}
+		return GBML_OK;
+	}
+	if (kind != GBML_LOSS_PAIRLOGIT)
+		return gbml_error(env, GBML_EINVAL, "boost: %s has no per-query terms", gbml_boost_loss_names[kind]);
+	gbml_boost_loss_default_options(&opt);
+	if ((scratch = gbml_alloc(env, scratch_bytes(max_group > 0 ? max_group : 1))) == NULL)
+		return env->error_code;
+	scratch_carve(scratch, max_group, &qs);
+	for (int64_t g = 0; g < p->n_groups; g++)
+	{
+		gbml_rng	rng;
+		pair_sink	sink = {pred, NULL, p->group_offsets[g], NULL, NULL, 0, 0, true};
+
+		gbml_rng_stream(&rng, it_seed ^ PAIRLOGIT_SALT, query_stream(p, g));
+		pairlogit_query(p, p->group_offsets[g], p->group_offsets[g + 1], opt.pairlogit_max_pairs, &rng, &qs, &sink);
+		num[g] = sink.obj;
+		den[g] = sink.wsum;
+	}
+	gbml_free(env, scratch);
+	return GBML_OK;
+}
+
+double
+gbml_boost_group_value(gbml_boost_loss_kind kind, int ndcg_k, const int64_t *sum, const double *scale)
+{
+	double		num = gbml_boost_term_value(sum, scale, 0),
+				den = gbml_boost_term_value(sum, scale, 1);
+
+	if (ndcg_k > 0)
+		return den > 0 ? num / den : NAN;
+	if (kind == GBML_LOSS_YETIRANK || kind == GBML_LOSS_LAMBDAMART)
+		return den > 0 ? 1.0 - num / den : NAN;
+	if (kind == GBML_LOSS_QUERYRMSE)
+		return den > 0 ? sqrt(2 * num / den) : 0;
+	return den > 0 ? num / den : 0;
 }

@@ -43,6 +43,12 @@ typedef struct gbml_boost_problem
 	const float *weight;		/* n, or NULL for all 1 */
 	int64_t		n_groups;		/* 0 when no groups */
 	const int64_t *group_offsets;	/* n_groups+1: rows of group g are [off[g], off[g+1]) — contiguous */
+	/*
+	 * n_groups: query g's index among every query of the training (its
+	 * random stream), or NULL when the rows are every query's (a shard's
+	 * queries are some of the union's)
+	 */
+	const int64_t *group_stream;
 } gbml_boost_problem;
 
 /* Tunables of the ranking losses; gbml_boost_loss_gradients() uses the defaults. */
@@ -146,6 +152,19 @@ void		gbml_boost_term_sums(const gbml_boost_problem *p, const double *pred, cons
 								 int64_t *sum);
 /* Their value: sum[t] / scale[t] (NaN when the scale is 0). */
 double		gbml_boost_term_value(const int64_t *sum, const double *scale, gbml_boost_term t);
+/*
+ * The per-query terms of the ranking metrics (ndcg_k > 0: NDCG@ndcg_k) or
+ * of kind's loss value (ndcg_k 0), num[g] and den[g] for each query, so
+ * that the value is a function of sum num and sum den (gbml_boost_group_value):
+ * summed exactly as the terms above (at scales from the largest |num| and
+ * |den| and the union's query count), the same bits from shards' queries.
+ * GBML_EINVAL for a pointwise kind with ndcg_k 0.
+ */
+int			gbml_boost_group_terms(gbml_env *env, gbml_boost_loss_kind kind, int ndcg_k, const gbml_boost_problem *p,
+								   const double *pred, double *num, double *den);
+/* The metric (ndcg_k > 0) or the loss value from the summed terms (num at scale[0], den at scale[1]). */
+double		gbml_boost_group_value(gbml_boost_loss_kind kind, int ndcg_k, const int64_t *sum, const double *scale);
+
 /* The base score of kind from the sums of W and WY. */
 double		gbml_boost_base_from_sums(gbml_boost_loss_kind kind, const int64_t *sum, const double *scale);
 

@@ -33,6 +33,8 @@ typedef struct bs_shard
 	bs_phase	phase;
 	int			next_level;		/* the level the next LEVEL request must be; -1: no tree open */
 	bool		leaves_owed;	/* the last level is done: the next request brings the tree's leaves */
+	bool		leaves_applied; /* ... and NEWTON applied its last split to the leaf indices */
+	bool		groups_indexed;	/* the union's indices of this shard's queries arrived (with group ids) */
 	boost_grad_max local_max;	/* this shard's gradient maxima of the open tree */
 } bs_shard;
 
@@ -64,6 +66,7 @@ bs_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **o
 	}
 	gbml_shard_hello_head(hello, BS_SHARD_MAGIC, ds->n_rows, ds->n_features);
 	gbml_msg_put(hello, missing, (size_t) ds->n_features);
+	gbml_msg_put_i64(hello, ds->n_rows > 0 ? sh->T.train.n_groups : 0);
 	gbml_free(env, missing);
 	if ((rc = gbml_sb_status(hello)) != GBML_OK)
 		goto fail;
@@ -101,7 +104,7 @@ bs_hashes(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	return GBML_OK;
 }
 
-/* The rows at the asked local positions (canonical order, ascending), as floats. */
+/* The rows at the asked local positions (in the shard's canonical order, ascending), as floats. */
 static int
 bs_sample(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
@@ -127,16 +130,28 @@ bs_sample(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 			r->bad = true;
 	if (r->bad)
 		goto done;
-	if (d->src)
+	/*
+	 * Canonical positions to (chunk, row) addresses: the chunks are in
+	 * canonical order (the training order is not, with group ids).
+	 */
 	{
-		/* rows in a chunk store: fetched by their addresses */
+		int64_t		first = 0;
+		int			c = 0;
+
 		for (int64_t i = 0; i < count; i++)
-			local[i] = d->src[local[i]];
-		rc = gbml_dataset_fetch_rows(sh->ds, local, count, rows, sh->env);
+		{
+			while (local[i] >= first + sh->ds->chunks[c]->n_rows)
+				first += sh->ds->chunks[c++]->n_rows;
+			local[i] = ((int64_t) c << 32) | (local[i] - first);
+		}
 	}
+	if (sh->ds->store)
+		rc = gbml_dataset_fetch_rows(sh->ds, local, count, rows, sh->env);	/* rows in a chunk store */
 	else
 		for (int64_t i = 0; i < count; i++)
-			memcpy(rows + (size_t) i * (size_t) nf, d->rows[local[i]], sizeof(float) * (size_t) nf);
+			memcpy(rows + (size_t) i * (size_t) nf,
+				   sh->ds->chunks[local[i] >> 32]->x + (size_t) (local[i] & 0xffffffffLL) * (size_t) nf,
+				   sizeof(float) * (size_t) nf);
 	if (rc == GBML_OK)
 		gbml_msg_put(reply, rows, sizeof(float) * (size_t) count * (size_t) nf);
 done:
@@ -177,6 +192,8 @@ bs_borders(bs_shard *sh, gbml_msg_reader *r)
 
 	if (sh->phase != BS_ROWS)
 		return gbml_error(env, GBML_EINVAL, "boost shard: the borders arrived twice");
+	if (sh->T.train.n_groups > 0 && !sh->groups_indexed)
+		return gbml_error(env, GBML_EINVAL, "boost shard: the borders arrived before the queries' indices");
 	memset(&b, 0, sizeof(b));
 	b.count = gbml_alloc0(env, sizeof(int) * (size_t) (nf > 0 ? nf : 1));
 	b.offset = gbml_alloc0(env, sizeof(int64_t) * ((size_t) nf + 1));
@@ -234,7 +251,7 @@ bs_read_pending(bs_shard *sh, gbml_msg_reader *r, bs_pending_msg *pm)
 		pm->j = gbml_msg_get_i64(r);
 		gbml_msg_get(r, pm->lv, sizeof(float) * ((size_t) 1 << T->depth));
 		r->bad |= !sh->leaves_owed || pm->f < 0 || pm->f >= T->n_features || pm->j < 0 ||
-			pm->j >= T->borders.count[pm->f];
+			pm->j >= T->borders.count[pm->f] || sh->leaves_applied != boost_structure_by_weight(T->kind);
 		for (int l = 0; l < (1 << T->depth) && !r->bad; l++)
 			r->bad = !isfinite(pm->lv[l]);
 	}
@@ -255,49 +272,122 @@ bs_apply_pending(bs_shard *sh, const bs_pending_msg *pm)
 	}
 	if (pm->kind == BS_PENDING_TREE)
 	{
-		if ((rc = boost_apply_tree(&sh->T, (int) pm->f, (int) pm->j, pm->lv)) != GBML_OK)
+		if ((rc = boost_apply_tree(&sh->T, (int) pm->f, (int) pm->j, sh->leaves_applied, pm->lv)) != GBML_OK)
 			return rc;
-		sh->leaves_owed = false;
+		sh->leaves_owed = sh->leaves_applied = false;
 	}
 	return GBML_OK;
 }
 
-/* TERM_MAX and TERM_SUMS: the pointwise terms' maxima or fixed-point sums. */
+/* TERM_MAX and TERM_SUMS: the maxima or the fixed-point sums of a kind of terms (boost_internal.h). */
 static int
 bs_terms(bs_shard *sh, gbml_msg_reader *r, bool sums, gbml_strbuf *reply)
 {
 	bs_pending_msg pm;
-	bool		with_pred;
+	int64_t		which,
+				k;
+	int			n_terms;
 	double		scale[GBML_BOOST_N_TERMS],
 				max[GBML_BOOST_N_TERMS];
-	int64_t		sum[GBML_BOOST_N_TERMS];
+	int64_t		sum[GBML_BOOST_N_TERMS],
+				count;
 	int			rc;
 
 	bs_read_pending(sh, r, &pm);
-	with_pred = gbml_msg_get_i64(r) != 0;
+	which = gbml_msg_get_i64(r);
+	k = gbml_msg_get_i64(r);
+	if (which < BOOST_TERMS_LABELS || which > BOOST_TERMS_QUERY_LOSS || k < 0 || k > 1000000 ||
+		(which == BOOST_TERMS_QUERY_NDCG && k == 0) ||
+		(which >= BOOST_TERMS_QUERY_NDCG && sh->T.train.n_groups == 0))
+		r->bad = true;
+	n_terms = r->bad ? 0 : boost_terms_count((boost_terms_kind) which);
 	if (sums)
-		gbml_msg_get(r, scale, sizeof(scale));
-	if (r->bad || r->p != r->end || (with_pred && sh->phase == BS_BINNED && pm.kind != BS_PENDING_BASE))
+		gbml_msg_get(r, scale, sizeof(double) * (size_t) n_terms);
+	if (r->bad || r->p != r->end ||
+		(which != BOOST_TERMS_LABELS && sh->phase == BS_BINNED && pm.kind != BS_PENDING_BASE))
 	{
 		r->bad = true;
 		return GBML_OK;
 	}
 	if ((rc = bs_apply_pending(sh, &pm)) != GBML_OK ||
-		(rc = boost_local_rows.term_maxima(&sh->T, with_pred, max)) != GBML_OK)
+		(rc = boost_local_rows.term_maxima(&sh->T, (boost_terms_kind) which, (int) k, max)) != GBML_OK)
 		return rc;
 	if (!sums)
 	{
-		gbml_msg_put(reply, max, sizeof(max));
+		gbml_msg_put(reply, max, sizeof(double) * (size_t) n_terms);
 		return GBML_OK;
 	}
 	/* a scale no sum of this shard's terms can overflow at (as the union's maxima give) */
-	for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
+	count = which <= BOOST_TERMS_POINTWISE ? sh->T.train.n : sh->T.train.n_groups;
+	for (int t = 0; t < n_terms; t++)
 		if (!(scale[t] >= 0 && isfinite(scale[t])) ||
-			(scale[t] > 0 && !(max[t] * scale[t] * (double) (sh->T.train.n + 1) <= ldexp(1.0, 62))))
+			(scale[t] > 0 && !(max[t] * scale[t] * (double) (count + 1) <= ldexp(1.0, 62))))
 			return gbml_error(sh->env, GBML_EINVAL, "boost shard: a term scale its sums could overflow at");
-	if ((rc = boost_local_rows.term_sums(&sh->T, with_pred, scale, sum)) != GBML_OK)
+	if ((rc = boost_local_rows.term_sums(&sh->T, (boost_terms_kind) which, (int) k, scale, sum)) != GBML_OK)
 		return rc;
-	gbml_msg_put(reply, sum, sizeof(sum));
+	gbml_msg_put(reply, sum, sizeof(int64_t) * (size_t) n_terms);
+	return GBML_OK;
+}
+
+/* This shard's query ids, ascending (the coordinator checks no query is on two shards). */
+static int
+bs_groups(bs_shard *sh, gbml_strbuf *reply)
+{
+	if (sh->phase != BS_ROWS || sh->groups_indexed)
+		return gbml_error(sh->env, GBML_EINVAL, "boost shard: query ids asked for after their indices");
+	gbml_msg_put_i64(reply, sh->T.train.n_groups);
+	gbml_msg_put(reply, sh->T.train.group_id, sizeof(int64_t) * (size_t) sh->T.train.n_groups);
+	return GBML_OK;
+}
+
+/* The union's index of each of this shard's queries: ascending (their ids are), below the union's count. */
+static int
+bs_group_index(bs_shard *sh, gbml_msg_reader *r)
+{
+	boost_data *d = &sh->T.train;
+	int64_t		total = gbml_msg_get_count(r, INT64_MAX / 4),
+				count = gbml_msg_get_count(r, d->n_groups);
+	int64_t    *idx;
+
+	if (sh->phase != BS_ROWS || sh->groups_indexed || d->n_groups == 0)
+		return gbml_error(sh->env, GBML_EINVAL, "boost shard: query indices out of order");
+	if ((idx = gbml_alloc_array(sh->env, (size_t) (d->n_groups > 0 ? d->n_groups : 1), sizeof(int64_t))) == NULL)
+		return sh->env->error_code;
+	r->bad |= count != d->n_groups || total < count;
+	gbml_msg_get(r, idx, sizeof(int64_t) * (size_t) count);
+	for (int64_t g = 0; g < count && !r->bad; g++)
+		r->bad = idx[g] < 0 || idx[g] >= total || (g > 0 && idx[g] <= idx[g - 1]);
+	if (r->bad || r->p != r->end)
+	{
+		r->bad = true;
+		gbml_free(sh->env, idx);
+		return GBML_OK;
+	}
+	d->group_global = idx;
+	sh->T.n_groups_global = total;
+	sh->groups_indexed = true;
+	return GBML_OK;
+}
+
+/* The tree's last split applied; its leaves' Newton hessians summed (YetiRank's leaf values). */
+static int
+bs_newton(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+{
+	trainer    *T = &sh->T;
+	int64_t		f = gbml_msg_get_i64(r),
+				j = gbml_msg_get_i64(r);
+	int64_t		sums[1 << GBML_BOOST_MAX_DEPTH];
+
+	if (!sh->leaves_owed || sh->leaves_applied || T->newton_hess == NULL)
+		return gbml_error(sh->env, GBML_EINVAL, "boost shard: Newton sums out of order");
+	if (r->bad || r->p != r->end || f < 0 || f >= T->n_features || j < 0 || j >= T->borders.count[f])
+	{
+		r->bad = true;
+		return GBML_OK;
+	}
+	boost_newton_sums(T, (int) f, (int) j, sums);
+	sh->leaves_applied = true;
+	gbml_msg_put(reply, sums, sizeof(int64_t) * ((size_t) 1 << T->depth));
 	return GBML_OK;
 }
 
@@ -405,7 +495,7 @@ bs_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 	/* a shard without rows is left out of every step (the coordinator skips its replies) */
 	if (sh->ds->n_rows == 0)
 		return GBML_OK;
-	if (op >= BS_OP_TERM_MAX && sh->phase == BS_ROWS)
+	if (op >= BS_OP_TERM_MAX && op <= BS_OP_LEVEL && sh->phase == BS_ROWS)
 		return gbml_error(sh->env, GBML_EINVAL, "boost shard: request %lld before the borders", (long long) op);
 	switch (op)
 	{
@@ -427,6 +517,16 @@ bs_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 			break;
 		case BS_OP_LEVEL:
 			rc = bs_level(sh, &r, reply);
+			break;
+		case BS_OP_GROUPS:
+			rc = bs_groups(sh, reply);
+			break;
+		case BS_OP_GROUP_INDEX:
+			rc = bs_group_index(sh, &r);
+			break;
+		case BS_OP_NEWTON:
+			rc = sh->phase == BS_TRAINING ? bs_newton(sh, &r, reply) :
+				gbml_error(sh->env, GBML_EINVAL, "boost shard: Newton sums before the trees");
 			break;
 		default:
 			return gbml_error(sh->env, GBML_EINVAL, "boost shard: unknown request %lld", (long long) op);

@@ -9,7 +9,10 @@
  *     i64 BS_PENDING_BASE, f64 base score          (before the first tree)
  *     i64 BS_PENDING_TREE, i64 last feature, i64 last border,
  *         f32 x 2^depth leaf values                (after each tree's last level)
- * so a tree costs depth + 1 round trips: its gradients, then one per level.
+ * so a tree costs depth + 1 round trips: its gradients, then one per level
+ * (YetiRank one more: its leaves' Newton hessians after the last split).
+ * The hello: the head (shard_msg.h), one byte per feature (has a missing
+ * value), i64 the shard's query count (0 without group ids).
  */
 #ifndef GBML_BOOST_SHARD_MSG_H
 #define GBML_BOOST_SHARD_MSG_H
@@ -23,11 +26,14 @@ typedef enum bs_shard_op
 	BS_OP_HASHES = 1,			/* i64 offset, i64 count -> a page of row hashes (shard_order.h) */
 	BS_OP_SAMPLE,				/* i64 count, i64 x count local rows (ascending) -> f32 x count x d */
 	BS_OP_BORDERS,				/* i64 n_global, per feature: i64 count, i64 has_missing, f32 x count -> () */
-	BS_OP_TERM_MAX,				/* pending, i64 with_pred -> f64 x GBML_BOOST_N_TERMS (max) */
-	BS_OP_TERM_SUMS,			/* pending, i64 with_pred, f64 x N scales -> i64 x N (sum) */
+	BS_OP_TERM_MAX,				/* pending, i64 which, i64 k -> f64 x boost_terms_count(which) (max) */
+	BS_OP_TERM_SUMS,			/* pending, i64 which, i64 k, f64 x count scales -> i64 x count (sum) */
 	BS_OP_GRADIENTS,			/* pending, i64 iteration -> f64 g, h, newton_h, -hmin, hmax (max) */
-	BS_OP_LEVEL					/* i64 level, i64 prev f, i64 prev border, i64 slots, i64 x slots leaves,
+	BS_OP_LEVEL,				/* i64 level, i64 prev f, i64 prev border, i64 slots, i64 x slots leaves,
 								 * at level 0 f64 x 5 the union's maxima -> i64 x slots x bins x 2 (sum) */
+	BS_OP_GROUPS,				/* () -> i64 count, i64 x count: the shard's query ids, ascending */
+	BS_OP_GROUP_INDEX,			/* i64 union's queries, i64 count, i64 x count: each query's index -> () */
+	BS_OP_NEWTON				/* i64 last f, i64 last border -> i64 x 2^depth: Newton hessians per leaf (sum) */
 } bs_shard_op;
 
 typedef enum bs_pending

@@ -14,9 +14,12 @@
  * children's histograms up, the split down with the next request); the
  * train metrics at the end (2).
  *
- * Not yet across servers (boost_shards_check): ranking losses and group
- * ids, subsample < 1, categorical inputs, leaf_estimation_iterations > 1,
- * AUC or NDCG as the metric (they need every prediction in one order).
+ * Ranking losses need every query on one shard: the shards' query ids are
+ * merged once (a query on two shards is an error naming it and both), and
+ * each shard gets its queries' indices among the union's (their random
+ * streams).  Not yet across servers (boost_shards_check): subsample < 1,
+ * categorical inputs, leaf_estimation_iterations > 1, AUC as the metric
+ * (it needs every prediction in one order).
  */
 #include "boost_internal.h"
 #include "boost_shard_msg.h"
@@ -38,6 +41,7 @@ typedef struct boost_shards
 	float		lv[1 << GBML_BOOST_MAX_DEPTH];
 	boost_grad_max gm;			/* the open tree's maxima over every shard */
 	int64_t		tree_bytes_before;	/* the traffic's bytes when the open tree began */
+	int64_t    *n_groups;		/* per shard: its queries (the hello's) */
 	/* the border sample: per shard its rows' local positions, ascending */
 	int64_t   **sample_local;
 	int64_t    *sample_count;
@@ -51,22 +55,19 @@ boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env 
 {
 	const char *what = NULL;
 
-	if (ds->group_state > 0 || p->loss - 1 == GBML_LOSS_QUERYRMSE || p->loss - 1 == GBML_LOSS_PAIRLOGIT ||
-		p->loss - 1 == GBML_LOSS_YETIRANK || p->loss - 1 == GBML_LOSS_LAMBDAMART)
-		what = "ranking losses and group ids";
-	else if (p->subsample < 1)
+	if (p->subsample < 1)
 		what = "subsample below 1";
 	else if (ds->schema && gbml_schema_n_categorical(ds->schema) > 0)
 		what = "categorical features";
 	else if (p->leaf_estimation_iterations > 1)
 		what = "leaf_estimation_iterations above 1";
-	else if (p->eval_metric == GBML_BOOST_METRIC_AUC || p->eval_metric == GBML_BOOST_METRIC_NDCG)
-		what = "eval_metric AUC or NDCG";
+	else if (p->eval_metric == GBML_BOOST_METRIC_AUC)
+		what = "eval_metric AUC";
 	if (what == NULL)
 		return GBML_OK;
 	return gbml_error(env, GBML_EUNSUPPORTED,
 					  "boost: %s are not supported yet when the rows are on other servers "
-					  "(RMSE and Logloss on number features are)", what);
+					  "(number features with every loss are)", what);
 }
 
 /* ------------------------------------------------------------------ */
@@ -190,30 +191,140 @@ done:
 	return rc;
 }
 
-/* Every shard's "has a missing value" flags (after the hello's head), or'ed. */
+/*
+ * The hellos' tails: every shard's "has a missing value" flags, or'ed, and
+ * its query count (*with_groups: the shards with rows have group ids; they
+ * must agree).
+ */
 static int
-hello_missing(trainer *T, boost_shards *B, int d, bool *missing)
+hello_tails(trainer *T, boost_shards *B, int d, bool *missing, bool *with_groups)
 {
 	const gbml_shard_link *link = B->ch.link;
+	int			seen = 0;
 
 	memset(missing, 0, (size_t) d);
+	*with_groups = false;
 	for (int s = 0; s < link->n_shards; s++)
 	{
 		gbml_msg_reader r = {link->hello[s] + GBML_SHARD_HELLO_HEAD, link->hello[s] + link->hello_len[s], false};
 		uint8_t		flag;
+		int64_t		groups;
 
+		if (B->ch.n_rows[s] == 0)
+			continue;
 		if (link->hello_len[s] < GBML_SHARD_HELLO_HEAD)
 			r.bad = true;
-		for (int f = 0; f < d && !r.bad && B->ch.n_rows[s] > 0; f++)
+		for (int f = 0; f < d && !r.bad; f++)
 		{
 			gbml_msg_get(&r, &flag, 1);
 			missing[f] |= flag != 0;
 		}
-		if (B->ch.n_rows[s] > 0 && (r.bad || r.p != r.end))
+		groups = gbml_msg_get_count(&r, B->ch.n_rows[s]);
+		if (r.bad || r.p != r.end)
 			return gbml_error(T->env, GBML_EINVAL, "boost: shard %s answered its opening with a malformed message",
 							  link->name(link->ctx, s));
+		B->n_groups[s] = groups;
+		if (seen++ > 0 && (groups > 0) != *with_groups)
+			return gbml_error(T->env, GBML_EINVAL, "boost: some shards' rows have group ids and shard %s's do not "
+							  "(or the other way round)", link->name(link->ctx, s));
+		*with_groups = groups > 0;
 	}
 	return GBML_OK;
+}
+
+/*
+ * The union's queries: every shard's ids (ascending) merged; a query on two
+ * shards is an error naming it and both; each shard gets its queries'
+ * indices in the merged order.
+ */
+static int
+index_groups(trainer *T, boost_shards *B)
+{
+	gbml_env   *env = T->env;
+	gbml_shard_channel *ch = &B->ch;
+	const gbml_shard_link *link = ch->link;
+	int			S = ch->n_shards;
+	const int64_t **ids = gbml_alloc0(env, sizeof(int64_t *) * (size_t) S);
+	int64_t    *at = gbml_alloc0(env, sizeof(int64_t) * (size_t) S);
+	gbml_strbuf *msgs = gbml_alloc0(env, sizeof(gbml_strbuf) * (size_t) S);
+	int64_t		total = 0;
+	int			rc;
+
+	if (ids == NULL || at == NULL || msgs == NULL)
+	{
+		rc = env->error_code;
+		goto done;
+	}
+	gbml_shard_request(ch, BS_OP_GROUPS);
+	if ((rc = gbml_shard_send(ch)) != GBML_OK)
+		goto done;
+	for (int s = 0; s < S; s++)
+	{
+		gbml_msg_reader r;
+
+		gbml_sb_init(&msgs[s], env);
+		if (!gbml_shard_reply(ch, s, &r))
+			continue;
+		r.bad |= gbml_msg_get_i64(&r) != B->n_groups[s] ||
+			(size_t) (r.end - r.p) != sizeof(int64_t) * (size_t) B->n_groups[s];
+		ids[s] = (const int64_t *) r.p;		/* read in place: the replies stay until the next exchange */
+		r.p = r.bad ? r.p : r.end;
+		for (int64_t g = 1; g < B->n_groups[s] && !r.bad; g++)
+			r.bad = !(ids[s][g] > ids[s][g - 1]);
+		if ((rc = gbml_shard_reply_done(ch, s, &r)) != GBML_OK)
+			goto done;
+		total += B->n_groups[s];
+	}
+	/* each shard's index message: the union's count (filled in below), its count, its indices */
+	for (int s = 0; s < S; s++)
+	{
+		gbml_msg_put_i64(&msgs[s], BS_OP_GROUP_INDEX);
+		gbml_msg_put_i64(&msgs[s], 0);
+		gbml_msg_put_i64(&msgs[s], B->n_groups[s]);
+	}
+	for (int64_t g = 0;; g++)
+	{
+		int			best = -1;
+
+		for (int s = 0; s < S; s++)
+		{
+			if (ids[s] == NULL || at[s] == B->n_groups[s])
+				continue;
+			if (best >= 0 && ids[s][at[s]] == ids[best][at[best]])
+			{
+				rc = gbml_error(env, GBML_EINVAL, "boost: query %lld has rows on shards %s and %s; ranking losses need "
+								"every query's rows on one shard (partition the table by its group column)",
+								(long long) ids[s][at[s]], link->name(link->ctx, best), link->name(link->ctx, s));
+				goto done;
+			}
+			if (best < 0 || ids[s][at[s]] < ids[best][at[best]])
+				best = s;
+		}
+		if (best < 0)
+		{
+			total = g;
+			break;
+		}
+		gbml_msg_put_i64(&msgs[best], g);
+		at[best]++;
+	}
+	for (int s = 0; s < S; s++)
+	{
+		if ((rc = gbml_sb_status(&msgs[s])) != GBML_OK)
+			goto done;
+		memcpy(msgs[s].data + sizeof(int64_t), &total, sizeof(int64_t));
+		ch->req[s] = (const uint8_t *) msgs[s].data;
+		ch->req_len[s] = msgs[s].len;
+	}
+	T->n_groups_global = total;
+	rc = gbml_shard_exchange(ch);
+done:
+	for (int s = 0; msgs && s < S; s++)
+		gbml_sb_free(&msgs[s]);
+	gbml_free(env, msgs);
+	gbml_free(env, ids);
+	gbml_free(env, at);
+	return rc;
 }
 
 /* The borders to every shard (each bins its rows with them). */
@@ -242,7 +353,8 @@ boost_shards_setup(trainer *T, const gbml_dataset *ds)
 	boost_shards *B;
 	int			d = ds->n_features;
 	int64_t		m;
-	bool	   *missing = NULL;
+	bool	   *missing = NULL,
+				with_groups = false;
 	float	   *rows = NULL;
 	int			rc;
 
@@ -262,9 +374,12 @@ boost_shards_setup(trainer *T, const gbml_dataset *ds)
 	m = T->n_global < p->border_sample_size ? T->n_global : p->border_sample_size;
 	missing = gbml_alloc_array(env, (size_t) (d > 0 ? d : 1), sizeof(bool));
 	rows = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1) * (size_t) (d > 0 ? d : 1), sizeof(float));
-	if (missing == NULL || rows == NULL)
+	B->n_groups = gbml_alloc0(env, sizeof(int64_t) * (size_t) B->ch.n_shards);
+	if (missing == NULL || rows == NULL || B->n_groups == NULL)
 		rc = env->error_code;
-	else if ((rc = hello_missing(T, B, d, missing)) == GBML_OK &&
+	else if ((rc = hello_tails(T, B, d, missing, &with_groups)) == GBML_OK &&
+			 (rc = boost_resolve_loss(T, with_groups ? 1 : 0)) == GBML_OK &&
+			 (!with_groups || (rc = index_groups(T, B)) == GBML_OK) &&
 			 (rc = sample_lists(T, B, m)) == GBML_OK &&
 			 (rc = gather_sample(T, B, rows, d)) == GBML_OK &&
 			 (rc = gbml_boost_borders_from_sample(rows, m, d, missing, (int) p->border_count, &T->borders,
@@ -289,6 +404,7 @@ boost_shards_free(trainer *T)
 	gbml_free(T->env, B->sample_local);
 	gbml_free(T->env, B->sample_count);
 	gbml_free(T->env, B->sample_pos);
+	gbml_free(T->env, B->n_groups);
 	gbml_shard_channel_close(&B->ch);
 	gbml_free(T->env, B);
 	T->shards = NULL;
@@ -325,20 +441,24 @@ request_with_pending(boost_shards *B, int64_t op, int depth)
 }
 
 static int
-shard_term_maxima(trainer *T, bool with_pred, double *max)
+shard_term_maxima(trainer *T, boost_terms_kind which, int k, double *max)
 {
-	gbml_msg_put_i64(request_with_pending(T->shards, BS_OP_TERM_MAX, T->depth), with_pred);
-	return gbml_shard_send_max_f64(&T->shards->ch, max, GBML_BOOST_N_TERMS);
+	gbml_strbuf *m = request_with_pending(T->shards, BS_OP_TERM_MAX, T->depth);
+
+	gbml_msg_put_i64(m, which);
+	gbml_msg_put_i64(m, k);
+	return gbml_shard_send_max_f64(&T->shards->ch, max, (size_t) boost_terms_count(which));
 }
 
 static int
-shard_term_sums(trainer *T, bool with_pred, const double *scale, int64_t *sum)
+shard_term_sums(trainer *T, boost_terms_kind which, int k, const double *scale, int64_t *sum)
 {
 	gbml_strbuf *m = request_with_pending(T->shards, BS_OP_TERM_SUMS, T->depth);
 
-	gbml_msg_put_i64(m, with_pred);
-	gbml_msg_put(m, scale, sizeof(double) * GBML_BOOST_N_TERMS);
-	return gbml_shard_send_sum_i64(&T->shards->ch, sum, GBML_BOOST_N_TERMS);
+	gbml_msg_put_i64(m, which);
+	gbml_msg_put_i64(m, k);
+	gbml_msg_put(m, scale, sizeof(double) * (size_t) boost_terms_count(which));
+	return gbml_shard_send_sum_i64(&T->shards->ch, sum, (size_t) boost_terms_count(which));
 }
 
 static int
@@ -398,7 +518,21 @@ shard_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 {
 	boost_shards *B = T->shards;
 
-	boost_newton_leaf_values(T, NULL, lv);
+	if (boost_structure_by_weight(T->kind))
+	{
+		/* the leaf values take the leaves' Newton hessians: the shards apply the last split and sum them */
+		int64_t		newton_h[1 << GBML_BOOST_MAX_DEPTH];
+		gbml_strbuf *m = gbml_shard_request(&B->ch, BS_OP_NEWTON);
+		int			rc;
+
+		gbml_msg_put_i64(m, last_f);
+		gbml_msg_put_i64(m, last_j);
+		if ((rc = gbml_shard_send_sum_i64(&B->ch, newton_h, (size_t) 1 << T->depth)) != GBML_OK)
+			return rc;
+		boost_newton_leaf_values(T, newton_h, lv);
+	}
+	else
+		boost_newton_leaf_values(T, NULL, lv);
 	/* a tree's traffic: its gradients and its levels (its leaves go with the next request, 4 kB at most) */
 	B->ch.traffic.step_bytes = B->ch.traffic.bytes_sent + B->ch.traffic.bytes_received - B->tree_bytes_before;
 	B->pending = BS_PENDING_TREE;

@@ -148,7 +148,7 @@ print(f"# {'wall seconds (gbml.train)':34s} {float(sys.argv[9]):12.2f} {float(sy
 print(f"# {'borders and bins seconds':34s} {b1['quantize_seconds']:12.2f} {b2['quantize_seconds']:12.2f}")
 print(f"# {'seconds per tree':34s} {b1['seconds_per_tree']:12.3f} {b2['seconds_per_tree']:12.3f}")
 print(f"# round trips {b2['shard_round_trips']} ({rt / max(1, trees):.1f} per tree after the set-up); "
-      f"set-up (order, border sample, borders, base score): {b2.get('setup_round_trips', 0)} round trips, "
+      f"set-up (order, border sample, borders): {b2.get('setup_round_trips', 0)} round trips, "
       f"{b2.get('setup_bytes', 0)/1e6:.1f} MB, {b2.get('setup_wait_seconds', 0):.2f} s")
 print(f"# one tree: {b2['tree_bytes']/1e6:.2f} MB over all shards (maxima, splits and leaves out, histograms back)")
 print(f"# coordination {1e3*boh:.2f} ms per round trip after the set-up")

@@ -7,7 +7,8 @@
 # as the same rows in one local table (K-Means: features array with k-means++;
 # number columns in another column order on one shard, random init,
 # spherical; boosting: RMSE and Logloss with a border sample drawn over the
-# union's order, RMSE on number columns); the model
+# union's order, RMSE on number columns, YetiRank with every query on one
+# shard, and a query on two shards refused by name); the model
 # records every row; logistic regression reaches the single-server SAGA
 # objective within 1e-6; a statement_timeout and a shard stopped with
 # `pg_ctl stop -m immediate` mid-training end it with an ERROR (the latter
@@ -36,6 +37,9 @@ SELECT i AS id,
 -- a few duplicate rows on both shards (the same features from other ids)
 INSERT INTO pts SELECT 100000 + i, ARRAY[1, 2, 3, 4]::real[], 1 FROM generate_series(1, 5) AS i;
 CREATE TABLE cols AS SELECT id, features[1]::float8 AS a, features[2]::real AS b, features[3]::numeric AS c, features[4]::int AS d FROM pts;
+-- queries for the ranking losses: qid keeps each query on one shard, qid_split deals every query to both
+CREATE TABLE rk AS SELECT id, features, (label * 2 + (id % 3))::real AS label, (id / 14) * 2 + $2 AS qid,
+       id / 14 AS qid_split FROM pts;
 SQL
 }
 shard_rows 1 0
@@ -54,12 +58,16 @@ CREATE USER MAPPING FOR postgres SERVER shard2 OPTIONS (user 'postgres');
 CREATE TABLE pts (id int, features real[], label real) PARTITION BY LIST ((id % 2));
 CREATE FOREIGN TABLE pts_0 PARTITION OF pts FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'pts');
 CREATE FOREIGN TABLE pts_1 PARTITION OF pts FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'pts');
+CREATE TABLE rk (id int, features real[], label real, qid int, qid_split int) PARTITION BY LIST ((id % 2));
+CREATE FOREIGN TABLE rk_0 PARTITION OF rk FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'rk');
+CREATE FOREIGN TABLE rk_1 PARTITION OF rk FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'rk');
 CREATE TABLE cols (id int, a float8, b real, c numeric, d int) PARTITION BY LIST ((id % 2));
 CREATE FOREIGN TABLE cols_0 PARTITION OF cols FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'cols');
 CREATE FOREIGN TABLE cols_1 PARTITION OF cols FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'cols');
 -- the union of the rows on one server, for the reference models
 CREATE TABLE pts_local AS SELECT * FROM pts;
 CREATE TABLE cols_local AS SELECT * FROM cols;
+CREATE TABLE rk_local AS SELECT * FROM rk;
 SQL
 
 # --- same model bytes as one server ---
@@ -107,6 +115,14 @@ out=$(q coord postgres "SELECT gbml.train('bc_dist', 'boost', 'cols', '{$bc}');
 check "boosting on number columns (another column order on one shard), every row the border sample: the same bytes" t "$out"
 out=$(q coord postgres "SELECT (t->>'shards')::int = 2 AND (t->>'shard_round_trips')::int > 20 FROM (SELECT coalesce(timings->'timings', timings) AS t FROM gbml.models WHERE name = 'b_dist') x" 2>&1)
 check "the sharded boosting model's timings report the exchanges with both shards" t "$out"
+rk='"iterations": 15, "depth": 4, "border_sample_size": 5000, "group_column": "qid", "exclude_columns": ["id", "qid_split"]'
+out=$(q coord postgres "SELECT gbml.train('r_dist', 'boost', 'rk', '{$rk}');
+  SELECT gbml.train('r_one', 'boost', 'rk_local', '{$rk}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'r_dist') = (SELECT model FROM gbml.models WHERE name = 'r_one')" 2>&1 | tail -1)
+check "ranking (YetiRank, every query on one shard): the same bytes" t "$out"
+err=$(q_err coord postgres "SELECT gbml.train('rs', 'boost', 'rk', '{\"group_column\": \"qid_split\", \"exclude_columns\": [\"id\", \"qid\"]}')")
+check_match "a query whose rows are on two shards is refused, naming it and both shards" \
+  'query [0-9]+ has rows on shards shard1 and shard2; ranking losses need every query.s rows on one shard' "$(errline "$err")"
 err=$(q_err coord postgres "SELECT gbml.train('bs', 'boost', 'pts', '{\"subsample\": 0.5, \"exclude_columns\": [\"id\"]}')")
 check_match "boosting with what cannot train across servers yet (subsample) is refused, by name" "subsample below 1 are not supported yet when the rows are on other servers" "$(errline "$err")"
 

@@ -53,6 +53,7 @@ make_problem(test_problem *t, int64_t ng, int min_m, int max_m, int n_labels, bo
 	t->p.weight = weighted ? t->weight : NULL;
 	t->p.n_groups = ng;
 	t->p.group_offsets = t->off;
+	t->p.group_stream = NULL;
 }
 
 static void
@@ -176,7 +177,7 @@ TEST(boost_loss_pointwise_closed_form)
 	double		pred[] = {0.5, 0.0, 1.0};
 	double		g[3],
 				h[3];
-	gbml_boost_problem p = {3, y, w, 0, NULL};
+	gbml_boost_problem p = {3, y, w, 0, NULL, NULL};
 	gbml_env	env;
 
 	gbml_env_init_malloc(&env, 1);
@@ -206,7 +207,7 @@ TEST(boost_loss_base_scores_and_values)
 	float		y[] = {1, 0, 1, 1};
 	float		w[] = {1, 1, 2, 0};
 	double		pred[] = {0.5, 0.25, 2, 9};
-	gbml_boost_problem p = {4, y, w, 0, NULL};
+	gbml_boost_problem p = {4, y, w, 0, NULL, NULL};
 	int64_t		off[] = {0, 2, 4};
 
 	CHECK_NEAR(gbml_boost_loss_base_score(GBML_LOSS_RMSE, &p), 3.0 / 4.0, 1e-15);
@@ -215,7 +216,7 @@ TEST(boost_loss_base_scores_and_values)
 	CHECK(gbml_boost_loss_base_score(GBML_LOSS_QUERYRMSE, &p) == 0);
 	{
 		float		y0[] = {0, 0, 0, 0};
-		gbml_boost_problem p0 = {4, y0, NULL, 0, NULL};
+		gbml_boost_problem p0 = {4, y0, NULL, 0, NULL, NULL};
 		double		b = gbml_boost_loss_base_score(GBML_LOSS_LOGLOSS, &p0);
 
 		CHECK(isfinite(b) && b < -10);
@@ -253,7 +254,7 @@ TEST(boost_loss_ranking_needs_groups)
 				g[2],
 				h[2];
 	int64_t		bad_off[] = {0, 1};	/* does not cover n */
-	gbml_boost_problem p = {2, y, NULL, 0, NULL};
+	gbml_boost_problem p = {2, y, NULL, 0, NULL, NULL};
 	gbml_env	env;
 
 	gbml_env_init_malloc(&env, 1);
@@ -499,7 +500,7 @@ TEST(boost_loss_lambdamart_hand_case)
 				g[2],
 				h[2];
 	int64_t		off[] = {0, 2};
-	gbml_boost_problem p = {2, y, NULL, 1, off};
+	gbml_boost_problem p = {2, y, NULL, 1, off, NULL};
 	gbml_env	env;
 	double		delta = 1.0 - 1.0 / log2(3.0);	/* |1/log2(2) - 1/log2(3)| / maxDCG(=1) */
 	double		lam = 0.5 * delta,
@@ -623,7 +624,7 @@ TEST(boost_loss_bad_options)
 				g[2],
 				h[2];
 	int64_t		off[] = {0, 2};
-	gbml_boost_problem p = {2, y, NULL, 1, off};
+	gbml_boost_problem p = {2, y, NULL, 1, off, NULL};
 	gbml_boost_loss_options opt;
 	gbml_env	env;
 
@@ -647,7 +648,7 @@ TEST(boost_loss_yetirank_hand_case)
 				g[3],
 				h[3];
 	int64_t		off[] = {0, 3};
-	gbml_boost_problem p = {3, y, NULL, 1, off};
+	gbml_boost_problem p = {3, y, NULL, 1, off, NULL};
 	gbml_env	env;
 	double		q = 1.0 / (1.0 + exp(40.0));
 	double		w01 = 0.15 * 1.0 * 1.0,
@@ -694,7 +695,7 @@ TEST(boost_loss_yetirank_sorted_order_cases)
 				   *want = calloc(m, sizeof(double));
 		int		   *rank_row = malloc(sizeof(int) * m);
 		int64_t		off[2] = {0, m};
-		gbml_boost_problem p = {m, y, NULL, 1, off};
+		gbml_boost_problem p = {m, y, NULL, 1, off, NULL};
 		double		decay = 1;
 
 		for (int i = 0; i < m; i++)

@@ -5,7 +5,9 @@
  * shards) train to the same model bytes as all of them on one server, for
  * RMSE and Logloss, with weights and missing values, with the border
  * sample drawn from the union's order (more rows than border_sample_size)
- * and with every row the sample; what cannot train across servers yet is
+ * and with every row the sample, and for the ranking losses with every
+ * query on one shard (a query on two is an error naming it); what cannot
+ * train across servers yet is
  * an error naming it; a shard that fails mid-training ends the fit with an
  * error naming it and leaves no memory behind.  The exact term sums behind
  * the base score and the train metrics are checked split in pieces.
@@ -28,6 +30,8 @@ typedef struct bsh_data
 	bool		weighted;
 	bool		missing;		/* some NaN features */
 	int			distinct;		/* > 0: rows repeat this many points */
+	int			query_rows;		/* > 0: rows i / query_rows make a query (relevance labels 0..4) */
+	bool		split_queries;	/* deal rows, not queries, to the shards */
 } bsh_data;
 
 static void
@@ -47,6 +51,8 @@ bsh_row(const bsh_data *s, int64_t i, float *x, float *label, float *weight)
 	}
 	t += gbml_rng_uniform(&rng) - 0.5;
 	*label = s->binary ? (float) (t > 33 ? 1 : 0) : (float) t;
+	if (s->query_rows > 0)
+		*label = (float) ((int64_t) fabs(t * 3) % 5);
 	*weight = s->weighted ? (float) (0.5 + (p % 4)) : 1.0f;
 }
 
@@ -64,14 +70,17 @@ bsh_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files
 	{
 		gbml_row	row = {0};
 		/* uneven shares; the last of three shards gets nothing */
-		int			owner = n_shards == 3 ? (int) ((i * 7) % 5 < 3 ? 0 : 1) : (int) ((i * 13) % 3 == 0);
+		int64_t		unit = s->query_rows > 0 && !s->split_queries ? i / s->query_rows : i;
+		int			owner = n_shards == 3 ? (int) ((unit * 7) % 5 < 3 ? 0 : 1) : (int) ((unit * 13) % 3 == 0);
 
 		if (shard >= 0 && owner != shard)
 			continue;
 		bsh_row(s, i, x, &row.label, &row.weight);
+		if (s->query_rows > 0)
+			row.group = 1000 + (i / s->query_rows) * 3;	/* ids are not positions */
+		row.group_is_null = s->query_rows == 0;
 		row.x = x;
 		row.n_features = s->d;
-		row.group_is_null = true;
 		row.weight_is_null = !s->weighted;
 		CHECK(gbml_dataset_append(ds, env, &row, false) == GBML_OK);
 	}
@@ -81,7 +90,7 @@ bsh_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files
 TEST(boost_shards_rmse_sampled_borders_same_bytes)
 {
 	/* more rows than border_sample_size: the sample is drawn over the union's order, in pages */
-	bsh_data	s = {4100, 7, false, false, false, 0};
+	bsh_data	s = {4100, 7, false, false, false, 0, 0, false};
 	gbml_param_value v[] = {tu_num("iterations", 12), tu_num("depth", 4), tu_num("border_sample_size", 1500),
 	tu_num("random_seed", 5)};
 
@@ -91,7 +100,7 @@ TEST(boost_shards_rmse_sampled_borders_same_bytes)
 TEST(boost_shards_logloss_weights_missing_same_bytes)
 {
 	/* every row is the sample; weights (unpacked histograms), NaN features (a missing border) */
-	bsh_data	s = {2600, 5, true, true, true, 0};
+	bsh_data	s = {2600, 5, true, true, true, 0, 0, false};
 	gbml_param_value v[] = {tu_num("iterations", 10), tu_num("depth", 5), tu_str("loss", "Logloss"),
 	tu_num("border_count", 20)};
 
@@ -101,7 +110,7 @@ TEST(boost_shards_logloss_weights_missing_same_bytes)
 TEST(boost_shards_duplicates_rmse_metric_same_bytes)
 {
 	/* 40 distinct rows repeated on both shards; depth 1 (the root is the only level) */
-	bsh_data	s = {3000, 3, false, false, false, 40};
+	bsh_data	s = {3000, 3, false, false, false, 40, 0, false};
 	gbml_param_value v[] = {tu_num("iterations", 6), tu_num("depth", 1), tu_num("border_sample_size", 1000),
 	tu_str("eval_metric", "Logloss")};
 
@@ -110,9 +119,47 @@ TEST(boost_shards_duplicates_rmse_metric_same_bytes)
 	tu_check_same_bytes("boost", "duplicates, depth 1", bsh_fill, &s, v, 4);
 }
 
+TEST(boost_shards_yetirank_same_bytes)
+{
+	/* queries of 9 rows, each on one shard; the default loss with group ids (YetiRank, its Newton sums) */
+	bsh_data	s = {3600, 6, false, false, false, 0, 9, false};
+	gbml_param_value v[] = {tu_num("iterations", 8), tu_num("depth", 4), tu_num("border_sample_size", 1200),
+	tu_num("random_seed", 3)};
+
+	tu_check_same_bytes("boost", "YetiRank, sampled borders", bsh_fill, &s, v, 4);
+}
+
+TEST(boost_shards_ranking_losses_same_bytes)
+{
+	const char *losses[] = {"QueryRMSE", "PairLogit", "LambdaMART"};
+	bsh_data	s = {1800, 4, false, true, false, 0, 6, false};
+
+	for (int i = 0; i < 3; i++)
+	{
+		gbml_param_value v[] = {tu_num("iterations", 5), tu_num("depth", 3), tu_str("loss", losses[i])};
+
+		tu_check_same_bytes("boost", losses[i], bsh_fill, &s, v, 3);
+	}
+}
+
+TEST(boost_shards_query_on_two_shards_is_named)
+{
+	bsh_data	s = {900, 3, false, false, false, 0, 10, true};
+	gbml_param_value v[] = {tu_num("iterations", 3)};
+	char		error[512];
+	size_t		len;
+	uint8_t    *m = tu_train_sharded("boost", bsh_fill, &s, 2, v, 1, 0, &len, error, sizeof(error));
+
+	CHECK(m == NULL && strstr(error, "has rows on shards shard1 and shard2") != NULL &&
+		  strstr(error, "every query's rows on one shard") != NULL);
+	if (m != NULL || strstr(error, "has rows on shards") == NULL)
+		fprintf(stderr, "a query on two shards: %s\n", m ? "trained" : error);
+	free(m);
+}
+
 TEST(boost_shards_refuses_what_it_cannot_do_yet)
 {
-	bsh_data	s = {900, 3, false, false, false, 0};
+	bsh_data	s = {900, 3, false, false, false, 0, 0, false};
 	gbml_param_value sub[] = {tu_num("subsample", 0.5)};
 	gbml_param_value lei[] = {tu_str("loss", "Logloss"), tu_num("leaf_estimation_iterations", 3)};
 	char		error[512];
@@ -130,7 +177,7 @@ TEST(boost_shards_refuses_what_it_cannot_do_yet)
 
 TEST(boost_shards_failing_shard_names_it)
 {
-	bsh_data	s = {3000, 4, false, false, false, 0};
+	bsh_data	s = {3000, 4, false, false, false, 0, 0, false};
 	gbml_param_value v[] = {tu_num("iterations", 5), tu_num("depth", 3), tu_num("border_sample_size", 1000)};
 	char		error[512];
 	size_t		len;
