@@ -395,8 +395,12 @@ trainer_free(trainer *T)
 
 /*
  * Row sampling for one tree: leaf[r] = 0 for a drawn row, GBML_BOOST_UNSAMPLED
- * otherwise.  Whole groups are drawn for ranking losses.  Returns the number
- * of rows drawn.
+ * otherwise.  Whole groups are drawn for ranking losses.  One uniform per
+ * row (per query) of the whole training, in its order: a shard walks the
+ * union's stream and keeps the draws at its rows' global indices (row_rank)
+ * or its queries' (group_global), so its rows are drawn as one server
+ * draws them; when no row of the union is drawn, every row is.  Returns
+ * the number of this process's rows drawn.
  */
 static int64_t
 draw_rows(trainer *T, int64_t iteration)
@@ -405,6 +409,12 @@ draw_rows(trainer *T, int64_t iteration)
 				drawn = 0;
 	gbml_rng	rng;
 	double		q = T->p->subsample;
+	bool		by_group = gbml_boost_loss_is_ranking(T->kind) && T->train.n_groups > 0;
+	const int64_t *mine = by_group ? T->train.group_global : T->row_rank;
+	int64_t		units = by_group ? T->n_groups_global : T->n_global,
+				n_mine = by_group ? T->train.n_groups : n,
+				at = 0;
+	bool		any = false;
 
 	if (q >= 1.0)
 	{
@@ -412,27 +422,28 @@ draw_rows(trainer *T, int64_t iteration)
 		return n;
 	}
 	gbml_rng_stream(&rng, (uint64_t) T->p->random_seed ^ 0x7375627361ULL, (uint64_t) iteration);
-	if (gbml_boost_loss_is_ranking(T->kind) && T->train.n_groups > 0)
+	for (int64_t u = 0; u < units; u++)
 	{
-		for (int64_t g = 0; g < T->train.n_groups; g++)
-		{
-			uint16_t	v = gbml_rng_uniform(&rng) < q ? 0 : GBML_BOOST_UNSAMPLED;
+		uint16_t	v = gbml_rng_uniform(&rng) < q ? 0 : GBML_BOOST_UNSAMPLED;
 
-			for (int64_t r = T->train.group_off[g]; r < T->train.group_off[g + 1]; r++)
+		any |= v == 0;
+		if (at == n_mine || (mine ? mine[at] : at) != u)
+			continue;			/* another shard's */
+		if (by_group)
+		{
+			for (int64_t r = T->train.group_off[at]; r < T->train.group_off[at + 1]; r++)
 				T->leaf[r] = v;
 			if (v == 0)
-				drawn += T->train.group_off[g + 1] - T->train.group_off[g];
+				drawn += T->train.group_off[at + 1] - T->train.group_off[at];
 		}
-	}
-	else
-	{
-		for (int64_t r = 0; r < n; r++)
+		else
 		{
-			T->leaf[r] = gbml_rng_uniform(&rng) < q ? 0 : GBML_BOOST_UNSAMPLED;
-			drawn += T->leaf[r] == 0;
+			T->leaf[at] = v;
+			drawn += v == 0;
 		}
+		at++;
 	}
-	if (drawn == 0)
+	if (!any)
 	{
 		/* tiny data and a small share: take every row rather than an empty tree */
 		memset(T->leaf, 0, sizeof(uint16_t) * (size_t) n);

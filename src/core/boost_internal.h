@@ -117,6 +117,7 @@ typedef struct trainer
 	struct boost_shards *shards;	/* the coordinator's side, when the rows are on shards */
 	int64_t		n_global;		/* the rows of the whole training (the fixed-point scales' n) */
 	int64_t		n_groups_global;	/* its queries */
+	const int64_t *row_rank;	/* a shard's rows' global indices (subsample without queries), or NULL */
 	int64_t		drawn;			/* this tree's drawn rows (of this process's) */
 	double		sg,				/* this tree's fixed-point scales (fixed_point_plan) */
 				sh;
@@ -211,6 +212,8 @@ void		boost_trainer_free(trainer *T);
 
 /* What training across servers cannot do yet: an error naming it (both sides check). */
 int			boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env *env);
+/* ... and once the loss is known (with_groups: the rows have query ids). */
+int			boost_shards_check_loss(trainer *T, bool with_groups);
 /* Coordinator side (boost_shards.c): the shards' hellos, the borders from their sample, T->rows. */
 int			boost_shards_setup(trainer *T, const gbml_dataset *ds);
 void		boost_shards_free(trainer *T);

@@ -30,6 +30,8 @@ typedef struct bs_shard
 	gbml_boost_params params;
 	trainer		T;
 	gbml_shard_hashes hashes;
+	gbml_shard_ranks ranks;		/* the rows' global indices: subsample draws by them */
+	bool		needs_ranks;	/* subsample < 1 without queries: the borders wait for the ranks */
 	bs_phase	phase;
 	int			next_level;		/* the level the next LEVEL request must be; -1: no tree open */
 	bool		leaves_owed;	/* the last level is done: the next request brings the tree's leaves */
@@ -58,6 +60,9 @@ bs_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **o
 	sh->next_level = -1;
 	if (ds->n_rows > 0 && (rc = boost_trainer_rows(&sh->T, ds, &sh->params, env)) != GBML_OK)
 		goto fail;
+	if (ds->n_rows > 0 && (rc = boost_shards_check_loss(&sh->T, sh->T.train.n_groups > 0)) != GBML_OK)
+		goto fail;
+	sh->needs_ranks = sh->params.subsample < 1 && sh->T.train.n_groups == 0;
 	missing = gbml_alloc0(env, (size_t) (ds->n_features > 0 ? ds->n_features : 1));
 	if (missing == NULL || (rc = gbml_boost_scan_missing(ds, missing, env)) != GBML_OK)
 	{
@@ -88,6 +93,7 @@ bs_close(void *state)
 	if (sh->T.env)
 		boost_trainer_free(&sh->T);
 	gbml_shard_hashes_free(&sh->hashes, sh->env);
+	gbml_shard_ranks_free(&sh->ranks, sh->env);
 	gbml_free(sh->env, sh);
 }
 
@@ -101,6 +107,25 @@ bs_hashes(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	if (sh->hashes.hash == NULL && (rc = gbml_shard_hashes_build(&sh->hashes, sh->ds, sh->env)) != GBML_OK)
 		return rc;
 	gbml_shard_hashes_page(&sh->hashes, r, reply);
+	return GBML_OK;
+}
+
+/* A page of the rows' global indices (subsample's draws): once whole, the trainer draws by them. */
+static int
+bs_ranks(bs_shard *sh, gbml_msg_reader *r)
+{
+	bool		complete;
+	int			rc;
+
+	if (sh->phase != BS_ROWS || !sh->needs_ranks || sh->T.row_rank != NULL)
+		return gbml_error(sh->env, GBML_EINVAL, "boost shard: global row indices out of order");
+	if ((rc = gbml_shard_ranks_receive(&sh->ranks, sh->T.train.n, r, sh->env, &complete)) != GBML_OK)
+		return rc;
+	if (complete)
+	{
+		sh->T.row_rank = sh->ranks.rank;
+		sh->T.n_global = sh->ranks.n_global;
+	}
 	return GBML_OK;
 }
 
@@ -194,6 +219,8 @@ bs_borders(bs_shard *sh, gbml_msg_reader *r)
 		return gbml_error(env, GBML_EINVAL, "boost shard: the borders arrived twice");
 	if (sh->T.train.n_groups > 0 && !sh->groups_indexed)
 		return gbml_error(env, GBML_EINVAL, "boost shard: the borders arrived before the queries' indices");
+	if (sh->needs_ranks && sh->T.row_rank == NULL)
+		return gbml_error(env, GBML_EINVAL, "boost shard: the borders arrived before the rows' global indices");
 	memset(&b, 0, sizeof(b));
 	b.count = gbml_alloc0(env, sizeof(int) * (size_t) (nf > 0 ? nf : 1));
 	b.offset = gbml_alloc0(env, sizeof(int64_t) * ((size_t) nf + 1));
@@ -523,6 +550,9 @@ bs_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 			break;
 		case BS_OP_GROUP_INDEX:
 			rc = bs_group_index(sh, &r);
+			break;
+		case BS_OP_RANKS:
+			rc = bs_ranks(sh, &r);
 			break;
 		case BS_OP_NEWTON:
 			rc = sh->phase == BS_TRAINING ? bs_newton(sh, &r, reply) :

@@ -17,7 +17,9 @@
  * Ranking losses need every query on one shard: the shards' query ids are
  * merged once (a query on two shards is an error naming it and both), and
  * each shard gets its queries' indices among the union's (their random
- * streams).  Not yet across servers (boost_shards_check): subsample < 1,
+ * streams).  subsample < 1 draws over the union's rows (their global
+ * indices, sent with the order) or queries.  Not yet across servers
+ * (boost_shards_check): subsample with group ids and a pointwise loss,
  * categorical inputs, leaf_estimation_iterations > 1, AUC as the metric
  * (it needs every prediction in one order).
  */
@@ -55,9 +57,7 @@ boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env 
 {
 	const char *what = NULL;
 
-	if (p->subsample < 1)
-		what = "subsample below 1";
-	else if (ds->schema && gbml_schema_n_categorical(ds->schema) > 0)
+	if (ds->schema && gbml_schema_n_categorical(ds->schema) > 0)
 		what = "categorical features";
 	else if (p->leaf_estimation_iterations > 1)
 		what = "leaf_estimation_iterations above 1";
@@ -70,13 +70,24 @@ boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env 
 					  "(number features with every loss are)", what);
 }
 
+int
+boost_shards_check_loss(trainer *T, bool with_groups)
+{
+	if (T->p->subsample < 1 && with_groups && !gbml_boost_loss_is_ranking(T->kind))
+		return gbml_error(T->env, GBML_EUNSUPPORTED,
+						  "boost: subsample below 1 with group ids and the %s loss is not supported yet when the rows "
+						  "are on other servers (with a ranking loss, or without group ids, it is)",
+						  gbml_boost_loss_names[T->kind]);
+	return GBML_OK;
+}
+
 /* ------------------------------------------------------------------ */
 /* The border sample                                                  */
 /* ------------------------------------------------------------------ */
 
 /* The merge's visitor: a sampled global position's row goes on its shard's list. */
-static bool
-sample_visit(void *arg, int shard, int64_t local, int64_t global)
+static void
+sample_note(void *arg, int shard, int64_t local, int64_t global)
 {
 	boost_shards *B = arg;
 
@@ -85,16 +96,23 @@ sample_visit(void *arg, int shard, int64_t local, int64_t global)
 		B->sample_local[shard][B->sample_count[shard]++] = local;
 		B->sample_next++;
 	}
+}
+
+static bool
+sample_visit(void *arg, int shard, int64_t local, int64_t global)
+{
+	sample_note(arg, shard, local, global);
 	return true;
 }
 
 /*
  * Which rows of which shard are the sample: every row when the union has
  * at most m rows, else the sampled canonical positions found by merging
- * the shards' orders.
+ * the shards' orders.  ranks: the merge also sends every shard its rows'
+ * global indices (subsample's draws), whatever m.
  */
 static int
-sample_lists(trainer *T, boost_shards *B, int64_t m)
+sample_lists(trainer *T, boost_shards *B, int64_t m, bool ranks)
 {
 	gbml_env   *env = T->env;
 	gbml_shard_channel *ch = &B->ch;
@@ -119,11 +137,13 @@ sample_lists(trainer *T, boost_shards *B, int64_t m)
 				B->sample_local[s][i] = i;
 			B->sample_count[s] = ch->n_rows[s];
 		}
-		return GBML_OK;
+		return ranks ? gbml_shard_send_ranks(ch, T->n_global, BS_OP_HASHES, BS_OP_RANKS, NULL, NULL) : GBML_OK;
 	}
 	if ((B->sample_pos = gbml_alloc_array(env, (size_t) m, sizeof(int64_t))) == NULL)
 		return env->error_code;
 	B->sample_m = gbml_boost_sample_positions(T->n_global, m, (uint64_t) T->p->random_seed, B->sample_pos);
+	if (ranks)
+		return gbml_shard_send_ranks(ch, T->n_global, BS_OP_HASHES, BS_OP_RANKS, sample_note, B);
 	return gbml_shard_merge_order(ch, T->n_global, BS_OP_HASHES, sample_visit, NULL, B);
 }
 
@@ -379,8 +399,9 @@ boost_shards_setup(trainer *T, const gbml_dataset *ds)
 		rc = env->error_code;
 	else if ((rc = hello_tails(T, B, d, missing, &with_groups)) == GBML_OK &&
 			 (rc = boost_resolve_loss(T, with_groups ? 1 : 0)) == GBML_OK &&
+			 (rc = boost_shards_check_loss(T, with_groups)) == GBML_OK &&
 			 (!with_groups || (rc = index_groups(T, B)) == GBML_OK) &&
-			 (rc = sample_lists(T, B, m)) == GBML_OK &&
+			 (rc = sample_lists(T, B, m, p->subsample < 1 && !with_groups)) == GBML_OK &&
 			 (rc = gather_sample(T, B, rows, d)) == GBML_OK &&
 			 (rc = gbml_boost_borders_from_sample(rows, m, d, missing, (int) p->border_count, &T->borders,
 												  env)) == GBML_OK)

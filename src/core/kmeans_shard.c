@@ -21,10 +21,8 @@ typedef struct km_shard
 	gbml_env   *env;
 	const gbml_dataset *ds;
 	km_work		w;
-	int64_t		n_global;
-	int64_t    *rank;			/* per local row (canonical order): its global index, ascending */
+	gbml_shard_ranks ranks;		/* per local row (canonical order): its global index, ascending */
 	gbml_shard_hashes hashes;	/* per local row: canonical hash, content hash, until ranked */
-	int64_t		ranked;			/* rows whose global index has arrived (pages in order) */
 	int64_t    *block_pot;		/* global blocks x T: the last candidate pass */
 	int64_t		n_blocks;
 	bool		grid_set;		/* the coordinator's grid arrived (GRID) */
@@ -107,31 +105,12 @@ km_shard_close(void *state)
 		return;
 	env = sh->env;
 	km_work_free(&sh->w);
-	gbml_free(env, sh->rank);
+	gbml_shard_ranks_free(&sh->ranks, env);
 	gbml_shard_hashes_free(&sh->hashes, env);
 	gbml_free(env, sh->block_pot);
 	gbml_free(env, sh->mn);
 	gbml_free(env, sh->mx);
 	gbml_free(env, sh);
-}
-
-/* The local row whose global index is g, or -1. */
-static int64_t
-km_shard_local(const km_shard *sh, int64_t g)
-{
-	int64_t		lo = 0,
-				hi = sh->ds->n_rows;
-
-	while (lo < hi)
-	{
-		int64_t		mid = lo + (hi - lo) / 2;
-
-		if (sh->rank[mid] < g)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < sh->ds->n_rows && sh->rank[lo] == g ? lo : -1;
 }
 
 /* The order is whole: the extremes every later grid is checked against, the union's row count's grid. */
@@ -149,50 +128,24 @@ km_shard_ranked(km_shard *sh)
 		return rc;
 	sh->xnorm_local = sh->w.xnorm_max;
 	/* the grid's precision follows the union's row count, as on one server */
-	sh->w.n = sh->n_global;
-	sh->w.fix_bits = gbml_km_fix_bits(sh->n_global);
-	sh->n_blocks = (sh->n_global + KM_SHARD_BLOCK_ROWS - 1) / KM_SHARD_BLOCK_ROWS;
+	sh->w.n = sh->ranks.n_global;
+	sh->w.fix_bits = gbml_km_fix_bits(sh->ranks.n_global);
+	sh->n_blocks = (sh->ranks.n_global + KM_SHARD_BLOCK_ROWS - 1) / KM_SHARD_BLOCK_ROWS;
 	return GBML_OK;
 }
 
-/*
- * A page of global indices: for local rows [offset, offset + count), pages
- * in order, ascending within and across them, below the union's row count
- * (the same in every page).  A damaged page drops the whole order.
- */
+/* A page of global indices (gbml_shard_ranks_receive); the order whole: km_shard_ranked. */
 static int
 km_shard_ranks(km_shard *sh, gbml_msg_reader *r)
 {
-	int64_t		n = sh->ds->n_rows,
-				n_global = gbml_msg_get_count(r, INT64_MAX / 2),
-				offset = gbml_msg_get_count(r, n),
-				count = gbml_msg_get_count(r, GBML_SHARD_ORDER_PAGE);
+	bool		complete;
+	int			rc;
 
 	if (sh->hashes.hash == NULL)
 		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: the global row order arrived twice");
-	if (sh->rank == NULL && !r->bad && n_global >= n)
-	{
-		sh->n_global = n_global;
-		if ((sh->rank = gbml_alloc_array(sh->env, (size_t) n, sizeof(int64_t))) == NULL)
-			return sh->env->error_code;
-	}
-	if (r->bad || sh->rank == NULL || n_global != sh->n_global || offset != sh->ranked || count > n - offset)
-		r->bad = true;
-	else
-		gbml_msg_get(r, sh->rank + offset, sizeof(int64_t) * (size_t) count);
-	for (int64_t i = offset; i < offset + count && !r->bad; i++)
-		if (sh->rank[i] < 0 || sh->rank[i] >= sh->n_global || (i > 0 && sh->rank[i] <= sh->rank[i - 1]))
-			r->bad = true;
-	if (r->bad)
-	{
-		/* no order at all rather than a damaged one */
-		gbml_free(sh->env, sh->rank);
-		sh->rank = NULL;
-		sh->ranked = 0;
-		return GBML_OK;
-	}
-	sh->ranked += count;
-	return sh->ranked == n ? km_shard_ranked(sh) : GBML_OK;
+	if ((rc = gbml_shard_ranks_receive(&sh->ranks, sh->ds->n_rows, r, sh->env, &complete)) != GBML_OK)
+		return rc;
+	return complete ? km_shard_ranked(sh) : GBML_OK;
 }
 
 /* This shard's per-feature extremes (found once the order was whole): minima negated, then maxima. */
@@ -257,7 +210,7 @@ km_shard_rows(km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	}
 	for (int64_t i = 0; i < m; i++)
 	{
-		int64_t		local = km_shard_local(sh, gbml_msg_get_i64(r));
+		int64_t		local = gbml_shard_ranks_local(&sh->ranks, gbml_msg_get_i64(r));
 
 		if (local >= 0 && !r->bad)
 		{
@@ -371,7 +324,7 @@ km_shard_cand(km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 
 		for (int64_t i = 0; i < tk->count; i++)
 		{
-			int64_t		b = sh->rank[tk->global + i] / KM_SHARD_BLOCK_ROWS;
+			int64_t		b = sh->ranks.rank[tk->global + i] / KM_SHARD_BLOCK_ROWS;
 
 			for (int t = 0; t < T; t++)
 				sh->block_pot[(size_t) b * T + t] += gbml_km_fix_term((double) co[(size_t) t * tk->count + i],
@@ -420,20 +373,20 @@ km_shard_terms(km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 		{
 			int64_t		mid = lo + (hi - lo) / 2;
 
-			if (sh->rank[mid] < b * KM_SHARD_BLOCK_ROWS)
+			if (sh->ranks.rank[mid] < b * KM_SHARD_BLOCK_ROWS)
 				lo = mid + 1;
 			else
 				hi = mid;
 		}
 		at = reply->len;
 		gbml_msg_put_i64(reply, 0);
-		for (int64_t i = lo; i < sh->ds->n_rows && sh->rank[i] < end; i++, count++)
+		for (int64_t i = lo; i < sh->ds->n_rows && sh->ranks.rank[i] < end; i++, count++)
 		{
 			int			c;
 			int64_t		row;
 
 			km_locate(w, i, &c, &row);
-			gbml_msg_put_i64(reply, sh->rank[i]);
+			gbml_msg_put_i64(reply, sh->ranks.rank[i]);
 			gbml_msg_put_i64(reply, gbml_km_fix_term((double) w->closest[c][row], cur_scale));
 		}
 		if (!reply->failed)
@@ -499,7 +452,7 @@ km_shard_far(km_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 		for (int e = 0; e < m; e++)
 		{
 			gbml_msg_put_f64(reply, far[e].dist);
-			gbml_msg_put_i64(reply, sh->rank[far[e].row]);
+			gbml_msg_put_i64(reply, sh->ranks.rank[far[e].row]);
 			gbml_msg_put_i64(reply, far[e].label);
 			gbml_msg_put(reply, x + (size_t) e * w->d, sizeof(double) * w->d);
 		}

@@ -476,55 +476,6 @@ static const km_rows_ops km_remote_rows = {
 	.dist_sum = km_remote_dist_sum,
 };
 
-/* The global indices being sent back: per shard a page being filled, and how many were sent. */
-typedef struct km_rank_pages
-{
-	km_work    *w;
-	int64_t   **rank;			/* per shard: GBML_SHARD_ORDER_PAGE */
-	int64_t    *filled;
-	int64_t    *sent;
-	gbml_strbuf *msgs;
-} km_rank_pages;
-
-/* The merge's visitor: the row's global index into its shard's page (full: send the pages first). */
-static bool
-km_rank_visit(void *arg, int shard, int64_t local, int64_t global)
-{
-	km_rank_pages *P = arg;
-
-	(void) local;				/* the pages go in the shard's row order */
-	if (P->filled[shard] == GBML_SHARD_ORDER_PAGE)
-		return false;
-	P->rank[shard][P->filled[shard]++] = global;
-	return true;
-}
-
-/* Every shard's filled page of global indices (possibly empty) sent. */
-static int
-km_rank_flush(void *arg)
-{
-	km_rank_pages *P = arg;
-	gbml_shard_channel *ch = &P->w->shards->ch;
-	int			rc;
-
-	for (int s = 0; s < ch->n_shards; s++)
-	{
-		P->msgs[s].len = 0;
-		gbml_msg_put_i64(&P->msgs[s], KM_OP_RANKS);
-		gbml_msg_put_i64(&P->msgs[s], P->w->n);
-		gbml_msg_put_i64(&P->msgs[s], P->sent[s]);
-		gbml_msg_put_i64(&P->msgs[s], P->filled[s]);
-		gbml_msg_put(&P->msgs[s], P->rank[s], sizeof(int64_t) * (size_t) P->filled[s]);
-		if ((rc = gbml_sb_status(&P->msgs[s])) != GBML_OK)
-			return rc;
-		ch->req[s] = (const uint8_t *) P->msgs[s].data;
-		ch->req_len[s] = P->msgs[s].len;
-		P->sent[s] += P->filled[s];
-		P->filled[s] = 0;
-	}
-	return gbml_shard_exchange(ch);
-}
-
 /*
  * The union's canonical order (shard_order.h), and each shard's rows'
  * global indices sent to it in pages, so that neither side holds more than
@@ -533,36 +484,7 @@ km_rank_flush(void *arg)
 static int
 km_global_order(km_work *w)
 {
-	gbml_shard_channel *ch = &w->shards->ch;
-	int			S = ch->n_shards;
-	km_rank_pages P = {w, NULL, NULL, NULL, NULL};
-	int			rc = GBML_OK;
-
-	P.rank = gbml_alloc0(w->env, sizeof(int64_t *) * (size_t) S);
-	P.filled = gbml_alloc0(w->env, sizeof(int64_t) * (size_t) S);
-	P.sent = gbml_alloc0(w->env, sizeof(int64_t) * (size_t) S);
-	P.msgs = gbml_alloc0(w->env, sizeof(gbml_strbuf) * (size_t) S);
-	if (!P.rank || !P.filled || !P.sent || !P.msgs)
-		rc = w->env->error_code;
-	for (int s = 0; rc == GBML_OK && s < S; s++)
-	{
-		gbml_sb_init(&P.msgs[s], w->env);
-		if (ch->n_rows[s] > 0 &&
-			(P.rank[s] = gbml_alloc_array(w->env, (size_t) GBML_SHARD_ORDER_PAGE, sizeof(int64_t))) == NULL)
-			rc = w->env->error_code;
-	}
-	if (rc == GBML_OK)
-		rc = gbml_shard_merge_order(ch, w->n, KM_OP_HASHES, km_rank_visit, km_rank_flush, &P);
-	for (int s = 0; P.rank && P.msgs && s < S; s++)
-	{
-		gbml_sb_free(&P.msgs[s]);
-		gbml_free(w->env, P.rank[s]);
-	}
-	gbml_free(w->env, P.rank);
-	gbml_free(w->env, P.filled);
-	gbml_free(w->env, P.sent);
-	gbml_free(w->env, P.msgs);
-	return rc;
+	return gbml_shard_send_ranks(&w->shards->ch, w->n, KM_OP_HASHES, KM_OP_RANKS, NULL, NULL);
 }
 
 int

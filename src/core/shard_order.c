@@ -249,3 +249,152 @@ done:
 	gbml_free(env, o);
 	return rc;
 }
+
+/* The pages of global indices being sent back (gbml_shard_send_ranks). */
+typedef struct rank_pages
+{
+	gbml_shard_channel *ch;
+	int64_t		n_global;
+	int64_t		op_ranks;
+	int64_t   **rank;			/* per shard: GBML_SHARD_ORDER_PAGE */
+	int64_t    *filled;
+	int64_t    *sent;
+	gbml_strbuf *msgs;
+	void		(*also_visit) (void *arg, int shard, int64_t local, int64_t global);
+	void	   *arg;
+} rank_pages;
+
+/* The merge's visitor: the row's global index into its shard's page (full: send the pages first). */
+static bool
+rank_visit(void *arg, int shard, int64_t local, int64_t global)
+{
+	rank_pages *P = arg;
+
+	if (P->filled[shard] == GBML_SHARD_ORDER_PAGE)
+		return false;
+	P->rank[shard][P->filled[shard]++] = global;	/* the pages go in the shard's row order */
+	if (P->also_visit)
+		P->also_visit(P->arg, shard, local, global);
+	return true;
+}
+
+/* Every shard's filled page of global indices (possibly empty) sent. */
+static int
+rank_flush(void *arg)
+{
+	rank_pages *P = arg;
+	gbml_shard_channel *ch = P->ch;
+	int			rc;
+
+	for (int s = 0; s < ch->n_shards; s++)
+	{
+		P->msgs[s].len = 0;
+		gbml_msg_put_i64(&P->msgs[s], P->op_ranks);
+		gbml_msg_put_i64(&P->msgs[s], P->n_global);
+		gbml_msg_put_i64(&P->msgs[s], P->sent[s]);
+		gbml_msg_put_i64(&P->msgs[s], P->filled[s]);
+		gbml_msg_put(&P->msgs[s], P->rank[s], sizeof(int64_t) * (size_t) P->filled[s]);
+		if ((rc = gbml_sb_status(&P->msgs[s])) != GBML_OK)
+			return rc;
+		ch->req[s] = (const uint8_t *) P->msgs[s].data;
+		ch->req_len[s] = P->msgs[s].len;
+		P->sent[s] += P->filled[s];
+		P->filled[s] = 0;
+	}
+	return gbml_shard_exchange(ch);
+}
+
+int
+gbml_shard_send_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes, int64_t op_ranks,
+					  void (*also_visit) (void *arg, int shard, int64_t local, int64_t global), void *arg)
+{
+	gbml_env   *env = ch->env;
+	int			S = ch->n_shards;
+	rank_pages	P = {ch, n_global, op_ranks, NULL, NULL, NULL, NULL, also_visit, arg};
+	int			rc = GBML_OK;
+
+	P.rank = gbml_alloc0(env, sizeof(int64_t *) * (size_t) S);
+	P.filled = gbml_alloc0(env, sizeof(int64_t) * (size_t) S);
+	P.sent = gbml_alloc0(env, sizeof(int64_t) * (size_t) S);
+	P.msgs = gbml_alloc0(env, sizeof(gbml_strbuf) * (size_t) S);
+	if (!P.rank || !P.filled || !P.sent || !P.msgs)
+		rc = env->error_code;
+	for (int s = 0; rc == GBML_OK && s < S; s++)
+	{
+		gbml_sb_init(&P.msgs[s], env);
+		if (ch->n_rows[s] > 0 &&
+			(P.rank[s] = gbml_alloc_array(env, (size_t) GBML_SHARD_ORDER_PAGE, sizeof(int64_t))) == NULL)
+			rc = env->error_code;
+	}
+	if (rc == GBML_OK)
+		rc = gbml_shard_merge_order(ch, n_global, op_hashes, rank_visit, rank_flush, &P);
+	for (int s = 0; P.rank && P.msgs && s < S; s++)
+	{
+		gbml_sb_free(&P.msgs[s]);
+		gbml_free(env, P.rank[s]);
+	}
+	gbml_free(env, P.rank);
+	gbml_free(env, P.filled);
+	gbml_free(env, P.sent);
+	gbml_free(env, P.msgs);
+	return rc;
+}
+
+int
+gbml_shard_ranks_receive(gbml_shard_ranks *o, int64_t n, gbml_msg_reader *r, gbml_env *env, bool *complete)
+{
+	int64_t		n_global = gbml_msg_get_count(r, INT64_MAX / 2),
+				offset = gbml_msg_get_count(r, n),
+				count = gbml_msg_get_count(r, GBML_SHARD_ORDER_PAGE);
+
+	*complete = false;
+	if (o->rank == NULL && !r->bad && n_global >= n)
+	{
+		o->n = n;
+		o->n_global = n_global;
+		o->ranked = 0;
+		if ((o->rank = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t))) == NULL)
+			return env->error_code;
+	}
+	if (r->bad || o->rank == NULL || n_global != o->n_global || offset != o->ranked || count > n - offset)
+		r->bad = true;
+	else
+		gbml_msg_get(r, o->rank + offset, sizeof(int64_t) * (size_t) count);
+	for (int64_t i = offset; i < offset + count && !r->bad; i++)
+		if (o->rank[i] < 0 || o->rank[i] >= o->n_global || (i > 0 && o->rank[i] <= o->rank[i - 1]))
+			r->bad = true;
+	if (r->bad)
+	{
+		/* no order at all rather than a damaged one */
+		gbml_shard_ranks_free(o, env);
+		return GBML_OK;
+	}
+	o->ranked += count;
+	*complete = o->ranked == n;
+	return GBML_OK;
+}
+
+int64_t
+gbml_shard_ranks_local(const gbml_shard_ranks *o, int64_t g)
+{
+	int64_t		lo = 0,
+				hi = o->n;
+
+	while (lo < hi)
+	{
+		int64_t		mid = lo + (hi - lo) / 2;
+
+		if (o->rank[mid] < g)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < o->n && o->rank[lo] == g ? lo : -1;
+}
+
+void
+gbml_shard_ranks_free(gbml_shard_ranks *o, gbml_env *env)
+{
+	gbml_free(env, o->rank);
+	memset(o, 0, sizeof(*o));
+}

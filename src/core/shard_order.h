@@ -54,4 +54,35 @@ typedef int (*gbml_shard_order_flush) (void *arg);
 int			gbml_shard_merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes,
 								   gbml_shard_order_visit visit, gbml_shard_order_flush flush, void *arg);
 
+/*
+ * The union's order sent back: every shard gets its rows' global indices
+ * (op_ranks: i64 n_global, i64 offset, i64 count, i64 x count), in pages,
+ * while the merge runs; also_visit (or NULL) sees every row as the merge's
+ * visitor does.
+ */
+int			gbml_shard_send_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes, int64_t op_ranks,
+								  void (*also_visit) (void *arg, int shard, int64_t local, int64_t global),
+								  void *arg);
+
+/* A shard's side: its rows' global indices, ascending, as the pages arrive. */
+typedef struct gbml_shard_ranks
+{
+	int64_t		n;				/* this shard's rows */
+	int64_t		n_global;
+	int64_t		ranked;			/* rows whose index has arrived */
+	int64_t    *rank;			/* n, once the first page came */
+} gbml_shard_ranks;
+
+/*
+ * One page (the request after its op code): pages in order, ascending
+ * within and across them, below the union's row count (the same in every
+ * page).  A damaged page drops the whole order (r->bad); *complete when
+ * every row has its index.
+ */
+int			gbml_shard_ranks_receive(gbml_shard_ranks *o, int64_t n, gbml_msg_reader *r, gbml_env *env,
+									 bool *complete);
+/* The local row whose global index is g, or -1. */
+int64_t		gbml_shard_ranks_local(const gbml_shard_ranks *o, int64_t g);
+void		gbml_shard_ranks_free(gbml_shard_ranks *o, gbml_env *env);
+
 #endif

@@ -7,8 +7,8 @@
 # as the same rows in one local table (K-Means: features array with k-means++;
 # number columns in another column order on one shard, random init,
 # spherical; boosting: RMSE and Logloss with a border sample drawn over the
-# union's order, RMSE on number columns, YetiRank with every query on one
-# shard, and a query on two shards refused by name); the model
+# union's order, with subsample, RMSE on number columns, YetiRank with every
+# query on one shard, and a query on two shards refused by name); the model
 # records every row; logistic regression reaches the single-server SAGA
 # objective within 1e-6; a statement_timeout and a shard stopped with
 # `pg_ctl stop -m immediate` mid-training end it with an ERROR (the latter
@@ -123,8 +123,12 @@ check "ranking (YetiRank, every query on one shard): the same bytes" t "$out"
 err=$(q_err coord postgres "SELECT gbml.train('rs', 'boost', 'rk', '{\"group_column\": \"qid_split\", \"exclude_columns\": [\"id\", \"qid\"]}')")
 check_match "a query whose rows are on two shards is refused, naming it and both shards" \
   'query [0-9]+ has rows on shards shard1 and shard2; ranking losses need every query.s rows on one shard' "$(errline "$err")"
-err=$(q_err coord postgres "SELECT gbml.train('bs', 'boost', 'pts', '{\"subsample\": 0.5, \"exclude_columns\": [\"id\"]}')")
-check_match "boosting with what cannot train across servers yet (subsample) is refused, by name" "subsample below 1 are not supported yet when the rows are on other servers" "$(errline "$err")"
+out=$(q coord postgres "SELECT gbml.train('bs_dist', 'boost', 'pts', '{$bst, \"subsample\": 0.7}');
+  SELECT gbml.train('bs_one', 'boost', 'pts_local', '{$bst, \"subsample\": 0.7}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'bs_dist') = (SELECT model FROM gbml.models WHERE name = 'bs_one')" 2>&1 | tail -1)
+check "boosting with subsample (rows drawn by their global index): the same bytes" t "$out"
+err=$(q_err coord postgres "SELECT gbml.train('bx', 'boost', 'pts', '{\"loss\": \"Logloss\", \"leaf_estimation_iterations\": 3, \"exclude_columns\": [\"id\"]}')")
+check_match "boosting with what cannot train across servers yet (leaf_estimation_iterations) is refused, by name" "leaf_estimation_iterations above 1 are not supported yet when the rows are on other servers" "$(errline "$err")"
 
 # --- no state left on a shard ---
 sessions() { q $1 postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gbml shard'" 2>&1; }
