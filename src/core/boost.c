@@ -1269,10 +1269,10 @@ boost_trainer_free(trainer *T)
 }
 
 /* Whether this training takes further Newton steps for its leaf values (Logloss only). */
-static bool
-refines_leaves(const trainer *T)
+bool
+boost_refines_leaves(const trainer *T)
 {
-	return T->kind == GBML_LOSS_LOGLOSS && T->p->leaf_estimation_iterations > 1 && !T->newton_hess;
+	return T->kind == GBML_LOSS_LOGLOSS && T->p->leaf_estimation_iterations > 1 && !boost_structure_by_weight(T->kind);
 }
 
 /* The tree's last split applied to every row's leaf (no prediction update). */
@@ -1295,58 +1295,100 @@ apply_last_split(trainer *T, int d, int last_f, int last_j)
  * derivatives at the values so far, v -= G(v) / (H(v) + l2), as CatBoost's
  * leaf estimation does (l2 damps each step but does not shrink the fixed
  * point; the fully regularised step, -(G + l2 v) / (H + l2), measured no
- * better on the categorical bench).  The derivatives are summed per block in
- * row order, then over the blocks in order: the values do not depend on the
- * thread count.  lv gets learning_rate x v.  sg, sh: the fixed-point
- * scales of the tree's sums.
+ * better on the categorical bench).  The derivatives' sums come from the
+ * row side (refine_sums: every row's leaf known), in fixed point at a
+ * scale from the largest weight, so they are the same bits however the
+ * rows are split.  lv gets learning_rate x v.
  */
-static int
-refined_leaf_values(trainer *T, int d, double lr, double sg, double sh, float *lv)
+int
+boost_refined_leaf_values(trainer *T, int last_f, int last_j, float *lv)
 {
-	int			nl = 1 << d;
-	int64_t		nb = T->bins.n_blocks;
+	int			nl = 1 << T->depth;
 	double		v[1 << GBML_BOOST_MAX_DEPTH];
-	double		l2 = T->l2;
-	double	   *part = gbml_alloc_array(T->env, (size_t) (nb > 0 ? nb : 1) * (size_t) nl * 2, sizeof(double));
-	gbml_boost_problem prob = data_problem(&T->train, false);
+	int64_t		G[1 << GBML_BOOST_MAX_DEPTH],
+				H[1 << GBML_BOOST_MAX_DEPTH];
+	double		scale = gbml_boost_fixed_scale(gbml_boost_logloss_derivative_bound(T->max_weight), T->n_global);
+	int			rc;
 
-	if (part == NULL)
-		return T->env->error_code;
 	for (int l = 0; l < nl; l++)
 	{
-		double		G = (double) T->child_sums[l].g / sg;
-		double		H = (double) T->child_sums[l].h / sh;
+		double		g = (double) T->child_sums[l].g / T->sg;
+		double		h = (double) T->child_sums[l].h / T->sh;
 
-		v[l] = (H + l2 > 0) ? -G / (H + l2) : 0.0;
+		v[l] = (h + T->l2 > 0) ? -g / (h + T->l2) : 0.0;
 	}
 	for (int64_t it = 1; it < T->p->leaf_estimation_iterations; it++)
 	{
-#pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
-		for (int64_t b = 0; b < nb; b++)
-		{
-			double	   *g = part + (size_t) b * (size_t) nl * 2;
-
-			memset(g, 0, sizeof(double) * (size_t) nl * 2);
-			gbml_boost_logloss_leaf_sums(&prob, T->pred, T->leaf, b * BLOCK_ROWS, gbml_boost_block_len(&T->bins, b),
-										 v, GBML_BOOST_LEAF_MASK, GBML_BOOST_UNSAMPLED, g, g + nl);
-		}
+		if ((rc = T->rows->refine_sums(T, last_f, last_j, v, scale, G, H)) != GBML_OK)
+			return rc;
 		for (int l = 0; l < nl; l++)
 		{
-			double		G = 0,
-						H = 0;
+			double		g = (double) G[l] / scale,
+						h = (double) H[l] / scale;
 
-			for (int64_t b = 0; b < nb; b++)
-			{
-				G += part[((size_t) b * (size_t) nl * 2) + (size_t) l];
-				H += part[((size_t) b * (size_t) nl * 2) + (size_t) nl + (size_t) l];
-			}
-			if (H + l2 > 0)
-				v[l] -= G / (H + l2);
+			if (h + T->l2 > 0)
+				v[l] -= g / (h + T->l2);
 		}
 	}
 	for (int l = 0; l < nl; l++)
-		lv[l] = (float) (lr * v[l]);
-	gbml_free(T->env, part);
+		lv[l] = (float) (T->p->learning_rate * v[l]);
+	return GBML_OK;
+}
+
+/*
+ * The row side's sums of a refinement step on this process's rows: the
+ * tree's last split applied to the leaf indices first (once per tree),
+ * then per block and thread int64 sums (any order: the same bits).
+ */
+static int
+local_refine_sums(trainer *T, int last_f, int last_j, const double *v, double scale, int64_t *G, int64_t *H)
+{
+	int			nl = 1 << T->depth;
+	int64_t    *acc = gbml_alloc0(T->env, sizeof(int64_t) * 2 * (size_t) nl * (size_t) T->threads);
+	gbml_boost_problem prob = data_problem(&T->train, false);
+
+	if (acc == NULL)
+		return T->env->error_code;
+	if (!T->leaves_applied)
+	{
+		if (T->on_gpu)
+		{
+			int			rc = gbml_boost_gpu_end_tree(&T->gpu, T->depth - 1, last_f, last_j, T->leaf);
+
+			if (rc != GBML_OK)
+			{
+				gbml_free(T->env, acc);
+				return rc;
+			}
+		}
+		else
+			apply_last_split(T, T->depth, last_f, last_j);
+		T->leaves_applied = true;
+	}
+#pragma omp parallel num_threads(T->threads)
+	{
+		int			t = 0;
+
+#ifdef _OPENMP
+		t = omp_get_thread_num();
+#endif
+		int64_t    *g = acc + (size_t) t * 2 * (size_t) nl;
+
+#pragma omp for schedule(dynamic, 1)
+		for (int64_t b = 0; b < T->bins.n_blocks; b++)
+			gbml_boost_logloss_leaf_sums(&prob, T->pred, T->leaf, b * BLOCK_ROWS, gbml_boost_block_len(&T->bins, b),
+										 v, GBML_BOOST_LEAF_MASK, GBML_BOOST_UNSAMPLED, scale, g, g + nl);
+	}
+	for (int l = 0; l < nl; l++)
+	{
+		G[l] = H[l] = 0;
+		for (int t = 0; t < T->threads; t++)
+		{
+			G[l] += acc[(size_t) t * 2 * (size_t) nl + (size_t) l];
+			H[l] += acc[(size_t) t * 2 * (size_t) nl + (size_t) nl + (size_t) l];
+		}
+	}
+	gbml_free(T->env, acc);
 	return GBML_OK;
 }
 
@@ -1418,28 +1460,29 @@ local_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 {
 	int			d = T->depth;
 	int64_t		newton_h[1 << GBML_BOOST_MAX_DEPTH];
-	bool		refine = refines_leaves(T);
-	bool		leaves_known = T->newton_hess || T->on_gpu;
 	int			rc;
 
-	/* on the GPU the device applies the last split and hands back every row's leaf */
-	if (T->on_gpu && (rc = gbml_boost_gpu_end_tree(&T->gpu, d - 1, last_f, last_j, T->leaf)) != GBML_OK)
-		return rc;
-	if (T->newton_hess)
-		boost_newton_sums(T, last_f, last_j, newton_h);
-	if (refine && !leaves_known)
+	T->leaves_applied = false;
+	if (boost_refines_leaves(T))
 	{
-		apply_last_split(T, d, last_f, last_j);
-		leaves_known = true;
-	}
-	if (refine)
-	{
-		if ((rc = refined_leaf_values(T, d, T->p->learning_rate, T->sg, T->sh, lv)) != GBML_OK)
+		/* (its first step applies the last split to every row's leaf) */
+		if ((rc = boost_refined_leaf_values(T, last_f, last_j, lv)) != GBML_OK)
 			return rc;
 	}
 	else
+	{
+		/* on the GPU the device applies the last split and hands back every row's leaf */
+		if (T->on_gpu && (rc = gbml_boost_gpu_end_tree(&T->gpu, d - 1, last_f, last_j, T->leaf)) != GBML_OK)
+			return rc;
+		T->leaves_applied = T->on_gpu;
+		if (T->newton_hess)
+		{
+			boost_newton_sums(T, last_f, last_j, newton_h);
+			T->leaves_applied = true;
+		}
 		boost_newton_leaf_values(T, T->newton_hess ? newton_h : NULL, lv);
-	add_leaf_values(T, last_f, last_j, leaves_known, lv);
+	}
+	add_leaf_values(T, last_f, last_j, T->leaves_applied, lv);
 	return GBML_OK;
 }
 
@@ -1539,6 +1582,7 @@ local_term_sums(trainer *T, boost_terms_kind which, int k, const double *scale, 
 }
 
 const boost_row_ops boost_local_rows = {
+	.refine_sums = local_refine_sums,
 	.term_maxima = local_term_maxima,
 	.term_sums = local_term_sums,
 	.start = local_start,
@@ -1722,6 +1766,7 @@ exact_terms(trainer *T, boost_terms_kind which, int k, int64_t *sum, double *sca
 
 	if ((rc = T->rows->term_maxima(T, which, k, max)) != GBML_OK)
 		return rc;
+	memcpy(T->term_max, max, sizeof(max));
 	for (int t = 0; t < boost_terms_count(which); t++)
 		scale[t] = isfinite(max[t]) ? gbml_boost_fixed_scale(max[t], count) : 0.0;
 	return T->rows->term_sums(T, which, k, scale, sum);
@@ -1744,6 +1789,7 @@ base_score_of(trainer *T, double *base)
 	if ((rc = exact_terms(T, BOOST_TERMS_LABELS, 0, sum, scale)) != GBML_OK)
 		return rc;
 	*base = gbml_boost_base_from_sums(T->kind, sum, scale);
+	T->max_weight = T->term_max[GBML_BOOST_TERM_W];	/* the refinement's fixed-point bound */
 	if (!isfinite(*base))
 		*base = 0;
 	return GBML_OK;

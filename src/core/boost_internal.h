@@ -118,6 +118,9 @@ typedef struct trainer
 	int64_t		n_global;		/* the rows of the whole training (the fixed-point scales' n) */
 	int64_t		n_groups_global;	/* its queries */
 	const int64_t *row_rank;	/* a shard's rows' global indices (subsample without queries), or NULL */
+	bool		leaves_applied; /* the open tree's last split is in every row's leaf index */
+	double		max_weight;		/* the largest row weight (the Logloss refinement's bound) */
+	double		term_max[GBML_BOOST_N_TERMS];	/* the last exact_terms' maxima */
 	int64_t		drawn;			/* this tree's drawn rows (of this process's) */
 	double		sg,				/* this tree's fixed-point scales (fixed_point_plan) */
 				sh;
@@ -182,6 +185,13 @@ typedef struct boost_row_ops
 	int			(*level) (trainer *T, int level, int prev_f, int prev_j, int n_slots);
 	/* the tree's leaf values (lv, 2^depth) from its last split and T->child_sums; pred += them */
 	int			(*finish_tree) (trainer *T, int last_f, int last_j, float *lv);
+	/*
+	 * A Logloss refinement step's sums: the derivatives at pred + v[leaf]
+	 * per leaf, in fixed point at scale (the last split applied first,
+	 * once per tree)
+	 */
+	int			(*refine_sums) (trainer *T, int last_f, int last_j, const double *v, double scale, int64_t *G,
+								int64_t *H);
 } boost_row_ops;
 
 extern const boost_row_ops boost_local_rows;
@@ -208,6 +218,10 @@ int			boost_apply_tree(trainer *T, int last_f, int last_j, bool leaves_known, co
 void		boost_newton_sums(trainer *T, int last_f, int last_j, int64_t *sums);
 /* Whether kind's leaf values take the Newton hessians' sums (YetiRank), not the split search's. */
 bool		boost_structure_by_weight(gbml_boost_loss_kind kind);
+/* Whether the leaf values take further Newton steps (Logloss, leaf_estimation_iterations > 1). */
+bool		boost_refines_leaves(const trainer *T);
+/* Those leaf values, each step's sums from T->rows->refine_sums. */
+int			boost_refined_leaf_values(trainer *T, int last_f, int last_j, float *lv);
 void		boost_trainer_free(trainer *T);
 
 /* What training across servers cannot do yet: an error naming it (both sides check). */

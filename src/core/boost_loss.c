@@ -663,7 +663,8 @@ logloss_derivatives(double f, double w, double y, double *g, double *h)
 
 void
 gbml_boost_logloss_leaf_sums(const gbml_boost_problem *p, const double *pred, const uint16_t *leaf, int64_t first,
-							 int64_t n, const double *value, uint16_t mask, uint16_t skip, double *g, double *h)
+							 int64_t n, const double *value, uint16_t mask, uint16_t skip, double scale,
+							 int64_t *g, int64_t *h)
 {
 	for (int64_t r = first; r < first + n; r++)
 	{
@@ -674,9 +675,16 @@ gbml_boost_logloss_leaf_sums(const gbml_boost_problem *p, const double *pred, co
 		if (leaf[r] & skip)
 			continue;
 		logloss_derivatives(pred[r] + value[l], row_weight(p, r), (double) p->label[r], &gr, &hr);
-		g[l] += gr;
-		h[l] += hr;
+		g[l] += (int64_t) llrint(gr * scale);
+		h[l] += (int64_t) llrint(hr * scale);
 	}
+}
+
+double
+gbml_boost_logloss_derivative_bound(double max_weight)
+{
+	/* |w (s - y)| <= w and w s (1 - s) <= w / 4, floored at HESS_FLOOR */
+	return fmax(max_weight, HESS_FLOOR);
 }
 
 int

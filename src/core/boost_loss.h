@@ -91,13 +91,17 @@ int			gbml_boost_loss_gradients_ex(gbml_boost_loss_kind kind, const gbml_boost_p
 
 /*
  * Logloss derivatives of rows [first, first + n) at pred[r] + value[leaf of
- * r], summed per leaf into g[] and h[] (added to what they hold), in row
- * order: a further Newton step of a tree's leaf values.  leaf[r]'s low bits
- * are its leaf (mask), rows flagged `skip` are left out.  One thread.
+ * r], in fixed point at scale, summed per leaf into g[] and h[] (added to
+ * what they hold): a further Newton step of a tree's leaf values, the same
+ * bits whatever the rows' split into blocks, threads or shards.  leaf[r]'s
+ * low bits are its leaf (mask), rows flagged `skip` are left out.  One
+ * thread.
  */
 void		gbml_boost_logloss_leaf_sums(const gbml_boost_problem *p, const double *pred, const uint16_t *leaf,
 										 int64_t first, int64_t n, const double *value, uint16_t mask,
-										 uint16_t skip, double *g, double *h);
+										 uint16_t skip, double scale, int64_t *g, int64_t *h);
+/* The largest |derivative| (g or h) a row of weight at most max_weight has: scale's bound. */
+double		gbml_boost_logloss_derivative_bound(double max_weight);
 
 /*
  * The summed objective whose derivative gradients_ex() returns, at the same

@@ -35,7 +35,6 @@ typedef struct bs_shard
 	bs_phase	phase;
 	int			next_level;		/* the level the next LEVEL request must be; -1: no tree open */
 	bool		leaves_owed;	/* the last level is done: the next request brings the tree's leaves */
-	bool		leaves_applied; /* ... and NEWTON applied its last split to the leaf indices */
 	bool		groups_indexed;	/* the union's indices of this shard's queries arrived (with group ids) */
 	boost_grad_max local_max;	/* this shard's gradient maxima of the open tree */
 } bs_shard;
@@ -278,7 +277,8 @@ bs_read_pending(bs_shard *sh, gbml_msg_reader *r, bs_pending_msg *pm)
 		pm->j = gbml_msg_get_i64(r);
 		gbml_msg_get(r, pm->lv, sizeof(float) * ((size_t) 1 << T->depth));
 		r->bad |= !sh->leaves_owed || pm->f < 0 || pm->f >= T->n_features || pm->j < 0 ||
-			pm->j >= T->borders.count[pm->f] || sh->leaves_applied != boost_structure_by_weight(T->kind);
+			pm->j >= T->borders.count[pm->f] ||
+			sh->T.leaves_applied != (boost_structure_by_weight(T->kind) || boost_refines_leaves(T));
 		for (int l = 0; l < (1 << T->depth) && !r->bad; l++)
 			r->bad = !isfinite(pm->lv[l]);
 	}
@@ -299,9 +299,9 @@ bs_apply_pending(bs_shard *sh, const bs_pending_msg *pm)
 	}
 	if (pm->kind == BS_PENDING_TREE)
 	{
-		if ((rc = boost_apply_tree(&sh->T, (int) pm->f, (int) pm->j, sh->leaves_applied, pm->lv)) != GBML_OK)
+		if ((rc = boost_apply_tree(&sh->T, (int) pm->f, (int) pm->j, sh->T.leaves_applied, pm->lv)) != GBML_OK)
 			return rc;
-		sh->leaves_owed = sh->leaves_applied = false;
+		sh->leaves_owed = sh->T.leaves_applied = false;
 	}
 	return GBML_OK;
 }
@@ -396,6 +396,44 @@ bs_group_index(bs_shard *sh, gbml_msg_reader *r)
 	return GBML_OK;
 }
 
+/*
+ * A Logloss refinement step (leaf_estimation_iterations > 1): the
+ * derivatives at pred + v[leaf] summed per leaf at the coordinator's scale,
+ * which must keep every sum of this shard's rows' terms below 2^62.
+ */
+static int
+bs_refine(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+{
+	trainer    *T = &sh->T;
+	int			nl = 1 << T->depth;
+	int64_t		f = gbml_msg_get_i64(r),
+				j = gbml_msg_get_i64(r),
+				sums[2 << GBML_BOOST_MAX_DEPTH];
+	double		scale = gbml_msg_get_f64(r),
+				v[1 << GBML_BOOST_MAX_DEPTH],
+				max_w = 0;
+	int			rc;
+
+	if (!sh->leaves_owed || !boost_refines_leaves(T))
+		return gbml_error(sh->env, GBML_EINVAL, "boost shard: a refinement step out of order");
+	gbml_msg_get(r, v, sizeof(double) * (size_t) nl);
+	for (int l = 0; l < nl && !r->bad; l++)
+		r->bad = !isfinite(v[l]);
+	for (int64_t i = 0; i < T->train.n; i++)
+		max_w = fmax(max_w, T->train.weight ? fabs((double) T->train.weight[i]) : 1.0);
+	if (r->bad || r->p != r->end || f < 0 || f >= T->n_features || j < 0 || j >= T->borders.count[f] ||
+		!(scale > 0 && isfinite(scale)) ||
+		!(gbml_boost_logloss_derivative_bound(max_w) * scale * (double) (T->train.n + 1) <= ldexp(1.0, 62)))
+	{
+		r->bad = true;
+		return GBML_OK;
+	}
+	if ((rc = boost_local_rows.refine_sums(T, (int) f, (int) j, v, scale, sums, sums + nl)) != GBML_OK)
+		return rc;
+	gbml_msg_put(reply, sums, sizeof(int64_t) * 2 * (size_t) nl);
+	return GBML_OK;
+}
+
 /* The tree's last split applied; its leaves' Newton hessians summed (YetiRank's leaf values). */
 static int
 bs_newton(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
@@ -405,7 +443,7 @@ bs_newton(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 				j = gbml_msg_get_i64(r);
 	int64_t		sums[1 << GBML_BOOST_MAX_DEPTH];
 
-	if (!sh->leaves_owed || sh->leaves_applied || T->newton_hess == NULL)
+	if (!sh->leaves_owed || sh->T.leaves_applied || T->newton_hess == NULL)
 		return gbml_error(sh->env, GBML_EINVAL, "boost shard: Newton sums out of order");
 	if (r->bad || r->p != r->end || f < 0 || f >= T->n_features || j < 0 || j >= T->borders.count[f])
 	{
@@ -413,7 +451,7 @@ bs_newton(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 		return GBML_OK;
 	}
 	boost_newton_sums(T, (int) f, (int) j, sums);
-	sh->leaves_applied = true;
+	T->leaves_applied = true;
 	gbml_msg_put(reply, sums, sizeof(int64_t) * ((size_t) 1 << T->depth));
 	return GBML_OK;
 }
@@ -550,6 +588,10 @@ bs_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 			break;
 		case BS_OP_GROUP_INDEX:
 			rc = bs_group_index(sh, &r);
+			break;
+		case BS_OP_REFINE:
+			rc = sh->phase == BS_TRAINING ? bs_refine(sh, &r, reply) :
+				gbml_error(sh->env, GBML_EINVAL, "boost shard: a refinement step before the trees");
 			break;
 		case BS_OP_RANKS:
 			rc = bs_ranks(sh, &r);

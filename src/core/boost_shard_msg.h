@@ -34,7 +34,9 @@ typedef enum bs_shard_op
 	BS_OP_GROUPS,				/* () -> i64 count, i64 x count: the shard's query ids, ascending */
 	BS_OP_GROUP_INDEX,			/* i64 union's queries, i64 count, i64 x count: each query's index -> () */
 	BS_OP_NEWTON,				/* i64 last f, i64 last border -> i64 x 2^depth: Newton hessians per leaf (sum) */
-	BS_OP_RANKS					/* a page of the rows' global indices (shard_order.h) -> () */
+	BS_OP_RANKS,				/* a page of the rows' global indices (shard_order.h) -> () */
+	BS_OP_REFINE				/* i64 last f, i64 last border, f64 scale, f64 x 2^depth leaf values
+								 * -> i64 x 2^depth G, i64 x 2^depth H: a Logloss refinement step (sum) */
 } bs_shard_op;
 
 typedef enum bs_pending

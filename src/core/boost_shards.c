@@ -20,7 +20,7 @@
  * streams).  subsample < 1 draws over the union's rows (their global
  * indices, sent with the order) or queries.  Not yet across servers
  * (boost_shards_check): subsample with group ids and a pointwise loss,
- * categorical inputs, leaf_estimation_iterations > 1, AUC as the metric
+ * categorical inputs, AUC as the metric
  * (it needs every prediction in one order).
  */
 #include "boost_internal.h"
@@ -55,19 +55,13 @@ typedef struct boost_shards
 int
 boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env *env)
 {
-	const char *what = NULL;
-
 	if (ds->schema && gbml_schema_n_categorical(ds->schema) > 0)
-		what = "categorical features";
-	else if (p->leaf_estimation_iterations > 1)
-		what = "leaf_estimation_iterations above 1";
-	else if (p->eval_metric == GBML_BOOST_METRIC_AUC)
-		what = "eval_metric AUC";
-	if (what == NULL)
-		return GBML_OK;
-	return gbml_error(env, GBML_EUNSUPPORTED,
-					  "boost: %s are not supported yet when the rows are on other servers "
-					  "(number features with every loss are)", what);
+		return gbml_error(env, GBML_EUNSUPPORTED, "boost: categorical features are not supported yet when the rows "
+						  "are on other servers (number features with every loss are)");
+	if (p->eval_metric == GBML_BOOST_METRIC_AUC)
+		return gbml_error(env, GBML_EUNSUPPORTED, "boost: eval_metric AUC is not supported yet when the rows are on "
+						  "other servers (it needs every prediction in one order; RMSE, Logloss, NDCG and the loss are)");
+	return GBML_OK;
 }
 
 int
@@ -539,7 +533,14 @@ shard_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 {
 	boost_shards *B = T->shards;
 
-	if (boost_structure_by_weight(T->kind))
+	if (boost_refines_leaves(T))
+	{
+		int			rc = boost_refined_leaf_values(T, last_f, last_j, lv);	/* one round trip a step */
+
+		if (rc != GBML_OK)
+			return rc;
+	}
+	else if (boost_structure_by_weight(T->kind))
 	{
 		/* the leaf values take the leaves' Newton hessians: the shards apply the last split and sum them */
 		int64_t		newton_h[1 << GBML_BOOST_MAX_DEPTH];
@@ -563,7 +564,28 @@ shard_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 	return GBML_OK;
 }
 
+/* A Logloss refinement step's sums from every shard (which apply the last split at the first). */
+static int
+shard_refine_sums(trainer *T, int last_f, int last_j, const double *v, double scale, int64_t *G, int64_t *H)
+{
+	int			nl = 1 << T->depth;
+	int64_t		sums[2 << GBML_BOOST_MAX_DEPTH];
+	gbml_strbuf *m = gbml_shard_request(&T->shards->ch, BS_OP_REFINE);
+	int			rc;
+
+	gbml_msg_put_i64(m, last_f);
+	gbml_msg_put_i64(m, last_j);
+	gbml_msg_put_f64(m, scale);
+	gbml_msg_put(m, v, sizeof(double) * (size_t) nl);
+	if ((rc = gbml_shard_send_sum_i64(&T->shards->ch, sums, 2 * (size_t) nl)) != GBML_OK)
+		return rc;
+	memcpy(G, sums, sizeof(int64_t) * (size_t) nl);
+	memcpy(H, sums + nl, sizeof(int64_t) * (size_t) nl);
+	return GBML_OK;
+}
+
 const boost_row_ops boost_shard_rows = {
+	.refine_sums = shard_refine_sums,
 	.term_maxima = shard_term_maxima,
 	.term_sums = shard_term_sums,
 	.start = shard_start,

@@ -127,8 +127,12 @@ out=$(q coord postgres "SELECT gbml.train('bs_dist', 'boost', 'pts', '{$bst, \"s
   SELECT gbml.train('bs_one', 'boost', 'pts_local', '{$bst, \"subsample\": 0.7}');
   SELECT (SELECT model FROM gbml.models WHERE name = 'bs_dist') = (SELECT model FROM gbml.models WHERE name = 'bs_one')" 2>&1 | tail -1)
 check "boosting with subsample (rows drawn by their global index): the same bytes" t "$out"
-err=$(q_err coord postgres "SELECT gbml.train('bx', 'boost', 'pts', '{\"loss\": \"Logloss\", \"leaf_estimation_iterations\": 3, \"exclude_columns\": [\"id\"]}')")
-check_match "boosting with what cannot train across servers yet (leaf_estimation_iterations) is refused, by name" "leaf_estimation_iterations above 1 are not supported yet when the rows are on other servers" "$(errline "$err")"
+out=$(q coord postgres "SELECT gbml.train('bl3_dist', 'boost', 'pts', '{$bst, \"loss\": \"Logloss\", \"leaf_estimation_iterations\": 3}');
+  SELECT gbml.train('bl3_one', 'boost', 'pts_local', '{$bst, \"loss\": \"Logloss\", \"leaf_estimation_iterations\": 3}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'bl3_dist') = (SELECT model FROM gbml.models WHERE name = 'bl3_one')" 2>&1 | tail -1)
+check "boosting with Logloss and leaf_estimation_iterations 3: the same bytes" t "$out"
+err=$(q_err coord postgres "SELECT gbml.train('bx', 'boost', 'pts', '{\"loss\": \"Logloss\", \"eval_metric\": \"AUC\", \"exclude_columns\": [\"id\"]}')")
+check_match "boosting with what cannot train across servers yet (AUC) is refused, by name" "eval_metric AUC is not supported yet when the rows are on other servers" "$(errline "$err")"
 
 # --- no state left on a shard ---
 sessions() { q $1 postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gbml shard'" 2>&1; }

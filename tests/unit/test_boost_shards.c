@@ -107,6 +107,16 @@ TEST(boost_shards_logloss_weights_missing_same_bytes)
 	tu_check_same_bytes("boost", "Logloss, weights, missing values", bsh_fill, &s, v, 4);
 }
 
+TEST(boost_shards_logloss_refined_leaves_same_bytes)
+{
+	/* leaf_estimation_iterations 3: two refinement steps per tree, each a round trip */
+	bsh_data	s = {2200, 5, true, true, false, 0, 0, false};
+	gbml_param_value v[] = {tu_num("iterations", 7), tu_num("depth", 4), tu_str("loss", "Logloss"),
+	tu_num("leaf_estimation_iterations", 3)};
+
+	tu_check_same_bytes("boost", "Logloss, refined leaves", bsh_fill, &s, v, 4);
+}
+
 TEST(boost_shards_duplicates_rmse_metric_same_bytes)
 {
 	/* 40 distinct rows repeated on both shards; depth 1 (the root is the only level) */
@@ -177,7 +187,7 @@ TEST(boost_shards_refuses_what_it_cannot_do_yet)
 	bsh_data	s = {900, 3, false, false, false, 0, 0, false};
 	bsh_data	q = {900, 3, false, false, false, 0, 10, false};
 	gbml_param_value sub[] = {tu_num("subsample", 0.5), tu_str("loss", "RMSE")};
-	gbml_param_value lei[] = {tu_str("loss", "Logloss"), tu_num("leaf_estimation_iterations", 3)};
+	gbml_param_value auc[] = {tu_str("loss", "Logloss"), tu_str("eval_metric", "AUC")};
 	char		error[512];
 	size_t		len;
 	uint8_t    *m;
@@ -188,8 +198,8 @@ TEST(boost_shards_refuses_what_it_cannot_do_yet)
 		  strstr(error, "other servers") != NULL);
 	free(m);
 	s.binary = true;
-	m = tu_train_sharded("boost", bsh_fill, &s, 2, lei, 2, 0, &len, error, sizeof(error));
-	CHECK(m == NULL && strstr(error, "leaf_estimation_iterations") != NULL);
+	m = tu_train_sharded("boost", bsh_fill, &s, 2, auc, 2, 0, &len, error, sizeof(error));
+	CHECK(m == NULL && strstr(error, "eval_metric AUC") != NULL);
 	free(m);
 }
 
