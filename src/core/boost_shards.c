@@ -258,7 +258,7 @@ index_groups(trainer *T, boost_shards *B)
 	gbml_shard_channel *ch = &B->ch;
 	const gbml_shard_link *link = ch->link;
 	int			S = ch->n_shards;
-	const int64_t **ids = gbml_alloc0(env, sizeof(int64_t *) * (size_t) S);
+	int64_t   **ids = gbml_alloc0(env, sizeof(int64_t *) * (size_t) S);
 	int64_t    *at = gbml_alloc0(env, sizeof(int64_t) * (size_t) S);
 	gbml_strbuf *msgs = gbml_alloc0(env, sizeof(gbml_strbuf) * (size_t) S);
 	int64_t		total = 0;
@@ -269,6 +269,8 @@ index_groups(trainer *T, boost_shards *B)
 		rc = env->error_code;
 		goto done;
 	}
+	for (int s = 0; s < S; s++)
+		gbml_sb_init(&msgs[s], env);
 	gbml_shard_request(ch, BS_OP_GROUPS);
 	if ((rc = gbml_shard_send(ch)) != GBML_OK)
 		goto done;
@@ -276,13 +278,16 @@ index_groups(trainer *T, boost_shards *B)
 	{
 		gbml_msg_reader r;
 
-		gbml_sb_init(&msgs[s], env);
 		if (!gbml_shard_reply(ch, s, &r))
 			continue;
-		r.bad |= gbml_msg_get_i64(&r) != B->n_groups[s] ||
-			(size_t) (r.end - r.p) != sizeof(int64_t) * (size_t) B->n_groups[s];
-		ids[s] = (const int64_t *) r.p;		/* read in place: the replies stay until the next exchange */
-		r.p = r.bad ? r.p : r.end;
+		r.bad |= gbml_msg_get_i64(&r) != B->n_groups[s];
+		if ((ids[s] = gbml_alloc_array(env, (size_t) (B->n_groups[s] > 0 ? B->n_groups[s] : 1),
+									   sizeof(int64_t))) == NULL)
+		{
+			rc = env->error_code;
+			goto done;
+		}
+		gbml_msg_get(&r, ids[s], sizeof(int64_t) * (size_t) B->n_groups[s]);
 		for (int64_t g = 1; g < B->n_groups[s] && !r.bad; g++)
 			r.bad = !(ids[s][g] > ids[s][g - 1]);
 		if ((rc = gbml_shard_reply_done(ch, s, &r)) != GBML_OK)
@@ -335,6 +340,8 @@ index_groups(trainer *T, boost_shards *B)
 done:
 	for (int s = 0; msgs && s < S; s++)
 		gbml_sb_free(&msgs[s]);
+	for (int s = 0; ids && s < S; s++)
+		gbml_free(env, ids[s]);
 	gbml_free(env, msgs);
 	gbml_free(env, ids);
 	gbml_free(env, at);
