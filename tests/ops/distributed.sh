@@ -7,13 +7,14 @@
 # as the same rows in one local table (K-Means: features array with k-means++;
 # number columns in another column order on one shard, random init,
 # spherical; boosting: RMSE and Logloss with a border sample drawn over the
-# union's order, with subsample, RMSE on number columns, YetiRank with every
-# query on one shard, and a query on two shards refused by name); the model
-# records every row; logistic regression reaches the single-server SAGA
-# objective within 1e-6; a statement_timeout and a shard stopped with
-# `pg_ctl stop -m immediate` mid-training end it with an ERROR (the latter
-# naming the shard) and leave no gbml session on the other shard; an
-# boosting option that cannot train across servers yet, a server that does not list
+# union's order, subsample, Logloss with 3 Newton steps per tree, RMSE on
+# number columns, YetiRank with every query on one shard, one shard's rows in
+# temporary files); the model records every row; logistic regression reaches
+# the single-server SAGA objective within 1e-6; a statement_timeout (K-Means
+# and boosting) and a shard stopped with `pg_ctl stop -m immediate`
+# mid-training end it with an ERROR (the latter naming the shard) and leave
+# no gbml session on the other shard; a query on two shards, a boosting
+# option that cannot train across servers yet, a server that does not list
 # gbml in its "extensions", a partitioned table mixing local and foreign
 # partitions, and a non-superuser whose connection uses no password are
 # refused with errors that name the problem.
@@ -173,6 +174,21 @@ check_match "statement_timeout ends a boosting training across servers" "canceli
 [ $secs -le 8 ] && ok "... within a few seconds of the timeout ($secs s)" || notok "the timeout took $secs s"
 settled shard1 && settled shard2 && ok "after the boosting cancel no gbml session is left on either shard" ||
   notok "gbml sessions left after the boosting cancel: $(sessions shard1), $(sessions shard2)"
+
+# --- boosting with one shard's rows in temporary files (its memory budget is small) ---
+q shard2 postgres "ALTER DATABASE postgres SET gbml.memory_limit = '32MB'" >/dev/null
+q coord postgres "CREATE TABLE big_local AS SELECT * FROM big" >/dev/null
+temp_bytes() { q shard2 postgres "SELECT temp_bytes FROM pg_stat_database WHERE datname = 'postgres'" 2>&1; }
+temp_before=$(temp_bytes)
+bb='"iterations": 8, "depth": 5, "border_sample_size": 20000, "label_column": "id"'
+out=$(q coord postgres "SELECT gbml.train('bb_dist', 'boost', 'big', '{$bb}');
+  SELECT gbml.train('bb_one', 'boost', 'big_local', '{$bb}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'bb_dist') = (SELECT model FROM gbml.models WHERE name = 'bb_one')" 2>&1 | tail -1)
+check "boosting with one shard's rows spilled to temporary files: the same bytes" t "$out"
+for ((i = 0; i < 50; i++)); do [ "$(temp_bytes)" -gt "$temp_before" ] 2>/dev/null && break; sleep 0.1; done
+[ "$(temp_bytes)" -gt "$temp_before" ] 2>/dev/null && ok "... and that shard did write temporary files ($(( $(temp_bytes) - temp_before )) bytes)" ||
+  notok "shard2 wrote no temporary files (temp_bytes $temp_before -> $(temp_bytes))"
+q shard2 postgres "ALTER DATABASE postgres RESET gbml.memory_limit" >/dev/null
 
 # --- a shard that goes down mid-training ---
 bg coord postgres "$OPS_WORK/down.out" train_down "SELECT gbml.train('km_down', 'kmeans', 'big', '$big_params')"
