@@ -630,7 +630,7 @@ level_pass_cpu(trainer *T, int level, bool identity, int n_slots, int prev_featu
 
 			for (int u = 1; u < nt; u++)
 				gbml_boost_hist_add(T->thist + lo, T->thist + (size_t) u * (size_t) T->max_slots * (size_t) tb + lo, len);
-			if (T->packed)
+			if (T->packed && !T->send_packed)
 				gbml_boost_hist_unpack(T->thist + lo, len, T->count_bits, T->hq_const);
 		}
 	}
@@ -653,7 +653,7 @@ local_level(trainer *T, int level, int prev_f, int prev_j, int n_slots)
 	{
 		if ((rc = gbml_boost_gpu_level(&T->gpu, level, prev_f, prev_j, T->slot_of, n_slots, T->thist)) != GBML_OK)
 			return rc;
-		if (T->packed)
+		if (T->packed && !T->send_packed)
 			gbml_boost_hist_unpack(T->thist, (int64_t) n_slots * T->total_bins, T->count_bits, T->hq_const);
 		return GBML_OK;
 	}

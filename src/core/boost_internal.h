@@ -119,6 +119,7 @@ typedef struct trainer
 	int64_t		n_groups_global;	/* its queries */
 	const int64_t *row_rank;	/* a shard's rows' global indices (subsample without queries), or NULL */
 	bool		leaves_applied; /* the open tree's last split is in every row's leaf index */
+	bool		send_packed;	/* a shard: the level passes leave packed histograms packed (half the bytes) */
 	double		max_weight;		/* the largest row weight (the Logloss refinement's bound) */
 	double		term_max[GBML_BOOST_N_TERMS];	/* the last exact_terms' maxima */
 	int64_t		drawn;			/* this tree's drawn rows (of this process's) */

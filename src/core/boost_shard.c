@@ -541,9 +541,17 @@ bs_level(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 		T->small[p] = (int16_t) (level == 0 ? 0 : small[p]);
 		T->slot_of[T->small[p]] = (int16_t) p;
 	}
+	T->send_packed = true;
 	if ((rc = boost_local_rows.level(T, (int) level, (int) f, (int) j, (int) slots)) != GBML_OK)
 		return rc;
-	gbml_msg_put(reply, T->thist, sizeof(gbml_boost_hist_bin) * (size_t) slots * (size_t) T->total_bins);
+	if (T->packed)
+	{
+		/* packed sums add up across shards as they do across threads: one int64 a bin */
+		for (int64_t i = 0; i < slots * T->total_bins; i++)
+			gbml_msg_put_i64(reply, T->thist[i].g);
+	}
+	else
+		gbml_msg_put(reply, T->thist, sizeof(gbml_boost_hist_bin) * (size_t) slots * (size_t) T->total_bins);
 	sh->next_level = level + 1 < T->depth ? (int) level + 1 : -1;
 	sh->leaves_owed = sh->next_level < 0;
 	return GBML_OK;

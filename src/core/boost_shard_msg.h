@@ -30,7 +30,8 @@ typedef enum bs_shard_op
 	BS_OP_TERM_SUMS,			/* pending, i64 which, i64 k, f64 x count scales -> i64 x count (sum) */
 	BS_OP_GRADIENTS,			/* pending, i64 iteration -> f64 g, h, newton_h, -hmin, hmax (max) */
 	BS_OP_LEVEL,				/* i64 level, i64 prev f, i64 prev border, i64 slots, i64 x slots leaves,
-								 * at level 0 f64 x 5 the union's maxima -> i64 x slots x bins x 2 (sum) */
+								 * at level 0 f64 x 5 the union's maxima -> per bin of each slot i64 G,
+								 * i64 H, or with packed histograms one i64 G 2^K + count (sum) */
 	BS_OP_GROUPS,				/* () -> i64 count, i64 x count: the shard's query ids, ascending */
 	BS_OP_GROUP_INDEX,			/* i64 union's queries, i64 count, i64 x count: each query's index -> () */
 	BS_OP_NEWTON,				/* i64 last f, i64 last border -> i64 x 2^depth: Newton hessians per leaf (sum) */

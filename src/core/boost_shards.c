@@ -532,7 +532,33 @@ shard_level(trainer *T, int level, int prev_f, int prev_j, int n_slots)
 		gbml_msg_put_f64(m, B->gm.hmin);
 		gbml_msg_put_f64(m, B->gm.hmax);
 	}
-	return gbml_shard_send_sum_i64(&B->ch, (int64_t *) T->thist, (size_t) n_slots * (size_t) T->total_bins * 2);
+	if (!T->packed)
+		return gbml_shard_send_sum_i64(&B->ch, (int64_t *) T->thist, (size_t) n_slots * (size_t) T->total_bins * 2);
+
+	/*
+	 * Packed histograms (constant hessian): each bin one int64, g 2^K +
+	 * count, which add up across shards as across threads (the union's
+	 * count stays below 2^K); summed into the front of thist, spread to
+	 * their bins from the last down (bin i's pair never overlaps an
+	 * unread packed value j < i), then unpacked as one server unpacks.
+	 */
+	{
+		int64_t		n = (int64_t) n_slots * T->total_bins;
+		int64_t    *packed = (int64_t *) T->thist;
+		int			rc;
+
+		if ((rc = gbml_shard_send_sum_i64(&B->ch, packed, (size_t) n)) != GBML_OK)
+			return rc;
+		for (int64_t i = n - 1; i >= 0; i--)
+		{
+			int64_t		v = packed[i];
+
+			T->thist[i].g = v;
+			T->thist[i].h = 0;
+		}
+		gbml_boost_hist_unpack(T->thist, n, T->count_bits, T->hq_const);
+		return GBML_OK;
+	}
 }
 
 static int
