@@ -838,7 +838,7 @@ boost_newton_sums(trainer *T, int feature, int border, int64_t *sums)
 			int64_t		len = gbml_boost_block_len(&T->bins, b);
 			uint16_t   *leaf = T->leaf + start;
 
-			if (!T->on_gpu)
+			if (!T->leaves_applied)
 				gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) feature * (size_t) len, len,
 									   border, d - 1, leaf);
 			for (int64_t r = 0; r < len; r++)
@@ -847,6 +847,7 @@ boost_newton_sums(trainer *T, int feature, int border, int64_t *sums)
 						(int64_t) llrint(T->newton_hess[start + r] * T->newton_scale);
 		}
 	}
+	T->leaves_applied = true;
 	for (int64_t l = 0; l < nl; l++)
 	{
 		sums[l] = 0;
@@ -1290,6 +1291,42 @@ apply_last_split(trainer *T, int d, int last_f, int last_j)
 }
 
 /*
+ * Leaf l's Newton step -G / (H + l2) from the tree's sums (its H from
+ * newton_h, the leaves' Newton hessians, when not NULL), before the
+ * learning rate.
+ */
+static double
+newton_value(const trainer *T, int l, const int64_t *newton_h)
+{
+	double		G = (double) T->child_sums[l].g / T->sg;
+	double		H = newton_h ? (double) newton_h[l] / T->newton_scale : (double) T->child_sums[l].h / T->sh;
+
+	return (H + T->l2 > 0) ? -G / (H + T->l2) : 0.0;
+}
+
+/*
+ * The tree's last split into every row's leaf index, once per tree (on the
+ * GPU the device applies it and hands back every row's leaf).
+ */
+static int
+apply_last_split_once(trainer *T, int last_f, int last_j)
+{
+	int			rc;
+
+	if (T->leaves_applied)
+		return GBML_OK;
+	if (T->on_gpu)
+	{
+		if ((rc = gbml_boost_gpu_end_tree(&T->gpu, T->depth - 1, last_f, last_j, T->leaf)) != GBML_OK)
+			return rc;
+	}
+	else
+		apply_last_split(T, T->depth, last_f, last_j);
+	T->leaves_applied = true;
+	return GBML_OK;
+}
+
+/*
  * Leaf values by leaf_estimation_iterations Newton steps: the first from
  * the tree's sums (-G / (H + l2)), each further one from the Logloss
  * derivatives at the values so far, v -= G(v) / (H(v) + l2), as CatBoost's
@@ -1311,12 +1348,7 @@ boost_refined_leaf_values(trainer *T, int last_f, int last_j, float *lv)
 	int			rc;
 
 	for (int l = 0; l < nl; l++)
-	{
-		double		g = (double) T->child_sums[l].g / T->sg;
-		double		h = (double) T->child_sums[l].h / T->sh;
-
-		v[l] = (h + T->l2 > 0) ? -g / (h + T->l2) : 0.0;
-	}
+		v[l] = newton_value(T, l, NULL);
 	for (int64_t it = 1; it < T->p->leaf_estimation_iterations; it++)
 	{
 		if ((rc = T->rows->refine_sums(T, last_f, last_j, v, scale, G, H)) != GBML_OK)
@@ -1344,27 +1376,14 @@ static int
 local_refine_sums(trainer *T, int last_f, int last_j, const double *v, double scale, int64_t *G, int64_t *H)
 {
 	int			nl = 1 << T->depth;
-	int64_t    *acc = gbml_alloc0(T->env, sizeof(int64_t) * 2 * (size_t) nl * (size_t) T->threads);
+	int64_t    *acc;
 	gbml_boost_problem prob = data_problem(&T->train, false);
+	int			rc;
 
-	if (acc == NULL)
+	if ((rc = apply_last_split_once(T, last_f, last_j)) != GBML_OK)
+		return rc;
+	if ((acc = gbml_alloc0(T->env, sizeof(int64_t) * 2 * (size_t) nl * (size_t) T->threads)) == NULL)
 		return T->env->error_code;
-	if (!T->leaves_applied)
-	{
-		if (T->on_gpu)
-		{
-			int			rc = gbml_boost_gpu_end_tree(&T->gpu, T->depth - 1, last_f, last_j, T->leaf);
-
-			if (rc != GBML_OK)
-			{
-				gbml_free(T->env, acc);
-				return rc;
-			}
-		}
-		else
-			apply_last_split(T, T->depth, last_f, last_j);
-		T->leaves_applied = true;
-	}
 #pragma omp parallel num_threads(T->threads)
 	{
 		int			t = 0;
@@ -1411,17 +1430,8 @@ local_gradients(trainer *T, int64_t iteration, boost_grad_max *m)
 void
 boost_newton_leaf_values(const trainer *T, const int64_t *newton_h, float *lv)
 {
-	double		lr = T->p->learning_rate,
-				l2 = T->l2;
-
 	for (int l = 0; l < (1 << T->depth); l++)
-	{
-		double		G = (double) T->child_sums[l].g / T->sg;
-		double		H = newton_h ? (double) newton_h[l] / T->newton_scale : (double) T->child_sums[l].h / T->sh;
-		double		v = (H + l2 > 0) ? -lr * G / (H + l2) : 0.0;
-
-		lv[l] = (float) v;
-	}
+		lv[l] = (float) (T->p->learning_rate * newton_value(T, l, newton_h));
 }
 
 /*
@@ -1458,7 +1468,6 @@ add_leaf_values(trainer *T, int last_f, int last_j, bool leaves_known, const flo
 static int
 local_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 {
-	int			d = T->depth;
 	int64_t		newton_h[1 << GBML_BOOST_MAX_DEPTH];
 	int			rc;
 
@@ -1472,14 +1481,10 @@ local_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 	else
 	{
 		/* on the GPU the device applies the last split and hands back every row's leaf */
-		if (T->on_gpu && (rc = gbml_boost_gpu_end_tree(&T->gpu, d - 1, last_f, last_j, T->leaf)) != GBML_OK)
+		if (T->on_gpu && (rc = apply_last_split_once(T, last_f, last_j)) != GBML_OK)
 			return rc;
-		T->leaves_applied = T->on_gpu;
 		if (T->newton_hess)
-		{
 			boost_newton_sums(T, last_f, last_j, newton_h);
-			T->leaves_applied = true;
-		}
 		boost_newton_leaf_values(T, T->newton_hess ? newton_h : NULL, lv);
 	}
 	add_leaf_values(T, last_f, last_j, T->leaves_applied, lv);
@@ -1487,14 +1492,14 @@ local_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 }
 
 int
-boost_apply_tree(trainer *T, int last_f, int last_j, bool leaves_known, const float *lv)
+boost_apply_tree(trainer *T, int last_f, int last_j, const float *lv)
 {
 	int			rc;
 
-	if (T->on_gpu && !leaves_known &&
-		(rc = gbml_boost_gpu_end_tree(&T->gpu, T->depth - 1, last_f, last_j, T->leaf)) != GBML_OK)
+	if (T->on_gpu && (rc = apply_last_split_once(T, last_f, last_j)) != GBML_OK)
 		return rc;
-	add_leaf_values(T, last_f, last_j, leaves_known || T->on_gpu, lv);
+	add_leaf_values(T, last_f, last_j, T->leaves_applied, lv);
+	T->leaves_applied = false;
 	return GBML_OK;
 }
 
@@ -1558,9 +1563,9 @@ local_terms(trainer *T, boost_terms_kind which, int k, const double *scale, doub
 			for (int64_t g = 0; g < T->train.n_groups; g++)
 			{
 				if (scale)
-					sum[t] += scale[t] > 0 ? (int64_t) llrint(v[g] * scale[t]) : 0;
-				else if (!(fabs(v[g]) <= max[t]))
-					max[t] = isnan(v[g]) ? INFINITY : fabs(v[g]);
+					sum[t] += gbml_boost_term_fixed(v[g], scale[t]);
+				else
+					gbml_boost_term_max_fold(&max[t], v[g]);
 			}
 		}
 	}
@@ -1758,17 +1763,14 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
  * every row (or query), the scales from them, the sums at those scales.
  */
 static int
-exact_terms(trainer *T, boost_terms_kind which, int k, int64_t *sum, double *scale)
+exact_terms(trainer *T, boost_terms_kind which, int k, int64_t *sum, double *scale, double *max)
 {
-	double		max[GBML_BOOST_N_TERMS];
 	int64_t		count = which <= BOOST_TERMS_POINTWISE ? T->n_global : T->n_groups_global;
 	int			rc;
 
 	if ((rc = T->rows->term_maxima(T, which, k, max)) != GBML_OK)
 		return rc;
-	memcpy(T->term_max, max, sizeof(max));
-	for (int t = 0; t < boost_terms_count(which); t++)
-		scale[t] = isfinite(max[t]) ? gbml_boost_fixed_scale(max[t], count) : 0.0;
+	gbml_boost_term_scales(max, boost_terms_count(which), count, scale);
 	return T->rows->term_sums(T, which, k, scale, sum);
 }
 
@@ -1779,17 +1781,18 @@ exact_terms(trainer *T, boost_terms_kind which, int k, int64_t *sum, double *sca
 static int
 base_score_of(trainer *T, double *base)
 {
-	double		scale[GBML_BOOST_N_TERMS];
+	double		scale[GBML_BOOST_N_TERMS],
+				max[GBML_BOOST_N_TERMS];
 	int64_t		sum[GBML_BOOST_N_TERMS];
 	int			rc;
 
 	*base = 0;
 	if (T->kind != GBML_LOSS_RMSE && T->kind != GBML_LOSS_LOGLOSS)
 		return GBML_OK;
-	if ((rc = exact_terms(T, BOOST_TERMS_LABELS, 0, sum, scale)) != GBML_OK)
+	if ((rc = exact_terms(T, BOOST_TERMS_LABELS, 0, sum, scale, max)) != GBML_OK)
 		return rc;
 	*base = gbml_boost_base_from_sums(T->kind, sum, scale);
-	T->max_weight = T->term_max[GBML_BOOST_TERM_W];	/* the refinement's fixed-point bound */
+	T->max_weight = max[GBML_BOOST_TERM_W];	/* the refinement's fixed-point bound */
 	if (!isfinite(*base))
 		*base = 0;
 	return GBML_OK;
@@ -1827,13 +1830,14 @@ pointwise_value(const trainer *T, int metric, const int64_t *sum, const double *
 static int
 train_value(trainer *T, int metric, bool *have_point, int64_t *point, double *point_scale, double *out)
 {
-	double		scale[GBML_BOOST_N_TERMS];
+	double		scale[GBML_BOOST_N_TERMS],
+				max[GBML_BOOST_N_TERMS];
 	int64_t		sum[GBML_BOOST_N_TERMS];
 	int			rc;
 
 	if (pointwise_metric(T, metric))
 	{
-		if (!*have_point && (rc = exact_terms(T, BOOST_TERMS_POINTWISE, 0, point, point_scale)) != GBML_OK)
+		if (!*have_point && (rc = exact_terms(T, BOOST_TERMS_POINTWISE, 0, point, point_scale, max)) != GBML_OK)
 			return rc;
 		*have_point = true;
 		*out = pointwise_value(T, metric, point, point_scale);
@@ -1843,7 +1847,7 @@ train_value(trainer *T, int metric, bool *have_point, int64_t *point, double *po
 	{
 		int			k = metric == GBML_BOOST_METRIC_NDCG ? (int) T->p->eval_k : 0;
 
-		if ((rc = exact_terms(T, k ? BOOST_TERMS_QUERY_NDCG : BOOST_TERMS_QUERY_LOSS, k, sum, scale)) != GBML_OK)
+		if ((rc = exact_terms(T, k ? BOOST_TERMS_QUERY_NDCG : BOOST_TERMS_QUERY_LOSS, k, sum, scale, max)) != GBML_OK)
 			return rc;
 		*out = gbml_boost_group_value(T->kind, k, sum, scale);
 		return GBML_OK;

@@ -120,8 +120,7 @@ typedef struct trainer
 	const int64_t *row_rank;	/* a shard's rows' global indices (subsample without queries), or NULL */
 	bool		leaves_applied; /* the open tree's last split is in every row's leaf index */
 	bool		send_packed;	/* a shard: the level passes leave packed histograms packed (half the bytes) */
-	double		max_weight;		/* the largest row weight (the Logloss refinement's bound) */
-	double		term_max[GBML_BOOST_N_TERMS];	/* the last exact_terms' maxima */
+	double		max_weight;		/* the largest row weight (the Logloss refinement's bound; a shard's: its own) */
 	int64_t		drawn;			/* this tree's drawn rows (of this process's) */
 	double		sg,				/* this tree's fixed-point scales (fixed_point_plan) */
 				sh;
@@ -212,10 +211,11 @@ int			boost_trainer_rows(trainer *T, const gbml_dataset *ds, const gbml_boost_pa
 int			boost_trainer_bins(trainer *T, const gbml_dataset *ds, int64_t n_global);
 /*
  * The coordinator's tree (its last split, its leaf values) applied to the
- * rows' leaves (unless leaves_known: boost_newton_sums did) and predictions.
+ * rows' leaves (unless T->leaves_applied: a Newton or refinement step did)
+ * and predictions.
  */
-int			boost_apply_tree(trainer *T, int last_f, int last_j, bool leaves_known, const float *lv);
-/* The last split applied to the rows' leaves; per leaf the fixed-point sum of the Newton hessians. */
+int			boost_apply_tree(trainer *T, int last_f, int last_j, const float *lv);
+/* The last split applied to the rows' leaves (once); per leaf the fixed-point sum of the Newton hessians. */
 void		boost_newton_sums(trainer *T, int last_f, int last_j, int64_t *sums);
 /* Whether kind's leaf values take the Newton hessians' sums (YetiRank), not the split search's. */
 bool		boost_structure_by_weight(gbml_boost_loss_kind kind);

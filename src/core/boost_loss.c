@@ -143,7 +143,6 @@ iteration_seed(uint64_t seed, int64_t iteration)
 	return gbml_splitmix64(&x);
 }
 
-/* Groups must be contiguous, cover [0, n) and be non-decreasing. */
 /* Query g's random stream: its index among every query of the training. */
 static inline uint64_t
 query_stream(const gbml_boost_problem *p, int64_t g)
@@ -151,6 +150,7 @@ query_stream(const gbml_boost_problem *p, int64_t g)
 	return (uint64_t) (p->group_stream ? p->group_stream[g] : g);
 }
 
+/* Groups must be contiguous, cover [0, n) and be non-decreasing. */
 static bool
 groups_valid(const gbml_boost_problem *p, int64_t *max_group)
 {
@@ -838,6 +838,53 @@ gbml_boost_loss_gradients_ex(gbml_boost_loss_kind kind, const gbml_boost_problem
 /* ------------------------------------------------------ objective / value */
 
 /*
+ * Query g's part of a query loss's objective: *obj, and *wsum its weight
+ * (QueryRMSE: 1/2 w r^2 and w; the pair losses: the pairs' loss and
+ * weight, their draws from query g's stream).  qs: scratch for a query
+ * of the largest size.
+ */
+static void
+query_objective(gbml_boost_loss_kind kind, const gbml_boost_problem *p, const double *pred, int64_t g,
+				uint64_t it_seed, const gbml_boost_loss_options *opt, const query_scratch *qs, double *obj,
+				double *wsum)
+{
+	int64_t		b = p->group_offsets[g],
+				e = p->group_offsets[g + 1];
+	gbml_rng	rng;
+	pair_sink	sink = {pred, NULL, b, NULL, NULL, 0, 0, true};
+
+	if (kind == GBML_LOSS_QUERYRMSE)
+	{
+		double		shift = query_shift(p, pred, b, e);
+
+		*obj = *wsum = 0;
+		for (int64_t i = b; i < e; i++)
+		{
+			double		w = row_weight(p, i),
+						r = (double) p->label[i] - pred[i] - shift;
+
+			*obj += 0.5 * w * r * r;
+			*wsum += w;
+		}
+		return;
+	}
+	if (kind == GBML_LOSS_PAIRLOGIT)
+	{
+		gbml_rng_stream(&rng, it_seed ^ PAIRLOGIT_SALT, query_stream(p, g));
+		pairlogit_query(p, b, e, opt->pairlogit_max_pairs, &rng, qs, &sink);
+	}
+	else if (kind == GBML_LOSS_YETIRANK)
+	{
+		gbml_rng_stream(&rng, it_seed, query_stream(p, g));
+		yetirank_query(p, b, e, opt, &rng, qs, &sink);
+	}
+	else
+		lambdamart_query(p, b, e, opt, qs, pred, NULL, NULL, &sink.obj);
+	*obj = sink.obj;
+	*wsum = sink.wsum;
+}
+
+/*
  * Sum of the objective (want_mean false) or its natural mean (true).  Runs on
  * one thread; the scratch for the ranking losses (a few bytes per row of the
  * largest query) comes from env (the plain forms pass a malloc env).
@@ -854,57 +901,28 @@ objective_impl(gbml_env *env, gbml_boost_loss_kind kind, const gbml_boost_proble
 	void	   *scratch;
 	query_scratch qs;
 
-	switch (kind)
+	if (kind == GBML_LOSS_RMSE || kind == GBML_LOSS_LOGLOSS)
 	{
-		case GBML_LOSS_RMSE:
-		case GBML_LOSS_LOGLOSS:
-			for (int64_t i = 0; i < p->n; i++)
-			{
-				double		w = row_weight(p, i),
-							y = p->label[i];
+		for (int64_t i = 0; i < p->n; i++)
+		{
+			double		w = row_weight(p, i),
+						y = p->label[i];
 
-				if (kind == GBML_LOSS_RMSE)
-					sum += 0.5 * w * (pred[i] - y) * (pred[i] - y);
-				else
-					sum += w * (softplus(pred[i]) - y * pred[i]);
-				wsum += w;
-			}
-			if (!want_mean)
-				return sum;
-			if (!(wsum > 0))
-				return 0;
-			return kind == GBML_LOSS_RMSE ? sqrt(2 * sum / wsum) : sum / wsum;
-
-		case GBML_LOSS_QUERYRMSE:
-			if (!groups_valid(p, &max_group))
-				return NAN;
-			for (int64_t g = 0; g < p->n_groups; g++)
-			{
-				int64_t		b = p->group_offsets[g],
-							e = p->group_offsets[g + 1];
-				double		shift = query_shift(p, pred, b, e);
-
-				for (int64_t i = b; i < e; i++)
-				{
-					double		w = row_weight(p, i),
-								r = (double) p->label[i] - pred[i] - shift;
-
-					sum += 0.5 * w * r * r;
-					wsum += w;
-				}
-			}
-			if (!want_mean)
-				return sum;
-			return wsum > 0 ? sqrt(2 * sum / wsum) : 0;
-
-		case GBML_LOSS_PAIRLOGIT:
-		case GBML_LOSS_YETIRANK:
-		case GBML_LOSS_LAMBDAMART:
-			break;
+			if (kind == GBML_LOSS_RMSE)
+				sum += 0.5 * w * (pred[i] - y) * (pred[i] - y);
+			else
+				sum += w * (softplus(pred[i]) - y * pred[i]);
+			wsum += w;
+		}
+		if (!want_mean)
+			return sum;
+		if (!(wsum > 0))
+			return 0;
+		return kind == GBML_LOSS_RMSE ? sqrt(2 * sum / wsum) : sum / wsum;
 	}
 	if (!groups_valid(p, &max_group))
 		return NAN;
-	if (want_mean && kind != GBML_LOSS_PAIRLOGIT)
+	if (want_mean && (kind == GBML_LOSS_YETIRANK || kind == GBML_LOSS_LAMBDAMART))
 		return 1.0 - gbml_mean_ndcg_env(env, pred, p->label, p->n_groups, p->group_offsets,
 									RANK_VALUE_NDCG_K, NULL);
 	scratch = gbml_alloc(env, scratch_bytes(max_group > 0 ? max_group : 1));
@@ -913,29 +931,18 @@ objective_impl(gbml_env *env, gbml_boost_loss_kind kind, const gbml_boost_proble
 	scratch_carve(scratch, max_group, &qs);
 	for (int64_t g = 0; g < p->n_groups; g++)
 	{
-		int64_t		b = p->group_offsets[g],
-					e = p->group_offsets[g + 1];
-		gbml_rng	rng;
-		pair_sink	sink = {pred, NULL, b, NULL, NULL, 0, 0, true};
+		double		obj,
+					w;
 
-		if (kind == GBML_LOSS_PAIRLOGIT)
-		{
-			gbml_rng_stream(&rng, it_seed ^ PAIRLOGIT_SALT, query_stream(p, g));
-			pairlogit_query(p, b, e, opt->pairlogit_max_pairs, &rng, &qs, &sink);
-		}
-		else if (kind == GBML_LOSS_YETIRANK)
-		{
-			gbml_rng_stream(&rng, it_seed, query_stream(p, g));
-			yetirank_query(p, b, e, opt, &rng, &qs, &sink);
-		}
-		else
-			lambdamart_query(p, b, e, opt, &qs, pred, NULL, NULL, &sink.obj);
-		sum += sink.obj;
-		wsum += sink.wsum;
+		query_objective(kind, p, pred, g, it_seed, opt, &qs, &obj, &w);
+		sum += obj;
+		wsum += w;
 	}
 	gbml_free(env, scratch);
 	if (!want_mean)
 		return sum;
+	if (kind == GBML_LOSS_QUERYRMSE)
+		return wsum > 0 ? sqrt(2 * sum / wsum) : 0;
 	return wsum > 0 ? sum / wsum : 0;
 }
 
@@ -997,15 +1004,14 @@ gbml_boost_term_maxima(const gbml_boost_problem *p, const double *pred, double *
 
 		row_terms(p, pred, i, term);
 		for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
-			if (!(fabs(term[t]) <= max[t]))
-				max[t] = isnan(term[t]) ? INFINITY : fabs(term[t]);	/* NaN: the sum is not finite */
+			gbml_boost_term_max_fold(&max[t], term[t]);
 	}
 }
 
 void
-gbml_boost_term_scales(const double *max, int64_t n, double *scale)
+gbml_boost_term_scales(const double *max, int n_terms, int64_t n, double *scale)
 {
-	for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
+	for (int t = 0; t < n_terms; t++)
 		scale[t] = isfinite(max[t]) ? gbml_boost_fixed_scale(max[t], n) : 0.0;
 }
 
@@ -1020,8 +1026,7 @@ gbml_boost_term_sums(const gbml_boost_problem *p, const double *pred, const doub
 
 		row_terms(p, pred, i, term);
 		for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
-			if (scale[t] > 0)
-				sum[t] += (int64_t) llrint(term[t] * scale[t]);
+			sum[t] += gbml_boost_term_fixed(term[t], scale[t]);
 	}
 }
 
@@ -1059,7 +1064,7 @@ gbml_boost_loss_base_score(gbml_boost_loss_kind kind, const gbml_boost_problem *
 	if (kind != GBML_LOSS_RMSE && kind != GBML_LOSS_LOGLOSS)
 		return 0.0;
 	gbml_boost_term_maxima(p, NULL, max);
-	gbml_boost_term_scales(max, p->n, scale);
+	gbml_boost_term_scales(max, GBML_BOOST_N_TERMS, p->n, scale);
 	gbml_boost_term_sums(p, NULL, scale, sum);
 	return gbml_boost_base_from_sums(kind, sum, scale);
 }
@@ -1069,58 +1074,30 @@ gbml_boost_group_terms(gbml_env *env, gbml_boost_loss_kind kind, int ndcg_k, con
 					   const double *pred, double *num, double *den)
 {
 	int64_t		max_group = 0;
-	uint64_t	it_seed = iteration_seed(0, 0);
 	gbml_boost_loss_options opt;
 	void	   *scratch;
 	query_scratch qs;
-	int			k = ndcg_k > 0 ? ndcg_k : RANK_VALUE_NDCG_K;
 
 	if (!groups_valid(p, &max_group))
 		return gbml_error(env, GBML_EINVAL, "boost: the rows' query groups are not valid");
 	if (ndcg_k > 0 || kind == GBML_LOSS_YETIRANK || kind == GBML_LOSS_LAMBDAMART)
 	{
 		/* NDCG, or the loss value 1 - NDCG@10 */
-		gbml_ndcg_per_group_env(env, pred, p->label, p->n_groups, p->group_offsets, k, num);
+		gbml_ndcg_per_group_env(env, pred, p->label, p->n_groups, p->group_offsets,
+								ndcg_k > 0 ? ndcg_k : RANK_VALUE_NDCG_K, num);
 		for (int64_t g = 0; g < p->n_groups; g++)
 			den[g] = 1.0;
 		return GBML_OK;
 	}
-	if (kind == GBML_LOSS_QUERYRMSE)
-	{
-		for (int64_t g = 0; g < p->n_groups; g++)
-		{
-			int64_t		b = p->group_offsets[g],
-						e = p->group_offsets[g + 1];
-			double		shift = query_shift(p, pred, b, e);
-
-			num[g] = den[g] = 0;
-			for (int64_t i = b; i < e; i++)
-			{
-				double		w = row_weight(p, i),
-							r = (double) p->label[i] - pred[i] - shift;
-
-				num[g] += 0.5 * w * r * r;
-				den[g] += w;
-			}
-		}
-		return GBML_OK;
-	}
-	if (kind != GBML_LOSS_PAIRLOGIT)
+	if (kind != GBML_LOSS_QUERYRMSE && kind != GBML_LOSS_PAIRLOGIT)
 		return gbml_error(env, GBML_EINVAL, "boost: %s has no per-query terms", gbml_boost_loss_names[kind]);
+	/* the loss value's terms, as gbml_boost_loss_value_env sums them */
 	gbml_boost_loss_default_options(&opt);
 	if ((scratch = gbml_alloc(env, scratch_bytes(max_group > 0 ? max_group : 1))) == NULL)
 		return env->error_code;
 	scratch_carve(scratch, max_group, &qs);
 	for (int64_t g = 0; g < p->n_groups; g++)
-	{
-		gbml_rng	rng;
-		pair_sink	sink = {pred, NULL, p->group_offsets[g], NULL, NULL, 0, 0, true};
-
-		gbml_rng_stream(&rng, it_seed ^ PAIRLOGIT_SALT, query_stream(p, g));
-		pairlogit_query(p, p->group_offsets[g], p->group_offsets[g + 1], opt.pairlogit_max_pairs, &rng, &qs, &sink);
-		num[g] = sink.obj;
-		den[g] = sink.wsum;
-	}
+		query_objective(kind, p, pred, g, iteration_seed(0, 0), &opt, &qs, &num[g], &den[g]);
 	gbml_free(env, scratch);
 	return GBML_OK;
 }

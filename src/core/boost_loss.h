@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include "env.h"
 
+#include <math.h>
+
 typedef enum gbml_boost_loss_kind
 {
 	GBML_LOSS_RMSE,
@@ -149,8 +151,26 @@ typedef enum gbml_boost_term
 
 /* The largest |term| of each kind over p's rows (pred NULL: the last two are 0). */
 void		gbml_boost_term_maxima(const gbml_boost_problem *p, const double *pred, double *max);
-/* The scales for the union's n rows from the union's maxima (0: a term is not finite somewhere). */
-void		gbml_boost_term_scales(const double *max, int64_t n, double *scale);
+/*
+ * The scales of n_terms sums over n rows (or queries) of the union from the
+ * union's maxima (0: a term is not finite somewhere).
+ */
+void		gbml_boost_term_scales(const double *max, int n_terms, int64_t n, double *scale);
+
+/* A term into its largest |term| so far (NaN: infinity, the sum is not finite). */
+static inline void
+gbml_boost_term_max_fold(double *max, double term)
+{
+	if (!(fabs(term) <= *max))
+		*max = isnan(term) ? INFINITY : fabs(term);
+}
+
+/* A term in fixed point at scale (0: a term not summed). */
+static inline int64_t
+gbml_boost_term_fixed(double term, double scale)
+{
+	return scale > 0 ? (int64_t) llrint(term * scale) : 0;
+}
 /* The fixed-point sums of p's terms at those scales. */
 void		gbml_boost_term_sums(const gbml_boost_problem *p, const double *pred, const double *scale,
 								 int64_t *sum);

@@ -235,24 +235,18 @@ draw_sample(const gbml_dataset *ds, int64_t m, uint64_t seed, const float **samp
 			gbml_env *env)
 {
 	int64_t    *pos = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(int64_t));
-	int64_t		taken,
-				first = 0;		/* canonical position of chunk c's first row */
-	int			c = 0;
+	int64_t		taken;
 
 	if (pos == NULL)
 		return -1;
 	taken = gbml_boost_sample_positions(ds->n_rows, m, seed, pos);
+	gbml_dataset_addresses(ds, pos, taken, pos);
 	for (int64_t i = 0; i < taken; i++)
 	{
-		int64_t		r;
-
-		while (pos[i] >= first + ds->chunks[c]->n_rows)
-			first += ds->chunks[c++]->n_rows;
-		r = pos[i] - first;
 		if (addr)
-			addr[i] = ((int64_t) c << 32) | r;
+			addr[i] = pos[i];
 		else
-			sample[i] = ds->chunks[c]->x + (size_t) r * ds->n_features;
+			sample[i] = ds->chunks[pos[i] >> 32]->x + (size_t) (pos[i] & 0xffffffffLL) * ds->n_features;
 	}
 	gbml_free(env, pos);
 	return taken;

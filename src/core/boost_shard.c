@@ -61,6 +61,9 @@ bs_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **o
 		goto fail;
 	if (ds->n_rows > 0 && (rc = boost_shards_check_loss(&sh->T, sh->T.train.n_groups > 0)) != GBML_OK)
 		goto fail;
+	/* this shard's largest weight: what a refinement step's scale must leave room for */
+	for (int64_t i = 0; i < sh->T.train.n; i++)
+		sh->T.max_weight = fmax(sh->T.max_weight, sh->T.train.weight ? fabs((double) sh->T.train.weight[i]) : 1.0);
 	sh->needs_ranks = sh->params.subsample < 1 && sh->T.train.n_groups == 0;
 	missing = gbml_alloc0(env, (size_t) (ds->n_features > 0 ? ds->n_features : 1));
 	if (missing == NULL || (rc = gbml_boost_scan_missing(ds, missing, env)) != GBML_OK)
@@ -154,28 +157,9 @@ bs_sample(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 			r->bad = true;
 	if (r->bad)
 		goto done;
-	/*
-	 * Canonical positions to (chunk, row) addresses: the chunks are in
-	 * canonical order (the training order is not, with group ids).
-	 */
-	{
-		int64_t		first = 0;
-		int			c = 0;
-
-		for (int64_t i = 0; i < count; i++)
-		{
-			while (local[i] >= first + sh->ds->chunks[c]->n_rows)
-				first += sh->ds->chunks[c++]->n_rows;
-			local[i] = ((int64_t) c << 32) | (local[i] - first);
-		}
-	}
-	if (sh->ds->store)
-		rc = gbml_dataset_fetch_rows(sh->ds, local, count, rows, sh->env);	/* rows in a chunk store */
-	else
-		for (int64_t i = 0; i < count; i++)
-			memcpy(rows + (size_t) i * (size_t) nf,
-				   sh->ds->chunks[local[i] >> 32]->x + (size_t) (local[i] & 0xffffffffLL) * (size_t) nf,
-				   sizeof(float) * (size_t) nf);
+	/* canonical positions to chunk addresses (the training order is not canonical with group ids) */
+	gbml_dataset_addresses(sh->ds, local, count, local);
+	rc = gbml_dataset_fetch_rows(sh->ds, local, count, rows, sh->env);
 	if (rc == GBML_OK)
 		gbml_msg_put(reply, rows, sizeof(float) * (size_t) count * (size_t) nf);
 done:
@@ -299,9 +283,9 @@ bs_apply_pending(bs_shard *sh, const bs_pending_msg *pm)
 	}
 	if (pm->kind == BS_PENDING_TREE)
 	{
-		if ((rc = boost_apply_tree(&sh->T, (int) pm->f, (int) pm->j, sh->T.leaves_applied, pm->lv)) != GBML_OK)
+		if ((rc = boost_apply_tree(&sh->T, (int) pm->f, (int) pm->j, pm->lv)) != GBML_OK)
 			return rc;
-		sh->leaves_owed = sh->T.leaves_applied = false;
+		sh->leaves_owed = false;
 	}
 	return GBML_OK;
 }
@@ -410,8 +394,7 @@ bs_refine(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 				j = gbml_msg_get_i64(r),
 				sums[2 << GBML_BOOST_MAX_DEPTH];
 	double		scale = gbml_msg_get_f64(r),
-				v[1 << GBML_BOOST_MAX_DEPTH],
-				max_w = 0;
+				v[1 << GBML_BOOST_MAX_DEPTH];
 	int			rc;
 
 	if (!sh->leaves_owed || !boost_refines_leaves(T))
@@ -419,11 +402,9 @@ bs_refine(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	gbml_msg_get(r, v, sizeof(double) * (size_t) nl);
 	for (int l = 0; l < nl && !r->bad; l++)
 		r->bad = !isfinite(v[l]);
-	for (int64_t i = 0; i < T->train.n; i++)
-		max_w = fmax(max_w, T->train.weight ? fabs((double) T->train.weight[i]) : 1.0);
 	if (r->bad || r->p != r->end || f < 0 || f >= T->n_features || j < 0 || j >= T->borders.count[f] ||
 		!(scale > 0 && isfinite(scale)) ||
-		!(gbml_boost_logloss_derivative_bound(max_w) * scale * (double) (T->train.n + 1) <= ldexp(1.0, 62)))
+		!(gbml_boost_logloss_derivative_bound(T->max_weight) * scale * (double) (T->train.n + 1) <= ldexp(1.0, 62)))
 	{
 		r->bad = true;
 		return GBML_OK;
@@ -451,7 +432,6 @@ bs_newton(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 		return GBML_OK;
 	}
 	boost_newton_sums(T, (int) f, (int) j, sums);
-	T->leaves_applied = true;
 	gbml_msg_put(reply, sums, sizeof(int64_t) * ((size_t) 1 << T->depth));
 	return GBML_OK;
 }

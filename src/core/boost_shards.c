@@ -151,36 +151,25 @@ gather_sample(trainer *T, boost_shards *B, float *rows, int d)
 	int64_t		page = (int64_t) (SAMPLE_PAGE_BYTES / ((size_t) (d > 0 ? d : 1) * sizeof(float)));
 	int64_t    *sent = gbml_alloc0(env, sizeof(int64_t) * (size_t) S);
 	int64_t    *asked = gbml_alloc0(env, sizeof(int64_t) * (size_t) S);
-	gbml_strbuf *msgs = gbml_alloc0(env, sizeof(gbml_strbuf) * (size_t) S);
 	int64_t		at = 0;
 	bool		more = true;
 	int			rc = GBML_OK;
 
-	if (sent == NULL || asked == NULL || msgs == NULL)
-	{
+	if (sent == NULL || asked == NULL)
 		rc = env->error_code;
-		goto done;
-	}
 	page = page < 1 ? 1 : page;
-	for (int s = 0; s < S; s++)
-		gbml_sb_init(&msgs[s], env);
 	while (more && rc == GBML_OK)
 	{
 		more = false;
-		for (int s = 0; s < S && rc == GBML_OK; s++)
+		for (int s = 0; s < S; s++)
 		{
-			int64_t		k = B->sample_count[s] - sent[s] < page ? B->sample_count[s] - sent[s] : page;
+			gbml_strbuf *m = gbml_shard_request_to(ch, s, BS_OP_SAMPLE);
 
-			asked[s] = k;
-			msgs[s].len = 0;
-			gbml_msg_put_i64(&msgs[s], BS_OP_SAMPLE);
-			gbml_msg_put_i64(&msgs[s], k);
-			gbml_msg_put(&msgs[s], B->sample_local[s] + sent[s], sizeof(int64_t) * (size_t) k);
-			rc = gbml_sb_status(&msgs[s]);
-			ch->req[s] = (const uint8_t *) msgs[s].data;
-			ch->req_len[s] = msgs[s].len;
+			asked[s] = B->sample_count[s] - sent[s] < page ? B->sample_count[s] - sent[s] : page;
+			gbml_msg_put_i64(m, asked[s]);
+			gbml_msg_put(m, B->sample_local[s] + sent[s], sizeof(int64_t) * (size_t) asked[s]);
 		}
-		if (rc != GBML_OK || (rc = gbml_shard_exchange(ch)) != GBML_OK)
+		if ((rc = gbml_shard_send_each(ch)) != GBML_OK)
 			break;
 		for (int s = 0; s < S && rc == GBML_OK; s++)
 		{
@@ -196,10 +185,6 @@ gather_sample(trainer *T, boost_shards *B, float *rows, int d)
 			more |= sent[s] < B->sample_count[s];
 		}
 	}
-done:
-	for (int s = 0; msgs && s < S; s++)
-		gbml_sb_free(&msgs[s]);
-	gbml_free(env, msgs);
 	gbml_free(env, sent);
 	gbml_free(env, asked);
 	return rc;
@@ -260,17 +245,14 @@ index_groups(trainer *T, boost_shards *B)
 	int			S = ch->n_shards;
 	int64_t   **ids = gbml_alloc0(env, sizeof(int64_t *) * (size_t) S);
 	int64_t    *at = gbml_alloc0(env, sizeof(int64_t) * (size_t) S);
-	gbml_strbuf *msgs = gbml_alloc0(env, sizeof(gbml_strbuf) * (size_t) S);
 	int64_t		total = 0;
 	int			rc;
 
-	if (ids == NULL || at == NULL || msgs == NULL)
+	if (ids == NULL || at == NULL)
 	{
 		rc = env->error_code;
 		goto done;
 	}
-	for (int s = 0; s < S; s++)
-		gbml_sb_init(&msgs[s], env);
 	gbml_shard_request(ch, BS_OP_GROUPS);
 	if ((rc = gbml_shard_send(ch)) != GBML_OK)
 		goto done;
@@ -294,14 +276,13 @@ index_groups(trainer *T, boost_shards *B)
 			goto done;
 		total += B->n_groups[s];
 	}
-	/* each shard's index message: the union's count (filled in below), its count, its indices */
+	/* each shard's index message: the union's count (no query on two shards: the sum), its count, its indices */
 	for (int s = 0; s < S; s++)
 	{
-		gbml_msg_put_i64(&msgs[s], BS_OP_GROUP_INDEX);
-		gbml_msg_put_i64(&msgs[s], 0);
-		gbml_msg_put_i64(&msgs[s], B->n_groups[s]);
+		gbml_msg_put_i64(gbml_shard_request_to(ch, s, BS_OP_GROUP_INDEX), total);
+		gbml_msg_put_i64(&ch->each[s], B->n_groups[s]);
 	}
-	for (int64_t g = 0;; g++)
+	for (int64_t g = 0; g < total; g++)
 	{
 		int			best = -1;
 
@@ -319,30 +300,14 @@ index_groups(trainer *T, boost_shards *B)
 			if (best < 0 || ids[s][at[s]] < ids[best][at[best]])
 				best = s;
 		}
-		if (best < 0)
-		{
-			total = g;
-			break;
-		}
-		gbml_msg_put_i64(&msgs[best], g);
+		gbml_msg_put_i64(&ch->each[best], g);
 		at[best]++;
 	}
-	for (int s = 0; s < S; s++)
-	{
-		if ((rc = gbml_sb_status(&msgs[s])) != GBML_OK)
-			goto done;
-		memcpy(msgs[s].data + sizeof(int64_t), &total, sizeof(int64_t));
-		ch->req[s] = (const uint8_t *) msgs[s].data;
-		ch->req_len[s] = msgs[s].len;
-	}
 	T->n_groups_global = total;
-	rc = gbml_shard_exchange(ch);
+	rc = gbml_shard_send_each(ch);
 done:
-	for (int s = 0; msgs && s < S; s++)
-		gbml_sb_free(&msgs[s]);
 	for (int s = 0; ids && s < S; s++)
 		gbml_free(env, ids[s]);
-	gbml_free(env, msgs);
 	gbml_free(env, ids);
 	gbml_free(env, at);
 	return rc;

@@ -226,6 +226,9 @@ int			gbml_dataset_seal(gbml_dataset *ds, gbml_env *env);
 /* The store's last failure as env's error: "what (rows in temporary files): why"; returns the code. */
 int			gbml_dataset_store_error(const gbml_dataset *ds, gbml_env *env, const char *what);
 
+/* The addresses (chunk << 32 | row) of the rows at canonical positions pos[0..n), ascending (in place is fine). */
+void		gbml_dataset_addresses(const gbml_dataset *ds, const int64_t *pos, int64_t n, int64_t *addr);
+
 /* Copies rows (addresses chunk << 32 | row) into out (n x n_features), from host chunks or the store. */
 int			gbml_dataset_fetch_rows(const gbml_dataset *ds, const int64_t *addr, int64_t n, float *out,
 									gbml_env *env);

@@ -739,6 +739,20 @@ stop_streaming(gbml_dataset *ds, gbml_env *env)
 	return GBML_OK;
 }
 
+void
+gbml_dataset_addresses(const gbml_dataset *ds, const int64_t *pos, int64_t n, int64_t *addr)
+{
+	int64_t		first = 0;		/* canonical position of chunk c's first row */
+	int			c = 0;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		while (pos[i] >= first + ds->chunks[c]->n_rows)
+			first += ds->chunks[c++]->n_rows;
+		addr[i] = ((int64_t) c << 32) | (pos[i] - first);
+	}
+}
+
 int
 gbml_dataset_fetch_rows(const gbml_dataset *ds, const int64_t *addr, int64_t n, float *out, gbml_env *env)
 {

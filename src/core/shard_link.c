@@ -89,8 +89,11 @@ gbml_shard_channel_open(gbml_shard_channel *ch, const gbml_shard_link *link, uin
 	ch->req_len = gbml_alloc0(env, sizeof(size_t) * S);
 	ch->reply = gbml_alloc0(env, sizeof(void *) * S);
 	ch->reply_len = gbml_alloc0(env, sizeof(size_t) * S);
-	if (!ch->n_rows || !ch->req || !ch->req_len || !ch->reply || !ch->reply_len)
+	ch->each = gbml_alloc0(env, sizeof(gbml_strbuf) * S);
+	if (!ch->n_rows || !ch->req || !ch->req_len || !ch->reply || !ch->reply_len || !ch->each)
 		return env->error_code;
+	for (int s = 0; s < S; s++)
+		gbml_sb_init(&ch->each[s], env);
 	for (int s = 0; s < S; s++)
 	{
 		int64_t		ds;
@@ -106,6 +109,9 @@ gbml_shard_channel_close(gbml_shard_channel *ch)
 	if (ch->env == NULL)
 		return;
 	gbml_sb_free(&ch->msg);
+	for (int s = 0; ch->each && s < ch->n_shards; s++)
+		gbml_sb_free(&ch->each[s]);
+	gbml_free(ch->env, ch->each);
 	gbml_free(ch->env, ch->n_rows);
 	gbml_free(ch->env, ch->req);
 	gbml_free(ch->env, ch->req_len);
@@ -120,6 +126,29 @@ gbml_shard_request(gbml_shard_channel *ch, int64_t op)
 	ch->msg.len = 0;
 	gbml_msg_put_i64(&ch->msg, op);
 	return &ch->msg;
+}
+
+gbml_strbuf *
+gbml_shard_request_to(gbml_shard_channel *ch, int s, int64_t op)
+{
+	ch->each[s].len = 0;
+	gbml_msg_put_i64(&ch->each[s], op);
+	return &ch->each[s];
+}
+
+int
+gbml_shard_send_each(gbml_shard_channel *ch)
+{
+	int			rc;
+
+	for (int s = 0; s < ch->n_shards; s++)
+	{
+		if ((rc = gbml_sb_status(&ch->each[s])) != GBML_OK)
+			return rc;
+		ch->req[s] = (const uint8_t *) ch->each[s].data;
+		ch->req_len[s] = ch->each[s].len;
+	}
+	return gbml_shard_exchange(ch);
 }
 
 int

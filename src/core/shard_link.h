@@ -97,6 +97,7 @@ typedef struct gbml_shard_channel
 	int			n_shards;
 	int64_t    *n_rows;			/* per shard, from its hello */
 	gbml_strbuf msg;			/* the request for every shard (gbml_shard_request) */
+	gbml_strbuf *each;			/* per shard: its own request (gbml_shard_request_to) */
 	const uint8_t **req;		/* per shard: what the next exchange sends */
 	size_t	   *req_len;
 	const uint8_t **reply;		/* per shard: the last replies, trailers off */
@@ -113,6 +114,10 @@ void		gbml_shard_channel_close(gbml_shard_channel *ch);
 gbml_strbuf *gbml_shard_request(gbml_shard_channel *ch, int64_t op);
 /* ch->msg to every shard at once; the replies into ch->reply. */
 int			gbml_shard_send(gbml_shard_channel *ch);
+/* A new request for shard s alone in ch->each[s] (every shard gets one before gbml_shard_send_each). */
+gbml_strbuf *gbml_shard_request_to(gbml_shard_channel *ch, int s, int64_t op);
+/* ch->each[s] to every shard s at once; the replies into ch->reply. */
+int			gbml_shard_send_each(gbml_shard_channel *ch);
 /* ch->req[s] (each shard its own request) to every shard at once; the replies into ch->reply. */
 int			gbml_shard_exchange(gbml_shard_channel *ch);
 

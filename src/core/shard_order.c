@@ -98,7 +98,7 @@ typedef struct order_cursor
 
 /* The next page of hashes of every shard whose page is used up (an empty request for the others). */
 static int
-fetch_pages(gbml_shard_channel *ch, order_cursor *o, gbml_strbuf *msgs, int64_t op_hashes)
+fetch_pages(gbml_shard_channel *ch, order_cursor *o, int64_t op_hashes)
 {
 	bool		any = false;
 	int			rc;
@@ -107,21 +107,15 @@ fetch_pages(gbml_shard_channel *ch, order_cursor *o, gbml_strbuf *msgs, int64_t 
 		any |= o[s].at == o[s].have && o[s].fetched < ch->n_rows[s];
 	if (!any)
 		return GBML_OK;
-
 	for (int s = 0; s < ch->n_shards; s++)
 	{
 		bool		need = o[s].at == o[s].have && o[s].fetched < ch->n_rows[s];
+		gbml_strbuf *m = gbml_shard_request_to(ch, s, op_hashes);
 
-		msgs[s].len = 0;
-		gbml_msg_put_i64(&msgs[s], op_hashes);
-		gbml_msg_put_i64(&msgs[s], o[s].fetched);
-		gbml_msg_put_i64(&msgs[s], need ? GBML_SHARD_ORDER_PAGE : 0);
-		if ((rc = gbml_sb_status(&msgs[s])) != GBML_OK)
-			return rc;
-		ch->req[s] = (const uint8_t *) msgs[s].data;
-		ch->req_len[s] = msgs[s].len;
+		gbml_msg_put_i64(m, o[s].fetched);
+		gbml_msg_put_i64(m, need ? GBML_SHARD_ORDER_PAGE : 0);
 	}
-	if ((rc = gbml_shard_exchange(ch)) != GBML_OK)
+	if ((rc = gbml_shard_send_each(ch)) != GBML_OK)
 		return rc;
 	for (int s = 0; s < ch->n_shards; s++)
 	{
@@ -198,20 +192,18 @@ gbml_shard_merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hash
 	gbml_env   *env = ch->env;
 	const gbml_shard_link *link = ch->link;
 	order_cursor *o = gbml_alloc0(env, sizeof(order_cursor) * ch->n_shards);
-	gbml_strbuf *msgs = gbml_alloc0(env, sizeof(gbml_strbuf) * ch->n_shards);
 	int64_t		g = 0;
 	int			collided[2],
 				rc = GBML_OK;
 	bool		paused = false;
 
-	if (o == NULL || msgs == NULL)
+	if (o == NULL)
 	{
 		rc = env->error_code;
 		goto done;
 	}
 	for (int s = 0; s < ch->n_shards; s++)
 	{
-		gbml_sb_init(&msgs[s], env);
 		if (ch->n_rows[s] > 0 &&
 			(o[s].hash = gbml_alloc_array(env, (size_t) GBML_SHARD_ORDER_PAGE * 2, sizeof(uint64_t))) == NULL)
 		{
@@ -224,7 +216,7 @@ gbml_shard_merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hash
 		gbml_progress_info info = {"order", g, n_global, NULL, 0};
 		int64_t		before = g;
 
-		if ((rc = fetch_pages(ch, o, msgs, op_hashes)) != GBML_OK)
+		if ((rc = fetch_pages(ch, o, op_hashes)) != GBML_OK)
 			break;
 		if (!merge_pages(ch, o, n_global, &g, visit, arg, collided, &paused))
 			rc = gbml_error(env, GBML_EINVAL,
@@ -240,12 +232,8 @@ gbml_shard_merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hash
 			rc = gbml_error(env, GBML_ECANCELLED, "canceled");
 	}
 done:
-	for (int s = 0; o && msgs && s < ch->n_shards; s++)
-	{
-		gbml_sb_free(&msgs[s]);
+	for (int s = 0; o && s < ch->n_shards; s++)
 		gbml_free(env, o[s].hash);
-	}
-	gbml_free(env, msgs);
 	gbml_free(env, o);
 	return rc;
 }
@@ -259,7 +247,6 @@ typedef struct rank_pages
 	int64_t   **rank;			/* per shard: GBML_SHARD_ORDER_PAGE */
 	int64_t    *filled;
 	int64_t    *sent;
-	gbml_strbuf *msgs;
 	void		(*also_visit) (void *arg, int shard, int64_t local, int64_t global);
 	void	   *arg;
 } rank_pages;
@@ -284,24 +271,19 @@ rank_flush(void *arg)
 {
 	rank_pages *P = arg;
 	gbml_shard_channel *ch = P->ch;
-	int			rc;
 
 	for (int s = 0; s < ch->n_shards; s++)
 	{
-		P->msgs[s].len = 0;
-		gbml_msg_put_i64(&P->msgs[s], P->op_ranks);
-		gbml_msg_put_i64(&P->msgs[s], P->n_global);
-		gbml_msg_put_i64(&P->msgs[s], P->sent[s]);
-		gbml_msg_put_i64(&P->msgs[s], P->filled[s]);
-		gbml_msg_put(&P->msgs[s], P->rank[s], sizeof(int64_t) * (size_t) P->filled[s]);
-		if ((rc = gbml_sb_status(&P->msgs[s])) != GBML_OK)
-			return rc;
-		ch->req[s] = (const uint8_t *) P->msgs[s].data;
-		ch->req_len[s] = P->msgs[s].len;
+		gbml_strbuf *m = gbml_shard_request_to(ch, s, P->op_ranks);
+
+		gbml_msg_put_i64(m, P->n_global);
+		gbml_msg_put_i64(m, P->sent[s]);
+		gbml_msg_put_i64(m, P->filled[s]);
+		gbml_msg_put(m, P->rank[s], sizeof(int64_t) * (size_t) P->filled[s]);
 		P->sent[s] += P->filled[s];
 		P->filled[s] = 0;
 	}
-	return gbml_shard_exchange(ch);
+	return gbml_shard_send_each(ch);
 }
 
 int
@@ -310,33 +292,27 @@ gbml_shard_send_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashe
 {
 	gbml_env   *env = ch->env;
 	int			S = ch->n_shards;
-	rank_pages	P = {ch, n_global, op_ranks, NULL, NULL, NULL, NULL, also_visit, arg};
+	rank_pages	P = {ch, n_global, op_ranks, NULL, NULL, NULL, also_visit, arg};
 	int			rc = GBML_OK;
 
 	P.rank = gbml_alloc0(env, sizeof(int64_t *) * (size_t) S);
 	P.filled = gbml_alloc0(env, sizeof(int64_t) * (size_t) S);
 	P.sent = gbml_alloc0(env, sizeof(int64_t) * (size_t) S);
-	P.msgs = gbml_alloc0(env, sizeof(gbml_strbuf) * (size_t) S);
-	if (!P.rank || !P.filled || !P.sent || !P.msgs)
+	if (!P.rank || !P.filled || !P.sent)
 		rc = env->error_code;
 	for (int s = 0; rc == GBML_OK && s < S; s++)
 	{
-		gbml_sb_init(&P.msgs[s], env);
 		if (ch->n_rows[s] > 0 &&
 			(P.rank[s] = gbml_alloc_array(env, (size_t) GBML_SHARD_ORDER_PAGE, sizeof(int64_t))) == NULL)
 			rc = env->error_code;
 	}
 	if (rc == GBML_OK)
 		rc = gbml_shard_merge_order(ch, n_global, op_hashes, rank_visit, rank_flush, &P);
-	for (int s = 0; P.rank && P.msgs && s < S; s++)
-	{
-		gbml_sb_free(&P.msgs[s]);
+	for (int s = 0; P.rank && s < S; s++)
 		gbml_free(env, P.rank[s]);
-	}
 	gbml_free(env, P.rank);
 	gbml_free(env, P.filled);
 	gbml_free(env, P.sent);
-	gbml_free(env, P.msgs);
 	return rc;
 }
 

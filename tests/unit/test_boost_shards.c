@@ -251,7 +251,7 @@ TEST(boost_term_sums_add_up_from_pieces)
 	p.label = label;
 	p.weight = weight;
 	gbml_boost_term_maxima(&p, pred, max);
-	gbml_boost_term_scales(max, N, scale);
+	gbml_boost_term_scales(max, GBML_BOOST_N_TERMS, N, scale);
 	gbml_boost_term_sums(&p, pred, scale, whole);
 	for (int c = 0; c + 1 < (int) (sizeof(cut) / sizeof(cut[0])); c++)
 	{
