@@ -429,6 +429,9 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 	ds->reorder_as_map = algo->quantizes_rows;
 	if (eval)
 		eval->reorder_as_map = algo->quantizes_rows;
+	/* on the CPU, a trainer whose passes run in any order keeps stored rows as written (no eval split: it reorders) */
+	ds->reorder_as_ranks = algo->passes_in_any_order && env->device == GBML_DEVICE_CPU &&
+		params->common.eval_fraction <= 0;
 	if ((rc = gbml_dataset_canonicalize(ds, env)) != GBML_OK)
 		return rc;
 	if (eval && eval->n_rows > 0)

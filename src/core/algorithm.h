@@ -77,6 +77,13 @@ typedef struct gbml_algorithm
 	 */
 	bool		quantizes_rows;
 	/*
+	 * The trainer's CPU passes give the same results in any row order and
+	 * it reaches rows by canonical position only through the dataset's rank
+	 * arrays (K-Means): on the CPU, rows in temporary files keep their
+	 * written order instead of being rewritten in canonical order.
+	 */
+	bool		passes_in_any_order;
+	/*
 	 * The trainer takes categorical features (schema.h: ids, NaN for NULL);
 	 * without it the driver refuses a dataset whose schema has one, naming
 	 * the column.

@@ -118,6 +118,21 @@ typedef struct gbml_dataset
 	 */
 	bool		reorder_as_map;
 	/*
+	 * The trainer's passes give the same results in any row order, and it
+	 * reaches a row by its canonical position only through rank_of_row /
+	 * row_of_rank (K-Means: its sums are exact, its ties broken by canonical
+	 * position): the canonical order of file-stored rows may stay two
+	 * arrays, the rows as written.  Set before gbml_dataset_canonicalize.
+	 */
+	bool		reorder_as_ranks;
+	/*
+	 * Those arrays, once made (NULL otherwise: the dataset's order is the
+	 * canonical one): dataset row i (chunk order, as written) is canonical
+	 * row rank_of_row[i]; canonical row g is dataset row row_of_rank[g].
+	 */
+	int64_t    *rank_of_row;
+	int64_t    *row_of_rank;
+	/*
 	 * That map, once made: row g of the dataset (chunk order) has its
 	 * features at stored_addr[g], an address in the store's own chunks
 	 * (stored_chunk_rows[0 .. stored_n_chunks), as they were written);

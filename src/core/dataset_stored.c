@@ -321,6 +321,41 @@ keep_rows_as_map(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
 }
 
 /*
+ * keep_rows for a trainer whose passes run in any order (reorder_as_ranks):
+ * every row stays where it was written; the canonical order becomes the two
+ * rank arrays.  Only for the whole dataset (canonical order, no split).
+ */
+static int
+keep_rows_as_ranks(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
+{
+	int64_t    *first = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t));
+	int64_t    *rank = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
+	int64_t    *row = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
+
+	if (first == NULL || rank == NULL || row == NULL)
+	{
+		gbml_free(env, first);
+		gbml_free(env, rank);
+		gbml_free(env, row);
+		return env->error_code;
+	}
+	first[0] = 0;
+	for (int c = 0; c < ds->n_chunks; c++)
+		first[c + 1] = first[c] + ds->chunks[c]->n_rows;
+	for (int64_t g = 0; g < n; g++)
+	{
+		row[g] = first[src[g] >> 32] + (src[g] & 0xffffffffLL);
+		rank[row[g]] = g;
+	}
+	gbml_free(env, first);
+	gbml_free(env, ds->rank_of_row);
+	gbml_free(env, ds->row_of_rank);
+	ds->rank_of_row = rank;
+	ds->row_of_rank = row;
+	return GBML_OK;
+}
+
+/*
  * Keeps the rows at addresses src[0..n) in that order: the store reorders
  * the features (or, for a trainer that reads them through a map, the map
  * changes), the host rebuilds the per-row state in the serial layout.
@@ -330,6 +365,8 @@ keep_rows(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
 {
 	if (ds->reorder_as_map && strcmp(ds->store->residence, "file") == 0)
 		return keep_rows_as_map(ds, env, src, n);
+	if (ds->rank_of_row != NULL)
+		return gbml_error(env, GBML_EINVAL, "rows kept in their written order cannot be reordered again");
 	if (ds->stored_addr != NULL)
 		return gbml_error(env, GBML_EINVAL, "rows reordered through a map cannot be rewritten");
 	if (ds->reorder_window_quarter)
@@ -487,7 +524,10 @@ gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env)
 	src = (int64_t *) tmp;
 	for (i = 0; i < n; i++)
 		src[i] = ((int64_t) keys[i].chunk << 32) | keys[i].row;
-	rc = keep_rows(ds, env, src, n);
+	if (ds->reorder_as_ranks && strcmp(ds->store->residence, "file") == 0 && ds->stored_addr == NULL)
+		rc = keep_rows_as_ranks(ds, env, src, n);
+	else
+		rc = keep_rows(ds, env, src, n);
 done:
 	gbml_free(env, keys);
 	gbml_free(env, tmp);
@@ -642,6 +682,9 @@ void
 gbml_ds_stored_free(gbml_dataset *ds, gbml_env *env)
 {
 	free_map(ds, env);
+	gbml_free(env, ds->rank_of_row);
+	gbml_free(env, ds->row_of_rank);
+	ds->rank_of_row = ds->row_of_rank = NULL;
 	if (ds->store)
 		ds->store->destroy(ds->store);
 	ds->store = NULL;

@@ -297,6 +297,8 @@ km_work_init(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gb
 	w->k = (int) p->k;
 	w->d = ds->n_features;
 	w->n = ds->n_rows;
+	w->rank_of_row = ds->rank_of_row;
+	w->row_of_rank = ds->row_of_rank;
 	w->threads = env->threads;
 	w->spherical = p->spherical;
 	w->rows = rows;
@@ -377,7 +379,7 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 	if (w->spherical && zero_row >= 0)
 		return gbml_error(env, GBML_EINVAL,
 						  "kmeans: spherical mode needs non-zero rows, but row %lld (in training order) is all zeros",
-						  (long long) (w->chunk_start[zero_row_chunk] + zero_row + 1));
+						  (long long) (km_global_row(w, w->chunk_start[zero_row_chunk] + zero_row) + 1));
 	w->fix_bits = gbml_km_fix_bits(w->n);
 	return GBML_OK;
 }
@@ -577,9 +579,13 @@ done:
 static int
 km_label_of(km_work *w, int64_t g, int32_t *label)
 {
-	int			b = km_block_of(w, g);
-	const km_block *bl = &w->blocks[b];
+	int			b;
+	const km_block *bl;
 	int			rc;
+
+	g = km_dataset_row(w, g);
+	b = km_block_of(w, g);
+	bl = &w->blocks[b];
 
 	if (b >= w->gpu_blocks)
 	{
@@ -834,11 +840,77 @@ km_local_cand_take(km_work *w, int t, int T, float *max_out)
 	return GBML_OK;
 }
 
+/* Canonical positions per block of the ranked search's running sum. */
+#define KM_RANK_BLOCK 4096
+
+/*
+ * km_search_one for rows kept in their written order (w->row_of_rank): the
+ * same running sum, in canonical order.  One pass in the written order sums
+ * the terms per block of canonical positions; each search then skips whole
+ * blocks and walks one block's rows through row_of_rank.  The terms and the
+ * order are the ones km_search_one adds, so it finds the same rows.  CPU
+ * only (the device's blocks are not ranked).
+ */
+static int
+km_search_ranked(km_work *w, const double *u, int m, int64_t total, int64_t *rows)
+{
+	int64_t		nb = (w->n + KM_RANK_BLOCK - 1) / KM_RANK_BLOCK;
+	int64_t    *pot = gbml_alloc0(w->env, sizeof(int64_t) * (size_t) nb);
+
+	if (pot == NULL)
+		return w->env->error_code;
+	for (int c = 0; c < w->ds->n_chunks; c++)
+	{
+		const float *cl = w->closest[c];
+		const int64_t *rank = w->rank_of_row + w->chunk_start[c];
+
+		for (int64_t i = 0; i < w->ds->chunks[c]->n_rows; i++)
+			pot[rank[i] / KM_RANK_BLOCK] += gbml_km_fix_term((double) cl[i], w->cur_scale);
+	}
+	for (int q = 0; q < m; q++)
+	{
+		int64_t		r = (int64_t) (u[q] * (double) total),
+					cum = 0,
+					g = w->n - 1;
+
+		if (r >= total)
+			r = total - 1;
+		for (int64_t b = 0; b < nb && total > 0; b++)
+		{
+			int64_t		end = (b + 1) * KM_RANK_BLOCK < w->n ? (b + 1) * KM_RANK_BLOCK : w->n;
+
+			if (cum + pot[b] <= r)
+			{
+				cum += pot[b];
+				continue;
+			}
+			for (g = b * KM_RANK_BLOCK; g < end; g++)
+			{
+				int			c;
+				int64_t		i;
+
+				km_locate(w, w->row_of_rank[g], &c, &i);
+				cum += gbml_km_fix_term((double) w->closest[c][i], w->cur_scale);
+				if (cum > r)
+					break;
+			}
+			if (g == end)
+				g = end - 1;
+			break;
+		}
+		rows[q] = total > 0 ? g : 0;	/* every row on a centre: any row will do */
+	}
+	gbml_free(w->env, pot);
+	return GBML_OK;
+}
+
 static int
 km_local_search(km_work *w, const double *u, int m, int64_t total, int64_t *rows)
 {
 	int			rc;
 
+	if (w->row_of_rank)
+		return km_search_ranked(w, u, m, total, rows);
 	for (int i = 0; i < m; i++)
 		if ((rc = km_search_one(w, u[i], total, &rows[i])) != GBML_OK)
 			return rc;
@@ -1225,7 +1297,7 @@ km_farthest(km_work *w, km_far *heap, int *m_io)
 	for (int c = 0; c < w->ds->n_chunks; c++)
 		for (int64_t i = 0; i < w->ds->chunks[c]->n_rows; i++)
 		{
-			km_far		f = {w->far[c][i], w->chunk_start[c] + i, -1};
+			km_far		f = {w->far[c][i], km_global_row(w, w->chunk_start[c] + i), -1};
 
 			if (kept < m)
 			{

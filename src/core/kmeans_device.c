@@ -207,7 +207,8 @@ km_dev_open(km_work *w)
 	gbml_env   *env = w->env;
 	int			rc;
 
-	w->mode = choose_mode(w);
+	/* rows kept in their written order are ranked on the host only (the driver asks for them on the CPU) */
+	w->mode = w->rank_of_row ? KM_MODE_CPU : choose_mode(w);
 	w->gpu_blocks = 0;
 	if (w->mode == KM_MODE_CPU)
 	{

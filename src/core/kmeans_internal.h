@@ -136,6 +136,16 @@ struct km_work
 	int64_t    *rows_before;	/* nblocks + 1: rows of blocks [0, b) */
 	int64_t		max_block_rows;
 
+	/*
+	 * Rows kept in their written order (dataset.h's rank arrays), or NULL:
+	 * the dataset's order is the canonical one.  The ops speak of rows by
+	 * canonical position ("global"); the chunks, tasks and per-row arrays
+	 * below are in the dataset's order, which only copy_rows, search,
+	 * farthest and km_label_of translate.  CPU only.
+	 */
+	const int64_t *rank_of_row;
+	const int64_t *row_of_rank;
+
 	int32_t   **labels;			/* per chunk (stale for the device's blocks) */
 	double	  **xnorm2;			/* per chunk: |x|^2 */
 	double	  **scale;			/* per chunk: 1/|x| (spherical only) */
@@ -250,8 +260,22 @@ int			km_walk(km_work *w, int t0, int t1, km_walk_fn fn, void *arg);
 int			km_walk_setup(km_work *w);
 void		km_walk_free(km_work *w);
 
-/* Chunk and row of global row g. */
-void		km_locate(const km_work *w, int64_t g, int *chunk, int64_t *row);
+/* Chunk and row of row i of the dataset's order (a global row's km_dataset_row). */
+void		km_locate(const km_work *w, int64_t i, int *chunk, int64_t *row);
+
+/* The dataset's row of global (canonical) row g. */
+static inline int64_t
+km_dataset_row(const km_work *w, int64_t g)
+{
+	return w->row_of_rank ? w->row_of_rank[g] : g;
+}
+
+/* The global (canonical) row of row i of the dataset's order. */
+static inline int64_t
+km_global_row(const km_work *w, int64_t i)
+{
+	return w->rank_of_row ? w->rank_of_row[i] : i;
+}
 
 /* Rows g[0..n) (global indices) into out[n][d] as doubles, times 1/|x| in the spherical mode. */
 int			km_copy_rows(km_work *w, const int64_t *g, int n, double *out);

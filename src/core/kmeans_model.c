@@ -655,6 +655,7 @@ const gbml_algorithm gbml_algorithm_kmeans = {
 	.hybrid_trains = true,
 	.shard = &gbml_kmeans_shard_ops,
 	.reads_spilled_rows = true,
+	.passes_in_any_order = true,
 	.categorical_features = true,
 	.train = kmeans_train,
 	.load = kmeans_load,

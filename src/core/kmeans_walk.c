@@ -140,10 +140,10 @@ km_walk(km_work *w, int t0, int t1, km_walk_fn fn, void *arg)
 }
 
 void
-km_locate(const km_work *w, int64_t g, int *chunk, int64_t *row)
+km_locate(const km_work *w, int64_t i, int *chunk, int64_t *row)
 {
-	*chunk = gbml_run_of(w->chunk_start, w->ds->n_chunks, g);
-	*row = g - w->chunk_start[*chunk];
+	*chunk = gbml_run_of(w->chunk_start, w->ds->n_chunks, i);
+	*row = i - w->chunk_start[*chunk];
 }
 
 /*
@@ -196,7 +196,7 @@ km_copy_rows(km_work *w, const int64_t *g, int n, double *out)
 			int			c;
 			int64_t		r;
 
-			km_locate(w, g[i0 + i], &c, &r);
+			km_locate(w, km_dataset_row(w, g[i0 + i]), &c, &r);
 			w->fetch_addr[i] = ((int64_t) c << 32) | r;
 		}
 		if ((rc = fetch_batch(w, m)) != GBML_OK)

@@ -2,7 +2,9 @@
  * test_kmeans_spill.c — K-Means from a dataset whose features are in
  * temporary files (a chunk store of residence "file", the malloc env's
  * plain files): the same rows appended in a shuffled order to a stored
- * dataset train to the same model bytes as in memory (k-means++ and random
+ * dataset, kept in that order with their canonical ranks (rewritten in
+ * canonical order when an eval share is split off), train to the same
+ * model bytes as in memory (k-means++ and random
  * init, the spherical mode, n_init, an eval share in files of its own,
  * empty-cluster relocation, 1 and 3 threads); a stored dataset not yet
  * sealed (its last chunk still in host memory) fits like the host one; a
@@ -76,6 +78,10 @@ check_same_bytes(const char *name, const sp_data *s, const gbml_param_value *v, 
 	int64_t    *perm = tu_shuffled(s->n, 77);
 	uint8_t    *ref = NULL;
 	size_t		ref_len = 0;
+	bool		eval_split = false;
+
+	for (int i = 0; i < nv; i++)
+		eval_split |= strcmp(v[i].key, "eval_fraction") == 0;
 
 	for (int run = 0; run < 3; run++)
 	{
@@ -93,6 +99,8 @@ check_same_bytes(const char *name, const sp_data *s, const gbml_param_value *v, 
 		if (rc != GBML_OK)
 			fprintf(stderr, "%s (%s, %d threads): %s\n", name, files ? "files" : "memory", env.threads, env.error);
 		CHECK(!files || ds.chunks[0]->x == NULL);	/* trained from the files */
+		/* in the order written (ranks, no rewrite) unless an eval split reordered them */
+		CHECK(!files || eval_split == (ds.rank_of_row == NULL));
 		if (run == 0)
 		{
 			ref = m;
