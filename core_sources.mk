@@ -7,6 +7,7 @@ CORE_SOURCES = \
 	src/core/boost_shard.c \
 	src/core/shard_order.c \
 	src/core/boost_quantize.c \
+	src/core/boost_bins_walk.c \
 	src/core/boost_cat.c \
 	src/core/boost_ctr.c \
 	src/core/boost_histogram.c \

@@ -325,14 +325,18 @@ gbml_plan_spill(const gbml_algorithm *algo, const gbml_env *env, gbml_dataset *d
 
 /*
  * "spilled_rows", "temp_written_mb", "temp_read_mb": what went through
- * temporary files (the training set's and the eval set's), zeros when
- * nothing did.  eval_split: eval was split from ds.
+ * temporary files (the training set's, the eval set's and the trainer's
+ * own), zeros when nothing did.  eval_split: eval was split from ds.
  */
 static void
-report_spill(gbml_strbuf *report, const gbml_dataset *ds, const gbml_dataset *eval, bool eval_split)
+report_spill(gbml_strbuf *report, const gbml_env *env, const gbml_dataset *ds, const gbml_dataset *eval,
+			 bool eval_split)
 {
 	gbml_spill_stats total = {0},
 				one;
+
+	total.bytes_written = env->trainer_temp_written;
+	total.bytes_read = env->trainer_temp_read;
 	const gbml_dataset *sets[2] = {ds, eval};
 
 	for (int i = 0; i < 2; i++)
@@ -414,6 +418,7 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 					"%s: training on the CPU: %s", algo->name, env->device_note);
 	}
 	env->gpu_memory_peak = env->gpu_h2d_bytes = env->gpu_wait_seconds = 0;
+	env->trainer_temp_written = env->trainer_temp_read = 0;
 	for (const gbml_param_spec *s = gbml_common_param_specs; s->name; s++)
 		if (recorded_in_model(s))
 			recorded_common[n_recorded++] = *s;
@@ -508,7 +513,7 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 			gbml_sb_printf(report, "\"threads\":%d,\"prepare_seconds\":%.6f,\"train_seconds\":%.6f,"
 						   "\"peak_memory_mb\":%.1f,",
 						   env->threads, t_prep, gbml_now() - t0 - t_prep, (double) env->memory_peak / 1048576.0);
-			report_spill(report, ds, eval, own_eval);
+			report_spill(report, env, ds, eval, own_eval);
 			gbml_sb_printf(report, "\"timings\":");
 			if (timings.len)
 				gbml_sb_append(report, timings.data, timings.len);

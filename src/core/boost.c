@@ -42,12 +42,16 @@
  * Rows in temporary files (a dataset past its memory budget, dataset.h)
  * are binned as their chunks are read back (gbml_boost_bins_from_chunks),
  * and the files go before the first tree: the fit holds the bins and the
- * per-row state, not the float rows.  The eval rows, wherever they are, are
+ * per-row state, not the float rows.  When even the bins do not fit the
+ * budget beside the per-row state, they go to a temporary file of their own
+ * (bins_window) and every pass over them is a walk of runs of blocks read
+ * ahead (boost_bins_walk.h), on the CPU.  The eval rows, wherever they are, are
  * binned with the same borders and scored per tree from their bins (a bin
  * compares to a border index as its value to the border), so their floats
  * are not needed either.
  */
 #include "boost_internal.h"
+#include "boost_bins_walk.h"
 #include "chunk_store_gpu.h"
 #include "metrics.h"
 #include "rng.h"
@@ -570,24 +574,31 @@ local_fixed_point(trainer *T)
  */
 #define MERGE_BINS 4096			/* bins per task of the per-thread histogram merge */
 
-/*
- * The CPU histogram pass of level_histograms: per-thread histograms of the
- * slots' rows over every block, merged into T->thist (unpacked).
- */
-static void
-level_pass_cpu(trainer *T, int level, bool identity, int n_slots, int prev_feature, int prev_border)
+/* What one level's pass over the blocks needs (level_blocks). */
+typedef struct level_arg
 {
+	trainer    *T;
+	int			level;
+	bool		identity;
+	int			n_slots;
+	int			prev_feature;
+	int			prev_border;
+} level_arg;
+
+/* One run of blocks of the level pass: into each thread's own histograms. */
+static void
+level_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
+{
+	const level_arg *a = arg;
+	trainer    *T = a->T;
 	int64_t		tb = T->total_bins;
-	int64_t		n_blocks = T->bins.n_blocks;
 
 #pragma omp parallel num_threads(T->threads)
 	{
-		int			t = 0,
-					nt = 1;
+		int			t = 0;
 
 #ifdef _OPENMP
 		t = omp_get_thread_num();
-		nt = omp_get_num_threads();
 #endif
 		gbml_boost_hist_bin *h = T->thist + (size_t) t * (size_t) T->max_slots * (size_t) tb;
 		uint16_t   *idx = T->tidx + (size_t) t * BLOCK_ROWS;
@@ -595,45 +606,67 @@ level_pass_cpu(trainer *T, int level, bool identity, int n_slots, int prev_featu
 		int64_t    *H = T->tH + (size_t) t * BLOCK_ROWS;
 		int64_t    *seg = T->tseg + (size_t) t * (size_t) (T->max_slots + 1);
 
-		/* each thread clears the slots this level uses, in its own histogram */
-		memset(h, 0, sizeof(gbml_boost_hist_bin) * (size_t) n_slots * (size_t) tb);
 #pragma omp for schedule(dynamic, 1)
-		for (int64_t b = 0; b < n_blocks; b++)
+		for (int64_t b = b0; b < b1; b++)
 		{
 			int64_t		start = b * BLOCK_ROWS;
 			int64_t		len = gbml_boost_block_len(&T->bins, b);
 
-			if (level > 0)
-				gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) prev_feature * (size_t) len, len,
-									   prev_border, level - 1, T->leaf + start);
+			if (a->level > 0)
+				gbml_boost_leaf_update(blk[b] + (size_t) a->prev_feature * (size_t) len, len,
+									   a->prev_border, a->level - 1, T->leaf + start);
 			const int64_t *hq = T->packed ? NULL : T->hq + start;
 
-			if (identity)
-				gbml_boost_hist_block(T->bins.blocks[b], len, T->n_features, T->feat_off, tb,
+			if (a->identity)
+				gbml_boost_hist_block(blk[b], len, T->n_features, T->feat_off, tb,
 									  NULL, NULL, 1, T->gq + start, hq, G, H, h);
 			else
 			{
-				gbml_boost_partition_block(T->leaf + start, len, T->slot_of, n_slots, seg, idx);
-				if (seg[n_slots] > 0)
-					gbml_boost_hist_block(T->bins.blocks[b], len, T->n_features, T->feat_off, tb,
-										  idx, seg, n_slots, T->gq + start, hq, G, H, h);
+				gbml_boost_partition_block(T->leaf + start, len, T->slot_of, a->n_slots, seg, idx);
+				if (seg[a->n_slots] > 0)
+					gbml_boost_hist_block(blk[b], len, T->n_features, T->feat_off, tb,
+										  idx, seg, a->n_slots, T->gq + start, hq, G, H, h);
 			}
 		}
-		/*
-		 * Merge the per-thread histograms into thread 0's, split by bins
-		 * across the threads (integer sums: any order gives the same bits).
-		 */
-#pragma omp for schedule(static)
-		for (int64_t lo = 0; lo < (int64_t) n_slots * tb; lo += MERGE_BINS)
-		{
-			int64_t		len = (int64_t) n_slots * tb - lo < MERGE_BINS ? (int64_t) n_slots * tb - lo : MERGE_BINS;
-
-			for (int u = 1; u < nt; u++)
-				gbml_boost_hist_add(T->thist + lo, T->thist + (size_t) u * (size_t) T->max_slots * (size_t) tb + lo, len);
-			if (T->packed && !T->send_packed)
-				gbml_boost_hist_unpack(T->thist + lo, len, T->count_bits, T->hq_const);
-		}
 	}
+}
+
+/*
+ * The CPU histogram pass of level_histograms: per-thread histograms of the
+ * slots' rows over every block (a run at a time when the bins are in a
+ * file), merged into T->thist (unpacked).
+ */
+static int
+level_pass_cpu(trainer *T, int level, bool identity, int n_slots, int prev_feature, int prev_border)
+{
+	int64_t		tb = T->total_bins;
+	int64_t		used = (int64_t) n_slots * tb;
+	level_arg	a = {T, level, identity, n_slots, prev_feature, prev_border};
+	int			rc;
+
+	/* every thread's histogram of the slots this level uses starts at zero */
+#pragma omp parallel for schedule(static) num_threads(T->threads)
+	for (int t = 0; t < T->threads; t++)
+		memset(T->thist + (size_t) t * (size_t) T->max_slots * (size_t) tb, 0,
+			   sizeof(gbml_boost_hist_bin) * (size_t) used);
+	if ((rc = gbml_boost_bins_walk(&T->bins, T->env, &T->progress, level_blocks, &a)) != GBML_OK)
+		return rc;
+
+	/*
+	 * Merge the per-thread histograms into thread 0's, split by bins across
+	 * the threads (integer sums: any order gives the same bits).
+	 */
+#pragma omp parallel for schedule(static) num_threads(T->threads)
+	for (int64_t lo = 0; lo < used; lo += MERGE_BINS)
+	{
+		int64_t		len = used - lo < MERGE_BINS ? used - lo : MERGE_BINS;
+
+		for (int u = 1; u < T->threads; u++)
+			gbml_boost_hist_add(T->thist + lo, T->thist + (size_t) u * (size_t) T->max_slots * (size_t) tb + lo, len);
+		if (T->packed && !T->send_packed)
+			gbml_boost_hist_unpack(T->thist + lo, len, T->count_bits, T->hq_const);
+	}
+	return GBML_OK;
 }
 
 /* The row side's level pass on this process's rows (boost_row_ops.level). */
@@ -657,7 +690,8 @@ local_level(trainer *T, int level, int prev_f, int prev_j, int n_slots)
 			gbml_boost_hist_unpack(T->thist, (int64_t) n_slots * T->total_bins, T->count_bits, T->hq_const);
 		return GBML_OK;
 	}
-	level_pass_cpu(T, level, level == 0 && T->drawn == T->train.n, n_slots, prev_f, prev_j);
+	if ((rc = level_pass_cpu(T, level, level == 0 && T->drawn == T->train.n, n_slots, prev_f, prev_j)) != GBML_OK)
+		return rc;
 	return GBML_OK;
 }
 
@@ -739,26 +773,31 @@ split_sums(const trainer *T, const gbml_boost_hist_bin *leaf_sums, int n_leaves,
 	}
 }
 
-/*
- * Adds tree t's leaf values to pred[] of the rows whose bins are `bins`, on
- * the CPU: bin > border_index exactly when the raw value > the border
- * (boost_quantize.h), so this is the scorer's leaf, bit for bit.
- */
-static void
-add_tree_to_pred(const trainer *T, const gbml_boost_bins *bins, int64_t t, double *pred)
+/* Tree t added to pred[] by the blocks' bins (tree_blocks). */
+typedef struct tree_arg
 {
-	const forest_builder *F = &T->forest;
-	int			d = F->depth;
-	const int32_t *feat = F->feature + t * d;
-	const int32_t *bord = F->border_index + t * d;
-	const float *lv = F->leaf + (t << d);
+	const trainer *T;
+	const gbml_boost_bins *bins;
+	int64_t		t;
+	double	   *pred;
+} tree_arg;
 
-#pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
-	for (int64_t b = 0; b < bins->n_blocks; b++)
+static void
+tree_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
+{
+	const tree_arg *a = arg;
+	const forest_builder *F = &a->T->forest;
+	int			d = F->depth;
+	const int32_t *feat = F->feature + a->t * d;
+	const int32_t *bord = F->border_index + a->t * d;
+	const float *lv = F->leaf + (a->t << d);
+
+#pragma omp parallel for schedule(dynamic, 1) num_threads(a->T->threads)
+	for (int64_t b = b0; b < b1; b++)
 	{
-		int64_t		start = b * bins->block_rows;
-		int64_t		len = gbml_boost_block_len(bins, b);
-		const uint8_t *bb = bins->blocks[b];
+		int64_t		start = b * a->bins->block_rows;
+		int64_t		len = gbml_boost_block_len(a->bins, b);
+		const uint8_t *bb = blk[b];
 
 		for (int64_t r = 0; r < len; r++)
 		{
@@ -766,9 +805,22 @@ add_tree_to_pred(const trainer *T, const gbml_boost_bins *bins, int64_t t, doubl
 
 			for (int l = 0; l < d; l++)
 				idx |= (bb[(size_t) feat[l] * len + r] > bord[l]) << l;
-			pred[start + r] += (double) lv[idx];
+			a->pred[start + r] += (double) lv[idx];
 		}
 	}
+}
+
+/*
+ * Adds tree t's leaf values to pred[] of the rows whose bins are `bins`, on
+ * the CPU: bin > border_index exactly when the raw value > the border
+ * (boost_quantize.h), so this is the scorer's leaf, bit for bit.
+ */
+static int
+add_tree_to_pred(trainer *T, gbml_boost_bins *bins, int64_t t, double *pred)
+{
+	tree_arg	a = {T, bins, t, pred};
+
+	return gbml_boost_bins_walk(bins, T->env, &T->progress, tree_blocks, &a);
 }
 
 /* Adds tree t's contribution to the training rows' predictions (after use_best_model). */
@@ -792,8 +844,7 @@ add_tree_from_bins(trainer *T, int64_t t, double *pred)
 		return GBML_OK;
 	}
 
-	add_tree_to_pred(T, &T->bins, t, pred);
-	return GBML_OK;
+	return add_tree_to_pred(T, &T->bins, t, pred);
 }
 
 /*
@@ -809,19 +860,22 @@ boost_structure_by_weight(gbml_boost_loss_kind kind)
 	return kind == GBML_LOSS_YETIRANK;
 }
 
-/*
- * Applies the tree's last split to every row's leaf index (unless the
- * device already did: T->on_gpu) and returns, per leaf, the fixed-point sum
- * (at newton_scale) of newton_hess over the drawn rows: integer sums, so
- * the same bits whatever the thread count.
- */
-void
-boost_newton_sums(trainer *T, int feature, int border, int64_t *sums)
+/* The Newton hessians' per-leaf sums of a run of blocks (newton_blocks). */
+typedef struct newton_arg
 {
+	trainer    *T;
+	int			feature;
+	int			border;
+} newton_arg;
+
+static void
+newton_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
+{
+	const newton_arg *a = arg;
+	trainer    *T = a->T;
 	int			d = T->depth;
 	int64_t		nl = (int64_t) 1 << d;
 
-	memset(T->tleaf_h, 0, sizeof(int64_t) * (size_t) T->threads * (size_t) nl);
 #pragma omp parallel num_threads(T->threads)
 	{
 		int			t = 0;
@@ -832,21 +886,41 @@ boost_newton_sums(trainer *T, int feature, int border, int64_t *sums)
 		int64_t    *acc = T->tleaf_h + (size_t) t * (size_t) nl;
 
 #pragma omp for schedule(dynamic, 1)
-		for (int64_t b = 0; b < T->bins.n_blocks; b++)
+		for (int64_t b = b0; b < b1; b++)
 		{
 			int64_t		start = b * BLOCK_ROWS;
 			int64_t		len = gbml_boost_block_len(&T->bins, b);
 			uint16_t   *leaf = T->leaf + start;
 
 			if (!T->leaves_applied)
-				gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) feature * (size_t) len, len,
-									   border, d - 1, leaf);
+				gbml_boost_leaf_update(blk[b] + (size_t) a->feature * (size_t) len, len,
+									   a->border, d - 1, leaf);
 			for (int64_t r = 0; r < len; r++)
 				if (!(leaf[r] & GBML_BOOST_UNSAMPLED))
 					acc[leaf[r] & GBML_BOOST_LEAF_MASK] +=
 						(int64_t) llrint(T->newton_hess[start + r] * T->newton_scale);
 		}
 	}
+}
+
+/*
+ * Applies the tree's last split to every row's leaf index (unless the
+ * device already did: T->on_gpu) and returns, per leaf, the fixed-point sum
+ * (at newton_scale) of newton_hess over the drawn rows: integer sums, so
+ * the same bits whatever the thread count.
+ */
+int
+boost_newton_sums(trainer *T, int feature, int border, int64_t *sums)
+{
+	int64_t		nl = (int64_t) 1 << T->depth;
+	newton_arg	a = {T, feature, border};
+	int			rc;
+
+	memset(T->tleaf_h, 0, sizeof(int64_t) * (size_t) T->threads * (size_t) nl);
+	if (T->leaves_applied)
+		newton_blocks(&a, NULL, 0, T->bins.n_blocks);	/* the leaves are known: no bins needed */
+	else if ((rc = gbml_boost_bins_walk(&T->bins, T->env, &T->progress, newton_blocks, &a)) != GBML_OK)
+		return rc;
 	T->leaves_applied = true;
 	for (int64_t l = 0; l < nl; l++)
 	{
@@ -854,6 +928,7 @@ boost_newton_sums(trainer *T, int feature, int border, int64_t *sums)
 		for (int t = 0; t < T->threads; t++)
 			sums[l] += T->tleaf_h[(size_t) t * (size_t) nl + (size_t) l];
 	}
+	return GBML_OK;
 }
 
 /* The rows are in a GPU chunk store: the device bins them where they are (setup_device). */
@@ -874,6 +949,56 @@ bins_on_device(const gbml_dataset *ds)
  * addresses go.  The training rows in a GPU store get empty blocks here,
  * their bins made on the device (setup_device).
  */
+/* What a training holds per row beside its bins (setup_row_arrays: pred, grad, hess, gq, hq, leaf, newton_hess). */
+#define ROW_STATE_BYTES 50
+/* Per row while stored rows are binned (their training positions by chunk), and the chunk reader's buffers */
+#define BINNING_ROW_BYTES 16
+#define BINNING_OVERHEAD ((size_t) 40 << 20)
+#define BINS_WINDOW_MIN ((size_t) 8 << 20)
+/* > 0: the bins of rows in files go to a file in windows of this many bytes, whatever the budget (unit tests) */
+#define BINS_WINDOW_MAX ((size_t) 256 << 20)
+
+size_t		gbml_boost_bins_test_window = 0;
+
+/* The histograms' bytes (setup_histograms: each thread's slots, the level's and its parent's), about. */
+static size_t
+histogram_bytes(const trainer *T, int n_features)
+{
+	size_t		bins = 0;
+
+	for (int f = 0; f < n_features; f++)
+		bins += (size_t) T->borders.count[f] + 2;
+	return ((size_t) T->threads + 2) * ((size_t) 1 << (T->p->depth > 0 ? T->p->depth - 1 : 0)) * bins *
+		sizeof(gbml_boost_hist_bin);
+}
+
+/*
+ * Whether the training bins go to a temporary file too, and in windows of
+ * how many bytes (0: they stay in memory): only for rows already in
+ * temporary files (a dataset past its budget) whose bins would not fit in
+ * what the budget has left beside the per-row state and the histograms.
+ * Categorical inputs keep their bins on the host (their statistics are
+ * added as columns).
+ */
+static size_t
+bins_window(const trainer *T, const gbml_dataset *ds, int64_t n, const gbml_boost_keep *keep)
+{
+	const gbml_env *env = T->env;
+	size_t		bins = (size_t) n * (size_t) ds->n_features;
+	size_t		state = (size_t) n * ROW_STATE_BYTES + histogram_bytes(T, ds->n_features);
+	size_t		room,
+				transient = (size_t) n * BINNING_ROW_BYTES + BINNING_OVERHEAD,
+				w;
+
+	if (keep == NULL && gbml_boost_bins_test_window > 0)
+		return gbml_boost_bins_test_window;
+	if (keep != NULL || env->memory_limit == 0 || env->memory_used + bins + state <= env->memory_limit)
+		return 0;
+	room = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
+	w = room > transient ? (room - transient) / 2 : 0;
+	return w < BINS_WINDOW_MIN ? BINS_WINDOW_MIN : w > BINS_WINDOW_MAX ? BINS_WINDOW_MAX : w;
+}
+
 static int
 bin_rows(trainer *T, const gbml_dataset *ds, boost_data *d, gbml_boost_bins *out, bool training)
 {
@@ -892,6 +1017,7 @@ bin_rows(trainer *T, const gbml_dataset *ds, boost_data *d, gbml_boost_bins *out
 	}
 	if (ds->store)
 		rc = gbml_boost_bins_from_chunks(ds, d->n_groups > 0 ? d->src : NULL, &T->borders, BLOCK_ROWS, keep,
+										 training ? bins_window(T, ds, d->n, keep) : 0,
 										 training ? "quantize" : "quantize eval", out, env);
 	else
 	{
@@ -970,6 +1096,18 @@ setup_device(trainer *T, const gbml_dataset *ds)
 		T->on_gpu = true;
 		env->device = GBML_DEVICE_GPU;
 		snprintf(env->device_note, sizeof(env->device_note), "device gpu: rows streamed to the device during the scan");
+		return GBML_OK;
+	}
+	if (T->bins.stored)
+	{
+		/* the bins did not fit the host's budget: the CPU walks them from their file */
+		if (env->device != GBML_DEVICE_CPU)
+		{
+			snprintf(env->device_note, sizeof(env->device_note), "the bins are in temporary files");
+			gbml_notice(env, env->device_auto ? GBML_LOG_DEBUG : GBML_LOG_NOTICE,
+						"boost: training on the CPU: the bins are in temporary files (past gbml.memory_limit)");
+		}
+		env->device = GBML_DEVICE_CPU;
 		return GBML_OK;
 	}
 	if (gbml_boost_gpu_wanted(env, T->train.n, T->n_features))
@@ -1276,18 +1414,37 @@ boost_refines_leaves(const trainer *T)
 	return T->kind == GBML_LOSS_LOGLOSS && T->p->leaf_estimation_iterations > 1 && !boost_structure_by_weight(T->kind);
 }
 
-/* The tree's last split applied to every row's leaf (no prediction update). */
-static void
-apply_last_split(trainer *T, int d, int last_f, int last_j)
+/* A split (the tree's last) applied to a run of blocks' leaf indices. */
+typedef struct split_arg
 {
+	trainer    *T;
+	int			feature;
+	int			border;
+} split_arg;
+
+static void
+split_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
+{
+	const split_arg *a = arg;
+	trainer    *T = a->T;
+
 #pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
-	for (int64_t b = 0; b < T->bins.n_blocks; b++)
+	for (int64_t b = b0; b < b1; b++)
 	{
 		int64_t		len = gbml_boost_block_len(&T->bins, b);
 
-		gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) last_f * (size_t) len, len, last_j, d - 1,
+		gbml_boost_leaf_update(blk[b] + (size_t) a->feature * (size_t) len, len, a->border, T->depth - 1,
 							   T->leaf + b * BLOCK_ROWS);
 	}
+}
+
+/* The tree's last split applied to every row's leaf (no prediction update). */
+static int
+apply_last_split(trainer *T, int last_f, int last_j)
+{
+	split_arg	a = {T, last_f, last_j};
+
+	return gbml_boost_bins_walk(&T->bins, T->env, &T->progress, split_blocks, &a);
 }
 
 /*
@@ -1320,8 +1477,8 @@ apply_last_split_once(trainer *T, int last_f, int last_j)
 		if ((rc = gbml_boost_gpu_end_tree(&T->gpu, T->depth - 1, last_f, last_j, T->leaf)) != GBML_OK)
 			return rc;
 	}
-	else
-		apply_last_split(T, T->depth, last_f, last_j);
+	else if ((rc = apply_last_split(T, last_f, last_j)) != GBML_OK)
+		return rc;
 	T->leaves_applied = true;
 	return GBML_OK;
 }
@@ -1434,29 +1591,54 @@ boost_newton_leaf_values(const trainer *T, const int64_t *newton_h, float *lv)
 		lv[l] = (float) (T->p->learning_rate * newton_value(T, l, newton_h));
 }
 
-/*
- * pred += lv[the row's leaf] for every row, the tree's last split (last_f,
- * last_j) applied to the leaf indices first unless leaves_known.
- */
-static void
-add_leaf_values(trainer *T, int last_f, int last_j, bool leaves_known, const float *lv)
+/* A tree's leaf values added to a run of blocks' predictions (leaf_value_blocks). */
+typedef struct leaf_value_arg
 {
-	int			d = T->depth;
+	trainer    *T;
+	int			last_f;
+	int			last_j;
+	bool		leaves_known;
+	const float *lv;
+} leaf_value_arg;
+
+static void
+leaf_value_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
+{
+	const leaf_value_arg *a = arg;
+	trainer    *T = a->T;
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
-	for (int64_t b = 0; b < T->bins.n_blocks; b++)
+	for (int64_t b = b0; b < b1; b++)
 	{
 		int64_t		start = b * BLOCK_ROWS;
 		int64_t		len = gbml_boost_block_len(&T->bins, b);
 		uint16_t   *leaf = T->leaf + start;
 		double	   *pred = T->pred + start;
 
-		if (!leaves_known)
-			gbml_boost_leaf_update(T->bins.blocks[b] + (size_t) last_f * (size_t) len, len,
-								   last_j, d - 1, leaf);
+		if (!a->leaves_known)
+			gbml_boost_leaf_update(blk[b] + (size_t) a->last_f * (size_t) len, len,
+								   a->last_j, T->depth - 1, leaf);
 		for (int64_t r = 0; r < len; r++)
-			pred[r] += (double) lv[leaf[r] & GBML_BOOST_LEAF_MASK];
+			pred[r] += (double) a->lv[leaf[r] & GBML_BOOST_LEAF_MASK];
 	}
+}
+
+/*
+ * pred += lv[the row's leaf] for every row, the tree's last split (last_f,
+ * last_j) applied to the leaf indices first unless leaves_known (then the
+ * bins are not read).
+ */
+static int
+add_leaf_values(trainer *T, int last_f, int last_j, bool leaves_known, const float *lv)
+{
+	leaf_value_arg a = {T, last_f, last_j, leaves_known, lv};
+
+	if (leaves_known)
+	{
+		leaf_value_blocks(&a, NULL, 0, T->bins.n_blocks);
+		return GBML_OK;
+	}
+	return gbml_boost_bins_walk(&T->bins, T->env, &T->progress, leaf_value_blocks, &a);
 }
 
 /*
@@ -1483,12 +1665,11 @@ local_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 		/* on the GPU the device applies the last split and hands back every row's leaf */
 		if (T->on_gpu && (rc = apply_last_split_once(T, last_f, last_j)) != GBML_OK)
 			return rc;
-		if (T->newton_hess)
-			boost_newton_sums(T, last_f, last_j, newton_h);
+		if (T->newton_hess && (rc = boost_newton_sums(T, last_f, last_j, newton_h)) != GBML_OK)
+			return rc;
 		boost_newton_leaf_values(T, T->newton_hess ? newton_h : NULL, lv);
 	}
-	add_leaf_values(T, last_f, last_j, T->leaves_applied, lv);
-	return GBML_OK;
+	return add_leaf_values(T, last_f, last_j, T->leaves_applied, lv);
 }
 
 int
@@ -1498,9 +1679,9 @@ boost_apply_tree(trainer *T, int last_f, int last_j, const float *lv)
 
 	if (T->on_gpu && (rc = apply_last_split_once(T, last_f, last_j)) != GBML_OK)
 		return rc;
-	add_leaf_values(T, last_f, last_j, T->leaves_applied, lv);
+	rc = add_leaf_values(T, last_f, last_j, T->leaves_applied, lv);
 	T->leaves_applied = false;
-	return GBML_OK;
+	return rc;
 }
 
 static int
@@ -1697,7 +1878,8 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 	if (T->has_eval)
 	{
 		t0 = gbml_now();
-		add_tree_to_pred(T, &T->eval_bins, F->n_trees, T->eval_pred);
+		if ((rc = add_tree_to_pred(T, &T->eval_bins, F->n_trees, T->eval_pred)) != GBML_OK)
+			return rc;
 		T->t_eval += gbml_now() - t0;
 	}
 	F->n_trees++;
@@ -1910,6 +2092,7 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 		bool		grown;
 		gbml_progress_info info = {"train", it + 1, p->iterations, NULL, 0};
 
+		T.progress = info;		/* what a cancel check inside the tree reports */
 		if ((rc = grow_tree(&T, it, &grown)) != GBML_OK)
 			goto done;
 		if (!grown)
@@ -1958,6 +2141,8 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 			goto done;
 	}
 
+	env->trainer_temp_written = T.bins.bytes_written;
+	env->trainer_temp_read = T.bins.bytes_read;
 	write_sections(&T, ctx, base_score);
 
 	/* META */

@@ -111,6 +111,7 @@ typedef struct trainer
 	int64_t		hq_const;
 
 	forest_builder forest;
+	gbml_progress_info progress;	/* the tree being grown: what a cancel check inside it reports */
 
 	/* where the rows are: this process's (boost_local_rows) or shards' (boost_shards.c) */
 	const struct boost_row_ops *rows;
@@ -216,7 +217,7 @@ int			boost_trainer_bins(trainer *T, const gbml_dataset *ds, int64_t n_global);
  */
 int			boost_apply_tree(trainer *T, int last_f, int last_j, const float *lv);
 /* The last split applied to the rows' leaves (once); per leaf the fixed-point sum of the Newton hessians. */
-void		boost_newton_sums(trainer *T, int last_f, int last_j, int64_t *sums);
+int			boost_newton_sums(trainer *T, int last_f, int last_j, int64_t *sums);
 /* Whether kind's leaf values take the Newton hessians' sums (YetiRank), not the split search's. */
 bool		boost_structure_by_weight(gbml_boost_loss_kind kind);
 /* Whether the leaf values take further Newton steps (Logloss, leaf_estimation_iterations > 1). */

@@ -11,6 +11,7 @@
  * chunk by chunk through the reader (the bins), never all at once.
  */
 #include "boost_quantize.h"
+#include "boost_bins_walk.h"
 #include "chunk_prefetch.h"
 #include "rng.h"
 
@@ -517,6 +518,8 @@ done:
 void
 gbml_boost_bins_free(gbml_boost_bins *b, gbml_env *env)
 {
+	gbml_boost_bins_reader_free(b, env);
+	gbml_temp_close(env, &b->file);
 	if (b->blocks)
 		for (int64_t i = 0; i < b->n_blocks; i++)
 			gbml_free(env, b->blocks[i]);
@@ -598,15 +601,24 @@ gbml_boost_binner_init(gbml_boost_binner *bz, const gbml_boost_borders *borders,
 	return GBML_OK;
 }
 
-int
-gbml_boost_bins_alloc(gbml_boost_bins *out, int64_t n_rows, int n_features, int64_t block_rows, gbml_env *env)
+/* out's shape for n_rows rows: every block pointer NULL, no file. */
+static int
+bins_shape(gbml_boost_bins *out, int64_t n_rows, int n_features, int64_t block_rows, gbml_env *env)
 {
 	memset(out, 0, sizeof(*out));
+	out->file.fd = -1;
 	out->n_rows = n_rows;
+	out->n_features = n_features;
 	out->block_rows = block_rows;
 	out->n_blocks = (n_rows + block_rows - 1) / block_rows;
 	out->blocks = gbml_alloc0(env, sizeof(uint8_t *) * (size_t) (out->n_blocks > 0 ? out->n_blocks : 1));
-	if (out->blocks == NULL)
+	return out->blocks ? GBML_OK : env->error_code;
+}
+
+int
+gbml_boost_bins_alloc(gbml_boost_bins *out, int64_t n_rows, int n_features, int64_t block_rows, gbml_env *env)
+{
+	if (bins_shape(out, n_rows, n_features, block_rows, env) != GBML_OK)
 		return env->error_code;
 	for (int64_t b = 0; b < out->n_blocks; b++)
 		if ((out->blocks[b] = gbml_alloc_array(env, (size_t) gbml_boost_block_len(out, b),
@@ -769,35 +781,67 @@ gbml_boost_keep_rows(const gbml_boost_keep *keep, const float *const *rows, int6
 	keep_columns(keep, rows, NULL, 0, n);
 }
 
-/* Bins one chunk's rows x (rows of them, chunk `index`) into their training positions. */
+/* The first of the ascending pos[lo .. hi) at or past p (hi: none). */
+static int64_t
+first_at_or_past(const int64_t *pos, int64_t lo, int64_t hi, int64_t p)
+{
+	while (lo < hi)
+	{
+		int64_t		mid = lo + (hi - lo) / 2;
+
+		if (pos[mid] < p)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * Bins one chunk's rows x (rows of them, chunk `index`) into their training
+ * positions, those in the window [w0, w1) only.
+ */
 static void
 fill_chunk(gbml_boost_bins *out, const gbml_boost_binner *bz, const float *x, int64_t rows, int index,
 		   const int64_t *src, const int64_t *off, const int64_t *pos, int64_t p0, const float **ptr,
-		   const gbml_boost_keep *keep, int threads)
+		   const gbml_boost_keep *keep, int threads, int64_t w0, int64_t w1)
 {
 	size_t		d = (size_t) bz->n_features;
+	int64_t		k0,
+				k1;
 
 	if (src == NULL)
 	{
 		/* chunk order is training order: the chunk is the positions p0 .. p0 + rows */
-		for (int64_t r = 0; r < rows; r++)
-			ptr[r] = x + (size_t) r * d;
-		gbml_boost_bins_fill(out, bz, ptr, NULL, p0, rows, threads);
-		keep_columns(keep, ptr, NULL, p0, rows);
+		int64_t		a = p0 > w0 ? p0 : w0,
+					b = p0 + rows < w1 ? p0 + rows : w1;
+
+		for (int64_t p = a; p < b; p++)
+			ptr[p - a] = x + (size_t) (p - p0) * d;
+		if (b > a)
+		{
+			gbml_boost_bins_fill(out, bz, ptr, NULL, a, b - a, threads);
+			keep_columns(keep, ptr, NULL, a, b - a);
+		}
 		return;
 	}
 	/* its rows in the order of their positions, scattered into the blocks */
-	for (int64_t k = off[index]; k < off[index + 1]; k++)
-		ptr[k - off[index]] = x + (size_t) (src[pos[k]] & 0xffffffffLL) * d;
-	gbml_boost_bins_fill(out, bz, ptr, pos + off[index], 0, off[index + 1] - off[index], threads);
-	keep_columns(keep, ptr, pos + off[index], 0, off[index + 1] - off[index]);
+	k0 = first_at_or_past(pos, off[index], off[index + 1], w0);
+	k1 = first_at_or_past(pos, k0, off[index + 1], w1);
+	for (int64_t k = k0; k < k1; k++)
+		ptr[k - k0] = x + (size_t) (src[pos[k]] & 0xffffffffLL) * d;
+	gbml_boost_bins_fill(out, bz, ptr, pos + k0, 0, k1 - k0, threads);
+	keep_columns(keep, ptr, pos + k0, 0, k1 - k0);
 }
 
-/* Reads every chunk through the reader and bins it (fill_chunk); progress and cancel between chunks. */
+/*
+ * Reads every chunk through the reader and bins its rows of the window
+ * [w0, w1) (fill_chunk); progress and cancel between chunks.
+ */
 static int
 fill_from_reader(const gbml_dataset *ds, const int64_t *src, const int64_t *off, const int64_t *pos,
 				 const gbml_boost_binner *bz, const float **ptr, const gbml_boost_keep *keep,
-				 gbml_boost_bins *out, const char *phase, gbml_env *env)
+				 gbml_boost_bins *out, const char *phase, gbml_env *env, int64_t w0, int64_t w1)
 {
 	gbml_chunk_prefetch *p = gbml_chunk_prefetch_open(ds, env);
 	const float *x;
@@ -812,7 +856,7 @@ fill_from_reader(const gbml_dataset *ds, const int64_t *src, const int64_t *off,
 	{
 		gbml_progress_info info = {phase, index + 1, ds->n_chunks, NULL, 0};
 
-		fill_chunk(out, bz, x, rows, index, src, off, pos, p0, ptr, keep, env->threads);
+		fill_chunk(out, bz, x, rows, index, src, off, pos, p0, ptr, keep, env->threads, w0, w1);
 		p0 += rows;
 		if (gbml_progress(env, &info))
 		{
@@ -826,7 +870,7 @@ fill_from_reader(const gbml_dataset *ds, const int64_t *src, const int64_t *off,
 
 static int	bins_scattered(const gbml_dataset *ds, const int64_t *src, int64_t n,
 						   const gbml_boost_borders *borders, int64_t block_rows, const gbml_boost_keep *keep,
-						   const char *phase, gbml_boost_bins *out, gbml_env *env);
+						   size_t window_bytes, const char *phase, gbml_boost_bins *out, gbml_env *env);
 
 /*
  * Rows reached through a map (dataset.h: stored_addr): the store's chunks
@@ -835,8 +879,8 @@ static int	bins_scattered(const gbml_dataset *ds, const int64_t *src, int64_t n,
  */
 static int
 bins_through_map(const gbml_dataset *ds, const int64_t *src, const gbml_boost_borders *borders,
-				 int64_t block_rows, const gbml_boost_keep *keep, const char *phase, gbml_boost_bins *out,
-				 gbml_env *env)
+				 int64_t block_rows, const gbml_boost_keep *keep, size_t window_bytes, const char *phase,
+				 gbml_boost_bins *out, gbml_env *env)
 {
 	gbml_dataset view;
 	int64_t    *at = NULL;
@@ -854,8 +898,8 @@ bins_through_map(const gbml_dataset *ds, const int64_t *src, const gbml_boost_bo
 	}
 	if ((rc = gbml_dataset_stored_view(ds, &view, env)) == GBML_OK)
 	{
-		rc = bins_scattered(&view, at ? at : ds->stored_addr, ds->n_rows, borders, block_rows, keep, phase, out,
-							env);
+		rc = bins_scattered(&view, at ? at : ds->stored_addr, ds->n_rows, borders, block_rows, keep, window_bytes,
+							phase, out, env);
 		gbml_dataset_stored_view_free(&view, env);
 	}
 	gbml_free(env, at);
@@ -864,19 +908,63 @@ bins_through_map(const gbml_dataset *ds, const int64_t *src, const gbml_boost_bo
 
 int
 gbml_boost_bins_from_chunks(const gbml_dataset *ds, const int64_t *src, const gbml_boost_borders *borders,
-							int64_t block_rows, const gbml_boost_keep *keep, const char *phase,
-							gbml_boost_bins *out, gbml_env *env)
+							int64_t block_rows, const gbml_boost_keep *keep, size_t window_bytes,
+							const char *phase, gbml_boost_bins *out, gbml_env *env)
 {
 	if (ds->stored_addr)
-		return bins_through_map(ds, src, borders, block_rows, keep, phase, out, env);
-	return bins_scattered(ds, src, ds->n_rows, borders, block_rows, keep, phase, out, env);
+		return bins_through_map(ds, src, borders, block_rows, keep, window_bytes, phase, out, env);
+	return bins_scattered(ds, src, ds->n_rows, borders, block_rows, keep, window_bytes, phase, out, env);
+}
+
+/*
+ * The bins into a temporary file, a window of whole blocks at a time: the
+ * window's blocks are made from one more read of every chunk (each row
+ * binned once, into the one window holding its position), written, freed.
+ */
+static int
+fill_windows_to_file(const gbml_dataset *ds, const int64_t *src, const int64_t *off, const int64_t *pos,
+					 const gbml_boost_binner *bz, const float **ptr, size_t window_bytes, const char *phase,
+					 gbml_boost_bins *out, gbml_env *env)
+{
+	size_t		block_bytes = (size_t) out->block_rows * (size_t) (out->n_features > 0 ? out->n_features : 1);
+	int64_t		per_window = (int64_t) (window_bytes / block_bytes);
+	int			rc;
+
+	if (per_window < 1)
+		per_window = 1;
+	if ((rc = gbml_temp_create(env, &out->file)) != GBML_OK)
+		return rc;
+	out->stored = true;
+	for (int64_t b0 = 0; b0 < out->n_blocks; b0 += per_window)
+	{
+		int64_t		b1 = b0 + per_window < out->n_blocks ? b0 + per_window : out->n_blocks;
+
+		for (int64_t b = b0; b < b1; b++)
+			if ((out->blocks[b] = gbml_alloc_array(env, (size_t) gbml_boost_block_len(out, b),
+												   (size_t) (out->n_features > 0 ? out->n_features : 1))) == NULL)
+				return env->error_code;
+		if ((rc = fill_from_reader(ds, src, off, pos, bz, ptr, NULL, out, phase, env, b0 * out->block_rows,
+								   b1 * out->block_rows < out->n_rows ? b1 * out->block_rows : out->n_rows)) != GBML_OK)
+			return rc;
+		for (int64_t b = b0; b < b1; b++)
+		{
+			size_t		len = (size_t) gbml_boost_block_len(out, b) * (size_t) out->n_features;
+
+			if ((rc = gbml_temp_write(env, &out->file, out->blocks[b], len, gbml_boost_block_offset(out, b))) != GBML_OK)
+				return rc;
+			out->bytes_written += (int64_t) len;
+			gbml_free(env, out->blocks[b]);
+			out->blocks[b] = NULL;
+		}
+	}
+	return GBML_OK;
 }
 
 /* The bins of n training rows, row i at address src[i] of ds (NULL: ds's rows in order). */
 static int
 bins_scattered(const gbml_dataset *ds, const int64_t *src, int64_t n, const gbml_boost_borders *borders,
-			   int64_t block_rows, const gbml_boost_keep *keep, const char *phase, gbml_boost_bins *out,
-			   gbml_env *env)
+			   int64_t block_rows, const gbml_boost_keep *keep, size_t window_bytes, const char *phase,
+			   gbml_boost_bins *out, gbml_env *env)
 {
 	gbml_boost_binner bz;
 	int64_t    *off = NULL,
@@ -892,11 +980,13 @@ bins_scattered(const gbml_dataset *ds, const int64_t *src, int64_t n, const gbml
 	if ((rc = gbml_boost_binner_init(&bz, borders, ds->n_features, env)) != GBML_OK)
 		return rc;
 	if ((ptr = gbml_alloc_array(env, (size_t) largest, sizeof(float *))) == NULL ||
-		(src && (rc = positions_by_chunk(ds, src, n, &off, &pos, env)) != GBML_OK) ||
-		(rc = gbml_boost_bins_alloc(out, n, ds->n_features, block_rows, env)) != GBML_OK)
+		(src && (rc = positions_by_chunk(ds, src, n, &off, &pos, env)) != GBML_OK))
 		rc = env->error_code;
-	else
-		rc = fill_from_reader(ds, src, off, pos, &bz, ptr, keep, out, phase, env);
+	else if (window_bytes > 0 && keep == NULL)
+		rc = bins_shape(out, n, ds->n_features, block_rows, env) != GBML_OK ? env->error_code :
+			fill_windows_to_file(ds, src, off, pos, &bz, ptr, window_bytes, phase, out, env);
+	else if ((rc = gbml_boost_bins_alloc(out, n, ds->n_features, block_rows, env)) == GBML_OK)
+		rc = fill_from_reader(ds, src, off, pos, &bz, ptr, keep, out, phase, env, 0, n);
 	gbml_free(env, ptr);
 	gbml_free(env, off);
 	gbml_free(env, pos);

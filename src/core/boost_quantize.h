@@ -90,7 +90,26 @@ typedef struct gbml_boost_bins
 	int64_t		block_rows;		/* rows per block (the last block may be shorter) */
 	int64_t		n_blocks;
 	uint8_t   **blocks;			/* block b: n_features * rows_in_block(b) bytes, feature-major */
+	int			n_features;
+	/*
+	 * Bins past the memory budget (gbml_boost_bins_from_chunks with a
+	 * window): every block is in this temporary file, block b at
+	 * gbml_boost_block_offset(b), and blocks[] is NULL; passes reach them
+	 * through gbml_boost_bins_walk (boost_bins_walk.h).
+	 */
+	bool		stored;
+	gbml_temp_file file;
+	int64_t		bytes_written;
+	int64_t		bytes_read;
+	struct gbml_boost_bins_reader *reader;	/* the walk's buffers, kept between passes */
 } gbml_boost_bins;
+
+/* Where block b starts in a stored bins' file. */
+static inline uint64_t
+gbml_boost_block_offset(const gbml_boost_bins *b, int64_t block)
+{
+	return (uint64_t) block * (uint64_t) b->block_rows * (uint64_t) b->n_features;
+}
 
 static inline int64_t
 gbml_boost_block_len(const gbml_boost_bins *b, int64_t block)
@@ -163,11 +182,16 @@ typedef struct gbml_boost_keep
  * chunk is read, and keep's columns (keep may be NULL) copied out; progress
  * (`phase`, one iteration a chunk) and cancel between chunks.  On failure
  * out holds nothing.
+ *
+ * window_bytes > 0 (and no keep): the bins go to a temporary file instead
+ * (out->stored), made a window of about that many bytes of whole blocks at
+ * a time, each window from one more read of every chunk: the host holds one
+ * window of bins, not all of them.
  */
 int			gbml_boost_bins_from_chunks(const gbml_dataset *ds, const int64_t *src,
 										const gbml_boost_borders *borders, int64_t block_rows,
-										const gbml_boost_keep *keep, const char *phase,
-										gbml_boost_bins *out, gbml_env *env);
+										const gbml_boost_keep *keep, size_t window_bytes,
+										const char *phase, gbml_boost_bins *out, gbml_env *env);
 void		gbml_boost_bins_free(gbml_boost_bins *b, gbml_env *env);
 
 /* Copies keep's columns of host rows rows[0..n) (training order) out. */

@@ -423,6 +423,7 @@ bs_newton(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	int64_t		f = gbml_msg_get_i64(r),
 				j = gbml_msg_get_i64(r);
 	int64_t		sums[1 << GBML_BOOST_MAX_DEPTH];
+	int			rc;
 
 	if (!sh->leaves_owed || sh->T.leaves_applied || T->newton_hess == NULL)
 		return gbml_error(sh->env, GBML_EINVAL, "boost shard: Newton sums out of order");
@@ -431,7 +432,8 @@ bs_newton(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 		r->bad = true;
 		return GBML_OK;
 	}
-	boost_newton_sums(T, (int) f, (int) j, sums);
+	if ((rc = boost_newton_sums(T, (int) f, (int) j, sums)) != GBML_OK)
+		return rc;
 	gbml_msg_put(reply, sums, sizeof(int64_t) * ((size_t) 1 << T->depth));
 	return GBML_OK;
 }

@@ -129,9 +129,11 @@ typedef struct gbml_dataset
 	 * Those arrays, once made (NULL otherwise: the dataset's order is the
 	 * canonical one): dataset row i (chunk order, as written) is canonical
 	 * row rank_of_row[i]; canonical row g is dataset row row_of_rank[g].
+	 * 4 bytes each (a dataset of 2^32 rows or more is rewritten instead),
+	 * and the rows' hashes go once ranked: the per-row state does not grow.
 	 */
-	int64_t    *rank_of_row;
-	int64_t    *row_of_rank;
+	uint32_t   *rank_of_row;
+	uint32_t   *row_of_rank;
 	/*
 	 * That map, once made: row g of the dataset (chunk order) has its
 	 * features at stored_addr[g], an address in the store's own chunks

@@ -329,8 +329,8 @@ static int
 keep_rows_as_ranks(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
 {
 	int64_t    *first = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t));
-	int64_t    *rank = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
-	int64_t    *row = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
+	uint32_t   *rank = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(uint32_t));
+	uint32_t   *row = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(uint32_t));
 
 	if (first == NULL || rank == NULL || row == NULL)
 	{
@@ -344,14 +344,18 @@ keep_rows_as_ranks(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t 
 		first[c + 1] = first[c] + ds->chunks[c]->n_rows;
 	for (int64_t g = 0; g < n; g++)
 	{
-		row[g] = first[src[g] >> 32] + (src[g] & 0xffffffffLL);
-		rank[row[g]] = g;
+		row[g] = (uint32_t) (first[src[g] >> 32] + (src[g] & 0xffffffffLL));
+		rank[row[g]] = (uint32_t) g;
 	}
 	gbml_free(env, first);
-	gbml_free(env, ds->rank_of_row);
-	gbml_free(env, ds->row_of_rank);
 	ds->rank_of_row = rank;
 	ds->row_of_rank = row;
+	/* ranked: the hashes are not needed any more (their 8 bytes a row pay for the ranks') */
+	for (int c = 0; c < ds->n_chunks; c++)
+	{
+		gbml_free(env, ds->chunks[c]->hash);
+		ds->chunks[c]->hash = NULL;
+	}
 	return GBML_OK;
 }
 
@@ -499,6 +503,8 @@ gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env)
 	int64_t    *src;
 	int			rc;
 
+	if (ds->rank_of_row != NULL)
+		return GBML_OK;			/* ranked already */
 	if ((rc = seal(ds, env)) != GBML_OK || n == 0)
 		return rc;
 	if (ds->store == NULL)
@@ -524,7 +530,8 @@ gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env)
 	src = (int64_t *) tmp;
 	for (i = 0; i < n; i++)
 		src[i] = ((int64_t) keys[i].chunk << 32) | keys[i].row;
-	if (ds->reorder_as_ranks && strcmp(ds->store->residence, "file") == 0 && ds->stored_addr == NULL)
+	if (ds->reorder_as_ranks && strcmp(ds->store->residence, "file") == 0 && ds->stored_addr == NULL &&
+		n < (int64_t) UINT32_MAX)
 		rc = keep_rows_as_ranks(ds, env, src, n);
 	else
 		rc = keep_rows(ds, env, src, n);

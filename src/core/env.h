@@ -134,6 +134,9 @@ typedef struct gbml_env
 	double		gpu_memory_peak;
 	double		gpu_h2d_bytes;
 	double		gpu_wait_seconds;
+	/* bytes the trainer's own temporary files took (boosting's stored bins), beside the rows' (run report) */
+	int64_t		trainer_temp_written;
+	int64_t		trainer_temp_read;
 
 	char		error[512];
 	int			error_code;		/* code of the last gbml_error() */

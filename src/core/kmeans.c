@@ -862,7 +862,7 @@ km_search_ranked(km_work *w, const double *u, int m, int64_t total, int64_t *row
 	for (int c = 0; c < w->ds->n_chunks; c++)
 	{
 		const float *cl = w->closest[c];
-		const int64_t *rank = w->rank_of_row + w->chunk_start[c];
+		const uint32_t *rank = w->rank_of_row + w->chunk_start[c];
 
 		for (int64_t i = 0; i < w->ds->chunks[c]->n_rows; i++)
 			pot[rank[i] / KM_RANK_BLOCK] += gbml_km_fix_term((double) cl[i], w->cur_scale);

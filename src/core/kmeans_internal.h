@@ -143,8 +143,8 @@ struct km_work
 	 * below are in the dataset's order, which only copy_rows, search,
 	 * farthest and km_label_of translate.  CPU only.
 	 */
-	const int64_t *rank_of_row;
-	const int64_t *row_of_rank;
+	const uint32_t *rank_of_row;
+	const uint32_t *row_of_rank;
 
 	int32_t   **labels;			/* per chunk (stale for the device's blocks) */
 	double	  **xnorm2;			/* per chunk: |x|^2 */
@@ -267,14 +267,14 @@ void		km_locate(const km_work *w, int64_t i, int *chunk, int64_t *row);
 static inline int64_t
 km_dataset_row(const km_work *w, int64_t g)
 {
-	return w->row_of_rank ? w->row_of_rank[g] : g;
+	return w->row_of_rank ? (int64_t) w->row_of_rank[g] : g;
 }
 
 /* The global (canonical) row of row i of the dataset's order. */
 static inline int64_t
 km_global_row(const km_work *w, int64_t i)
 {
-	return w->rank_of_row ? w->rank_of_row[i] : i;
+	return w->rank_of_row ? (int64_t) w->rank_of_row[i] : i;
 }
 
 /* Rows g[0..n) (global indices) into out[n][d] as doubles, times 1/|x| in the spherical mode. */

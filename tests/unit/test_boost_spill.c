@@ -7,9 +7,13 @@
  * and early stopping, on 1 and 2 threads; the fit keeps only bins (the
  * stores are released once binned, and a wide set peaks lower than in
  * memory); and a failed read or a cancel while binning is an error that
- * leaves nothing behind.
+ * leaves nothing behind.  Under a budget too small for the bins they go to
+ * a file of their own and the trees walk them from it: the same bytes
+ * (RMSE with subsample, YetiRank, Logloss with Newton steps, an eval set
+ * with the best model), and a cancel inside a tree.
  */
 #include "harness.h"
+#include "boost_bins_walk.h"
 #include "chunk_store_file.h"
 #include "rng.h"
 #include "test_util.h"
@@ -129,10 +133,13 @@ typedef struct spill_case
 	int			nv;
 } spill_case;
 
-/* Trains the case's rows (and eval rows), in memory or stored, on `threads`; the model or NULL. */
+/*
+ * Trains the case's rows (and eval rows), in memory or stored, on `threads`;
+ * the model or NULL, and what the trainer's own files (stored bins) took.
+ */
 static uint8_t *
-fit(const spill_case *c, const spill_rows *rows, const spill_rows *eval_rows, bool stored, int threads,
-	size_t *len)
+fit_counting(const spill_case *c, const spill_rows *rows, const spill_rows *eval_rows, bool stored, int threads,
+			 size_t *len, int64_t *bins_written, int64_t *bins_read)
 {
 	gbml_env	env;
 	gbml_dataset ds,
@@ -157,6 +164,8 @@ fit(const spill_case *c, const spill_rows *rows, const spill_rows *eval_rows, bo
 		if (c->eval_set)
 			CHECK(gbml_chunk_store_file_stats(ev.store, &st) && st.chunks == 0);
 	}
+	*bins_written = env.trainer_temp_written;
+	*bins_read = env.trainer_temp_read;
 	gbml_dataset_free(&ds, &env);
 	if (c->eval_set)
 		gbml_dataset_free(&ev, &env);
@@ -171,6 +180,16 @@ fit(const spill_case *c, const spill_rows *rows, const spill_rows *eval_rows, bo
 	}
 	CHECK(env.memory_used == 0);
 	return model;
+}
+
+static uint8_t *
+fit(const spill_case *c, const spill_rows *rows, const spill_rows *eval_rows, bool stored, int threads,
+	size_t *len)
+{
+	int64_t		written,
+				read;
+
+	return fit_counting(c, rows, eval_rows, stored, threads, len, &written, &read);
 }
 
 /* The case in memory on 1 thread, and stored on 1 and 2 threads: the same bytes. */
@@ -263,6 +282,82 @@ TEST(boost_spill_eval_set_of_its_own)
 		NUM("early_stopping_rounds", 6)}, 5};
 
 	check_case(&c);
+}
+
+/*
+ * The case trained from rows in files with its bins in a temporary file
+ * too (as under a budget too small for them; in windows of two blocks,
+ * walked a block a run): the bytes of the rows in memory, on 1 and 2
+ * threads, and the bins' file was written and read.
+ */
+static void
+check_bins_in_files(const spill_case *c)
+{
+	spill_rows	rows,
+				eval_rows;
+	uint8_t    *ref;
+	size_t		ref_len,
+				block_bytes = (size_t) 8192 * (size_t) c->d,
+				run_was = gbml_boost_bins_test_sizes(block_bytes);
+
+	gbml_boost_bins_test_window = 2 * block_bytes;
+	make_rows(&rows, c->kind, c->n, c->d, 5, c->missing, c->weights);
+	if (c->eval_set)
+		make_rows(&eval_rows, c->kind, c->n / 3, c->d, 6, c->missing, c->weights);
+	ref = fit(c, &rows, &eval_rows, false, 1, &ref_len);
+	for (int threads = 1; threads <= 2; threads++)
+	{
+		size_t		len = 0;
+		int64_t		written,
+					read;
+		uint8_t    *m = fit_counting(c, &rows, &eval_rows, true, threads, &len, &written, &read);
+
+		/* the bins were written once and read a pass at a time */
+		CHECK(written == (int64_t) c->n * c->d && read >= 2 * written);
+		if (ref == NULL || m == NULL || len != ref_len || memcmp(m, ref, len) != 0)
+		{
+			printf("# %s: bins in files train other bytes (%d threads)\n", c->name, threads);
+			CHECK(false);
+		}
+		free(m);
+	}
+	gbml_boost_bins_test_window = 0;
+	gbml_boost_bins_test_sizes(run_was);
+	free(ref);
+	free_rows(&rows);
+	if (c->eval_set)
+		free_rows(&eval_rows);
+}
+
+TEST(boost_spill_bins_in_files_rmse_subsample)
+{
+	/* 5 blocks of bins, 3 windows, 5 runs a pass */
+	spill_case	c = {"RMSE", SPILL_REGRESSION, 40000, 5, 0.1, true, false,
+		{NUM("iterations", 8), NUM("depth", 5), NUM("subsample", 0.7), STR("loss", "RMSE"),
+		NUM("random_seed", 3)}, 5};
+
+	check_bins_in_files(&c);
+}
+
+TEST(boost_spill_bins_in_files_yetirank_and_newton_steps)
+{
+	spill_case	r = {"YetiRank", SPILL_RANKING, 30000, 5, 0.1, false, false,
+		{NUM("iterations", 6), NUM("depth", 4), STR("loss", "YetiRank")}, 3};
+	spill_case	l = {"Logloss, 3 Newton steps", SPILL_BINARY, 26000, 6, 0.05, true, false,
+		{NUM("iterations", 6), NUM("depth", 4), STR("loss", "Logloss"), NUM("leaf_estimation_iterations", 3)}, 4};
+
+	check_bins_in_files(&r);
+	check_bins_in_files(&l);
+}
+
+TEST(boost_spill_bins_in_files_eval_set_best_model)
+{
+	/* the trees past the best iteration dropped: the predictions rebuilt from the stored bins */
+	spill_case	c = {"RMSE, eval set", SPILL_REGRESSION, 24000, 6, 0.1, true, true,
+		{NUM("iterations", 60), NUM("depth", 4), NUM("learning_rate", 0.9), NUM("l2_leaf_reg", 0),
+		NUM("early_stopping_rounds", 5)}, 5};
+
+	check_bins_in_files(&c);
 }
 
 /*
@@ -503,5 +598,110 @@ TEST(boost_spill_progress_and_cancel_between_chunks)
 		gbml_dataset_free(&ds, &env);
 		CHECK(env.memory_used == 0);
 	}
+	free_rows(&rows);
+}
+
+/* Counts the training's progress reports; cancels at report `cancel_at` (0: never). */
+static bool
+count_train(void *ctx, const gbml_progress_info *info)
+{
+	quantize_progress *q = ctx;
+
+	if (strcmp(info->phase, "train") != 0)
+		return false;
+	return ++q->reports == q->cancel_at;
+}
+
+/*
+ * Bins in files: the tree's passes check for a cancel between runs of
+ * blocks (several reports a tree, not one), and a cancel inside a tree
+ * ends the fit with nothing left behind.
+ */
+TEST(boost_spill_bins_in_files_cancel_inside_a_tree)
+{
+	spill_rows	rows;
+	gbml_param_value v[] = {NUM("iterations", 2), NUM("depth", 3)};
+	size_t		run_was = gbml_boost_bins_test_sizes((size_t) 8192 * 4);
+	int			reports = 0;
+
+	gbml_boost_bins_test_window = (size_t) 8192 * 4 * 2;
+	make_rows(&rows, SPILL_REGRESSION, 40000, 4, 12, 0.0, false);
+	for (int cancel_at = 0; cancel_at <= 7; cancel_at += 7)
+	{
+		gbml_env	env;
+		gbml_dataset ds;
+		uint8_t    *model = NULL;
+		size_t		len;
+		quantize_progress q = {0, cancel_at, 0};
+
+		gbml_env_init_malloc(&env, 2);
+		load_rows(&ds, &env, &rows, true, 5);
+		env.progress_fn = count_train;
+		env.progress_ctx = &q;
+		CHECK(gbml_train_values(&env, "boost", v, 2, &ds, NULL, &model, &len) ==
+			  (cancel_at ? GBML_ECANCELLED : GBML_OK));
+		if (cancel_at == 0)
+			reports = q.reports;
+		else
+			CHECK(q.reports == cancel_at);
+		gbml_free(&env, model);
+		gbml_dataset_free(&ds, &env);
+		CHECK(env.memory_used == 0);
+	}
+	/* 5 runs a pass, 4 passes a tree (3 levels, the leaf values), 2 trees, and one report after each tree */
+	CHECK(reports == 2 * 4 * 5 + 2);
+	gbml_boost_bins_test_window = 0;
+	gbml_boost_bins_test_sizes(run_was);
+	free_rows(&rows);
+}
+
+/*
+ * The budget decides: a training from files whose bins do not fit beside
+ * its per-row state under memory_limit puts them in a file (and stays
+ * under the limit), with the bytes of a training without a limit.
+ */
+TEST(boost_spill_bins_go_to_a_file_past_the_budget)
+{
+	spill_rows	rows;
+	gbml_param_value v[] = {NUM("iterations", 4), NUM("depth", 4), NUM("border_sample_size", 20000)};
+	uint8_t    *m[2] = {NULL, NULL};
+	size_t		len[2] = {0, 0};
+	int64_t		written[2] = {0, 0};
+	size_t		peak[2] = {0, 0};
+
+	make_rows(&rows, SPILL_REGRESSION, 300000, 40, 21, 0.0, false);
+	for (int run = 0; run < 2; run++)
+	{
+		gbml_env	env;
+		gbml_dataset ds;
+		int			rc;
+
+		gbml_env_init_malloc(&env, 2);
+		if (run == 1)
+			env.memory_limit = (size_t) 36 << 20;	/* the bins are 11.4 MB; without a limit the fit peaks at about 35 MB */
+		load_rows(&ds, &env, &rows, true, 9);
+		rc = gbml_train_values(&env, "boost", v, 3, &ds, NULL, &m[run], &len[run]);
+		if (rc != GBML_OK)
+			printf("# budget %zu: %s\n", env.memory_limit, env.error);
+		CHECK(rc == GBML_OK);
+		written[run] = env.trainer_temp_written;
+		peak[run] = env.memory_peak;
+		if (m[run])
+		{
+			uint8_t    *copy = malloc(len[run]);
+
+			memcpy(copy, m[run], len[run]);
+			gbml_free(&env, m[run]);
+			m[run] = copy;
+		}
+		gbml_dataset_free(&ds, &env);
+		CHECK(env.memory_used == 0);
+	}
+	printf("# peak without a limit %zu, with %zu; bins written %lld\n", peak[0], peak[1], (long long) written[1]);
+	CHECK(written[0] == 0 && written[1] == (int64_t) 300000 * 40);
+	CHECK(peak[1] <= ((size_t) 36 << 20) && peak[1] < peak[0]);
+	CHECK(m[0] && m[1] && len[0] == len[1] && memcmp(m[0], m[1], len[0]) == 0);
+	free(m[0]);
+	free(m[1]);
 	free_rows(&rows);
 }

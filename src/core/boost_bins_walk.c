@@ -1,0 +1,191 @@
+/*
+ * boost_bins_walk.c — see boost_bins_walk.h.  One helper thread per run
+ * read ahead (about 20 µs to start, against milliseconds to read a run),
+ * so there is no thread to park or wake between runs, and nothing outlives
+ * a walk.
+ */
+#include "boost_bins_walk.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Bytes of a run at most: whole blocks, at least one (gbml_boost_bins_test_sizes changes it). */
+static size_t run_bytes_max = (size_t) 16 << 20;
+
+typedef struct gbml_boost_bins_reader
+{
+	uint8_t    *buf[2];			/* runs land here in turn */
+	size_t		buf_bytes;
+	const uint8_t **view;		/* n_blocks: each block of the runs in hand */
+	int64_t		run_blocks;		/* blocks per run */
+	/* the read in flight */
+	const gbml_boost_bins *bins;
+	int64_t		pending_run;
+	int			pending_buf;
+	int			pending_rc;		/* the read's errno, 0 when it went through */
+} gbml_boost_bins_reader;
+
+static int64_t
+run_first(const gbml_boost_bins_reader *rd, int64_t run)
+{
+	return run * rd->run_blocks;
+}
+
+static int64_t
+run_end(const gbml_boost_bins_reader *rd, int64_t run)
+{
+	int64_t		e = (run + 1) * rd->run_blocks;
+
+	return e < rd->bins->n_blocks ? e : rd->bins->n_blocks;
+}
+
+/* The run's bytes: its blocks lie one after the other in the file. */
+static size_t
+run_bytes(const gbml_boost_bins_reader *rd, int64_t run)
+{
+	const gbml_boost_bins *b = rd->bins;
+	int64_t		last = run_end(rd, run) - 1;
+
+	return (size_t) (gbml_boost_block_offset(b, last) - gbml_boost_block_offset(b, run_first(rd, run)) +
+					 (uint64_t) gbml_boost_block_len(b, last) * (uint64_t) b->n_features);
+}
+
+static int
+read_run(const gbml_boost_bins_reader *rd, int64_t run, uint8_t *buf)
+{
+	return gbml_temp_read(&rd->bins->file, buf, run_bytes(rd, run),
+						  gbml_boost_block_offset(rd->bins, run_first(rd, run)));
+}
+
+static void *
+read_main(void *arg)
+{
+	gbml_boost_bins_reader *rd = arg;
+
+	rd->pending_rc = read_run(rd, rd->pending_run, rd->buf[rd->pending_buf]);
+	return NULL;
+}
+
+static gbml_boost_bins_reader *
+reader_open(gbml_boost_bins *bins, gbml_env *env)
+{
+	gbml_boost_bins_reader *rd;
+	size_t		block_bytes = (size_t) bins->block_rows * (size_t) (bins->n_features > 0 ? bins->n_features : 1);
+
+	if (bins->reader)
+		return bins->reader;
+	if ((rd = gbml_alloc0(env, sizeof(gbml_boost_bins_reader))) == NULL)
+		return NULL;
+	rd->bins = bins;
+	/* two runs in hand: at most an eighth each of what the budget has left */
+	rd->run_blocks = (int64_t) (run_bytes_max / block_bytes);
+	if (env->memory_limit > 0 && env->memory_limit > env->memory_used &&
+		(int64_t) ((env->memory_limit - env->memory_used) / 8 / block_bytes) < rd->run_blocks)
+		rd->run_blocks = (int64_t) ((env->memory_limit - env->memory_used) / 8 / block_bytes);
+	if (rd->run_blocks > bins->n_blocks)
+		rd->run_blocks = bins->n_blocks;
+	if (rd->run_blocks < 1)
+		rd->run_blocks = 1;
+	rd->buf_bytes = (size_t) rd->run_blocks * block_bytes;
+	rd->buf[0] = gbml_alloc(env, rd->buf_bytes);
+	rd->buf[1] = gbml_alloc(env, rd->buf_bytes);
+	rd->view = gbml_alloc0(env, sizeof(uint8_t *) * (size_t) (bins->n_blocks > 0 ? bins->n_blocks : 1));
+	bins->reader = rd;
+	if (rd->buf[0] == NULL || rd->buf[1] == NULL || rd->view == NULL)
+	{
+		gbml_boost_bins_reader_free(bins, env);
+		return NULL;
+	}
+	return rd;
+}
+
+void
+gbml_boost_bins_reader_free(gbml_boost_bins *bins, gbml_env *env)
+{
+	gbml_boost_bins_reader *rd = bins->reader;
+
+	if (rd == NULL)
+		return;
+	gbml_free(env, rd->buf[0]);
+	gbml_free(env, rd->buf[1]);
+	gbml_free(env, rd->view);
+	gbml_free(env, rd);
+	bins->reader = NULL;
+}
+
+/* Waits for the read in flight; its errno (or 0). */
+static int
+join_read(pthread_t thread, bool running, const gbml_boost_bins_reader *rd)
+{
+	if (running)
+		pthread_join(thread, NULL);
+	return rd->pending_rc;
+}
+
+static int
+walk_stored(gbml_boost_bins *bins, gbml_env *env, const gbml_progress_info *info, gbml_boost_blocks_fn fn,
+			void *arg)
+{
+	gbml_boost_bins_reader *rd = reader_open(bins, env);
+	int64_t		n_runs;
+	pthread_t	thread;
+	bool		running = false;
+
+	if (rd == NULL)
+		return env->error_code;
+	n_runs = (bins->n_blocks + rd->run_blocks - 1) / rd->run_blocks;
+	rd->pending_rc = n_runs > 0 ? read_run(rd, 0, rd->buf[0]) : 0;
+	for (int64_t run = 0; run < n_runs; run++)
+	{
+		int			cur = (int) (run & 1);
+		int			err = running ? join_read(thread, running, rd) : rd->pending_rc;
+
+		running = false;
+		if (err != 0)
+			return gbml_error(env, GBML_EIO, "boost: reading bins of blocks %lld to %lld from a temporary file: %s",
+							  (long long) run_first(rd, run) + 1, (long long) run_end(rd, run), strerror(err));
+		bins->bytes_read += (int64_t) run_bytes(rd, run);
+		if (run + 1 < n_runs)
+		{
+			rd->pending_run = run + 1;
+			rd->pending_buf = 1 - cur;
+			rd->pending_rc = 0;
+			running = gbml_thread_start(&thread, read_main, rd);
+			if (!running)
+				rd->pending_rc = read_run(rd, run + 1, rd->buf[1 - cur]);	/* no thread: read it now, after */
+		}
+		for (int64_t b = run_first(rd, run); b < run_end(rd, run); b++)
+			rd->view[b] = rd->buf[cur] + (gbml_boost_block_offset(bins, b) - gbml_boost_block_offset(bins, run_first(rd, run)));
+		fn(arg, rd->view, run_first(rd, run), run_end(rd, run));
+		if (gbml_progress(env, info))
+		{
+			if (running)
+				join_read(thread, running, rd);
+			return gbml_error(env, GBML_ECANCELLED, "canceled");
+		}
+	}
+	return GBML_OK;
+}
+
+size_t
+gbml_boost_bins_test_sizes(size_t run_bytes)
+{
+	size_t		was = run_bytes_max;
+
+	run_bytes_max = run_bytes > 0 ? run_bytes : was;
+	return was;
+}
+
+int
+gbml_boost_bins_walk(gbml_boost_bins *bins, gbml_env *env, const gbml_progress_info *info,
+					 gbml_boost_blocks_fn fn, void *arg)
+{
+	gbml_progress_info some = {"train", 0, 0, NULL, 0};
+
+	if (!bins->stored)
+	{
+		fn(arg, (const uint8_t *const *) bins->blocks, 0, bins->n_blocks);
+		return GBML_OK;
+	}
+	return walk_stored(bins, env, info && info->phase ? info : &some, fn, arg);
+}
