@@ -5,7 +5,10 @@
 # trainer (boosting with YetiRank by query, K-Means, SAGA logistic) trains
 #   big budget:   memory_limit_mb = BIG (default 16384: K-Means and SAGA in memory)
 #   small budget: memory_limit_mb = LIMIT (default 256: the features are 4x it;
-#                 boosting BOOST_LIMIT, default 640: its bins alone are 1/4 of them)
+#                 boosting BOOST_LIMIT, default 640: at 100 features its per-row
+#                 state is about as large as its bins; past the budget the bins go
+#                 to a file too: N=1000000 D=256 TRAINERS=boost BOOST_LIMIT=240
+#                 trains 4x its budget)
 # and prints, per run: wall seconds, the run report's prepare / train seconds,
 # peak engine memory, rows spilled, MB written to and read from temporary
 # files, whether the model bytes are the same, and the spilled / in-memory
