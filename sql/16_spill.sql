@@ -2,8 +2,8 @@
 -- scale: 80,000 rows of 100 features (30.5 MB of float features) trained with
 -- memory_limit_mb = 7.5 (K-Means: the features are 4x the budget) and
 -- 26 (boosting, whose bins alone are a quarter of the features, and its
--- per-row state as much again) give the same model bytes as with the whole
--- table in memory; the run report and the
+-- per-row state as much again; 16 puts its bins in a file too) give the
+-- same model bytes as with the whole table in memory; the run report and the
 -- registry show what went through the files; temp_file_limit, a cancel and
 -- an ERROR inside a subtransaction leave no file behind.
 SET gbml.progress_interval = 0;
@@ -44,6 +44,18 @@ SELECT 'boost spilled', gbml.boost_fit(f, relevance, query, '{"iterations": 15, 
   FROM spill_rows_shuffled;
 SELECT * FROM spill_report();
 SELECT (r ->> 'peak_memory_mb')::float8 <= 26 AS within_budget FROM gbml.last_training_report() AS r;
+
+-- past a budget that cannot hold its bins (7.6 MB) beside its per-row state
+-- (16 MB), boosting puts the bins in a temporary file too and walks them
+-- from there every level: written are the rows' 30.5 MB and the bins'
+INSERT INTO fits
+SELECT 'boostbins in memory', gbml.boost_fit(f, relevance, query, '{"iterations": 15, "depth": 4}')
+  FROM spill_rows;
+INSERT INTO fits
+SELECT 'boostbins spilled', gbml.boost_fit(f, relevance, query, '{"iterations": 15, "depth": 4, "memory_limit_mb": 16}')
+  FROM spill_rows_shuffled;
+SELECT (r ->> 'temp_written_mb')::float8 > 35 AS bins_in_files, (r ->> 'peak_memory_mb')::float8 <= 16 AS within_budget
+  FROM gbml.last_training_report() AS r;
 
 -- SAGA (logistic, elastic net, an eval share) holds two groups of an
 -- epoch's rows (8 MB each) besides its per-row state, so its table is wider:
