@@ -999,6 +999,9 @@ bins_scattered(const gbml_dataset *ds, const int64_t *src, int64_t n, const gbml
 int
 gbml_boost_bins_widen(gbml_boost_bins *bins, int n_from, int n_to, gbml_env *env)
 {
+	if (bins->stored)
+		return gbml_error(env, GBML_EINVAL, "boost: bins in a temporary file cannot take more columns");
+	bins->n_features = n_to;
 	for (int64_t b = 0; b < bins->n_blocks; b++)
 	{
 		size_t		len = (size_t) gbml_boost_block_len(bins, b);
