@@ -530,6 +530,9 @@ gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env)
 	src = (int64_t *) tmp;
 	for (i = 0; i < n; i++)
 		src[i] = ((int64_t) keys[i].chunk << 32) | keys[i].row;
+	/* the keys are spent: their room goes to the reorder's window */
+	gbml_free(env, keys);
+	keys = NULL;
 	if (ds->reorder_as_ranks && strcmp(ds->store->residence, "file") == 0 && ds->stored_addr == NULL &&
 		n < (int64_t) UINT32_MAX)
 		rc = keep_rows_as_ranks(ds, env, src, n);
