@@ -183,6 +183,13 @@ typedef struct gbml_row
 } gbml_row;
 
 void		gbml_dataset_init(gbml_dataset *ds, bool allow_missing);
+
+/*
+ * out holds src's rows in src's order (derived rows, such as their one-hot
+ * encoding): it takes a copy of src's rank arrays, so it has src's
+ * canonical order too (nothing to do when src has none).
+ */
+int			gbml_dataset_copy_ranks(const gbml_dataset *src, gbml_dataset *out, gbml_env *env);
 void		gbml_dataset_free(gbml_dataset *ds, gbml_env *env);
 
 /*

@@ -700,6 +700,27 @@ gbml_ds_stored_free(gbml_dataset *ds, gbml_env *env)
 	ds->store = NULL;
 }
 
+int
+gbml_dataset_copy_ranks(const gbml_dataset *src, gbml_dataset *out, gbml_env *env)
+{
+	size_t		n = (size_t) (src->n_rows > 0 ? src->n_rows : 1);
+
+	if (src->rank_of_row == NULL)
+		return GBML_OK;
+	if (out->n_rows != src->n_rows)
+		return gbml_error(env, GBML_EINVAL, "ranks of %lld rows for a dataset of %lld",
+						  (long long) src->n_rows, (long long) out->n_rows);
+	gbml_free(env, out->rank_of_row);
+	gbml_free(env, out->row_of_rank);
+	out->rank_of_row = gbml_alloc_array(env, n, sizeof(uint32_t));
+	out->row_of_rank = gbml_alloc_array(env, n, sizeof(uint32_t));
+	if (out->rank_of_row == NULL || out->row_of_rank == NULL)
+		return env->error_code;
+	memcpy(out->rank_of_row, src->rank_of_row, n * sizeof(uint32_t));
+	memcpy(out->row_of_rank, src->row_of_rank, n * sizeof(uint32_t));
+	return GBML_OK;
+}
+
 void
 gbml_dataset_close_files(gbml_dataset *ds)
 {

@@ -239,7 +239,9 @@ encode_set(const gbml_onehot *e, const gbml_dataset *src, const gbml_onehot_opti
 			break;
 	gbml_chunk_prefetch_close(rd);
 	gbml_free(env, buf);
-	return rc == GBML_OK ? gbml_dataset_seal(out, env) : rc;
+	if (rc == GBML_OK && (rc = gbml_dataset_seal(out, env)) == GBML_OK)
+		rc = gbml_dataset_copy_ranks(src, out, env);	/* rows kept as written: the same canonical order */
+	return rc;
 }
 
 /*

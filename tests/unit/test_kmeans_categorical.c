@@ -9,6 +9,7 @@
  */
 #include "harness.h"
 #include "algorithm.h"
+#include "chunk_store_file.h"
 #include "kmeans.h"
 #include "kmeans_kernels.h"
 #include "onehot.h"
@@ -39,15 +40,20 @@ city_rows(int64_t n, uint64_t seed)
 	return x;
 }
 
-/* The rows x (n x 2) in order `order` (NULL: as they are), with schema s, in chunks of chunk_rows (0: default). */
+/*
+ * The rows x (n x 2) in order `order` (NULL: as they are), with schema s, in
+ * chunks of chunk_rows (0: default), in temporary files when files.
+ */
 static void
 build_chunks(gbml_dataset *ds, gbml_env *env, const float *x, int64_t n, const gbml_feature_schema *s,
-			 const int64_t *order, int64_t chunk_rows)
+			 const int64_t *order, int64_t chunk_rows, bool files)
 {
 	gbml_dataset_init(ds, true);
 	ds->schema = s;
 	if (chunk_rows > 0)
 		ds->chunk_rows = chunk_rows;
+	if (files)
+		gbml_dataset_stream_to(ds, gbml_chunk_store_file_open, 0, false);
 	for (int64_t k = 0; k < n; k++)
 	{
 		int64_t		i = order ? order[k] : k;
@@ -61,7 +67,7 @@ build_chunks(gbml_dataset *ds, gbml_env *env, const float *x, int64_t n, const g
 static void
 build(gbml_dataset *ds, gbml_env *env, const float *x, int64_t n, const gbml_feature_schema *s, const int64_t *order)
 {
-	build_chunks(ds, env, x, n, s, order, 0);
+	build_chunks(ds, env, x, n, s, order, 0, false);
 }
 
 /* Trains K-Means with k and one_hot (and spherical) on the rows; the model or NULL (env's error set). */
@@ -296,19 +302,20 @@ TEST(kmeans_categorical_same_bytes_any_threads_or_order)
 	gbml_feature_schema *s = tu_schema(2, names, ncat);
 	int64_t		n = 5000;
 	float	   *x = city_rows(n, 4);
-	uint8_t    *m[4];
-	size_t		len[4];
-	gbml_env	env[4];
+	uint8_t    *m[5];
+	size_t		len[5];
+	gbml_env	env[5];
 
 	for (int64_t i = 0; i < n; i++)
 		x[2 * i] = (float) (i % 97) * 0.37f;
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < 5; k++)
 	{
 		int64_t    *order = k ? tu_shuffled(n, (uint64_t) k) : NULL;
 		gbml_dataset ds;
 
 		gbml_env_init_malloc(&env[k], k == 2 ? 2 : 1);
-		build_chunks(&ds, &env[k], x, n, s, order, k == 1 ? 333 : 0);
+		/* k 4: in temporary files, kept in the order written: the encoded rows take the ranks */
+		build_chunks(&ds, &env[k], x, n, s, order, k == 1 ? 333 : k == 4 ? 700 : 0, k == 4);
 		/* chunks that are not the canonical layout (as after a merge): the rows are laid out again, schema kept */
 		if (k == 3)
 			ds.chunk_rows = 333;
@@ -317,9 +324,9 @@ TEST(kmeans_categorical_same_bytes_any_threads_or_order)
 		gbml_dataset_free(&ds, &env[k]);
 		free(order);
 	}
-	for (int k = 1; k < 4; k++)
+	for (int k = 1; k < 5; k++)
 		CHECK(m[k] && len[k] == len[0] && memcmp(m[k], m[0], len[0]) == 0);
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < 5; k++)
 	{
 		gbml_free(&env[k], m[k]);
 		CHECK(env[k].memory_used == 0);
