@@ -113,15 +113,10 @@ gbml_boost_bins_reader_free(gbml_boost_bins *bins, gbml_env *env)
 	bins->reader = NULL;
 }
 
-/* Waits for the read in flight; its errno (or 0). */
-static int
-join_read(pthread_t thread, bool running, const gbml_boost_bins_reader *rd)
-{
-	if (running)
-		pthread_join(thread, NULL);
-	return rd->pending_rc;
-}
-
+/*
+ * The stored blocks run by run: run r + 1 is read on a helper thread (or,
+ * when no thread starts, right away) while fn works on run r.
+ */
 static int
 walk_stored(gbml_boost_bins *bins, gbml_env *env, const gbml_progress_info *info, gbml_boost_blocks_fn fn,
 			void *arg)
@@ -138,29 +133,31 @@ walk_stored(gbml_boost_bins *bins, gbml_env *env, const gbml_progress_info *info
 	for (int64_t run = 0; run < n_runs; run++)
 	{
 		int			cur = (int) (run & 1);
-		int			err = running ? join_read(thread, running, rd) : rd->pending_rc;
+		uint64_t	base = gbml_boost_block_offset(bins, run_first(rd, run));
 
+		if (running)
+			pthread_join(thread, NULL);
 		running = false;
-		if (err != 0)
+		if (rd->pending_rc != 0)
 			return gbml_error(env, GBML_EIO, "boost: reading bins of blocks %lld to %lld from a temporary file: %s",
-							  (long long) run_first(rd, run) + 1, (long long) run_end(rd, run), strerror(err));
+							  (long long) run_first(rd, run) + 1, (long long) run_end(rd, run),
+							  strerror(rd->pending_rc));
 		bins->bytes_read += (int64_t) run_bytes(rd, run);
 		if (run + 1 < n_runs)
 		{
 			rd->pending_run = run + 1;
 			rd->pending_buf = 1 - cur;
 			rd->pending_rc = 0;
-			running = gbml_thread_start(&thread, read_main, rd);
-			if (!running)
-				rd->pending_rc = read_run(rd, run + 1, rd->buf[1 - cur]);	/* no thread: read it now, after */
+			if (!(running = gbml_thread_start(&thread, read_main, rd)))
+				rd->pending_rc = read_run(rd, run + 1, rd->buf[1 - cur]);	/* no thread: read now, no overlap */
 		}
 		for (int64_t b = run_first(rd, run); b < run_end(rd, run); b++)
-			rd->view[b] = rd->buf[cur] + (gbml_boost_block_offset(bins, b) - gbml_boost_block_offset(bins, run_first(rd, run)));
+			rd->view[b] = rd->buf[cur] + (gbml_boost_block_offset(bins, b) - base);
 		fn(arg, rd->view, run_first(rd, run), run_end(rd, run));
 		if (gbml_progress(env, info))
 		{
 			if (running)
-				join_read(thread, running, rd);
+				pthread_join(thread, NULL);
 			return gbml_error(env, GBML_ECANCELLED, "canceled");
 		}
 	}
