@@ -22,8 +22,15 @@ typedef struct gbml_boost_bins_reader
 	const gbml_boost_bins *bins;
 	int64_t		pending_run;
 	int			pending_buf;
-	int			pending_rc;		/* the read's errno, 0 when it went through */
+	int			pending_rc;		/* the read's errno, 0 when it went through, DAMAGED */
+	/* DAMAGED: where */
+	int64_t		bad_block;
+	int			bad_feature;
+	int			bad_bin;
 } gbml_boost_bins_reader;
+
+/* pending_rc of a run read whole whose bytes hold a bin past its feature's borders */
+#define DAMAGED (-1)
 
 static int64_t
 run_first(const gbml_boost_bins_reader *rd, int64_t run)
@@ -50,11 +57,49 @@ run_bytes(const gbml_boost_bins_reader *rd, int64_t run)
 					 (uint64_t) gbml_boost_block_len(b, last) * (uint64_t) b->n_features);
 }
 
-static int
-read_run(const gbml_boost_bins_reader *rd, int64_t run, uint8_t *buf)
+/* The largest of len bytes (a loop the compiler vectorizes). */
+static uint8_t
+largest(const uint8_t *p, int64_t len)
 {
-	return gbml_temp_read(&rd->bins->file, buf, run_bytes(rd, run),
-						  gbml_boost_block_offset(rd->bins, run_first(rd, run)));
+	uint8_t		m = 0;
+
+	for (int64_t i = 0; i < len; i++)
+		m = p[i] > m ? p[i] : m;
+	return m;
+}
+
+/*
+ * Reads a run into buf and checks every bin against its feature's largest
+ * (the histograms index by bin: a damaged file must not send a pass out of
+ * bounds).  0, an errno, or DAMAGED with where in rd.  No env: may run on
+ * the helper thread.
+ */
+static int
+read_run(gbml_boost_bins_reader *rd, int64_t run, uint8_t *buf)
+{
+	const gbml_boost_bins *b = rd->bins;
+	uint64_t	base = gbml_boost_block_offset(b, run_first(rd, run));
+	int			rc = gbml_temp_read(&b->file, buf, run_bytes(rd, run), base);
+
+	for (int64_t k = run_first(rd, run); rc == 0 && k < run_end(rd, run); k++)
+	{
+		int64_t		len = gbml_boost_block_len(b, k);
+		const uint8_t *blk = buf + (gbml_boost_block_offset(b, k) - base);
+
+		for (int f = 0; f < b->n_features; f++)
+		{
+			uint8_t		m = largest(blk + (size_t) f * (size_t) len, len);
+
+			if (m > b->limit[f])
+			{
+				rd->bad_block = k;
+				rd->bad_feature = f;
+				rd->bad_bin = m;
+				return DAMAGED;
+			}
+		}
+	}
+	return rc;
 }
 
 static void *
@@ -138,6 +183,10 @@ walk_stored(gbml_boost_bins *bins, gbml_env *env, const gbml_progress_info *info
 		if (running)
 			pthread_join(thread, NULL);
 		running = false;
+		if (rd->pending_rc == DAMAGED)
+			return gbml_error(env, GBML_EIO, "boost: the bins read back from a temporary file are damaged: block %lld, feature %d has bin %d, past its %d borders",
+							  (long long) rd->bad_block + 1, rd->bad_feature + 1, rd->bad_bin,
+							  (int) bins->limit[rd->bad_feature]);
 		if (rd->pending_rc != 0)
 			return gbml_error(env, GBML_EIO, "boost: reading bins of blocks %lld to %lld from a temporary file: %s",
 							  (long long) run_first(rd, run) + 1, (long long) run_end(rd, run),

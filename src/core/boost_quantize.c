@@ -520,6 +520,7 @@ gbml_boost_bins_free(gbml_boost_bins *b, gbml_env *env)
 {
 	gbml_boost_bins_reader_free(b, env);
 	gbml_temp_close(env, &b->file);
+	gbml_free(env, b->limit);
 	if (b->blocks)
 		for (int64_t i = 0; i < b->n_blocks; i++)
 			gbml_free(env, b->blocks[i]);
@@ -932,6 +933,11 @@ fill_windows_to_file(const gbml_dataset *ds, const int64_t *src, const int64_t *
 
 	if (per_window < 1)
 		per_window = 1;
+	/* what every read back checks: no bin past its feature's borders (a damaged file is an error, not a stray index) */
+	if ((out->limit = gbml_alloc_array(env, (size_t) (out->n_features > 0 ? out->n_features : 1), 1)) == NULL)
+		return env->error_code;
+	for (int f = 0; f < out->n_features; f++)
+		out->limit[f] = (uint8_t) bz->count[f];
 	if ((rc = gbml_temp_create(env, &out->file)) != GBML_OK)
 		return rc;
 	out->stored = true;

@@ -98,6 +98,7 @@ typedef struct gbml_boost_bins
 	 * through gbml_boost_bins_walk (boost_bins_walk.h).
 	 */
 	bool		stored;
+	uint8_t    *limit;			/* stored: per feature, its largest bin (its border count): what a read checks */
 	gbml_temp_file file;
 	int64_t		bytes_written;
 	int64_t		bytes_read;

@@ -705,3 +705,61 @@ TEST(boost_spill_bins_go_to_a_file_past_the_budget)
 	free(m[1]);
 	free_rows(&rows);
 }
+
+/* The malloc env's temporary-file writer, and the length of the writes damaging_write spoils. */
+static int	(*plain_write) (void *ctx, void *handle, const void *buf, size_t len, uint64_t offset, char *msg,
+							size_t msg_len);
+static size_t damage_len;
+
+/* Writes of damage_len bytes (whole bin blocks) go out with one byte set to 255. */
+static int
+damaging_write(void *ctx, void *handle, const void *buf, size_t len, uint64_t offset, char *msg, size_t msg_len)
+{
+	uint8_t    *copy;
+	int			rc;
+
+	if (len != damage_len)
+		return plain_write(ctx, handle, buf, len, offset, msg, msg_len);
+	copy = malloc(len);
+	memcpy(copy, buf, len);
+	copy[len / 2] = 255;
+	rc = plain_write(ctx, handle, copy, len, offset, msg, msg_len);
+	free(copy);
+	return rc;
+}
+
+/*
+ * Bins read back from a damaged file (a bin past its feature's borders,
+ * which would index past the histograms) end the training with an error
+ * that says so, and leave nothing behind.
+ */
+TEST(boost_spill_bins_in_files_damaged_is_an_error)
+{
+	spill_rows	rows;
+	gbml_param_value v[] = {NUM("iterations", 3), NUM("depth", 3)};
+	size_t		run_was = gbml_boost_bins_test_sizes((size_t) 8192 * 5);
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *model = NULL;
+	size_t		len;
+	int			rc;
+
+	gbml_boost_bins_test_window = (size_t) 8192 * 5 * 2;
+	make_rows(&rows, SPILL_REGRESSION, 40000, 5, 13, 0.0, false);
+	gbml_env_init_malloc(&env, 2);
+	plain_write = env.temp_write;
+	damage_len = (size_t) 8192 * 5;	/* a whole block of bins; the rows' chunks are 700 x 5 floats */
+	env.temp_write = damaging_write;
+	load_rows(&ds, &env, &rows, true, 5);
+	rc = gbml_train_values(&env, "boost", v, 2, &ds, NULL, &model, &len);
+	CHECK(rc == GBML_EIO && strstr(env.error, "damaged") != NULL && strstr(env.error, "past its") != NULL);
+	printf("# %s\n", env.error);
+	if (rc != GBML_EIO)
+		printf("# rc %d: %s\n", rc, env.error);
+	gbml_free(&env, model);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+	gbml_boost_bins_test_window = 0;
+	gbml_boost_bins_test_sizes(run_was);
+	free_rows(&rows);
+}
