@@ -951,13 +951,11 @@ bins_on_device(const gbml_dataset *ds)
  */
 /* What a training holds per row beside its bins (setup_row_arrays: pred, grad, hess, gq, hq, leaf, newton_hess). */
 #define ROW_STATE_BYTES 50
-/* Per row while stored rows are binned (their training positions by chunk), and the chunk reader's buffers */
+/* Per row while stored rows are binned: their training positions by chunk */
 #define BINNING_ROW_BYTES 16
-#define BINNING_OVERHEAD ((size_t) 40 << 20)
-#define BINS_WINDOW_MIN ((size_t) 8 << 20)
-/* > 0: the bins of rows in files go to a file in windows of this many bytes, whatever the budget (unit tests) */
 #define BINS_WINDOW_MAX ((size_t) 256 << 20)
 
+/* > 0: the bins of rows in files go to a file in windows of this many bytes, whatever the budget (unit tests) */
 size_t		gbml_boost_bins_test_window = 0;
 
 /* The histograms' bytes (setup_histograms: each thread's slots, the level's and its parent's), about. */
@@ -986,8 +984,10 @@ bins_window(const trainer *T, const gbml_dataset *ds, int64_t n, const gbml_boos
 	const gbml_env *env = T->env;
 	size_t		bins = (size_t) n * (size_t) ds->n_features;
 	size_t		state = (size_t) n * ROW_STATE_BYTES + histogram_bytes(T, ds->n_features);
+	size_t		chunk = ds->chunk_bytes > 0 ? ds->chunk_bytes :
+		(size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float);
 	size_t		room,
-				transient = (size_t) n * BINNING_ROW_BYTES + BINNING_OVERHEAD,
+				transient = (size_t) n * BINNING_ROW_BYTES + 2 * chunk,	/* the positions, the reader's two chunks */
 				w;
 
 	if (keep == NULL && gbml_boost_bins_test_window > 0)
@@ -996,7 +996,8 @@ bins_window(const trainer *T, const gbml_dataset *ds, int64_t n, const gbml_boos
 		return 0;
 	room = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
 	w = room > transient ? (room - transient) / 2 : 0;
-	return w < BINS_WINDOW_MIN ? BINS_WINDOW_MIN : w > BINS_WINDOW_MAX ? BINS_WINDOW_MAX : w;
+	/* a small window only costs reads of the rows' file (one a window); at least one block is made at a time */
+	return w > BINS_WINDOW_MAX ? BINS_WINDOW_MAX : w > 0 ? w : 1;
 }
 
 static int
