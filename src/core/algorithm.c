@@ -334,10 +334,10 @@ report_spill(gbml_strbuf *report, const gbml_env *env, const gbml_dataset *ds, c
 {
 	gbml_spill_stats total = {0},
 				one;
+	const gbml_dataset *sets[2] = {ds, eval};
 
 	total.bytes_written = env->trainer_temp_written;
 	total.bytes_read = env->trainer_temp_read;
-	const gbml_dataset *sets[2] = {ds, eval};
 
 	for (int i = 0; i < 2; i++)
 		if (sets[i] && gbml_chunk_store_file_stats(sets[i]->store, &one))

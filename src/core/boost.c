@@ -690,9 +690,7 @@ local_level(trainer *T, int level, int prev_f, int prev_j, int n_slots)
 			gbml_boost_hist_unpack(T->thist, (int64_t) n_slots * T->total_bins, T->count_bits, T->hq_const);
 		return GBML_OK;
 	}
-	if ((rc = level_pass_cpu(T, level, level == 0 && T->drawn == T->train.n, n_slots, prev_f, prev_j)) != GBML_OK)
-		return rc;
-	return GBML_OK;
+	return level_pass_cpu(T, level, level == 0 && T->drawn == T->train.n, n_slots, prev_f, prev_j);
 }
 
 static int
@@ -938,17 +936,6 @@ bins_on_device(const gbml_dataset *ds)
 	return ds->store != NULL && gbml_chunk_store_gpu_ctx(ds->store) != NULL;
 }
 
-/*
- * The bins of d's rows (ds's, in d's training order) with the borders.
- * Host rows are binned from d->rows; rows in a chunk store (temporary
- * files) are read chunk by chunk and each chunk binned into its positions:
- * in chunk order without groups, scattered by d->src with them, or through
- * the dataset's map when the files kept the order they were written in
- * (see gbml_boost_bins_from_chunks).  Then the float rows are not needed: the
- * store releases them (the host ones are the caller's), and d's pointers or
- * addresses go.  The training rows in a GPU store get empty blocks here,
- * their bins made on the device (setup_device).
- */
 /* What a training holds per row beside its bins (setup_row_arrays: pred, grad, hess, gq, hq, leaf, newton_hess). */
 #define ROW_STATE_BYTES 50
 /* Per row while stored rows are binned: their training positions by chunk */
@@ -1000,6 +987,18 @@ bins_window(const trainer *T, const gbml_dataset *ds, int64_t n, const gbml_boos
 	return w > BINS_WINDOW_MAX ? BINS_WINDOW_MAX : w > 0 ? w : 1;
 }
 
+/*
+ * The bins of d's rows (ds's, in d's training order) with the borders.
+ * Host rows are binned from d->rows; rows in a chunk store (temporary
+ * files) are read chunk by chunk and each chunk binned into its positions:
+ * in chunk order without groups, scattered by d->src with them, or through
+ * the dataset's map when the files kept the order they were written in
+ * (see gbml_boost_bins_from_chunks), the training bins into a file of
+ * their own when bins_window says they do not fit.  Then the float rows are not needed: the
+ * store releases them (the host ones are the caller's), and d's pointers or
+ * addresses go.  The training rows in a GPU store get empty blocks here,
+ * their bins made on the device (setup_device).
+ */
 static int
 bin_rows(trainer *T, const gbml_dataset *ds, boost_data *d, gbml_boost_bins *out, bool training)
 {

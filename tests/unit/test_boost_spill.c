@@ -551,20 +551,21 @@ TEST(boost_spill_read_failure_is_a_clear_error_and_leaks_nothing)
 	free_rows(&eval_rows);
 }
 
-/* Counts the binning's progress reports; cancels at report `cancel_at` (0: never). */
-typedef struct quantize_progress
+/* Counts the progress reports of one phase; cancels at report `cancel_at` (0: never). */
+typedef struct phase_progress
 {
+	const char *phase;
 	int			reports;
 	int			cancel_at;
 	int64_t		total;
-} quantize_progress;
+} phase_progress;
 
 static bool
-count_quantize(void *ctx, const gbml_progress_info *info)
+count_phase(void *ctx, const gbml_progress_info *info)
 {
-	quantize_progress *q = ctx;
+	phase_progress *q = ctx;
 
-	if (strcmp(info->phase, "quantize") != 0)
+	if (strcmp(info->phase, q->phase) != 0)
 		return false;
 	q->total = info->total;
 	return ++q->reports == q->cancel_at;
@@ -582,12 +583,12 @@ TEST(boost_spill_progress_and_cancel_between_chunks)
 		gbml_dataset ds;
 		uint8_t    *model = NULL;
 		size_t		len;
-		quantize_progress q = {0, cancel_at, 0};
+		phase_progress q = {"quantize", 0, cancel_at, 0};
 		int			n_chunks;
 
 		gbml_env_init_malloc(&env, 2);
 		load_rows(&ds, &env, &rows, true, 5);
-		env.progress_fn = count_quantize;
+		env.progress_fn = count_phase;
 		env.progress_ctx = &q;
 		CHECK(gbml_train_values(&env, "boost", v, 2, &ds, NULL, &model, &len) ==
 			  (cancel_at ? GBML_ECANCELLED : GBML_OK));
@@ -599,17 +600,6 @@ TEST(boost_spill_progress_and_cancel_between_chunks)
 		CHECK(env.memory_used == 0);
 	}
 	free_rows(&rows);
-}
-
-/* Counts the training's progress reports; cancels at report `cancel_at` (0: never). */
-static bool
-count_train(void *ctx, const gbml_progress_info *info)
-{
-	quantize_progress *q = ctx;
-
-	if (strcmp(info->phase, "train") != 0)
-		return false;
-	return ++q->reports == q->cancel_at;
 }
 
 /*
@@ -632,11 +622,11 @@ TEST(boost_spill_bins_in_files_cancel_inside_a_tree)
 		gbml_dataset ds;
 		uint8_t    *model = NULL;
 		size_t		len;
-		quantize_progress q = {0, cancel_at, 0};
+		phase_progress q = {"train", 0, cancel_at, 0};
 
 		gbml_env_init_malloc(&env, 2);
 		load_rows(&ds, &env, &rows, true, 5);
-		env.progress_fn = count_train;
+		env.progress_fn = count_phase;
 		env.progress_ctx = &q;
 		CHECK(gbml_train_values(&env, "boost", v, 2, &ds, NULL, &model, &len) ==
 			  (cancel_at ? GBML_ECANCELLED : GBML_OK));
