@@ -320,6 +320,8 @@ gbml_plan_spill(const gbml_algorithm *algo, const gbml_env *env, gbml_dataset *d
 	if (env->memory_limit > 0)
 		ds->chunk_bytes = env->memory_limit / 16 > 65536 ? env->memory_limit / 16 : 65536;
 	ds->reorder_window_quarter = algo->quantizes_rows;
+	/* rows read as written (boosting's map, K-Means' ranks) must stay in arrival order */
+	ds->spill_by_hash = !algo->quantizes_rows && !algo->passes_in_any_order;
 	gbml_dataset_stream_to(ds, gbml_chunk_store_file_open, from, false);
 }
 

@@ -1,13 +1,16 @@
 /*
  * chunk_store_file.c — see chunk_store_file.h.  Owns the temporary file of
- * a spilled dataset's features, its chunk table, and the reorder (permute)
- * that gives the rows their canonical order on disk.
+ * a spilled dataset's features, its chunk table, the grouping of rows by
+ * hash as they arrive (put_hashed), and the reorder (permute) that gives
+ * the rows their canonical order on disk.
  *
- * Threads: put, fetch, permute, buffer, release and destroy run on the main
- * thread (they allocate through env, and writes go through env's hooks).
- * read_chunk touches only the read descriptor (pread), the byte counter
- * (atomic) and, when it fails, the error text (under a mutex), so any
- * thread may call it while no main-thread call changes the chunk table.
+ * Threads: put, put_hashed, fetch, permute, buffer, release and destroy run
+ * on the main thread (they allocate through env, and writes go through
+ * env's hooks).  read_chunk touches only the read descriptor (pread), the
+ * byte counter (atomic) and, when it fails, the error text (under a mutex),
+ * so any thread may call it while no main-thread call changes the chunk
+ * table, except while rows are grouped by hash: it then gathers them
+ * through fetch, and read_any_thread says so.
  */
 #include "chunk_store_file.h"
 
@@ -28,9 +31,28 @@
 
 typedef struct file_chunk
 {
-	uint64_t	offset;			/* of its first row in the file */
+	uint64_t	offset;			/* of its first row in the file (unused while rows are grouped by hash) */
 	int64_t		n_rows;
+	int64_t		first_row;		/* the chunks' rows before it */
 } file_chunk;
+
+/*
+ * put_hashed's groups: rows go to one of HASH_GROUPS staging buffers by the
+ * top bits of their canonical-order hash, a full buffer is written as one
+ * run, so each run holds rows of one hash range.  The canonical order sorts
+ * by hash, so a window of it lies in a few groups' runs and permute reads
+ * them straight into place: one write of the rows and about one read, where
+ * rows in arrival order need two of each.  Staging takes at most
+ * GROUP_STAGE_BYTES a group and an eighth of the free budget in all; below
+ * GROUP_STAGE_MIN_ROWS rows a group the rows go in arrival order.
+ */
+#define HASH_GROUP_BITS 6
+#define HASH_GROUPS (1 << HASH_GROUP_BITS)
+#define GROUP_STAGE_BYTES ((size_t) 512 << 10)
+#define GROUP_STAGE_MIN_ROWS 16
+
+/* Staging bytes a group at most (gbml_chunk_store_file_test_group_stage changes it). */
+static size_t group_stage_bytes = GROUP_STAGE_BYTES;
 
 typedef struct file_store
 {
@@ -45,6 +67,19 @@ typedef struct file_store
 	float	   *buf;			/* the host chunk buffer that buffer() hands out */
 	size_t		buf_floats;
 	bool	   *missing;		/* per feature: a stored row has NaN or -Infinity there */
+	/*
+	 * Rows grouped by hash (put_hashed): the file is not in chunk order;
+	 * place[chunk's first_row + r] is row r's place in the file, in rows
+	 * (-1 while it waits in its group's staging buffer).  NULL: in chunk
+	 * order, chunk c's row r at first_row + r.
+	 */
+	bool		grouping_decided;
+	int64_t    *place;
+	int64_t		place_cap;
+	float	   *stage;			/* HASH_GROUPS buffers of stage_rows rows */
+	int64_t    *stage_row;		/* the staged rows' indices into place */
+	int64_t		stage_rows;
+	int64_t		staged[HASH_GROUPS];
 	size_t		permute_budget; /* 0: from env's free budget */
 	int64_t		rows_spilled;
 	uint64_t	bytes_written;
@@ -158,6 +193,8 @@ fs_buffer(gbml_chunk_store *s, int64_t rows, int n_features)
 static int
 push_chunk(file_store *f, uint64_t offset, int64_t n_rows)
 {
+	int64_t		first_row = f->n_chunks == 0 ? 0 : f->chunks[f->n_chunks - 1].first_row + f->chunks[f->n_chunks - 1].n_rows;
+
 	if (f->n_chunks == f->cap_chunks)
 	{
 		int			cap = f->cap_chunks ? f->cap_chunks * 2 : 16;
@@ -170,21 +207,29 @@ push_chunk(file_store *f, uint64_t offset, int64_t n_rows)
 	}
 	f->chunks[f->n_chunks].offset = offset;
 	f->chunks[f->n_chunks].n_rows = n_rows;
+	f->chunks[f->n_chunks].first_row = first_row;
 	f->n_chunks++;
 	return 0;
 }
+
+static int	grow_places(file_store *f, int64_t rows, int64_t more);
 
 static int
 fs_put(gbml_chunk_store *s, const float *x, int64_t n_rows, int n_features)
 {
 	file_store *f = (file_store *) s;
 	size_t		len;
+	int64_t		first;
 	char		what[96];
 
 	if (set_features(f, n_features) != 0)
 		return 1;
 	len = (size_t) n_rows * row_bytes(f);
 	snprintf(what, sizeof(what), "chunk %d of %lld rows", f->n_chunks + 1, (long long) n_rows);
+	first = f->n_chunks == 0 ? 0 : f->chunks[f->n_chunks - 1].first_row + f->chunks[f->n_chunks - 1].n_rows;
+	/* rows grouped by hash before: this chunk is one run, its rows' places noted */
+	if (f->place != NULL && grow_places(f, first, n_rows) != 0)
+		return 1;
 	/* the table first: a failed write then leaves no chunk behind */
 	if (push_chunk(f, f->end, n_rows) != 0)
 		return 1;
@@ -193,8 +238,156 @@ fs_put(gbml_chunk_store *s, const float *x, int64_t n_rows, int n_features)
 		f->n_chunks--;
 		return 1;
 	}
+	for (int64_t r = 0; f->place != NULL && r < n_rows; r++)
+		f->place[first + r] = (int64_t) (f->end / row_bytes(f)) + r;
 	gbml_missing_flags(f->missing, x, n_rows, n_features);
 	f->end += len;
+	f->rows_spilled += n_rows;
+	return 0;
+}
+
+/* ---- rows grouped by hash as they arrive (put_hashed) ---- */
+
+/* Row (chunk << 32 | row)'s place in the file, in rows. */
+static int64_t
+place_of(const file_store *f, int64_t addr)
+{
+	const file_chunk *c = &f->chunks[addr >> 32];
+	int64_t		i = c->first_row + (addr & 0xffffffffLL);
+
+	return f->place ? f->place[i] : i;
+}
+
+/* The staging buffers, if the budget has room for GROUP_STAGE_MIN_ROWS rows a group (else none). */
+static int
+alloc_stage(file_store *f)
+{
+	const gbml_env *env = f->env;
+	size_t		rb = row_bytes(f),
+				per_group = group_stage_bytes;
+
+	if (env->memory_limit > 0)
+	{
+		size_t		free_bytes = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
+
+		if (free_bytes / 8 / HASH_GROUPS < per_group)
+			per_group = free_bytes / 8 / HASH_GROUPS;
+	}
+	f->stage_rows = (int64_t) (per_group / rb);
+	if (f->stage_rows < GROUP_STAGE_MIN_ROWS && !(group_stage_bytes < GROUP_STAGE_BYTES && f->stage_rows >= 1))
+		return 0;				/* (the tests' small stages stand) */
+	f->stage = gbml_alloc_array(f->env, (size_t) HASH_GROUPS * (size_t) f->stage_rows, rb);
+	f->stage_row = gbml_alloc_array(f->env, (size_t) HASH_GROUPS * (size_t) f->stage_rows, sizeof(int64_t));
+	memset(f->staged, 0, sizeof(f->staged));
+	if (f->stage == NULL || f->stage_row == NULL)
+	{
+		gbml_free(f->env, f->stage);
+		f->stage = NULL;
+		return store_fail_env(f);
+	}
+	return 0;
+}
+
+/* Writes group g's staged rows as one run at the end of the file. */
+static int
+flush_group(file_store *f, int g)
+{
+	size_t		rb = row_bytes(f);
+	int64_t		at = (int64_t) (f->end / rb),
+				m = f->staged[g];
+	const int64_t *rows = f->stage_row + (size_t) g * (size_t) f->stage_rows;
+
+	if (m == 0)
+		return 0;
+	if (write_at(f, &f->file, (char *) f->stage + (size_t) g * (size_t) f->stage_rows * rb, (size_t) m * rb, f->end,
+				 "rows grouped by hash") != 0)
+		return 1;
+	for (int64_t k = 0; k < m; k++)
+		f->place[rows[k]] = at + k;
+	f->end += (uint64_t) m * rb;
+	f->staged[g] = 0;
+	return 0;
+}
+
+/* Every staged row to the file and the staging memory freed: before anything reads rows. */
+static int
+settle(file_store *f)
+{
+	if (f->stage == NULL)
+		return 0;
+	for (int g = 0; g < HASH_GROUPS; g++)
+		if (flush_group(f, g) != 0)
+			return 1;
+	gbml_free(f->env, f->stage);
+	gbml_free(f->env, f->stage_row);
+	f->stage = NULL;
+	f->stage_row = NULL;
+	return 0;
+}
+
+/* Room in place for `more` rows after the stored ones. */
+static int
+grow_places(file_store *f, int64_t rows, int64_t more)
+{
+	int64_t		cap = f->place_cap;
+	int64_t    *p;
+
+	if (rows + more <= cap)
+		return 0;
+	while (cap < rows + more)
+		cap = cap ? cap * 2 : 1024;
+	if ((p = gbml_realloc(f->env, f->place, (size_t) cap * sizeof(int64_t))) == NULL)
+		return store_fail_env(f);
+	f->place = p;
+	f->place_cap = cap;
+	return 0;
+}
+
+/*
+ * put, with each row's canonical-order hash: the first call decides whether
+ * rows are grouped (the staging buffers fit, nothing stored yet); reads are
+ * then on the main thread only (they settle the staging first) until
+ * permute writes the rows in the order asked.
+ */
+static int
+fs_put_hashed(gbml_chunk_store *s, const float *x, const uint64_t *hash, int64_t n_rows, int n_features)
+{
+	file_store *f = (file_store *) s;
+	size_t		rb;
+	int64_t		first;
+
+	if (set_features(f, n_features) != 0)
+		return 1;
+	if (!f->grouping_decided)
+	{
+		f->grouping_decided = true;
+		if (f->n_chunks == 0 && (alloc_stage(f) != 0 || (f->stage != NULL && grow_places(f, 0, n_rows) != 0)))
+			return 1;
+		s->read_any_thread = f->place == NULL;
+	}
+	if (f->place == NULL)
+		return fs_put(s, x, n_rows, n_features);
+	if (f->stage == NULL && alloc_stage(f) != 0)
+		return 1;				/* settled by a read: staging again */
+	if (f->stage == NULL)
+		return fs_put(s, x, n_rows, n_features);	/* no room to stage again: one run as it is */
+	rb = row_bytes(f);
+	first = f->n_chunks == 0 ? 0 : f->chunks[f->n_chunks - 1].first_row + f->chunks[f->n_chunks - 1].n_rows;
+	if (grow_places(f, first, n_rows) != 0 || push_chunk(f, 0, n_rows) != 0)
+		return 1;
+	for (int64_t r = 0; r < n_rows; r++)
+	{
+		int			g = (int) (hash[r] >> (64 - HASH_GROUP_BITS));
+		int64_t		k = f->staged[g];
+
+		memcpy((char *) f->stage + ((size_t) g * (size_t) f->stage_rows + (size_t) k) * rb,
+			   (const char *) x + (size_t) r * rb, rb);
+		f->place[first + r] = -1;
+		f->stage_row[(size_t) g * (size_t) f->stage_rows + (size_t) k] = first + r;
+		if (++f->staged[g] == f->stage_rows && flush_group(f, g) != 0)
+			return 1;
+	}
+	gbml_missing_flags(f->missing, x, n_rows, n_features);
 	f->rows_spilled += n_rows;
 	return 0;
 }
@@ -218,6 +411,24 @@ check_addresses(file_store *f, const int64_t *src, int64_t n)
 	return 0;
 }
 
+static int	fetch_rows(file_store *f, const int64_t *src, int64_t n, float *out);
+
+/* Rows [first, first + n) of chunk `index`, grouped by hash: gathered from their places (main thread). */
+static int
+read_grouped(file_store *f, int index, int64_t first, int64_t n, float *out)
+{
+	int64_t    *src = gbml_alloc_array(f->env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
+	int			rc;
+
+	if (src == NULL)
+		return store_fail_env(f);
+	for (int64_t r = 0; r < n; r++)
+		src[r] = ((int64_t) index << 32) | (first + r);
+	rc = fetch_rows(f, src, n, out);
+	gbml_free(f->env, src);
+	return rc;
+}
+
 static int
 fs_read_chunk(gbml_chunk_store *s, int index, float *out)
 {
@@ -226,6 +437,8 @@ fs_read_chunk(gbml_chunk_store *s, int index, float *out)
 
 	if (index < 0 || index >= f->n_chunks)
 		return store_fail(f, GBML_EINVAL, "chunk %d is not stored (%d chunks)", index, f->n_chunks);
+	if (f->place != NULL)
+		return read_grouped(f, index, 0, f->chunks[index].n_rows, out);
 	snprintf(what, sizeof(what), "chunk %d", index + 1);
 	return read_at(f, out, (size_t) f->chunks[index].n_rows * row_bytes(f), f->chunks[index].offset, what);
 }
@@ -241,6 +454,8 @@ fs_read_rows(gbml_chunk_store *s, int index, int64_t first, int64_t n, float *ou
 	if (first < 0 || n < 0 || first + n > f->chunks[index].n_rows)
 		return store_fail(f, GBML_EINVAL, "rows %lld..%lld are not in chunk %d (%lld rows)", (long long) first,
 						  (long long) (first + n), index + 1, (long long) f->chunks[index].n_rows);
+	if (f->place != NULL)
+		return read_grouped(f, index, first, n, out);
 	snprintf(what, sizeof(what), "chunk %d", index + 1);
 	return read_at(f, out, (size_t) n * row_bytes(f), f->chunks[index].offset + (uint64_t) first * row_bytes(f),
 				   what);
@@ -248,85 +463,106 @@ fs_read_rows(gbml_chunk_store *s, int index, int64_t first, int64_t n, float *ou
 
 /* ---- fetch: rows by address ---- */
 
-typedef struct addr_slot
+typedef struct place_slot
 {
-	int64_t		addr;
+	int64_t		place;			/* in the file, in rows */
 	int64_t		i;				/* where the row goes in out */
-} addr_slot;
+} place_slot;
 
 static int
-cmp_addr(const void *a, const void *b)
+cmp_place(const void *a, const void *b)
 {
-	const addr_slot *x = a,
+	const place_slot *x = a,
 			   *y = b;
 
-	return x->addr < y->addr ? -1 : x->addr > y->addr ? 1 : (x->i > y->i) - (x->i < y->i);
+	return x->place < y->place ? -1 : x->place > y->place ? 1 : (x->i > y->i) - (x->i < y->i);
 }
 
 /*
- * From o[k] on (sorted by address), how many entries one read covers: the
- * same chunk, rows within FETCH_SPAN_BYTES of the first, no gap between
- * neighbours wider than FETCH_GAP_BYTES.
+ * From o[k] on (sorted by place), how many entries one read covers: rows
+ * within FETCH_SPAN_BYTES of the first, no gap between neighbours wider
+ * than FETCH_GAP_BYTES.
  */
 static int64_t
-span_end(const addr_slot *o, int64_t k, int64_t n, int64_t span_rows, int64_t gap_rows)
+span_end(const place_slot *o, int64_t k, int64_t n, int64_t span_rows, int64_t gap_rows)
 {
 	int64_t		e = k + 1;
 
-	while (e < n && (o[e].addr >> 32) == (o[k].addr >> 32) &&
-		   o[e].addr - o[k].addr < span_rows && o[e].addr - o[e - 1].addr <= gap_rows + 1)
+	while (e < n && o[e].place - o[k].place < span_rows && o[e].place - o[e - 1].place <= gap_rows + 1)
 		e++;
 	return e;
 }
 
+/* fetch's span buffer: FETCH_SPAN_BYTES, or a quarter of what the budget has free (one row at least). */
+static size_t
+fetch_span_bytes(const file_store *f)
+{
+	const gbml_env *env = f->env;
+	size_t		span = FETCH_SPAN_BYTES;
+
+	if (env->memory_limit > 0)
+	{
+		size_t		free_bytes = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
+
+		if (free_bytes / 4 < span)
+			span = free_bytes / 4;
+	}
+	return span > row_bytes(f) ? span : row_bytes(f);
+}
+
 /*
- * Copies rows src[0..n) into out.  The addresses are sorted, so each chunk
- * is read in order, and nearby rows come in one read of their span (copying
- * a small gap from the page cache is cheaper than another system call): a
- * run of duplicate rows or a dense sample does not pay one read per row.
+ * Copies rows src[0..n) into out.  Their places are sorted, so the file is
+ * read in order, and nearby rows come in one read of their span (copying a
+ * small gap from the page cache is cheaper than another system call): a
+ * run of duplicate rows, a dense sample, or a window of rows grouped by
+ * hash does not pay one read per row.  Main thread (it allocates).
  */
 static int
-fs_fetch(gbml_chunk_store *s, const int64_t *src, int64_t n, float *out)
+fetch_rows(file_store *f, const int64_t *src, int64_t n, float *out)
 {
-	file_store *f = (file_store *) s;
 	size_t		rb;
 	int64_t		span_rows,
 				gap_rows;
-	addr_slot  *o;
+	place_slot *o;
 	float	   *span;
 	int			rc = 0;
 
 	if (n <= 0)
 		return 0;
-	if (check_addresses(f, src, n) != 0)
+	if (check_addresses(f, src, n) != 0 || settle(f) != 0)
 		return 1;
 	/* some row is stored, so the rows have features */
 	rb = row_bytes(f);
-	span_rows = (int64_t) (FETCH_SPAN_BYTES / rb > 0 ? FETCH_SPAN_BYTES / rb : 1);
+	span_rows = (int64_t) (fetch_span_bytes(f) / rb);
 	gap_rows = (int64_t) (FETCH_GAP_BYTES / rb);
-	o = gbml_alloc_array(f->env, (size_t) n, sizeof(addr_slot));
+	if (gap_rows > span_rows)
+		gap_rows = span_rows;
+	o = gbml_alloc_array(f->env, (size_t) n, sizeof(place_slot));
 	span = gbml_alloc_array(f->env, (size_t) span_rows, rb);
 	if (o == NULL || span == NULL)
 		rc = store_fail_env(f);
 	for (int64_t i = 0; rc == 0 && i < n; i++)
-		o[i] = (addr_slot) {src[i], i};
+		o[i] = (place_slot) {place_of(f, src[i]), i};
 	if (rc == 0)
-		qsort(o, (size_t) n, sizeof(addr_slot), cmp_addr);
+		qsort(o, (size_t) n, sizeof(place_slot), cmp_place);
 	for (int64_t k = 0, e; rc == 0 && k < n; k = e)
 	{
-		const file_chunk *c = &f->chunks[o[k].addr >> 32];
-		int64_t		first = o[k].addr & 0xffffffffLL;
+		int64_t		first = o[k].place;
 
 		e = span_end(o, k, n, span_rows, gap_rows);
-		rc = read_at(f, span, (size_t) ((o[e - 1].addr & 0xffffffffLL) - first + 1) * rb,
-					 c->offset + (uint64_t) first * rb, "fetched rows");
+		rc = read_at(f, span, (size_t) (o[e - 1].place - first + 1) * rb, (uint64_t) first * rb, "fetched rows");
 		for (int64_t j = k; rc == 0 && j < e; j++)
-			memcpy((char *) out + (size_t) o[j].i * rb,
-				   (char *) span + (size_t) ((o[j].addr & 0xffffffffLL) - first) * rb, rb);
+			memcpy((char *) out + (size_t) o[j].i * rb, (char *) span + (size_t) (o[j].place - first) * rb, rb);
 	}
 	gbml_free(f->env, o);
 	gbml_free(f->env, span);
 	return rc;
+}
+
+static int
+fs_fetch(gbml_chunk_store *s, const int64_t *src, int64_t n, float *out)
+{
+	return fetch_rows((file_store *) s, src, n, out);
 }
 
 /* ---- permute: the rows src[0..n) in that order, into a new file ---- */
@@ -711,7 +947,13 @@ permute_commit(permute_state *st)
 	{
 		table[k].offset = (uint64_t) st->plan.start[k] * rb;
 		table[k].n_rows = st->plan.start[k + 1] - st->plan.start[k];
+		table[k].first_row = st->plan.start[k];
 	}
+	/* the rows are in chunk order now: no places, and any thread may read */
+	gbml_free(f->env, f->place);
+	f->place = NULL;
+	f->place_cap = 0;
+	f->base.read_any_thread = true;
 	gbml_free(f->env, f->chunks);
 	f->chunks = table;
 	f->cap_chunks = st->plan.n_out > 0 ? st->plan.n_out : 1;
@@ -722,6 +964,50 @@ permute_commit(permute_state *st)
 	f->missing = st->missing;
 	st->missing = missing;
 	return 0;
+}
+
+/*
+ * permute of rows grouped by hash (put_hashed): window by window, the
+ * window's rows are fetched straight into place (their places sorted,
+ * nearby rows read in one span: a window of the canonical order lies in a
+ * few groups' runs) and the window is written once.  The window shares the
+ * budget with fetch's 16 bytes a row and its span.
+ */
+static int
+permute_grouped(permute_state *st, int64_t first_rows, int64_t chunk_rows)
+{
+	file_store *f = st->f;
+	size_t		rb = row_bytes(f),
+				budget = window_budget(f);
+	int64_t		n = st->plan.n;
+	int			rc;
+
+	budget = budget > fetch_span_bytes(f) ? budget - fetch_span_bytes(f) : 0;
+	budget = budget / (rb + sizeof(place_slot)) * rb;
+	if ((rc = plan_layout(f, &st->plan, n, first_rows, chunk_rows, budget)) != 0)
+		return rc;
+	st->total_steps = st->plan.n_windows;
+	st->window = gbml_alloc_array(f->env, (size_t) (st->plan.window_rows > 0 ? st->plan.window_rows : 1), rb);
+	st->missing = gbml_alloc0(f->env, (size_t) f->n_features * sizeof(bool) + 1);
+	if (st->window == NULL || st->missing == NULL)
+		rc = store_fail_env(f);
+	if (rc == 0 && gbml_temp_create(f->env, &st->out) != GBML_OK)
+		rc = store_fail_env(f);
+	for (int w = 0; rc == 0 && w < st->plan.n_windows; w++)
+	{
+		int64_t		w0 = window_start(&st->plan, w),
+					m = window_start(&st->plan, w + 1) - w0;
+
+		rc = permute_progress(st);
+		if (rc == 0)
+			rc = fetch_rows(f, st->src + w0, m, st->window);
+		if (rc == 0)
+		{
+			gbml_missing_flags(st->missing, st->window, m, f->n_features);
+			rc = write_at(f, &st->out, st->window, (size_t) m * rb, (uint64_t) w0 * rb, "reordered rows");
+		}
+	}
+	return rc == 0 ? permute_commit(st) : rc;
 }
 
 /*
@@ -757,9 +1043,15 @@ fs_permute(gbml_chunk_store *s, const int64_t *src, int64_t n, int64_t first_row
 	st.out.fd = -1;
 	if (first_rows < 1 || chunk_rows < 1 || n < 0)
 		return store_fail(f, GBML_EINVAL, "bad chunk sizes for reordering rows");
-	if (check_addresses(f, src, n) != 0)
+	if (check_addresses(f, src, n) != 0 || settle(f) != 0)
 		return 1;
 	st.plan.n = n;
+	if (f->place != NULL)
+	{
+		rc = permute_grouped(&st, first_rows, chunk_rows);
+		permute_state_free(&st);
+		return rc;
+	}
 	rc = group_by_chunk(&st);
 	if (rc == 0 && (st.chunk = gbml_alloc_array(f->env, (size_t) largest_chunk_rows(f), row_bytes(f) ? row_bytes(f) : 1)) == NULL)
 		rc = store_fail_env(f);
@@ -813,6 +1105,13 @@ fs_release(gbml_chunk_store *s)
 	gbml_free(f->env, f->buf);
 	f->buf = NULL;
 	f->buf_floats = 0;
+	gbml_free(f->env, f->stage);
+	gbml_free(f->env, f->stage_row);
+	gbml_free(f->env, f->place);
+	f->stage = NULL;
+	f->stage_row = NULL;
+	f->place = NULL;
+	f->place_cap = 0;
 	f->n_chunks = 0;
 	f->end = 0;
 }
@@ -860,6 +1159,7 @@ gbml_chunk_store_file_open(gbml_env *env)
 	f->base.read_any_thread = true;
 	f->base.buffer = fs_buffer;
 	f->base.put = fs_put;
+	f->base.put_hashed = fs_put_hashed;
 	f->base.fetch = fs_fetch;
 	f->base.read_chunk = fs_read_chunk;
 	f->base.read_rows = fs_read_rows;
@@ -893,4 +1193,13 @@ gbml_chunk_store_file_stats(const gbml_chunk_store *s, gbml_spill_stats *out)
 	out->bytes_written = f->bytes_written;
 	out->bytes_read = __atomic_load_n(&f->bytes_read, __ATOMIC_RELAXED);
 	return true;
+}
+
+size_t
+gbml_chunk_store_file_test_group_stage(size_t bytes)
+{
+	size_t		was = group_stage_bytes;
+
+	group_stage_bytes = bytes > 0 ? bytes : GROUP_STAGE_BYTES;
+	return was;
 }

@@ -12,6 +12,14 @@
  * whole chunks (read_chunk) may run on any thread, so a trainer can read the
  * next chunk while it works on this one (chunk_prefetch.h).
  *
+ * Rows put with their hashes (put_hashed, for a dataset that will be
+ * reordered into canonical order) go instead to 64 staging buffers by the
+ * top bits of the hash, written a full buffer at a time: the file then
+ * holds runs of hash ranges, and the canonical reorder reads each window's
+ * rows straight from their runs and writes the output once (rows in
+ * arrival order need a staging pass and a pass in place: two writes and
+ * two reads).  Until that reorder, rows are read on the main thread only.
+ *
  * A full temporary-file budget (temp_file_limit) is an error, not a reason
  * to fall back: out_of_room() is always false.
  */
@@ -42,6 +50,13 @@ gbml_chunk_store *gbml_chunk_store_file_open(gbml_env *env);
  * 1 GB.  permute also holds one stored chunk and 12 bytes per kept row.
  */
 void		gbml_chunk_store_file_set_permute_budget(gbml_chunk_store *s, size_t bytes);
+
+/*
+ * The staging bytes a hash group takes at most (512 KB) for the unit tests,
+ * which make runs of a few rows; 0 restores the default.  Returns the size
+ * before.  Not thread-safe: tests only.
+ */
+size_t		gbml_chunk_store_file_test_group_stage(size_t bytes);
 
 /* The store's figures; false (and zeros) when s is not a file store. */
 bool		gbml_chunk_store_file_stats(const gbml_chunk_store *s, gbml_spill_stats *out);

@@ -613,9 +613,39 @@ relayout(gbml_dataset *ds, gbml_env *env)
 	return GBML_OK;
 }
 
+#define FINITE_LANES 16
+
+/*
+ * Whether x[0..len) holds only finite values: v * 0 is NaN for NaN and
+ * either infinity, 0 otherwise, so lanes of running sums of it stay 0 on
+ * finite data.  Tiles of FINITE_LANES floats, a loop of constant length
+ * the compiler turns into vector multiply-adds at -O2: the check walks
+ * every spilled row (twice when they are reordered), and the plain loop's
+ * branch per value cost a stored SAGA fit a tenth of its time.
+ */
+__attribute__((target_clones("avx2", "default")))
+static bool
+all_finite(const float *x, size_t len)
+{
+	float		lane[FINITE_LANES] = {0};
+	float		sum = 0;
+	size_t		i = 0;
+
+	for (; i + FINITE_LANES <= len; i += FINITE_LANES)
+		for (int k = 0; k < FINITE_LANES; k++)
+			lane[k] += x[i + k] * 0.0f;
+	for (; i < len; i++)
+		sum += x[i] * 0.0f;
+	for (int k = 0; k < FINITE_LANES; k++)
+		sum += lane[k];
+	return sum == 0;
+}
+
 void
 gbml_missing_flags(bool *flags, const float *x, int64_t n_rows, int d)
 {
+	if (all_finite(x, (size_t) n_rows * (size_t) d))
+		return;					/* the usual case; +Infinity (not missing) takes the exact loop below */
 	for (int64_t r = 0; r < n_rows; r++)
 		for (int j = 0; j < d; j++)
 		{

@@ -61,6 +61,14 @@ struct gbml_chunk_store
 	float	   *(*buffer) (gbml_chunk_store *s, int64_t rows, int n_features);
 	/* Stores the filled buffer as the next chunk (the buffer may be reused after the next buffer() call). */
 	int			(*put) (gbml_chunk_store *s, const float *x, int64_t n_rows, int n_features);
+	/*
+	 * Optional (NULL: put): put with each row's canonical-order hash, for a
+	 * store that groups rows by hash as they arrive, so that the canonical
+	 * reorder is one pass (the file store).  Reads may then run on the main
+	 * thread only (read_any_thread false) until the next permute.
+	 */
+	int			(*put_hashed) (gbml_chunk_store *s, const float *x, const uint64_t *hash, int64_t n_rows,
+							   int n_features);
 	/* Copies the rows at src[0..n) into out (n x n_features). */
 	int			(*fetch) (gbml_chunk_store *s, const int64_t *src, int64_t n, float *out);
 	/* Copies stored chunk `index` (all its rows) into out; any thread when read_any_thread. */
@@ -109,6 +117,13 @@ typedef struct gbml_dataset
 	 * Set with a file store only.
 	 */
 	bool		reorder_window_quarter;
+	/*
+	 * The rows will be reordered in the store (canonical order, then any
+	 * eval split) rather than read as written through a map or ranks: the
+	 * store may group them by hash as they arrive (put_hashed), so the
+	 * canonical reorder is one pass.  Set before the first row.
+	 */
+	bool		spill_by_hash;
 	/*
 	 * The trainer reads stored features only through gbml_dataset_fetch_rows
 	 * and gbml_dataset_stored_view (boosting's borders and binning, each row

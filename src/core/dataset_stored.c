@@ -83,7 +83,9 @@ store_chunk(gbml_dataset *ds, gbml_chunk *c, gbml_env *env)
 #pragma omp parallel for schedule(static) num_threads(env->threads)
 	for (int64_t r = 0; r < c->n_rows; r++)
 		c->hash[r] = gbml_ds_hash_row(c->x + (size_t) r * d, d, c->label[r], c->group[r], c->weight[r]);
-	if (ds->store->put(ds->store, c->x, c->n_rows, ds->n_features) != 0)
+	if ((ds->spill_by_hash && ds->store->put_hashed
+		 ? ds->store->put_hashed(ds->store, c->x, c->hash, c->n_rows, ds->n_features)
+		 : ds->store->put(ds->store, c->x, c->n_rows, ds->n_features)) != 0)
 	{
 		if (ds->stream_fallback && ds->store->out_of_room(ds->store))
 			return stop_streaming(ds, env);

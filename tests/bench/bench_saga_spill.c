@@ -132,6 +132,7 @@ build(gbml_dataset *ds, gbml_env *env, const options *o, const gbml_dataset *csv
 		ds->chunk_rows = o->chunk_rows;
 	if (to_files)
 		gbml_dataset_stream_to(ds, gbml_chunk_store_file_open, 0, false);
+	ds->spill_by_hash = true;	/* as gbml_plan_spill sets it for SAGA */
 	if (csv_rows)
 		return append_reversed(ds, csv_rows, env);
 	return fill_synthetic(ds, env, o, to_files);

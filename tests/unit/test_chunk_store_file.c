@@ -27,6 +27,7 @@ typedef struct stored_rows
 	int64_t		chunk_start[64];
 	int64_t		chunk_len[64];
 	float	   *ref;
+	bool		hashed;			/* put with random hashes (put_hashed): the store groups the rows */
 } stored_rows;
 
 static int64_t
@@ -54,10 +55,13 @@ put_chunks(stored_rows *t, gbml_env *env, const int64_t *sizes, int n, int d, ui
 
 	gbml_rng_seed(&rng, seed);
 	t->d = d;
-	for (int i = 0; i < n && rc == 0; i++)
-		t->total += sizes[i];
-	t->ref = realloc(t->ref, sizeof(float) * (size_t) (t->total > 0 ? t->total : 1) * (size_t) d);
-	t->total = 0;
+	{
+		int64_t		grown = t->total;	/* after rows put before, if any */
+
+		for (int i = 0; i < n; i++)
+			grown += sizes[i];
+		t->ref = realloc(t->ref, sizeof(float) * (size_t) (grown > 0 ? grown : 1) * (size_t) d);
+	}
 	(void) env;
 	for (int i = 0; i < n; i++)
 	{
@@ -68,7 +72,18 @@ put_chunks(stored_rows *t, gbml_env *env, const int64_t *sizes, int n, int d, ui
 			return 1;
 		for (int64_t k = 0; k < sizes[i] * d; k++)
 			x[k] = (float) gbml_rng_uniform(&rng);
-		if ((rc = t->s->put(t->s, x, sizes[i], d)) != 0)
+		if (t->hashed)
+		{
+			uint64_t   *h = malloc(sizeof(uint64_t) * (size_t) sizes[i]);
+
+			for (int64_t k = 0; k < sizes[i]; k++)
+				h[k] = gbml_rng_next(&rng);
+			rc = t->s->put_hashed(t->s, x, h, sizes[i], d);
+			free(h);
+		}
+		else
+			rc = t->s->put(t->s, x, sizes[i], d);
+		if (rc != 0)
 			return rc;
 		memcpy(t->ref + (size_t) t->total * (size_t) d, x, sizeof(float) * (size_t) (sizes[i] * d));
 		t->chunk_start[t->n_chunks] = t->total;
@@ -157,7 +172,8 @@ TEST(file_store_fetches_random_addresses)
  * then chunk_rows, within `budget` (0: the default); checks every row.
  */
 static void
-check_permute(size_t budget, int64_t first_rows, int64_t chunk_rows, int64_t dropped, size_t memory_limit)
+check_permute(size_t budget, int64_t first_rows, int64_t chunk_rows, int64_t dropped, size_t memory_limit,
+			  bool hashed)
 {
 	gbml_env	env;
 	stored_rows t = {0};
@@ -173,8 +189,11 @@ check_permute(size_t budget, int64_t first_rows, int64_t chunk_rows, int64_t dro
 	gbml_env_init_malloc(&env, 1);
 	env.memory_limit = memory_limit;
 	t.s = gbml_chunk_store_file_open(&env);
+	t.hashed = hashed;
 	CHECK(put_chunks(&t, &env, odd_sizes, N_ODD, d, 4) == 0);
 	gbml_chunk_store_file_set_permute_budget(t.s, budget);
+	/* grouped by hash: the rows are not in chunk order in the file, and only the main thread reads */
+	CHECK(t.s->read_any_thread == !hashed);
 	n = t.total - dropped;
 	order = malloc(sizeof(int64_t) * (size_t) t.total);
 	src = malloc(sizeof(int64_t) * (size_t) t.total);
@@ -209,8 +228,11 @@ check_permute(size_t budget, int64_t first_rows, int64_t chunk_rows, int64_t dro
 		free(x);
 	}
 	CHECK(ok);
-	/* one window: the output written once; several: staged, then written back in place */
-	if (budget >= (size_t) (n * d) * sizeof(float))
+	/* grouped by hash or one window: the output written once; several: staged, then written back in place */
+	CHECK(t.s->read_any_thread);
+	if (hashed)					/* the staged rows' last runs are written by permute */
+		CHECK(after.bytes_written == (uint64_t) ((t.total + n) * d) * sizeof(float));
+	else if (budget >= (size_t) (n * d) * sizeof(float))
 		CHECK(after.bytes_written - before.bytes_written == (uint64_t) (n * d) * sizeof(float));
 	else if (budget > 0)
 		CHECK(after.bytes_written - before.bytes_written == 2 * (uint64_t) (n * d) * sizeof(float));
@@ -223,17 +245,78 @@ check_permute(size_t budget, int64_t first_rows, int64_t chunk_rows, int64_t dro
 
 TEST(file_store_permutes_in_one_window)
 {
-	check_permute(0, 37, 501, 0, 0);
-	check_permute((size_t) 64 << 20, 501, 501, 100, 0);
+	check_permute(0, 37, 501, 0, 0, false);
+	check_permute((size_t) 64 << 20, 501, 501, 100, 0, false);
 }
 
 TEST(file_store_permutes_in_several_windows)
 {
-	check_permute(3 * 501 * 9 * sizeof(float), 37, 501, 100, 0);
-	check_permute(1, 37, 501, 5000, 0);	/* a window per output chunk, one row staged per window */
-	check_permute(3 * 501 * 9 * sizeof(float), 5000, 100, 17, 0);
+	check_permute(3 * 501 * 9 * sizeof(float), 37, 501, 100, 0, false);
+	check_permute(1, 37, 501, 5000, 0, false);	/* a window per output chunk, one row staged per window */
+	check_permute(3 * 501 * 9 * sizeof(float), 5000, 100, 17, 0, false);
 	/* the default budget: half of what the env's limit leaves free */
-	check_permute(0, 64, 300, 10, 700 << 10);
+	check_permute(0, 64, 300, 10, 700 << 10, false);
+}
+
+/*
+ * Rows put with their hashes go to 64 groups' staging buffers (an eighth of
+ * the free budget: at 700 KB, runs of about 37 rows), so the file holds
+ * runs of groups, not chunks; permute still gives every row its place, in
+ * one write of the output whatever the windows.
+ */
+TEST(file_store_groups_rows_by_hash)
+{
+	check_permute(0, 37, 501, 0, 0, true);
+	check_permute(0, 37, 501, 0, 700 << 10, true);
+	check_permute(3 * 501 * 9 * sizeof(float), 37, 501, 100, 700 << 10, true);
+	check_permute(1, 37, 501, 5000, 700 << 10, true);
+	check_permute(3 * 501 * 9 * sizeof(float), 5000, 100, 17, 0, true);
+}
+
+/* Rows grouped by hash read back by chunk, by row range and by address before any permute. */
+TEST(file_store_grouped_rows_read_back)
+{
+	gbml_env	env;
+	stored_rows t = {0};
+	int64_t		n;
+	int64_t    *addr;
+	float	   *out;
+	bool		ok = true;
+
+	gbml_env_init_malloc(&env, 1);
+	env.memory_limit = 700 << 10;
+	t.s = gbml_chunk_store_file_open(&env);
+	t.hashed = true;
+	CHECK(put_chunks(&t, &env, odd_sizes, N_ODD, 9, 8) == 0);
+	CHECK(!t.s->read_any_thread);
+	CHECK(chunks_match(&t));
+	/* a read settles the staging; rows put after it are grouped again */
+	CHECK(put_chunks(&t, &env, odd_sizes, 4, 9, 9) == 0);
+	CHECK(chunks_match(&t));
+	/* a plain put among grouped ones is a run of its own */
+	t.hashed = false;
+	CHECK(put_chunks(&t, &env, odd_sizes + 4, 2, 9, 10) == 0);
+	t.hashed = true;
+	CHECK(put_chunks(&t, &env, odd_sizes + 6, 3, 9, 11) == 0);
+	CHECK(chunks_match(&t));
+	out = malloc(sizeof(float) * 9 * 100);
+	CHECK(t.s->read_rows(t.s, 5, 1000, 100, out) == 0);
+	CHECK(memcmp(out, t.ref + (t.chunk_start[5] + 1000) * 9, sizeof(float) * 9 * 100) == 0);
+	n = t.total;
+	addr = malloc(sizeof(int64_t) * (size_t) n);
+	for (int64_t i = 0; i < n; i++)
+		addr[i] = address_of(&t, (i * 7919) % n);
+	free(out);
+	out = malloc(sizeof(float) * 9 * (size_t) n);
+	CHECK(t.s->fetch(t.s, addr, n, out) == 0);
+	for (int64_t i = 0; i < n; i++)
+		ok = ok && memcmp(out + i * 9, t.ref + ((i * 7919) % n) * 9, sizeof(float) * 9) == 0;
+	CHECK(ok);
+	t.s->destroy(t.s);
+	CHECK(env.memory_used == 0);
+	free(addr);
+	free(out);
+	free(t.ref);
 }
 
 TEST(file_store_tracks_missing_values_through_permute)

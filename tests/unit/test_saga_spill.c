@@ -65,12 +65,19 @@ rows_free(spill_rows *t)
 	free(t->weight);
 }
 
+/* Where build puts the rows: memory, files in arrival order, files grouped by hash (put_hashed). */
+enum
+{
+	IN_MEMORY, IN_FILES, IN_FILES_GROUPED
+};
+
 /*
  * The rows in a dataset of SPILL_CHUNK_ROWS-row chunks: in memory in their
- * order, or streamed to files from the first chunk in a shuffled order.
+ * order, or streamed to files from the first chunk in a shuffled order
+ * (grouped by hash: in runs of 7 rows, so every group writes many runs).
  */
 static void
-build(gbml_dataset *ds, gbml_env *env, const spill_rows *t, bool weights, bool stored, int64_t chunk_rows)
+build(gbml_dataset *ds, gbml_env *env, const spill_rows *t, bool weights, int stored, int64_t chunk_rows)
 {
 	int64_t    *perm = malloc(sizeof(int64_t) * (size_t) t->n);
 	gbml_rng	rng;
@@ -84,6 +91,8 @@ build(gbml_dataset *ds, gbml_env *env, const spill_rows *t, bool weights, bool s
 	ds->chunk_rows = chunk_rows;
 	if (stored)
 		gbml_dataset_stream_to(ds, gbml_chunk_store_file_open, 0, false);
+	ds->spill_by_hash = stored == IN_FILES_GROUPED;
+	gbml_chunk_store_file_test_group_stage(stored == IN_FILES_GROUPED ? 7 * sizeof(float) * (size_t) t->d : 0);
 	for (int64_t k = 0; k < t->n; k++)
 	{
 		int64_t		i = perm[k];
@@ -92,6 +101,7 @@ build(gbml_dataset *ds, gbml_env *env, const spill_rows *t, bool weights, bool s
 
 		CHECK(gbml_dataset_append(ds, env, &row, true) == GBML_OK);
 	}
+	gbml_chunk_store_file_test_group_stage(0);
 	free(perm);
 }
 
@@ -124,7 +134,7 @@ static const spill_case spill_cases[] = {
 
 /* Trains c on t (stored or not, in chunks of chunk_rows) with `threads`; returns the model (env's) or NULL. */
 static uint8_t *
-train_case(const spill_case *c, const spill_rows *t, bool stored, int64_t chunk_rows, int threads, size_t *len,
+train_case(const spill_case *c, const spill_rows *t, int stored, int64_t chunk_rows, int threads, size_t *len,
 		   gbml_env *env)
 {
 	gbml_dataset ds;
@@ -144,6 +154,8 @@ train_case(const spill_case *c, const spill_rows *t, bool stored, int64_t chunk_
 	gbml_env_init_malloc(env, threads);
 	build(&ds, env, t, c->weights, stored, chunk_rows);
 	CHECK(!stored || (ds.store != NULL && strcmp(ds.store->residence, "file") == 0));
+	/* grouped rows: only the main thread reads them until the canonical reorder */
+	CHECK(stored != IN_FILES_GROUPED || !ds.store->read_any_thread);
 	if (gbml_train_values(env, "saga", p, (int) (sizeof(p) / sizeof(p[0])), &ds, NULL, &model, len) != GBML_OK)
 		fprintf(stderr, "  %s (%s, %d threads): %s\n", c->name, stored ? "files" : "memory", threads, env->error);
 	gbml_dataset_free(&ds, env);
@@ -151,9 +163,10 @@ train_case(const spill_case *c, const spill_rows *t, bool stored, int64_t chunk_
 }
 
 /*
- * Every case: in memory with one thread, in files with one and with two,
- * and in files cut into smaller chunks (as a smaller memory budget would);
- * the same model bytes (META included: the timings go to the report).
+ * Every case: in memory with one thread, in files in arrival order with
+ * one, grouped by hash with two, and grouped in smaller chunks (as a
+ * smaller memory budget would); the same model bytes (META included: the
+ * timings go to the report).
  */
 TEST(saga_spill_same_bytes_as_memory)
 {
@@ -168,8 +181,8 @@ TEST(saga_spill_same_bytes_as_memory)
 		rows_make(&t, c->n, c->d, c->logistic, 17 + k);
 		m[0] = train_case(c, &t, false, SPILL_CHUNK_ROWS, 1, &len[0], &e[0]);
 		m[1] = train_case(c, &t, true, SPILL_CHUNK_ROWS, 1, &len[1], &e[1]);
-		m[2] = train_case(c, &t, true, SPILL_CHUNK_ROWS, 2, &len[2], &e[2]);
-		m[3] = train_case(c, &t, true, 300, 2, &len[3], &e[3]);
+		m[2] = train_case(c, &t, IN_FILES_GROUPED, SPILL_CHUNK_ROWS, 2, &len[2], &e[2]);
+		m[3] = train_case(c, &t, IN_FILES_GROUPED, 300, 2, &len[3], &e[3]);
 		for (int i = 1; i < 4; i++)
 		{
 			CHECK(m[0] && m[i] && len[0] == len[i] && memcmp(m[0], m[i], len[0]) == 0);
