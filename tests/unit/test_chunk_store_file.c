@@ -168,6 +168,44 @@ TEST(file_store_fetches_random_addresses)
 }
 
 /*
+ * A fetch of 80,000 addresses sorts their places with the radix sort (65,536
+ * and more; fewer take qsort): a shuffled order with repeats, from rows in
+ * chunk order and from rows grouped by hash, each row where it was asked.
+ */
+TEST(file_store_fetches_long_lists)
+{
+	static const int64_t sizes[] = {30000, 1, 29999, 20000};
+
+	for (int hashed = 0; hashed < 2; hashed++)
+	{
+		gbml_env	env;
+		stored_rows t = {0};
+		int64_t		n = 80000;
+		int64_t    *addr = malloc(sizeof(int64_t) * (size_t) n),
+				   *g = tu_shuffled(n, 3 + hashed);
+		float	   *out = malloc(sizeof(float) * 3 * (size_t) n);
+		bool		ok = true;
+
+		gbml_env_init_malloc(&env, 1);
+		t.s = gbml_chunk_store_file_open(&env);
+		t.hashed = hashed;
+		CHECK(put_chunks(&t, &env, sizes, 4, 3, 12) == 0);
+		for (int64_t i = 0; i < n; i++)
+			addr[i] = address_of(&t, g[i] % t.total);	/* some rows twice */
+		CHECK(t.s->fetch(t.s, addr, n, out) == 0);
+		for (int64_t i = 0; i < n; i++)
+			ok = ok && memcmp(out + i * 3, t.ref + (g[i] % t.total) * 3, sizeof(float) * 3) == 0;
+		CHECK(ok);
+		t.s->destroy(t.s);
+		CHECK(env.memory_used == 0);
+		free(addr);
+		free(g);
+		free(out);
+		free(t.ref);
+	}
+}
+
+/*
  * Keeps a random n of the stored rows in random order, chunks of first_rows
  * then chunk_rows, within `budget` (0: the default); checks every row.
  */
@@ -510,7 +548,13 @@ init_ds(gbml_dataset *ds, bool to_files)
 		gbml_dataset_stream_to(ds, gbml_chunk_store_file_open, 0, false);
 }
 
-TEST(file_store_dataset_keeps_the_canonical_order)
+/*
+ * A dataset streamed to files (grouped by hash as it arrives, in runs of 5
+ * rows, or not) gives the host's rows in the host's order, then the same
+ * eval split.
+ */
+static void
+check_canonical_order(bool grouped)
 {
 	gbml_env	env;
 	gbml_dataset host,
@@ -523,9 +567,13 @@ TEST(file_store_dataset_keeps_the_canonical_order)
 	gbml_env_init_malloc(&env, 2);
 	init_ds(&host, false);
 	init_ds(&files, true);
+	files.spill_by_hash = grouped;
+	gbml_chunk_store_file_test_group_stage(grouped ? 5 * DS_FEATURES * sizeof(float) : 0);
 	fill_rows(&host, &env, n, NULL);
 	fill_rows(&files, &env, n, perm);
+	gbml_chunk_store_file_test_group_stage(0);
 	CHECK(files.store != NULL && strcmp(files.store->residence, "file") == 0);
+	CHECK(files.store->read_any_thread == !grouped);
 	/* the reorder in windows of one output chunk, the eval split in one window */
 	gbml_chunk_store_file_set_permute_budget(files.store, 1);
 	CHECK(gbml_dataset_canonicalize(&host, &env) == GBML_OK);
@@ -546,6 +594,12 @@ TEST(file_store_dataset_keeps_the_canonical_order)
 	gbml_dataset_free(&files_eval, &env);
 	CHECK(env.memory_used == 0);
 	free(perm);
+}
+
+TEST(file_store_dataset_keeps_the_canonical_order)
+{
+	check_canonical_order(false);
+	check_canonical_order(true);
 }
 
 /* Walks ds with the prefetcher; every chunk must equal its own read (or its host rows). */
