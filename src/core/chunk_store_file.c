@@ -190,10 +190,17 @@ fs_buffer(gbml_chunk_store *s, int64_t rows, int n_features)
 	return f->buf;
 }
 
+/* The rows of the chunks stored so far. */
+static int64_t
+stored_rows(const file_store *f)
+{
+	return f->n_chunks == 0 ? 0 : f->chunks[f->n_chunks - 1].first_row + f->chunks[f->n_chunks - 1].n_rows;
+}
+
 static int
 push_chunk(file_store *f, uint64_t offset, int64_t n_rows)
 {
-	int64_t		first_row = f->n_chunks == 0 ? 0 : f->chunks[f->n_chunks - 1].first_row + f->chunks[f->n_chunks - 1].n_rows;
+	int64_t		first_row = stored_rows(f);
 
 	if (f->n_chunks == f->cap_chunks)
 	{
@@ -226,7 +233,7 @@ fs_put(gbml_chunk_store *s, const float *x, int64_t n_rows, int n_features)
 		return 1;
 	len = (size_t) n_rows * row_bytes(f);
 	snprintf(what, sizeof(what), "chunk %d of %lld rows", f->n_chunks + 1, (long long) n_rows);
-	first = f->n_chunks == 0 ? 0 : f->chunks[f->n_chunks - 1].first_row + f->chunks[f->n_chunks - 1].n_rows;
+	first = stored_rows(f);
 	/* rows grouped by hash before: this chunk is one run, its rows' places noted */
 	if (f->place != NULL && grow_places(f, first, n_rows) != 0)
 		return 1;
@@ -274,15 +281,18 @@ alloc_stage(file_store *f)
 			per_group = free_bytes / 8 / HASH_GROUPS;
 	}
 	f->stage_rows = (int64_t) (per_group / rb);
+	/* too few rows a group to be worth it; a test's smaller stage stands at one row */
 	if (f->stage_rows < GROUP_STAGE_MIN_ROWS && !(group_stage_bytes < GROUP_STAGE_BYTES && f->stage_rows >= 1))
-		return 0;				/* (the tests' small stages stand) */
+		return 0;
 	f->stage = gbml_alloc_array(f->env, (size_t) HASH_GROUPS * (size_t) f->stage_rows, rb);
 	f->stage_row = gbml_alloc_array(f->env, (size_t) HASH_GROUPS * (size_t) f->stage_rows, sizeof(int64_t));
 	memset(f->staged, 0, sizeof(f->staged));
 	if (f->stage == NULL || f->stage_row == NULL)
 	{
 		gbml_free(f->env, f->stage);
+		gbml_free(f->env, f->stage_row);
 		f->stage = NULL;
+		f->stage_row = NULL;
 		return store_fail_env(f);
 	}
 	return 0;
@@ -372,7 +382,7 @@ fs_put_hashed(gbml_chunk_store *s, const float *x, const uint64_t *hash, int64_t
 	if (f->stage == NULL)
 		return fs_put(s, x, n_rows, n_features);	/* no room to stage again: one run as it is */
 	rb = row_bytes(f);
-	first = f->n_chunks == 0 ? 0 : f->chunks[f->n_chunks - 1].first_row + f->chunks[f->n_chunks - 1].n_rows;
+	first = stored_rows(f);
 	if (grow_places(f, first, n_rows) != 0 || push_chunk(f, 0, n_rows) != 0)
 		return 1;
 	for (int64_t r = 0; r < n_rows; r++)
@@ -499,8 +509,9 @@ span_end(const place_slot *o, int64_t k, int64_t n, int64_t span_rows, int64_t g
  * Sorts o[0..n) by place (ties by i, as cmp_place) with room (n place
  * slots, then RADIX_BUCKETS + 1 counters) beside it: for long lists a radix
  * sort of two 16-bit passes when every place is under 2^32 (stable, and o
- * comes in ascending i), else qsort.  A reorder window sorts about 100,000
- * places, a quarter of its fetch time in qsort.
+ * comes in ascending i), else qsort: a reorder sorts every window's
+ * places, and qsort with its comparison callback was most of its fetches'
+ * time.
  */
 static void
 sort_places(place_slot *o, void *room, int64_t n)
