@@ -75,6 +75,20 @@ SELECT 'saga spilled', gbml.saga_fit(f, clicked, '{"loss": "logistic", "alpha": 
 SELECT * FROM spill_report();
 SELECT (r ->> 'peak_memory_mb')::float8 <= 24 AS within_budget FROM gbml.last_training_report() AS r;
 
+-- with room for 64 hash groups of 32 KB runs (an eighth of the free budget)
+-- the rows are grouped by hash as they spill: written twice in all (as they
+-- stream in, then once in canonical order, not three times), memory's bytes
+INSERT INTO fits
+SELECT 'sagagrouped in memory', gbml.saga_fit(f, clicked, '{"loss": "logistic", "alpha": 0.01, "max_iter": 4}')
+  FROM saga_rows;
+INSERT INTO fits
+SELECT 'sagagrouped spilled', gbml.saga_fit(f, clicked, '{"loss": "logistic", "alpha": 0.01, "max_iter": 4, "memory_limit_mb": 48}')
+  FROM saga_rows_shuffled;
+SELECT (r ->> 'spilled_rows')::bigint AS rows_in_files,
+       (r ->> 'temp_written_mb')::float8 < 2.2 * 31500 * 800 * 4 / 1048576.0 AS written_twice,
+       (r ->> 'peak_memory_mb')::float8 <= 48 AS within_budget
+  FROM gbml.last_training_report() AS r;
+
 SELECT a.fit, b.fit, a.model = b.model AS same_bytes
   FROM fits a JOIN fits b ON split_part(a.fit, ' ', 1) = split_part(b.fit, ' ', 1) AND a.fit < b.fit
  ORDER BY 1;

@@ -43,13 +43,14 @@ typedef struct file_chunk
  * by hash, so a window of it lies in a few groups' runs and permute reads
  * them straight into place: one write of the rows and about one read, where
  * rows in arrival order need two of each.  Staging takes at most
- * GROUP_STAGE_BYTES a group and an eighth of the free budget in all; below
- * GROUP_STAGE_MIN_ROWS rows a group the rows go in arrival order.
+ * GROUP_STAGE_BYTES a group and an eighth of the free budget in all; when
+ * that leaves a group under GROUP_STAGE_MIN_BYTES (runs too small to read
+ * well) the rows go in arrival order.
  */
 #define HASH_GROUP_BITS 6
 #define HASH_GROUPS (1 << HASH_GROUP_BITS)
 #define GROUP_STAGE_BYTES ((size_t) 512 << 10)
-#define GROUP_STAGE_MIN_ROWS 16
+#define GROUP_STAGE_MIN_BYTES ((size_t) 32 << 10)
 
 /* Staging bytes a group at most (gbml_chunk_store_file_test_group_stage changes it). */
 static size_t group_stage_bytes = GROUP_STAGE_BYTES;
@@ -265,7 +266,7 @@ place_of(const file_store *f, int64_t addr)
 	return f->place ? f->place[i] : i;
 }
 
-/* The staging buffers, if the budget has room for GROUP_STAGE_MIN_ROWS rows a group (else none). */
+/* The staging buffers, if the budget leaves each group GROUP_STAGE_MIN_BYTES (else none). */
 static int
 alloc_stage(file_store *f)
 {
@@ -281,8 +282,8 @@ alloc_stage(file_store *f)
 			per_group = free_bytes / 8 / HASH_GROUPS;
 	}
 	f->stage_rows = (int64_t) (per_group / rb);
-	/* too few rows a group to be worth it; a test's smaller stage stands at one row */
-	if (f->stage_rows < GROUP_STAGE_MIN_ROWS && !(group_stage_bytes < GROUP_STAGE_BYTES && f->stage_rows >= 1))
+	/* runs too small to be worth it (a test's smaller stage stands, down to one row) */
+	if (f->stage_rows < 1 || (per_group < GROUP_STAGE_MIN_BYTES && group_stage_bytes == GROUP_STAGE_BYTES))
 		return 0;
 	f->stage = gbml_alloc_array(f->env, (size_t) HASH_GROUPS * (size_t) f->stage_rows, rb);
 	f->stage_row = gbml_alloc_array(f->env, (size_t) HASH_GROUPS * (size_t) f->stage_rows, sizeof(int64_t));

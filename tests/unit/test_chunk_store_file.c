@@ -228,7 +228,10 @@ check_permute(size_t budget, int64_t first_rows, int64_t chunk_rows, int64_t dro
 	env.memory_limit = memory_limit;
 	t.s = gbml_chunk_store_file_open(&env);
 	t.hashed = hashed;
+	/* runs of 2 KB at most (56 rows; about 37 at 700 KB), under the 32 KB a budget needs to group */
+	gbml_chunk_store_file_test_group_stage(2048);
 	CHECK(put_chunks(&t, &env, odd_sizes, N_ODD, d, 4) == 0);
+	gbml_chunk_store_file_test_group_stage(0);
 	gbml_chunk_store_file_set_permute_budget(t.s, budget);
 	/* grouped by hash: the rows are not in chunk order in the file, and only the main thread reads */
 	CHECK(t.s->read_any_thread == !hashed);
@@ -298,9 +301,9 @@ TEST(file_store_permutes_in_several_windows)
 
 /*
  * Rows put with their hashes go to 64 groups' staging buffers (an eighth of
- * the free budget: at 700 KB, runs of about 37 rows), so the file holds
- * runs of groups, not chunks; permute still gives every row its place, in
- * one write of the output whatever the windows.
+ * the free budget, here at most 2 KB: at 700 KB, runs of about 37 rows), so
+ * the file holds runs of groups, not chunks; permute still gives every row
+ * its place, in one write of the output whatever the windows.
  */
 TEST(file_store_groups_rows_by_hash)
 {
@@ -309,6 +312,24 @@ TEST(file_store_groups_rows_by_hash)
 	check_permute(3 * 501 * 9 * sizeof(float), 37, 501, 100, 700 << 10, true);
 	check_permute(1, 37, 501, 5000, 700 << 10, true);
 	check_permute(3 * 501 * 9 * sizeof(float), 5000, 100, 17, 0, true);
+}
+
+/* A budget whose eighth leaves a group under 32 KB keeps the rows in arrival order. */
+TEST(file_store_small_budget_does_not_group)
+{
+	gbml_env	env;
+	stored_rows t = {0};
+
+	gbml_env_init_malloc(&env, 1);
+	env.memory_limit = 700 << 10;
+	t.s = gbml_chunk_store_file_open(&env);
+	t.hashed = true;
+	CHECK(put_chunks(&t, &env, odd_sizes, N_ODD, 9, 8) == 0);
+	CHECK(t.s->read_any_thread);
+	CHECK(chunks_match(&t));
+	t.s->destroy(t.s);
+	CHECK(env.memory_used == 0);
+	free(t.ref);
 }
 
 /* Rows grouped by hash read back by chunk, by row range and by address before any permute. */
@@ -325,6 +346,7 @@ TEST(file_store_grouped_rows_read_back)
 	env.memory_limit = 700 << 10;
 	t.s = gbml_chunk_store_file_open(&env);
 	t.hashed = true;
+	gbml_chunk_store_file_test_group_stage(2048);
 	CHECK(put_chunks(&t, &env, odd_sizes, N_ODD, 9, 8) == 0);
 	CHECK(!t.s->read_any_thread);
 	CHECK(chunks_match(&t));
@@ -350,6 +372,7 @@ TEST(file_store_grouped_rows_read_back)
 	for (int64_t i = 0; i < n; i++)
 		ok = ok && memcmp(out + i * 9, t.ref + ((i * 7919) % n) * 9, sizeof(float) * 9) == 0;
 	CHECK(ok);
+	gbml_chunk_store_file_test_group_stage(0);
 	t.s->destroy(t.s);
 	CHECK(env.memory_used == 0);
 	free(addr);
