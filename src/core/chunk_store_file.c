@@ -74,7 +74,6 @@ typedef struct file_store
 	 * (-1 while it waits in its group's staging buffer).  NULL: in chunk
 	 * order, chunk c's row r at first_row + r.
 	 */
-	bool		grouping_decided;
 	int64_t    *place;
 	int64_t		place_cap;
 	float	   *stage;			/* HASH_GROUPS buffers of stage_rows rows */
@@ -96,6 +95,17 @@ static size_t
 row_bytes(const file_store *f)
 {
 	return (size_t) f->n_features * sizeof(float);
+}
+
+/* What env's budget has free (SIZE_MAX without a limit): the store's buffers size themselves by it. */
+static size_t
+free_budget(const file_store *f)
+{
+	const gbml_env *env = f->env;
+
+	if (env->memory_limit == 0)
+		return SIZE_MAX;
+	return env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
 }
 
 static double
@@ -246,8 +256,8 @@ fs_put(gbml_chunk_store *s, const float *x, int64_t n_rows, int n_features)
 		f->n_chunks--;
 		return 1;
 	}
-	for (int64_t r = 0; f->place != NULL && r < n_rows; r++)
-		f->place[first + r] = (int64_t) (f->end / row_bytes(f)) + r;
+	for (int64_t r = 0, at = (int64_t) (f->end / row_bytes(f)); f->place != NULL && r < n_rows; r++)
+		f->place[first + r] = at + r;
 	gbml_missing_flags(f->missing, x, n_rows, n_features);
 	f->end += len;
 	f->rows_spilled += n_rows;
@@ -270,21 +280,16 @@ place_of(const file_store *f, int64_t addr)
 static int
 alloc_stage(file_store *f)
 {
-	const gbml_env *env = f->env;
 	size_t		rb = row_bytes(f),
-				per_group = group_stage_bytes;
+				per_group = group_stage_bytes,
+				/* runs smaller are not worth it; a test's smaller stage stands down to one row */
+				min_run = group_stage_bytes < GROUP_STAGE_BYTES ? rb : GROUP_STAGE_MIN_BYTES;
 
-	if (env->memory_limit > 0)
-	{
-		size_t		free_bytes = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
-
-		if (free_bytes / 8 / HASH_GROUPS < per_group)
-			per_group = free_bytes / 8 / HASH_GROUPS;
-	}
-	f->stage_rows = (int64_t) (per_group / rb);
-	/* runs too small to be worth it (a test's smaller stage stands, down to one row) */
-	if (f->stage_rows < 1 || (per_group < GROUP_STAGE_MIN_BYTES && group_stage_bytes == GROUP_STAGE_BYTES))
+	if (free_budget(f) / 8 / HASH_GROUPS < per_group)
+		per_group = free_budget(f) / 8 / HASH_GROUPS;
+	if (per_group < min_run || per_group < rb)
 		return 0;
+	f->stage_rows = (int64_t) (per_group / rb);
 	f->stage = gbml_alloc_array(f->env, (size_t) HASH_GROUPS * (size_t) f->stage_rows, rb);
 	f->stage_row = gbml_alloc_array(f->env, (size_t) HASH_GROUPS * (size_t) f->stage_rows, sizeof(int64_t));
 	memset(f->staged, 0, sizeof(f->staged));
@@ -355,9 +360,9 @@ grow_places(file_store *f, int64_t rows, int64_t more)
 }
 
 /*
- * put, with each row's canonical-order hash: the first call decides whether
- * rows are grouped (the staging buffers fit, nothing stored yet); reads are
- * then on the main thread only (they settle the staging first) until
+ * put, with each row's canonical-order hash: the first put (nothing stored
+ * yet) decides whether rows are grouped (the staging buffers fit); reads
+ * are then on the main thread only (they settle the staging first) until
  * permute writes the rows in the order asked.
  */
 static int
@@ -369,10 +374,9 @@ fs_put_hashed(gbml_chunk_store *s, const float *x, const uint64_t *hash, int64_t
 
 	if (set_features(f, n_features) != 0)
 		return 1;
-	if (!f->grouping_decided)
+	if (f->n_chunks == 0)
 	{
-		f->grouping_decided = true;
-		if (f->n_chunks == 0 && (alloc_stage(f) != 0 || (f->stage != NULL && grow_places(f, 0, n_rows) != 0)))
+		if (alloc_stage(f) != 0 || (f->stage != NULL && grow_places(f, 0, n_rows) != 0))
 			return 1;
 		s->read_any_thread = f->place == NULL;
 	}
@@ -435,7 +439,7 @@ read_grouped(file_store *f, int index, int64_t first, int64_t n, float *out)
 		return store_fail_env(f);
 	for (int64_t r = 0; r < n; r++)
 		src[r] = ((int64_t) index << 32) | (first + r);
-	rc = fetch_rows(f, src, n, out);
+	rc = settle(f) != 0 ? 1 : fetch_rows(f, src, n, out);
 	gbml_free(f->env, src);
 	return rc;
 }
@@ -545,16 +549,10 @@ sort_places(place_slot *o, void *room, int64_t n)
 static size_t
 fetch_span_bytes(const file_store *f)
 {
-	const gbml_env *env = f->env;
 	size_t		span = FETCH_SPAN_BYTES;
 
-	if (env->memory_limit > 0)
-	{
-		size_t		free_bytes = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
-
-		if (free_bytes / 4 < span)
-			span = free_bytes / 4;
-	}
+	if (free_budget(f) / 4 < span)
+		span = free_budget(f) / 4;
 	return span > row_bytes(f) ? span : row_bytes(f);
 }
 
@@ -563,7 +561,9 @@ fetch_span_bytes(const file_store *f)
  * read in order, and nearby rows come in one read of their span (copying a
  * small gap from the page cache is cheaper than another system call): a
  * run of duplicate rows, a dense sample, or a window of rows grouped by
- * hash does not pay one read per row.  Main thread (it allocates).
+ * hash does not pay one read per row.  The addresses are valid and nothing
+ * is staged (the callers check and settle once: permute for all its
+ * windows).  Main thread (it allocates).
  */
 static int
 fetch_rows(file_store *f, const int64_t *src, int64_t n, float *out)
@@ -577,8 +577,6 @@ fetch_rows(file_store *f, const int64_t *src, int64_t n, float *out)
 
 	if (n <= 0)
 		return 0;
-	if (check_addresses(f, src, n) != 0 || settle(f) != 0)
-		return 1;
 	/* some row is stored, so the rows have features */
 	rb = row_bytes(f);
 	span_rows = (int64_t) (fetch_span_bytes(f) / rb);
@@ -594,11 +592,8 @@ fetch_rows(file_store *f, const int64_t *src, int64_t n, float *out)
 	if (rc == 0)
 	{
 		/* the radix sort's room only when the budget has it (qsort needs none of ours) */
-		const gbml_env *env = f->env;
 		size_t		want = (size_t) n * sizeof(place_slot) + (RADIX_BUCKETS + 1) * sizeof(int64_t);
-		bool		fits = env->memory_limit == 0 ||
-			(env->memory_limit > env->memory_used && env->memory_limit - env->memory_used > want + want / 8);
-		void	   *room = n >= RADIX_BUCKETS && fits ? gbml_alloc(f->env, want) : NULL;
+		void	   *room = n >= RADIX_BUCKETS && free_budget(f) > want + want / 8 ? gbml_alloc(f->env, want) : NULL;
 
 		sort_places(o, room, n);
 		gbml_free(f->env, room);
@@ -620,7 +615,11 @@ fetch_rows(file_store *f, const int64_t *src, int64_t n, float *out)
 static int
 fs_fetch(gbml_chunk_store *s, const int64_t *src, int64_t n, float *out)
 {
-	return fetch_rows((file_store *) s, src, n, out);
+	file_store *f = (file_store *) s;
+
+	if (check_addresses(f, src, n) != 0 || settle(f) != 0)
+		return 1;
+	return fetch_rows(f, src, n, out);
 }
 
 /* ---- permute: the rows src[0..n) in that order, into a new file ---- */
@@ -925,18 +924,12 @@ largest_chunk_rows(const file_store *f)
 static size_t
 window_budget(const file_store *f)
 {
-	const gbml_env *env = f->env;
 	size_t		window = PERMUTE_MAX_WINDOW;
 
 	if (f->permute_budget > 0 && f->permute_budget < window)
 		window = f->permute_budget;
-	if (env->memory_limit > 0)
-	{
-		size_t		free_bytes = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
-
-		if (free_bytes / 2 < window)
-			window = free_bytes / 2;
-	}
+	if (free_budget(f) / 2 < window)
+		window = free_budget(f) / 2;
 	return window;
 }
 
