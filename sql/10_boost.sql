@@ -32,6 +32,27 @@ SELECT (SELECT model FROM m_newton WHERE steps = 10 AND threads = 1) = (SELECT m
        (SELECT gbml.model_info(model) -> 'params' ? 'leaf_estimation_iterations' FROM m_newton WHERE steps = 1) AS recorded_when_one;
 SELECT gbml.boost_fit(f, y, '{"loss": "Logloss", "leaf_estimation_iterations": 0}') FROM reg;
 
+-- border_type: GreedyLogSum spends every border on a feature with a heavy run of ties (Median's
+-- quantiles mostly fall inside the run and are lost), gives the same bytes on any thread count,
+-- and is kept in the model's params (Median, the default, is not)
+CREATE TABLE ties AS
+SELECT ARRAY[CASE WHEN i % 5 = 0 THEN (i % 997) / 997.0 ELSE 0 END, (i % 11) / 11.0]::real[] AS f,
+       ((i % 997) / 997.0 * (i % 5 = 0)::int + (i % 11) / 11.0)::real AS y
+  FROM generate_series(1, 5000) AS i;
+CREATE TABLE m_borders AS
+SELECT kind, threads, gbml.boost_fit(f, y, jsonb_build_object('iterations', 20, 'depth', 3, 'border_count', 8,
+                                                             'border_type', kind, 'threads', threads)) AS model
+  FROM ties, (VALUES ('Median', 1), ('GreedyLogSum', 1), ('GreedyLogSum', 2)) AS s(kind, threads) GROUP BY kind, threads;
+SELECT kind, threads, jsonb_array_length(gbml.model_json(model) -> 'borders' -> 0) AS borders_f1,
+       jsonb_array_length(gbml.model_json(model) -> 'borders' -> 1) AS borders_f2,
+       gbml.model_info(model) -> 'params' ->> 'border_type' AS recorded
+  FROM m_borders ORDER BY kind, threads;
+SELECT (SELECT model FROM m_borders WHERE kind = 'GreedyLogSum' AND threads = 1) =
+       (SELECT model FROM m_borders WHERE kind = 'GreedyLogSum' AND threads = 2) AS same_bytes,
+       (SELECT gbml.rmse(gbml.predict(model, f), y) FROM ties, m_borders WHERE kind = 'GreedyLogSum' AND threads = 1) <
+       (SELECT gbml.rmse(gbml.predict(model, f), y) FROM ties, m_borders WHERE kind = 'Median') AS fits_better;
+SELECT gbml.boost_fit(f, y, '{"border_type": "Uniform"}') FROM reg;
+
 -- Ranking losses on queries of 20 documents: each beats a random order on NDCG@10
 CREATE TABLE rank_base AS
 SELECT g, avg(ndcg) AS random_ndcg FROM (

@@ -68,6 +68,7 @@
 const char *const gbml_boost_loss_choices[] = {
 	"auto", "RMSE", "Logloss", "QueryRMSE", "PairLogit", "YetiRank", "LambdaMART", NULL
 };
+static const char *const border_type_choices[] = {"Median", "GreedyLogSum", NULL};
 static const char *const metric_choices[] = {"auto", "NDCG", "RMSE", "AUC", "Logloss", "loss", NULL};
 
 #define BP(field) offsetof(gbml_boost_params, field)
@@ -81,7 +82,10 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 	{"l2_leaf_reg", GBML_PARAM_REAL, BP(l2_leaf_reg), 0, 1e6, NAN, NULL, NULL,
 	"L2 regularisation of leaf values: -G / (H + l2_leaf_reg); null: 0 for YetiRank (CatBoost's default), else 3"},
 	{"border_count", GBML_PARAM_INT, BP(border_count), 1, 255, 32, NULL, NULL,
-	"maximum number of quantile borders (split candidates) per feature"},
+	"maximum number of borders (split candidates) per feature"},
+	{"border_type", GBML_PARAM_ENUM, BP(border_type), 0, 0, 0, NULL, border_type_choices,
+	"how borders are chosen when a feature has more distinct values than border_count: Median (quantiles "
+	"of the sample) or GreedyLogSum (CatBoost's: greedy splits maximising the sum of log bin sizes)"},
 	{"border_sample_size", GBML_PARAM_INT, BP(border_sample_size), 1000, 1e8, 200000, NULL, NULL,
 	"rows sampled to compute the borders"},
 	{"random_seed", GBML_PARAM_INT, BP(random_seed), 0, 9007199254740991.0, 0, NULL, NULL,
@@ -121,6 +125,8 @@ boost_records_param(const gbml_param_spec *s, const void *params, const gbml_dat
 {
 	if (s->offset == BP(leaf_estimation_iterations))
 		return ((const gbml_boost_params *) params)->leaf_estimation_iterations != 1;
+	if (s->offset == BP(border_type))
+		return ((const gbml_boost_params *) params)->border_type != GBML_BORDER_MEDIAN;
 	return s->offset < BP(one_hot_max_size) || gbml_schema_n_categorical(ds->schema) > 0;
 }
 #undef BP
@@ -1137,6 +1143,7 @@ ctr_params(const trainer *T)
 	cp.prior_weight = T->p->ctr_prior_weight;
 	cp.counter = T->p->ctr_counter;
 	cp.border_count = (int) T->p->border_count;
+	cp.border_type = (gbml_boost_border_type) T->p->border_type;
 	cp.border_sample_size = T->p->border_sample_size;
 	cp.seed = (uint64_t) T->p->random_seed;
 	cp.binary_target = T->kind == GBML_LOSS_LOGLOSS;
@@ -1158,7 +1165,8 @@ quantize(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 	T->n_inputs = T->n_features = ds->n_features;
 	if ((rc = gbml_boost_ctr_begin(&T->cat, ds->schema, ds->n_features, T->train.n,
 								   T->has_eval ? T->eval.n : 0, env)) != GBML_OK ||
-		(rc = gbml_boost_borders_build(ds, (int) p->border_count, p->border_sample_size,
+		(rc = gbml_boost_borders_build(ds, (int) p->border_count, (gbml_boost_border_type) p->border_type,
+									   p->border_sample_size,
 									   (uint64_t) p->random_seed, &T->borders, env)) != GBML_OK ||
 		(T->cat.n_cat > 0 && (rc = gbml_boost_ctr_clear_borders(&T->cat, &T->borders, env)) != GBML_OK))
 		return rc;

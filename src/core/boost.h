@@ -39,6 +39,7 @@ typedef struct gbml_boost_params
 	int64_t		depth;
 	double		l2_leaf_reg;
 	int64_t		border_count;
+	int			border_type;	/* gbml_boost_border_type; recorded in a model only when not Median */
 	int64_t		border_sample_size;
 	int64_t		random_seed;
 	double		subsample;

@@ -369,7 +369,7 @@ derived_borders(const gbml_boost_ctr_fit *fit, ctr_work *w, int d, gbml_env *env
 	for (int64_t i = 0; i < n && taken < m; i++)
 		if (m == n || (double) (n - i) * gbml_rng_uniform(&rng) < (double) (m - taken))
 			sample[taken++] = w->values[i];
-	rc = gbml_boost_value_borders(sample, taken, w->p->border_count, out, &w->border_count[d], env);
+	rc = gbml_boost_value_borders(sample, taken, w->p->border_count, w->p->border_type, out, &w->border_count[d], env);
 	gbml_free(env, sample);
 	return rc;
 }

@@ -42,6 +42,7 @@ typedef struct gbml_boost_ctr_params
 	double		prior_weight;
 	bool		counter;
 	int			border_count;
+	gbml_boost_border_type border_type;
 	int64_t		border_sample_size;
 	uint64_t	seed;
 	bool		binary_target;	/* Logloss: targets 0/1 */

@@ -105,14 +105,121 @@ border_between(float a, float b)
 	return mid;
 }
 
+/* A bin of the greedy border choice: sorted positions [lo, hi) and its best split. */
+typedef struct greedy_bin
+{
+	int64_t		lo,
+				hi;
+	int64_t		split;			/* the value boundary that splits it best; 0: none */
+	double		gain;			/* L * R / (L + R) at that split: log of it is the log-sum gain */
+} greedy_bin;
+
 /*
- * Chooses at most max_borders borders from sorted keys v[0..m) (finite values).
- * Quantile positions k*m/(B+1); a position inside a run of equal values moves
- * to the nearer edge of the run, so heavy ties cost borders, never create
- * empty bins.  Returns the number written to out.
+ * bin's best split among the value boundaries bnd[0..nb) (ascending
+ * positions where the sorted value changes): the boundary nearest its
+ * middle on either side, whichever gives the larger L * R.
+ */
+static void
+greedy_best_split(greedy_bin *bin, const uint32_t *bnd, int64_t nb)
+{
+	int64_t		mid = bin->lo + (bin->hi - bin->lo) / 2;
+	int64_t		a = 0,
+				b = nb;
+
+	bin->split = 0;
+	bin->gain = -1.0;
+	while (a < b)
+	{
+		int64_t		c = (a + b) >> 1;
+
+		if ((int64_t) bnd[c] < mid)
+			a = c + 1;
+		else
+			b = c;
+	}
+	for (int64_t k = a - 1; k <= a; k++)
+	{
+		double		l,
+					r,
+					g;
+
+		if (k < 0 || k >= nb || (int64_t) bnd[k] <= bin->lo || (int64_t) bnd[k] >= bin->hi)
+			continue;
+		l = (double) (bnd[k] - bin->lo);
+		r = (double) (bin->hi - bnd[k]);
+		g = l * r / (l + r);
+		if (g > bin->gain)
+		{
+			bin->gain = g;
+			bin->split = bnd[k];
+		}
+	}
+}
+
+/*
+ * CatBoost's GreedyLogSum: starting from one bin, split max_borders times
+ * the bin whose best split raises sum(log(bin size)) most (ties: the lower
+ * bin), each split at a value boundary.  Unlike quantiles, a heavy run of
+ * equal values never costs a border: the borders go where there is room.
  */
 static int
-choose_borders(const uint32_t *v, int64_t m, int max_borders, float *out)
+choose_borders_greedy(const uint32_t *v, int64_t m, int max_borders, uint32_t *bnd, float *out)
+{
+	greedy_bin	bins[GBML_BOOST_MAX_BORDERS + 1];
+	int64_t		split[GBML_BOOST_MAX_BORDERS];
+	int64_t		nb = 0;
+	int			n_bins = 1,
+				n = 0;
+
+	for (int64_t i = 1; i < m; i++)
+		if (v[i] != v[i - 1])
+			bnd[nb++] = (uint32_t) i;
+
+	bins[0].lo = 0;
+	bins[0].hi = m;
+	greedy_best_split(&bins[0], bnd, nb);
+	while (n < max_borders)
+	{
+		int			best = -1;
+
+		for (int i = 0; i < n_bins; i++)
+			if (bins[i].split > 0 && (best < 0 || bins[i].gain > bins[best].gain ||
+									  (bins[i].gain == bins[best].gain && bins[i].lo < bins[best].lo)))
+				best = i;
+		if (best < 0)
+			break;
+		split[n++] = bins[best].split;
+		bins[n_bins].lo = bins[best].split;
+		bins[n_bins].hi = bins[best].hi;
+		bins[best].hi = bins[best].split;
+		greedy_best_split(&bins[best], bnd, nb);
+		greedy_best_split(&bins[n_bins], bnd, nb);
+		n_bins++;
+	}
+	for (int i = 1; i < n; i++)		/* insertion sort: at most 255 */
+		for (int j = i; j > 0 && split[j - 1] > split[j]; j--)
+		{
+			int64_t		t = split[j];
+
+			split[j] = split[j - 1];
+			split[j - 1] = t;
+		}
+	for (int i = 0; i < n; i++)
+		out[i] = border_between(key_float(v[split[i] - 1]), key_float(v[split[i]]));
+	return n;
+}
+
+/*
+ * Chooses at most max_borders borders from sorted keys v[0..m) (finite values):
+ * every value boundary when there are that few, else by `type`.  Median:
+ * quantile positions k*m/(B+1); a position inside a run of equal values moves
+ * to the nearer edge of the run, so heavy ties cost borders, never create
+ * empty bins.  GreedyLogSum: choose_borders_greedy, in scratch (m keys).
+ * Returns the number written to out.
+ */
+static int
+choose_borders(const uint32_t *v, int64_t m, int max_borders, gbml_boost_border_type type, uint32_t *scratch,
+			   float *out)
 {
 	int			n = 0;
 	int64_t		distinct = m > 0 ? 1 : 0;
@@ -129,6 +236,8 @@ choose_borders(const uint32_t *v, int64_t m, int max_borders, float *out)
 				out[n++] = border_between(key_float(v[i - 1]), key_float(v[i]));
 		return n;
 	}
+	if (type == GBML_BORDER_GREEDY_LOGSUM && m <= (int64_t) UINT32_MAX)
+		return choose_borders_greedy(v, m, max_borders, scratch, out);
 	{
 		int64_t		last = 0;
 
@@ -305,15 +414,18 @@ typedef struct border_choice
 	gbml_boost_borders *out;
 	int			d;
 	int			border_count;
+	gbml_boost_border_type type;
 	int64_t		stride;
 	float	   *chosen;
 } border_choice;
 
 static int
-choice_begin(border_choice *bc, gbml_boost_borders *out, int d, int border_count, gbml_env *env)
+choice_begin(border_choice *bc, gbml_boost_borders *out, int d, int border_count, gbml_boost_border_type type,
+			 gbml_env *env)
 {
 	memset(out, 0, sizeof(*out));
 	bc->out = out;
+	bc->type = type;
 	bc->d = d;
 	bc->border_count = border_count > GBML_BOOST_MAX_BORDERS ? GBML_BOOST_MAX_BORDERS : border_count;
 	bc->stride = bc->border_count + 1;
@@ -361,7 +473,7 @@ choice_batch(border_choice *bc, const float *colbuf, int64_t m, int64_t f0, int6
 			cap = GBML_BOOST_MAX_BORDERS - extra;
 		if (extra)
 			dst[0] = -INFINITY;
-		out->count[f] = extra + choose_borders(keys, mf, cap, dst + extra);
+		out->count[f] = extra + choose_borders(keys, mf, cap, bc->type, tmp, dst + extra);
 	}
 }
 
@@ -391,8 +503,8 @@ choice_finish(border_choice *bc, int rc, gbml_env *env)
 }
 
 int
-gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sample_size,
-						 uint64_t seed, gbml_boost_borders *out, gbml_env *env)
+gbml_boost_borders_build(const gbml_dataset *ds, int border_count, gbml_boost_border_type type,
+						 int64_t sample_size, uint64_t seed, gbml_boost_borders *out, gbml_env *env)
 {
 	int			d = ds->n_features;
 	int64_t		n = ds->n_rows;
@@ -406,7 +518,7 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sampl
 	border_choice bc;
 	int			rc;
 
-	if ((rc = choice_begin(&bc, out, d, border_count, env)) != GBML_OK)
+	if ((rc = choice_begin(&bc, out, d, border_count, type, env)) != GBML_OK)
 		goto done;
 	if (ds->store)
 		addr = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(int64_t));
@@ -481,7 +593,7 @@ done:
 
 int
 gbml_boost_borders_from_sample(const float *rows, int64_t m, int d, const bool *has_missing, int border_count,
-							   gbml_boost_borders *out, gbml_env *env)
+							   gbml_boost_border_type type, gbml_boost_borders *out, gbml_env *env)
 {
 	int64_t		batch = (int64_t) (SAMPLE_BATCH_BYTES / ((size_t) (m > 0 ? m : 1) * sizeof(float)));
 	float	   *colbuf = NULL;
@@ -490,7 +602,7 @@ gbml_boost_borders_from_sample(const float *rows, int64_t m, int d, const bool *
 	int			rc;
 
 	batch = batch < 1 ? 1 : batch > d ? d : batch;
-	if ((rc = choice_begin(&bc, out, d, border_count, env)) != GBML_OK)
+	if ((rc = choice_begin(&bc, out, d, border_count, type, env)) != GBML_OK)
 		goto done;
 	memcpy(out->has_missing, has_missing, sizeof(bool) * (size_t) d);
 	colbuf = gbml_alloc_array(env, (size_t) (batch > 0 ? batch : 1) * (size_t) (m > 0 ? m : 1), sizeof(float));
@@ -1038,7 +1150,8 @@ gbml_boost_bins_fill_column(gbml_boost_bins *bins, int column, const float *valu
 }
 
 int
-gbml_boost_value_borders(const float *v, int64_t m, int max_borders, float *out, int *count, gbml_env *env)
+gbml_boost_value_borders(const float *v, int64_t m, int max_borders, gbml_boost_border_type type, float *out,
+						 int *count, gbml_env *env)
 {
 	uint32_t   *keys = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1) * 2, sizeof(uint32_t));
 	int64_t		mf = 0;
@@ -1052,7 +1165,7 @@ gbml_boost_value_borders(const float *v, int64_t m, int max_borders, float *out,
 	radix_sort_u32(keys, keys + (m > 0 ? m : 1), mf);
 	if (max_borders > GBML_BOOST_MAX_BORDERS)
 		max_borders = GBML_BOOST_MAX_BORDERS;
-	*count = choose_borders(keys, mf, max_borders, out);
+	*count = choose_borders(keys, mf, max_borders, type, keys + (m > 0 ? m : 1), out);
 	gbml_free(env, keys);
 	return GBML_OK;
 }

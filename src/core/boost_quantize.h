@@ -29,6 +29,16 @@
 
 #define GBML_BOOST_MAX_BORDERS 255
 
+/*
+ * How a feature's borders are chosen when it has more distinct values than
+ * borders (the index of the `border_type` parameter's choice).
+ */
+typedef enum gbml_boost_border_type
+{
+	GBML_BORDER_MEDIAN = 0,		/* quantiles of the sample, moved to the edge of a run of ties */
+	GBML_BORDER_GREEDY_LOGSUM = 1	/* CatBoost's GreedyLogSum: greedy splits maximising sum(log(bin size)) */
+} gbml_boost_border_type;
+
 typedef struct gbml_boost_borders
 {
 	int		   *count;			/* borders of feature f: 0..255 */
@@ -39,11 +49,11 @@ typedef struct gbml_boost_borders
 
 /*
  * Computes borders from a sample of ds (deterministic in `seed`): at most
- * border_count quantile borders per feature (plus the missing border),
- * sample_size rows at most (all rows when there are fewer).
+ * border_count borders per feature chosen by `type` (plus the missing
+ * border), sample_size rows at most (all rows when there are fewer).
  */
-int			gbml_boost_borders_build(const gbml_dataset *ds, int border_count, int64_t sample_size,
-									 uint64_t seed, gbml_boost_borders *out, gbml_env *env);
+int			gbml_boost_borders_build(const gbml_dataset *ds, int border_count, gbml_boost_border_type type,
+									 int64_t sample_size, uint64_t seed, gbml_boost_borders *out, gbml_env *env);
 /* Per-feature "has a missing value" flags over every row of ds (NaN or -Inf). */
 int			gbml_boost_scan_missing(const gbml_dataset *ds, bool *has_missing, gbml_env *env);
 
@@ -62,7 +72,8 @@ int64_t		gbml_boost_sample_positions(int64_t n, int64_t m, uint64_t seed, int64_
  * from its shards' rows).
  */
 int			gbml_boost_borders_from_sample(const float *rows, int64_t m, int d, const bool *has_missing,
-										   int border_count, gbml_boost_borders *out, gbml_env *env);
+										   int border_count, gbml_boost_border_type type,
+										   gbml_boost_borders *out, gbml_env *env);
 void		gbml_boost_borders_free(gbml_boost_borders *b, gbml_env *env);
 
 /* bin(x) = #{ j : x > borders[j] } for sorted borders (count <= 255). */
@@ -212,8 +223,8 @@ void		gbml_boost_bins_fill_column(gbml_boost_bins *bins, int column, const float
  * Borders from values v[0..m) (finite): at most max_borders, chosen as a
  * feature's are from its sample.  *count gets how many went to out.
  */
-int			gbml_boost_value_borders(const float *v, int64_t m, int max_borders, float *out, int *count,
-									 gbml_env *env);
+int			gbml_boost_value_borders(const float *v, int64_t m, int max_borders, gbml_boost_border_type type,
+									 float *out, int *count, gbml_env *env);
 
 /* Takes every border away from the features f < n with clear[f] (they can never split). */
 void		gbml_boost_borders_clear(gbml_boost_borders *b, int n, const bool *clear);

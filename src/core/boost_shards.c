@@ -369,8 +369,8 @@ boost_shards_setup(trainer *T, const gbml_dataset *ds)
 			 (!with_groups || (rc = index_groups(T, B)) == GBML_OK) &&
 			 (rc = sample_lists(T, B, m, p->subsample < 1 && !with_groups)) == GBML_OK &&
 			 (rc = gather_sample(T, B, rows, d)) == GBML_OK &&
-			 (rc = gbml_boost_borders_from_sample(rows, m, d, missing, (int) p->border_count, &T->borders,
-												  env)) == GBML_OK)
+			 (rc = gbml_boost_borders_from_sample(rows, m, d, missing, (int) p->border_count,
+												  (gbml_boost_border_type) p->border_type, &T->borders, env)) == GBML_OK)
 		rc = send_borders(T, B, d);
 	gbml_free(env, missing);
 	gbml_free(env, rows);

@@ -24,6 +24,7 @@ usage: rank_quality_bench.py [--trees 300] [--lr 0.1] [--depth 6]
                              [--folds 1,2,3,4,5] [--datasets mq2008,lgbm]
                              [--systems gbml-yetirank,gbml-lambdamart,xgboost,lightgbm,catboost]
                              [--repeats 1] [--seed 0] [--seeds 1] [--gbml-bin PATH]
+                             [--gbml-param KEY=VALUE ...]
 
 --seeds N trains every system with the seeds seed .. seed+N-1 and scores a task
 by the mean NDCG over them: on LightGBM-lambdarank's 50 test queries one seed's
@@ -126,7 +127,7 @@ def run_gbml(loss, task, cfg, workdir):
     cmd = [BIN, "--train", ",".join(task["train_files"]), "--test", ",".join(task["test_files"]),
            "--out", out, "--threads", str(THREADS),
            f"loss={loss}", f"iterations={cfg.trees}", f"learning_rate={cfg.lr}",
-           f"depth={cfg.depth}", f"random_seed={cfg.seed}"]
+           f"depth={cfg.depth}", f"random_seed={cfg.seed}"] + list(cfg.gbml_param)
     if task["vali_files"] and cfg.early_stopping > 0:
         cmd[3:3] = ["--eval", ",".join(task["vali_files"])]
         cmd += [f"early_stopping_rounds={cfg.early_stopping}", "use_best_model=true",
@@ -284,6 +285,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=1,
                     help="train with seeds seed..seed+N-1; a task's NDCG is their mean")
+    ap.add_argument("--gbml-param", action="append", default=[], metavar="KEY=VALUE",
+                    help="an extra gbml boost parameter (repeatable), e.g. border_type=GreedyLogSum")
     ap.add_argument("--gbml-bin", default=None,
                     help="use this prebuilt bench_rank instead of building one from core_sources.mk")
     cfg = ap.parse_args()

@@ -503,7 +503,7 @@ chunk_store_checks(void)
 
 			gbml_dataset_append(&tmp, &env, &row, false);
 		}
-		gbml_boost_borders_build(&tmp, 20, 100000, 1, &borders, &env);
+		gbml_boost_borders_build(&tmp, 20, GBML_BORDER_MEDIAN, 100000, 1, &borders, &env);
 		for (int64_t i = 0; i < n; i++)
 		{
 			int64_t		k = n - 1 - i;	/* training row i is stored row k, which holds all[perm[k]] */

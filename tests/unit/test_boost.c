@@ -141,7 +141,7 @@ TEST(boost_borders_and_bins)
 		x[2] = 1.5f;			/* constant -> no border */
 		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
 	}
-	CHECK(gbml_boost_borders_build(&ds, 32, 200000, 1, &b, &env) == GBML_OK);
+	CHECK(gbml_boost_borders_build(&ds, 32, GBML_BORDER_MEDIAN, 200000, 1, &b, &env) == GBML_OK);
 	CHECK(b.count[0] == 9);
 	CHECK(!b.has_missing[0] && b.has_missing[1] && !b.has_missing[2]);
 	CHECK(b.count[1] == 33);
@@ -192,6 +192,88 @@ TEST(boost_borders_and_bins)
 	gbml_dataset_free(&ds, &env);
 	free(rows);
 	CHECK(env.memory_used == 0);
+}
+
+/* Borders of feature f in a dataset of one column v[0..n), by `type`. */
+static int
+borders_of_column(const float *v, int n, int border_count, gbml_boost_border_type type, float *out)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	gbml_boost_borders b;
+	int			count;
+
+	gbml_env_init_malloc(&env, 2);
+	gbml_dataset_init(&ds, true);
+	for (int i = 0; i < n; i++)
+	{
+		gbml_row	row = {.x = &v[i],.n_features = 1,.label = 0,.group_is_null = true,.weight_is_null = true};
+
+		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
+	}
+	CHECK(gbml_boost_borders_build(&ds, border_count, type, 200000, 1, &b, &env) == GBML_OK);
+	count = b.count[0];
+	memcpy(out, b.values, sizeof(float) * (size_t) count);
+	gbml_boost_borders_free(&b, &env);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+	return count;
+}
+
+/*
+ * GreedyLogSum: with 60 % of the rows at 0, quantile borders mostly fall
+ * inside the run of zeros and are lost; the greedy choice spends all 32,
+ * one at the run's edge and the rest splitting the other rows into bins
+ * of about equal size; with few distinct values both take them all.
+ */
+TEST(boost_greedy_logsum_borders_use_every_border)
+{
+	enum {n = 5000};
+	static float v[n],
+				median[GBML_BOOST_MAX_BORDERS],
+				greedy[GBML_BOOST_MAX_BORDERS],
+				again[GBML_BOOST_MAX_BORDERS];
+	int			n_median,
+				n_greedy,
+				per_bin[33] = {0};
+	gbml_rng	rng;
+
+	gbml_rng_seed(&rng, 11);
+	for (int i = 0; i < n; i++)
+		v[i] = i % 5 < 3 ? 0.0f : (float) gbml_rng_uniform(&rng) + 1.0f;
+	n_median = borders_of_column(v, n, 32, GBML_BORDER_MEDIAN, median);
+	n_greedy = borders_of_column(v, n, 32, GBML_BORDER_GREEDY_LOGSUM, greedy);
+	CHECK(n_median < 20);
+	CHECK(n_greedy == 32);
+	CHECK(greedy[0] >= 0.0f && greedy[0] < 1.0f);	/* the zeros' edge */
+	for (int j = 1; j < n_greedy; j++)
+		CHECK(greedy[j] > greedy[j - 1]);
+	for (int i = 0; i < n; i++)
+		per_bin[gbml_boost_bin_of(greedy, n_greedy, v[i])]++;
+	CHECK(per_bin[0] == n * 3 / 5);
+	for (int bin = 1; bin <= 32; bin++)	/* 2,000 rows in 32 bins: 62.5 each */
+		CHECK(per_bin[bin] >= 40 && per_bin[bin] <= 90);
+	CHECK(borders_of_column(v, n, 32, GBML_BORDER_GREEDY_LOGSUM, again) == 32);
+	CHECK(memcmp(again, greedy, sizeof(float) * 32) == 0);
+
+	/* 10 distinct values, 32 borders: every boundary, whichever rule */
+	for (int i = 0; i < n; i++)
+		v[i] = (float) (i % 10 == 0 ? 100 : i % 10);
+	CHECK(borders_of_column(v, n, 32, GBML_BORDER_MEDIAN, median) == 9);
+	CHECK(borders_of_column(v, n, 32, GBML_BORDER_GREEDY_LOGSUM, greedy) == 9);
+	CHECK(memcmp(median, greedy, sizeof(float) * 9) == 0);
+
+	/*
+	 * No ties: each split halves the bin with the most rows (three give the
+	 * quartiles); between bins of equal size the lower one goes first.
+	 */
+	for (int i = 0; i < n; i++)
+		v[i] = (float) ((i * 7919) % n);
+	CHECK(borders_of_column(v, n, 3, GBML_BORDER_GREEDY_LOGSUM, greedy) == 3);
+	for (int j = 0; j < 3; j++)
+		CHECK(fabsf(greedy[j] - (float) (n * (j + 1) / 4)) <= 1.0f);
+	CHECK(borders_of_column(v, n, 4, GBML_BORDER_GREEDY_LOGSUM, greedy) == 4);
+	CHECK(fabsf(greedy[0] - (float) (n / 8)) <= 1.0f && fabsf(greedy[1] - (float) (n / 4)) <= 1.0f);
 }
 
 TEST(boost_rmse_learns_and_scorer_matches_trainer)
