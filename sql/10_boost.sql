@@ -53,6 +53,25 @@ SELECT (SELECT model FROM m_borders WHERE kind = 'GreedyLogSum' AND threads = 1)
        (SELECT gbml.rmse(gbml.predict(model, f), y) FROM ties, m_borders WHERE kind = 'Median') AS fits_better;
 SELECT gbml.boost_fit(f, y, '{"border_type": "Uniform"}') FROM reg;
 
+-- score_function L2 (CatBoost's): Logloss's splits scored on the row weights, the hessians only in
+-- the leaf values; another model than NewtonL2 (auto for Logloss), the same bytes on any thread
+-- count, kept in the model; L2 is for Logloss and YetiRank, NewtonL2 not for YetiRank
+CREATE TABLE m_score AS
+SELECT score, threads, gbml.boost_fit(f, (y > 1.3)::int::real,
+         jsonb_build_object('loss', 'Logloss', 'iterations', 15, 'depth', 3, 'score_function', score,
+                            'leaf_estimation_iterations', 3, 'threads', threads)) AS model
+  FROM reg, (VALUES ('auto', 1), ('NewtonL2', 1), ('L2', 1), ('L2', 2)) AS s(score, threads) GROUP BY score, threads;
+SELECT (SELECT model FROM m_score WHERE score = 'L2' AND threads = 1) = (SELECT model FROM m_score WHERE score = 'L2' AND threads = 2) AS same_bytes,
+       (SELECT gbml.model_json(model) -> 'trees' FROM m_score WHERE score = 'auto') =
+       (SELECT gbml.model_json(model) -> 'trees' FROM m_score WHERE score = 'NewtonL2') AS auto_is_newton,
+       (SELECT gbml.model_json(model) -> 'trees' FROM m_score WHERE score = 'L2' AND threads = 1) <>
+       (SELECT gbml.model_json(model) -> 'trees' FROM m_score WHERE score = 'NewtonL2') AS l2_differs,
+       (SELECT gbml.auc(gbml.predict_proba(model, f), (y > 1.3)::int::real) FROM reg, m_score WHERE score = 'L2' AND threads = 1) > 0.99 AS separates,
+       (SELECT gbml.model_info(model) -> 'params' ->> 'score_function' FROM m_score WHERE score = 'L2' AND threads = 1) AS recorded,
+       (SELECT gbml.model_info(model) -> 'params' ? 'score_function' FROM m_score WHERE score = 'auto') AS recorded_when_auto;
+SELECT gbml.boost_fit(f, y, '{"score_function": "L2"}') FROM reg;
+SELECT gbml.boost_fit(f, y, g, '{"loss": "YetiRank", "score_function": "NewtonL2"}') FROM reg;
+
 -- Ranking losses on queries of 20 documents: each beats a random order on NDCG@10
 CREATE TABLE rank_base AS
 SELECT g, avg(ndcg) AS random_ndcg FROM (

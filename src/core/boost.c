@@ -17,10 +17,10 @@
  *   3. Newton leaf values -lr * G / (H + l2_leaf_reg), stored as float, and
  *      the predictions updated with exactly the float the scorer will add.
  *
- * YetiRank follows CatBoost here too: its split search sees the row weights
- * in the place of the hessian (CatBoost scores splits on weighted first
- * derivatives), and the loss's Newton hessian only enters the leaf values
- * (structure_by_weight below).
+ * YetiRank follows CatBoost here too (and Logloss with score_function L2):
+ * its split search sees the row weights in the place of the hessian
+ * (CatBoost scores splits on weighted first derivatives), and the loss's
+ * Newton hessian only enters the leaf values (structure_by_weight below).
  *
  * Rows are trained in the canonical order the driver hands over, except that
  * with a group id they are stably sorted by group first, so the ranking losses
@@ -68,6 +68,11 @@
 const char *const gbml_boost_loss_choices[] = {
 	"auto", "RMSE", "Logloss", "QueryRMSE", "PairLogit", "YetiRank", "LambdaMART", NULL
 };
+enum
+{
+	SCORE_AUTO = 0, SCORE_NEWTON_L2 = 1, SCORE_L2 = 2
+};
+static const char *const score_function_choices[] = {"auto", "NewtonL2", "L2", NULL};
 static const char *const border_type_choices[] = {"Median", "GreedyLogSum", NULL};
 static const char *const metric_choices[] = {"auto", "NDCG", "RMSE", "AUC", "Logloss", "loss", NULL};
 
@@ -116,6 +121,10 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 	"Newton steps for each tree's leaf values with Logloss: the first from the tree's sums, each further "
 	"one from the derivatives at the leaf values so far (CatBoost's leaf_estimation_iterations); "
 	"other losses take one"},
+	{"score_function", GBML_PARAM_ENUM, BP(score_function), 0, 0, 0, NULL, score_function_choices,
+	"how a split is scored: NewtonL2 (sum G^2 / (H + l2) with the loss's hessians H) or L2 (CatBoost's: "
+	"H replaced by the row weights, the hessians only in the leaf values; Logloss and YetiRank); "
+	"auto = L2 for YetiRank, else NewtonL2"},
 	GBML_PARAM_END
 };
 
@@ -125,6 +134,8 @@ boost_records_param(const gbml_param_spec *s, const void *params, const gbml_dat
 {
 	if (s->offset == BP(leaf_estimation_iterations))
 		return ((const gbml_boost_params *) params)->leaf_estimation_iterations != 1;
+	if (s->offset == BP(score_function))
+		return ((const gbml_boost_params *) params)->score_function != SCORE_AUTO;
 	if (s->offset == BP(border_type))
 		return ((const gbml_boost_params *) params)->border_type != GBML_BORDER_MEDIAN;
 	return s->offset < BP(one_hot_max_size) || gbml_schema_n_categorical(ds->schema) > 0;
@@ -852,16 +863,17 @@ add_tree_from_bins(trainer *T, int64_t t, double *pred)
 }
 
 /*
- * Whether the loss's trees are grown as CatBoost grows YetiRank's: the split
- * search weighs rows by their weight, not by the loss's hessian (CatBoost
- * scores splits on the weighted first derivatives only; at its YetiRank
- * default l2 of 0 its Cosine score orders splits as sum G^2/W does), and the
- * hessian enters only the Newton leaf values -G / (H + l2).
+ * Whether the trees are grown as CatBoost grows them (score_function L2:
+ * YetiRank's default, Logloss's on request): the split search weighs rows by
+ * their weight, not by the loss's hessian (CatBoost scores splits on the
+ * weighted first derivatives only; at its YetiRank default l2 of 0 its Cosine
+ * score orders splits as sum G^2/W does), and the hessian enters only the
+ * Newton leaf values -G / (H + l2).
  */
 bool
-boost_structure_by_weight(gbml_boost_loss_kind kind)
+boost_structure_by_weight(const trainer *T)
 {
-	return kind == GBML_LOSS_YETIRANK;
+	return T->by_weight;
 }
 
 /* The Newton hessians' per-leaf sums of a run of blocks (newton_blocks). */
@@ -1207,6 +1219,13 @@ boost_resolve_loss(trainer *T, int group_state)
 		T->l2 = T->kind == GBML_LOSS_YETIRANK ? 0.0 : 3.0;
 	else
 		T->l2 = p->l2_leaf_reg;
+	if (p->score_function == SCORE_L2 && T->kind != GBML_LOSS_LOGLOSS && T->kind != GBML_LOSS_YETIRANK)
+		return gbml_error(env, GBML_EINVAL, "boost: score_function L2 is for Logloss and YetiRank, not %s",
+						  gbml_boost_loss_names[T->kind]);
+	if (p->score_function == SCORE_NEWTON_L2 && T->kind == GBML_LOSS_YETIRANK)
+		return gbml_error(env, GBML_EINVAL,
+						  "boost: score_function NewtonL2 is not for YetiRank (its splits are scored on the row weights)");
+	T->by_weight = p->score_function == SCORE_L2 || (p->score_function == SCORE_AUTO && T->kind == GBML_LOSS_YETIRANK);
 	T->metric = p->eval_metric;
 	if (T->metric == GBML_BOOST_METRIC_AUTO)
 	{
@@ -1295,14 +1314,14 @@ setup_row_arrays(trainer *T, const gbml_dataset *ds)
 	T->tseg = gbml_alloc_array(env, (size_t) T->threads * (size_t) (T->max_slots + 1), sizeof(int64_t));
 	if (T->has_eval)
 		T->eval_pred = gbml_alloc_array(env, (size_t) T->eval.n, sizeof(double));
-	if (boost_structure_by_weight(T->kind))
+	if (boost_structure_by_weight(T))
 	{
 		T->newton_hess = gbml_alloc_array(env, (size_t) n, sizeof(double));
 		T->tleaf_h = gbml_alloc_array(env, (size_t) T->threads << T->depth, sizeof(int64_t));
 	}
 	if (!T->pred || !T->grad || !T->hess || !T->gq || !T->hq || !T->leaf || !T->tidx ||
 		!T->tG || !T->tH || !T->tseg || (T->has_eval && !T->eval_pred) ||
-		(boost_structure_by_weight(T->kind) && (!T->newton_hess || !T->tleaf_h)))
+		(boost_structure_by_weight(T) && (!T->newton_hess || !T->tleaf_h)))
 		return env->error_code;
 	/* the split search's hessian is the row weight, the same for every tree */
 	if (T->newton_hess)
@@ -1419,7 +1438,7 @@ boost_trainer_free(trainer *T)
 bool
 boost_refines_leaves(const trainer *T)
 {
-	return T->kind == GBML_LOSS_LOGLOSS && T->p->leaf_estimation_iterations > 1 && !boost_structure_by_weight(T->kind);
+	return T->kind == GBML_LOSS_LOGLOSS && T->p->leaf_estimation_iterations > 1;
 }
 
 /* A split (the tree's last) applied to a run of blocks' leaf indices. */
@@ -1500,7 +1519,9 @@ apply_last_split_once(trainer *T, int last_f, int last_j)
  * better on the categorical bench).  The derivatives' sums come from the
  * row side (refine_sums: every row's leaf known), in fixed point at a
  * scale from the largest weight, so they are the same bits however the
- * rows are split.  lv gets learning_rate x v.
+ * rows are split.  With the splits scored on the row weights (score_function
+ * L2) the tree's sums hold no hessians: every step comes from the rows, the
+ * first at v = 0.  lv gets learning_rate x v.
  */
 int
 boost_refined_leaf_values(trainer *T, int last_f, int last_j, float *lv)
@@ -1510,11 +1531,12 @@ boost_refined_leaf_values(trainer *T, int last_f, int last_j, float *lv)
 	int64_t		G[1 << GBML_BOOST_MAX_DEPTH],
 				H[1 << GBML_BOOST_MAX_DEPTH];
 	double		scale = gbml_boost_fixed_scale(gbml_boost_logloss_derivative_bound(T->max_weight), T->n_global);
+	int64_t		first = boost_structure_by_weight(T) ? 0 : 1;
 	int			rc;
 
 	for (int l = 0; l < nl; l++)
-		v[l] = newton_value(T, l, NULL);
-	for (int64_t it = 1; it < T->p->leaf_estimation_iterations; it++)
+		v[l] = first == 0 ? 0.0 : newton_value(T, l, NULL);
+	for (int64_t it = first; it < T->p->leaf_estimation_iterations; it++)
 	{
 		if ((rc = T->rows->refine_sums(T, last_f, last_j, v, scale, G, H)) != GBML_OK)
 			return rc;

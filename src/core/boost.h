@@ -55,6 +55,8 @@ typedef struct gbml_boost_params
 	bool		ctr_counter;
 	/* Newton steps of each tree's leaf values (Logloss); recorded in a model only when not 1 */
 	int64_t		leaf_estimation_iterations;
+	/* 0 auto, then gbml_boost_score_function_choices[]; recorded in a model only when not auto */
+	int			score_function;
 } gbml_boost_params;
 
 extern const gbml_param_spec gbml_boost_param_specs[];

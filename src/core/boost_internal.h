@@ -59,6 +59,7 @@ typedef struct trainer
 	gbml_env   *env;
 	const gbml_boost_params *p;
 	gbml_boost_loss_kind kind;
+	bool		by_weight;		/* splits scored on the row weights (score_function L2; boost_structure_by_weight) */
 	int			metric;
 	int			threads;
 	int			depth;
@@ -218,8 +219,12 @@ int			boost_trainer_bins(trainer *T, const gbml_dataset *ds, int64_t n_global);
 int			boost_apply_tree(trainer *T, int last_f, int last_j, const float *lv);
 /* The last split applied to the rows' leaves (once); per leaf the fixed-point sum of the Newton hessians. */
 int			boost_newton_sums(trainer *T, int last_f, int last_j, int64_t *sums);
-/* Whether kind's leaf values take the Newton hessians' sums (YetiRank), not the split search's. */
-bool		boost_structure_by_weight(gbml_boost_loss_kind kind);
+/*
+ * Whether T's splits are scored on the row weights (score_function L2:
+ * YetiRank's default, Logloss's on request), its leaf values then taking the
+ * Newton hessians' sums, not the split search's.
+ */
+bool		boost_structure_by_weight(const trainer *T);
 /* Whether the leaf values take further Newton steps (Logloss, leaf_estimation_iterations > 1). */
 bool		boost_refines_leaves(const trainer *T);
 /* Those leaf values, each step's sums from T->rows->refine_sums. */

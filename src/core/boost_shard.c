@@ -262,7 +262,7 @@ bs_read_pending(bs_shard *sh, gbml_msg_reader *r, bs_pending_msg *pm)
 		gbml_msg_get(r, pm->lv, sizeof(float) * ((size_t) 1 << T->depth));
 		r->bad |= !sh->leaves_owed || pm->f < 0 || pm->f >= T->n_features || pm->j < 0 ||
 			pm->j >= T->borders.count[pm->f] ||
-			sh->T.leaves_applied != (boost_structure_by_weight(T->kind) || boost_refines_leaves(T));
+			sh->T.leaves_applied != (boost_structure_by_weight(T) || boost_refines_leaves(T));
 		for (int l = 0; l < (1 << T->depth) && !r->bad; l++)
 			r->bad = !isfinite(pm->lv[l]);
 	}

@@ -538,7 +538,7 @@ shard_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 		if (rc != GBML_OK)
 			return rc;
 	}
-	else if (boost_structure_by_weight(T->kind))
+	else if (boost_structure_by_weight(T))
 	{
 		/* the leaf values take the leaves' Newton hessians: the shards apply the last split and sum them */
 		int64_t		newton_h[1 << GBML_BOOST_MAX_DEPTH];

@@ -50,6 +50,10 @@ Protocol:
                 measured better on the ranking benchmarks); for Logloss the
                 same leaf estimation as CatBoost's (leaf_estimation_iterations
                 10; gbml's own default is 1, for speed on large tables).
+      gbml-L2   (binary tasks) the same with Logloss's splits scored as
+                CatBoost scores them (score_function L2, on the row weights;
+                gbml's default, NewtonL2, scores on the hessians as XGBoost
+                and LightGBM do).  Each gbml line gets its own ratio line.
     BORDERS=n sets the quantisation of all four to n borders (CatBoost and gbml
     border_count n, LightGBM max_bin n, XGBoost max_bin n + 1).
   * Losses: Logloss (binary), RMSE (regression) for everyone.  Every model's raw
@@ -161,6 +165,14 @@ DATASETS = {
     "hpc_data": {"short": "hpc", "file": "hpc_data.csv", "task": "binary",
                  "what": "binary: label_id >= 2 (M or L) vs VF or F; gbml has no multiclass loss yet"},
 }
+# numeric-only binary tables beside the mixed ones (not in the default DATASETS): a check that a
+# change made for the categorical tables does not cost the plain numeric case
+DATASETS.update({
+    "spambase": {"short": "spam", "file": os.path.join("..", "spambase", "spambase.csv"), "task": "binary",
+                 "what": "binary, numeric only: label 1 = spam"},
+    "a9a": {"short": "a9a", "file": os.path.join("..", "a9a", "train.csv"), "task": "binary",
+            "what": "binary, numeric only (0/1 indicators): label 1 = income > 50K (the train file only)"},
+})
 SHORT = {v["short"]: k for k, v in DATASETS.items()}
 
 
@@ -343,7 +355,12 @@ def gbml_load(short, X, y, task, splits):
     return types
 
 
-def run_gbml(cfg, task, short, seed, n_test):
+# gbml run a second way on the binary tasks: Logloss's splits scored as CatBoost scores them
+# (score_function L2: on the row weights; gbml's default for Logloss scores on the hessians)
+GBML_VARIANTS = {"gbml-L2": {"score_function": "L2"}}
+
+
+def run_gbml(cfg, task, short, seed, n_test, variant=None):
     import numpy as np
     name = f"catbench_{short}"
     params = {"label_column": "label", "exclude_columns": ["id"], "iterations": cfg["trees"],
@@ -359,6 +376,7 @@ def run_gbml(cfg, task, short, seed, n_test):
         params["border_count"] = cfg["borders"]
     # GBML_PARAMS: extra gbml params as a JSON object (e.g. '{"one_hot_max_size": 16}')
     params.update(json.loads(os.environ.get("GBML_PARAMS", "{}")))
+    params.update(GBML_VARIANTS.get(variant, {}))
     psql(f"DROP TABLE IF EXISTS {short}_train, {short}_test;\n"
          f"CREATE TABLE {short}_train AS SELECT a.* FROM {short}_all a JOIN {short}_split s USING (id)"
          f" WHERE s.seed = {seed} AND NOT s.test;\n"
@@ -424,22 +442,23 @@ def print_table(name, spec, info, cfg, libs, summary, errors):
                                     for k, _, _ in ms)
               + f" {s['train_seconds'][0]:9.3f} {s['train_seconds_median']:9.3f} {s['predict_seconds'][0]:10.3f}")
     ratios = {}
-    peers = [l for l in libs if l != "gbml" and l in summary]
-    if "gbml" in summary and peers:
-        g = summary["gbml"]
+    peers = [l for l in libs if not l.startswith("gbml") and l in summary]
+    for glib in [l for l in libs if l.startswith("gbml") and l in summary] if peers else []:
+        g = summary[glib]
+        mine = ratios if glib == "gbml" else ratios.setdefault(glib, {})
         parts = []
         for k, lab, d in ms:
             best = max(peers, key=lambda l: d * summary[l][k][0])
             r = g[k][0] / summary[best][k][0]
-            ratios[k] = {"ratio": r, "best_peer": best}
+            mine[k] = {"ratio": r, "best_peer": best}
             parts.append(f"{lab} {r:.4f} (vs {best}; {'>' if d > 0 else '<'} 1 is better)")
         if "catboost" in summary:
             r = g["train_seconds"][0] / summary["catboost"]["train_seconds"][0]
             rm = g["train_seconds_median"] / summary["catboost"]["train_seconds_median"]
-            ratios["train_seconds_vs_catboost"] = r
-            ratios["train_seconds_median_vs_catboost"] = rm
+            mine["train_seconds_vs_catboost"] = r
+            mine["train_seconds_median_vs_catboost"] = rm
             parts.append(f"train time / CatBoost {r:.3f} (medians {rm:.3f})")
-        print("gbml / best peer: " + "; ".join(parts))
+        print(f"{glib} / best peer: " + "; ".join(parts))
     for lib, err in errors.items():
         if lib in summary:
             print(f"({lib}: {err.splitlines()[0][:200]})")
@@ -463,7 +482,7 @@ def main():
     if not os.path.isdir(DATA):
         print(f"categorical_bench: no data folder {DATA}; skipping")
         return
-    libs = ([] if cfg["peers_only"] else ["gbml"]) + cfg["peers"]
+    libs_all = ([] if cfg["peers_only"] else ["gbml"] + list(GBML_VARIANTS)) + cfg["peers"]
     versions = {"python": sys.version.split()[0]}
     for p in cfg["peers"]:
         versions[p] = __import__(p).__version__
@@ -490,6 +509,7 @@ def main():
                 "task": task, "what": spec["what"],
                 "positive_rate": float(np.mean(y)) if task == "binary" else None}
         splits = {s: split(y, task, s) for s in cfg["seeds"]}
+        libs = libs_all if task == "binary" else [l for l in libs_all if l not in GBML_VARIANTS]
         per_seed = {l: [] for l in libs}
         errors, extras = {}, {}
         if "gbml" in libs:
@@ -503,8 +523,8 @@ def main():
                 if lib in errors:
                     continue
                 try:
-                    if lib == "gbml":
-                        ids, raw, secs, psecs, extra = run_gbml(cfg, task, short, seed, len(te))
+                    if lib.startswith("gbml"):
+                        ids, raw, secs, psecs, extra = run_gbml(cfg, task, short, seed, len(te), lib)
                         if not np.array_equal(ids, te):
                             raise RuntimeError("gbml.predict's ids are not the test split's")
                     elif lib == "catboost":

@@ -368,7 +368,7 @@ static const uint32_t boost_tags[] = {GBML_SECTION_BOOST_HEADER, GBML_SECTION_BO
 GBML_SECTION_BOOST_BORDERS, GBML_SECTION_PARAMS};
 
 static void
-determinism_case_leaves(data_kind kind, const char *loss, double missing, int leaf_iterations)
+determinism_case_scored(data_kind kind, const char *loss, double missing, int leaf_iterations, const char *score)
 {
 	uint8_t    *models[3] = {NULL, NULL, NULL};
 	size_t		lens[3];
@@ -376,7 +376,7 @@ determinism_case_leaves(data_kind kind, const char *loss, double missing, int le
 	gbml_env	envs[3];
 	gbml_param_value v[] = {tu_num("iterations", 12), tu_num("depth", 5), tu_num("subsample", 0.7),
 		tu_str("loss", loss), tu_num("random_seed", 42), tu_num("border_count", 64),
-	tu_num("leaf_estimation_iterations", leaf_iterations)};
+	tu_num("leaf_estimation_iterations", leaf_iterations), tu_str("score_function", score)};
 
 	for (int i = 0; i < 3; i++)
 	{
@@ -396,7 +396,7 @@ determinism_case_leaves(data_kind kind, const char *loss, double missing, int le
 				ds.chunks[b] = t;
 			}
 		}
-		CHECK(gbml_train_values(&envs[i], "boost", v, 7, &ds, NULL, &models[i], &lens[i]) == GBML_OK);
+		CHECK(gbml_train_values(&envs[i], "boost", v, 8, &ds, NULL, &models[i], &lens[i]) == GBML_OK);
 		gbml_dataset_free(&ds, &envs[i]);
 	}
 	CHECK(models[0] && models[1] && models[2]);
@@ -415,7 +415,7 @@ determinism_case_leaves(data_kind kind, const char *loss, double missing, int le
 static void
 determinism_case(data_kind kind, const char *loss, double missing)
 {
-	determinism_case_leaves(kind, loss, missing, 1);
+	determinism_case_scored(kind, loss, missing, 1, "auto");
 }
 
 TEST(boost_deterministic_across_threads_rmse)
@@ -431,7 +431,70 @@ TEST(boost_deterministic_across_threads_yetirank)
 TEST(boost_deterministic_across_threads_logloss_newton_leaves)
 {
 	/* further Newton steps sum derivatives per block, then over blocks in order */
-	determinism_case_leaves(DATA_BINARY, "Logloss", 0.05, 10);
+	determinism_case_scored(DATA_BINARY, "Logloss", 0.05, 10, "auto");
+}
+
+TEST(boost_deterministic_across_threads_logloss_scored_on_weights)
+{
+	/* one Newton step from the leaves' hessian sums; ten from the rows, the first at 0 */
+	determinism_case_scored(DATA_BINARY, "Logloss", 0.05, 1, "L2");
+	determinism_case_scored(DATA_BINARY, "Logloss", 0.05, 10, "L2");
+}
+
+/*
+ * score_function L2 scores Logloss's splits on the row weights, NewtonL2 on
+ * the hessians.  In the first tree every row has the same hessian, so
+ * without an L2 term both choose the same splits and (Newton) leaves; later
+ * trees differ.  L2 is for Logloss and YetiRank only, NewtonL2 not for
+ * YetiRank.
+ */
+TEST(boost_score_function_l2_scores_splits_on_weights)
+{
+	gbml_env	env;
+	gbml_dataset ds,
+				ranked;
+	uint8_t    *m = NULL;
+	size_t		len;
+	double		loss[2][3];
+	const char *score[2] = {"NewtonL2", "L2"};
+
+	gbml_env_init_malloc(&env, 2);
+	make_data(&ds, &env, DATA_BINARY, 3000, 5, 17, 0);
+	for (int s = 0; s < 2; s++)
+		for (int k = 0; k < 3; k++)
+		{
+			/* one tree, one Newton step; thirty trees; one tree, two steps (the second from the rows) */
+			gbml_param_value v[] = {tu_str("loss", "Logloss"), tu_num("iterations", k == 1 ? 30 : 1),
+				tu_num("depth", 4), tu_num("l2_leaf_reg", 0), tu_num("learning_rate", 0.3),
+			tu_str("score_function", score[s]), tu_num("leaf_estimation_iterations", k == 2 ? 2 : 1)};
+
+			CHECK(gbml_train_values(&env, "boost", v, 7, &ds, NULL, &m, &len) == GBML_OK);
+			loss[s][k] = tu_meta_number(&env, m, len, "train_Logloss");
+			gbml_free(&env, m);
+			m = NULL;
+		}
+	CHECK(fabs(loss[0][0] - loss[1][0]) < 1e-9);
+	CHECK(fabs(loss[0][2] - loss[1][2]) < 1e-9);
+	CHECK(fabs(loss[0][1] - loss[1][1]) > 1e-4);
+	CHECK(loss[1][1] < 0.8 * loss[1][0]);	/* and it learns */
+	printf("# train Logloss after 30 trees: %.4f NewtonL2, %.4f L2\n", loss[0][1], loss[1][1]);
+
+	{
+		gbml_param_value v[] = {tu_str("loss", "RMSE"), tu_str("score_function", "L2")};
+
+		CHECK(gbml_train_values(&env, "boost", v, 2, &ds, NULL, &m, &len) == GBML_EINVAL);
+		CHECK(strstr(env.error, "score_function L2 is for Logloss and YetiRank, not RMSE") != NULL);
+	}
+	make_data(&ranked, &env, DATA_RANKING, 2000, 5, 3, 0);
+	{
+		gbml_param_value v[] = {tu_str("loss", "YetiRank"), tu_str("score_function", "NewtonL2")};
+
+		CHECK(gbml_train_values(&env, "boost", v, 2, &ranked, NULL, &m, &len) == GBML_EINVAL);
+		CHECK(strstr(env.error, "score_function NewtonL2 is not for YetiRank") != NULL);
+	}
+	gbml_dataset_free(&ranked, &env);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
 }
 
 /*

@@ -117,6 +117,19 @@ TEST(boost_shards_logloss_refined_leaves_same_bytes)
 	tu_check_same_bytes("boost", "Logloss, refined leaves", bsh_fill, &s, v, 4);
 }
 
+TEST(boost_shards_logloss_scored_on_weights_same_bytes)
+{
+	/* score_function L2: one Newton step from the shards' hessian sums, then three from the rows */
+	bsh_data	s = {2200, 5, true, true, true, 0, 0, false};
+	gbml_param_value v1[] = {tu_num("iterations", 6), tu_num("depth", 4), tu_str("loss", "Logloss"),
+	tu_str("score_function", "L2")};
+	gbml_param_value v3[] = {tu_num("iterations", 6), tu_num("depth", 4), tu_str("loss", "Logloss"),
+	tu_str("score_function", "L2"), tu_num("leaf_estimation_iterations", 3)};
+
+	tu_check_same_bytes("boost", "Logloss scored on weights", bsh_fill, &s, v1, 4);
+	tu_check_same_bytes("boost", "Logloss scored on weights, refined leaves", bsh_fill, &s, v3, 5);
+}
+
 TEST(boost_shards_duplicates_rmse_metric_same_bytes)
 {
 	/* 40 distinct rows repeated on both shards; depth 1 (the root is the only level) */
