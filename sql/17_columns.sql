@@ -72,6 +72,43 @@ SELECT gbml._predict_columns('cols_num', 'col_rows'::regtype, id, small, big, ra
 -- untyped array literals still go to the array form
 SELECT round(gbml.predict('cols_num', '{1,2,3,4,5,1,1,2,3}')::numeric, 6) = round(gbml.predict('cols_num', ARRAY[1,2,3,4,5,1,1,2,3]::real[])::numeric, 6) AS literal_ok;
 
+-- a row of more than 98 columns: the columns go in gbml._column_pack calls of up to 100 each
+-- (two here), only the model's are unpacked; the same scores as the composite path, with
+-- NULLs, text, numeric and array columns, and a dropped column among them
+SELECT format('CREATE TABLE col_wide (id int, junk int, %s, city text, amount numeric, emb real[], label real)',
+              string_agg(format('w%s real', j), ', ')) FROM generate_series(1, 120) j \gexec
+SELECT format('INSERT INTO col_wide SELECT i, i, %s, (ARRAY[''north'', ''south'', NULL])[1 + i %% 3], (i %% 17)::numeric / 4, '
+              'ARRAY[(i %% 5)::real, (i %% 7)::real], ((i %% 7) + (i %% 3) + (i %% 11) / 11.0)::real FROM generate_series(1, 1500) i',
+              string_agg(format('((i * %s) %% 101)::real / 10', j), ', ')) FROM generate_series(1, 120) j \gexec
+UPDATE col_wide SET w5 = NULL WHERE id % 50 = 0;
+UPDATE col_wide SET emb = NULL WHERE id % 70 = 0;
+ALTER TABLE col_wide DROP COLUMN junk;
+SELECT gbml.train('cols_wide', 'boost', 'SELECT * FROM col_wide', '{"label_column": "label", "exclude_columns": ["id"], "iterations": 15}') > 0 AS trained;
+SELECT gbml.train('cols_wide_km', 'kmeans', 'SELECT * FROM col_wide',
+                  '{"feature_columns": ["w120", "w3", "amount"], "k": 3, "random_seed": 1}') > 0 AS trained;
+CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE line text; plan text := '';
+BEGIN
+  FOR line IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || q LOOP plan := plan || line || E'\n'; END LOOP;
+  RETURN plan;
+END $$;
+SELECT (SELECT count(*) FROM regexp_matches(pg_temp.plan_of('SELECT gbml.predict(''cols_wide'', w) FROM col_wide w'),
+                                            'gbml\._column_pack\(', 'g')) AS packs,
+       pg_temp.plan_of('SELECT gbml.predict(''cols_wide'', w) FROM col_wide w') LIKE '%gbml._predict_columns(%' AS rewritten;
+SELECT count(*) FILTER (WHERE gbml.predict('cols_wide', w) = gbml.predict('cols_wide', s)) AS same_predict,
+       count(*) FILTER (WHERE gbml.kmeans_assign('cols_wide_km', w) = gbml.kmeans_assign('cols_wide_km', s)) AS same_assign,
+       count(*) FILTER (WHERE gbml.kmeans_distance('cols_wide_km', w) = gbml.kmeans_distance('cols_wide_km', s)) AS same_distance,
+       count(*) AS total
+  FROM col_wide w JOIN (SELECT * FROM col_wide WHERE id > 0 OFFSET 0) s USING (id);
+-- packs made by hand may split the columns anywhere; anything else among them is an ERROR
+SELECT format('SELECT count(*) FILTER (WHERE gbml._predict_columns(''cols_wide'', ''col_wide''::regtype, gbml._column_pack(%s), gbml._column_pack(%s)) = gbml.predict(''cols_wide'', s)) AS same_hand_packs FROM col_wide w JOIN (SELECT * FROM col_wide OFFSET 0) s USING (id)',
+              string_agg(c, ', ') FILTER (WHERE n <= 40), string_agg(c, ', ') FILTER (WHERE n > 40))
+  FROM (SELECT 'w.' || quote_ident(attname) AS c, row_number() OVER (ORDER BY attnum) AS n
+          FROM pg_attribute WHERE attrelid = 'col_wide'::regclass AND attnum > 0 AND NOT attisdropped) a \gexec
+SELECT gbml._predict_columns('cols_wide', 'col_wide'::regtype, gbml._column_pack(w.id, w.w1)) FROM col_wide w LIMIT 1;
+SELECT gbml._predict_columns('cols_wide', 'col_wide'::regtype, gbml._column_pack(w.id), w.w1) FROM col_wide w LIMIT 1;
+SELECT gbml._predict_columns('cols_wide', 'col_wide'::regtype, '\x00'::bytea) FROM col_wide w LIMIT 1;
+
 -- K-Means and SAGA: a NULL number is an ERROR naming the column and the row
 SELECT gbml.train('cols_km', 'kmeans', 'SELECT price, ratio FROM col_rows ORDER BY id', '{"k": 3}');
 SELECT gbml.train('cols_km', 'kmeans', 'SELECT price, ratio FROM col_rows WHERE price IS NOT NULL', '{"k": 3, "random_seed": 2}') > 0 AS trained;

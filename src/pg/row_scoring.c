@@ -12,8 +12,12 @@
  * support function that rewrites gbml.predict(m, t), t a table's whole row,
  * into gbml._predict_columns(m, 't'::regtype, t.c1, t.c2, ...): the columns
  * go as separate arguments straight from the scan slot.  A function takes at
- * most FUNC_MAX_ARGS (100) arguments, so rows of more than 98 columns, and
- * records that are not a table's rows, keep the record path.
+ * most FUNC_MAX_ARGS (100) arguments, so a row of more than 98 columns goes
+ * in packs of up to 100: gbml._predict_columns(m, 't'::regtype,
+ * gbml._column_pack(t.c1, ..., t.c100), gbml._column_pack(t.c101, ...)),
+ * each pack a bytea of the columns' values (by-reference ones copied, never
+ * a pointer), unpacked per row into the record path's conversion.  Records
+ * that are not a table's rows keep the record path.
  */
 #include "glue.h"
 
@@ -51,6 +55,7 @@ PG_FUNCTION_INFO_V1(gbml_predict_columns_name);
 PG_FUNCTION_INFO_V1(gbml_predict_proba_columns_name);
 PG_FUNCTION_INFO_V1(gbml_kmeans_assign_columns_name);
 PG_FUNCTION_INFO_V1(gbml_kmeans_distance_columns_name);
+PG_FUNCTION_INFO_V1(gbml_column_pack);
 
 /* What one call site keeps across rows: the model's cache, and the binding to the row type. */
 typedef struct row_cache
@@ -65,6 +70,16 @@ typedef struct row_cache
 	int		   *src;			/* the columns forms: plan column i's argument */
 	int			n_args;			/* the columns forms: 2 + the row type's live attributes */
 	bool		args_checked;	/* the columns forms: the call's argument types match the row type */
+	bool		packed;			/* the columns forms: the columns come in gbml._column_pack arguments */
+	int		   *pack_first;		/* packed: argument i's first live column (0-based) */
+	int		   *pack_n;			/* packed: argument i's number of columns */
+	const char **flags;			/* packed: this row's packs' NULL flags, by argument */
+	const Datum **slots;		/* packed: and their slots */
+	Size	   *pack_size;		/* packed: and their sizes */
+	int		   *col_pack;		/* packed: plan column c's pack (its argument position) */
+	int		   *col_k;			/* packed: and its index in that pack */
+	bool	   *col_byval;		/* packed: plan column c is by value */
+	NullableDatum *vargs;		/* packed: the plan's columns at the columns form's argument positions */
 	Datum	   *values;
 	bool	   *nulls;
 	float	   *x;
@@ -126,6 +141,7 @@ bind_row(row_cache *rc, const gbml_scorer *sc, bool reloaded, Oid type, int32 ty
 	rc->row_type = type;
 	rc->row_typmod = typmod;
 	rc->args_checked = false;
+	rc->packed = false;
 }
 
 /* The model of this call site, with an ERROR when it does not give `what`. */
@@ -179,6 +195,281 @@ score_record(FunctionCallInfo fcinfo, bool by_name, gbml_output what, const char
 }
 
 /*
+ * A pack (gbml._column_pack): a bytea of n columns' values, each readable
+ * on its own.  After the varlena header, n flag bytes (1: NULL), then from
+ * the next multiple of 8 (counted from the header's start) n slots of 8
+ * bytes: a by-value column's Datum, or a by-reference one's offset in the
+ * pack of its length (8 bytes) and bytes (a varlena detoasted, else as
+ * stored), each such copy at a multiple of 8.  No pointer is ever packed.
+ */
+#define PACK_NULL 1
+
+static inline Size
+pack_slots(int n)
+{
+	return MAXALIGN(VARHDRSZ + n);
+}
+
+/* Per call site of gbml._column_pack: its arguments' storage. */
+typedef struct pack_types
+{
+	int			n;
+	bool		all_byval;
+	int16	   *typlen;
+	bool	   *byval;
+} pack_types;
+
+static const pack_types *
+pack_types_of(FunctionCallInfo fcinfo)
+{
+	pack_types *t = fcinfo->flinfo->fn_extra;
+
+	if (t != NULL)
+		return t;
+	t = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(pack_types));
+	t->n = PG_NARGS();
+	t->all_byval = true;
+	t->typlen = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(int16) * (t->n > 0 ? t->n : 1));
+	t->byval = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(bool) * (t->n > 0 ? t->n : 1));
+	for (int i = 0; i < t->n; i++)
+	{
+		Oid			type = get_fn_expr_argtype(fcinfo->flinfo, i);
+
+		if (!OidIsValid(type))
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("gbml._column_pack: cannot tell argument %d's type", i + 1)));
+		get_typlenbyval(type, &t->typlen[i], &t->byval[i]);
+		t->all_byval = t->all_byval && t->byval[i];
+	}
+	fcinfo->flinfo->fn_extra = t;
+	return t;
+}
+
+/* The bytes a by-reference value takes in a pack (a varlena detoasted into *v first). */
+static Size
+packed_size(int16 typlen, Datum d, Pointer *v)
+{
+	if (typlen == -1)
+	{
+		*v = (Pointer) PG_DETOAST_DATUM_PACKED(d);
+		return VARSIZE_ANY(*v);
+	}
+	*v = DatumGetPointer(d);
+	return typlen == -2 ? strlen(*v) + 1 : (Size) typlen;
+}
+
+Datum
+gbml_column_pack(PG_FUNCTION_ARGS)
+{
+	const pack_types *t = pack_types_of(fcinfo);
+	Size		slots = pack_slots(t->n),
+				size = slots + sizeof(Datum) * (Size) t->n;
+	Pointer    *ref = NULL;
+	Size	   *len = NULL;
+	char	   *p;
+	Datum	   *slot;
+
+	if (!t->all_byval)
+	{
+		ref = palloc(sizeof(Pointer) * t->n);
+		len = palloc(sizeof(Size) * t->n);
+		for (int i = 0; i < t->n; i++)
+			if (!t->byval[i] && !PG_ARGISNULL(i))
+				size += sizeof(uint64) + MAXALIGN(len[i] = packed_size(t->typlen[i], PG_GETARG_DATUM(i), &ref[i]));
+	}
+	p = palloc(size);
+	SET_VARSIZE(p, size);
+	slot = (Datum *) (p + slots);
+	for (int i = 0; i < t->n; i++)
+	{
+		p[VARHDRSZ + i] = PG_ARGISNULL(i) ? PACK_NULL : 0;
+		slot[i] = PG_ARGISNULL(i) || !t->byval[i] ? (Datum) 0 : PG_GETARG_DATUM(i);
+	}
+	if (!t->all_byval)
+	{
+		Size		at = slots + sizeof(Datum) * (Size) t->n;
+
+		for (int i = 0; i < t->n; i++)
+			if (!t->byval[i] && !PG_ARGISNULL(i))
+			{
+				uint64		l = len[i];
+
+				slot[i] = (Datum) at;
+				memcpy(p + at, &l, sizeof(uint64));
+				memcpy(p + at + sizeof(uint64), ref[i], len[i]);
+				at += sizeof(uint64) + MAXALIGN(len[i]);
+			}
+	}
+	PG_RETURN_BYTEA_P((bytea *) p);
+}
+
+/*
+ * Where the plan's columns are in the packs (bind time, from the call's
+ * expression): each pack argument's first live column and count, then per
+ * plan column its pack, its index there and whether it is by value.
+ */
+static void
+bind_packs(FunctionCallInfo fcinfo, row_cache *rc)
+{
+	List	   *args = ((FuncExpr *) fcinfo->flinfo->fn_expr)->args;
+	MemoryContext old = MemoryContextSwitchTo(rc->bind_mcxt);
+	int			n = gbml_column_plan_n_columns(rc->plan);
+	int			first = 0;
+	bool	   *byval = palloc(sizeof(bool) * rc->n_args);	/* by columns form argument position */
+
+	rc->pack_first = palloc(sizeof(int) * PG_NARGS());
+	rc->pack_n = palloc(sizeof(int) * PG_NARGS());
+	rc->flags = palloc(sizeof(char *) * PG_NARGS());
+	rc->slots = palloc(sizeof(Datum *) * PG_NARGS());
+	rc->pack_size = palloc(sizeof(Size) * PG_NARGS());
+	rc->vargs = palloc0(sizeof(NullableDatum) * rc->n_args);
+	rc->col_pack = palloc(sizeof(int) * (n > 0 ? n : 1));
+	rc->col_k = palloc(sizeof(int) * (n > 0 ? n : 1));
+	rc->col_byval = palloc(sizeof(bool) * (n > 0 ? n : 1));
+	MemoryContextSwitchTo(old);
+
+	for (int i = 2; i < PG_NARGS(); i++)
+	{
+		rc->pack_first[i] = first;
+		rc->pack_n[i] = list_length(((FuncExpr *) list_nth(args, i))->args);
+		first += rc->pack_n[i];
+	}
+	for (int a = 0, arg = 2; a < rc->natts; a++)
+		if (!TupleDescAttr(rc->td, a)->attisdropped)
+			byval[arg++] = TupleDescAttr(rc->td, a)->attbyval;
+	for (int c = 0; c < n; c++)
+	{
+		int			i = 2,
+					live = rc->src[c] - 2;
+
+		while (i < PG_NARGS() - 1 && live >= rc->pack_first[i] + rc->pack_n[i])
+			i++;
+		rc->col_pack[c] = i;
+		rc->col_k[c] = live - rc->pack_first[i];
+		rc->col_byval[c] = byval[rc->src[c]];
+	}
+}
+
+static void
+damaged_pack(const char *fname)
+{
+	ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("%s: a column pack is damaged", fname)));
+}
+
+/* A by-reference value of pack p (size bytes) from its slot, checked to lie inside the pack. */
+static Datum
+packed_reference(const char *p, Size size, Datum slot, const char *fname)
+{
+	uint64		l;
+
+	if (slot % MAXIMUM_ALIGNOF != 0 || slot > size - sizeof(uint64))
+		damaged_pack(fname);
+	memcpy(&l, p + slot, sizeof(uint64));
+	if (l > size - slot - sizeof(uint64))
+		damaged_pack(fname);
+	return PointerGetDatum(p + slot + sizeof(uint64));
+}
+
+/*
+ * The plan's columns from the packs into rc->vargs (at the columns form's
+ * argument positions, so gbml_column_plan_args converts them).  Only the
+ * plan's columns are read; a pack that does not hold what it should is an
+ * ERROR, never a misread.
+ */
+static void
+unpack_columns(FunctionCallInfo fcinfo, row_cache *rc, const char *fname)
+{
+	int			n = gbml_column_plan_n_columns(rc->plan);
+
+	for (int i = 2; i < PG_NARGS(); i++)
+	{
+		const char *p;
+
+		if (PG_ARGISNULL(i))
+			damaged_pack(fname);
+		p = (const char *) PG_GETARG_BYTEA_P(i);
+		if (pack_slots(rc->pack_n[i]) + sizeof(Datum) * (Size) rc->pack_n[i] > VARSIZE(p) ||
+			(uintptr_t) p % MAXIMUM_ALIGNOF != 0)
+			damaged_pack(fname);
+		rc->flags[i] = p + VARHDRSZ;
+		rc->slots[i] = (const Datum *) (p + pack_slots(rc->pack_n[i]));
+		rc->pack_size[i] = VARSIZE(p);
+	}
+	for (int c = 0; c < n; c++)
+	{
+		int			i = rc->col_pack[c],
+					k = rc->col_k[c];
+		NullableDatum *out = &rc->vargs[rc->src[c]];
+		Datum		d = rc->slots[i][k];
+
+		out->isnull = rc->flags[i][k] == PACK_NULL;
+		if (!out->isnull && !rc->col_byval[c])
+			d = packed_reference(rc->flags[i] - VARHDRSZ, rc->pack_size[i], d, fname);
+		out->value = d;
+	}
+}
+
+/* gbml._column_pack(VARIADIC "any"), InvalidOid before the extension has it (0.5.0). */
+static Oid
+column_pack_function(void)
+{
+	Oid			argtypes[1] = {ANYOID};
+
+	return LookupFuncName(list_make2(makeString("gbml"), makeString("_column_pack")), 1, argtypes, true);
+}
+
+/*
+ * The packed columns form: true when every argument after the row type is
+ * a gbml._column_pack call and, together, their arguments are the row
+ * type's live columns with its types (then the packs hold those values, in
+ * that order); false when no argument is a pack.  A mix is an ERROR.
+ */
+static bool
+check_packed_args(FunctionCallInfo fcinfo, row_cache *rc, const char *fname)
+{
+	Node	   *call = fcinfo->flinfo->fn_expr;
+	Oid			pack = column_pack_function();
+	List	   *columns = NIL;
+	int			a = 0;
+	ListCell   *lc;
+
+	if (call == NULL || !IsA(call, FuncExpr) || !OidIsValid(pack))
+		return false;
+	for (int i = 2; i < list_length(((FuncExpr *) call)->args); i++)
+	{
+		Node	   *arg = list_nth(((FuncExpr *) call)->args, i);
+
+		if (!IsA(arg, FuncExpr) || ((FuncExpr *) arg)->funcid != pack)
+		{
+			if (i == 2)
+				return false;
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("%s: argument %d is not a gbml._column_pack call like the ones before it", fname,
+								   i + 1)));
+		}
+		columns = list_concat(columns, ((FuncExpr *) arg)->args);
+	}
+	foreach(lc, columns)
+	{
+		while (a < rc->natts && TupleDescAttr(rc->td, a)->attisdropped)
+			a++;
+		if (a == rc->natts || exprType(lfirst(lc)) != TupleDescAttr(rc->td, a)->atttypid)
+			break;
+		a++;
+	}
+	while (a < rc->natts && TupleDescAttr(rc->td, a)->attisdropped)
+		a++;
+	if (lc != NULL || a != rc->natts || list_length(columns) != rc->n_args - 2)
+		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+						errmsg("%s: the packed columns are not row type %s's %d columns with their types", fname,
+							   format_type_be(rc->row_type), rc->n_args - 2)));
+	rc->packed = true;
+	rc->args_checked = true;
+	bind_packs(fcinfo, rc);
+	return true;
+}
+
+/*
  * The columns forms are callable by hand too: their arguments must be the
  * row type's live columns with its types, or a value would be read as
  * another type's datum.  Checked once per binding, from the call's
@@ -187,6 +478,8 @@ score_record(FunctionCallInfo fcinfo, bool by_name, gbml_output what, const char
 static void
 check_column_args(FunctionCallInfo fcinfo, row_cache *rc, const char *fname)
 {
+	if (PG_NARGS() != rc->n_args && check_packed_args(fcinfo, rc, fname))
+		return;
 	if (PG_NARGS() != rc->n_args)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("%s: %d columns passed for row type %s of %d columns", fname, PG_NARGS() - 2,
@@ -220,7 +513,9 @@ score_columns(FunctionCallInfo fcinfo, bool by_name, gbml_output what, const cha
 	bind_row(rc, sc, reloaded, PG_GETARG_OID(1), -1, fname);
 	if (!rc->args_checked)
 		check_column_args(fcinfo, rc, fname);
-	gbml_column_plan_args(rc->plan, fcinfo->args, rc->src, rc->x, fname);
+	if (rc->packed)
+		unpack_columns(fcinfo, rc, fname);
+	gbml_column_plan_args(rc->plan, rc->packed ? rc->vargs : fcinfo->args, rc->src, rc->x, fname);
 	return score_bound(sc, rc, what, fname);
 }
 
@@ -352,6 +647,42 @@ columns_function(Oid funcid, Oid model_type)
 						  true);
 }
 
+/* Vars of td's live columns, in order, for the whole-row Var row. */
+static List *
+column_vars(TupleDesc td, const Var *row)
+{
+	List	   *vars = NIL;
+
+	for (int a = 0; a < td->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(td, a);
+
+		if (!att->attisdropped)
+			vars = lappend(vars, makeVar(row->varno, att->attnum, att->atttypid, att->atttypmod, att->attcollation,
+										 row->varlevelsup));
+	}
+	return vars;
+}
+
+/* columns in gbml._column_pack calls of FUNC_MAX_ARGS each at most (NIL: the extension has no such function). */
+static List *
+pack_columns(List *columns)
+{
+	Oid			pack = column_pack_function();
+	List	   *packs = NIL;
+
+	if (!OidIsValid(pack))
+		return NIL;
+	for (int from = 0; from < list_length(columns); from += FUNC_MAX_ARGS)
+	{
+		int			to = Min(from + FUNC_MAX_ARGS, list_length(columns));
+		List	   *part = list_copy_tail(list_truncate(list_copy(columns), to), from);
+
+		packs = lappend(packs, makeFuncExpr(pack, BYTEAOID, part, InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL));
+	}
+	return packs;
+}
+
 /*
  * Planner support for the record forms: a whole-row Var of a table's row
  * type becomes that table's columns, one argument each (see the top).
@@ -381,20 +712,20 @@ gbml_row_support(PG_FUNCTION_ARGS)
 	td = lookup_rowtype_tupdesc(row->vartype, -1);
 	for (int a = 0; a < td->natts; a++)
 		live += !TupleDescAttr(td, a)->attisdropped;
-	if (live + 2 > FUNC_MAX_ARGS)
-	{
-		ReleaseTupleDesc(td);
-		PG_RETURN_POINTER(NULL);
-	}
 	args = list_make2(linitial(f->args),
 					  makeConst(REGTYPEOID, -1, InvalidOid, sizeof(Oid), ObjectIdGetDatum(row->vartype), false, true));
-	for (int a = 0; a < td->natts; a++)
+	if (live + 2 <= FUNC_MAX_ARGS)
+		args = list_concat(args, column_vars(td, row));
+	else
 	{
-		Form_pg_attribute att = TupleDescAttr(td, a);
+		List	   *packs = pack_columns(column_vars(td, row));
 
-		if (!att->attisdropped)
-			args = lappend(args, makeVar(row->varno, att->attnum, att->atttypid, att->atttypmod, att->attcollation,
-										 row->varlevelsup));
+		if (packs == NIL)
+		{
+			ReleaseTupleDesc(td);
+			PG_RETURN_POINTER(NULL);	/* an extension before 0.5.0: the record path */
+		}
+		args = list_concat(args, packs);
 	}
 	ReleaseTupleDesc(td);
 	{
