@@ -72,6 +72,19 @@ SELECT (SELECT model FROM m_score WHERE score = 'L2' AND threads = 1) = (SELECT 
 SELECT gbml.boost_fit(f, y, '{"score_function": "L2"}') FROM reg;
 SELECT gbml.boost_fit(f, y, g, '{"loss": "YetiRank", "score_function": "NewtonL2"}') FROM reg;
 
+-- random_strength (CatBoost's split noise): another model, the same bytes on any thread count, kept in the model
+CREATE TABLE m_noise AS
+SELECT strength, threads, gbml.boost_fit(f, (y > 1.3)::int::real,
+         jsonb_build_object('loss', 'Logloss', 'iterations', 15, 'depth', 3, 'score_function', 'L2',
+                            'random_strength', strength, 'threads', threads)) AS model
+  FROM reg, (VALUES (0, 1), (1, 1), (1, 2)) AS s(strength, threads) GROUP BY strength, threads;
+SELECT (SELECT model FROM m_noise WHERE strength = 1 AND threads = 1) = (SELECT model FROM m_noise WHERE strength = 1 AND threads = 2) AS same_bytes,
+       (SELECT gbml.model_json(model) -> 'trees' FROM m_noise WHERE strength = 1 AND threads = 1) <>
+       (SELECT gbml.model_json(model) -> 'trees' FROM m_noise WHERE strength = 0) AS noise_differs,
+       (SELECT gbml.model_info(model) -> 'params' ->> 'random_strength' FROM m_noise WHERE strength = 1 AND threads = 1) AS recorded,
+       (SELECT gbml.model_info(model) -> 'params' ? 'random_strength' FROM m_noise WHERE strength = 0) AS recorded_when_0;
+SELECT gbml.boost_fit(f, y, '{"random_strength": -1}') FROM reg;
+
 -- Ranking losses on queries of 20 documents: each beats a random order on NDCG@10
 CREATE TABLE rank_base AS
 SELECT g, avg(ndcg) AS random_ndcg FROM (

@@ -125,6 +125,10 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 	"how a split is scored: NewtonL2 (sum G^2 / (H + l2) with the loss's hessians H) or L2 (CatBoost's: "
 	"H replaced by the row weights, the hessians only in the leaf values; Logloss and YetiRank); "
 	"auto = L2 for YetiRank, else NewtonL2"},
+	{"random_strength", GBML_PARAM_REAL, BP(random_strength), 0, 1e6, 0, NULL, NULL,
+	"CatBoost's split noise: each candidate split's score is compared with a normal draw added, of "
+	"standard deviation random_strength x the gradients' root mean square x n / (n + exp(iteration x "
+	"learning_rate)); 0: none"},
 	GBML_PARAM_END
 };
 
@@ -136,6 +140,8 @@ boost_records_param(const gbml_param_spec *s, const void *params, const gbml_dat
 		return ((const gbml_boost_params *) params)->leaf_estimation_iterations != 1;
 	if (s->offset == BP(score_function))
 		return ((const gbml_boost_params *) params)->score_function != SCORE_AUTO;
+	if (s->offset == BP(random_strength))
+		return ((const gbml_boost_params *) params)->random_strength != 0;
 	if (s->offset == BP(border_type))
 		return ((const gbml_boost_params *) params)->border_type != GBML_BORDER_MEDIAN;
 	return s->offset < BP(one_hot_max_size) || gbml_schema_n_categorical(ds->schema) > 0;
@@ -1815,7 +1821,7 @@ const boost_row_ops boost_local_rows = {
  * split.
  */
 static bool
-choose_split(trainer *T, int level, size_t base, gbml_boost_hist_bin *leaf_sums)
+choose_split(trainer *T, int level, size_t base, gbml_boost_hist_bin *leaf_sums, const gbml_boost_split_noise *noise)
 {
 	forest_builder *F = &T->forest;
 	int			n_leaves = 1 << level;
@@ -1835,7 +1841,7 @@ choose_split(trainer *T, int level, size_t base, gbml_boost_hist_bin *leaf_sums)
 		memcpy(leaf_sums, T->child_sums, sizeof(gbml_boost_hist_bin) * (size_t) n_leaves);
 	parent_score = gbml_boost_leaves_score(leaf_sums, n_leaves, 1.0 / T->sg, 1.0 / T->sh, T->l2);
 	gbml_boost_best_split(T->hist_cur, leaf_sums, n_leaves, T->n_features, T->feat_off, T->total_bins,
-						  T->borders.count, 1.0 / T->sg, 1.0 / T->sh, T->l2, T->threads,
+						  T->borders.count, 1.0 / T->sg, 1.0 / T->sh, T->l2, T->threads, noise,
 						  T->feature_best, &best);
 	if (best.feature < 0)
 		return false;			/* no feature has a border: nothing can split */
@@ -1846,6 +1852,36 @@ choose_split(trainer *T, int level, size_t base, gbml_boost_hist_bin *leaf_sums)
 	/* the children's sums: the next level's sibling choice, or the leaf values */
 	split_sums(T, leaf_sums, n_leaves, level, best.feature, best.border, T->child_sums);
 	return true;
+}
+
+/*
+ * The standard deviation of this tree's split noise (random_strength, as
+ * CatBoost scales it): random_strength x the root mean square of every
+ * training row's gradient x n / (n + e^L), L = iteration x learning_rate, so
+ * the noise fades as the model grows.  The squares are summed in fixed
+ * point (exact, in any order), so the same rows give the same bits on any
+ * thread count.  Rows on this server only (boost_shards_check refuses it
+ * across servers).
+ */
+static double
+split_noise_sd(const trainer *T, int64_t iteration)
+{
+	int64_t		n = T->train.n;
+	double		gmax = 0,
+				scale,
+				model_left;
+	int64_t		sum = 0;
+
+	if (!(T->p->random_strength > 0) || n == 0)
+		return 0;
+	for (int64_t r = 0; r < n; r++)
+		gmax = fmax(gmax, fabs(T->grad[r]));
+	scale = gbml_boost_fixed_scale(gmax * gmax, n);
+#pragma omp parallel for schedule(static) reduction(+:sum) num_threads(T->threads)
+	for (int64_t r = 0; r < n; r++)
+		sum += (int64_t) llrint(T->grad[r] * T->grad[r] * scale);
+	model_left = exp(log((double) n) - (double) iteration * T->p->learning_rate);
+	return T->p->random_strength * sqrt((double) sum / scale / (double) n) * model_left / (1.0 + model_left);
 }
 
 /*
@@ -1863,6 +1899,7 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 	int			last_f = -1,
 				last_j = -1;
 	gbml_boost_hist_bin leaf_sums[1 << GBML_BOOST_MAX_DEPTH];
+	gbml_boost_split_noise noise;
 	size_t		base;
 
 	*grown = false;
@@ -1870,6 +1907,7 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 	if ((rc = T->rows->gradients(T, iteration, &gm)) != GBML_OK)
 		return rc;
 	boost_fixed_point_plan(T, &gm);
+	noise.sd = split_noise_sd(T, iteration);
 	T->t_gradients += gbml_now() - t0;
 
 	if ((rc = builder_reserve(F, T->env)) != GBML_OK)
@@ -1886,7 +1924,14 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 		T->t_histograms += gbml_now() - t0;
 
 		t0 = gbml_now();
-		split = choose_split(T, level, base, leaf_sums);
+		{
+			/* each level's draws from streams of their own: "rstr", the tree, the level */
+			uint64_t	x = ((uint64_t) T->p->random_seed ^ 0x72737472ULL) ^
+				((uint64_t) iteration * 16 + (uint64_t) level) * 0x9e3779b97f4a7c15ULL;
+
+			noise.seed = gbml_splitmix64(&x);
+		}
+		split = choose_split(T, level, base, leaf_sums, &noise);
 		T->t_splits += gbml_now() - t0;
 		if (!split)
 			return GBML_OK;

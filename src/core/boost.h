@@ -57,6 +57,8 @@ typedef struct gbml_boost_params
 	int64_t		leaf_estimation_iterations;
 	/* 0 auto, then gbml_boost_score_function_choices[]; recorded in a model only when not auto */
 	int			score_function;
+	/* CatBoost's split-score noise; recorded in a model only when not 0 */
+	double		random_strength;
 } gbml_boost_params;
 
 extern const gbml_param_spec gbml_boost_param_specs[];

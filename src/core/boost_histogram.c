@@ -11,6 +11,7 @@
  * gradients" idea of LightGBM, and the MatrixNet seed's transposed index.
  */
 #include "boost_histogram.h"
+#include "rng.h"
 
 #include <math.h>
 #include <string.h>
@@ -251,6 +252,16 @@ leaf_term(int64_t g, int64_t h, double isg, double ish, double l2)
 	return den > 0 ? G * G / den : 0.0;
 }
 
+/* A standard normal draw (Box-Muller, the cosine half): two uniforms, the first moved into (0, 1]. */
+static inline double
+standard_normal(gbml_rng *r)
+{
+	double		u1 = 1.0 - gbml_rng_uniform(r),
+				u2 = gbml_rng_uniform(r);
+
+	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
 double
 gbml_boost_leaves_score(const gbml_boost_hist_bin *leaf_sums, int n_leaves,
 						double inv_scale_g, double inv_scale_h, double l2)
@@ -267,8 +278,11 @@ gbml_boost_best_split(const gbml_boost_hist_bin *hist, const gbml_boost_hist_bin
 					  int n_leaves, int n_features,
 					  const int64_t *feat_off, int64_t total_bins, const int *n_borders,
 					  double inv_scale_g, double inv_scale_h, double l2, int threads,
+					  const gbml_boost_split_noise *noise,
 					  gbml_boost_split *feature_best, gbml_boost_split *best)
 {
+	bool		noisy = noise != NULL && noise->sd > 0;
+
 	/*
 	 * Small searches (the usual case: ~100 features x 32 leaves x 33 bins is
 	 * a millisecond) stay on one thread: a parallel region costs more than it
@@ -281,7 +295,7 @@ gbml_boost_best_split(const gbml_boost_hist_bin *hist, const gbml_boost_hist_bin
 	{
 		int			nb = n_borders[f];
 		double		score[256];
-		gbml_boost_split fb = {-1, -1, -INFINITY};
+		gbml_boost_split fb = {-1, -1, -INFINITY, -INFINITY};
 
 		if (nb > 0)
 		{
@@ -305,20 +319,31 @@ gbml_boost_best_split(const gbml_boost_hist_bin *hist, const gbml_boost_hist_bin
 						leaf_term(tg - lg, th - lh, inv_scale_g, inv_scale_h, l2);
 				}
 			}
-			for (int j = 0; j < nb; j++)
-				if (score[j] > fb.score)
+			{
+				gbml_rng	rng;
+
+				if (noisy)
+					gbml_rng_stream(&rng, noise->seed, (uint64_t) f);
+				for (int j = 0; j < nb; j++)
 				{
-					fb.score = score[j];
-					fb.border = j;
-					fb.feature = f;
+					double		pick = noisy ? score[j] + noise->sd * standard_normal(&rng) : score[j];
+
+					if (pick > fb.pick)
+					{
+						fb.score = score[j];
+						fb.pick = pick;
+						fb.border = j;
+						fb.feature = f;
+					}
 				}
+			}
 		}
 		feature_best[f] = fb;
 	}
 	best->feature = -1;
 	best->border = -1;
-	best->score = -INFINITY;
+	best->score = best->pick = -INFINITY;
 	for (int f = 0; f < n_features; f++)
-		if (feature_best[f].feature >= 0 && feature_best[f].score > best->score)
+		if (feature_best[f].feature >= 0 && feature_best[f].pick > best->pick)
 			*best = feature_best[f];
 }

@@ -118,7 +118,19 @@ typedef struct gbml_boost_split
 	int			feature;		/* -1 when no feature has a border */
 	int			border;			/* index into the feature's borders */
 	double		score;			/* sum over children of G^2 / (H + l2) */
+	double		pick;			/* score plus the split's noise: what the search compares */
 } gbml_boost_split;
+
+/*
+ * CatBoost's random_strength: the search compares each candidate's score
+ * plus a normal draw of standard deviation sd, feature f's borders drawing
+ * in turn from stream (seed, f); sd 0 (or no noise at all): plain scores.
+ */
+typedef struct gbml_boost_split_noise
+{
+	double		sd;
+	uint64_t	seed;
+} gbml_boost_split_noise;
 
 /*
  * Best (feature, border) for a level: the split maximising the sum over all
@@ -133,6 +145,7 @@ void		gbml_boost_best_split(const gbml_boost_hist_bin *hist, const gbml_boost_hi
 								  int n_leaves, int n_features,
 								  const int64_t *feat_off, int64_t total_bins, const int *n_borders,
 								  double inv_scale_g, double inv_scale_h, double l2, int threads,
+								  const gbml_boost_split_noise *noise,
 								  gbml_boost_split *feature_best, gbml_boost_split *best);
 
 /* Sum over leaves of G^2/(H + l2) before the split (for the split's gain). */

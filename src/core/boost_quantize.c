@@ -116,8 +116,8 @@ typedef struct greedy_bin
 
 /*
  * bin's best split among the value boundaries bnd[0..nb) (ascending
- * positions where the sorted value changes): the boundary nearest its
- * middle on either side, whichever gives the larger L * R.
+ * positions where the sorted value changes): of the boundaries nearest its
+ * middle on either side, the one with the larger L * R (ties: the lower).
  */
 static void
 greedy_best_split(greedy_bin *bin, const uint32_t *bnd, int64_t nb)
@@ -214,7 +214,9 @@ choose_borders_greedy(const uint32_t *v, int64_t m, int max_borders, uint32_t *b
  * every value boundary when there are that few, else by `type`.  Median:
  * quantile positions k*m/(B+1); a position inside a run of equal values moves
  * to the nearer edge of the run, so heavy ties cost borders, never create
- * empty bins.  GreedyLogSum: choose_borders_greedy, in scratch (m keys).
+ * empty bins.  GreedyLogSum: choose_borders_greedy, in scratch (m keys;
+ * positions are 32-bit, and samples are at most border_sample_size, 1e8,
+ * so the Median fallback past 2^32 values never happens in a training).
  * Returns the number written to out.
  */
 static int

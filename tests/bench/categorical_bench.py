@@ -50,10 +50,11 @@ Protocol:
                 measured better on the ranking benchmarks); for Logloss the
                 same leaf estimation as CatBoost's (leaf_estimation_iterations
                 10; gbml's own default is 1, for speed on large tables).
-      gbml-L2   (binary tasks) the same with Logloss's splits scored as
-                CatBoost scores them (score_function L2, on the row weights;
-                gbml's default, NewtonL2, scores on the hessians as XGBoost
-                and LightGBM do).  Each gbml line gets its own ratio line.
+      gbml-L2   (binary tasks) the same with Logloss's splits scored and
+                noised as CatBoost's are (score_function L2, on the row
+                weights, and random_strength 1; gbml's defaults, NewtonL2 on
+                the hessians as XGBoost and LightGBM score, and no noise).
+                Each gbml line gets its own ratio line.
     BORDERS=n sets the quantisation of all four to n borders (CatBoost and gbml
     border_count n, LightGBM max_bin n, XGBoost max_bin n + 1).
   * Losses: Logloss (binary), RMSE (regression) for everyone.  Every model's raw
@@ -356,8 +357,9 @@ def gbml_load(short, X, y, task, splits):
 
 
 # gbml run a second way on the binary tasks: Logloss's splits scored as CatBoost scores them
-# (score_function L2: on the row weights; gbml's default for Logloss scores on the hessians)
-GBML_VARIANTS = {"gbml-L2": {"score_function": "L2"}}
+# (score_function L2: on the row weights; gbml's default for Logloss scores on the hessians) and
+# noised as CatBoost noises them (random_strength 1, CatBoost's default; gbml's is 0)
+GBML_VARIANTS = {"gbml-L2": {"score_function": "L2", "random_strength": 1}}
 
 
 def run_gbml(cfg, task, short, seed, n_test, variant=None):

@@ -368,7 +368,8 @@ static const uint32_t boost_tags[] = {GBML_SECTION_BOOST_HEADER, GBML_SECTION_BO
 GBML_SECTION_BOOST_BORDERS, GBML_SECTION_PARAMS};
 
 static void
-determinism_case_scored(data_kind kind, const char *loss, double missing, int leaf_iterations, const char *score)
+determinism_case_noisy(data_kind kind, const char *loss, double missing, int leaf_iterations, const char *score,
+					   double random_strength)
 {
 	uint8_t    *models[3] = {NULL, NULL, NULL};
 	size_t		lens[3];
@@ -376,7 +377,8 @@ determinism_case_scored(data_kind kind, const char *loss, double missing, int le
 	gbml_env	envs[3];
 	gbml_param_value v[] = {tu_num("iterations", 12), tu_num("depth", 5), tu_num("subsample", 0.7),
 		tu_str("loss", loss), tu_num("random_seed", 42), tu_num("border_count", 64),
-	tu_num("leaf_estimation_iterations", leaf_iterations), tu_str("score_function", score)};
+	tu_num("leaf_estimation_iterations", leaf_iterations), tu_str("score_function", score),
+	tu_num("random_strength", random_strength)};
 
 	for (int i = 0; i < 3; i++)
 	{
@@ -396,7 +398,7 @@ determinism_case_scored(data_kind kind, const char *loss, double missing, int le
 				ds.chunks[b] = t;
 			}
 		}
-		CHECK(gbml_train_values(&envs[i], "boost", v, 8, &ds, NULL, &models[i], &lens[i]) == GBML_OK);
+		CHECK(gbml_train_values(&envs[i], "boost", v, 9, &ds, NULL, &models[i], &lens[i]) == GBML_OK);
 		gbml_dataset_free(&ds, &envs[i]);
 	}
 	CHECK(models[0] && models[1] && models[2]);
@@ -410,6 +412,12 @@ determinism_case_scored(data_kind kind, const char *loss, double missing, int le
 	}
 	for (int i = 0; i < 3; i++)
 		gbml_free(&envs[i], models[i]);
+}
+
+static void
+determinism_case_scored(data_kind kind, const char *loss, double missing, int leaf_iterations, const char *score)
+{
+	determinism_case_noisy(kind, loss, missing, leaf_iterations, score, 0);
 }
 
 static void
@@ -439,6 +447,49 @@ TEST(boost_deterministic_across_threads_logloss_scored_on_weights)
 	/* one Newton step from the leaves' hessian sums; ten from the rows, the first at 0 */
 	determinism_case_scored(DATA_BINARY, "Logloss", 0.05, 1, "L2");
 	determinism_case_scored(DATA_BINARY, "Logloss", 0.05, 10, "L2");
+}
+
+TEST(boost_deterministic_across_threads_split_noise)
+{
+	/* random_strength: the gradients' squares summed in fixed point, the draws by (tree, level, feature) */
+	determinism_case_noisy(DATA_BINARY, "Logloss", 0.05, 3, "L2", 1);
+	determinism_case_noisy(DATA_RANKING, "YetiRank", 0.05, 1, "auto", 2);
+}
+
+/*
+ * random_strength adds CatBoost's noise to the split scores: 0 is the
+ * default and leaves the model's bytes as they were; a noise far below the
+ * scores' differences chooses the same trees; a huge one picks splits at
+ * random, which fit the training rows worse.
+ */
+TEST(boost_random_strength_noises_the_split_search)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *m[4] = {NULL, NULL, NULL, NULL};
+	size_t		len[4];
+	double		strength[4] = {-1, 0, 1e-12, 1e6};
+	double		loss[4];
+
+	gbml_env_init_malloc(&env, 2);
+	make_data(&ds, &env, DATA_BINARY, 3000, 5, 17, 0);
+	for (int k = 0; k < 4; k++)
+	{
+		gbml_param_value v[] = {tu_str("loss", "Logloss"), tu_num("iterations", 20), tu_num("depth", 4),
+		tu_str("score_function", "L2"), tu_num("random_strength", strength[k])};
+
+		CHECK(gbml_train_values(&env, "boost", v, k == 0 ? 4 : 5, &ds, NULL, &m[k], &len[k]) == GBML_OK);
+		loss[k] = tu_meta_number(&env, m[k], len[k], "train_Logloss");
+	}
+	CHECK(len[0] == len[1] && memcmp(m[0], m[1], len[0]) == 0);
+	CHECK(tu_same_sections(&env, m[0], len[0], m[2], len[2], boost_tags, 3));
+	CHECK(!tu_same_sections(&env, m[0], len[0], m[3], len[3], boost_tags, 3));
+	CHECK(loss[3] > 1.2 * loss[0]);
+	printf("# train Logloss after 20 trees: %.4f without noise, %.4f with random_strength 1e6\n", loss[0], loss[3]);
+	for (int k = 0; k < 4; k++)
+		gbml_free(&env, m[k]);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
 }
 
 /*

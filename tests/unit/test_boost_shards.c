@@ -201,6 +201,7 @@ TEST(boost_shards_refuses_what_it_cannot_do_yet)
 	bsh_data	q = {900, 3, false, false, false, 0, 10, false};
 	gbml_param_value sub[] = {tu_num("subsample", 0.5), tu_str("loss", "RMSE")};
 	gbml_param_value auc[] = {tu_str("loss", "Logloss"), tu_str("eval_metric", "AUC")};
+	gbml_param_value noise[] = {tu_num("random_strength", 1)};
 	char		error[512];
 	size_t		len;
 	uint8_t    *m;
@@ -213,6 +214,9 @@ TEST(boost_shards_refuses_what_it_cannot_do_yet)
 	s.binary = true;
 	m = tu_train_sharded("boost", bsh_fill, &s, 2, auc, 2, 0, &len, error, sizeof(error));
 	CHECK(m == NULL && strstr(error, "eval_metric AUC") != NULL);
+	free(m);
+	m = tu_train_sharded("boost", bsh_fill, &s, 2, noise, 1, 0, &len, error, sizeof(error));
+	CHECK(m == NULL && strstr(error, "random_strength is not supported yet") != NULL);
 	free(m);
 }
 
