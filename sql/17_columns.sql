@@ -83,7 +83,14 @@ SELECT format('INSERT INTO col_wide SELECT i, i, %s, (ARRAY[''north'', ''south''
 UPDATE col_wide SET w5 = NULL WHERE id % 50 = 0;
 UPDATE col_wide SET emb = NULL WHERE id % 70 = 0;
 ALTER TABLE col_wide DROP COLUMN junk;
-SELECT gbml.train('cols_wide', 'boost', 'SELECT * FROM col_wide', '{"label_column": "label", "exclude_columns": ["id"], "iterations": 15}') > 0 AS trained;
+-- wide values: a category stored compressed (used), and a document of over 2,000 bytes after
+-- compression, which the toaster moves out of line (not used: packed as its TOAST pointer)
+ALTER TABLE col_wide ADD COLUMN tag text, ADD COLUMN doc text;
+UPDATE col_wide SET tag = repeat(CASE WHEN id % 4 = 0 THEN 'east' ELSE 'west' END, 1000),
+                    doc = (SELECT string_agg(md5((id * 100 + k)::text), '') FROM generate_series(1, 200) k);
+SELECT count(*) FILTER (WHERE pg_column_compression(tag) IS NOT NULL) > 0 AS tag_compressed,
+       min(pg_column_size(doc)) > 2000 AS doc_out_of_line FROM col_wide;
+SELECT gbml.train('cols_wide', 'boost', 'SELECT * FROM col_wide', '{"label_column": "label", "exclude_columns": ["id", "doc"], "iterations": 15}') > 0 AS trained;
 SELECT gbml.train('cols_wide_km', 'kmeans', 'SELECT * FROM col_wide',
                   '{"feature_columns": ["w120", "w3", "amount"], "k": 3, "random_seed": 1}') > 0 AS trained;
 CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$

@@ -199,8 +199,8 @@ score_record(FunctionCallInfo fcinfo, bool by_name, gbml_output what, const char
  * on its own.  After the varlena header, n flag bytes (1: NULL), then from
  * the next multiple of 8 (counted from the header's start) n slots of 8
  * bytes: a by-value column's Datum, or a by-reference one's offset in the
- * pack of its length (8 bytes) and bytes (a varlena detoasted, else as
- * stored), each such copy at a multiple of 8.  No pointer is ever packed.
+ * pack of its length (8 bytes) and bytes (packed_size), each such copy at a
+ * multiple of 8.  No memory address is ever packed.
  */
 #define PACK_NULL 1
 
@@ -245,13 +245,22 @@ pack_types_of(FunctionCallInfo fcinfo)
 	return t;
 }
 
-/* The bytes a by-reference value takes in a pack (a varlena detoasted into *v first). */
+/*
+ * The bytes a by-reference value takes in a pack, at *v.  A varlena stored
+ * out of line or compressed is packed as it is (its TOAST pointer or its
+ * compressed bytes hold no memory address): the model's converters detoast
+ * what they read, so a wide value in a column the model does not use costs
+ * a copy of a few bytes, not a fetch.  Any other varlena is detoasted.
+ */
 static Size
 packed_size(int16 typlen, Datum d, Pointer *v)
 {
 	if (typlen == -1)
 	{
-		*v = (Pointer) PG_DETOAST_DATUM_PACKED(d);
+		struct varlena *stored = (struct varlena *) DatumGetPointer(d);
+
+		*v = VARATT_IS_EXTERNAL_ONDISK(stored) || VARATT_IS_COMPRESSED(stored) ? (Pointer) stored
+			: (Pointer) PG_DETOAST_DATUM_PACKED(d);
 		return VARSIZE_ANY(*v);
 	}
 	*v = DatumGetPointer(d);
