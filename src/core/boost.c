@@ -1874,8 +1874,11 @@ split_noise_sd(const trainer *T, int64_t iteration)
 
 	if (!(T->p->random_strength > 0) || n == 0)
 		return 0;
+	/* over every row: the gradients' maximum (boost_grad_max) covers the drawn ones only */
+#pragma omp parallel for schedule(static) reduction(max:gmax) num_threads(T->threads)
 	for (int64_t r = 0; r < n; r++)
-		gmax = fmax(gmax, fabs(T->grad[r]));
+		if (fabs(T->grad[r]) > gmax)
+			gmax = fabs(T->grad[r]);
 	scale = gbml_boost_fixed_scale(gmax * gmax, n);
 #pragma omp parallel for schedule(static) reduction(+:sum) num_threads(T->threads)
 	for (int64_t r = 0; r < n; r++)

@@ -217,6 +217,9 @@ typedef struct pack_types
 	bool		all_byval;
 	int16	   *typlen;
 	bool	   *byval;
+	/* per row, for the by-reference values: where their bytes are and how many (no palloc a row) */
+	Pointer    *ref;
+	Size	   *len;
 } pack_types;
 
 static const pack_types *
@@ -231,6 +234,8 @@ pack_types_of(FunctionCallInfo fcinfo)
 	t->all_byval = true;
 	t->typlen = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(int16) * (t->n > 0 ? t->n : 1));
 	t->byval = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(bool) * (t->n > 0 ? t->n : 1));
+	t->ref = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(Pointer) * (t->n > 0 ? t->n : 1));
+	t->len = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(Size) * (t->n > 0 ? t->n : 1));
 	for (int i = 0; i < t->n; i++)
 	{
 		Oid			type = get_fn_expr_argtype(fcinfo->flinfo, i);
@@ -273,15 +278,13 @@ gbml_column_pack(PG_FUNCTION_ARGS)
 	const pack_types *t = pack_types_of(fcinfo);
 	Size		slots = pack_slots(t->n),
 				size = slots + sizeof(Datum) * (Size) t->n;
-	Pointer    *ref = NULL;
-	Size	   *len = NULL;
+	Pointer    *ref = t->ref;
+	Size	   *len = t->len;
 	char	   *p;
 	Datum	   *slot;
 
 	if (!t->all_byval)
 	{
-		ref = palloc(sizeof(Pointer) * t->n);
-		len = palloc(sizeof(Size) * t->n);
 		for (int i = 0; i < t->n; i++)
 			if (!t->byval[i] && !PG_ARGISNULL(i))
 				size += sizeof(uint64) + MAXALIGN(len[i] = packed_size(t->typlen[i], PG_GETARG_DATUM(i), &ref[i]));
