@@ -17,6 +17,13 @@ SELECT gbml.predict('m1', ARRAY[0, 0]::real[]) AS v2_prediction;
 SELECT gbml.deploy('m1', 1) = :id1 AS rolled_back;
 SELECT gbml.predict('m1', ARRAY[0, 0]::real[]) AS v1_prediction;
 SELECT count(*) FILTER (WHERE deployed) AS deployed_count FROM gbml.models WHERE name = 'm1';
+-- introspection by name reads the deployed version (a string literal picks the name form)
+SELECT gbml.model_info('m1') = gbml.model_info(model) AS info_by_name,
+       gbml.model_json('m1') = gbml.model_json(model) AS json_by_name,
+       gbml.model_info('m1') <> gbml.model_info((SELECT model FROM gbml.models WHERE name = 'm1' AND version = 2)) AS not_v2
+  FROM gbml.models WHERE name = 'm1' AND deployed;
+SELECT gbml.model_info('no_such_model');
+SELECT * FROM gbml.feature_importance('no_such_model');
 
 -- the name is looked up once per query: a query over many rows sees one version
 SELECT count(DISTINCT gbml.predict('m1', features)) AS distinct_scores FROM train_rows;

@@ -26,6 +26,9 @@ SELECT gbml.model_info(model) -> 'feature_names' AS names, gbml.model_info(model
 SELECT f ->> 'name' AS name, f ->> 'type' AS type, f ->> 'kind' AS kind
   FROM gbml.models, jsonb_array_elements(gbml.model_json(model) -> 'feature_schema') AS f WHERE name = 'cols_num';
 SELECT name, importance > 0 AS used FROM gbml.feature_importance((SELECT model FROM gbml.models WHERE name = 'cols_num')) ORDER BY feature;
+SELECT count(*) AS features, count(*) FILTER (WHERE (n.feature, n.importance, n.name) = (b.feature, b.importance, b.name)) AS same_by_name
+  FROM gbml.feature_importance('cols_num') n
+  JOIN gbml.feature_importance((SELECT model FROM gbml.models WHERE name = 'cols_num' AND deployed)) b USING (feature);
 
 -- scoring a whole row = scoring the equivalent array, for every row (NULLs included)
 SELECT count(*) AS rows,
@@ -132,3 +135,31 @@ SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"exclude_columns": [
 SELECT gbml.train('x', 'boost', 'SELECT label, now() AS at FROM col_rows', '{}');
 SELECT gbml.train('x', 'boost', 'SELECT label, CASE WHEN id < 5 THEN ARRAY[1]::real[] ELSE ARRAY[1, 2]::real[] END AS e FROM col_rows', '{}');
 SELECT gbml.train('x', 'boost', 'SELECT label FROM col_rows', '{}');
+
+-- pgvector's vector (not in Debian 12's archive, so a stand-in of the same shape: a varlena type
+-- named "vector", text in and out, with a function cast to real[]): one feature per element, the
+-- same model as the real[] column apart from the recorded type, and the same scores by row
+CREATE TYPE vector;
+CREATE FUNCTION vector_in(cstring) RETURNS vector LANGUAGE internal IMMUTABLE STRICT AS 'textin';
+CREATE FUNCTION vector_out(vector) RETURNS cstring LANGUAGE internal IMMUTABLE STRICT AS 'textout';
+CREATE TYPE vector (INPUT = vector_in, OUTPUT = vector_out, INTERNALLENGTH = VARIABLE, STORAGE = extended);
+CREATE CAST (vector AS text) WITH INOUT;
+CREATE FUNCTION vector_to_real(v vector) RETURNS real[] LANGUAGE sql IMMUTABLE STRICT
+  AS $$ SELECT ('{' || btrim(v::text, '[]') || '}')::real[] $$;
+CREATE CAST (vector AS real[]) WITH FUNCTION vector_to_real(vector);
+CREATE TABLE col_vec AS
+SELECT id, label, ('[' || array_to_string(emb, ',') || ']')::vector AS emb, price FROM col_rows;
+CREATE TABLE col_arr AS SELECT id, label, emb, price FROM col_rows;
+SELECT gbml.train('cols_vec', 'boost', 'SELECT * FROM col_vec', '{"exclude_columns": ["id"], "iterations": 20, "depth": 4}') > 0 AS trained;
+SELECT gbml.train('cols_arr', 'boost', 'SELECT * FROM col_arr', '{"exclude_columns": ["id"], "iterations": 20, "depth": 4}') > 0 AS trained;
+SELECT string_agg(f ->> 'name' || ' ' || (f ->> 'type'), ', ') AS vector_features
+  FROM gbml.models, jsonb_array_elements(gbml.model_json(model) -> 'feature_schema') AS f WHERE name = 'cols_vec';
+SELECT (gbml.model_json(a.model) - 'feature_schema') = (gbml.model_json(b.model) - 'feature_schema') AS same_model_but_the_type
+  FROM gbml.models a, gbml.models b WHERE a.name = 'cols_vec' AND b.name = 'cols_arr';
+SELECT count(*) AS rows, count(*) FILTER (WHERE gbml.predict('cols_vec', v) = gbml.predict('cols_arr', a)) AS same_scores,
+       count(*) FILTER (WHERE gbml.predict('cols_vec', a) = gbml.predict('cols_vec', v)) AS vector_model_scores_arrays
+  FROM col_vec v JOIN col_arr a USING (id);
+SELECT gbml.train('cols_vec_km', 'kmeans', 'SELECT emb FROM col_vec', '{"k": 3, "random_seed": 1}') > 0 AS trained;
+SELECT count(DISTINCT gbml.kmeans_assign('cols_vec_km', v)) AS clusters FROM col_vec v;
+DROP TABLE col_vec, col_arr;
+DROP TYPE vector CASCADE;

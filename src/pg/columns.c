@@ -49,6 +49,7 @@ typedef struct gbml_column
 	int			width;			/* its number of features (an array's length) */
 	Oid			elemtype;		/* arrays: the element type; InvalidOid for a vector (cast) */
 	Oid			castfunc;		/* pgvector's vector: the vector -> real[] cast function */
+	FmgrInfo	cast;			/* ... looked up once (a per-row OidFunctionCall1 looked it up per value) */
 	FmgrInfo	out;			/* categorical of a non-text type: its output function */
 	bool		text_like;		/* text, varchar, name, char(n): the bytes are the value */
 	int16		elem_len;		/* arrays: the element type's storage, looked up once */
@@ -177,7 +178,11 @@ classify(gbml_column *c, bool forced_categorical)
 	if (OidIsValid(elem) && is_numeric_type(getBaseType(elem)) && getBaseType(elem) != BOOLOID)
 		c->elemtype = getBaseType(elem);
 	else if (OidIsValid(c->castfunc = vector_cast(t)))
+	{
 		c->elemtype = FLOAT4OID;
+		/* in the plan's context, as the output function above */
+		fmgr_info(c->castfunc, &c->cast);
+	}
 	else
 		return COL_UNSUPPORTED;
 	get_typlenbyvalalign(OidIsValid(c->castfunc) ? FLOAT4OID : elem, &c->elem_len, &c->elem_byval, &c->elem_align);
@@ -238,7 +243,7 @@ array_values(const gbml_column *c, Datum d, float *x, const char *what, int64 ro
 	int			n;
 
 	if (OidIsValid(c->castfunc))
-		d = OidFunctionCall1(c->castfunc, d);
+		d = FunctionCall1((FmgrInfo *) &c->cast, d);
 	arr = DatumGetArrayTypeP(d);
 	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
 	if (ARR_NDIM(arr) > 1 || n != c->width)
@@ -906,7 +911,7 @@ gbml_column_plan_for_rows(const gbml_common_params *cp, TupleDesc td, const Datu
 								errmsg("%s: array column \"%s\" is NULL in the first row, which sets its length", what, c->name),
 								errhint("Filter out rows without it, or train with gbml.train, which reads the length ahead.")));
 			if (OidIsValid(c->castfunc))
-				d = OidFunctionCall1(c->castfunc, d);
+				d = FunctionCall1(&c->cast, d);
 			c->width = ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(d)), ARR_DIMS(DatumGetArrayTypeP(d)));
 			if (c->width < 1)
 				ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
