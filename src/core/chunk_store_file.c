@@ -81,9 +81,11 @@ typedef struct file_store
 	int64_t		stage_rows;
 	int64_t		staged[HASH_GROUPS];
 	size_t		permute_budget; /* 0: from env's free budget */
+	bool		damaged;		/* a reorder that punched out rows failed: the file is not whole */
 	int64_t		rows_spilled;
 	uint64_t	bytes_written;
 	uint64_t	bytes_read;		/* atomic: read_chunk may run on any thread */
+	uint64_t	bytes_discarded;	/* given back by permute (gbml_temp_discard) */
 	pthread_mutex_t error_lock;
 	char		error[512];
 	int			error_code;
@@ -158,8 +160,12 @@ set_features(file_store *f, int n_features)
 static int
 read_at(file_store *f, void *out, size_t len, uint64_t offset, const char *what)
 {
-	int			e = gbml_temp_read(&f->file, out, len, offset);
+	int			e;
 
+	if (f->damaged)
+		return store_fail(f, GBML_EIO, "could not read %s: a reorder of the temporary file failed after "
+						  "giving back some of its rows", what);
+	e = gbml_temp_read(&f->file, out, len, offset);
 	if (e != 0)
 		return store_fail(f, GBML_EIO, "could not read %s (%.1f MB at %.1f MB) from a temporary file: %s",
 						  what, mb(len), mb(offset), strerror(e));
@@ -1024,6 +1030,115 @@ permute_commit(permute_state *st)
  * few groups' runs) and the window is written once.  The window shares the
  * budget with fetch's 32 bytes a row (places and their sort) and its span.
  */
+/*
+ * permute_grouped's give-back of rows read for the last time.  The file is
+ * cut into DISCARD_UNIT_BYTES units, each counting the kept rows whose
+ * bytes touch it; each window's fetch counts its rows down, and the units
+ * that reach zero are punched out (gbml_temp_discard), adjacent ones in one
+ * call.  The old file's pages and blocks then go back while the new file is
+ * written, so the reorder holds about one copy of the rows, not two (page
+ * cache and disk), and the new file's pages are the ones just freed, not
+ * pages the system has to find (on a virtual machine, pages the host took
+ * back cost about 2 s a GB to touch again; just-freed ones about 0.25).
+ * No memory for the counts (8 bytes a unit): nothing is given back.
+ */
+#define DISCARD_UNIT_BYTES ((uint64_t) 64 << 10)
+
+/* The unit (gbml_chunk_store_file_test_discard_unit changes it). */
+static uint64_t discard_unit_bytes = DISCARD_UNIT_BYTES;
+
+typedef struct discard_units
+{
+	int32_t    *left;			/* per unit: kept rows not fetched yet; -1 once punched */
+	int32_t    *zero;			/* scratch: the units a window brought to zero */
+	int64_t		n;
+	bool		any;			/* some unit was punched */
+} discard_units;
+
+/* The kept rows' units of a row at file place p: [*u0, *u1]. */
+static inline void
+discard_span(const file_store *f, int64_t p, int64_t *u0, int64_t *u1)
+{
+	uint64_t	b = (uint64_t) p * row_bytes(f);
+
+	*u0 = (int64_t) (b / discard_unit_bytes);
+	*u1 = (int64_t) ((b + row_bytes(f) - 1) / discard_unit_bytes);
+}
+
+static void
+discard_init(file_store *f, const int64_t *src, int64_t n, discard_units *d)
+{
+	size_t		want;
+
+	memset(d, 0, sizeof(*d));
+	d->n = (int64_t) ((f->end + discard_unit_bytes - 1) / discard_unit_bytes);
+	want = (size_t) (d->n > 0 ? d->n : 1) * 2 * sizeof(int32_t);
+	if (d->n <= 0 || d->n >= INT32_MAX || free_budget(f) <= want + want / 8 ||
+		(d->left = gbml_alloc0(f->env, want)) == NULL)
+	{
+		d->n = 0;
+		return;
+	}
+	d->zero = d->left + d->n;
+	for (int64_t k = 0; k < n; k++)
+	{
+		int64_t		u0,
+					u1;
+
+		discard_span(f, place_of(f, src[k]), &u0, &u1);
+		for (int64_t u = u0; u <= u1; u++)
+			d->left[u]++;
+	}
+}
+
+static int
+cmp_int32(const void *a, const void *b)
+{
+	int32_t		x = *(const int32_t *) a,
+				y = *(const int32_t *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* The window's rows src[0..m) fetched: their units counted down, those at zero punched out. */
+static void
+discard_window(file_store *f, discard_units *d, const int64_t *src, int64_t m)
+{
+	int64_t		nz = 0;
+
+	if (d->n == 0)
+		return;
+	for (int64_t k = 0; k < m; k++)
+	{
+		int64_t		u0,
+					u1;
+
+		discard_span(f, place_of(f, src[k]), &u0, &u1);
+		for (int64_t u = u0; u <= u1; u++)
+			if (--d->left[u] == 0)
+				d->zero[nz++] = (int32_t) u;
+	}
+	qsort(d->zero, (size_t) nz, sizeof(int32_t), cmp_int32);
+	for (int64_t i = 0, j; i < nz; i = j)
+	{
+		uint64_t	from = (uint64_t) d->zero[i] * discard_unit_bytes,
+					to;
+
+		for (j = i + 1; j < nz && d->zero[j] == d->zero[j - 1] + 1; j++)
+			;
+		to = (uint64_t) (d->zero[j - 1] + 1) * discard_unit_bytes;
+		if (to > f->end)
+			to = f->end;
+		if (gbml_temp_discard(&f->file, from, to - from))
+		{
+			d->any = true;
+			f->bytes_discarded += to - from;
+		}
+		for (int64_t k = i; k < j; k++)
+			d->left[d->zero[k]] = -1;
+	}
+}
+
 static int
 permute_grouped(permute_state *st, int64_t first_rows, int64_t chunk_rows)
 {
@@ -1032,6 +1147,7 @@ permute_grouped(permute_state *st, int64_t first_rows, int64_t chunk_rows)
 				budget = window_budget(f);
 	int64_t		n = st->plan.n;
 	int			rc;
+	discard_units gone = {0};
 
 	budget = budget > fetch_span_bytes(f) ? budget - fetch_span_bytes(f) : 0;
 	budget = budget / (rb + 2 * sizeof(place_slot)) * rb;	/* fetch's places, and its sort's room */
@@ -1044,6 +1160,8 @@ permute_grouped(permute_state *st, int64_t first_rows, int64_t chunk_rows)
 		rc = store_fail_env(f);
 	if (rc == 0 && gbml_temp_create(f->env, &st->out) != GBML_OK)
 		rc = store_fail_env(f);
+	if (rc == 0)
+		discard_init(f, st->src, n, &gone);
 	for (int w = 0; rc == 0 && w < st->plan.n_windows; w++)
 	{
 		int64_t		w0 = window_start(&st->plan, w),
@@ -1054,11 +1172,18 @@ permute_grouped(permute_state *st, int64_t first_rows, int64_t chunk_rows)
 			rc = fetch_rows(f, st->src + w0, m, st->window);
 		if (rc == 0)
 		{
+			discard_window(f, &gone, st->src + w0, m);
 			gbml_missing_flags(st->missing, st->window, m, f->n_features);
 			rc = write_at(f, &st->out, st->window, (size_t) m * rb, (uint64_t) w0 * rb, "reordered rows");
 		}
 	}
-	return rc == 0 ? permute_commit(st) : rc;
+	if (rc == 0)
+		rc = permute_commit(st);
+	/* the old file, given back in part, cannot stand in for the rows any more */
+	if (rc != 0 && gone.any)
+		f->damaged = true;
+	gbml_free(f->env, gone.left);
+	return rc;
 }
 
 /*
@@ -1243,7 +1368,17 @@ gbml_chunk_store_file_stats(const gbml_chunk_store *s, gbml_spill_stats *out)
 	out->chunks = f->n_chunks;
 	out->bytes_written = f->bytes_written;
 	out->bytes_read = __atomic_load_n(&f->bytes_read, __ATOMIC_RELAXED);
+	out->bytes_discarded = f->bytes_discarded;
 	return true;
+}
+
+size_t
+gbml_chunk_store_file_test_discard_unit(size_t bytes)
+{
+	size_t		was = (size_t) discard_unit_bytes;
+
+	discard_unit_bytes = bytes > 0 ? (uint64_t) bytes : DISCARD_UNIT_BYTES;
+	return was;
 }
 
 size_t

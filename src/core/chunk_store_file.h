@@ -35,6 +35,7 @@ typedef struct gbml_spill_stats
 	int64_t		chunks;			/* chunks stored now */
 	uint64_t	bytes_written;	/* by put and permute */
 	uint64_t	bytes_read;		/* by read_chunk, fetch and permute */
+	uint64_t	bytes_discarded;	/* given back by permute as it read rows for the last time */
 } gbml_spill_stats;
 
 /*
@@ -57,6 +58,13 @@ void		gbml_chunk_store_file_set_permute_budget(gbml_chunk_store *s, size_t bytes
  * before.  Not thread-safe: tests only.
  */
 size_t		gbml_chunk_store_file_test_group_stage(size_t bytes);
+
+/*
+ * The unit (64 KB) in which permute gives back rows read for the last time,
+ * for the unit tests, whose files are a few KB; 0 restores the default.
+ * Returns the size before.  Not thread-safe: tests only.
+ */
+size_t		gbml_chunk_store_file_test_discard_unit(size_t bytes);
 
 /* The store's figures; false (and zeros) when s is not a file store. */
 bool		gbml_chunk_store_file_stats(const gbml_chunk_store *s, gbml_spill_stats *out);

@@ -6,9 +6,14 @@
  * Every block carries a small header with its size so that gbml_free can
  * return it to the budget; the header keeps 16-byte alignment for SIMD loads.
  */
+/* fallocate's punch hole (PostgreSQL's build defines it; the unit tests' may not) */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "env.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -352,6 +357,21 @@ gbml_temp_read(const gbml_temp_file *f, void *buf, size_t len, uint64_t offset)
 		offset += (uint64_t) n;
 	}
 	return 0;
+}
+
+bool
+gbml_temp_discard(const gbml_temp_file *f, uint64_t offset, uint64_t len)
+{
+#if defined(FALLOC_FL_PUNCH_HOLE) && defined(FALLOC_FL_KEEP_SIZE)
+	if (f->fd < 0 || len == 0)
+		return false;
+	return fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t) offset, (off_t) len) == 0;
+#else
+	(void) f;
+	(void) offset;
+	(void) len;
+	return false;
+#endif
 }
 
 bool

@@ -192,6 +192,14 @@ int			gbml_temp_create(gbml_env *env, gbml_temp_file *f);
 int			gbml_temp_write(gbml_env *env, gbml_temp_file *f, const void *buf, size_t len, uint64_t offset);
 void		gbml_temp_close(gbml_env *env, gbml_temp_file *f);
 int			gbml_temp_read(const gbml_temp_file *f, void *buf, size_t len, uint64_t offset);
+/*
+ * Gives back the disk blocks and page-cache pages of [offset, offset + len)
+ * (a hole that reads as zeros; the file's size stays): rows read for the
+ * last time.  Best effort (Linux's punch hole through the read descriptor,
+ * which the hooks open read-write): nothing happens where the system or the
+ * file system cannot do it.  Returns whether it was done.
+ */
+bool		gbml_temp_discard(const gbml_temp_file *f, uint64_t offset, uint64_t len);
 
 /*
  * Starts fn(arg) on a helper thread that blocks every signal (PostgreSQL's

@@ -127,7 +127,8 @@ open_temp(pg_temp_file *t, char *msg, size_t msg_len)
 	PG_TRY();
 	{
 		file = OpenTemporaryFile(false);
-		fd = OpenTransientFile(FilePathName(file), O_RDONLY | PG_BINARY);
+		/* read-write only for gbml_temp_discard's punch hole: every write goes through FileWrite */
+		fd = OpenTransientFile(FilePathName(file), O_RDWR | PG_BINARY);
 		if (fd < 0)
 		{
 			snprintf(msg, msg_len, "could not open temporary file \"%s\" for reading: %s",
