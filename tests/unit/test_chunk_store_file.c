@@ -509,6 +509,48 @@ TEST(file_store_write_failure_is_a_clear_error_and_leaks_nothing)
 	free(t.ref);
 }
 
+/* A grouped reorder that fails after giving back rows: the old file reads as an ERROR, never as zeros. */
+TEST(file_store_failed_reorder_after_giving_back_is_an_error)
+{
+	gbml_env	env;
+	failing_writes fw = {0};
+	stored_rows t = {0};
+	gbml_spill_stats st;
+	int64_t    *src;
+	float	   *x;
+
+	if (!discard_probe())
+		return;					/* nothing is given back here: nothing to check */
+	fail_writes_after(&env, &fw, UINT64_MAX, GBML_EIO, "could not write to a temporary file: No space left on device");
+	t.s = gbml_chunk_store_file_open(&env);
+	t.hashed = true;
+	gbml_chunk_store_file_test_group_stage(2048);
+	CHECK(put_chunks(&t, &env, odd_sizes, N_ODD, 9, 12) == 0);
+	gbml_chunk_store_file_test_group_stage(0);
+	gbml_chunk_store_file_stats(t.s, &st);
+	src = malloc(sizeof(int64_t) * (size_t) t.total);
+	for (int64_t i = 0; i < t.total; i++)
+		src[i] = address_of(&t, i);
+	/* windows of 501 rows; the output's first window written, the second one fails */
+	gbml_chunk_store_file_set_permute_budget(t.s, 501 * 9 * sizeof(float));
+	gbml_chunk_store_file_test_discard_unit(100);
+	/* every row is written once as it is staged (the last runs at the reorder's start), then window 0 */
+	fw.allowed = ((uint64_t) t.total + 501) * 9 * sizeof(float);
+	CHECK(t.s->permute(t.s, src, t.total, 501, 501) != 0);
+	gbml_chunk_store_file_test_discard_unit(0);
+	CHECK(strstr(t.s->error(t.s), "No space left") != NULL);
+	gbml_chunk_store_file_stats(t.s, &st);
+	CHECK(st.bytes_discarded > 0);
+	x = malloc(sizeof(float) * 9 * (size_t) t.chunk_len[0]);
+	CHECK(t.s->read_chunk(t.s, 0, x) != 0);
+	CHECK(strstr(t.s->error(t.s), "giving back some of its rows") != NULL);
+	t.s->destroy(t.s);
+	CHECK(env.memory_used == 0);
+	free(x);
+	free(src);
+	free(t.ref);
+}
+
 TEST(file_store_open_failure_is_reported)
 {
 	gbml_env	env;
