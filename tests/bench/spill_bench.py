@@ -30,9 +30,10 @@ def run(trainer, limit):
     rep = json.loads(lines[-1])
     return {"wall": wall, "md5": lines[0], "prepare": rep["prepare_seconds"], "train": rep["train_seconds"],
             "peak": rep["peak_memory_mb"], "spilled": rep.get("spilled_rows", 0),
-            "wrote": rep.get("temp_written_mb", 0), "read": rep.get("temp_read_mb", 0)}
+            "wrote": rep.get("temp_written_mb", 0), "read": rep.get("temp_read_mb", 0),
+            "gone": rep.get("temp_discarded_mb", 0)}
 print(f"\n{N:,} rows x {D} features = {N * D * 4 / 2**20:,.0f} MB of float features")
-hdr = f"{'trainer':8} {'run':22} {'wall s':>8} {'prep s':>7} {'train s':>8} {'peak MB':>8} {'rows spilled':>13} {'temp W MB':>10} {'temp R MB':>10}"
+hdr = f"{'trainer':8} {'run':22} {'wall s':>8} {'prep s':>7} {'train s':>8} {'peak MB':>8} {'rows spilled':>13} {'temp W MB':>10} {'temp R MB':>10} {'given back MB':>14}"
 print(hdr); print("-" * len(hdr))
 # Page freshness swings a run's time on a virtual machine (pages the host has taken back fault in
 # again, about 2.7 s a GB here, recycled ones do not), so the budgets alternate REPEAT times and
@@ -47,7 +48,7 @@ for trainer in env["TRAINERS"].split():
             r = run(trainer, limit)
             res[k].append(r)
             print(f"{trainer:8} {name:22} {r['wall']:8.1f} {r['prepare']:7.1f} {r['train']:8.1f} {r['peak']:8.1f} "
-                  f"{r['spilled']:13,} {r['wrote']:10.0f} {r['read']:10.0f}", flush=True)
+                  f"{r['spilled']:13,} {r['wrote']:10.0f} {r['read']:10.0f} {r['gone']:14.0f}", flush=True)
     if len(runs) == 2:
         med = [sorted(x["wall"] for x in rs)[len(rs) // 2] for rs in res]
         same = len({x["md5"] for rs in res for x in rs}) == 1

@@ -11,7 +11,8 @@
 #                 trains 4x its budget)
 # and prints, per run: wall seconds, the run report's prepare / train seconds,
 # peak engine memory, rows spilled, MB written to and read from temporary
-# files, whether the model bytes are the same, and the spilled / in-memory
+# files, MB a reorder gave back as it read them (temp_discarded_mb), whether
+# the model bytes are the same, and the spilled / in-memory
 # time ratio (goal: <= 1.5 while the files fit the page cache), of the median
 # walls of REPEAT (default 3) alternating runs of each budget.  Boosting
 # spills in both runs (it keeps bins, not floats, past 32 MB of features).
