@@ -432,7 +432,8 @@ check_addresses(file_store *f, const int64_t *src, int64_t n)
 	return 0;
 }
 
-static int	fetch_rows(file_store *f, const int64_t *src, int64_t n, float *out);
+typedef struct discard_units discard_units;
+static int	fetch_rows(file_store *f, const int64_t *src, int64_t n, float *out, discard_units *gone);
 
 /* Rows [first, first + n) of chunk `index`, grouped by hash: gathered from their places (main thread). */
 static int
@@ -445,7 +446,7 @@ read_grouped(file_store *f, int index, int64_t first, int64_t n, float *out)
 		return store_fail_env(f);
 	for (int64_t r = 0; r < n; r++)
 		src[r] = ((int64_t) index << 32) | (first + r);
-	rc = settle(f) != 0 ? 1 : fetch_rows(f, src, n, out);
+	rc = settle(f) != 0 ? 1 : fetch_rows(f, src, n, out, NULL);
 	gbml_free(f->env, src);
 	return rc;
 }
@@ -563,16 +564,115 @@ fetch_span_bytes(const file_store *f)
 }
 
 /*
+ * The reorder's give-back of rows read for the last time (permute_grouped).
+ * The file is cut into DISCARD_UNIT_BYTES units, each counting the kept
+ * rows whose bytes touch it; fetch_rows counts a window's rows down in its
+ * sorted place order, so the units that reach zero come in ascending order
+ * and adjacent ones are punched out (gbml_temp_discard) in one call.  The
+ * old file's pages and blocks go back while the new file is written: the
+ * reorder holds about one copy of the rows, not two (page cache and disk).
+ * No memory for the counts (4 bytes a unit): nothing is given back.
+ */
+#define DISCARD_UNIT_BYTES ((uint64_t) 64 << 10)
+
+/* The unit (gbml_chunk_store_file_test_discard_unit changes it). */
+static uint64_t discard_unit_bytes = DISCARD_UNIT_BYTES;
+
+struct discard_units
+{
+	int32_t    *left;			/* per unit: kept rows not fetched yet */
+	int64_t		n;
+	int64_t		run_from,		/* units at zero not punched yet: [run_from, run_to) */
+				run_to;
+	bool		any;			/* some unit was punched */
+};
+
+/* The units of a row at file place p: [*u0, *u1]. */
+static inline void
+discard_span(const file_store *f, int64_t p, int64_t *u0, int64_t *u1)
+{
+	uint64_t	b = (uint64_t) p * row_bytes(f);
+
+	*u0 = (int64_t) (b / discard_unit_bytes);
+	*u1 = (int64_t) ((b + row_bytes(f) - 1) / discard_unit_bytes);
+}
+
+/* Counts the units of the kept rows src[0..n) (d->n 0: no room, nothing will be given back). */
+static void
+discard_init(file_store *f, const int64_t *src, int64_t n, discard_units *d)
+{
+	size_t		want;
+
+	memset(d, 0, sizeof(*d));
+	d->n = (int64_t) ((f->end + discard_unit_bytes - 1) / discard_unit_bytes);
+	want = (size_t) (d->n > 0 ? d->n : 1) * sizeof(int32_t);
+	if (d->n <= 0 || d->n >= INT32_MAX || free_budget(f) <= want + want / 8 ||
+		(d->left = gbml_alloc0(f->env, want)) == NULL)
+	{
+		d->n = 0;
+		return;
+	}
+	for (int64_t k = 0; k < n; k++)
+	{
+		int64_t		u0,
+					u1;
+
+		discard_span(f, place_of(f, src[k]), &u0, &u1);
+		for (int64_t u = u0; u <= u1; u++)
+			d->left[u]++;
+	}
+}
+
+/* Punches out the pending run of units at zero. */
+static void
+discard_flush(file_store *f, discard_units *d)
+{
+	uint64_t	from = (uint64_t) d->run_from * discard_unit_bytes,
+				to = (uint64_t) d->run_to * discard_unit_bytes;
+
+	if (d->run_to <= d->run_from)
+		return;
+	if (to > f->end)
+		to = f->end;
+	if (gbml_temp_discard(&f->file, from, to - from))
+	{
+		d->any = true;
+		f->bytes_discarded += to - from;
+	}
+	d->run_from = d->run_to = 0;
+}
+
+/* A row at place p was read for the last time (places in ascending order): its units counted down. */
+static void
+discard_row(file_store *f, discard_units *d, int64_t p)
+{
+	int64_t		u0,
+				u1;
+
+	discard_span(f, p, &u0, &u1);
+	for (int64_t u = u0; u <= u1; u++)
+		if (--d->left[u] == 0)
+		{
+			if (u != d->run_to)
+				discard_flush(f, d);
+			if (d->run_to <= d->run_from)
+				d->run_from = u;
+			d->run_to = u + 1;
+		}
+}
+
+/*
  * Copies rows src[0..n) into out.  Their places are sorted, so the file is
  * read in order, and nearby rows come in one read of their span (copying a
  * small gap from the page cache is cheaper than another system call): a
  * run of duplicate rows, a dense sample, or a window of rows grouped by
  * hash does not pay one read per row.  The addresses are valid and nothing
  * is staged (the callers check and settle once: permute for all its
- * windows).  Main thread (it allocates).
+ * windows).  gone (or NULL): the rows are read for the last time, their
+ * units given back as they reach zero.  Main thread (it allocates).
  */
 static int
-fetch_rows(file_store *f, const int64_t *src, int64_t n, float *out)
+fetch_rows(file_store *f, const int64_t *src, int64_t n, float *out, discard_units *gone)
 {
 	size_t		rb;
 	int64_t		span_rows,
@@ -612,7 +712,11 @@ fetch_rows(file_store *f, const int64_t *src, int64_t n, float *out)
 		rc = read_at(f, span, (size_t) (o[e - 1].place - first + 1) * rb, (uint64_t) first * rb, "fetched rows");
 		for (int64_t j = k; rc == 0 && j < e; j++)
 			memcpy((char *) out + (size_t) o[j].i * rb, (char *) span + (size_t) (o[j].place - first) * rb, rb);
+		for (int64_t j = k; rc == 0 && gone != NULL && gone->n > 0 && j < e; j++)
+			discard_row(f, gone, o[j].place);
 	}
+	if (rc == 0 && gone != NULL && gone->n > 0)
+		discard_flush(f, gone);
 	gbml_free(f->env, o);
 	gbml_free(f->env, span);
 	return rc;
@@ -625,7 +729,7 @@ fs_fetch(gbml_chunk_store *s, const int64_t *src, int64_t n, float *out)
 
 	if (check_addresses(f, src, n) != 0 || settle(f) != 0)
 		return 1;
-	return fetch_rows(f, src, n, out);
+	return fetch_rows(f, src, n, out, NULL);
 }
 
 /* ---- permute: the rows src[0..n) in that order, into a new file ---- */
@@ -1030,115 +1134,6 @@ permute_commit(permute_state *st)
  * few groups' runs) and the window is written once.  The window shares the
  * budget with fetch's 32 bytes a row (places and their sort) and its span.
  */
-/*
- * permute_grouped's give-back of rows read for the last time.  The file is
- * cut into DISCARD_UNIT_BYTES units, each counting the kept rows whose
- * bytes touch it; each window's fetch counts its rows down, and the units
- * that reach zero are punched out (gbml_temp_discard), adjacent ones in one
- * call.  The old file's pages and blocks then go back while the new file is
- * written, so the reorder holds about one copy of the rows, not two (page
- * cache and disk), and the new file's pages are the ones just freed, not
- * pages the system has to find (on a virtual machine, pages the host took
- * back cost about 2 s a GB to touch again; just-freed ones about 0.25).
- * No memory for the counts (8 bytes a unit): nothing is given back.
- */
-#define DISCARD_UNIT_BYTES ((uint64_t) 64 << 10)
-
-/* The unit (gbml_chunk_store_file_test_discard_unit changes it). */
-static uint64_t discard_unit_bytes = DISCARD_UNIT_BYTES;
-
-typedef struct discard_units
-{
-	int32_t    *left;			/* per unit: kept rows not fetched yet; -1 once punched */
-	int32_t    *zero;			/* scratch: the units a window brought to zero */
-	int64_t		n;
-	bool		any;			/* some unit was punched */
-} discard_units;
-
-/* The kept rows' units of a row at file place p: [*u0, *u1]. */
-static inline void
-discard_span(const file_store *f, int64_t p, int64_t *u0, int64_t *u1)
-{
-	uint64_t	b = (uint64_t) p * row_bytes(f);
-
-	*u0 = (int64_t) (b / discard_unit_bytes);
-	*u1 = (int64_t) ((b + row_bytes(f) - 1) / discard_unit_bytes);
-}
-
-static void
-discard_init(file_store *f, const int64_t *src, int64_t n, discard_units *d)
-{
-	size_t		want;
-
-	memset(d, 0, sizeof(*d));
-	d->n = (int64_t) ((f->end + discard_unit_bytes - 1) / discard_unit_bytes);
-	want = (size_t) (d->n > 0 ? d->n : 1) * 2 * sizeof(int32_t);
-	if (d->n <= 0 || d->n >= INT32_MAX || free_budget(f) <= want + want / 8 ||
-		(d->left = gbml_alloc0(f->env, want)) == NULL)
-	{
-		d->n = 0;
-		return;
-	}
-	d->zero = d->left + d->n;
-	for (int64_t k = 0; k < n; k++)
-	{
-		int64_t		u0,
-					u1;
-
-		discard_span(f, place_of(f, src[k]), &u0, &u1);
-		for (int64_t u = u0; u <= u1; u++)
-			d->left[u]++;
-	}
-}
-
-static int
-cmp_int32(const void *a, const void *b)
-{
-	int32_t		x = *(const int32_t *) a,
-				y = *(const int32_t *) b;
-
-	return (x > y) - (x < y);
-}
-
-/* The window's rows src[0..m) fetched: their units counted down, those at zero punched out. */
-static void
-discard_window(file_store *f, discard_units *d, const int64_t *src, int64_t m)
-{
-	int64_t		nz = 0;
-
-	if (d->n == 0)
-		return;
-	for (int64_t k = 0; k < m; k++)
-	{
-		int64_t		u0,
-					u1;
-
-		discard_span(f, place_of(f, src[k]), &u0, &u1);
-		for (int64_t u = u0; u <= u1; u++)
-			if (--d->left[u] == 0)
-				d->zero[nz++] = (int32_t) u;
-	}
-	qsort(d->zero, (size_t) nz, sizeof(int32_t), cmp_int32);
-	for (int64_t i = 0, j; i < nz; i = j)
-	{
-		uint64_t	from = (uint64_t) d->zero[i] * discard_unit_bytes,
-					to;
-
-		for (j = i + 1; j < nz && d->zero[j] == d->zero[j - 1] + 1; j++)
-			;
-		to = (uint64_t) (d->zero[j - 1] + 1) * discard_unit_bytes;
-		if (to > f->end)
-			to = f->end;
-		if (gbml_temp_discard(&f->file, from, to - from))
-		{
-			d->any = true;
-			f->bytes_discarded += to - from;
-		}
-		for (int64_t k = i; k < j; k++)
-			d->left[d->zero[k]] = -1;
-	}
-}
-
 static int
 permute_grouped(permute_state *st, int64_t first_rows, int64_t chunk_rows)
 {
@@ -1169,10 +1164,9 @@ permute_grouped(permute_state *st, int64_t first_rows, int64_t chunk_rows)
 
 		rc = permute_progress(st);
 		if (rc == 0)
-			rc = fetch_rows(f, st->src + w0, m, st->window);
+			rc = fetch_rows(f, st->src + w0, m, st->window, &gone);
 		if (rc == 0)
 		{
-			discard_window(f, &gone, st->src + w0, m);
 			gbml_missing_flags(st->missing, st->window, m, f->n_features);
 			rc = write_at(f, &st->out, st->window, (size_t) m * rb, (uint64_t) w0 * rb, "reordered rows");
 		}

@@ -527,7 +527,6 @@ TEST(file_store_failed_reorder_after_giving_back_is_an_error)
 	gbml_chunk_store_file_test_group_stage(2048);
 	CHECK(put_chunks(&t, &env, odd_sizes, N_ODD, 9, 12) == 0);
 	gbml_chunk_store_file_test_group_stage(0);
-	gbml_chunk_store_file_stats(t.s, &st);
 	src = malloc(sizeof(int64_t) * (size_t) t.total);
 	for (int64_t i = 0; i < t.total; i++)
 		src[i] = address_of(&t, i);
