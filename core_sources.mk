@@ -71,4 +71,5 @@ UNIT_TEST_SOURCES = \
 	tests/unit/test_kmeans_categorical.c \
 	tests/unit/test_chunk_store_file.c \
 	tests/unit/test_boost_spill.c \
-	tests/unit/test_boost_categorical.c
+	tests/unit/test_boost_categorical.c \
+	tests/unit/test_boost_depthwise.c

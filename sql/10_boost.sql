@@ -85,6 +85,21 @@ SELECT (SELECT model FROM m_noise WHERE strength = 1 AND threads = 1) = (SELECT 
        (SELECT gbml.model_info(model) -> 'params' ? 'random_strength' FROM m_noise WHERE strength = 0) AS recorded_when_0;
 SELECT gbml.boost_fit(f, y, '{"random_strength": -1}') FROM reg;
 
+-- grow_policy Depthwise (a split per node): the same bytes on any thread count, kept in the model,
+-- 2^depth - 1 splits a tree in model_json; it fits, and SQL's scores give the trainer's own RMSE
+CREATE TABLE m_depthwise AS
+SELECT policy, threads, gbml.boost_fit(f, y, jsonb_build_object('iterations', 60, 'depth', 4, 'grow_policy', policy, 'threads', threads)) AS model
+  FROM reg, (VALUES ('Depthwise', 1), ('Depthwise', 2), ('SymmetricTree', 2)) AS s(policy, threads) GROUP BY policy, threads;
+SELECT (SELECT model FROM m_depthwise WHERE policy = 'Depthwise' AND threads = 1) = (SELECT model FROM m_depthwise WHERE policy = 'Depthwise' AND threads = 2) AS same_bytes,
+       (SELECT gbml.model_info(model) -> 'params' ->> 'grow_policy' FROM m_depthwise WHERE policy = 'Depthwise' AND threads = 1) AS recorded,
+       (SELECT gbml.model_info(model) -> 'params' ? 'grow_policy' FROM m_depthwise WHERE policy = 'SymmetricTree') AS recorded_when_symmetric,
+       (SELECT jsonb_array_length(gbml.model_json(model) -> 'trees' -> 0 -> 'splits') FROM m_depthwise WHERE policy = 'Depthwise' AND threads = 1) AS splits_a_tree,
+       (SELECT gbml.model_json(model) -> 'trees' -> 0 -> 'node_splits' FROM m_depthwise WHERE policy = 'Depthwise' AND threads = 1) AS node_splits;
+SELECT policy, gbml.rmse(gbml.predict(model, f), y) < 0.05 AS fits,
+       abs(gbml.rmse(gbml.predict(model, f), y) - (gbml.model_info(model) -> 'metrics' ->> 'train_RMSE')::float8) < 1e-9 AS scores_match_trainer
+  FROM reg, m_depthwise WHERE threads = 2 GROUP BY policy, model ORDER BY policy;
+SELECT gbml.boost_fit(f, y, '{"grow_policy": "Lossguide"}') FROM reg;
+
 -- Ranking losses on queries of 20 documents: each beats a random order on NDCG@10
 CREATE TABLE rank_base AS
 SELECT g, avg(ndcg) AS random_ndcg FROM (

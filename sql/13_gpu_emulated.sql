@@ -50,6 +50,13 @@ SELECT part, cpu.model = gpu.model AS same_bytes
   JOIN (SELECT part, gbml.boost_fit(f, y, '{"iterations": 8, "device": "gpu"}') AS model FROM gpu_rows GROUP BY part) gpu
  USING (part) ORDER BY part;
 
+-- grow_policy Depthwise has no GPU kernels yet: device gpu trains it on the CPU, with a NOTICE
+-- (the rows are not streamed to the device), the CPU's bytes
+SELECT (SELECT gbml.boost_fit(f, y, '{"iterations": 8, "grow_policy": "Depthwise", "device": "cpu"}') FROM gpu_rows)
+     = (SELECT gbml.boost_fit(f, y, '{"iterations": 8, "grow_policy": "Depthwise", "device": "gpu"}') FROM gpu_rows) AS same_bytes,
+       gbml.last_training_report() ->> 'device' AS last_device,
+       gbml.last_training_report() ->> 'device_note' AS note;
+
 -- the registry: eval set, early stopping, the device recorded in gbml.models
 SELECT gbml.train('gpu_ranker', 'boost', 'SELECT f AS features, round(y)::real AS label, g AS group_id FROM gpu_rows',
                   '{"iterations": 40, "eval_fraction": 0.25, "early_stopping_rounds": 5, "device": "gpu"}') > 0 AS trained;

@@ -202,6 +202,12 @@ gbml_input_flags(const gbml_parsed_params *p)
 	return p->algo->input_flags;
 }
 
+bool
+gbml_gpu_trains(const gbml_parsed_params *p)
+{
+	return p->algo->gpu_trains && (p->algo->gpu_trains_fn == NULL || p->algo->gpu_trains_fn(p->algo_params));
+}
+
 /* ---- training driver ---- */
 
 /* Index just past the JSON value starting at meta[i] ('{' or '['); 0 if unbalanced. */
@@ -415,10 +421,11 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 	env->device_note[0] = '\0';
 	if (env->device == GBML_DEVICE_HYBRID && !algo->hybrid_trains)
 		env->device = GBML_DEVICE_GPU;	/* no hybrid mode: the GPU alone */
-	if (env->device == GBML_DEVICE_GPU && !algo->gpu_trains)
+	if (env->device == GBML_DEVICE_GPU && !gbml_gpu_trains(params))
 	{
 		env->device = GBML_DEVICE_CPU;
-		snprintf(env->device_note, sizeof(env->device_note), "%s has no GPU trainer yet", algo->name);
+		snprintf(env->device_note, sizeof(env->device_note), "%s has no GPU trainer yet%s", algo->name,
+				 algo->gpu_trains ? " for these parameters" : "");
 		gbml_notice(env, env->device_auto ? GBML_LOG_DEBUG : GBML_LOG_NOTICE,
 					"%s: training on the CPU: %s", algo->name, env->device_note);
 	}

@@ -16,6 +16,10 @@
  *      the start of the next level's pass (one visit of each block per level);
  *   3. Newton leaf values -lr * G / (H + l2_leaf_reg), stored as float, and
  *      the predictions updated with exactly the float the scorer will add.
+ * With grow_policy Depthwise, step 2 picks a split per leaf of the level
+ * instead (choose_node_splits); the rows' leaf indices then take each
+ * node's own split (apply_level_split), and the forest keeps 2^depth - 1
+ * splits a tree (split_index).
  *
  * YetiRank follows CatBoost here too (and Logloss with score_function L2):
  * its split search sees the row weights in the place of the hessian
@@ -75,6 +79,7 @@ enum
 static const char *const score_function_choices[] = {"auto", "NewtonL2", "L2", NULL};
 static const char *const border_type_choices[] = {"Median", "GreedyLogSum", NULL};
 static const char *const metric_choices[] = {"auto", "NDCG", "RMSE", "AUC", "Logloss", "loss", NULL};
+static const char *const grow_policy_choices[] = {"SymmetricTree", "Depthwise", NULL};
 
 #define BP(field) offsetof(gbml_boost_params, field)
 const gbml_param_spec gbml_boost_param_specs[] = {
@@ -129,6 +134,13 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 	"CatBoost's split noise: each candidate split's score is compared with a normal draw added, of "
 	"standard deviation random_strength x the gradients' root mean square x n / (n + exp(iteration x "
 	"learning_rate)); 0: none"},
+	{"grow_policy", GBML_PARAM_ENUM, BP(grow_policy), 0, 0, 0, NULL, grow_policy_choices,
+	"SymmetricTree: oblivious trees, one split per level (MatrixNet's, the fastest to score); Depthwise: each "
+	"node picks its own split, level by level to the full depth (CatBoost's Depthwise, XGBoost's trees); a "
+	"node with no split of positive gain sends all its rows left. Depthwise trains on the CPU of one server"},
+	{"min_child_weight", GBML_PARAM_REAL, BP(min_child_weight), 0, 1e15, 1, NULL, NULL,
+	"Depthwise: a node's split must leave each child at least this sum of the loss's hessians (of the row "
+	"weights with score_function L2), XGBoost's min_child_weight; 0: any split leaving rows on both sides"},
 	GBML_PARAM_END
 };
 
@@ -144,9 +156,18 @@ boost_records_param(const gbml_param_spec *s, const void *params, const gbml_dat
 		return ((const gbml_boost_params *) params)->random_strength != 0;
 	if (s->offset == BP(border_type))
 		return ((const gbml_boost_params *) params)->border_type != GBML_BORDER_MEDIAN;
+	if (s->offset == BP(grow_policy) || s->offset == BP(min_child_weight))
+		return ((const gbml_boost_params *) params)->grow_policy != GBML_GROW_SYMMETRIC;
 	return s->offset < BP(one_hot_max_size) || gbml_schema_n_categorical(ds->schema) > 0;
 }
 #undef BP
+
+/* Depthwise trees have no GPU kernels yet (their leaf update reads a feature per node). */
+static bool
+boost_gpu_trains(const void *params)
+{
+	return ((const gbml_boost_params *) params)->grow_policy == GBML_GROW_SYMMETRIC;
+}
 
 /* ------------------------------------------------------------------ */
 /* Rows in training order                                             */
@@ -360,7 +381,7 @@ static int
 builder_reserve(forest_builder *b, gbml_env *env)
 {
 	int64_t		cap;
-	size_t		d = (size_t) b->depth,
+	size_t		d = (size_t) b->splits,
 				nl = (size_t) 1 << b->depth;
 	void	   *p;
 
@@ -597,6 +618,41 @@ local_fixed_point(trainer *T)
  */
 #define MERGE_BINS 4096			/* bins per task of the per-thread histogram merge */
 
+/*
+ * Where split `node` of `level` of tree t is in the forest's arrays: level
+ * by level, one entry a level (symmetric trees) or one a node (Depthwise:
+ * level l's nodes from 2^l - 1, node k holding the rows whose leaf bits so
+ * far are k).
+ */
+static inline size_t
+split_index(const forest_builder *F, int64_t t, int level, int node)
+{
+	return (size_t) t * (size_t) F->splits +
+		(F->node_splits ? ((size_t) 1 << level) - 1 + (size_t) node : (size_t) level);
+}
+
+/*
+ * Level `level` of the open tree applied to one block's leaf indices (bins
+ * feature-major, len rows): its one split (feature, border), which the row
+ * side is handed (on a shard the forest is the coordinator's), or with
+ * Depthwise (this process only) its nodes' splits from the forest.
+ */
+static void
+apply_level_split(const trainer *T, int level, int feature, int border, const uint8_t *block, int64_t len,
+				  uint16_t *leaf)
+{
+	const forest_builder *F = &T->forest;
+
+	if (F->node_splits)
+	{
+		size_t		s = split_index(F, F->n_trees, level, 0);
+
+		gbml_boost_leaf_update_nodes(block, len, level, F->feature + s, F->border_index + s, leaf);
+	}
+	else
+		gbml_boost_leaf_update(block + (size_t) feature * (size_t) len, len, border, level, leaf);
+}
+
 /* What one level's pass over the blocks needs (level_blocks). */
 typedef struct level_arg
 {
@@ -636,8 +692,7 @@ level_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
 			int64_t		len = gbml_boost_block_len(&T->bins, b);
 
 			if (a->level > 0)
-				gbml_boost_leaf_update(blk[b] + (size_t) a->prev_feature * (size_t) len, len,
-									   a->prev_border, a->level - 1, T->leaf + start);
+				apply_level_split(T, a->level - 1, a->prev_feature, a->prev_border, blk[b], len, T->leaf + start);
 			const int64_t *hq = T->packed ? NULL : T->hq + start;
 
 			if (a->identity)
@@ -770,28 +825,33 @@ level_histograms(trainer *T, int level, int prev_feature, int prev_border)
 /*
  * (G, H) of the children of every leaf of hist_cur (n_leaves leaves, totals
  * leaf_sums) under the split (feature, border): child l keeps bit `level` =
- * 0, child l | 1 << level gets 1.
+ * 0, child l | 1 << level gets 1.  leaf_split_sums: one leaf's.
  */
+static void
+leaf_split_sums(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int feature, int border,
+				gbml_boost_hist_bin *left, gbml_boost_hist_bin *right)
+{
+	const gbml_boost_hist_bin *h = T->hist_cur + (size_t) l * T->total_bins + T->feat_off[feature];
+	int64_t		lg = 0,
+				lh = 0;
+
+	for (int b = 0; b <= border; b++)
+	{
+		lg += h[b].g;
+		lh += h[b].h;
+	}
+	left->g = lg;
+	left->h = lh;
+	right->g = leaf_sum->g - lg;
+	right->h = leaf_sum->h - lh;
+}
+
 static void
 split_sums(const trainer *T, const gbml_boost_hist_bin *leaf_sums, int n_leaves, int level,
 		   int feature, int border, gbml_boost_hist_bin *out)
 {
 	for (int l = 0; l < n_leaves; l++)
-	{
-		const gbml_boost_hist_bin *h = T->hist_cur + (size_t) l * T->total_bins + T->feat_off[feature];
-		int64_t		lg = 0,
-					lh = 0;
-
-		for (int b = 0; b <= border; b++)
-		{
-			lg += h[b].g;
-			lh += h[b].h;
-		}
-		out[l].g = lg;
-		out[l].h = lh;
-		out[l | (1 << level)].g = leaf_sums[l].g - lg;
-		out[l | (1 << level)].h = leaf_sums[l].h - lh;
-	}
+		leaf_split_sums(T, l, &leaf_sums[l], feature, border, &out[l], &out[l | (1 << level)]);
 }
 
 /* Tree t added to pred[] by the blocks' bins (tree_blocks). */
@@ -809,9 +869,10 @@ tree_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
 	const tree_arg *a = arg;
 	const forest_builder *F = &a->T->forest;
 	int			d = F->depth;
-	const int32_t *feat = F->feature + a->t * d;
-	const int32_t *bord = F->border_index + a->t * d;
+	const int32_t *feat = F->feature + split_index(F, a->t, 0, 0);
+	const int32_t *bord = F->border_index + split_index(F, a->t, 0, 0);
 	const float *lv = F->leaf + (a->t << d);
+	bool		nodes = F->node_splits;
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(a->T->threads)
 	for (int64_t b = b0; b < b1; b++)
@@ -825,7 +886,11 @@ tree_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
 			int			idx = 0;
 
 			for (int l = 0; l < d; l++)
-				idx |= (bb[(size_t) feat[l] * len + r] > bord[l]) << l;
+			{
+				int			s = nodes ? (1 << l) - 1 + idx : l;
+
+				idx |= (bb[(size_t) feat[s] * len + r] > bord[s]) << l;
+			}
 			a->pred[start + r] += (double) lv[idx];
 		}
 	}
@@ -854,8 +919,9 @@ add_tree_from_bins(trainer *T, int64_t t, double *pred)
 	if (T->on_gpu)
 	{
 		/* the bins are on the device: it computes the leaf indices */
-		int			rc = gbml_boost_gpu_tree_leaves(&T->gpu, d, F->feature + t * d, F->border_index + t * d,
-													T->leaf);
+		/* (Depthwise trees train on the CPU only: setup_device) */
+		int			rc = gbml_boost_gpu_tree_leaves(&T->gpu, d, F->feature + split_index(F, t, 0, 0),
+													F->border_index + split_index(F, t, 0, 0), T->leaf);
 
 		if (rc != GBML_OK)
 			return rc;
@@ -915,8 +981,7 @@ newton_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
 			uint16_t   *leaf = T->leaf + start;
 
 			if (!T->leaves_applied)
-				gbml_boost_leaf_update(blk[b] + (size_t) a->feature * (size_t) len, len,
-									   a->border, d - 1, leaf);
+				apply_level_split(T, d - 1, a->feature, a->border, blk[b], len, leaf);
 			for (int64_t r = 0; r < len; r++)
 				if (!(leaf[r] & GBML_BOOST_UNSAMPLED))
 					acc[leaf[r] & GBML_BOOST_LEAF_MASK] +=
@@ -1099,6 +1164,9 @@ setup_device(trainer *T, const gbml_dataset *ds)
 		snprintf(env->device_note, sizeof(env->device_note), "device auto: the GPU memory budget was reached while the rows streamed in");
 		return GBML_OK;
 	}
+	if (bins_on_device(ds) && T->forest.node_splits)
+		return gbml_error(env, GBML_EUNSUPPORTED, "boost: grow_policy Depthwise cannot train on rows streamed to the "
+						  "GPU (set device 'cpu')");
 	if (bins_on_device(ds))
 	{
 		gbml_gpu_ctx *ctx = gbml_chunk_store_gpu_ctx(ds->store);
@@ -1134,7 +1202,7 @@ setup_device(trainer *T, const gbml_dataset *ds)
 		env->device = GBML_DEVICE_CPU;
 		return GBML_OK;
 	}
-	if (gbml_boost_gpu_wanted(env, T->train.n, T->n_features))
+	if (!T->forest.node_splits && gbml_boost_gpu_wanted(env, T->train.n, T->n_features))
 	{
 		if ((rc = gbml_boost_gpu_open(&T->gpu, env, &T->bins, T->n_features, T->feat_off, T->total_bins,
 									  (int) T->max_slots)) != GBML_OK)
@@ -1247,6 +1315,8 @@ boost_resolve_loss(trainer *T, int group_state)
 	T->depth = (int) p->depth;
 	T->max_slots = T->depth >= 2 ? (int64_t) 1 << (T->depth - 2) : 1;
 	T->forest.depth = T->depth;
+	T->forest.node_splits = p->grow_policy == GBML_GROW_DEPTHWISE;
+	T->forest.splits = T->forest.node_splits ? (1 << T->depth) - 1 : T->depth;
 	return GBML_OK;
 }
 
@@ -1466,8 +1536,7 @@ split_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
 	{
 		int64_t		len = gbml_boost_block_len(&T->bins, b);
 
-		gbml_boost_leaf_update(blk[b] + (size_t) a->feature * (size_t) len, len, a->border, T->depth - 1,
-							   T->leaf + b * BLOCK_ROWS);
+		apply_level_split(T, T->depth - 1, a->feature, a->border, blk[b], len, T->leaf + b * BLOCK_ROWS);
 	}
 }
 
@@ -1652,8 +1721,7 @@ leaf_value_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
 		double	   *pred = T->pred + start;
 
 		if (!a->leaves_known)
-			gbml_boost_leaf_update(blk[b] + (size_t) a->last_f * (size_t) len, len,
-								   a->last_j, T->depth - 1, leaf);
+			apply_level_split(T, T->depth - 1, a->last_f, a->last_j, blk[b], len, leaf);
 		for (int64_t r = 0; r < len; r++)
 			pred[r] += (double) a->lv[leaf[r] & GBML_BOOST_LEAF_MASK];
 	}
@@ -1814,20 +1882,13 @@ const boost_row_ops boost_local_rows = {
 };
 
 /*
- * The split side's choice at one level: the leaves' totals (at the root
- * from the bins of feature 0, which cover every row; below it the
- * children's sums the last split computed), the best split over every
- * leaf, the children's sums under it.  Returns false when no feature can
- * split.
+ * The totals of the level's leaves: at the root from the bins of feature 0,
+ * which cover every row; below it the children's sums the last split
+ * computed.
  */
-static bool
-choose_split(trainer *T, int level, size_t base, gbml_boost_hist_bin *leaf_sums, const gbml_boost_split_noise *noise)
+static void
+level_leaf_sums(const trainer *T, int level, gbml_boost_hist_bin *leaf_sums)
 {
-	forest_builder *F = &T->forest;
-	int			n_leaves = 1 << level;
-	gbml_boost_split best;
-	double		parent_score;
-
 	if (level == 0)
 	{
 		leaf_sums[0].g = leaf_sums[0].h = 0;
@@ -1838,17 +1899,97 @@ choose_split(trainer *T, int level, size_t base, gbml_boost_hist_bin *leaf_sums,
 		}
 	}
 	else
-		memcpy(leaf_sums, T->child_sums, sizeof(gbml_boost_hist_bin) * (size_t) n_leaves);
+		memcpy(leaf_sums, T->child_sums, sizeof(gbml_boost_hist_bin) * ((size_t) 1 << level));
+}
+
+/* Split s of the open tree := (feature, border index) with its gain. */
+static void
+set_split(trainer *T, size_t s, int feature, int border, double gain)
+{
+	forest_builder *F = &T->forest;
+
+	F->feature[s] = feature;
+	F->border_index[s] = border;
+	F->border[s] = T->borders.values[T->borders.offset[feature] + border];
+	F->gain[s] = (float) fmax(0.0, gain);
+}
+
+/*
+ * Depthwise: each leaf of the level takes its own best split over the
+ * borders that leave each child at least min_child_weight of hessian (and
+ * rows), when its score beats the leaf unsplit (no split: every row goes left, the right child stays empty, with
+ * leaf value 0).  Each leaf's noise draws from a stream of its own.  At the
+ * root this is the tree's first split; false when the root cannot split.
+ */
+static bool
+choose_node_splits(trainer *T, int level, const gbml_boost_hist_bin *leaf_sums,
+				   const gbml_boost_split_noise *noise)
+{
+	forest_builder *F = &T->forest;
+	int			n_leaves = 1 << level;
+	size_t		root = split_index(F, F->n_trees, 0, 0);
+	/* min_child_weight in fixed point, at least one unit: a child with no rows is never a split's */
+	int64_t		min_h = (int64_t) fmin(ceil(T->p->min_child_weight * T->sh), 4.0e18);
+
+	if (min_h < 1)
+		min_h = 1;
+	for (int l = 0; l < n_leaves; l++)
+	{
+		size_t		s = split_index(F, F->n_trees, level, l);
+		gbml_boost_split best = {-1, -1, -INFINITY, -INFINITY};
+		gbml_boost_split_noise leaf_noise = *noise;
+		uint64_t	x = noise->seed ^ ((uint64_t) (l + 1) * 0x9e3779b97f4a7c15ULL);
+		double		unsplit = gbml_boost_leaves_score(leaf_sums + l, 1, 1.0 / T->sg, 1.0 / T->sh, T->l2);
+		gbml_boost_hist_bin *c0 = &T->child_sums[l],
+				   *c1 = &T->child_sums[l | (1 << level)];
+
+		leaf_noise.seed = gbml_splitmix64(&x);
+		if (leaf_sums[l].h > 0)
+			gbml_boost_best_split(T->hist_cur + (size_t) l * (size_t) T->total_bins, leaf_sums + l, 1, T->n_features,
+								  T->feat_off, T->total_bins, T->borders.count, 1.0 / T->sg, 1.0 / T->sh, T->l2,
+								  T->threads, min_h, &leaf_noise, T->feature_best, &best);
+		if (best.feature >= 0 && best.score > unsplit)
+		{
+			set_split(T, s, best.feature, best.border, best.score - unsplit);
+			leaf_split_sums(T, l, &leaf_sums[l], best.feature, best.border, c0, c1);
+			continue;
+		}
+		if (level == 0)
+			return false;		/* nothing can split the root */
+		/* unsplit: every row left (no bin is above GBML_BOOST_NO_SPLIT), on a feature the tree uses */
+		F->feature[s] = F->feature[root];
+		F->border_index[s] = GBML_BOOST_NO_SPLIT;
+		F->border[s] = INFINITY;
+		F->gain[s] = 0;
+		*c0 = leaf_sums[l];
+		c1->g = c1->h = 0;
+	}
+	return true;
+}
+
+/*
+ * The split side's choice at one level: the leaves' totals, the best split
+ * over every leaf (or each leaf's own, Depthwise), the children's sums
+ * under it.  Returns false when no feature can split.
+ */
+static bool
+choose_split(trainer *T, int level, gbml_boost_hist_bin *leaf_sums, const gbml_boost_split_noise *noise)
+{
+	forest_builder *F = &T->forest;
+	int			n_leaves = 1 << level;
+	gbml_boost_split best;
+	double		parent_score;
+
+	level_leaf_sums(T, level, leaf_sums);
+	if (F->node_splits)
+		return choose_node_splits(T, level, leaf_sums, noise);
 	parent_score = gbml_boost_leaves_score(leaf_sums, n_leaves, 1.0 / T->sg, 1.0 / T->sh, T->l2);
 	gbml_boost_best_split(T->hist_cur, leaf_sums, n_leaves, T->n_features, T->feat_off, T->total_bins,
-						  T->borders.count, 1.0 / T->sg, 1.0 / T->sh, T->l2, T->threads, noise,
+						  T->borders.count, 1.0 / T->sg, 1.0 / T->sh, T->l2, T->threads, 0, noise,
 						  T->feature_best, &best);
 	if (best.feature < 0)
 		return false;			/* no feature has a border: nothing can split */
-	F->feature[base + level] = best.feature;
-	F->border_index[base + level] = best.border;
-	F->border[base + level] = T->borders.values[T->borders.offset[best.feature] + best.border];
-	F->gain[base + level] = (float) fmax(0.0, best.score - parent_score);
+	set_split(T, split_index(F, F->n_trees, level, 0), best.feature, best.border, best.score - parent_score);
 	/* the children's sums: the next level's sibling choice, or the leaf values */
 	split_sums(T, leaf_sums, n_leaves, level, best.feature, best.border, T->child_sums);
 	return true;
@@ -1903,7 +2044,6 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 				last_j = -1;
 	gbml_boost_hist_bin leaf_sums[1 << GBML_BOOST_MAX_DEPTH];
 	gbml_boost_split_noise noise;
-	size_t		base;
 
 	*grown = false;
 	t0 = gbml_now();
@@ -1915,7 +2055,6 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 
 	if ((rc = builder_reserve(F, T->env)) != GBML_OK)
 		return rc;
-	base = (size_t) F->n_trees * (size_t) d;
 
 	for (int level = 0; level < d; level++)
 	{
@@ -1934,12 +2073,13 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 
 			noise.seed = gbml_splitmix64(&x);
 		}
-		split = choose_split(T, level, base, leaf_sums, &noise);
+		split = choose_split(T, level, leaf_sums, &noise);
 		T->t_splits += gbml_now() - t0;
 		if (!split)
 			return GBML_OK;
-		last_f = F->feature[base + level];
-		last_j = F->border_index[base + level];
+		/* (the row side's handle on a symmetric level; Depthwise nodes are read from the forest) */
+		last_f = F->feature[split_index(F, F->n_trees, level, 0)];
+		last_j = F->border_index[split_index(F, F->n_trees, level, 0)];
 		{
 			gbml_boost_hist_bin *tmp = T->hist_cur;
 
@@ -1984,12 +2124,14 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 	gbml_sb_init(&sb, T->env);
 	for (int64_t t = 0; t < F->n_trees; t++)
 	{
-		gbml_sb_u32(&sb, (uint32_t) d);
-		for (int l = 0; l < d; l++)
+		size_t		s0 = split_index(F, t, 0, 0);
+
+		gbml_sb_u32(&sb, (uint32_t) d | (F->node_splits ? GBML_BOOST_TREE_NODE_SPLITS : 0));
+		for (size_t s = s0; s < s0 + (size_t) F->splits; s++)
 		{
-			gbml_sb_u32(&sb, (uint32_t) F->feature[t * d + l]);
-			gbml_sb_f32(&sb, F->border[t * d + l]);
-			gbml_sb_f32(&sb, F->gain[t * d + l]);
+			gbml_sb_u32(&sb, (uint32_t) F->feature[s]);
+			gbml_sb_f32(&sb, F->border[s]);
+			gbml_sb_f32(&sb, F->gain[s]);
 		}
 		for (int l = 0; l < (1 << d); l++)
 			gbml_sb_f32(&sb, F->leaf[(t << d) + l]);
@@ -2414,11 +2556,14 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 	gbml_cursor_init(&c, data, len);
 	for (uint32_t t = 0; t < n_trees; t++)
 	{
-		uint32_t	d = gbml_cursor_u32(&c);
+		uint32_t	word = gbml_cursor_u32(&c);
+		uint32_t	d = word & ~GBML_BOOST_TREE_NODE_SPLITS;
+		uint32_t	n_tree_splits;
 
 		if (!c.ok || d < 1 || d > GBML_BOOST_MAX_DEPTH)
 			return corrupt(m, env, "tree depth out of range 1..10");
-		for (uint32_t l = 0; l < d; l++)
+		n_tree_splits = (word & GBML_BOOST_TREE_NODE_SPLITS) ? (1u << d) - 1 : d;
+		for (uint32_t l = 0; l < n_tree_splits; l++)
 		{
 			uint32_t	f = gbml_cursor_u32(&c);
 			float		b = gbml_cursor_f32(&c);
@@ -2442,7 +2587,7 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 			if (!isfinite(v))
 				return corrupt(m, env, "leaf value is not finite");
 		}
-		n_splits += d;
+		n_splits += n_tree_splits;
 		n_leaves += (int64_t) 1 << d;
 	}
 	if (gbml_cursor_remaining(&c) != 0)
@@ -2467,12 +2612,14 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 
 		for (uint32_t t = 0; t < n_trees; t++)
 		{
-			uint32_t	d = gbml_cursor_u32(&c);
+			uint32_t	word = gbml_cursor_u32(&c);
+			uint32_t	d = word & ~GBML_BOOST_TREE_NODE_SPLITS;
+			bool		nodes = (word & GBML_BOOST_TREE_NODE_SPLITS) != 0;
 
 			m->depth_buf[t] = (int32_t) d;
 			m->split_off_buf[t] = so;
 			m->leaf_off_buf[t] = lo;
-			for (uint32_t l = 0; l < d; l++, so++)
+			for (uint32_t l = 0; l < (nodes ? (1u << d) - 1 : d); l++, so++)
 			{
 				m->feature_buf[so] = (int32_t) gbml_cursor_u32(&c);
 				m->border_buf[so] = gbml_cursor_f32(&c);
@@ -2480,9 +2627,10 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 			}
 			gbml_cursor_f32_array(&c, m->leaf_buf + lo, (size_t) 1 << d);
 			lo += (int64_t) 1 << d;
+			/* node-split trees (Depthwise) take the general scorer */
 			if (uniform == -2)
-				uniform = (int) d;
-			else if (uniform != (int) d)
+				uniform = nodes ? -1 : (int) d;
+			else if (uniform != (int) d || nodes)
 				uniform = -1;
 		}
 		m->split_off_buf[n_trees] = so;
@@ -2628,8 +2776,10 @@ boost_to_json(const void *handle, gbml_strbuf *out)
 	{
 		int64_t		s0 = f->split_off[t];
 
-		gbml_sb_printf(out, "%s{\"depth\":%d,\"splits\":[", t ? "," : "", f->depth[t]);
-		for (int l = 0; l < f->depth[t]; l++)
+		/* a Depthwise tree lists its nodes level by level (see GBML_BOOST_TREE_NODE_SPLITS) */
+		gbml_sb_printf(out, "%s{\"depth\":%d,%s\"splits\":[", t ? "," : "", f->depth[t],
+					   gbml_boost_tree_splits_nodes(f, t) ? "\"node_splits\":true," : "");
+		for (int l = 0; l < f->split_off[t + 1] - s0; l++)
 		{
 			gbml_sb_printf(out, "%s{\"feature\":%d,", l ? "," : "", f->feature[s0 + l] + 1);
 			if (m->forest.inputs != NULL && f->feature[s0 + l] >= m->inputs.n_inputs)
@@ -2693,6 +2843,7 @@ const gbml_algorithm gbml_algorithm_boost = {
 	.outputs = GBML_OUT_SCORE | GBML_OUT_PROBA,
 	.gpu_trains = true,
 	.gpu_streams = true,
+	.gpu_trains_fn = boost_gpu_trains,
 	.reads_spilled_rows = true,
 	.quantizes_rows = true,
 	.categorical_features = true,

@@ -59,7 +59,25 @@ typedef struct gbml_boost_params
 	int			score_function;
 	/* CatBoost's split-score noise; recorded in a model only when not 0 */
 	double		random_strength;
+	/* gbml_boost_grow_policy; recorded in a model only when not SymmetricTree */
+	int			grow_policy;
+	/* Depthwise: the least hessian sum of a split's child; recorded with Depthwise only */
+	double		min_child_weight;
 } gbml_boost_params;
+
+/* Choices of "grow_policy": how a tree's nodes split. */
+typedef enum gbml_boost_grow_policy
+{
+	GBML_GROW_SYMMETRIC,		/* one split per level (oblivious trees) */
+	GBML_GROW_DEPTHWISE			/* one split per node, level by level to the full depth */
+} gbml_boost_grow_policy;
+
+/*
+ * In the trees section, a tree's depth word with this bit set: the tree
+ * splits per node, its 2^depth - 1 splits listed level by level (level l's
+ * node k is where the rows whose leaf bits so far are k go).
+ */
+#define GBML_BOOST_TREE_NODE_SPLITS 0x10000u
 
 extern const gbml_param_spec gbml_boost_param_specs[];
 /* "auto" followed by the loss names (index = 1 + gbml_boost_loss_kind). */

@@ -262,6 +262,22 @@ standard_normal(gbml_rng *r)
 	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+void
+gbml_boost_leaf_update_nodes(const uint8_t *block, int64_t len, int level, const int32_t *feature,
+							 const int32_t *border_index, uint16_t *leaf)
+{
+	uint16_t	node_mask = (uint16_t) ((1u << level) - 1);
+
+	for (int64_t r = 0; r < len; r++)
+	{
+		int			k = leaf[r] & node_mask;
+		uint8_t		bin = block[(size_t) feature[k] * (size_t) len + (size_t) r];
+
+		/* a border index of 255 (no split) is above every bin */
+		leaf[r] |= (uint16_t) (((int) bin > border_index[k]) << level);
+	}
+}
+
 double
 gbml_boost_leaves_score(const gbml_boost_hist_bin *leaf_sums, int n_leaves,
 						double inv_scale_g, double inv_scale_h, double l2)
@@ -278,7 +294,7 @@ gbml_boost_best_split(const gbml_boost_hist_bin *hist, const gbml_boost_hist_bin
 					  int n_leaves, int n_features,
 					  const int64_t *feat_off, int64_t total_bins, const int *n_borders,
 					  double inv_scale_g, double inv_scale_h, double l2, int threads,
-					  const gbml_boost_split_noise *noise,
+					  int64_t min_child_h, const gbml_boost_split_noise *noise,
 					  gbml_boost_split *feature_best, gbml_boost_split *best)
 {
 	bool		noisy = noise != NULL && noise->sd > 0;
@@ -295,12 +311,16 @@ gbml_boost_best_split(const gbml_boost_hist_bin *hist, const gbml_boost_hist_bin
 	{
 		int			nb = n_borders[f];
 		double		score[256];
+		bool		one_sided[256];
 		gbml_boost_split fb = {-1, -1, -INFINITY, -INFINITY};
 
 		if (nb > 0)
 		{
 			for (int j = 0; j < nb; j++)
+			{
 				score[j] = 0;
+				one_sided[j] = false;
+			}
 			for (int l = 0; l < n_leaves; l++)
 			{
 				const gbml_boost_hist_bin *h = hist + (size_t) l * (size_t) total_bins + feat_off[f];
@@ -317,6 +337,8 @@ gbml_boost_best_split(const gbml_boost_hist_bin *hist, const gbml_boost_hist_bin
 					lh += h[j].h;
 					score[j] += leaf_term(lg, lh, inv_scale_g, inv_scale_h, l2) +
 						leaf_term(tg - lg, th - lh, inv_scale_g, inv_scale_h, l2);
+					if (min_child_h > 0 && (lh < min_child_h || th - lh < min_child_h))
+						one_sided[j] = true;
 				}
 			}
 			{
@@ -328,7 +350,7 @@ gbml_boost_best_split(const gbml_boost_hist_bin *hist, const gbml_boost_hist_bin
 				{
 					double		pick = noisy ? score[j] + noise->sd * standard_normal(&rng) : score[j];
 
-					if (pick > fb.pick)
+					if (!one_sided[j] && pick > fb.pick)
 					{
 						fb.score = score[j];
 						fb.pick = pick;

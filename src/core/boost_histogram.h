@@ -113,6 +113,17 @@ void		gbml_boost_hist_sub(gbml_boost_hist_bin *out, const gbml_boost_hist_bin *p
 void		gbml_boost_leaf_update(const uint8_t *col, int64_t len, int border_index, int level,
 								   uint16_t *leaf);
 
+/*
+ * The same for a level whose nodes split differently (grow_policy
+ * Depthwise): the row's node is its leaf index so far (the low `level`
+ * bits), and node k splits on (feature[k], border_index[k]) of the block's
+ * feature-major bins (len rows).  A node that does not split has border
+ * index GBML_BOOST_NO_SPLIT: no bin is above it, so every row goes left.
+ */
+#define GBML_BOOST_NO_SPLIT 255
+void		gbml_boost_leaf_update_nodes(const uint8_t *block, int64_t len, int level, const int32_t *feature,
+										 const int32_t *border_index, uint16_t *leaf);
+
 typedef struct gbml_boost_split
 {
 	int			feature;		/* -1 when no feature has a border */
@@ -139,13 +150,16 @@ typedef struct gbml_boost_split_noise
  * totals (the same for every feature: every row has a bin in each).  Ties go
  * to the lowest feature, then the lowest border.  feature_best is scratch of
  * n_features entries.  Parallel over features (each feature's score is
- * computed in a fixed order).
+ * computed in a fixed order).  With min_child_h > 0, a border that leaves
+ * either side of a leaf with a hessian sum (fixed point) below it is no
+ * candidate (one leaf's own split, grow_policy Depthwise, min_child_weight);
+ * best->feature is -1 when none is left.
  */
 void		gbml_boost_best_split(const gbml_boost_hist_bin *hist, const gbml_boost_hist_bin *leaf_sums,
 								  int n_leaves, int n_features,
 								  const int64_t *feat_off, int64_t total_bins, const int *n_borders,
 								  double inv_scale_g, double inv_scale_h, double l2, int threads,
-								  const gbml_boost_split_noise *noise,
+								  int64_t min_child_h, const gbml_boost_split_noise *noise,
 								  gbml_boost_split *feature_best, gbml_boost_split *best);
 
 /* Sum over leaves of G^2/(H + l2) before the split (for the split's gain). */

@@ -43,9 +43,11 @@ typedef struct boost_data
 typedef struct forest_builder
 {
 	int			depth;
+	bool		node_splits;	/* grow_policy Depthwise: a split per node, not per level */
+	int			splits;			/* per tree: depth, or 2^depth - 1 with node_splits */
 	int64_t		n_trees;
 	int64_t		cap;
-	int32_t    *feature;		/* cap * depth */
+	int32_t    *feature;		/* cap * splits: tree t's from t * splits, level by level */
 	int32_t    *border_index;
 	float	   *border;
 	float	   *gain;

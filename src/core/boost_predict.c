@@ -1,6 +1,8 @@
 /*
  * boost_predict.c — branch-free scoring of oblivious-tree forests, one row
  * (the SQL predict path) or a batch of rows (the bench, and batch scoring).
+ * Trees that split per node (grow_policy Depthwise) take the general loops:
+ * each level's split is looked up by the row's leaf bits so far.
  *
  * Batch: rows are taken BATCH_ROWS at a time and the features the forest
  * uses are transposed to feature-major, so a level of a tree is a compare of
@@ -51,10 +53,15 @@ sum_inputs(const gbml_boost_forest *f, const float *x)
 	for (int t = 0; t < f->n_trees; t++)
 	{
 		int64_t		s0 = f->split_off[t];
+		bool		nodes = gbml_boost_tree_splits_nodes(f, t);
 		int			idx = 0;
 
 		for (int l = 0; l < f->depth[t]; l++)
-			idx |= (gbml_boost_input_value(f->inputs, f->feature[s0 + l], x) > f->border[s0 + l]) << l;
+		{
+			int64_t		s = s0 + (nodes ? (1 << l) - 1 + idx : l);
+
+			idx |= (gbml_boost_input_value(f->inputs, f->feature[s], x) > f->border[s]) << l;
+		}
 		acc[t & 3] += (double) f->leaf[f->leaf_off[t] + idx];
 	}
 	return gbml_boost_combine(f->base_score, acc);
@@ -123,6 +130,22 @@ predict_model_row(const gbml_boost_forest *f, const float *x)
 	return gbml_boost_combine(f->base_score, acc);
 }
 
+/*
+ * The leaves of a tree that splits per node (splits from s0) for a block of
+ * transposed rows: each row's node picks its own column, so a gather a row.
+ */
+static void
+node_tree_block(const gbml_boost_forest *f, int64_t s0, int d, const float *xt, uint32_t *idx)
+{
+	for (int l = 0; l < d; l++)
+		for (int r = 0; r < BATCH_ROWS; r++)
+		{
+			int64_t		s = s0 + (1 << l) - 1 + idx[r];
+
+			idx[r] |= (uint32_t) (xt[(size_t) f->feature_pos[s] * BATCH_ROWS + r] > f->border[s]) << l;
+		}
+}
+
 /* Scores one block of BATCH_ROWS transposed rows (xt[pos * BATCH_ROWS + r]) into acc. */
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static void
@@ -143,14 +166,17 @@ score_block(const gbml_boost_forest *f, const float *xt, double *acc)
 
 		for (int r = 0; r < BATCH_ROWS; r++)
 			idx[r] = 0;
-		for (int l = 0; l < d; l++)
-		{
-			const float *col = xt + (size_t) f->feature_pos[s0 + l] * BATCH_ROWS;
-			float		b = f->border[s0 + l];
+		if (gbml_boost_tree_splits_nodes(f, t))
+			node_tree_block(f, s0, d, xt, idx);
+		else
+			for (int l = 0; l < d; l++)
+			{
+				const float *col = xt + (size_t) f->feature_pos[s0 + l] * BATCH_ROWS;
+				float		b = f->border[s0 + l];
 
-			for (int r = 0; r < BATCH_ROWS; r++)
-				idx[r] |= (uint32_t) (col[r] > b) << l;
-		}
+				for (int r = 0; r < BATCH_ROWS; r++)
+					idx[r] |= (uint32_t) (col[r] > b) << l;
+			}
 		for (int r = 0; r < BATCH_ROWS; r++)
 			lane[r] += (double) leaf[idx[r]];
 	}

@@ -32,7 +32,7 @@ typedef struct gbml_boost_forest
 	double		base_score;
 	int			uniform_depth;	/* the depth of every tree, or -1 when they differ */
 	const int32_t *depth;		/* n_trees */
-	const int64_t *split_off;	/* n_trees + 1: tree t's levels are split_off[t] .. */
+	const int64_t *split_off;	/* n_trees + 1: tree t's splits are split_off[t] .. (a level's, or a node's) */
 	const int64_t *leaf_off;	/* n_trees + 1: tree t's 2^depth leaves start at leaf_off[t] */
 	const int32_t *feature;		/* per level */
 	const float *border;		/* per level */
@@ -89,11 +89,42 @@ gbml_oblivious_leaf(const int32_t *feat, const float *bord, int d, const float *
 	return idx;
 }
 
-/* Leaf index of tree t for row x (for tests). */
+/*
+ * Leaf index of a tree of depth d that splits per node (grow_policy
+ * Depthwise): its 2^d - 1 splits level by level, level l's node k (from
+ * 2^l - 1) taken by the rows whose leaf bits so far are k; bit l as above.
+ */
+static inline int
+gbml_node_tree_leaf(const int32_t *feat, const float *bord, int d, const float *x)
+{
+	int			idx = 0;
+
+	for (int l = 0; l < d; l++)
+	{
+		int			s = (1 << l) - 1 + idx;
+
+		idx |= (x[feat[s]] > bord[s]) << l;
+	}
+	return idx;
+}
+
+/* Whether tree t splits per node: it has more splits than levels (at depth 1 the two kinds agree). */
+static inline bool
+gbml_boost_tree_splits_nodes(const gbml_boost_forest *f, int t)
+{
+	return f->split_off[t + 1] - f->split_off[t] > f->depth[t];
+}
+
+/* Leaf index of tree t for row x: the scorers' general case, and tests. */
 static inline int
 gbml_boost_tree_leaf(const gbml_boost_forest *f, int t, const float *x)
 {
-	return gbml_oblivious_leaf(f->feature + f->split_off[t], f->border + f->split_off[t], f->depth[t], x);
+	const int32_t *feat = f->feature + f->split_off[t];
+	const float *bord = f->border + f->split_off[t];
+
+	if (gbml_boost_tree_splits_nodes(f, t))
+		return gbml_node_tree_leaf(feat, bord, f->depth[t], x);
+	return gbml_oblivious_leaf(feat, bord, f->depth[t], x);
 }
 
 /*

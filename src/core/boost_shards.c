@@ -61,6 +61,9 @@ boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env 
 	if (p->random_strength > 0)
 		return gbml_error(env, GBML_EUNSUPPORTED, "boost: random_strength is not supported yet when the rows are on "
 						  "other servers (its noise scale needs every row's gradient)");
+	if (p->grow_policy != GBML_GROW_SYMMETRIC)
+		return gbml_error(env, GBML_EUNSUPPORTED, "boost: grow_policy Depthwise is not supported yet when the rows are "
+						  "on other servers (SymmetricTree is)");
 	if (p->eval_metric == GBML_BOOST_METRIC_AUC)
 		return gbml_error(env, GBML_EUNSUPPORTED, "boost: eval_metric AUC is not supported yet when the rows are on "
 						  "other servers (it needs every prediction in one order; RMSE, Logloss, NDCG and the loss are)");

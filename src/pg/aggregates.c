@@ -87,7 +87,7 @@ state_parse_params(fit_state *st, bool partial)
 	st->input_flags = gbml_input_flags(&st->params);
 	gbml_dataset_init(&st->ds, (st->input_flags & GBML_INPUT_MISSING) != 0);
 	gbml_env_configure(&st->env, &st->params.common, st->what);
-	gbml_stream_setup(&st->env, st->algo, &st->ds, partial);
+	gbml_stream_setup(&st->env, &st->params, &st->ds, partial);
 	MemoryContextSwitchTo(old);
 }
 

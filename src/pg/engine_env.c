@@ -351,15 +351,17 @@ gbml_env_configure(gbml_env *env, const gbml_common_params *common, const char *
 }
 
 void
-gbml_stream_setup(gbml_env *env, const gbml_algorithm *algo, gbml_dataset *ds, bool partial)
+gbml_stream_setup(gbml_env *env, const gbml_parsed_params *params, gbml_dataset *ds, bool partial)
 {
+	const gbml_algorithm *algo = params->algo;
+
 	/*
 	 * "gpu": stream once the first chunk is full; over the budget is an
 	 * ERROR.  "auto" (a usable GPU): stream from the chunk boundary where
 	 * the data is big enough for the GPU to gain; over the budget, the rows
 	 * come back to the host and train on the CPU, with a NOTICE.
 	 */
-	if (env->device == GBML_DEVICE_GPU && algo->gpu_streams && !partial &&
+	if (env->device == GBML_DEVICE_GPU && algo->gpu_streams && gbml_gpu_trains(params) && !partial &&
 		env->gpu != NULL && env->gpu->chunk_put != NULL)
 		gbml_dataset_stream_to(ds, gbml_chunk_store_gpu_open,
 							   env->device_auto ? GBML_BOOST_GPU_AUTO_MIN_BYTES : 0, env->device_auto);

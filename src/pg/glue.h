@@ -58,7 +58,7 @@ void		gbml_env_configure(gbml_env *env, const gbml_common_params *common, const 
  * memory budget (gbml_plan_spill).  Neither for a parallel plan's partial
  * state (serialized to the leader).
  */
-void		gbml_stream_setup(gbml_env *env, const gbml_algorithm *algo, gbml_dataset *ds, bool partial);
+void		gbml_stream_setup(gbml_env *env, const gbml_parsed_params *params, gbml_dataset *ds, bool partial);
 
 /*
  * Makes sure a dataset's helper thread (pre-faulting) has stopped before

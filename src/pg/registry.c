@@ -222,7 +222,7 @@ train_here(gbml_env *env, gbml_parsed_params *pp, const gbml_algorithm *algo, co
 	gbml_dataset_init(eval, (flags & GBML_INPUT_MISSING) != 0);
 	gbml_dataset_guard(train_mcxt, ds);
 	gbml_dataset_guard(train_mcxt, eval);
-	gbml_stream_setup(env, algo, ds, false);
+	gbml_stream_setup(env, pp, ds, false);
 	gbml_plan_spill(algo, env, eval);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
