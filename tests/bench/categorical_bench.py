@@ -446,16 +446,16 @@ def print_table(name, spec, info, cfg, libs, summary, errors):
     print(f"\n== {name}: {spec['what']}; {info['rows']} rows, {info['features']} features "
           f"({info['categorical']} categorical); {len(cfg['seeds'])} seeds, {cfg['trees']} trees, "
           f"depth {cfg['depth']}, lr {cfg['lr']}, {cfg['threads']} threads")
-    hdr = f"{'library':10}" + "".join(f" {lab + (' ↑' if d > 0 else ' ↓'):>22}" for _, lab, d in ms) \
+    hdr = f"{'library':14}" + "".join(f" {lab + (' ↑' if d > 0 else ' ↓'):>22}" for _, lab, d in ms) \
         + f" {'train s':>9} {'(median)':>9} {'predict s':>10}"
     print(hdr)
     print("-" * len(hdr))
     for lib in libs:
         if lib in errors and lib not in summary:
-            print(f"{lib:10} error: {errors[lib].splitlines()[0][:200]}")
+            print(f"{lib:14} error: {errors[lib].splitlines()[0][:200]}")
             continue
         s = summary[lib]
-        print(f"{lib:10}" + "".join(f" {s[k][0]:>12.{DIGITS.get(k, 4)}f} ± {s[k][1]:<7.{DIGITS.get(k, 4)}f}"
+        print(f"{lib:14}" + "".join(f" {s[k][0]:>12.{DIGITS.get(k, 4)}f} ± {s[k][1]:<7.{DIGITS.get(k, 4)}f}"
                                     for k, _, _ in ms)
               + f" {s['train_seconds'][0]:9.3f} {s['train_seconds_median']:9.3f} {s['predict_seconds'][0]:10.3f}")
     ratios = {}

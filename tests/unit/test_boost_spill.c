@@ -350,6 +350,20 @@ TEST(boost_spill_bins_in_files_yetirank_and_newton_steps)
 	check_bins_in_files(&l);
 }
 
+TEST(boost_spill_depthwise_same_bytes_as_memory)
+{
+	/* a split per node: rows from files, and their bins in a file too, train the bytes of memory */
+	spill_case	y = {"YetiRank, Depthwise", SPILL_RANKING, 30000, 5, 0.1, false, false,
+		{NUM("iterations", 6), NUM("depth", 4), STR("loss", "YetiRank"), STR("grow_policy", "Depthwise")}, 4};
+	spill_case	e = {"RMSE, Depthwise, eval set", SPILL_REGRESSION, 24000, 6, 0.1, true, true,
+		{NUM("iterations", 40), NUM("depth", 4), NUM("learning_rate", 0.9), NUM("l2_leaf_reg", 0),
+		NUM("early_stopping_rounds", 5), STR("grow_policy", "Depthwise"), NUM("subsample", 0.8)}, 7};
+
+	check_case(&y);
+	check_bins_in_files(&y);
+	check_bins_in_files(&e);
+}
+
 TEST(boost_spill_bins_in_files_eval_set_best_model)
 {
 	/* the trees past the best iteration dropped: the predictions rebuilt from the stored bins */
