@@ -65,6 +65,26 @@ SELECT (SELECT gbml.boost_fit(c, '{"exclude_columns": ["id"], "loss": "Logloss",
      = (SELECT gbml.boost_fit(s, '{"exclude_columns": ["id"], "loss": "Logloss", "iterations": 20, "eval_fraction": 0.25}') FROM cat_rows_shuffled s)
        AS eval_same_bytes;
 
+-- Depthwise trees that split categories as sets: each distinct set a model feature of its own
+-- (transform "set"), the columns split as sets counted, the rows scored by SQL as the trainer
+-- scored them (its training Logloss), the same bytes from either scan order; symmetric trees refuse
+SELECT gbml.train('cat_sets', 'boost', 'SELECT * FROM cat_rows',
+                  '{"exclude_columns": ["id"], "categorical_columns": ["store"], "loss": "Logloss", "iterations": 30, "depth": 3,
+                    "grow_policy": "Depthwise", "categorical_split": "sets"}') > 0 AS trained;
+SELECT gbml.model_info('cat_sets') -> 'categorical' ->> 'split_as_sets' AS split_as_sets,
+       (SELECT count(*) FROM jsonb_array_elements(gbml.model_json('cat_sets') -> 'categorical' -> 'model_features') f
+         WHERE f ->> 'transform' = 'set') > 0 AS has_set_features,
+       (SELECT count(*) FROM jsonb_array_elements(gbml.model_json('cat_sets') -> 'categorical' -> 'model_features') f
+         WHERE f ->> 'transform' IN ('ctr_mean', 'slot')) AS statistics_or_slots,
+       abs((SELECT -avg(label * ln(p) + (1 - label) * ln(1 - p)) FROM (SELECT label, gbml.predict_proba('cat_sets', c) AS p FROM cat_rows c) s)
+           - (gbml.model_info('cat_sets') -> 'metrics' ->> 'train_Logloss')::float8) < 1e-9 AS scores_match_trainer;
+SELECT id, gbml.predict_proba('cat_sets', n) BETWEEN 0 AND 1 AS scored FROM cat_new n ORDER BY id;
+SELECT gbml.boost_fit(s, '{"exclude_columns": ["id"], "categorical_columns": ["store"], "loss": "Logloss", "iterations": 30, "depth": 3,
+                           "grow_policy": "Depthwise", "categorical_split": "sets"}')
+       = (SELECT model FROM gbml.models WHERE name = 'cat_sets') AS aggregate_same_bytes
+  FROM cat_rows_shuffled s;
+SELECT gbml.boost_fit(c, '{"exclude_columns": ["id"], "categorical_split": "sets"}') FROM cat_rows c;
+
 -- no leak: a category per row (an id as text) with labels that nothing predicts.  Ordered
 -- statistics give every row only the prior, so the model cannot fit the training labels
 -- through it; a statistic that saw the row's own label would separate them perfectly.

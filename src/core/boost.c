@@ -80,6 +80,7 @@ static const char *const score_function_choices[] = {"auto", "NewtonL2", "L2", N
 static const char *const border_type_choices[] = {"Median", "GreedyLogSum", NULL};
 static const char *const metric_choices[] = {"auto", "NDCG", "RMSE", "AUC", "Logloss", "loss", NULL};
 static const char *const grow_policy_choices[] = {"SymmetricTree", "Depthwise", NULL};
+static const char *const categorical_split_choices[] = {"ctr", "sets", NULL};
 
 #define BP(field) offsetof(gbml_boost_params, field)
 const gbml_param_spec gbml_boost_param_specs[] = {
@@ -141,6 +142,11 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 	{"min_child_weight", GBML_PARAM_REAL, BP(min_child_weight), 0, 1e15, 1, NULL, NULL,
 	"Depthwise: a node's split must leave each child at least this sum of the loss's hessians (of the row "
 	"weights with score_function L2), XGBoost's min_child_weight; 0: any split leaving rows on both sides"},
+	{"categorical_split", GBML_PARAM_ENUM, BP(categorical_split), 0, 0, 0, NULL, categorical_split_choices,
+	"a categorical feature with more than one_hot_max_size categories: ctr (ordered target statistics, "
+	"CatBoost's) or sets (grow_policy Depthwise only: each node splits its categories into two sets, in the "
+	"order of their gradient ratio in that node, as XGBoost and LightGBM do; at most 254 categories, ctr "
+	"beyond)"},
 	GBML_PARAM_END
 };
 
@@ -158,6 +164,8 @@ boost_records_param(const gbml_param_spec *s, const void *params, const gbml_dat
 		return ((const gbml_boost_params *) params)->border_type != GBML_BORDER_MEDIAN;
 	if (s->offset == BP(grow_policy) || s->offset == BP(min_child_weight))
 		return ((const gbml_boost_params *) params)->grow_policy != GBML_GROW_SYMMETRIC;
+	if (s->offset == BP(categorical_split))
+		return ((const gbml_boost_params *) params)->categorical_split != 0;
 	return s->offset < BP(one_hot_max_size) || gbml_schema_n_categorical(ds->schema) > 0;
 }
 #undef BP
@@ -373,6 +381,7 @@ builder_free(forest_builder *b, gbml_env *env)
 	gbml_free(env, b->border);
 	gbml_free(env, b->gain);
 	gbml_free(env, b->leaf);
+	gbml_free(env, b->set_mask);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -398,6 +407,8 @@ builder_reserve(forest_builder *b, gbml_env *env)
 	GROW(border, d);
 	GROW(gain, d);
 	GROW(leaf, nl);
+	if (b->has_sets)
+		GROW(set_mask, d * GBML_BOOST_SET_MASK_BYTES);
 #undef GROW
 	b->cap = cap;
 	return GBML_OK;
@@ -421,6 +432,8 @@ trainer_free(trainer *T)
 	gbml_boost_bins_free(&T->eval_bins, env);
 	gbml_boost_ctr_free(&T->cat, env);
 	gbml_free(env, T->feat_off);
+	gbml_free(env, T->is_set);
+	gbml_free(env, T->ordinal_count);
 	gbml_free(env, T->pred);
 	gbml_free(env, T->grad);
 	gbml_free(env, T->hess);
@@ -647,7 +660,8 @@ apply_level_split(const trainer *T, int level, int feature, int border, const ui
 	{
 		size_t		s = split_index(F, F->n_trees, level, 0);
 
-		gbml_boost_leaf_update_nodes(block, len, level, F->feature + s, F->border_index + s, leaf);
+		gbml_boost_leaf_update_nodes(block, len, level, F->feature + s, F->border_index + s,
+									 F->has_sets ? F->set_mask + s * GBML_BOOST_SET_MASK_BYTES : NULL, leaf);
 	}
 	else
 		gbml_boost_leaf_update(block + (size_t) feature * (size_t) len, len, border, level, leaf);
@@ -873,6 +887,7 @@ tree_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
 	const int32_t *bord = F->border_index + split_index(F, a->t, 0, 0);
 	const float *lv = F->leaf + (a->t << d);
 	bool		nodes = F->node_splits;
+	const uint8_t *masks = F->has_sets ? F->set_mask + split_index(F, a->t, 0, 0) * GBML_BOOST_SET_MASK_BYTES : NULL;
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(a->T->threads)
 	for (int64_t b = b0; b < b1; b++)
@@ -888,8 +903,12 @@ tree_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
 			for (int l = 0; l < d; l++)
 			{
 				int			s = nodes ? (1 << l) - 1 + idx : l;
+				uint8_t		bin = bb[(size_t) feat[s] * len + r];
 
-				idx |= (bb[(size_t) feat[s] * len + r] > bord[s]) << l;
+				if (masks && bord[s] == GBML_BOOST_SET_SPLIT)
+					idx |= gbml_boost_set_has(masks + (size_t) s * GBML_BOOST_SET_MASK_BYTES, bin) << l;
+				else
+					idx |= (bin > bord[s]) << l;
 			}
 			a->pred[start + r] += (double) lv[idx];
 		}
@@ -1233,6 +1252,7 @@ ctr_params(const trainer *T)
 	cp.border_sample_size = T->p->border_sample_size;
 	cp.seed = (uint64_t) T->p->random_seed;
 	cp.binary_target = T->kind == GBML_LOSS_LOGLOSS;
+	cp.sets = T->p->categorical_split == 1;
 	return cp;
 }
 
@@ -1317,6 +1337,9 @@ boost_resolve_loss(trainer *T, int group_state)
 	T->forest.depth = T->depth;
 	T->forest.node_splits = p->grow_policy == GBML_GROW_DEPTHWISE;
 	T->forest.splits = T->forest.node_splits ? (1 << T->depth) - 1 : T->depth;
+	if (p->categorical_split == 1 && !T->forest.node_splits)
+		return gbml_error(env, GBML_EINVAL, "boost: categorical_split sets needs grow_policy Depthwise (a symmetric "
+						  "level splits all its nodes alike, and a set is chosen per node)");
 	return GBML_OK;
 }
 
@@ -1333,6 +1356,31 @@ check_labels(trainer *T, const boost_data *d, const char *which)
 	return GBML_OK;
 }
 
+/*
+ * The slot columns (categorical_split sets): marked as split by sets, and
+ * out of the ordinal search (their count there 0); the forest keeps a mask
+ * a split.
+ */
+static int
+setup_set_features(trainer *T)
+{
+	int			n_in = T->n_inputs;
+
+	if (T->cat.n_slot == 0)
+		return GBML_OK;
+	T->is_set = gbml_alloc0(T->env, (size_t) T->n_features);
+	T->ordinal_count = gbml_alloc_array(T->env, (size_t) T->n_features, sizeof(int));
+	if (T->is_set == NULL || T->ordinal_count == NULL)
+		return T->env->error_code;
+	for (int f = 0; f < T->n_features; f++)
+	{
+		T->is_set[f] = f >= n_in && T->cat.model.derived[f - n_in].kind == GBML_BOOST_CAT_SLOT;
+		T->ordinal_count[f] = T->is_set[f] ? 0 : T->borders.count[f];
+	}
+	T->forest.has_sets = true;
+	return GBML_OK;
+}
+
 /* The model features' bin offsets, from the borders. */
 static int
 setup_layout(trainer *T)
@@ -1344,7 +1392,7 @@ setup_layout(trainer *T)
 	for (int f = 0; f < T->n_features; f++)
 		T->feat_off[f + 1] = T->feat_off[f] + T->borders.count[f] + 1;
 	T->total_bins = T->feat_off[T->n_features];
-	return GBML_OK;
+	return setup_set_features(T);
 }
 
 /*
@@ -1915,6 +1963,122 @@ set_split(trainer *T, size_t s, int feature, int border, double gain)
 }
 
 /*
+ * One leaf's best split of set feature f (a slot column, categorical_split
+ * sets), as XGBoost and LightGBM split categories: the bins the leaf's rows
+ * use, ordered by their Newton value G / (H + l2) (ties: the lower bin),
+ * and the best of the splits "the first i of them go right" whose children
+ * each keep min_h of hessian.  Exact integer sums, a fixed order: the same
+ * bits on any thread count.  The split's score is not noised
+ * (random_strength).  best->feature -1 when there is none; else mask holds
+ * the bins going right.
+ */
+static void
+best_set_split(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int f, int64_t min_h,
+			   gbml_boost_split *best, uint8_t *mask)
+{
+	const gbml_boost_hist_bin *h = T->hist_cur + (size_t) l * (size_t) T->total_bins + T->feat_off[f];
+	int			nb = T->borders.count[f] + 1,
+				m = 0,
+				best_i = -1;
+	int			order[GBML_BOOST_MAX_BORDERS + 1];
+	double		ratio[GBML_BOOST_MAX_BORDERS + 1];
+	gbml_boost_hist_bin child[2] = {{0, 0}, {0, 0}};
+
+	for (int b = 0; b < nb; b++)
+		if (h[b].h > 0)
+		{
+			ratio[b] = ((double) h[b].g / T->sg) / ((double) h[b].h / T->sh + T->l2);
+			/* insertion by (ratio, bin): at most 256 bins */
+			int			i = m++;
+
+			while (i > 0 && ratio[order[i - 1]] > ratio[b])
+			{
+				order[i] = order[i - 1];
+				i--;
+			}
+			order[i] = b;
+		}
+	best->feature = best->border = -1;
+	best->score = best->pick = -INFINITY;
+	for (int i = 0; i + 1 < m; i++)
+	{
+		double		score;
+
+		child[1].g += h[order[i]].g;
+		child[1].h += h[order[i]].h;
+		child[0].g = leaf_sum->g - child[1].g;
+		child[0].h = leaf_sum->h - child[1].h;
+		if (child[1].h < min_h || child[0].h < min_h)
+			continue;
+		score = gbml_boost_leaves_score(child, 2, 1.0 / T->sg, 1.0 / T->sh, T->l2);
+		if (score > best->score)
+		{
+			best->score = best->pick = score;
+			best_i = i;
+		}
+	}
+	if (best_i < 0)
+		return;
+	best->feature = f;
+	best->border = GBML_BOOST_SET_SPLIT;
+	memset(mask, 0, GBML_BOOST_SET_MASK_BYTES);
+	for (int i = 0; i <= best_i; i++)
+		mask[order[i] >> 3] |= (uint8_t) (1u << (order[i] & 7));
+}
+
+/* Split s of the open tree := the set split of feature f (mask: the bins going right), and its children's sums. */
+static void
+set_set_split(trainer *T, size_t s, int l, const gbml_boost_hist_bin *leaf_sum, int f, const uint8_t *mask,
+			  double gain, gbml_boost_hist_bin *left, gbml_boost_hist_bin *right)
+{
+	forest_builder *F = &T->forest;
+	const gbml_boost_hist_bin *h = T->hist_cur + (size_t) l * (size_t) T->total_bins + T->feat_off[f];
+
+	F->feature[s] = f;
+	F->border_index[s] = GBML_BOOST_SET_SPLIT;
+	F->border[s] = 0.5f;		/* the set feature's border, once the model is written */
+	F->gain[s] = (float) fmax(0.0, gain);
+	memcpy(F->set_mask + s * GBML_BOOST_SET_MASK_BYTES, mask, GBML_BOOST_SET_MASK_BYTES);
+	right->g = right->h = 0;
+	for (int b = 0; b <= T->borders.count[f]; b++)
+		if (gbml_boost_set_has(mask, b))
+		{
+			right->g += h[b].g;
+			right->h += h[b].h;
+		}
+	left->g = leaf_sum->g - right->g;
+	left->h = leaf_sum->h - right->h;
+}
+
+/*
+ * The best split of leaf l of the level: the ordinal search over every
+ * feature but the set ones, then each set feature's (best_set_split); the
+ * higher pick wins (the ordinal one on a tie).  mask: the winner's, when a
+ * set.
+ */
+static void
+best_leaf_split(trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int64_t min_h,
+				const gbml_boost_split_noise *noise, gbml_boost_split *best, uint8_t *mask)
+{
+	gbml_boost_split cand;
+	uint8_t		cand_mask[GBML_BOOST_SET_MASK_BYTES];
+
+	gbml_boost_best_split(T->hist_cur + (size_t) l * (size_t) T->total_bins, leaf_sum, 1, T->n_features,
+						  T->feat_off, T->total_bins, T->is_set ? T->ordinal_count : T->borders.count,
+						  1.0 / T->sg, 1.0 / T->sh, T->l2, T->threads, min_h, noise, T->feature_best, best);
+	for (int f = 0; T->is_set != NULL && f < T->n_features; f++)
+		if (T->is_set[f])
+		{
+			best_set_split(T, l, leaf_sum, f, min_h, &cand, cand_mask);
+			if (cand.feature >= 0 && cand.pick > best->pick)
+			{
+				*best = cand;
+				memcpy(mask, cand_mask, GBML_BOOST_SET_MASK_BYTES);
+			}
+		}
+}
+
+/*
  * Depthwise: each leaf of the level takes its own best split over the
  * borders that leave each child at least min_child_weight of hessian (and
  * rows), when its score beats the leaf unsplit (no split: every row goes left, the right child stays empty, with
@@ -1937,6 +2101,7 @@ choose_node_splits(trainer *T, int level, const gbml_boost_hist_bin *leaf_sums,
 	{
 		size_t		s = split_index(F, F->n_trees, level, l);
 		gbml_boost_split best = {-1, -1, -INFINITY, -INFINITY};
+		uint8_t		mask[GBML_BOOST_SET_MASK_BYTES];
 		gbml_boost_split_noise leaf_noise = *noise;
 		uint64_t	x = noise->seed ^ ((uint64_t) (l + 1) * 0x9e3779b97f4a7c15ULL);
 		double		unsplit = gbml_boost_leaves_score(leaf_sums + l, 1, 1.0 / T->sg, 1.0 / T->sh, T->l2);
@@ -1945,9 +2110,12 @@ choose_node_splits(trainer *T, int level, const gbml_boost_hist_bin *leaf_sums,
 
 		leaf_noise.seed = gbml_splitmix64(&x);
 		if (leaf_sums[l].h > 0)
-			gbml_boost_best_split(T->hist_cur + (size_t) l * (size_t) T->total_bins, leaf_sums + l, 1, T->n_features,
-								  T->feat_off, T->total_bins, T->borders.count, 1.0 / T->sg, 1.0 / T->sh, T->l2,
-								  T->threads, min_h, &leaf_noise, T->feature_best, &best);
+			best_leaf_split(T, l, &leaf_sums[l], min_h, &leaf_noise, &best, mask);
+		if (best.feature >= 0 && best.score > unsplit && best.border == GBML_BOOST_SET_SPLIT)
+		{
+			set_set_split(T, s, l, &leaf_sums[l], best.feature, mask, best.score - unsplit, c0, c1);
+			continue;
+		}
 		if (best.feature >= 0 && best.score > unsplit)
 		{
 			set_split(T, s, best.feature, best.border, best.score - unsplit);
@@ -2105,13 +2273,196 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 	return GBML_OK;
 }
 
+/*
+ * What the model stores of trees that split sets (categorical_split sets):
+ * the slot columns are training's only, so the model's features are the
+ * inputs, the other derived features, then one set feature per distinct
+ * (column, set) the splits used, split at 0.5 (boost_cat.h).
+ */
+typedef struct model_features
+{
+	int32_t    *to;				/* per training feature: its model feature, -1 for a slot column */
+	int32_t    *set_of;			/* per split: its set feature among the sets, or -1 */
+	int			n_kept;			/* model features before the set ones */
+	int			n_sets;
+	gbml_boost_inputs inputs;	/* the derived features to store (the sets' tables owned) */
+} model_features;
+
 static void
+model_features_free(model_features *mf, gbml_env *env)
+{
+	for (int k = mf->n_kept - mf->inputs.n_inputs; mf->inputs.derived && k < mf->inputs.n_derived; k++)
+		gbml_free(env, mf->inputs.derived[k].table);
+	gbml_free(env, mf->inputs.derived);
+	gbml_free(env, mf->to);
+	gbml_free(env, mf->set_of);
+	memset(mf, 0, sizeof(*mf));
+}
+
+/* Split s's set: its column and mask, hashed (FNV-1a). */
+static uint64_t
+set_hash(const forest_builder *F, size_t s)
+{
+	uint64_t	h = 0xcbf29ce484222325ULL ^ (uint64_t) F->feature[s];
+
+	for (int i = 0; i < GBML_BOOST_SET_MASK_BYTES; i++)
+		h = (h ^ F->set_mask[s * GBML_BOOST_SET_MASK_BYTES + i]) * 0x100000001b3ULL;
+	return h;
+}
+
+static bool
+same_set(const forest_builder *F, size_t a, size_t b)
+{
+	return F->feature[a] == F->feature[b] &&
+		memcmp(F->set_mask + a * GBML_BOOST_SET_MASK_BYTES, F->set_mask + b * GBML_BOOST_SET_MASK_BYTES,
+			   GBML_BOOST_SET_MASK_BYTES) == 0;
+}
+
+/* Gives each distinct set split a set number (mf->set_of), in the order the splits first use them. */
+static int
+number_sets(const trainer *T, model_features *mf, size_t n_splits, size_t **first_out)
+{
+	const forest_builder *F = &T->forest;
+	size_t		cap = 16;
+	int64_t    *slot;
+	size_t	   *first;
+
+	while (cap < 2 * n_splits)
+		cap *= 2;
+	slot = gbml_alloc_array(T->env, cap, sizeof(int64_t));
+	first = gbml_alloc_array(T->env, n_splits + 1, sizeof(size_t));
+	if (slot == NULL || first == NULL)
+	{
+		gbml_free(T->env, slot);
+		gbml_free(T->env, first);
+		return T->env->error_code;
+	}
+	for (size_t i = 0; i < cap; i++)
+		slot[i] = -1;
+	for (size_t s = 0; s < n_splits; s++)
+	{
+		size_t		i;
+
+		mf->set_of[s] = -1;
+		if (F->border_index[s] != GBML_BOOST_SET_SPLIT)
+			continue;
+		for (i = set_hash(F, s) & (cap - 1); slot[i] >= 0 && !same_set(F, first[slot[i]], s); i = (i + 1) & (cap - 1))
+			;
+		if (slot[i] < 0)
+		{
+			slot[i] = mf->n_sets;
+			first[mf->n_sets++] = s;
+		}
+		mf->set_of[s] = (int32_t) slot[i];
+	}
+	gbml_free(T->env, slot);
+	*first_out = first;
+	return GBML_OK;
+}
+
+/* mf for T's forest (see model_features). */
+static int
+plan_model_features(const trainer *T, model_features *mf)
+{
+	const forest_builder *F = &T->forest;
+	const gbml_boost_inputs *cat = &T->cat.model;
+	size_t		n_splits = (size_t) F->n_trees * (size_t) F->splits;
+	size_t	   *first = NULL;
+	int			n_in = T->n_inputs,
+				rc;
+
+	memset(mf, 0, sizeof(*mf));
+	mf->to = gbml_alloc_array(T->env, (size_t) T->n_features, sizeof(int32_t));
+	mf->set_of = gbml_alloc_array(T->env, n_splits + 1, sizeof(int32_t));
+	if (mf->to == NULL || mf->set_of == NULL)
+		return T->env->error_code;
+	mf->n_kept = n_in;
+	for (int f = 0; f < T->n_features; f++)
+		mf->to[f] = f < n_in ? f : T->is_set[f] ? -1 : mf->n_kept++;
+	if ((rc = number_sets(T, mf, n_splits, &first)) != GBML_OK)
+		return rc;
+	mf->inputs = *cat;
+	mf->inputs.n_derived = mf->n_kept - n_in + mf->n_sets;
+	mf->inputs.derived = gbml_alloc0(T->env, sizeof(gbml_boost_derived) * ((size_t) mf->inputs.n_derived + 1));
+	if (mf->inputs.derived == NULL)
+	{
+		gbml_free(T->env, first);
+		return T->env->error_code;
+	}
+	for (int f = n_in; f < T->n_features; f++)
+		if (mf->to[f] >= 0)
+			mf->inputs.derived[mf->to[f] - n_in] = cat->derived[f - n_in];
+	for (int k = 0; k < mf->n_sets; k++)
+	{
+		size_t		s = first[k];
+		const gbml_boost_derived *slot = &cat->derived[F->feature[s] - n_in];
+		gbml_boost_derived *e = &mf->inputs.derived[mf->n_kept - n_in + k];
+
+		*e = *slot;
+		e->kind = GBML_BOOST_CAT_SET;
+		if ((e->table = gbml_alloc0(T->env, sizeof(float) * ((size_t) slot->n_categories + 2))) == NULL)
+		{
+			gbml_free(T->env, first);
+			return T->env->error_code;
+		}
+		/* the slot column's bin is the slot; the unseen slot (n + 1) is in no set */
+		for (int32_t c = 0; c <= slot->n_categories; c++)
+			e->table[c] = (float) gbml_boost_set_has(F->set_mask + s * GBML_BOOST_SET_MASK_BYTES, c);
+	}
+	gbml_free(T->env, first);
+	return GBML_OK;
+}
+
+/* Split s's model feature: mf's numbering with set splits (a no-split node takes its tree's root's). */
+static uint32_t
+model_feature_of(const trainer *T, const model_features *mf, size_t s, size_t root)
+{
+	const forest_builder *F = &T->forest;
+
+	if (mf->to == NULL)
+		return (uint32_t) F->feature[s];
+	if (F->border_index[s] == GBML_BOOST_NO_SPLIT && F->node_splits)
+		s = root;
+	if (mf->set_of[s] >= 0)
+		return (uint32_t) (mf->n_kept + mf->set_of[s]);
+	return (uint32_t) mf->to[F->feature[s]];
+}
+
+/* The model features' borders ('BSTB'): the training's, renumbered by mf when the trees split sets. */
+static void
+write_borders(const trainer *T, const model_features *mf, gbml_strbuf *sb)
+{
+	gbml_sb_u32(sb, (uint32_t) (mf->to ? mf->n_kept + mf->n_sets : T->n_features));
+	for (int f = 0; f < T->n_features; f++)
+	{
+		if (mf->to && mf->to[f] < 0)
+			continue;
+		gbml_sb_u32(sb, (uint32_t) T->borders.count[f]);
+		for (int j = 0; j < T->borders.count[f]; j++)
+			gbml_sb_f32(sb, T->borders.values[T->borders.offset[f] + j]);
+	}
+	for (int k = 0; mf->to && k < mf->n_sets; k++)
+	{
+		gbml_sb_u32(sb, 1);
+		gbml_sb_f32(sb, 0.5f);
+	}
+}
+
+static int
 write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 {
 	gbml_strbuf sb;
 	const forest_builder *F = &T->forest;
 	int			d = F->depth;
+	model_features mf;
+	int			rc;
 
+	memset(&mf, 0, sizeof(mf));
+	if (F->has_sets && (rc = plan_model_features(T, &mf)) != GBML_OK)
+	{
+		model_features_free(&mf, T->env);
+		return rc;
+	}
 	gbml_sb_init(&sb, T->env);
 	gbml_sb_u32(&sb, GBML_BOOST_LAYOUT_VERSION);
 	gbml_sb_u32(&sb, (uint32_t) T->kind);
@@ -2129,7 +2480,7 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 		gbml_sb_u32(&sb, (uint32_t) d | (F->node_splits ? GBML_BOOST_TREE_NODE_SPLITS : 0));
 		for (size_t s = s0; s < s0 + (size_t) F->splits; s++)
 		{
-			gbml_sb_u32(&sb, (uint32_t) F->feature[s]);
+			gbml_sb_u32(&sb, model_feature_of(T, &mf, s, s0));
 			gbml_sb_f32(&sb, F->border[s]);
 			gbml_sb_f32(&sb, F->gain[s]);
 		}
@@ -2140,13 +2491,7 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 	gbml_sb_free(&sb);
 
 	gbml_sb_init(&sb, T->env);
-	gbml_sb_u32(&sb, (uint32_t) T->n_features);
-	for (int f = 0; f < T->n_features; f++)
-	{
-		gbml_sb_u32(&sb, (uint32_t) T->borders.count[f]);
-		for (int j = 0; j < T->borders.count[f]; j++)
-			gbml_sb_f32(&sb, T->borders.values[T->borders.offset[f] + j]);
-	}
+	write_borders(T, &mf, &sb);
 	gbml_model_add_sb(ctx->writer, GBML_SECTION_BOOST_BORDERS, &sb);
 	gbml_sb_free(&sb);
 
@@ -2154,10 +2499,12 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 	if (T->cat.n_cat > 0)
 	{
 		gbml_sb_init(&sb, T->env);
-		gbml_boost_inputs_write(&T->cat.model, &sb);
+		gbml_boost_inputs_write(mf.to ? &mf.inputs : &T->cat.model, &sb);
 		gbml_model_add_sb(ctx->writer, GBML_SECTION_BOOST_CATEGORICAL, &sb);
 		gbml_sb_free(&sb);
 	}
+	model_features_free(&mf, T->env);
+	return GBML_OK;
 }
 
 /*
@@ -2363,7 +2710,8 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 
 	env->trainer_temp_written = T.bins.bytes_written;
 	env->trainer_temp_read = T.bins.bytes_read;
-	write_sections(&T, ctx, base_score);
+	if ((rc = write_sections(&T, ctx, base_score)) != GBML_OK)
+		goto done;
 
 	/* META */
 	{
@@ -2390,8 +2738,11 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 		gbml_sb_printf(m, "\"borders\":%lld,", (long long) T.borders.offset[T.n_features]);
 		if (T.cat.n_cat > 0)
 		{
-			gbml_sb_printf(m, "\"categorical\":{\"features\":%d,\"one_hot\":%d,\"ctr\":%d,\"ctr_prior\":",
+			gbml_sb_printf(m, "\"categorical\":{\"features\":%d,\"one_hot\":%d,\"ctr\":%d,",
 						   T.cat.n_cat, T.cat.n_one_hot, T.cat.n_ctr);
+			if (T.cat.n_slot > 0)
+				gbml_sb_printf(m, "\"split_as_sets\":%d,", T.cat.n_slot);
+			gbml_sb_printf(m, "\"ctr_prior\":");
 			gbml_sb_json_number(m, T.cat.model.prior);
 			gbml_sb_printf(m, "},");
 		}

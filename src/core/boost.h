@@ -63,6 +63,8 @@ typedef struct gbml_boost_params
 	int			grow_policy;
 	/* Depthwise: the least hessian sum of a split's child; recorded with Depthwise only */
 	double		min_child_weight;
+	/* 0: ctr, 1: sets (Depthwise); recorded in a model only when sets */
+	int			categorical_split;
 } gbml_boost_params;
 
 /* Choices of "grow_policy": how a tree's nodes split. */

@@ -20,6 +20,10 @@ gbml_boost_derived_kind_name(int kind)
 			return "ctr_mean";
 		case GBML_BOOST_CTR_COUNTER:
 			return "ctr_counter";
+		case GBML_BOOST_CAT_SET:
+			return "set";
+		case GBML_BOOST_CAT_SLOT:
+			return "slot";
 	}
 	return "?";
 }
@@ -90,7 +94,7 @@ read_derived(gbml_cursor *c, const gbml_feature_schema *schema, int n_inputs, gb
 		e->category = (int32_t) cat;
 		return NULL;
 	}
-	if (kind != GBML_BOOST_CTR_MEAN && kind != GBML_BOOST_CTR_COUNTER)
+	if (kind != GBML_BOOST_CTR_MEAN && kind != GBML_BOOST_CTR_COUNTER && kind != GBML_BOOST_CAT_SET)
 		return "unknown derived feature kind";
 	/* the table's bytes must be there before anything is allocated for them */
 	if (gbml_cursor_remaining(c) / sizeof(float) < (size_t) ncat + 2)
@@ -101,6 +105,10 @@ read_derived(gbml_cursor *c, const gbml_feature_schema *schema, int n_inputs, gb
 	for (uint32_t s = 0; s < ncat + 2; s++)
 		if (!isfinite(e->table[s]))
 			return "a statistic is not finite";
+	if (kind == GBML_BOOST_CAT_SET)
+		for (uint32_t s = 0; s < ncat + 2; s++)
+			if (e->table[s] != 0.0f && e->table[s] != 1.0f)
+				return "a set feature's value is not 0 or 1";
 	return NULL;
 }
 

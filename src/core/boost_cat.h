@@ -15,7 +15,15 @@
  *                (sum of targets + prior * prior_weight) / (count +
  *                prior_weight), a table lookup;
  *   ctr_counter  the category's frequency, count / (largest count + 1)
- *                (CatBoost's Counter), a table lookup.
+ *                (CatBoost's Counter), a table lookup;
+ *   set          1.0 when the value's slot is in a set of categories, else
+ *                0.0 (a table of 0s and 1s) — split at 0.5, "feature in
+ *                set": the set splits of Depthwise trees (categorical_split
+ *                sets), one such feature per distinct set.
+ *
+ * While training, a categorical input split as sets has a column of its
+ * own, kind slot (the value is the slot number, so its bins are the slots);
+ * no model stores that kind: each set split becomes a set feature.
  *
  * A value is looked up by its slot: the category id (an exact integer in
  * [0, n_categories)), n_categories for NULL (NaN), n_categories + 1 for
@@ -43,12 +51,16 @@
 
 #define GBML_SECTION_BOOST_CATEGORICAL GBML_TAG('B','S','T','C')
 #define GBML_BOOST_CAT_LAYOUT_VERSION 1
+/* Categories of an input split as sets at most: its slots (and NULL, unseen) are bins, <= 256. */
+#define GBML_BOOST_MAX_SET_CATEGORIES 254
 
 typedef enum gbml_boost_derived_kind
 {
 	GBML_BOOST_ONE_HOT = 1,
 	GBML_BOOST_CTR_MEAN = 2,
-	GBML_BOOST_CTR_COUNTER = 3
+	GBML_BOOST_CTR_COUNTER = 3,
+	GBML_BOOST_CAT_SET = 4,
+	GBML_BOOST_CAT_SLOT = 5		/* training only: the slot as the value */
 } gbml_boost_derived_kind;
 
 typedef struct gbml_boost_derived
@@ -57,7 +69,7 @@ typedef struct gbml_boost_derived
 	int32_t		kind;			/* gbml_boost_derived_kind */
 	int32_t		n_categories;	/* the source's, as trained */
 	int32_t		category;		/* one-hot: the slot that gives 1.0 */
-	float	   *table;			/* ctr: n_categories + 2 values, by slot */
+	float	   *table;			/* ctr, set, slot: n_categories + 2 values, by slot */
 } gbml_boost_derived;
 
 typedef struct gbml_boost_inputs
@@ -126,7 +138,7 @@ void		gbml_boost_inputs_free(gbml_boost_inputs *in, gbml_env *env);
 void		gbml_boost_inputs_json(const gbml_boost_inputs *in, const gbml_feature_schema *schema,
 								   gbml_strbuf *out);
 
-/* "one_hot", "ctr_mean", "ctr_counter". */
+/* "one_hot", "ctr_mean", "ctr_counter", "set", "slot". */
 const char *gbml_boost_derived_kind_name(int kind);
 
 #endif

@@ -162,6 +162,13 @@ plan_input(gbml_boost_ctr_fit *fit, const gbml_boost_ctr_params *p, int k, const
 			}
 		return;
 	}
+	if (p->sets && nc <= GBML_BOOST_MAX_SET_CATEGORIES)
+	{
+		e.kind = GBML_BOOST_CAT_SLOT;
+		m->derived[m->n_derived++] = e;
+		fit->n_slot++;
+		return;
+	}
 	e.kind = GBML_BOOST_CTR_MEAN;
 	m->derived[m->n_derived++] = e;
 	fit->n_ctr++;
@@ -336,6 +343,9 @@ training_values(gbml_boost_ctr_fit *fit, ctr_work *w, int d, gbml_env *env)
 									  fit->model.prior, fit->model.prior_weight, w->values, e->table, env);
 	if (e->kind == GBML_BOOST_CTR_COUNTER)
 		rc = counter_table(fit, k, e->table, env);
+	if (e->kind == GBML_BOOST_CAT_SLOT)
+		for (int32_t s = 0; s < e->n_categories + 2; s++)
+			e->table[s] = (float) s;
 	for (int64_t i = 0; rc == GBML_OK && i < n; i++)
 		w->values[i] = gbml_boost_derived_value(e, ids[i]);
 	return rc;
@@ -361,6 +371,14 @@ derived_borders(const gbml_boost_ctr_fit *fit, ctr_work *w, int d, gbml_env *env
 	{
 		out[0] = 0.5f;
 		w->border_count[d] = 1;
+		return GBML_OK;
+	}
+	if (fit->model.derived[d].kind == GBML_BOOST_CAT_SLOT)
+	{
+		/* a border below every slot but the first, unseen (n + 1) included: bin = slot */
+		for (int32_t s = 0; s <= fit->model.derived[d].n_categories; s++)
+			out[s] = (float) s + 0.5f;
+		w->border_count[d] = fit->model.derived[d].n_categories + 1;
 		return GBML_OK;
 	}
 	if ((sample = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(float))) == NULL)

@@ -8,7 +8,9 @@
  * occurs) its training rows use:
  *   - one: nothing (a constant);
  *   - up to one_hot_max_size: one one-hot feature per slot used;
- *   - more: a ctr_mean feature, plus a ctr_counter one when asked.
+ *   - more: a ctr_mean feature, plus a ctr_counter one when asked; or with
+ *     sets (categorical_split sets, Depthwise trees) and at most 254
+ *     categories, a slot column (boost_cat.h) the trees split as sets.
  *
  * Ordered statistics (no target leak): the training rows are visited in a
  * random permutation (seeded, drawn over the canonical training order,
@@ -46,6 +48,7 @@ typedef struct gbml_boost_ctr_params
 	int64_t		border_sample_size;
 	uint64_t	seed;
 	bool		binary_target;	/* Logloss: targets 0/1 */
+	bool		sets;			/* categorical_split sets: slot columns instead of statistics */
 } gbml_boost_ctr_params;
 
 typedef struct gbml_boost_ctr_fit
@@ -58,7 +61,8 @@ typedef struct gbml_boost_ctr_fit
 	gbml_boost_keep eval_keep;	/* the eval rows' */
 	gbml_boost_inputs model;	/* what the model will store */
 	int			n_one_hot,
-				n_ctr;
+				n_ctr,
+				n_slot;
 } gbml_boost_ctr_fit;
 
 /*

@@ -264,7 +264,7 @@ standard_normal(gbml_rng *r)
 
 void
 gbml_boost_leaf_update_nodes(const uint8_t *block, int64_t len, int level, const int32_t *feature,
-							 const int32_t *border_index, uint16_t *leaf)
+							 const int32_t *border_index, const uint8_t *set_mask, uint16_t *leaf)
 {
 	uint16_t	node_mask = (uint16_t) ((1u << level) - 1);
 
@@ -272,9 +272,14 @@ gbml_boost_leaf_update_nodes(const uint8_t *block, int64_t len, int level, const
 	{
 		int			k = leaf[r] & node_mask;
 		uint8_t		bin = block[(size_t) feature[k] * (size_t) len + (size_t) r];
+		int			right;
 
 		/* a border index of 255 (no split) is above every bin */
-		leaf[r] |= (uint16_t) (((int) bin > border_index[k]) << level);
+		if (set_mask != NULL && border_index[k] == GBML_BOOST_SET_SPLIT)
+			right = gbml_boost_set_has(set_mask + (size_t) k * GBML_BOOST_SET_MASK_BYTES, bin);
+		else
+			right = (int) bin > border_index[k];
+		leaf[r] |= (uint16_t) (right << level);
 	}
 }
 

@@ -121,8 +121,20 @@ void		gbml_boost_leaf_update(const uint8_t *col, int64_t len, int border_index, 
  * index GBML_BOOST_NO_SPLIT: no bin is above it, so every row goes left.
  */
 #define GBML_BOOST_NO_SPLIT 255
+/*
+ * A node that splits its feature's bins as a set (categorical_split sets)
+ * has border index GBML_BOOST_SET_SPLIT and a mask of the bins that go
+ * right, GBML_BOOST_SET_MASK_BYTES a node in set_mask (NULL: no set node).
+ */
+#define GBML_BOOST_SET_SPLIT (-1)
+#define GBML_BOOST_SET_MASK_BYTES 32
+static inline int
+gbml_boost_set_has(const uint8_t *mask, int bin)
+{
+	return (mask[bin >> 3] >> (bin & 7)) & 1;
+}
 void		gbml_boost_leaf_update_nodes(const uint8_t *block, int64_t len, int level, const int32_t *feature,
-										 const int32_t *border_index, uint16_t *leaf);
+										 const int32_t *border_index, const uint8_t *set_mask, uint16_t *leaf);
 
 typedef struct gbml_boost_split
 {

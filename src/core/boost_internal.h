@@ -52,6 +52,9 @@ typedef struct forest_builder
 	float	   *border;
 	float	   *gain;
 	float	   *leaf;			/* cap << depth */
+	/* with set splits (categorical_split sets): per split, the bins going right (a bit each) */
+	bool		has_sets;
+	uint8_t    *set_mask;		/* cap * splits * GBML_BOOST_SET_MASK_BYTES */
 } forest_builder;
 
 
@@ -78,6 +81,9 @@ typedef struct trainer
 	int			n_features;		/* the model features the trees split on: inputs, then derived */
 	int64_t    *feat_off;		/* n_features + 1 */
 	int64_t		total_bins;
+	/* with slot columns (categorical_split sets): which features split as sets, the others' border counts */
+	uint8_t    *is_set;			/* n_features, or NULL */
+	int		   *ordinal_count;	/* n_features: borders.count, 0 for a set feature */
 
 	double	   *pred,
 			   *grad,
