@@ -1964,10 +1964,14 @@ set_split(trainer *T, size_t s, int feature, int border, double gain)
 
 /*
  * One leaf's best split of set feature f (a slot column, categorical_split
- * sets), as XGBoost and LightGBM split categories: the bins the leaf's rows
- * use, ordered by their Newton value G / (H + l2) (ties: the lower bin),
- * and the best of the splits "the first i of them go right" whose children
- * each keep min_h of hessian.  Exact integer sums, a fixed order: the same
+ * sets), as XGBoost splits categories: every bin (slot) ordered by its
+ * Newton value G / (H + l2) in the leaf (ties: the lower bin), and the best
+ * of the splits "the first i of them go right" whose children each keep
+ * min_h of hessian.  As in XGBoost, a slot with less than min_h of hessian
+ * in the leaf has value 0: a category with a few rows there is not placed
+ * by their noise (without this, churn's 51 states overfit: test logloss
+ * 0.20 against 0.15), and one with none (the unseen slot among them) goes
+ * with the side whose values are nearer 0, not an arbitrary one.  Exact integer sums, a fixed order: the same
  * bits on any thread count.  The split's score is not noised
  * (random_strength).  best->feature -1 when there is none; else mask holds
  * the bins going right.
@@ -1985,19 +1989,19 @@ best_set_split(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int
 	gbml_boost_hist_bin child[2] = {{0, 0}, {0, 0}};
 
 	for (int b = 0; b < nb; b++)
-		if (h[b].h > 0)
-		{
-			ratio[b] = ((double) h[b].g / T->sg) / ((double) h[b].h / T->sh + T->l2);
-			/* insertion by (ratio, bin): at most 256 bins */
-			int			i = m++;
+	{
+		double		den = (double) h[b].h / T->sh + T->l2;
+		int			i = m++;
 
-			while (i > 0 && ratio[order[i - 1]] > ratio[b])
-			{
-				order[i] = order[i - 1];
-				i--;
-			}
-			order[i] = b;
+		ratio[b] = h[b].h < min_h || h[b].g == 0 || !(den > 0) ? 0.0 : ((double) h[b].g / T->sg) / den;
+		/* insertion by (ratio, bin): at most 256 bins */
+		while (i > 0 && ratio[order[i - 1]] > ratio[b])
+		{
+			order[i] = order[i - 1];
+			i--;
 		}
+		order[i] = b;
+	}
 	best->feature = best->border = -1;
 	best->score = best->pick = -INFINITY;
 	for (int i = 0; i + 1 < m; i++)
@@ -2405,8 +2409,8 @@ plan_model_features(const trainer *T, model_features *mf)
 			gbml_free(T->env, first);
 			return T->env->error_code;
 		}
-		/* the slot column's bin is the slot; the unseen slot (n + 1) is in no set */
-		for (int32_t c = 0; c <= slot->n_categories; c++)
+		/* the slot column's bin is the slot, the unseen one (n + 1) included */
+		for (int32_t c = 0; c <= slot->n_categories + 1; c++)
 			e->table[c] = (float) gbml_boost_set_has(F->set_mask + s * GBML_BOOST_SET_MASK_BYTES, c);
 	}
 	gbml_free(T->env, first);

@@ -1042,8 +1042,9 @@ in_marked_set(int slot)
  * Label 2 for the categories of a scattered set (NULL in it), 0 for the
  * others: one Depthwise split of depth 1 finds the set exactly (a split
  * by a statistic's order would too, but this one is the set itself), the
- * model stores it as a set feature (0/1 by slot, unseen in no set), the
- * scorer reproduces the trainer's predictions and sends an unseen category
+ * model stores it as a set feature (0/1 by slot), the scorer reproduces
+ * the trainer's predictions, and an unseen category (no rows: value 0,
+ * between the set's negative gradients and the others' positive ones) goes
  * with the categories outside the set.
  */
 TEST(boost_categorical_sets_split_a_scattered_set)
@@ -1081,7 +1082,7 @@ TEST(boost_categorical_sets_split_a_scattered_set)
 			complement = complement && t[s] == (in_marked_set(s) ? 0.0f : 1.0f);
 		}
 		CHECK(set != complement);
-		CHECK(t[13] == 0.0f);	/* unseen */
+		CHECK(t[13] == (set ? 0.0f : 1.0f));	/* unseen: with those outside the set */
 	}
 	pred = score_rows(m, len, &tr);
 	lab = labels_of(&tr);
