@@ -17,9 +17,10 @@
  *   3. Newton leaf values -lr * G / (H + l2_leaf_reg), stored as float, and
  *      the predictions updated with exactly the float the scorer will add.
  * With grow_policy Depthwise, step 2 picks a split per leaf of the level
- * instead (choose_node_splits); the rows' leaf indices then take each
- * node's own split (apply_level_split), and the forest keeps 2^depth - 1
- * splits a tree (split_index).
+ * instead (boost_node_split.c, sets of categories too); the rows' leaf
+ * indices then take each node's own split (apply_level_split), and the
+ * forest keeps 2^depth - 1 splits a tree (boost_split_index).  Trees that
+ * split sets are written with set features (boost_set_features.c).
  *
  * YetiRank follows CatBoost here too (and Logloss with score_function L2):
  * its split search sees the row weights in the place of the hessian
@@ -632,19 +633,6 @@ local_fixed_point(trainer *T)
 #define MERGE_BINS 4096			/* bins per task of the per-thread histogram merge */
 
 /*
- * Where split `node` of `level` of tree t is in the forest's arrays: level
- * by level, one entry a level (symmetric trees) or one a node (Depthwise:
- * level l's nodes from 2^l - 1, node k holding the rows whose leaf bits so
- * far are k).
- */
-static inline size_t
-split_index(const forest_builder *F, int64_t t, int level, int node)
-{
-	return (size_t) t * (size_t) F->splits +
-		(F->node_splits ? ((size_t) 1 << level) - 1 + (size_t) node : (size_t) level);
-}
-
-/*
  * Level `level` of the open tree applied to one block's leaf indices (bins
  * feature-major, len rows): its one split (feature, border), which the row
  * side is handed (on a shard the forest is the coordinator's), or with
@@ -658,7 +646,7 @@ apply_level_split(const trainer *T, int level, int feature, int border, const ui
 
 	if (F->node_splits)
 	{
-		size_t		s = split_index(F, F->n_trees, level, 0);
+		size_t		s = boost_split_index(F, F->n_trees, level, 0);
 
 		gbml_boost_leaf_update_nodes(block, len, level, F->feature + s, F->border_index + s,
 									 F->has_sets ? F->set_mask + s * GBML_BOOST_SET_MASK_BYTES : NULL, leaf);
@@ -841,8 +829,8 @@ level_histograms(trainer *T, int level, int prev_feature, int prev_border)
  * leaf_sums) under the split (feature, border): child l keeps bit `level` =
  * 0, child l | 1 << level gets 1.  leaf_split_sums: one leaf's.
  */
-static void
-leaf_split_sums(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int feature, int border,
+void
+boost_leaf_split_sums(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int feature, int border,
 				gbml_boost_hist_bin *left, gbml_boost_hist_bin *right)
 {
 	const gbml_boost_hist_bin *h = T->hist_cur + (size_t) l * T->total_bins + T->feat_off[feature];
@@ -865,7 +853,7 @@ split_sums(const trainer *T, const gbml_boost_hist_bin *leaf_sums, int n_leaves,
 		   int feature, int border, gbml_boost_hist_bin *out)
 {
 	for (int l = 0; l < n_leaves; l++)
-		leaf_split_sums(T, l, &leaf_sums[l], feature, border, &out[l], &out[l | (1 << level)]);
+		boost_leaf_split_sums(T, l, &leaf_sums[l], feature, border, &out[l], &out[l | (1 << level)]);
 }
 
 /* Tree t added to pred[] by the blocks' bins (tree_blocks). */
@@ -883,11 +871,11 @@ tree_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
 	const tree_arg *a = arg;
 	const forest_builder *F = &a->T->forest;
 	int			d = F->depth;
-	const int32_t *feat = F->feature + split_index(F, a->t, 0, 0);
-	const int32_t *bord = F->border_index + split_index(F, a->t, 0, 0);
+	const int32_t *feat = F->feature + boost_split_index(F, a->t, 0, 0);
+	const int32_t *bord = F->border_index + boost_split_index(F, a->t, 0, 0);
 	const float *lv = F->leaf + (a->t << d);
 	bool		nodes = F->node_splits;
-	const uint8_t *masks = F->has_sets ? F->set_mask + split_index(F, a->t, 0, 0) * GBML_BOOST_SET_MASK_BYTES : NULL;
+	const uint8_t *masks = F->has_sets ? F->set_mask + boost_split_index(F, a->t, 0, 0) * GBML_BOOST_SET_MASK_BYTES : NULL;
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(a->T->threads)
 	for (int64_t b = b0; b < b1; b++)
@@ -939,8 +927,8 @@ add_tree_from_bins(trainer *T, int64_t t, double *pred)
 	{
 		/* the bins are on the device: it computes the leaf indices */
 		/* (Depthwise trees train on the CPU only: setup_device) */
-		int			rc = gbml_boost_gpu_tree_leaves(&T->gpu, d, F->feature + split_index(F, t, 0, 0),
-													F->border_index + split_index(F, t, 0, 0), T->leaf);
+		int			rc = gbml_boost_gpu_tree_leaves(&T->gpu, d, F->feature + boost_split_index(F, t, 0, 0),
+													F->border_index + boost_split_index(F, t, 0, 0), T->leaf);
 
 		if (rc != GBML_OK)
 			return rc;
@@ -1951,8 +1939,8 @@ level_leaf_sums(const trainer *T, int level, gbml_boost_hist_bin *leaf_sums)
 }
 
 /* Split s of the open tree := (feature, border index) with its gain. */
-static void
-set_split(trainer *T, size_t s, int feature, int border, double gain)
+void
+boost_set_split(trainer *T, size_t s, int feature, int border, double gain)
 {
 	forest_builder *F = &T->forest;
 
@@ -1960,183 +1948,6 @@ set_split(trainer *T, size_t s, int feature, int border, double gain)
 	F->border_index[s] = border;
 	F->border[s] = T->borders.values[T->borders.offset[feature] + border];
 	F->gain[s] = (float) fmax(0.0, gain);
-}
-
-/*
- * One leaf's best split of set feature f (a slot column, categorical_split
- * sets), as XGBoost splits categories: every bin (slot) ordered by its
- * Newton value G / (H + l2) in the leaf (ties: the lower bin), and the best
- * of the splits "the first i of them go right" whose children each keep
- * min_h of hessian.  As in XGBoost, a slot with less than min_h of hessian
- * in the leaf has value 0: a category with a few rows there is not placed
- * by their noise (without this, churn's 51 states overfit: test logloss
- * 0.20 against 0.15), and one with none (the unseen slot among them) goes
- * with the side whose values are nearer 0, not an arbitrary one.  Exact integer sums, a fixed order: the same
- * bits on any thread count.  The split's score is not noised
- * (random_strength).  best->feature -1 when there is none; else mask holds
- * the bins going right.
- */
-static void
-best_set_split(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int f, int64_t min_h,
-			   gbml_boost_split *best, uint8_t *mask)
-{
-	const gbml_boost_hist_bin *h = T->hist_cur + (size_t) l * (size_t) T->total_bins + T->feat_off[f];
-	int			nb = T->borders.count[f] + 1,
-				m = 0,
-				best_i = -1;
-	int			order[GBML_BOOST_MAX_BORDERS + 1];
-	double		ratio[GBML_BOOST_MAX_BORDERS + 1];
-	gbml_boost_hist_bin child[2] = {{0, 0}, {0, 0}};
-
-	for (int b = 0; b < nb; b++)
-	{
-		double		den = (double) h[b].h / T->sh + T->l2;
-		int			i = m++;
-
-		ratio[b] = h[b].h < min_h || h[b].g == 0 || !(den > 0) ? 0.0 : ((double) h[b].g / T->sg) / den;
-		/* insertion by (ratio, bin): at most 256 bins */
-		while (i > 0 && ratio[order[i - 1]] > ratio[b])
-		{
-			order[i] = order[i - 1];
-			i--;
-		}
-		order[i] = b;
-	}
-	best->feature = best->border = -1;
-	best->score = best->pick = -INFINITY;
-	for (int i = 0; i + 1 < m; i++)
-	{
-		double		score;
-
-		child[1].g += h[order[i]].g;
-		child[1].h += h[order[i]].h;
-		child[0].g = leaf_sum->g - child[1].g;
-		child[0].h = leaf_sum->h - child[1].h;
-		if (child[1].h < min_h || child[0].h < min_h)
-			continue;
-		score = gbml_boost_leaves_score(child, 2, 1.0 / T->sg, 1.0 / T->sh, T->l2);
-		if (score > best->score)
-		{
-			best->score = best->pick = score;
-			best_i = i;
-		}
-	}
-	if (best_i < 0)
-		return;
-	best->feature = f;
-	best->border = GBML_BOOST_SET_SPLIT;
-	memset(mask, 0, GBML_BOOST_SET_MASK_BYTES);
-	for (int i = 0; i <= best_i; i++)
-		mask[order[i] >> 3] |= (uint8_t) (1u << (order[i] & 7));
-}
-
-/* Split s of the open tree := the set split of feature f (mask: the bins going right), and its children's sums. */
-static void
-set_set_split(trainer *T, size_t s, int l, const gbml_boost_hist_bin *leaf_sum, int f, const uint8_t *mask,
-			  double gain, gbml_boost_hist_bin *left, gbml_boost_hist_bin *right)
-{
-	forest_builder *F = &T->forest;
-	const gbml_boost_hist_bin *h = T->hist_cur + (size_t) l * (size_t) T->total_bins + T->feat_off[f];
-
-	F->feature[s] = f;
-	F->border_index[s] = GBML_BOOST_SET_SPLIT;
-	F->border[s] = 0.5f;		/* the set feature's border, once the model is written */
-	F->gain[s] = (float) fmax(0.0, gain);
-	memcpy(F->set_mask + s * GBML_BOOST_SET_MASK_BYTES, mask, GBML_BOOST_SET_MASK_BYTES);
-	right->g = right->h = 0;
-	for (int b = 0; b <= T->borders.count[f]; b++)
-		if (gbml_boost_set_has(mask, b))
-		{
-			right->g += h[b].g;
-			right->h += h[b].h;
-		}
-	left->g = leaf_sum->g - right->g;
-	left->h = leaf_sum->h - right->h;
-}
-
-/*
- * The best split of leaf l of the level: the ordinal search over every
- * feature but the set ones, then each set feature's (best_set_split); the
- * higher pick wins (the ordinal one on a tie).  mask: the winner's, when a
- * set.
- */
-static void
-best_leaf_split(trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int64_t min_h,
-				const gbml_boost_split_noise *noise, gbml_boost_split *best, uint8_t *mask)
-{
-	gbml_boost_split cand;
-	uint8_t		cand_mask[GBML_BOOST_SET_MASK_BYTES];
-
-	gbml_boost_best_split(T->hist_cur + (size_t) l * (size_t) T->total_bins, leaf_sum, 1, T->n_features,
-						  T->feat_off, T->total_bins, T->is_set ? T->ordinal_count : T->borders.count,
-						  1.0 / T->sg, 1.0 / T->sh, T->l2, T->threads, min_h, noise, T->feature_best, best);
-	for (int f = 0; T->is_set != NULL && f < T->n_features; f++)
-		if (T->is_set[f])
-		{
-			best_set_split(T, l, leaf_sum, f, min_h, &cand, cand_mask);
-			if (cand.feature >= 0 && cand.pick > best->pick)
-			{
-				*best = cand;
-				memcpy(mask, cand_mask, GBML_BOOST_SET_MASK_BYTES);
-			}
-		}
-}
-
-/*
- * Depthwise: each leaf of the level takes its own best split over the
- * borders that leave each child at least min_child_weight of hessian (and
- * rows), when its score beats the leaf unsplit (no split: every row goes left, the right child stays empty, with
- * leaf value 0).  Each leaf's noise draws from a stream of its own.  At the
- * root this is the tree's first split; false when the root cannot split.
- */
-static bool
-choose_node_splits(trainer *T, int level, const gbml_boost_hist_bin *leaf_sums,
-				   const gbml_boost_split_noise *noise)
-{
-	forest_builder *F = &T->forest;
-	int			n_leaves = 1 << level;
-	size_t		root = split_index(F, F->n_trees, 0, 0);
-	/* min_child_weight in fixed point, at least one unit: a child with no rows is never a split's */
-	int64_t		min_h = (int64_t) fmin(ceil(T->p->min_child_weight * T->sh), 4.0e18);
-
-	if (min_h < 1)
-		min_h = 1;
-	for (int l = 0; l < n_leaves; l++)
-	{
-		size_t		s = split_index(F, F->n_trees, level, l);
-		gbml_boost_split best = {-1, -1, -INFINITY, -INFINITY};
-		uint8_t		mask[GBML_BOOST_SET_MASK_BYTES];
-		gbml_boost_split_noise leaf_noise = *noise;
-		uint64_t	x = noise->seed ^ ((uint64_t) (l + 1) * 0x9e3779b97f4a7c15ULL);
-		double		unsplit = gbml_boost_leaves_score(leaf_sums + l, 1, 1.0 / T->sg, 1.0 / T->sh, T->l2);
-		gbml_boost_hist_bin *c0 = &T->child_sums[l],
-				   *c1 = &T->child_sums[l | (1 << level)];
-
-		leaf_noise.seed = gbml_splitmix64(&x);
-		if (leaf_sums[l].h > 0)
-			best_leaf_split(T, l, &leaf_sums[l], min_h, &leaf_noise, &best, mask);
-		if (best.feature >= 0 && best.score > unsplit && best.border == GBML_BOOST_SET_SPLIT)
-		{
-			set_set_split(T, s, l, &leaf_sums[l], best.feature, mask, best.score - unsplit, c0, c1);
-			continue;
-		}
-		if (best.feature >= 0 && best.score > unsplit)
-		{
-			set_split(T, s, best.feature, best.border, best.score - unsplit);
-			leaf_split_sums(T, l, &leaf_sums[l], best.feature, best.border, c0, c1);
-			continue;
-		}
-		if (level == 0)
-			return false;		/* nothing can split the root */
-		/* unsplit: every row left (no bin is above GBML_BOOST_NO_SPLIT), on a feature the tree uses */
-		F->feature[s] = F->feature[root];
-		F->border_index[s] = GBML_BOOST_NO_SPLIT;
-		F->border[s] = INFINITY;
-		F->gain[s] = 0;
-		*c0 = leaf_sums[l];
-		c1->g = c1->h = 0;
-	}
-	return true;
 }
 
 /*
@@ -2154,14 +1965,14 @@ choose_split(trainer *T, int level, gbml_boost_hist_bin *leaf_sums, const gbml_b
 
 	level_leaf_sums(T, level, leaf_sums);
 	if (F->node_splits)
-		return choose_node_splits(T, level, leaf_sums, noise);
+		return boost_choose_node_splits(T, level, leaf_sums, noise);
 	parent_score = gbml_boost_leaves_score(leaf_sums, n_leaves, 1.0 / T->sg, 1.0 / T->sh, T->l2);
 	gbml_boost_best_split(T->hist_cur, leaf_sums, n_leaves, T->n_features, T->feat_off, T->total_bins,
 						  T->borders.count, 1.0 / T->sg, 1.0 / T->sh, T->l2, T->threads, 0, noise,
 						  T->feature_best, &best);
 	if (best.feature < 0)
 		return false;			/* no feature has a border: nothing can split */
-	set_split(T, split_index(F, F->n_trees, level, 0), best.feature, best.border, best.score - parent_score);
+	boost_set_split(T, boost_split_index(F, F->n_trees, level, 0), best.feature, best.border, best.score - parent_score);
 	/* the children's sums: the next level's sibling choice, or the leaf values */
 	split_sums(T, leaf_sums, n_leaves, level, best.feature, best.border, T->child_sums);
 	return true;
@@ -2250,8 +2061,8 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 		if (!split)
 			return GBML_OK;
 		/* (the row side's handle on a symmetric level; Depthwise nodes are read from the forest) */
-		last_f = F->feature[split_index(F, F->n_trees, level, 0)];
-		last_j = F->border_index[split_index(F, F->n_trees, level, 0)];
+		last_f = F->feature[boost_split_index(F, F->n_trees, level, 0)];
+		last_j = F->border_index[boost_split_index(F, F->n_trees, level, 0)];
 		{
 			gbml_boost_hist_bin *tmp = T->hist_cur;
 
@@ -2277,194 +2088,19 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 	return GBML_OK;
 }
 
-/*
- * What the model stores of trees that split sets (categorical_split sets):
- * the slot columns are training's only, so the model's features are the
- * inputs, the other derived features, then one set feature per distinct
- * (column, set) the splits used, split at 0.5 (boost_cat.h).
- */
-typedef struct model_features
-{
-	int32_t    *to;				/* per training feature: its model feature, -1 for a slot column */
-	int32_t    *set_of;			/* per split: its set feature among the sets, or -1 */
-	int			n_kept;			/* model features before the set ones */
-	int			n_sets;
-	gbml_boost_inputs inputs;	/* the derived features to store (the sets' tables owned) */
-} model_features;
-
-static void
-model_features_free(model_features *mf, gbml_env *env)
-{
-	for (int k = mf->n_kept - mf->inputs.n_inputs; mf->inputs.derived && k < mf->inputs.n_derived; k++)
-		gbml_free(env, mf->inputs.derived[k].table);
-	gbml_free(env, mf->inputs.derived);
-	gbml_free(env, mf->to);
-	gbml_free(env, mf->set_of);
-	memset(mf, 0, sizeof(*mf));
-}
-
-/* Split s's set: its column and mask, hashed (FNV-1a). */
-static uint64_t
-set_hash(const forest_builder *F, size_t s)
-{
-	uint64_t	h = 0xcbf29ce484222325ULL ^ (uint64_t) F->feature[s];
-
-	for (int i = 0; i < GBML_BOOST_SET_MASK_BYTES; i++)
-		h = (h ^ F->set_mask[s * GBML_BOOST_SET_MASK_BYTES + i]) * 0x100000001b3ULL;
-	return h;
-}
-
-static bool
-same_set(const forest_builder *F, size_t a, size_t b)
-{
-	return F->feature[a] == F->feature[b] &&
-		memcmp(F->set_mask + a * GBML_BOOST_SET_MASK_BYTES, F->set_mask + b * GBML_BOOST_SET_MASK_BYTES,
-			   GBML_BOOST_SET_MASK_BYTES) == 0;
-}
-
-/* Gives each distinct set split a set number (mf->set_of), in the order the splits first use them. */
-static int
-number_sets(const trainer *T, model_features *mf, size_t n_splits, size_t **first_out)
-{
-	const forest_builder *F = &T->forest;
-	size_t		cap = 16;
-	int64_t    *slot;
-	size_t	   *first;
-
-	while (cap < 2 * n_splits)
-		cap *= 2;
-	slot = gbml_alloc_array(T->env, cap, sizeof(int64_t));
-	first = gbml_alloc_array(T->env, n_splits + 1, sizeof(size_t));
-	if (slot == NULL || first == NULL)
-	{
-		gbml_free(T->env, slot);
-		gbml_free(T->env, first);
-		return T->env->error_code;
-	}
-	for (size_t i = 0; i < cap; i++)
-		slot[i] = -1;
-	for (size_t s = 0; s < n_splits; s++)
-	{
-		size_t		i;
-
-		mf->set_of[s] = -1;
-		if (F->border_index[s] != GBML_BOOST_SET_SPLIT)
-			continue;
-		for (i = set_hash(F, s) & (cap - 1); slot[i] >= 0 && !same_set(F, first[slot[i]], s); i = (i + 1) & (cap - 1))
-			;
-		if (slot[i] < 0)
-		{
-			slot[i] = mf->n_sets;
-			first[mf->n_sets++] = s;
-		}
-		mf->set_of[s] = (int32_t) slot[i];
-	}
-	gbml_free(T->env, slot);
-	*first_out = first;
-	return GBML_OK;
-}
-
-/* mf for T's forest (see model_features). */
-static int
-plan_model_features(const trainer *T, model_features *mf)
-{
-	const forest_builder *F = &T->forest;
-	const gbml_boost_inputs *cat = &T->cat.model;
-	size_t		n_splits = (size_t) F->n_trees * (size_t) F->splits;
-	size_t	   *first = NULL;
-	int			n_in = T->n_inputs,
-				rc;
-
-	memset(mf, 0, sizeof(*mf));
-	mf->to = gbml_alloc_array(T->env, (size_t) T->n_features, sizeof(int32_t));
-	mf->set_of = gbml_alloc_array(T->env, n_splits + 1, sizeof(int32_t));
-	if (mf->to == NULL || mf->set_of == NULL)
-		return T->env->error_code;
-	mf->n_kept = n_in;
-	for (int f = 0; f < T->n_features; f++)
-		mf->to[f] = f < n_in ? f : T->is_set[f] ? -1 : mf->n_kept++;
-	if ((rc = number_sets(T, mf, n_splits, &first)) != GBML_OK)
-		return rc;
-	mf->inputs = *cat;
-	mf->inputs.n_derived = mf->n_kept - n_in + mf->n_sets;
-	mf->inputs.derived = gbml_alloc0(T->env, sizeof(gbml_boost_derived) * ((size_t) mf->inputs.n_derived + 1));
-	if (mf->inputs.derived == NULL)
-	{
-		gbml_free(T->env, first);
-		return T->env->error_code;
-	}
-	for (int f = n_in; f < T->n_features; f++)
-		if (mf->to[f] >= 0)
-			mf->inputs.derived[mf->to[f] - n_in] = cat->derived[f - n_in];
-	for (int k = 0; k < mf->n_sets; k++)
-	{
-		size_t		s = first[k];
-		const gbml_boost_derived *slot = &cat->derived[F->feature[s] - n_in];
-		gbml_boost_derived *e = &mf->inputs.derived[mf->n_kept - n_in + k];
-
-		*e = *slot;
-		e->kind = GBML_BOOST_CAT_SET;
-		if ((e->table = gbml_alloc0(T->env, sizeof(float) * ((size_t) slot->n_categories + 2))) == NULL)
-		{
-			gbml_free(T->env, first);
-			return T->env->error_code;
-		}
-		/* the slot column's bin is the slot, the unseen one (n + 1) included */
-		for (int32_t c = 0; c <= slot->n_categories + 1; c++)
-			e->table[c] = (float) gbml_boost_set_has(F->set_mask + s * GBML_BOOST_SET_MASK_BYTES, c);
-	}
-	gbml_free(T->env, first);
-	return GBML_OK;
-}
-
-/* Split s's model feature: mf's numbering with set splits (a no-split node takes its tree's root's). */
-static uint32_t
-model_feature_of(const trainer *T, const model_features *mf, size_t s, size_t root)
-{
-	const forest_builder *F = &T->forest;
-
-	if (mf->to == NULL)
-		return (uint32_t) F->feature[s];
-	if (F->border_index[s] == GBML_BOOST_NO_SPLIT && F->node_splits)
-		s = root;
-	if (mf->set_of[s] >= 0)
-		return (uint32_t) (mf->n_kept + mf->set_of[s]);
-	return (uint32_t) mf->to[F->feature[s]];
-}
-
-/* The model features' borders ('BSTB'): the training's, renumbered by mf when the trees split sets. */
-static void
-write_borders(const trainer *T, const model_features *mf, gbml_strbuf *sb)
-{
-	gbml_sb_u32(sb, (uint32_t) (mf->to ? mf->n_kept + mf->n_sets : T->n_features));
-	for (int f = 0; f < T->n_features; f++)
-	{
-		if (mf->to && mf->to[f] < 0)
-			continue;
-		gbml_sb_u32(sb, (uint32_t) T->borders.count[f]);
-		for (int j = 0; j < T->borders.count[f]; j++)
-			gbml_sb_f32(sb, T->borders.values[T->borders.offset[f] + j]);
-	}
-	for (int k = 0; mf->to && k < mf->n_sets; k++)
-	{
-		gbml_sb_u32(sb, 1);
-		gbml_sb_f32(sb, 0.5f);
-	}
-}
-
 static int
 write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 {
 	gbml_strbuf sb;
 	const forest_builder *F = &T->forest;
 	int			d = F->depth;
-	model_features mf;
+	boost_model_features mf;
 	int			rc;
 
 	memset(&mf, 0, sizeof(mf));
-	if (F->has_sets && (rc = plan_model_features(T, &mf)) != GBML_OK)
+	if (F->has_sets && (rc = boost_plan_model_features(T, &mf)) != GBML_OK)
 	{
-		model_features_free(&mf, T->env);
+		boost_model_features_free(&mf, T->env);
 		return rc;
 	}
 	gbml_sb_init(&sb, T->env);
@@ -2479,12 +2115,12 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 	gbml_sb_init(&sb, T->env);
 	for (int64_t t = 0; t < F->n_trees; t++)
 	{
-		size_t		s0 = split_index(F, t, 0, 0);
+		size_t		s0 = boost_split_index(F, t, 0, 0);
 
 		gbml_sb_u32(&sb, (uint32_t) d | (F->node_splits ? GBML_BOOST_TREE_NODE_SPLITS : 0));
 		for (size_t s = s0; s < s0 + (size_t) F->splits; s++)
 		{
-			gbml_sb_u32(&sb, model_feature_of(T, &mf, s, s0));
+			gbml_sb_u32(&sb, boost_model_feature_of(T, &mf, s, s0));
 			gbml_sb_f32(&sb, F->border[s]);
 			gbml_sb_f32(&sb, F->gain[s]);
 		}
@@ -2495,7 +2131,7 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 	gbml_sb_free(&sb);
 
 	gbml_sb_init(&sb, T->env);
-	write_borders(T, &mf, &sb);
+	boost_write_borders(T, &mf, &sb);
 	gbml_model_add_sb(ctx->writer, GBML_SECTION_BOOST_BORDERS, &sb);
 	gbml_sb_free(&sb);
 
@@ -2507,7 +2143,7 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 		gbml_model_add_sb(ctx->writer, GBML_SECTION_BOOST_CATEGORICAL, &sb);
 		gbml_sb_free(&sb);
 	}
-	model_features_free(&mf, T->env);
+	boost_model_features_free(&mf, T->env);
 	return GBML_OK;
 }
 

@@ -146,6 +146,54 @@ typedef struct trainer
 } trainer;
 
 
+/*
+ * Where split `node` of `level` of tree t is in the forest's arrays: level
+ * by level, one entry a level (symmetric trees) or one a node (Depthwise:
+ * level l's nodes from 2^l - 1, node k holding the rows whose leaf bits so
+ * far are k).
+ */
+static inline size_t
+boost_split_index(const forest_builder *F, int64_t t, int level, int node)
+{
+	return (size_t) t * (size_t) F->splits +
+		(F->node_splits ? ((size_t) 1 << level) - 1 + (size_t) node : (size_t) level);
+}
+
+/* Split s of the open tree := (feature, border index) with its gain (the border's value from the borders). */
+void		boost_set_split(trainer *T, size_t s, int feature, int border, double gain);
+/* Leaf l's children's (G, H) under (feature, border) from the level's histograms. */
+void		boost_leaf_split_sums(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int feature, int border,
+								  gbml_boost_hist_bin *left, gbml_boost_hist_bin *right);
+/*
+ * Depthwise (boost_node_split.c): each leaf of the level its own split, the
+ * children's sums into T->child_sums; false when the root cannot split.
+ */
+bool		boost_choose_node_splits(trainer *T, int level, const gbml_boost_hist_bin *leaf_sums,
+									 const gbml_boost_split_noise *noise);
+
+/*
+ * What the model stores of trees that split sets (categorical_split sets):
+ * the slot columns are training's only, so the model's features are the
+ * inputs, the other derived features, then one set feature per distinct
+ * (column, set) the splits used, split at 0.5 (boost_cat.h).
+ */
+typedef struct boost_model_features
+{
+	int32_t    *to;				/* per training feature: its model feature, -1 for a slot column */
+	int32_t    *set_of;			/* per split: its set feature among the sets, or -1 */
+	int			n_kept;			/* model features before the set ones */
+	int			n_sets;
+	gbml_boost_inputs inputs;	/* the derived features to store (the sets' tables owned) */
+} boost_model_features;
+
+/* mf for T's forest (only when it has set splits); free with boost_model_features_free. */
+int			boost_plan_model_features(const trainer *T, boost_model_features *mf);
+void		boost_model_features_free(boost_model_features *mf, gbml_env *env);
+/* Split s's model feature (root: its tree's first split, which a node left unsplit names). */
+uint32_t	boost_model_feature_of(const trainer *T, const boost_model_features *mf, size_t s, size_t root);
+/* The model features' borders ('BSTB' body). */
+void		boost_write_borders(const trainer *T, const boost_model_features *mf, gbml_strbuf *sb);
+
 /* The maxima of one tree's gradients over the drawn rows (exact in any order). */
 typedef struct boost_grad_max
 {
