@@ -14,6 +14,7 @@
 #include "boost_ctr.h"
 #include "chunk_store_file.h"
 #include "metrics.h"
+#include "model_format.h"
 #include "rng.h"
 #include "test_util.h"
 
@@ -1109,6 +1110,34 @@ TEST(boost_categorical_sets_split_a_scattered_set)
 		gbml_sb_append(&sb, "", 1);
 		CHECK(strstr(sb.data, "\"transform\":\"set\"") != NULL);
 		gbml_sb_free(&sb);
+	}
+	{
+		/* a set's table holds 0s and 1s only: one 0.5 in it is a damaged section */
+		gbml_model_reader r;
+		gbml_model_writer w;
+		const uint8_t *data;
+		size_t		dlen,
+					blen;
+		uint8_t    *body,
+				   *bad = NULL;
+		float		half = 0.5f;
+		gbml_scorer bsc;
+
+		CHECK(gbml_model_open(&r, &env, m, len) == GBML_OK);
+		CHECK(gbml_model_find(&r, GBML_SECTION_BOOST_CATEGORICAL, &data, &dlen) && dlen == 40 + 14 * 4);
+		body = malloc(dlen);
+		memcpy(body, data, dlen);
+		memcpy(body + 40, &half, 4);	/* header 28 bytes, the set's source, kind, count 12, then its table */
+		gbml_model_writer_init(&w, &env);
+		for (int i = 0; i < r.n_sections; i++)
+			gbml_model_add_section(&w, r.sections[i].tag,
+								   r.sections[i].tag == GBML_SECTION_BOOST_CATEGORICAL ? body : r.sections[i].data,
+								   r.sections[i].len);
+		CHECK(gbml_model_finish(&w, r.algorithm, r.flags, &bad, &blen) == GBML_OK);
+		CHECK(gbml_scorer_load(&bsc, &env, bad, blen) == GBML_ECORRUPT &&
+			  strstr(env.error, "not 0 or 1") != NULL);
+		gbml_free(&env, bad);
+		free(body);
 	}
 	gbml_scorer_free(&sc, &env);
 	CHECK(env.memory_used == 0);

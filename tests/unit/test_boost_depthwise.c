@@ -3,13 +3,15 @@
  * nodes each take their own split): the tree found on data whose best split
  * differs by branch, nodes left unsplit, the scorers (single row, batch,
  * categorical inputs) against the trainer's own predictions, the eval set,
- * determinism across thread counts and row order, and the default
- * (SymmetricTree) keeping its bytes.
+ * determinism across thread counts and row order, the default
+ * (SymmetricTree) keeping its bytes, and the trees section's node-split
+ * flag checked against its bytes.
  */
 #define _GNU_SOURCE				/* memmem */
 #include "harness.h"
 #include "boost.h"
 #include "metrics.h"
+#include "model_format.h"
 #include "rng.h"
 #include "test_util.h"
 
@@ -337,6 +339,69 @@ TEST(boost_symmetric_tree_is_the_default)
 	CHECK(!params_name(&env, a, alen, "grow_policy"));
 	gbml_free(&env, a);
 	gbml_free(&env, b);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+}
+
+/* The model with section `tag`'s body replaced (a valid container around it). */
+static uint8_t *
+with_section(gbml_env *env, const uint8_t *model, size_t len, uint32_t tag, const uint8_t *body, size_t blen,
+			 size_t *out_len)
+{
+	gbml_model_reader r;
+	gbml_model_writer w;
+	uint8_t    *out = NULL;
+
+	CHECK(gbml_model_open(&r, env, model, len) == GBML_OK);
+	gbml_model_writer_init(&w, env);
+	for (int i = 0; i < r.n_sections; i++)
+		gbml_model_add_section(&w, r.sections[i].tag, r.sections[i].tag == tag ? body : r.sections[i].data,
+							   r.sections[i].tag == tag ? blen : r.sections[i].len);
+	CHECK(gbml_model_finish(&w, r.algorithm, r.flags, &out, out_len) == GBML_OK);
+	return out;
+}
+
+/*
+ * The trees section's node-split flag is checked against its bytes: a
+ * Depthwise tree read as symmetric (flag cleared), or a symmetric one read
+ * as Depthwise (flag set), is a clear error, not a misread model.
+ */
+TEST(boost_depthwise_flag_disagreeing_with_the_bytes_is_rejected)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	gbml_param_value v[] = {tu_num("iterations", 2), tu_num("depth", 3), tu_str("grow_policy", "Depthwise")};
+
+	gbml_env_init_malloc(&env, 1);
+	make_rows(&ds, &env, BRANCHES, 2000, 3, 6, false);
+	for (int nodes = 0; nodes < 2; nodes++)
+	{
+		uint8_t    *model = NULL,
+				   *bad;
+		size_t		len,
+					blen;
+		gbml_model_reader r;
+		const uint8_t *data;
+		size_t		dlen;
+		uint8_t    *body;
+		uint32_t	word;
+		gbml_scorer sc;
+
+		CHECK(gbml_train_values(&env, "boost", v, nodes ? 3 : 2, &ds, NULL, &model, &len) == GBML_OK);
+		CHECK(gbml_model_open(&r, &env, model, len) == GBML_OK);
+		CHECK(gbml_model_find(&r, GBML_SECTION_BOOST_TREES, &data, &dlen));
+		body = malloc(dlen);
+		memcpy(body, data, dlen);
+		memcpy(&word, body, 4);
+		CHECK((word & GBML_BOOST_TREE_NODE_SPLITS) == (nodes ? GBML_BOOST_TREE_NODE_SPLITS : 0u));
+		word ^= GBML_BOOST_TREE_NODE_SPLITS;
+		memcpy(body, &word, 4);
+		bad = with_section(&env, model, len, GBML_SECTION_BOOST_TREES, body, dlen, &blen);
+		CHECK(bad != NULL && gbml_scorer_load(&sc, &env, bad, blen) == GBML_ECORRUPT);
+		free(body);
+		gbml_free(&env, bad);
+		gbml_free(&env, model);
+	}
 	gbml_dataset_free(&ds, &env);
 	CHECK(env.memory_used == 0);
 }
