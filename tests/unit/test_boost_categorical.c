@@ -1063,7 +1063,7 @@ TEST(boost_categorical_sets_split_a_scattered_set)
 	double	   *pred;
 	float	   *lab;
 
-	make_rows(&tr, cols, 2, 3000, LABEL_REGRESSION, 21);
+	make_rows(&tr, cols, 2, 3000, LABEL_NOISE, 21);	/* (relabelled below; LABEL_REGRESSION reads a third column) */
 	for (int64_t i = 0; i < tr.n; i++)
 		tr.row[i].label = in_marked_set(gbml_boost_cat_slot(tr.x[i * 2 + 1], 12)) ? 2.0f : 0.0f;
 	m = fit(&tr, NULL, v, 7, 2, 0, false, &len);
