@@ -2599,7 +2599,8 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 	{
 		int64_t		so = 0,
 					lo = 0;
-		int			uniform = -2;
+		int			uniform = -2,
+					node_depth = -2;
 
 		for (uint32_t t = 0; t < n_trees; t++)
 		{
@@ -2618,7 +2619,11 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 			}
 			gbml_cursor_f32_array(&c, m->leaf_buf + lo, (size_t) 1 << d);
 			lo += (int64_t) 1 << d;
-			/* node-split trees (Depthwise) take the general scorer */
+			/* node-split trees (Depthwise) take their own scorer, or the general one */
+			if (node_depth == -2)
+				node_depth = nodes ? (int) d : -1;
+			else if (node_depth != (int) d || !nodes)
+				node_depth = -1;
 			if (uniform == -2)
 				uniform = nodes ? -1 : (int) d;
 			else if (uniform != (int) d || nodes)
@@ -2627,6 +2632,7 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 		m->split_off_buf[n_trees] = so;
 		m->leaf_off_buf[n_trees] = lo;
 		m->forest.uniform_depth = uniform < 0 ? -1 : uniform;	/* -2 (no tree) too */
+		m->forest.node_depth = node_depth < 0 ? -1 : node_depth;
 	}
 	m->forest.n_trees = (int) n_trees;
 	m->forest.depth = m->depth_buf;

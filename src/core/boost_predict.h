@@ -30,7 +30,8 @@ typedef struct gbml_boost_forest
 	int			n_features;		/* the model features splits index (the row's, unless inputs) */
 	int			n_trees;
 	double		base_score;
-	int			uniform_depth;	/* the depth of every tree, or -1 when they differ */
+	int			uniform_depth;	/* the depth of every tree, or -1 when they differ (or split per node) */
+	int			node_depth;		/* the depth of every tree when all split per node, else -1 */
 	const int32_t *depth;		/* n_trees */
 	const int64_t *split_off;	/* n_trees + 1: tree t's splits are split_off[t] .. (a level's, or a node's) */
 	const int64_t *leaf_off;	/* n_trees + 1: tree t's 2^depth leaves start at leaf_off[t] */
