@@ -831,7 +831,7 @@ level_histograms(trainer *T, int level, int prev_feature, int prev_border)
  */
 void
 boost_leaf_split_sums(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int feature, int border,
-				gbml_boost_hist_bin *left, gbml_boost_hist_bin *right)
+					  gbml_boost_hist_bin *left, gbml_boost_hist_bin *right)
 {
 	const gbml_boost_hist_bin *h = T->hist_cur + (size_t) l * T->total_bins + T->feat_off[feature];
 	int64_t		lg = 0,
@@ -891,12 +891,9 @@ tree_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
 			for (int l = 0; l < d; l++)
 			{
 				int			s = nodes ? (1 << l) - 1 + idx : l;
-				uint8_t		bin = bb[(size_t) feat[s] * len + r];
 
-				if (masks && bord[s] == GBML_BOOST_SET_SPLIT)
-					idx |= gbml_boost_set_has(masks + (size_t) s * GBML_BOOST_SET_MASK_BYTES, bin) << l;
-				else
-					idx |= (bin > bord[s]) << l;
+				idx |= gbml_boost_bin_goes_right(bb[(size_t) feat[s] * len + r], bord[s],
+												 masks ? masks + (size_t) s * GBML_BOOST_SET_MASK_BYTES : NULL) << l;
 			}
 			a->pred[start + r] += (double) lv[idx];
 		}
@@ -1209,7 +1206,7 @@ setup_device(trainer *T, const gbml_dataset *ds)
 		env->device = GBML_DEVICE_CPU;
 		return GBML_OK;
 	}
-	if (!T->forest.node_splits && gbml_boost_gpu_wanted(env, T->train.n, T->n_features))
+	if (gbml_boost_gpu_wanted(env, T->train.n, T->n_features))
 	{
 		if ((rc = gbml_boost_gpu_open(&T->gpu, env, &T->bins, T->n_features, T->feat_off, T->total_bins,
 									  (int) T->max_slots)) != GBML_OK)
@@ -2492,6 +2489,15 @@ load_inputs(const gbml_model_reader *r, gbml_boost_model *m, int nf, gbml_env *e
 	return GBML_OK;
 }
 
+/* A tree's depth word (trees section): its depth, whether it splits per node, its split count. */
+static uint32_t
+tree_shape(uint32_t word, uint32_t *depth, bool *nodes)
+{
+	*depth = word & ~GBML_BOOST_TREE_NODE_SPLITS;
+	*nodes = (word & GBML_BOOST_TREE_NODE_SPLITS) != 0;
+	return *nodes && *depth <= GBML_BOOST_MAX_DEPTH ? (1u << *depth) - 1 : *depth;
+}
+
 static int
 boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 {
@@ -2547,13 +2553,12 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 	gbml_cursor_init(&c, data, len);
 	for (uint32_t t = 0; t < n_trees; t++)
 	{
-		uint32_t	word = gbml_cursor_u32(&c);
-		uint32_t	d = word & ~GBML_BOOST_TREE_NODE_SPLITS;
-		uint32_t	n_tree_splits;
+		uint32_t	d;
+		bool		nodes;
+		uint32_t	n_tree_splits = tree_shape(gbml_cursor_u32(&c), &d, &nodes);
 
 		if (!c.ok || d < 1 || d > GBML_BOOST_MAX_DEPTH)
 			return corrupt(m, env, "tree depth out of range 1..10");
-		n_tree_splits = (word & GBML_BOOST_TREE_NODE_SPLITS) ? (1u << d) - 1 : d;
 		for (uint32_t l = 0; l < n_tree_splits; l++)
 		{
 			uint32_t	f = gbml_cursor_u32(&c);
@@ -2599,19 +2604,19 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 	{
 		int64_t		so = 0,
 					lo = 0;
-		int			uniform = -2,
-					node_depth = -2;
+		int			uniform = -2;	/* the trees' one depth; -1 when they differ */
+		unsigned	kinds = 0;		/* 1: a symmetric tree seen, 2: a node-split one */
 
 		for (uint32_t t = 0; t < n_trees; t++)
 		{
-			uint32_t	word = gbml_cursor_u32(&c);
-			uint32_t	d = word & ~GBML_BOOST_TREE_NODE_SPLITS;
-			bool		nodes = (word & GBML_BOOST_TREE_NODE_SPLITS) != 0;
+			uint32_t	d;
+			bool		nodes;
+			uint32_t	n_tree_splits = tree_shape(gbml_cursor_u32(&c), &d, &nodes);
 
 			m->depth_buf[t] = (int32_t) d;
 			m->split_off_buf[t] = so;
 			m->leaf_off_buf[t] = lo;
-			for (uint32_t l = 0; l < (nodes ? (1u << d) - 1 : d); l++, so++)
+			for (uint32_t l = 0; l < n_tree_splits; l++, so++)
 			{
 				m->feature_buf[so] = (int32_t) gbml_cursor_u32(&c);
 				m->border_buf[so] = gbml_cursor_f32(&c);
@@ -2619,20 +2624,14 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 			}
 			gbml_cursor_f32_array(&c, m->leaf_buf + lo, (size_t) 1 << d);
 			lo += (int64_t) 1 << d;
-			/* node-split trees (Depthwise) take their own scorer, or the general one */
-			if (node_depth == -2)
-				node_depth = nodes ? (int) d : -1;
-			else if (node_depth != (int) d || !nodes)
-				node_depth = -1;
-			if (uniform == -2)
-				uniform = nodes ? -1 : (int) d;
-			else if (uniform != (int) d || nodes)
-				uniform = -1;
+			kinds |= nodes ? 2u : 1u;
+			uniform = uniform == -2 || uniform == (int) d ? (int) d : -1;
 		}
 		m->split_off_buf[n_trees] = so;
 		m->leaf_off_buf[n_trees] = lo;
-		m->forest.uniform_depth = uniform < 0 ? -1 : uniform;	/* -2 (no tree) too */
-		m->forest.node_depth = node_depth < 0 ? -1 : node_depth;
+		/* one depth and one kind: the scorers' fast loops (symmetric, or node-split trees) */
+		m->forest.uniform_depth = kinds == 1 && uniform > 0 ? uniform : -1;
+		m->forest.node_depth = kinds == 2 && uniform > 0 ? uniform : -1;
 	}
 	m->forest.n_trees = (int) n_trees;
 	m->forest.depth = m->depth_buf;

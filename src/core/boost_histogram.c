@@ -272,14 +272,10 @@ gbml_boost_leaf_update_nodes(const uint8_t *block, int64_t len, int level, const
 	{
 		int			k = leaf[r] & node_mask;
 		uint8_t		bin = block[(size_t) feature[k] * (size_t) len + (size_t) r];
-		int			right;
 
-		/* a border index of 255 (no split) is above every bin */
-		if (set_mask != NULL && border_index[k] == GBML_BOOST_SET_SPLIT)
-			right = gbml_boost_set_has(set_mask + (size_t) k * GBML_BOOST_SET_MASK_BYTES, bin);
-		else
-			right = (int) bin > border_index[k];
-		leaf[r] |= (uint16_t) (right << level);
+		leaf[r] |= (uint16_t) (gbml_boost_bin_goes_right(bin, border_index[k], set_mask ?
+														  set_mask + (size_t) k * GBML_BOOST_SET_MASK_BYTES : NULL)
+							   << level);
 	}
 }
 

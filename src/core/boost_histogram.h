@@ -24,6 +24,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define GBML_BOOST_MAX_DEPTH 10
@@ -132,6 +133,18 @@ static inline int
 gbml_boost_set_has(const uint8_t *mask, int bin)
 {
 	return (mask[bin >> 3] >> (bin & 7)) & 1;
+}
+
+/*
+ * Whether a row with this bin goes right at a node split (border_index,
+ * mask: the node's set, or NULL): the one rule of the trainer's passes.
+ */
+static inline int
+gbml_boost_bin_goes_right(uint8_t bin, int32_t border_index, const uint8_t *mask)
+{
+	if (mask != NULL && border_index == GBML_BOOST_SET_SPLIT)
+		return gbml_boost_set_has(mask, bin);
+	return (int) bin > border_index;	/* GBML_BOOST_NO_SPLIT is above every bin */
 }
 void		gbml_boost_leaf_update_nodes(const uint8_t *block, int64_t len, int level, const int32_t *feature,
 										 const int32_t *border_index, const uint8_t *set_mask, uint16_t *leaf);

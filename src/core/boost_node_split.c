@@ -21,11 +21,11 @@
  * min_h of hessian.  As in XGBoost, a slot with less than min_h of hessian
  * in the leaf has value 0: a category with a few rows there is not placed
  * by their noise (without this, churn's 51 states overfit: test logloss
- * 0.20 against 0.15), and one with none (the unseen slot among them) goes
- * with the side whose values are nearer 0, not an arbitrary one.  Exact integer sums, a fixed order: the same
- * bits on any thread count.  The split's score is not noised
- * (random_strength).  best->feature -1 when there is none; else mask holds
- * the bins going right.
+ * 0.20 against 0.157), and one with none (the unseen slot among them) goes
+ * with the side whose values are nearer 0, not an arbitrary one.  Exact
+ * integer sums, a fixed order: the same bits on any thread count.  The
+ * split's score is not noised (random_strength).  best->feature -1 when
+ * there is none; else mask holds the bins going right.
  */
 static void
 best_set_split(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int f, int64_t min_h,
@@ -33,7 +33,6 @@ best_set_split(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int
 {
 	const gbml_boost_hist_bin *h = T->hist_cur + (size_t) l * (size_t) T->total_bins + T->feat_off[f];
 	int			nb = T->borders.count[f] + 1,
-				m = 0,
 				best_i = -1;
 	int			order[GBML_BOOST_MAX_BORDERS + 1];
 	double		ratio[GBML_BOOST_MAX_BORDERS + 1];
@@ -41,10 +40,10 @@ best_set_split(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int
 
 	for (int b = 0; b < nb; b++)
 	{
-		double		den = (double) h[b].h / T->sh + T->l2;
-		int			i = m++;
+		int			i = b;
 
-		ratio[b] = h[b].h < min_h || h[b].g == 0 || !(den > 0) ? 0.0 : ((double) h[b].g / T->sg) / den;
+		/* (min_h >= 1, so a counted slot's denominator is positive) */
+		ratio[b] = h[b].h < min_h ? 0.0 : ((double) h[b].g / T->sg) / ((double) h[b].h / T->sh + T->l2);
 		/* insertion by (ratio, bin): at most 256 bins */
 		while (i > 0 && ratio[order[i - 1]] > ratio[b])
 		{
@@ -55,7 +54,7 @@ best_set_split(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int
 	}
 	best->feature = best->border = -1;
 	best->score = best->pick = -INFINITY;
-	for (int i = 0; i + 1 < m; i++)
+	for (int i = 0; i + 1 < nb; i++)
 	{
 		double		score;
 
@@ -136,13 +135,14 @@ best_leaf_split(trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int64_t 
 /*
  * Depthwise: each leaf of the level takes its own best split over the
  * borders that leave each child at least min_child_weight of hessian (and
- * rows), when its score beats the leaf unsplit (no split: every row goes left, the right child stays empty, with
- * leaf value 0).  Each leaf's noise draws from a stream of its own.  At the
- * root this is the tree's first split; false when the root cannot split.
+ * rows), when its score beats the leaf unsplit (no split: every row goes
+ * left, the right child stays empty, with leaf value 0).  Each leaf's noise
+ * draws from a stream of its own.  At the root this is the tree's first
+ * split; false when the root cannot split.
  */
 bool
 boost_choose_node_splits(trainer *T, int level, const gbml_boost_hist_bin *leaf_sums,
-				   const gbml_boost_split_noise *noise)
+						 const gbml_boost_split_noise *noise)
 {
 	forest_builder *F = &T->forest;
 	int			n_leaves = 1 << level;

@@ -1,8 +1,8 @@
 /*
  * boost_predict.c — branch-free scoring of oblivious-tree forests, one row
  * (the SQL predict path) or a batch of rows (the bench, and batch scoring).
- * Trees that split per node (grow_policy Depthwise) take the general loops:
- * each level's split is looked up by the row's leaf bits so far.
+ * Trees that split per node (grow_policy Depthwise) look each level's split
+ * up by the row's leaf bits so far (sum_nodes, several trees side by side).
  *
  * Batch: rows are taken BATCH_ROWS at a time and the features the forest
  * uses are transposed to feature-major, so a level of a tree is a compare of

@@ -35,8 +35,8 @@ typedef struct gbml_boost_forest
 	const int32_t *depth;		/* n_trees */
 	const int64_t *split_off;	/* n_trees + 1: tree t's splits are split_off[t] .. (a level's, or a node's) */
 	const int64_t *leaf_off;	/* n_trees + 1: tree t's 2^depth leaves start at leaf_off[t] */
-	const int32_t *feature;		/* per level */
-	const float *border;		/* per level */
+	const int32_t *feature;		/* per split (split_off) */
+	const float *border;		/* per split */
 	const float *leaf;			/* leaf values (learning rate applied) */
 	/* For the batch scorer: the features the splits use, and each split's position in that list. */
 	int			n_used;

@@ -83,7 +83,7 @@ number_sets(const trainer *T, boost_model_features *mf, size_t n_splits, size_t 
 	return GBML_OK;
 }
 
-/* mf for T's forest (see model_features). */
+/* mf for T's forest (boost_internal.h: boost_model_features). */
 int
 boost_plan_model_features(const trainer *T, boost_model_features *mf)
 {
