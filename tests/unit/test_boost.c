@@ -74,22 +74,6 @@ make_data(gbml_dataset *ds, gbml_env *env, data_kind kind, int64_t n, int d, uin
 	free(x);
 }
 
-/* Scores every row of ds with the scorer into out (dataset order). */
-static void
-score_all(gbml_scorer *sc, gbml_env *env, const gbml_dataset *ds, double *out, float *label)
-{
-	int64_t		i = 0;
-
-	for (int c = 0; c < ds->n_chunks; c++)
-		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++, i++)
-		{
-			CHECK(gbml_scorer_predict(sc, env, gbml_dataset_row(ds, c, r), ds->n_features,
-									  GBML_OUT_SCORE, &out[i]) == GBML_OK);
-			if (label)
-				label[i] = ds->chunks[c]->label[r];
-		}
-}
-
 static double
 label_std(const gbml_dataset *ds)
 {
@@ -295,7 +279,7 @@ TEST(boost_rmse_learns_and_scorer_matches_trainer)
 	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
 	pred = malloc(sizeof(double) * ds.n_rows);
 	label = malloc(sizeof(float) * ds.n_rows);
-	score_all(&sc, &env, &ds, pred, label);
+	CHECK(tu_score_dataset(&sc, &env, &ds, GBML_OUT_SCORE, pred, label) == GBML_OK);
 	rmse = gbml_rmse(pred, label, NULL, ds.n_rows);
 	CHECK(rmse < 0.15 * label_std(&ds));
 	/* the trainer's own predictions (from bins) are the scorer's (from raw floats) */
@@ -609,7 +593,7 @@ TEST(boost_every_loss_learns)
 			continue;
 		}
 		CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
-		score_all(&sc, &env, &ds, pred, label);
+		CHECK(tu_score_dataset(&sc, &env, &ds, GBML_OUT_SCORE, pred, label) == GBML_OK);
 		if (binary)
 		{
 			double		auc = gbml_auc(pred, label, NULL, n);
@@ -720,7 +704,7 @@ TEST(boost_eval_set_and_early_stopping)
 		double	   *pred = malloc(sizeof(double) * ev.n_rows);
 		float	   *label = malloc(sizeof(float) * ev.n_rows);
 
-		score_all(&sc, &env, &ev, pred, label);
+		CHECK(tu_score_dataset(&sc, &env, &ev, GBML_OUT_SCORE, pred, label) == GBML_OK);
 		CHECK_NEAR(tu_meta_number(&env, model, len, "eval_value"), gbml_rmse(pred, label, NULL, ev.n_rows), 1e-9);
 		free(pred);
 		free(label);
@@ -893,23 +877,6 @@ TEST(boost_memory_budget_is_a_clean_error)
 }
 
 /* Rebuilds a container from a model's sections, replacing one section's bytes. */
-static int
-rebuild(gbml_env *env, const gbml_model_reader *r, uint32_t tag, const uint8_t *body, size_t blen,
-		uint8_t **out, size_t *olen)
-{
-	gbml_model_writer w;
-
-	gbml_model_writer_init(&w, env);
-	for (int i = 0; i < r->n_sections; i++)
-	{
-		if (r->sections[i].tag == tag)
-			gbml_model_add_section(&w, tag, body, blen);
-		else
-			gbml_model_add_section(&w, r->sections[i].tag, r->sections[i].data, r->sections[i].len);
-	}
-	return gbml_model_finish(&w, r->algorithm, r->flags, out, olen);
-}
-
 TEST(boost_corrupt_models_are_rejected)
 {
 	gbml_env	env;
@@ -943,7 +910,7 @@ TEST(boost_corrupt_models_are_rejected)
 		copy = malloc(dlen);
 		memcpy(copy, data, dlen);
 		memcpy(copy + 4, &big, 4);	/* tree 0, level 0 feature */
-		CHECK(rebuild(&env, &r, GBML_SECTION_BOOST_TREES, copy, dlen, &bad, &blen) == GBML_OK);
+		CHECK(tu_rebuild(&env, &r, GBML_SECTION_BOOST_TREES, copy, dlen, &bad, &blen) == GBML_OK);
 		CHECK(gbml_scorer_load(&sc, &env, bad, blen) == GBML_ECORRUPT);
 		CHECK(strstr(env.error, "feature index") != NULL);
 		gbml_scorer_free(&sc, &env);
@@ -991,7 +958,7 @@ TEST(boost_corrupt_models_are_rejected)
 						memcpy(copy + at, &w, 4);
 				}
 		}
-		CHECK(rebuild(&env, &r, tag, copy, nlen, &bad, &blen) == GBML_OK);
+		CHECK(tu_rebuild(&env, &r, tag, copy, nlen, &bad, &blen) == GBML_OK);
 		rc = gbml_scorer_load(&sc, &env, bad, blen);
 		CHECK(rc == GBML_OK || rc == GBML_ECORRUPT);
 		if (rc == GBML_OK)

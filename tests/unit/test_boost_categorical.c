@@ -754,23 +754,6 @@ TEST(boost_categorical_batch_and_fast_scorers_agree)
 
 /* ---- (f) damaged sections ---- */
 
-static int
-rebuild(gbml_env *env, const gbml_model_reader *r, uint32_t tag, const uint8_t *body, size_t blen,
-		uint8_t **out, size_t *olen)
-{
-	gbml_model_writer w;
-
-	gbml_model_writer_init(&w, env);
-	for (int i = 0; i < r->n_sections; i++)
-	{
-		if (r->sections[i].tag != tag)
-			gbml_model_add_section(&w, r->sections[i].tag, r->sections[i].data, r->sections[i].len);
-		else if (body)
-			gbml_model_add_section(&w, tag, body, blen);
-	}
-	return gbml_model_finish(&w, r->algorithm, r->flags, out, olen);
-}
-
 /* Loads the model with section `tag` replaced by body (NULL: dropped); the status and env's error. */
 static int
 load_patched(gbml_env *env, const gbml_model_reader *r, uint32_t tag, const uint8_t *body, size_t blen)
@@ -780,7 +763,7 @@ load_patched(gbml_env *env, const gbml_model_reader *r, uint32_t tag, const uint
 	gbml_scorer sc;
 	int			rc;
 
-	CHECK(rebuild(env, r, tag, body, blen, &bad, &len) == GBML_OK);
+	CHECK(tu_rebuild(env, r, tag, body, blen, &bad, &len) == GBML_OK);
 	rc = gbml_scorer_load(&sc, env, bad, len);
 	if (rc == GBML_OK)
 	{
@@ -1114,29 +1097,18 @@ TEST(boost_categorical_sets_split_a_scattered_set)
 	{
 		/* a set's table holds 0s and 1s only: one 0.5 in it is a damaged section */
 		gbml_model_reader r;
-		gbml_model_writer w;
 		const uint8_t *data;
-		size_t		dlen,
-					blen;
-		uint8_t    *body,
-				   *bad = NULL;
+		size_t		dlen;
+		uint8_t    *body;
 		float		half = 0.5f;
-		gbml_scorer bsc;
 
 		CHECK(gbml_model_open(&r, &env, m, len) == GBML_OK);
 		CHECK(gbml_model_find(&r, GBML_SECTION_BOOST_CATEGORICAL, &data, &dlen) && dlen == 40 + 14 * 4);
 		body = malloc(dlen);
 		memcpy(body, data, dlen);
 		memcpy(body + 40, &half, 4);	/* header 28 bytes, the set's source, kind, count 12, then its table */
-		gbml_model_writer_init(&w, &env);
-		for (int i = 0; i < r.n_sections; i++)
-			gbml_model_add_section(&w, r.sections[i].tag,
-								   r.sections[i].tag == GBML_SECTION_BOOST_CATEGORICAL ? body : r.sections[i].data,
-								   r.sections[i].len);
-		CHECK(gbml_model_finish(&w, r.algorithm, r.flags, &bad, &blen) == GBML_OK);
-		CHECK(gbml_scorer_load(&bsc, &env, bad, blen) == GBML_ECORRUPT &&
+		CHECK(load_patched(&env, &r, GBML_SECTION_BOOST_CATEGORICAL, body, dlen) == GBML_ECORRUPT &&
 			  strstr(env.error, "not 0 or 1") != NULL);
-		gbml_free(&env, bad);
 		free(body);
 	}
 	gbml_scorer_free(&sc, &env);

@@ -98,20 +98,6 @@ params_name(gbml_env *env, const uint8_t *model, size_t len, const char *key)
 	return memmem(model + off, slen, key, strlen(key)) != NULL;
 }
 
-/* Every row scored one at a time (dataset order) into out; the labels into label. */
-static void
-score_rows(gbml_scorer *sc, gbml_env *env, const gbml_dataset *ds, gbml_output what, double *out, float *label)
-{
-	int64_t		i = 0;
-
-	for (int c = 0; c < ds->n_chunks; c++)
-		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++, i++)
-		{
-			CHECK(gbml_scorer_predict(sc, env, gbml_dataset_row(ds, c, r), ds->n_features, what, &out[i]) == GBML_OK);
-			label[i] = ds->chunks[c]->label[r];
-		}
-}
-
 /* The batch scorer gives every row the single-row scorer's bits. */
 static bool
 batch_matches(const gbml_boost_forest *f, const gbml_dataset *ds, const double *single, gbml_env *env)
@@ -226,7 +212,7 @@ TEST(boost_depthwise_unsplit_nodes_send_rows_left)
 	CHECK(tu_meta_number(&env, model, len, "train_RMSE") < 0.1 * 1.2);	/* the labels' deviation is about 1.2 */
 	pred = malloc(sizeof(double) * ds.n_rows);
 	label = malloc(sizeof(float) * ds.n_rows);
-	score_rows(&sc, &env, &ds, GBML_OUT_SCORE, pred, label);
+	CHECK(tu_score_dataset(&sc, &env, &ds, GBML_OUT_SCORE, pred, label) == GBML_OK);
 	CHECK_NEAR(tu_meta_number(&env, model, len, "train_RMSE"), gbml_rmse(pred, label, NULL, ds.n_rows), 1e-12);
 	CHECK(batch_matches(&((const gbml_boost_model *) sc.handle)->forest, &ds, pred, &env));
 	gbml_scorer_free(&sc, &env);
@@ -268,12 +254,12 @@ TEST(boost_depthwise_scorers_match_the_trainer)
 	label = malloc(sizeof(float) * ds.n_rows);
 	pe = malloc(sizeof(double) * ev.n_rows);
 	le = malloc(sizeof(float) * ev.n_rows);
-	score_rows(&sc, &env, &ds, GBML_OUT_PROBA, p, label);
-	score_rows(&sc, &env, &ev, GBML_OUT_PROBA, pe, le);
+	CHECK(tu_score_dataset(&sc, &env, &ds, GBML_OUT_PROBA, p, label) == GBML_OK);
+	CHECK(tu_score_dataset(&sc, &env, &ev, GBML_OUT_PROBA, pe, le) == GBML_OK);
 	CHECK_NEAR(tu_meta_number(&env, model, len, "train_Logloss"), logloss(p, label, ds.n_rows), 1e-9);
 	CHECK_NEAR(tu_meta_number(&env, model, len, "eval_value"), logloss(pe, le, ev.n_rows), 1e-9);
 	CHECK(logloss(pe, le, ev.n_rows) < 0.45);
-	score_rows(&sc, &env, &ds, GBML_OUT_SCORE, p, label);
+	CHECK(tu_score_dataset(&sc, &env, &ds, GBML_OUT_SCORE, p, label) == GBML_OK);
 	CHECK(batch_matches(&((const gbml_boost_model *) sc.handle)->forest, &ds, p, &env));
 	gbml_scorer_free(&sc, &env);
 	gbml_free(&env, model);
@@ -343,24 +329,6 @@ TEST(boost_symmetric_tree_is_the_default)
 	CHECK(env.memory_used == 0);
 }
 
-/* The model with section `tag`'s body replaced (a valid container around it). */
-static uint8_t *
-with_section(gbml_env *env, const uint8_t *model, size_t len, uint32_t tag, const uint8_t *body, size_t blen,
-			 size_t *out_len)
-{
-	gbml_model_reader r;
-	gbml_model_writer w;
-	uint8_t    *out = NULL;
-
-	CHECK(gbml_model_open(&r, env, model, len) == GBML_OK);
-	gbml_model_writer_init(&w, env);
-	for (int i = 0; i < r.n_sections; i++)
-		gbml_model_add_section(&w, r.sections[i].tag, r.sections[i].tag == tag ? body : r.sections[i].data,
-							   r.sections[i].tag == tag ? blen : r.sections[i].len);
-	CHECK(gbml_model_finish(&w, r.algorithm, r.flags, &out, out_len) == GBML_OK);
-	return out;
-}
-
 /*
  * The trees section's node-split flag is checked against its bytes: a
  * Depthwise tree read as symmetric (flag cleared), or a symmetric one read
@@ -377,7 +345,7 @@ TEST(boost_depthwise_flag_disagreeing_with_the_bytes_is_rejected)
 	for (int nodes = 0; nodes < 2; nodes++)
 	{
 		uint8_t    *model = NULL,
-				   *bad;
+				   *bad = NULL;
 		size_t		len,
 					blen;
 		gbml_model_reader r;
@@ -396,7 +364,7 @@ TEST(boost_depthwise_flag_disagreeing_with_the_bytes_is_rejected)
 		CHECK((word & GBML_BOOST_TREE_NODE_SPLITS) == (nodes ? GBML_BOOST_TREE_NODE_SPLITS : 0u));
 		word ^= GBML_BOOST_TREE_NODE_SPLITS;
 		memcpy(body, &word, 4);
-		bad = with_section(&env, model, len, GBML_SECTION_BOOST_TREES, body, dlen, &blen);
+		CHECK(tu_rebuild(&env, &r, GBML_SECTION_BOOST_TREES, body, dlen, &bad, &blen) == GBML_OK);
 		CHECK(bad != NULL && gbml_scorer_load(&sc, &env, bad, blen) == GBML_ECORRUPT);
 		free(body);
 		gbml_free(&env, bad);

@@ -1,4 +1,5 @@
 #include "test_util.h"
+#include "model_format.h"
 #include "rng.h"
 
 #include <dirent.h>
@@ -240,4 +241,40 @@ tu_train(const char *algorithm, gbml_dataset *ds, gbml_env *env, const gbml_para
 	gbml_sb_free(&report);
 	gbml_parsed_params_free(env, &pp);
 	return rc;
+}
+
+int
+tu_rebuild(gbml_env *env, const gbml_model_reader *r, uint32_t tag, const uint8_t *body, size_t blen,
+		   uint8_t **out, size_t *olen)
+{
+	gbml_model_writer w;
+
+	gbml_model_writer_init(&w, env);
+	for (int i = 0; i < r->n_sections; i++)
+	{
+		if (r->sections[i].tag != tag)
+			gbml_model_add_section(&w, r->sections[i].tag, r->sections[i].data, r->sections[i].len);
+		else if (body)
+			gbml_model_add_section(&w, tag, body, blen);
+	}
+	return gbml_model_finish(&w, r->algorithm, r->flags, out, olen);
+}
+
+int
+tu_score_dataset(gbml_scorer *sc, gbml_env *env, const gbml_dataset *ds, gbml_output what, double *out,
+				 float *label)
+{
+	int64_t		i = 0;
+
+	for (int c = 0; c < ds->n_chunks; c++)
+		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++, i++)
+		{
+			int			rc = gbml_scorer_predict(sc, env, gbml_dataset_row(ds, c, r), ds->n_features, what, &out[i]);
+
+			if (rc != GBML_OK)
+				return rc;
+			if (label)
+				label[i] = ds->chunks[c]->label[r];
+		}
+	return GBML_OK;
 }

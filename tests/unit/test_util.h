@@ -35,6 +35,18 @@ bool		tu_same_sections(gbml_env *env, const uint8_t *a, size_t alen, const uint8
 /* Offset of section tag's body in model and its length; false if the model does not open or lacks it. */
 bool		tu_section_offset(gbml_env *env, const uint8_t *model, size_t len, uint32_t tag,
 							  size_t *offset, size_t *section_len);
+/*
+ * The model r opened, with section `tag`'s body replaced by body (NULL:
+ * the section dropped), as a valid container in *out (env's allocation).
+ */
+int			tu_rebuild(gbml_env *env, const gbml_model_reader *r, uint32_t tag, const uint8_t *body, size_t blen,
+					   uint8_t **out, size_t *olen);
+/*
+ * Scores every row of ds (dataset order) with sc into out[] (`what`), and
+ * their labels into label[] (NULL: not wanted); the first failure's status.
+ */
+int			tu_score_dataset(gbml_scorer *sc, gbml_env *env, const gbml_dataset *ds, gbml_output what, double *out,
+							 float *label);
 /* Recomputes the container checksum after the test patched the bytes (layout: model_format.h). */
 void		tu_fix_crc(uint8_t *model, size_t len);
 
