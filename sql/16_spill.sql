@@ -88,7 +88,9 @@ SELECT (r ->> 'spilled_rows')::bigint AS rows_in_files,
        (r ->> 'temp_written_mb')::float8 < 2.2 * 31500 * 800 * 4 / 1048576.0 AS written_twice,
        (r ->> 'peak_memory_mb')::float8 <= 48 AS within_budget,
        -- what the reorder gave back as it read rows for the last time (0 where the file system cannot)
-       (r ->> 'temp_discarded_mb')::float8 BETWEEN 0 AND 31500 * 800 * 4 / 1048576.0 AS discarded_reported
+       (r ->> 'temp_discarded_mb')::float8 BETWEEN 0 AND 31500 * 800 * 4 / 1048576.0 AS discarded_reported,
+       -- the canonical order is by hash: the rows rewritten over their own places, no second file
+       (r ->> 'temp_reorders_in_place')::int AS reordered_in_place
   FROM gbml.last_training_report() AS r;
 
 SELECT a.fit, b.fit, a.model = b.model AS same_bytes

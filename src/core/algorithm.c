@@ -335,7 +335,8 @@ gbml_plan_spill(const gbml_algorithm *algo, const gbml_env *env, gbml_dataset *d
  * "spilled_rows", "temp_written_mb", "temp_read_mb": what went through
  * temporary files (the training set's, the eval set's and the trainer's
  * own), zeros when nothing did; "temp_discarded_mb": what a reorder gave
- * back as it read rows for the last time.  eval_split: eval was split from ds.
+ * back as it read rows for the last time; "temp_reorders_in_place": how
+ * many reorders rewrote the rows over their own places in the file.  eval_split: eval was split from ds.
  */
 static void
 report_spill(gbml_strbuf *report, const gbml_env *env, const gbml_dataset *ds, const gbml_dataset *eval,
@@ -357,11 +358,13 @@ report_spill(gbml_strbuf *report, const gbml_env *env, const gbml_dataset *ds, c
 			total.bytes_written += one.bytes_written;
 			total.bytes_read += one.bytes_read;
 			total.bytes_discarded += one.bytes_discarded;
+			total.reorders_in_place += one.reorders_in_place;
 		}
 	gbml_sb_printf(report, "\"spilled_rows\":%lld,\"temp_written_mb\":%.1f,\"temp_read_mb\":%.1f,"
-				   "\"temp_discarded_mb\":%.1f,",
+				   "\"temp_discarded_mb\":%.1f,\"temp_reorders_in_place\":%d,",
 				   (long long) total.rows_spilled, (double) total.bytes_written / 1048576.0,
-				   (double) total.bytes_read / 1048576.0, (double) total.bytes_discarded / 1048576.0);
+				   (double) total.bytes_read / 1048576.0, (double) total.bytes_discarded / 1048576.0,
+				   total.reorders_in_place);
 }
 
 /* The algorithm's params that go into a model trained on ds (algo->records_param), END-terminated. */

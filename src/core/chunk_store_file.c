@@ -2,7 +2,9 @@
  * chunk_store_file.c — see chunk_store_file.h.  Owns the temporary file of
  * a spilled dataset's features, its chunk table, the grouping of rows by
  * hash as they arrive (put_hashed), and the reorder (permute) that gives
- * the rows their canonical order on disk.
+ * the rows their canonical order on disk: in place for rows grouped by
+ * hash (a segment table then says where each output position is), else
+ * into a new file.
  *
  * Threads: put, put_hashed, fetch, permute, buffer, release and destroy run
  * on the main thread (they allocate through env, and writes go through
@@ -80,12 +82,34 @@ typedef struct file_store
 	int64_t    *stage_row;		/* the staged rows' indices into place */
 	int64_t		stage_rows;
 	int64_t		staged[HASH_GROUPS];
+	/*
+	 * The runs written while rows are grouped (place non-NULL): run k starts
+	 * at file row run_at[k] and holds rows of hash group run_group[k] (-1: a
+	 * plain put's chunk, any group).  permute_in_place cuts its windows
+	 * where the group changes.
+	 */
+	int64_t    *run_at;
+	int8_t	   *run_group;
+	int64_t		n_runs;
+	int64_t		cap_runs;
+	/*
+	 * Rows reordered in place (permute_in_place): the stored rows' positions
+	 * (chunk c's row r at chunks[c].first_row + r) are cut into segments,
+	 * segment k holding positions [seg_pos[k], seg_pos[k + 1]) at file rows
+	 * from seg_at[k] on.  NULL: position i at file row i (the chunks back to
+	 * back).
+	 */
+	int64_t    *seg_pos;		/* n_segs + 1 */
+	int64_t    *seg_at;
+	int64_t		n_segs;
+	int64_t		cap_segs;
 	size_t		permute_budget; /* 0: from env's free budget */
-	bool		damaged;		/* a reorder that punched out rows failed: the file is not whole */
+	const char *damaged;		/* a reorder failed after changing the old file (how), so it is not whole */
 	int64_t		rows_spilled;
 	uint64_t	bytes_written;
 	uint64_t	bytes_read;		/* atomic: read_chunk may run on any thread */
 	uint64_t	bytes_discarded;	/* given back by permute (gbml_temp_discard) */
+	int			reorders_in_place;	/* permutes done by permute_in_place */
 	pthread_mutex_t error_lock;
 	char		error[512];
 	int			error_code;
@@ -163,8 +187,8 @@ read_at(file_store *f, void *out, size_t len, uint64_t offset, const char *what)
 	int			e;
 
 	if (f->damaged)
-		return store_fail(f, GBML_EIO, "could not read %s: a reorder of the temporary file failed after "
-						  "giving back some of its rows", what);
+		return store_fail(f, GBML_EIO, "could not read %s: a reorder of the temporary file failed after %s",
+						  what, f->damaged);
 	e = gbml_temp_read(&f->file, out, len, offset);
 	if (e != 0)
 		return store_fail(f, GBML_EIO, "could not read %s (%.1f MB at %.1f MB) from a temporary file: %s",
@@ -182,6 +206,142 @@ write_at(file_store *f, gbml_temp_file *file, const void *x, size_t len, uint64_
 						  what, mb(len), mb(f->bytes_written), f->env->error);
 	f->bytes_written += len;
 	return 0;
+}
+
+/* ---- where rows are in the file: runs while grouped, segments after an in-place reorder ---- */
+
+/* Notes a run written at file row `at` while rows are grouped: of hash group g (-1: any). */
+static int
+note_run(file_store *f, int64_t at, int g)
+{
+	if (f->n_runs == f->cap_runs)
+	{
+		int64_t		cap = f->cap_runs ? f->cap_runs * 2 : 256;
+		int64_t    *a = gbml_realloc(f->env, f->run_at, (size_t) cap * sizeof(int64_t));
+
+		if (a == NULL)
+			return store_fail_env(f);
+		f->run_at = a;
+		{
+			int8_t	   *gr = gbml_realloc(f->env, f->run_group, (size_t) cap * sizeof(int8_t));
+
+			if (gr == NULL)
+				return store_fail_env(f);
+			f->run_group = gr;
+		}
+		f->cap_runs = cap;
+	}
+	f->run_at[f->n_runs] = at;
+	f->run_group[f->n_runs++] = (int8_t) g;
+	return 0;
+}
+
+/* The last of a[0..n) (ascending) at or before x: 0 when none is (n >= 1). */
+static int64_t
+last_at_or_before(const int64_t *a, int64_t n, int64_t x)
+{
+	int64_t		lo = 0,
+				hi = n;
+
+	while (hi - lo > 1)
+	{
+		int64_t		mid = lo + (hi - lo) / 2;
+
+		if (a[mid] <= x)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The hash group of the run holding file row p (-1: a plain put's, or none). */
+static int
+group_of_place(const file_store *f, int64_t p)
+{
+	/* runs are appended in file order */
+	int64_t		k = f->n_runs > 0 ? last_at_or_before(f->run_at, f->n_runs, p) : 0;
+
+	return f->n_runs > 0 && f->run_at[k] <= p ? f->run_group[k] : -1;
+}
+
+/*
+ * Positions [pos, pos + n), right after the last segment's, at file rows
+ * from `at`: the last segment grows when they follow on in the file too.
+ */
+static int
+push_segment(file_store *f, int64_t pos, int64_t at, int64_t n)
+{
+	int64_t		k = f->n_segs - 1;
+
+	if (k >= 0 && f->seg_at[k] + (pos - f->seg_pos[k]) == at)
+	{
+		f->seg_pos[k + 1] = pos + n;
+		return 0;
+	}
+	if (f->n_segs + 1 >= f->cap_segs)
+	{
+		int64_t		cap = f->cap_segs ? f->cap_segs * 2 : 256;
+		int64_t    *sp = gbml_realloc(f->env, f->seg_pos, (size_t) cap * sizeof(int64_t));
+
+		if (sp == NULL)
+			return store_fail_env(f);
+		f->seg_pos = sp;
+		if ((sp = gbml_realloc(f->env, f->seg_at, (size_t) cap * sizeof(int64_t))) == NULL)
+			return store_fail_env(f);
+		f->seg_at = sp;
+		f->cap_segs = cap;
+	}
+	f->seg_pos[f->n_segs] = pos;
+	f->seg_at[f->n_segs++] = at;
+	f->seg_pos[f->n_segs] = pos + n;
+	return 0;
+}
+
+/* The segment holding position i (segments are in position order, the first at 0). */
+static int64_t
+segment_of(const file_store *f, int64_t i)
+{
+	return last_at_or_before(f->seg_pos, f->n_segs, i);
+}
+
+/* Reads positions [pos, pos + n) through the segments; any thread (the segments do not change then). */
+static int
+read_positions(file_store *f, int64_t pos, int64_t n, float *out, const char *what)
+{
+	size_t		rb = row_bytes(f);
+
+	for (int64_t k = segment_of(f, pos); n > 0; k++)
+	{
+		int64_t		m = f->seg_pos[k + 1] - pos < n ? f->seg_pos[k + 1] - pos : n;
+
+		if (read_at(f, out, (size_t) m * rb, (uint64_t) (f->seg_at[k] + pos - f->seg_pos[k]) * rb, what) != 0)
+			return 1;
+		out += (size_t) m * (size_t) f->n_features;
+		pos += m;
+		n -= m;
+	}
+	return 0;
+}
+
+static void
+free_runs(file_store *f)
+{
+	gbml_free(f->env, f->run_at);
+	gbml_free(f->env, f->run_group);
+	f->run_at = NULL;
+	f->run_group = NULL;
+	f->n_runs = f->cap_runs = 0;
+}
+
+static void
+free_segments(file_store *f)
+{
+	gbml_free(f->env, f->seg_pos);
+	gbml_free(f->env, f->seg_at);
+	f->seg_pos = NULL;
+	f->seg_at = NULL;
+	f->n_segs = f->cap_segs = 0;
 }
 
 static float *
@@ -257,7 +417,9 @@ fs_put(gbml_chunk_store *s, const float *x, int64_t n_rows, int n_features)
 	/* the table first: a failed write then leaves no chunk behind */
 	if (push_chunk(f, f->end, n_rows) != 0)
 		return 1;
-	if (write_at(f, &f->file, x, len, f->end, what) != 0)
+	if (write_at(f, &f->file, x, len, f->end, what) != 0 ||
+		(f->place != NULL && note_run(f, (int64_t) (f->end / row_bytes(f)), -1) != 0) ||
+		(f->seg_pos != NULL && push_segment(f, first, (int64_t) (f->end / row_bytes(f)), n_rows) != 0))
 	{
 		f->n_chunks--;
 		return 1;
@@ -279,7 +441,15 @@ place_of(const file_store *f, int64_t addr)
 	const file_chunk *c = &f->chunks[addr >> 32];
 	int64_t		i = c->first_row + (addr & 0xffffffffLL);
 
-	return f->place ? f->place[i] : i;
+	if (f->place != NULL)
+		return f->place[i];
+	if (f->seg_pos != NULL)
+	{
+		int64_t		k = segment_of(f, i);
+
+		return f->seg_at[k] + (i - f->seg_pos[k]);
+	}
+	return i;
 }
 
 /* The staging buffers, if the budget leaves each group GROUP_STAGE_MIN_BYTES (else none). */
@@ -322,7 +492,7 @@ flush_group(file_store *f, int g)
 	if (m == 0)
 		return 0;
 	if (write_at(f, &f->file, (char *) f->stage + (size_t) g * (size_t) f->stage_rows * rb, (size_t) m * rb, f->end,
-				 "rows grouped by hash") != 0)
+				 "rows grouped by hash") != 0 || note_run(f, at, g) != 0)
 		return 1;
 	for (int64_t k = 0; k < m; k++)
 		f->place[rows[k]] = at + k;
@@ -462,6 +632,8 @@ fs_read_chunk(gbml_chunk_store *s, int index, float *out)
 	if (f->place != NULL)
 		return read_grouped(f, index, 0, f->chunks[index].n_rows, out);
 	snprintf(what, sizeof(what), "chunk %d", index + 1);
+	if (f->seg_pos != NULL)
+		return read_positions(f, f->chunks[index].first_row, f->chunks[index].n_rows, out, what);
 	return read_at(f, out, (size_t) f->chunks[index].n_rows * row_bytes(f), f->chunks[index].offset, what);
 }
 
@@ -479,6 +651,8 @@ fs_read_rows(gbml_chunk_store *s, int index, int64_t first, int64_t n, float *ou
 	if (f->place != NULL)
 		return read_grouped(f, index, first, n, out);
 	snprintf(what, sizeof(what), "chunk %d", index + 1);
+	if (f->seg_pos != NULL)
+		return read_positions(f, f->chunks[index].first_row + first, n, out, what);
 	return read_at(f, out, (size_t) n * row_bytes(f), f->chunks[index].offset + (uint64_t) first * row_bytes(f),
 				   what);
 }
@@ -1092,39 +1266,264 @@ permute_state_free(permute_state *st)
 	gbml_temp_close(env, &st->out);
 }
 
-/* The new file and chunk table replace the old ones. */
-static int
-permute_commit(permute_state *st)
+/* The output chunks of st's plan, at their offsets in a file of the rows back to back; NULL: failed. */
+static file_chunk *
+output_chunks(permute_state *st)
 {
 	file_store *f = st->f;
 	size_t		rb = row_bytes(f);
-	gbml_temp_file old = f->file;
-	bool	   *missing = f->missing;
 	file_chunk *table = gbml_alloc_array(f->env, (size_t) (st->plan.n_out > 0 ? st->plan.n_out : 1), sizeof(file_chunk));
 
 	if (table == NULL)
-		return store_fail_env(f);
+	{
+		store_fail_env(f);
+		return NULL;
+	}
 	for (int k = 0; k < st->plan.n_out; k++)
 	{
 		table[k].offset = (uint64_t) st->plan.start[k] * rb;
 		table[k].n_rows = st->plan.start[k + 1] - st->plan.start[k];
 		table[k].first_row = st->plan.start[k];
 	}
-	/* the rows are in chunk order now: no places, and any thread may read */
+	return table;
+}
+
+/* The new file and chunk table replace the old ones. */
+static int
+permute_commit(permute_state *st)
+{
+	file_store *f = st->f;
+	gbml_temp_file old = f->file;
+	bool	   *missing = f->missing;
+	file_chunk *table = output_chunks(st);
+
+	if (table == NULL)
+		return 1;
+	/* the rows are in chunk order now: no places, runs nor segments, and any thread may read */
 	gbml_free(f->env, f->place);
 	f->place = NULL;
 	f->place_cap = 0;
+	free_runs(f);
+	free_segments(f);
 	f->base.read_any_thread = true;
 	gbml_free(f->env, f->chunks);
 	f->chunks = table;
 	f->cap_chunks = st->plan.n_out > 0 ? st->plan.n_out : 1;
 	f->n_chunks = st->plan.n_out;
-	f->end = (uint64_t) st->plan.n * rb;
+	f->end = (uint64_t) st->plan.n * row_bytes(f);
 	f->file = st->out;
 	st->out = old;				/* closed (deleted) with the state */
 	f->missing = st->missing;
 	st->missing = missing;
 	return 0;
+}
+
+/*
+ * permute of rows grouped by hash, in place: no second file.  The output is
+ * cut into windows (of the budget permute_grouped's would have) whose edges
+ * fall where the rows' hash group changes, as far as the budget allows.
+ * Each window's rows are fetched, then written back in output order over
+ * the file rows they came from, taken in ascending file order: a window
+ * owns its rows' places, so nothing still to be read is overwritten, and
+ * the rows of the canonical order, which sorts by hash, land in the runs of
+ * their group, a few long segments.  A write over pages already in the page
+ * cache costs a fraction of one into new pages (issue 12:
+ * tests/bench/rewrite_pages.c, and in place about 0.5 s a GB against
+ * 0.6-4 s into a second file on this kind of machine), and the disk holds
+ * one copy of the rows, not two.
+ *
+ * Returns 0 (done), 1 (failed: the store's error; if a window was written
+ * the old rows are not whole any more and the store reads as damaged), or
+ * -1 (nothing written: an address repeats, or the windows' rows are not in
+ * runs, so the segments would average under IN_PLACE_MIN_SEGMENT_ROWS rows;
+ * the caller reorders into a new file).
+ */
+#define IN_PLACE_MIN_SEGMENT_ROWS 16
+
+/* The window starts (positions), cut at group changes where the budget allows: *n_win windows, win[*n_win] = n. */
+static int
+in_place_windows(file_store *f, const int64_t *src, int64_t n, int64_t cap_rows, int64_t **win_out, int64_t *n_win)
+{
+	int64_t		rows = (int64_t) (f->end / row_bytes(f));
+	uint64_t   *seen = gbml_alloc0(f->env, sizeof(uint64_t) * (size_t) (rows / 64 + 1));
+	int64_t    *win = gbml_alloc_array(f->env, (size_t) (n / cap_rows + 2) * 2, sizeof(int64_t));
+	int64_t		w0 = 0,
+				cut_at = -1;	/* the last group change after w0 */
+	int			prev = -2;
+
+	*win_out = NULL;
+	*n_win = 0;
+	if (seen == NULL || win == NULL)
+	{
+		gbml_free(f->env, seen);
+		gbml_free(f->env, win);
+		return store_fail_env(f);
+	}
+	win[0] = 0;
+	for (int64_t p = 0; p < n; p++)
+	{
+		int64_t		at = place_of(f, src[p]);
+		int			g = group_of_place(f, at);
+
+		if (seen[at / 64] & ((uint64_t) 1 << (at % 64)))
+		{
+			gbml_free(f->env, seen);
+			gbml_free(f->env, win);
+			return -1;			/* a row kept twice: its place cannot take two rows */
+		}
+		seen[at / 64] |= (uint64_t) 1 << (at % 64);
+		if (p > 0 && g != prev)
+			cut_at = p;
+		prev = g;
+		if (p - w0 == cap_rows)
+		{
+			/* [w0, p) is full: end it at the last group change, or here */
+			w0 = cut_at > w0 ? cut_at : p;
+			win[++*n_win] = w0;
+			cut_at = -1;
+		}
+	}
+	win[++*n_win] = n;
+	gbml_free(f->env, seen);
+	*win_out = win;
+	return 0;
+}
+
+/* The segments of the windows' places, ascending in each window; -1 when they would be too short. */
+static int
+in_place_segments(file_store *f, const int64_t *src, int64_t n, const int64_t *win, int64_t n_win, int64_t cap_rows)
+{
+	place_slot *o = gbml_alloc_array(f->env, (size_t) cap_rows, sizeof(place_slot));
+	size_t		want = (size_t) cap_rows * sizeof(place_slot) + (RADIX_BUCKETS + 1) * sizeof(int64_t);
+	void	   *room = cap_rows >= RADIX_BUCKETS ? gbml_alloc(f->env, want) : NULL;
+	int			rc = 0;
+
+	if (o == NULL)
+		rc = store_fail_env(f);
+	for (int64_t w = 0; rc == 0 && w < n_win; w++)
+	{
+		int64_t		w0 = win[w],
+					m = win[w + 1] - w0;
+
+		for (int64_t i = 0; i < m; i++)
+			o[i] = (place_slot) {place_of(f, src[w0 + i]), i};
+		sort_places(o, room, m);
+		for (int64_t i = 0; rc == 0 && i < m; i++)
+			rc = push_segment(f, w0 + i, o[i].place, 1);
+		if (rc == 0 && f->n_segs * IN_PLACE_MIN_SEGMENT_ROWS > n)
+			rc = -1;
+	}
+	gbml_free(f->env, o);
+	gbml_free(f->env, room);
+	if (rc != 0)
+		free_segments(f);
+	return rc;
+}
+
+/*
+ * Window by window: the rows fetched, then written over their own places
+ * through the segments.  From the first write on, the places no longer
+ * describe the file: a failure leaves the store damaged.
+ */
+static int
+in_place_write(permute_state *st, const int64_t *win, int64_t n_win)
+{
+	file_store *f = st->f;
+	size_t		rb = row_bytes(f);
+	bool		wrote = false;
+	int			rc = 0;
+
+	for (int64_t w = 0; rc == 0 && w < n_win; w++)
+	{
+		int64_t		w0 = win[w],
+					w1 = win[w + 1];
+
+		rc = permute_progress(st);
+		if (rc == 0)
+			rc = fetch_rows(f, st->src + w0, w1 - w0, st->window, NULL);
+		if (rc == 0)
+			gbml_missing_flags(st->missing, st->window, w1 - w0, f->n_features);
+		/* the segments overlapping [w0, w1): one may run on from the window before or into the next */
+		for (int64_t k = segment_of(f, w0); rc == 0 && k < f->n_segs && f->seg_pos[k] < w1; k++)
+		{
+			int64_t		a = f->seg_pos[k] > w0 ? f->seg_pos[k] : w0,
+						b = f->seg_pos[k + 1] < w1 ? f->seg_pos[k + 1] : w1;
+
+			wrote = true;
+			rc = write_at(f, &f->file, (char *) st->window + (size_t) (a - w0) * rb, (size_t) (b - a) * rb,
+						  (uint64_t) (f->seg_at[k] + (a - f->seg_pos[k])) * rb, "rows reordered in place");
+		}
+	}
+	if (rc != 0 && wrote)
+		f->damaged = "rewriting some of its rows in place";
+	return rc;
+}
+
+static file_chunk *output_chunks(permute_state *st);
+
+/* The rows are where the segments say: the output chunks' table, no places nor runs, any thread may read. */
+static int
+in_place_commit(permute_state *st, int64_t first_rows, int64_t chunk_rows)
+{
+	file_store *f = st->f;
+	bool	   *missing = f->missing;
+	file_chunk *table;
+
+	/* a budget of 0: a window per output chunk, so no window is too large to plan */
+	if (plan_layout(f, &st->plan, st->plan.n, first_rows, chunk_rows, 0) != 0 || (table = output_chunks(st)) == NULL)
+		return 1;
+	gbml_free(f->env, f->place);
+	f->place = NULL;
+	f->place_cap = 0;
+	free_runs(f);
+	f->base.read_any_thread = true;
+	gbml_free(f->env, f->chunks);
+	f->chunks = table;
+	f->cap_chunks = st->plan.n_out > 0 ? st->plan.n_out : 1;
+	f->n_chunks = st->plan.n_out;
+	f->missing = st->missing;
+	st->missing = missing;
+	f->reorders_in_place++;
+	return 0;
+}
+
+static int
+permute_in_place(permute_state *st, int64_t first_rows, int64_t chunk_rows)
+{
+	file_store *f = st->f;
+	size_t		rb = row_bytes(f),
+				budget = window_budget(f);
+	int64_t		n = st->plan.n,
+				cap_rows,
+				n_win = 0;
+	int64_t    *win = NULL;
+	int			rc;
+
+	if (f->n_runs == 0 || n == 0)
+		return -1;
+	/* permute_grouped's window: the rows, and fetch's places and their sort */
+	budget = budget > fetch_span_bytes(f) ? budget - fetch_span_bytes(f) : 0;
+	cap_rows = (int64_t) (budget / (rb + 2 * sizeof(place_slot)));
+	cap_rows = cap_rows > 0 ? cap_rows : 1;
+	rc = in_place_windows(f, st->src, n, cap_rows, &win, &n_win);
+	if (rc == 0)
+		rc = in_place_segments(f, st->src, n, win, n_win, cap_rows);
+	if (rc == 0)
+	{
+		st->window = gbml_alloc_array(f->env, (size_t) cap_rows, rb);
+		st->missing = gbml_alloc0(f->env, (size_t) f->n_features * sizeof(bool) + 1);
+		if (st->window == NULL || st->missing == NULL)
+			rc = store_fail_env(f);
+	}
+	st->total_steps = n_win;
+	if (rc == 0)
+		rc = in_place_write(st, win, n_win);
+	if (rc == 0)
+		rc = in_place_commit(st, first_rows, chunk_rows);
+	if (rc != 0)
+		free_segments(f);
+	gbml_free(f->env, win);
+	return rc;
 }
 
 /*
@@ -1175,7 +1574,7 @@ permute_grouped(permute_state *st, int64_t first_rows, int64_t chunk_rows)
 		rc = permute_commit(st);
 	/* the old file, given back in part, cannot stand in for the rows any more */
 	if (rc != 0 && gone.any)
-		f->damaged = true;
+		f->damaged = "giving back some of its rows";
 	gbml_free(f->env, gone.left);
 	return rc;
 }
@@ -1218,7 +1617,17 @@ fs_permute(gbml_chunk_store *s, const int64_t *src, int64_t n, int64_t first_row
 	st.plan.n = n;
 	if (f->place != NULL)
 	{
-		rc = permute_grouped(&st, first_rows, chunk_rows);
+		rc = permute_in_place(&st, first_rows, chunk_rows);
+		if (rc < 0)
+		{
+			permute_state_free(&st);
+			memset(&st, 0, sizeof(st));
+			st.f = f;
+			st.src = src;
+			st.out.fd = -1;
+			st.plan.n = n;
+			rc = permute_grouped(&st, first_rows, chunk_rows);
+		}
 		permute_state_free(&st);
 		return rc;
 	}
@@ -1282,6 +1691,8 @@ fs_release(gbml_chunk_store *s)
 	f->stage_row = NULL;
 	f->place = NULL;
 	f->place_cap = 0;
+	free_runs(f);
+	free_segments(f);
 	f->n_chunks = 0;
 	f->end = 0;
 }
@@ -1363,6 +1774,8 @@ gbml_chunk_store_file_stats(const gbml_chunk_store *s, gbml_spill_stats *out)
 	out->bytes_written = f->bytes_written;
 	out->bytes_read = __atomic_load_n(&f->bytes_read, __ATOMIC_RELAXED);
 	out->bytes_discarded = f->bytes_discarded;
+	out->reorders_in_place = f->reorders_in_place;
+	out->segments = f->n_segs;
 	return true;
 }
 

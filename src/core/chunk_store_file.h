@@ -16,8 +16,10 @@
  * reordered into canonical order) go instead to 64 staging buffers by the
  * top bits of the hash, written a full buffer at a time: the file then
  * holds runs of hash ranges, and the canonical reorder reads each window's
- * rows straight from their runs and writes the output once (rows in
- * arrival order need a staging pass and a pass in place: two writes and
+ * rows straight from their runs and writes them back over their own places
+ * in the same file, in output order (the file is then a few long segments
+ * of the output; where the rows are not in runs, into a second file: rows
+ * in arrival order need a staging pass and a pass in place, two writes and
  * two reads).  Until that reorder, rows are read on the main thread only.
  *
  * A full temporary-file budget (temp_file_limit) is an error, not a reason
@@ -36,6 +38,8 @@ typedef struct gbml_spill_stats
 	uint64_t	bytes_written;	/* by put and permute */
 	uint64_t	bytes_read;		/* by read_chunk, fetch and permute */
 	uint64_t	bytes_discarded;	/* given back by permute as it read rows for the last time */
+	int			reorders_in_place;	/* permutes that rewrote the rows over their own places */
+	int64_t		segments;		/* after one: the file's stretches of rows in output order */
 } gbml_spill_stats;
 
 /*

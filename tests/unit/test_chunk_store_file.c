@@ -28,6 +28,8 @@ typedef struct stored_rows
 	int64_t		chunk_len[64];
 	float	   *ref;
 	bool		hashed;			/* put with random hashes (put_hashed): the store groups the rows */
+	uint64_t   *hash;			/* hashed: row g's hash */
+	bool		ascending;		/* hashed: every row in group 0, the hashes ascending as the rows arrive */
 } stored_rows;
 
 static int64_t
@@ -61,6 +63,7 @@ put_chunks(stored_rows *t, gbml_env *env, const int64_t *sizes, int n, int d, ui
 		for (int i = 0; i < n; i++)
 			grown += sizes[i];
 		t->ref = realloc(t->ref, sizeof(float) * (size_t) (grown > 0 ? grown : 1) * (size_t) d);
+		t->hash = realloc(t->hash, sizeof(uint64_t) * (size_t) (grown > 0 ? grown : 1));
 	}
 	(void) env;
 	for (int i = 0; i < n; i++)
@@ -77,7 +80,7 @@ put_chunks(stored_rows *t, gbml_env *env, const int64_t *sizes, int n, int d, ui
 			uint64_t   *h = malloc(sizeof(uint64_t) * (size_t) sizes[i]);
 
 			for (int64_t k = 0; k < sizes[i]; k++)
-				h[k] = gbml_rng_next(&rng);
+				t->hash[t->total + k] = h[k] = t->ascending ? (uint64_t) (t->total + k) : gbml_rng_next(&rng);
 			rc = t->s->put_hashed(t->s, x, h, sizes[i], d);
 			free(h);
 		}
@@ -132,6 +135,7 @@ TEST(file_store_reads_back_chunks_of_odd_sizes)
 	t.s->destroy(t.s);
 	CHECK(env.memory_used == 0);
 	free(t.ref);
+	free(t.hash);
 }
 
 TEST(file_store_fetches_random_addresses)
@@ -165,6 +169,7 @@ TEST(file_store_fetches_random_addresses)
 	free(addr);
 	free(out);
 	free(t.ref);
+	free(t.hash);
 }
 
 /*
@@ -202,6 +207,7 @@ TEST(file_store_fetches_long_lists)
 		free(g);
 		free(out);
 		free(t.ref);
+		free(t.hash);
 	}
 }
 
@@ -295,7 +301,9 @@ check_permute(size_t budget, int64_t first_rows, int64_t chunk_rows, int64_t dro
 	else if (budget > 0)
 		CHECK(after.bytes_written - before.bytes_written == 2 * (uint64_t) (n * d) * sizeof(float));
 	/* grouped rows are given back as they are read for the last time (all of them, or what is not kept) */
-	if (hashed && discard_probe())
+	if (after.reorders_in_place > 0)
+		CHECK(hashed && after.bytes_discarded == 0);	/* in place: no second file, nothing to give back */
+	else if (hashed && discard_probe())
 		CHECK(after.bytes_discarded >= (uint64_t) (dropped > 0 ? 1 : t.total * d) * sizeof(float) / 2);
 	else
 		CHECK(after.bytes_discarded == 0);
@@ -304,6 +312,7 @@ check_permute(size_t budget, int64_t first_rows, int64_t chunk_rows, int64_t dro
 	free(order);
 	free(src);
 	free(t.ref);
+	free(t.hash);
 }
 
 TEST(file_store_permutes_in_one_window)
@@ -342,6 +351,251 @@ TEST(file_store_groups_rows_by_hash)
 	check_permute(3 * 501 * 9 * sizeof(float), 5000, 100, 17, 0, true);
 }
 
+/* Opens t's store and puts the odd sizes' rows (9 features) grouped by hash in runs of 56; ascending: see stored_rows. */
+static void
+put_grouped(stored_rows *t, gbml_env *env, uint64_t seed, bool ascending)
+{
+	t->s = gbml_chunk_store_file_open(env);
+	t->hashed = true;
+	t->ascending = ascending;
+	gbml_chunk_store_file_test_group_stage(2048);
+	CHECK(put_chunks(t, env, odd_sizes, N_ODD, 9, seed) == 0);
+	gbml_chunk_store_file_test_group_stage(0);
+}
+
+/* The permute budget that gives a grouped reorder windows of `rows` rows of d features (0: the default). */
+static size_t
+window_budget(int64_t rows, int d)
+{
+	/* the window shares it with fetch's 1 MB span and its 32 bytes a row of places */
+	return rows == 0 ? 0 : ((size_t) 1 << 20) + (size_t) rows * ((size_t) d * sizeof(float) + 32);
+}
+
+/* The stored rows' indices sorted by hash (the canonical order's first key), ties by index. */
+static const stored_rows *by_hash_rows;
+
+static int
+cmp_by_hash(const void *a, const void *b)
+{
+	uint64_t	x = by_hash_rows->hash[*(const int64_t *) a],
+				y = by_hash_rows->hash[*(const int64_t *) b];
+
+	return x < y ? -1 : x > y ? 1 : (*(const int64_t *) a > *(const int64_t *) b) - (*(const int64_t *) a < *(const int64_t *) b);
+}
+
+static int64_t *
+sorted_by_hash(const stored_rows *t)
+{
+	int64_t    *g = malloc(sizeof(int64_t) * (size_t) t->total);
+
+	for (int64_t i = 0; i < t->total; i++)
+		g[i] = i;
+	by_hash_rows = t;
+	qsort(g, (size_t) t->total, sizeof(int64_t), cmp_by_hash);
+	return g;
+}
+
+/* Rows [first, first + n) of the output (chunks of `rows` rows after a first of first_rows) match ref at order. */
+static bool
+output_matches(const stored_rows *t, const int64_t *order, int64_t n, int64_t first_rows, int64_t chunk_rows)
+{
+	bool		ok = true;
+	float	   *x = malloc(sizeof(float) * (size_t) ((first_rows > chunk_rows ? first_rows : chunk_rows) * t->d));
+
+	for (int64_t c = 0, p = 0; ok && p < n; c++)
+	{
+		int64_t		rows = c == 0 ? first_rows : chunk_rows;
+
+		rows = n - p < rows ? n - p : rows;
+		ok = t->s->read_chunk(t->s, (int) c, x) == 0;
+		for (int64_t r = 0; ok && r < rows; r++, p++)
+			ok = memcmp(x + r * t->d, t->ref + order[p] * t->d, sizeof(float) * (size_t) t->d) == 0;
+		/* and a range of rows of the chunk, through the middle */
+		if (ok && rows > 2)
+		{
+			int64_t		a = rows / 3,
+						m = rows / 2;
+
+			ok = t->s->read_rows(t->s, (int) c, a, m, x) == 0 &&
+				memcmp(x, t->ref + order[p - rows + a] * t->d, sizeof(float) * (size_t) t->d) == 0 &&
+				memcmp(x + (m - 1) * t->d, t->ref + order[p - rows + a + m - 1] * t->d, sizeof(float) * (size_t) t->d) == 0;
+		}
+	}
+	free(x);
+	return ok;
+}
+
+/*
+ * The canonical order sorts by hash, so rows grouped by hash (runs of 56
+ * rows here) are reordered in place: each window written over its own
+ * rows' places, in a few segments; nothing given back, no second file.
+ * Whatever the windows (one; several, cut where the group changes; smaller
+ * than a group, cut inside one), with rows dropped or not, every row reads
+ * back where it belongs, by chunk, by range and by address, on any thread;
+ * then a plain put adds a chunk, and a second reorder (into a new file)
+ * reads the first one's segments.
+ */
+static void
+check_in_place(int64_t window_rows, int64_t dropped, bool expect_in_place)
+{
+	gbml_env	env;
+	stored_rows t = {0};
+	gbml_spill_stats st;
+	int64_t    *order,
+			   *src,
+			   *addr,
+				n;
+	float	   *x;
+	bool		ok = true;
+	static const int64_t more[] = {77};
+
+	gbml_env_init_malloc(&env, 1);
+	put_grouped(&t, &env, 21, false);
+	gbml_chunk_store_file_set_permute_budget(t.s, window_budget(window_rows, 9));
+	order = sorted_by_hash(&t);
+	/* dropped rows: every k-th of the order */
+	n = 0;
+	for (int64_t i = 0; i < t.total; i++)
+		if (dropped == 0 || i % (t.total / dropped) != 1)
+			order[n++] = order[i];
+	src = malloc(sizeof(int64_t) * (size_t) n);
+	for (int64_t i = 0; i < n; i++)
+		src[i] = address_of(&t, order[i]);
+	CHECK(t.s->permute(t.s, src, n, 37, 501) == 0);
+	gbml_chunk_store_file_stats(t.s, &st);
+	CHECK(st.reorders_in_place == (expect_in_place ? 1 : 0));
+	if (expect_in_place)
+		CHECK(st.bytes_discarded == 0);
+	/* windows cut where the group changes: a segment or two a group (its runs), one more per dropped row */
+	if (expect_in_place)
+		CHECK(st.segments >= 1 && st.segments <= 2 * 64 + dropped + 8);
+	CHECK(st.bytes_written == (uint64_t) ((t.total + n) * 9) * sizeof(float));
+	CHECK(t.s->read_any_thread);
+	CHECK(output_matches(&t, order, n, 37, 501));
+	/* by address: the output's rows, shuffled */
+	addr = malloc(sizeof(int64_t) * (size_t) n);
+	x = malloc(sizeof(float) * 9 * (size_t) n);
+	for (int64_t i = 0; i < n; i++)
+	{
+		int64_t		p = (i * 7919) % n;
+
+		addr[i] = p < 37 ? p : ((1 + (p - 37) / 501) << 32) | ((p - 37) % 501);
+	}
+	CHECK(t.s->fetch(t.s, addr, n, x) == 0);
+	for (int64_t i = 0; i < n; i++)
+		ok = ok && memcmp(x + i * 9, t.ref + order[(i * 7919) % n] * 9, sizeof(float) * 9) == 0;
+	CHECK(ok);
+	/* a plain put after it: one more chunk, read back with the others */
+	{
+		float	   *y = t.s->buffer(t.s, more[0], 9);
+
+		for (int64_t k = 0; k < more[0] * 9; k++)
+			y[k] = (float) k;
+		CHECK(t.s->put(t.s, y, more[0], 9) == 0);
+		gbml_chunk_store_file_stats(t.s, &st);
+		CHECK(t.s->read_chunk(t.s, (int) st.chunks - 1, x) == 0 && x[9 * more[0] - 1] == (float) (9 * more[0] - 1));
+	}
+	/* a second reorder, the output reversed: into a new file, from the segments */
+	for (int64_t i = 0; i < n; i++)
+	{
+		int64_t		p = n - 1 - i;
+
+		src[i] = p < 37 ? p : ((1 + (p - 37) / 501) << 32) | ((p - 37) % 501);
+		addr[i] = order[p];
+	}
+	CHECK(t.s->permute(t.s, src, n, 501, 501) == 0);
+	gbml_chunk_store_file_stats(t.s, &st);
+	CHECK(st.reorders_in_place == (expect_in_place ? 1 : 0));
+	CHECK(output_matches(&t, addr, n, 501, 501));
+	t.s->destroy(t.s);
+	CHECK(env.memory_used == 0);
+	free(order);
+	free(src);
+	free(addr);
+	free(x);
+	free(t.ref);
+	free(t.hash);
+}
+
+TEST(file_store_reorders_rows_grouped_by_hash_in_place)
+{
+	/* 5,494 rows in 64 groups of ~86 rows, runs of 56 at most */
+	check_in_place(0, 0, true);	/* one window */
+	check_in_place(0, 40, true);
+	check_in_place(1100, 0, true);	/* windows of at most 1,100 rows, cut where the group changes */
+	check_in_place(1100, 40, true);
+	check_in_place(300, 40, true);
+	/* windows smaller than a group cut every group: too scattered, a new file */
+	check_in_place(45, 0, false);
+}
+
+/*
+ * Rows whose hashes ascend as they arrive, all in one group: the file is
+ * already in the output's order, so the windows (cut inside the group, as
+ * there is no change of group) make one segment that runs on from window
+ * to window, each window written at its own offset in it.
+ */
+TEST(file_store_in_place_segment_spans_windows)
+{
+	gbml_env	env;
+	stored_rows t = {0};
+	gbml_spill_stats st;
+	int64_t    *order = malloc(sizeof(int64_t) * 6000),
+			   *src = malloc(sizeof(int64_t) * 6000);
+
+	gbml_env_init_malloc(&env, 1);
+	put_grouped(&t, &env, 25, true);
+	gbml_chunk_store_file_set_permute_budget(t.s, window_budget(700, 9));
+	for (int64_t i = 0; i < t.total; i++)
+	{
+		order[i] = i;
+		src[i] = address_of(&t, i);
+	}
+	CHECK(t.s->permute(t.s, src, t.total, 37, 501) == 0);
+	gbml_chunk_store_file_stats(t.s, &st);
+	CHECK(st.reorders_in_place == 1 && st.segments == 1);
+	CHECK(output_matches(&t, order, t.total, 37, 501));
+	t.s->destroy(t.s);
+	CHECK(env.memory_used == 0);
+	free(order);
+	free(src);
+	free(t.ref);
+	free(t.hash);
+}
+
+/* A row kept twice, or rows whose hash order is not the output's, are reordered into a new file instead. */
+TEST(file_store_reorders_in_place_only_when_it_can)
+{
+	for (int twice = 0; twice < 2; twice++)
+	{
+		gbml_env	env;
+		stored_rows t = {0};
+		gbml_spill_stats st;
+		int64_t    *order,
+				   *src;
+
+		gbml_env_init_malloc(&env, 1);
+		put_grouped(&t, &env, 22, false);
+		gbml_chunk_store_file_set_permute_budget(t.s, window_budget(1100, 9));
+		order = twice ? sorted_by_hash(&t) : tu_shuffled(t.total, 23);
+		if (twice)
+			order[100] = order[99];
+		src = malloc(sizeof(int64_t) * (size_t) t.total);
+		for (int64_t i = 0; i < t.total; i++)
+			src[i] = address_of(&t, order[i]);
+		CHECK(t.s->permute(t.s, src, t.total, 37, 501) == 0);
+		gbml_chunk_store_file_stats(t.s, &st);
+		CHECK(st.reorders_in_place == 0);
+		CHECK(output_matches(&t, order, t.total, 37, 501));
+		t.s->destroy(t.s);
+		CHECK(env.memory_used == 0);
+		free(order);
+		free(src);
+		free(t.ref);
+		free(t.hash);
+	}
+}
+
 /* A budget whose eighth leaves a group under 32 KB keeps the rows in arrival order. */
 TEST(file_store_small_budget_does_not_group)
 {
@@ -358,6 +612,7 @@ TEST(file_store_small_budget_does_not_group)
 	t.s->destroy(t.s);
 	CHECK(env.memory_used == 0);
 	free(t.ref);
+	free(t.hash);
 }
 
 /* Rows grouped by hash read back by chunk, by row range and by address before any permute. */
@@ -406,6 +661,7 @@ TEST(file_store_grouped_rows_read_back)
 	free(addr);
 	free(out);
 	free(t.ref);
+	free(t.hash);
 }
 
 TEST(file_store_tracks_missing_values_through_permute)
@@ -507,6 +763,15 @@ TEST(file_store_write_failure_is_a_clear_error_and_leaks_nothing)
 	CHECK(env.memory_used == 0);
 	CHECK(tu_open_fds() == fds);
 	free(t.ref);
+	free(t.hash);
+}
+
+/* Rows grouped by hash in runs of 56 (9 features), in a store whose writes will fail once fw->allowed is set. */
+static void
+grouped_rows_failing_later(gbml_env *env, failing_writes *fw, stored_rows *t, uint64_t seed)
+{
+	fail_writes_after(env, fw, UINT64_MAX, GBML_EIO, "could not write to a temporary file: No space left on device");
+	put_grouped(t, env, seed, false);
 }
 
 /* A grouped reorder that fails after giving back rows: the old file reads as an ERROR, never as zeros. */
@@ -521,12 +786,7 @@ TEST(file_store_failed_reorder_after_giving_back_is_an_error)
 
 	if (!discard_probe())
 		return;					/* nothing is given back here: nothing to check */
-	fail_writes_after(&env, &fw, UINT64_MAX, GBML_EIO, "could not write to a temporary file: No space left on device");
-	t.s = gbml_chunk_store_file_open(&env);
-	t.hashed = true;
-	gbml_chunk_store_file_test_group_stage(2048);
-	CHECK(put_chunks(&t, &env, odd_sizes, N_ODD, 9, 12) == 0);
-	gbml_chunk_store_file_test_group_stage(0);
+	grouped_rows_failing_later(&env, &fw, &t, 12);
 	src = malloc(sizeof(int64_t) * (size_t) t.total);
 	for (int64_t i = 0; i < t.total; i++)
 		src[i] = address_of(&t, i);
@@ -548,6 +808,43 @@ TEST(file_store_failed_reorder_after_giving_back_is_an_error)
 	free(x);
 	free(src);
 	free(t.ref);
+	free(t.hash);
+}
+
+/* An in-place reorder that fails part way: the rows are neither in the old layout nor the new, so reads are an ERROR. */
+TEST(file_store_failed_in_place_reorder_is_an_error)
+{
+	gbml_env	env;
+	failing_writes fw = {0};
+	stored_rows t = {0};
+	gbml_spill_stats st;
+	int64_t    *order,
+			   *src;
+	float	   *x;
+
+	grouped_rows_failing_later(&env, &fw, &t, 24);
+	gbml_chunk_store_file_set_permute_budget(t.s, window_budget(1100, 9));
+	order = sorted_by_hash(&t);
+	src = malloc(sizeof(int64_t) * (size_t) t.total);
+	for (int64_t i = 0; i < t.total; i++)
+		src[i] = address_of(&t, order[i]);
+	/* every row is written once as it is staged (the last runs at the reorder's start), then 500 in place */
+	fw.allowed = ((uint64_t) t.total + 500) * 9 * sizeof(float);
+	CHECK(t.s->permute(t.s, src, t.total, 37, 501) != 0);
+	CHECK(strstr(t.s->error(t.s), "No space left") != NULL);
+	gbml_chunk_store_file_stats(t.s, &st);
+	CHECK(st.reorders_in_place == 0);
+	x = malloc(sizeof(float) * 9 * (size_t) t.total);
+	CHECK(t.s->read_chunk(t.s, 0, x) != 0);
+	CHECK(strstr(t.s->error(t.s), "rewriting some of its rows in place") != NULL);
+	CHECK(t.s->fetch(t.s, src, 3, x) != 0);
+	t.s->destroy(t.s);
+	CHECK(env.memory_used == 0);
+	free(x);
+	free(src);
+	free(order);
+	free(t.ref);
+	free(t.hash);
 }
 
 TEST(file_store_open_failure_is_reported)

@@ -65,10 +65,14 @@ rows_free(spill_rows *t)
 	free(t->weight);
 }
 
-/* Where build puts the rows: memory, files in arrival order, files grouped by hash (put_hashed). */
+/*
+ * Where build puts the rows: memory, files in arrival order, files grouped
+ * by hash (put_hashed) in runs of 7 rows (every group writes many runs), or
+ * in runs of 64 (about one a group: the reorder in place, below).
+ */
 enum
 {
-	IN_MEMORY, IN_FILES, IN_FILES_GROUPED
+	IN_MEMORY, IN_FILES, IN_FILES_GROUPED, IN_FILES_GROUPED_LONG_RUNS
 };
 
 /*
@@ -91,8 +95,9 @@ build(gbml_dataset *ds, gbml_env *env, const spill_rows *t, bool weights, int st
 	ds->chunk_rows = chunk_rows;
 	if (stored)
 		gbml_dataset_stream_to(ds, gbml_chunk_store_file_open, 0, false);
-	ds->spill_by_hash = stored == IN_FILES_GROUPED;
-	gbml_chunk_store_file_test_group_stage(stored == IN_FILES_GROUPED ? 7 * sizeof(float) * (size_t) t->d : 0);
+	ds->spill_by_hash = stored >= IN_FILES_GROUPED;
+	gbml_chunk_store_file_test_group_stage(stored >= IN_FILES_GROUPED
+										   ? (stored == IN_FILES_GROUPED ? 7 : 64) * sizeof(float) * (size_t) t->d : 0);
 	for (int64_t k = 0; k < t->n; k++)
 	{
 		int64_t		i = perm[k];
@@ -132,10 +137,15 @@ static const spill_case spill_cases[] = {
 	{"wide rows: squared, L2, standardized", false, 1e-2, 0, false, true, true, 0, 4, 12000, 511},
 };
 
-/* Trains c on t (stored or not, in chunks of chunk_rows) with `threads`; returns the model (env's) or NULL. */
+/*
+ * Trains c on t (stored or not, in chunks of chunk_rows) with `threads`;
+ * returns the model (env's) or NULL.  Runs of 64 rows are reordered in
+ * windows of at most 1,000 rows; *in_place (or NULL): the store's reorders
+ * done in place.
+ */
 static uint8_t *
 train_case(const spill_case *c, const spill_rows *t, int stored, int64_t chunk_rows, int threads, size_t *len,
-		   gbml_env *env)
+		   gbml_env *env, int *in_place)
 {
 	gbml_dataset ds;
 	uint8_t    *model = NULL;
@@ -155,18 +165,30 @@ train_case(const spill_case *c, const spill_rows *t, int stored, int64_t chunk_r
 	build(&ds, env, t, c->weights, stored, chunk_rows);
 	CHECK(!stored || (ds.store != NULL && strcmp(ds.store->residence, "file") == 0));
 	/* grouped rows: only the main thread reads them until the canonical reorder */
-	CHECK(stored != IN_FILES_GROUPED || !ds.store->read_any_thread);
+	CHECK(stored < IN_FILES_GROUPED || !ds.store->read_any_thread);
+	/* the window shares the budget with the reorder's 1 MB span and 32 bytes a row of places */
+	if (stored == IN_FILES_GROUPED_LONG_RUNS)
+		gbml_chunk_store_file_set_permute_budget(ds.store, ((size_t) 1 << 20) +
+												 1000 * ((size_t) t->d * sizeof(float) + 32));
 	if (gbml_train_values(env, "saga", p, (int) (sizeof(p) / sizeof(p[0])), &ds, NULL, &model, len) != GBML_OK)
 		fprintf(stderr, "  %s (%s, %d threads): %s\n", c->name, stored ? "files" : "memory", threads, env->error);
+	if (in_place)
+	{
+		gbml_spill_stats st;
+
+		gbml_chunk_store_file_stats(ds.store, &st);
+		*in_place = st.reorders_in_place;
+	}
 	gbml_dataset_free(&ds, env);
 	return model;
 }
 
 /*
  * Every case: in memory with one thread, in files in arrival order with
- * one, grouped by hash with two, and grouped in smaller chunks (as a
- * smaller memory budget would); the same model bytes (META included: the
- * timings go to the report).
+ * one, grouped by hash with two, grouped in smaller chunks (as a smaller
+ * memory budget would), and grouped in long runs, reordered in place in
+ * several windows (the passes then read the rows in pieces, row_pieces.h);
+ * the same model bytes (META included: the timings go to the report).
  */
 TEST(saga_spill_same_bytes_as_memory)
 {
@@ -174,16 +196,19 @@ TEST(saga_spill_same_bytes_as_memory)
 	{
 		const spill_case *c = &spill_cases[k];
 		spill_rows	t;
-		gbml_env	e[4];
-		uint8_t    *m[4];
-		size_t		len[4] = {0, 0, 0, 0};
+		gbml_env	e[5];
+		uint8_t    *m[5];
+		size_t		len[5] = {0, 0, 0, 0, 0};
+		int			in_place = 0;
 
 		rows_make(&t, c->n, c->d, c->logistic, 17 + k);
-		m[0] = train_case(c, &t, false, SPILL_CHUNK_ROWS, 1, &len[0], &e[0]);
-		m[1] = train_case(c, &t, true, SPILL_CHUNK_ROWS, 1, &len[1], &e[1]);
-		m[2] = train_case(c, &t, IN_FILES_GROUPED, SPILL_CHUNK_ROWS, 2, &len[2], &e[2]);
-		m[3] = train_case(c, &t, IN_FILES_GROUPED, 300, 2, &len[3], &e[3]);
-		for (int i = 1; i < 4; i++)
+		m[0] = train_case(c, &t, false, SPILL_CHUNK_ROWS, 1, &len[0], &e[0], NULL);
+		m[1] = train_case(c, &t, true, SPILL_CHUNK_ROWS, 1, &len[1], &e[1], NULL);
+		m[2] = train_case(c, &t, IN_FILES_GROUPED, SPILL_CHUNK_ROWS, 2, &len[2], &e[2], NULL);
+		m[3] = train_case(c, &t, IN_FILES_GROUPED, 300, 2, &len[3], &e[3], NULL);
+		m[4] = train_case(c, &t, IN_FILES_GROUPED_LONG_RUNS, 300, 2, &len[4], &e[4], &in_place);
+		CHECK(in_place >= 1);
+		for (int i = 1; i < 5; i++)
 		{
 			CHECK(m[0] && m[i] && len[0] == len[i] && memcmp(m[0], m[i], len[0]) == 0);
 			if (!(m[0] && m[i] && len[0] == len[i] && memcmp(m[0], m[i], len[0]) == 0))
@@ -191,7 +216,7 @@ TEST(saga_spill_same_bytes_as_memory)
 		}
 		if (c->max_iter > 100)
 			CHECK(m[0] && tu_meta_number(&e[0], m[0], len[0], "converged") == 1);
-		for (int i = 0; i < 4; i++)
+		for (int i = 0; i < 5; i++)
 		{
 			gbml_free(&e[i], m[i]);
 			CHECK(e[i].memory_used == 0);
