@@ -40,6 +40,7 @@
 #include "saga.h"
 #include "saga_shards.h"
 #include "chunk_prefetch.h"
+#include "row_pieces.h"
 #include "onehot.h"
 #include "saga_gpu.h"
 #include "saga_kernels.h"
@@ -48,6 +49,7 @@
 #include "rng.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #define TRACE_CAP 1000
@@ -340,45 +342,110 @@ check_labels(const gbml_dataset *ds, gbml_env *env, const char *what, int want, 
 }
 
 /*
- * A pass over ds's chunks in order.  The reader's buffers stay with the
- * dataset between passes (chunk_prefetch.c), so a reader a pass costs no
- * fresh pages.  NULL with env's error set.
+ * A pass over ds's chunks in order.  Stored rows that any thread may read
+ * (the file store) are read by the threads that work on them, in pieces
+ * that stay in cache (row_pieces.h); others come through the chunk reader
+ * (chunk_prefetch.h: host chunks as they are, stored ones read ahead), whose
+ * buffers stay with the dataset between passes, so a reader a pass costs no
+ * fresh pages.
  */
-static gbml_chunk_prefetch *
-pass_begin(saga_state *st, const gbml_dataset *ds)
+typedef struct saga_pass
 {
-	return gbml_chunk_prefetch_open(ds, st->env);
+	const gbml_dataset *ds;
+	gbml_chunk_prefetch *rd;	/* NULL: the chunks in turn, stored rows in pieces */
+	gbml_row_pieces rp;
+	int			next;			/* pieces: the next chunk */
+} saga_pass;
+
+/* threads: how many may read pieces at once. */
+static int
+pass_begin(saga_state *st, const gbml_dataset *ds, saga_pass *p, int threads)
+{
+	memset(p, 0, sizeof(*p));
+	p->ds = ds;
+	if (gbml_row_pieces_apply(ds))
+		return gbml_row_pieces_open(&p->rp, ds, st->env, threads);
+	p->rd = gbml_chunk_prefetch_open(ds, st->env);
+	return p->rd == NULL ? st->env->error_code : GBML_OK;
 }
 
-static void
-pass_end(saga_state *st, const gbml_dataset *ds, gbml_chunk_prefetch *rd)
+/* The next chunk: 1 with *x (NULL: read its rows with pass_rows), *rows, *c; 0 at the end; < 0 failed. */
+static int
+pass_next(saga_pass *p, const float **x, int64_t *rows, int *c)
 {
-	gbml_chunk_prefetch_close(rd);
+	if (p->rd != NULL)
+		return gbml_chunk_prefetch_next(p->rd, x, rows, c);
+	if (p->next >= p->ds->n_chunks || p->rp.rc != 0)
+		return 0;
+	*c = p->next++;
+	*x = p->ds->chunks[*c]->x;
+	*rows = p->ds->chunks[*c]->n_rows;
+	return 1;
+}
+
+/* fn over rows [r0, r0 + n) of chunk c, on thread t: from x as pass_next gave it, or in pieces. */
+static void
+pass_rows(saga_pass *p, int c, const float *x, int64_t r0, int64_t n, int t,
+		  void (*fn) (void *ctx, const float *x, int64_t r, int64_t m), void *ctx)
+{
+	if (x != NULL)
+		fn(ctx, x + (size_t) r0 * (size_t) p->ds->n_features, r0, n);
+	else
+		gbml_row_pieces_each(&p->rp, c, r0, n, t, fn, ctx);
+}
+
+/* rc: the pass's result so far; returns it, or a failed piece's read. */
+static int
+pass_end(saga_state *st, saga_pass *p, int rc)
+{
+	if (p->rd == NULL)
+	{
+		int			prc = gbml_row_pieces_close(&p->rp, st->env);
+
+		return rc != GBML_OK ? rc : prc;
+	}
+	gbml_chunk_prefetch_close(p->rd);
 	/* the eval set is walked once an epoch: its buffers would sit idle in the budget the groups need */
-	if (ds != st->ds)
-		gbml_dataset_release_reader_buffers(ds, st->env);
+	if (p->ds != st->ds)
+		gbml_dataset_release_reader_buffers(p->ds, st->env);
+	return rc;
+}
+
+typedef struct moments_ctx
+{
+	int			d;
+	const double *center;
+	double	   *sums;
+} moments_ctx;
+
+static void
+moments_rows(void *ctx, const float *x, int64_t r, int64_t m)
+{
+	moments_ctx *mc = ctx;
+
+	(void) r;
+	gbml_saga_column_moments(x, m, mc->d, mc->center, mc->sums);
 }
 
 /*
- * Column moments of every row, chunk by chunk in chunk order through the
- * reader (chunk_prefetch.h: host chunks as they are, stored ones read
- * ahead): sums of x (center NULL) or of (x - center)^2, into sums (padded).
+ * Column moments of every row, in order: sums of x (center NULL) or of
+ * (x - center)^2, into sums (padded).
  */
 static int
 moments_pass(saga_state *st, const double *center, double *sums)
 {
-	gbml_chunk_prefetch *rd = pass_begin(st, st->ds);
+	saga_pass	p;
+	moments_ctx mc = {st->d, center, sums};
 	const float *x;
 	int64_t		rows;
 	int			c,
 				rc;
 
-	if (rd == NULL)
-		return st->env->error_code;
-	while ((rc = gbml_chunk_prefetch_next(rd, &x, &rows, &c)) > 0)
-		gbml_saga_column_moments(x, rows, st->d, center, sums);
-	pass_end(st, st->ds, rd);
-	return rc;
+	if ((rc = pass_begin(st, st->ds, &p, 1)) != GBML_OK)
+		return rc;
+	while ((rc = pass_next(&p, &x, &rows, &c)) > 0)
+		pass_rows(&p, c, x, 0, rows, 0, moments_rows, &mc);
+	return pass_end(st, &p, rc);
 }
 
 /*
@@ -405,23 +472,43 @@ feature_stats(saga_state *st)
 	return GBML_OK;
 }
 
+typedef struct norm_ctx
+{
+	const saga_state *st;
+	const float *weight;		/* the chunk's, or NULL */
+	double		best;
+} norm_ctx;
+
+static void
+norm_rows(void *ctx, const float *x, int64_t r, int64_t m)
+{
+	norm_ctx   *nc = ctx;
+	const saga_state *st = nc->st;
+	double		v = gbml_saga_max_row_norm(x, nc->weight ? nc->weight + r : NULL, m, st->d,
+										   st->stdz ? st->scale : NULL, st->stdz ? st->shift : NULL,
+										   st->p->fit_intercept ? 1.0 : 0.0);
+
+	if (v > nc->best)
+		nc->best = v;
+}
+
 /* max_i s_i (|z_i|^2 + [intercept]) over every row: blocks of a chunk on the threads (a max is exact in any order). */
 static int
 max_row_norm(saga_state *st, double *out)
 {
 	const gbml_dataset *ds = st->ds;
 	gbml_env   *env = st->env;
-	gbml_chunk_prefetch *rd = pass_begin(st, ds);
 	const bool	par = env->threads > 1 && (double) ds->n_rows * ds->n_features >= PARALLEL_MIN_VALUES;
+	saga_pass	p;
 	const float *x;
 	int64_t		rows;
 	int			c,
 				rc;
 	double		best = 0;
 
-	if (rd == NULL)
-		return env->error_code;
-	while ((rc = gbml_chunk_prefetch_next(rd, &x, &rows, &c)) > 0)
+	if ((rc = pass_begin(st, ds, &p, env->threads)) != GBML_OK)
+		return rc;
+	while ((rc = pass_next(&p, &x, &rows, &c)) > 0)
 	{
 		const float *weight = ds->has_weight ? ds->chunks[c]->weight : NULL;
 		int64_t		n_blocks = (rows + EVAL_BLOCK_ROWS - 1) / EVAL_BLOCK_ROWS;
@@ -430,40 +517,45 @@ max_row_norm(saga_state *st, double *out)
 		for (int64_t k = 0; k < n_blocks; k++)
 		{
 			int64_t		r0 = k * EVAL_BLOCK_ROWS;
-			double		m = gbml_saga_max_row_norm(x + (size_t) r0 * ds->n_features, weight ? weight + r0 : NULL,
-												   Min64(EVAL_BLOCK_ROWS, rows - r0), ds->n_features,
-												   st->stdz ? st->scale : NULL, st->stdz ? st->shift : NULL,
-												   st->p->fit_intercept ? 1.0 : 0.0);
+			norm_ctx	nc = {st, weight, 0};
 
-			if (m > best)
-				best = m;
+			pass_rows(&p, c, x, r0, Min64(EVAL_BLOCK_ROWS, rows - r0), omp_get_thread_num(), norm_rows, &nc);
+			if (nc.best > best)
+				best = nc.best;
 		}
 	}
-	pass_end(st, ds, rd);
 	*out = best;
-	return rc;
+	return pass_end(st, &p, rc);
 }
 
-/* Adds rows [r0, r0 + n) of chunk c (features x) into a block's sums, at raw-space weights st->w_eff, b_eff. */
-static void
-eval_rows(const saga_state *st, const gbml_dataset *ds, int c, const float *x, int64_t r0, int64_t n,
-		  double b_eff, double *sums)
+typedef struct eval_ctx
 {
-	const gbml_chunk *ch = ds->chunks[c];
+	const saga_state *st;
+	const gbml_chunk *ch;
+	bool		weighted;
+	double		b_eff;
+	double	   *sums;
+} eval_ctx;
 
-	gbml_saga_block_eval(x + (size_t) r0 * ds->n_features, ch->label + r0, ds->has_weight ? ch->weight + r0 : NULL,
-						 n, ds->n_features, st->w_eff, b_eff, st->loss, sums);
+/* Adds rows [r, r + m) of the chunk (features x) into the block's sums, at raw-space weights st->w_eff, b_eff. */
+static void
+eval_rows(void *ctx, const float *x, int64_t r, int64_t m)
+{
+	eval_ctx   *e = ctx;
+
+	gbml_saga_block_eval(x, e->ch->label + r, e->weighted ? e->ch->weight + r : NULL, m, e->st->d,
+						 e->st->w_eff, e->b_eff, e->st->loss, e->sums);
 }
 
 /*
  * Sums of weighted loss and of the accuracy/squared-error statistic over a
- * dataset at raw-space weights (st->w_eff padded, b_eff), chunk by chunk
- * through the reader, in fixed blocks of EVAL_BLOCK_ROWS canonical
- * positions added in block order.  A block that straddles two chunks is
- * summed on across the boundary (`open`: the last block begun), so the
- * result depends neither on the chunk layout nor on where the rows live;
- * the blocks that begin in a chunk run on the threads, so it does not
- * depend on the thread count either.
+ * dataset at raw-space weights (st->w_eff padded, b_eff), chunk by chunk,
+ * in fixed blocks of EVAL_BLOCK_ROWS canonical positions added in block
+ * order.  A block that straddles two chunks is summed on across the
+ * boundary (`open`: the last block begun), so the result depends neither
+ * on the chunk layout nor on where the rows live (a block's rows are added
+ * one after the other, in pieces or not); the blocks that begin in a chunk
+ * run on the threads, so it does not depend on the thread count either.
  */
 static int
 dataset_eval(saga_state *st, const gbml_dataset *ds, double b_eff, double *loss_sum, double *stat)
@@ -481,7 +573,7 @@ dataset_eval(saga_state *st, const gbml_dataset *ds, double b_eff, double *loss_
 				open[2] = {0, 0},
 				total[2] = {0, 0};
 	bool		is_open = false;
-	gbml_chunk_prefetch *rd;
+	saga_pass	p;
 	const float *x;
 	int			c,
 				rc;
@@ -490,18 +582,19 @@ dataset_eval(saga_state *st, const gbml_dataset *ds, double b_eff, double *loss_
 		widest = ds->chunks[c]->n_rows > widest ? ds->chunks[c]->n_rows : widest;
 	if ((part = gbml_alloc_array(env, (size_t) (widest / EVAL_BLOCK_ROWS + 2) * 2, sizeof(double))) == NULL)
 		return env->error_code;
-	if ((rd = pass_begin(st, ds)) == NULL)
+	if ((rc = pass_begin(st, ds, &p, env->threads)) != GBML_OK)
 	{
 		gbml_free(env, part);
-		return env->error_code;
+		return rc;
 	}
-	while ((rc = gbml_chunk_prefetch_next(rd, &x, &rows, &c)) > 0)
+	while ((rc = pass_next(&p, &x, &rows, &c)) > 0)
 	{
 		/* the rows that finish the block begun in an earlier chunk */
 		int64_t		head = is_open ? Min64(rows, (EVAL_BLOCK_ROWS - g0 % EVAL_BLOCK_ROWS) % EVAL_BLOCK_ROWS) : 0;
 		int64_t		n_blocks = (rows - head + EVAL_BLOCK_ROWS - 1) / EVAL_BLOCK_ROWS;
+		eval_ctx	e = {st, ds->chunks[c], ds->has_weight, b_eff, open};
 
-		eval_rows(st, ds, c, x, 0, head, b_eff, open);
+		pass_rows(&p, c, x, 0, head, 0, eval_rows, &e);
 		if (n_blocks > 0 && is_open)
 		{
 			total[0] += open[0];
@@ -511,9 +604,10 @@ dataset_eval(saga_state *st, const gbml_dataset *ds, double b_eff, double *loss_
 		for (int64_t k = 0; k < n_blocks; k++)
 		{
 			int64_t		r0 = head + k * EVAL_BLOCK_ROWS;
+			eval_ctx	ek = {st, ds->chunks[c], ds->has_weight, b_eff, part + 2 * k};
 
 			part[2 * k] = part[2 * k + 1] = 0;
-			eval_rows(st, ds, c, x, r0, Min64(EVAL_BLOCK_ROWS, rows - r0), b_eff, part + 2 * k);
+			pass_rows(&p, c, x, r0, Min64(EVAL_BLOCK_ROWS, rows - r0), omp_get_thread_num(), eval_rows, &ek);
 		}
 		for (int64_t k = 0; k + 1 < n_blocks; k++)
 		{
@@ -529,7 +623,7 @@ dataset_eval(saga_state *st, const gbml_dataset *ds, double b_eff, double *loss_
 		}
 		g0 += rows;
 	}
-	pass_end(st, ds, rd);
+	rc = pass_end(st, &p, rc);
 	gbml_free(env, part);
 	*loss_sum = total[0] + open[0];
 	*stat = total[1] + open[1];
