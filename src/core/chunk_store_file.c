@@ -255,14 +255,30 @@ last_at_or_before(const int64_t *a, int64_t n, int64_t x)
 	return lo;
 }
 
-/* The hash group of the run holding file row p (-1: a plain put's, or none). */
-static int
-group_of_place(const file_store *f, int64_t p)
+/*
+ * Each file row's hash group (-1: a plain put's run), a byte a row, from the
+ * runs: a lookup a row where a search of the runs took most of the time of
+ * planning an in-place reorder.  NULL with the store's error set (memory).
+ */
+static int8_t *
+groups_by_place(file_store *f, int64_t rows)
 {
-	/* runs are appended in file order */
-	int64_t		k = f->n_runs > 0 ? last_at_or_before(f->run_at, f->n_runs, p) : 0;
+	int8_t	   *g = gbml_alloc_array(f->env, (size_t) (rows > 0 ? rows : 1), sizeof(int8_t));
 
-	return f->n_runs > 0 && f->run_at[k] <= p ? f->run_group[k] : -1;
+	if (g == NULL)
+	{
+		store_fail_env(f);
+		return NULL;
+	}
+	memset(g, -1, (size_t) rows);
+	/* runs are appended in file order, each up to the next one's start */
+	for (int64_t k = 0; k < f->n_runs; k++)
+	{
+		int64_t		end = k + 1 < f->n_runs ? f->run_at[k + 1] : rows;
+
+		memset(g + f->run_at[k], f->run_group[k], (size_t) (end - f->run_at[k]));
+	}
+	return g;
 }
 
 /*
@@ -450,6 +466,20 @@ place_of(const file_store *f, int64_t addr)
 		return f->seg_at[k] + (i - f->seg_pos[k]);
 	}
 	return i;
+}
+
+/*
+ * Starts loading row addr's place: a list of addresses in canonical order
+ * reads the place table (8 bytes a row, arrival order) at random, a cache
+ * miss a row; asked PLACE_AHEAD rows before it is needed, it is not.
+ */
+#define PLACE_AHEAD 16
+
+static inline void
+prefetch_place(const file_store *f, int64_t addr)
+{
+	if (f->place != NULL)
+		__builtin_prefetch(&f->place[f->chunks[addr >> 32].first_row + (addr & 0xffffffffLL)]);
 }
 
 /* The staging buffers, if the budget leaves each group GROUP_STAGE_MIN_BYTES (else none). */
@@ -791,6 +821,8 @@ discard_init(file_store *f, const int64_t *src, int64_t n, discard_units *d)
 		int64_t		u0,
 					u1;
 
+		if (k + PLACE_AHEAD < n)
+			prefetch_place(f, src[k + PLACE_AHEAD]);
 		discard_span(f, place_of(f, src[k]), &u0, &u1);
 		for (int64_t u = u0; u <= u1; u++)
 			d->left[u]++;
@@ -868,7 +900,11 @@ fetch_rows(file_store *f, const int64_t *src, int64_t n, float *out, discard_uni
 	if (o == NULL || span == NULL)
 		rc = store_fail_env(f);
 	for (int64_t i = 0; rc == 0 && i < n; i++)
+	{
+		if (i + PLACE_AHEAD < n)
+			prefetch_place(f, src[i + PLACE_AHEAD]);
 		o[i] = (place_slot) {place_of(f, src[i]), i};
+	}
 	if (rc == 0)
 	{
 		/* the radix sort's room only when the budget has it (qsort needs none of ours) */
@@ -1340,35 +1376,45 @@ permute_commit(permute_state *st)
  */
 #define IN_PLACE_MIN_SEGMENT_ROWS 16
 
-/* The window starts (positions), cut at group changes where the budget allows: *n_win windows, win[*n_win] = n. */
+/*
+ * The window starts (positions), cut at group changes where the budget
+ * allows: *n_win windows, win[*n_win] = n; -1 when a row is kept twice.
+ */
 static int
 in_place_windows(file_store *f, const int64_t *src, int64_t n, int64_t cap_rows, int64_t **win_out, int64_t *n_win)
 {
 	int64_t		rows = (int64_t) (f->end / row_bytes(f));
 	uint64_t   *seen = gbml_alloc0(f->env, sizeof(uint64_t) * (size_t) (rows / 64 + 1));
 	int64_t    *win = gbml_alloc_array(f->env, (size_t) (n / cap_rows + 2) * 2, sizeof(int64_t));
+	int8_t	   *group = seen != NULL && win != NULL ? groups_by_place(f, rows) : NULL;
 	int64_t		w0 = 0,
 				cut_at = -1;	/* the last group change after w0 */
 	int			prev = -2;
 
 	*win_out = NULL;
 	*n_win = 0;
-	if (seen == NULL || win == NULL)
+	if (group == NULL)
 	{
 		gbml_free(f->env, seen);
 		gbml_free(f->env, win);
-		return store_fail_env(f);
+		return seen != NULL && win != NULL ? 1 : store_fail_env(f);
 	}
 	win[0] = 0;
 	for (int64_t p = 0; p < n; p++)
 	{
-		int64_t		at = place_of(f, src[p]);
-		int			g = group_of_place(f, at);
+		int64_t		at;
+		int			g;
+
+		if (p + PLACE_AHEAD < n)
+			prefetch_place(f, src[p + PLACE_AHEAD]);
+		at = place_of(f, src[p]);
+		g = group[at];
 
 		if (seen[at / 64] & ((uint64_t) 1 << (at % 64)))
 		{
 			gbml_free(f->env, seen);
 			gbml_free(f->env, win);
+			gbml_free(f->env, group);
 			return -1;			/* a row kept twice: its place cannot take two rows */
 		}
 		seen[at / 64] |= (uint64_t) 1 << (at % 64);
@@ -1377,14 +1423,19 @@ in_place_windows(file_store *f, const int64_t *src, int64_t n, int64_t cap_rows,
 		prev = g;
 		if (p - w0 == cap_rows)
 		{
-			/* [w0, p) is full: end it at the last group change, or here */
-			w0 = cut_at > w0 ? cut_at : p;
+			/*
+			 * [w0, p) is full: end it at the last group change if that keeps
+			 * at least half of it (so there are at most 2 n / cap_rows + 1
+			 * windows), else here
+			 */
+			w0 = cut_at > w0 + cap_rows / 2 ? cut_at : p;
 			win[++*n_win] = w0;
 			cut_at = -1;
 		}
 	}
 	win[++*n_win] = n;
 	gbml_free(f->env, seen);
+	gbml_free(f->env, group);
 	*win_out = win;
 	return 0;
 }
@@ -1406,7 +1457,11 @@ in_place_segments(file_store *f, const int64_t *src, int64_t n, const int64_t *w
 					m = win[w + 1] - w0;
 
 		for (int64_t i = 0; i < m; i++)
+		{
+			if (i + PLACE_AHEAD < m)
+				prefetch_place(f, src[w0 + i + PLACE_AHEAD]);
 			o[i] = (place_slot) {place_of(f, src[w0 + i]), i};
+		}
 		sort_places(o, room, m);
 		for (int64_t i = 0; rc == 0 && i < m; i++)
 			rc = push_segment(f, w0 + i, o[i].place, 1);
