@@ -1389,34 +1389,33 @@ in_place_windows(file_store *f, const int64_t *src, int64_t n, int64_t cap_rows,
 	int8_t	   *group = seen != NULL && win != NULL ? groups_by_place(f, rows) : NULL;
 	int64_t		w0 = 0,
 				cut_at = -1;	/* the last group change after w0 */
-	int			prev = -2;
+	int			prev = -2,
+				rc = 0;
 
-	*win_out = NULL;
 	*n_win = 0;
 	if (group == NULL)
-	{
-		gbml_free(f->env, seen);
-		gbml_free(f->env, win);
-		return seen != NULL && win != NULL ? 1 : store_fail_env(f);
-	}
-	win[0] = 0;
-	for (int64_t p = 0; p < n; p++)
+		rc = seen != NULL && win != NULL ? 1 : store_fail_env(f);
+	else
+		win[0] = 0;
+	for (int64_t p = 0; rc == 0 && p < n; p++)
 	{
 		int64_t		at;
 		int			g;
 
 		if (p + PLACE_AHEAD < n)
 			prefetch_place(f, src[p + PLACE_AHEAD]);
+		if ((p & ((1 << 16) - 1)) == 0 && p > 0)
+		{
+			/* tens of ns a row: a cancel is seen within a second whatever the table's size */
+			gbml_progress_info info = {.phase = "spill reorder plan",.iteration = p,.total = n};
+
+			if (gbml_progress(f->env, &info))
+				rc = store_fail(f, GBML_ECANCELLED, "canceled while reordering rows");
+		}
 		at = place_of(f, src[p]);
 		g = group[at];
-
-		if (seen[at / 64] & ((uint64_t) 1 << (at % 64)))
-		{
-			gbml_free(f->env, seen);
-			gbml_free(f->env, win);
-			gbml_free(f->env, group);
-			return -1;			/* a row kept twice: its place cannot take two rows */
-		}
+		if (rc == 0 && (seen[at / 64] & ((uint64_t) 1 << (at % 64))))
+			rc = -1;			/* a row kept twice: its place cannot take two rows */
 		seen[at / 64] |= (uint64_t) 1 << (at % 64);
 		if (p > 0 && g != prev)
 			cut_at = p;
@@ -1433,9 +1432,14 @@ in_place_windows(file_store *f, const int64_t *src, int64_t n, int64_t cap_rows,
 			cut_at = -1;
 		}
 	}
-	win[++*n_win] = n;
 	gbml_free(f->env, seen);
 	gbml_free(f->env, group);
+	if (rc != 0)
+	{
+		gbml_free(f->env, win);
+		return rc;
+	}
+	win[++*n_win] = n;
 	*win_out = win;
 	return 0;
 }
