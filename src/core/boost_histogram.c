@@ -252,16 +252,6 @@ leaf_term(int64_t g, int64_t h, double isg, double ish, double l2)
 	return den > 0 ? G * G / den : 0.0;
 }
 
-/* A standard normal draw (Box-Muller, the cosine half): two uniforms, the first moved into (0, 1]. */
-static inline double
-standard_normal(gbml_rng *r)
-{
-	double		u1 = 1.0 - gbml_rng_uniform(r),
-				u2 = gbml_rng_uniform(r);
-
-	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
 void
 gbml_boost_leaf_update_nodes(const uint8_t *block, int64_t len, int level, const int32_t *feature,
 							 const int32_t *border_index, const uint8_t *set_mask, uint16_t *leaf)
@@ -349,7 +339,7 @@ gbml_boost_best_split(const gbml_boost_hist_bin *hist, const gbml_boost_hist_bin
 					gbml_rng_stream(&rng, noise->seed, (uint64_t) f);
 				for (int j = 0; j < nb; j++)
 				{
-					double		pick = noisy ? score[j] + noise->sd * standard_normal(&rng) : score[j];
+					double		pick = noisy ? score[j] + noise->sd * gbml_rng_normal(&rng) : score[j];
 
 					if (!one_sided[j] && pick > fb.pick)
 					{

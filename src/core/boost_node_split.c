@@ -23,13 +23,16 @@
  * by their noise (without this, churn's 51 states overfit: test logloss
  * 0.20 against 0.157), and one with none (the unseen slot among them) goes
  * with the side whose values are nearer 0, not an arbitrary one.  Exact
- * integer sums, a fixed order: the same bits on any thread count.  The
- * split's score is not noised (random_strength).  best->feature -1 when
- * there is none; else mask holds the bins going right.
+ * integer sums, a fixed order: the same bits on any thread count.  With
+ * random_strength, each candidate is compared by its score plus a normal
+ * draw, as the ordinal ones are (the stream of (noise seed, f), a draw per
+ * candidate in order; the set features have no ordinal candidates, so the
+ * stream is theirs).  best->feature -1 when there is none; else mask holds
+ * the bins going right.
  */
 static void
 best_set_split(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int f, int64_t min_h,
-			   gbml_boost_split *best, uint8_t *mask)
+			   const gbml_boost_split_noise *noise, gbml_boost_split *best, uint8_t *mask)
 {
 	const gbml_boost_hist_bin *h = T->hist_cur + (size_t) l * (size_t) T->total_bins + T->feat_off[f];
 	int			nb = T->borders.count[f] + 1,
@@ -37,6 +40,8 @@ best_set_split(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int
 	int			order[GBML_BOOST_MAX_BORDERS + 1];
 	double		ratio[GBML_BOOST_MAX_BORDERS + 1];
 	gbml_boost_hist_bin child[2] = {{0, 0}, {0, 0}};
+	bool		noisy = noise != NULL && noise->sd > 0;
+	gbml_rng	rng;
 
 	for (int b = 0; b < nb; b++)
 	{
@@ -54,9 +59,14 @@ best_set_split(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int
 	}
 	best->feature = best->border = -1;
 	best->score = best->pick = -INFINITY;
+	if (noisy)
+		gbml_rng_stream(&rng, noise->seed, (uint64_t) f);
 	for (int i = 0; i + 1 < nb; i++)
 	{
-		double		score;
+		double		score,
+					pick;
+		/* drawn for every candidate, taken or not: the stream does not depend on which are */
+		double		draw = noisy ? noise->sd * gbml_rng_normal(&rng) : 0.0;
 
 		child[1].g += h[order[i]].g;
 		child[1].h += h[order[i]].h;
@@ -65,9 +75,11 @@ best_set_split(const trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int
 		if (child[1].h < min_h || child[0].h < min_h)
 			continue;
 		score = gbml_boost_leaves_score(child, 2, 1.0 / T->sg, 1.0 / T->sh, T->l2);
-		if (score > best->score)
+		pick = score + draw;
+		if (pick > best->pick)
 		{
-			best->score = best->pick = score;
+			best->score = score;
+			best->pick = pick;
 			best_i = i;
 		}
 	}
@@ -123,7 +135,7 @@ best_leaf_split(trainer *T, int l, const gbml_boost_hist_bin *leaf_sum, int64_t 
 	for (int f = 0; T->is_set != NULL && f < T->n_features; f++)
 		if (T->is_set[f])
 		{
-			best_set_split(T, l, leaf_sum, f, min_h, &cand, cand_mask);
+			best_set_split(T, l, leaf_sum, f, min_h, noise, &cand, cand_mask);
 			if (cand.feature >= 0 && cand.pick > best->pick)
 			{
 				*best = cand;

@@ -7,6 +7,7 @@
 #ifndef GBML_RNG_H
 #define GBML_RNG_H
 
+#include <math.h>
 #include <stdint.h>
 
 typedef struct gbml_rng
@@ -69,6 +70,16 @@ static inline double
 gbml_rng_uniform(gbml_rng *r)
 {
 	return (double) (gbml_rng_next(r) >> 11) * 0x1.0p-53;
+}
+
+/* A standard normal draw (Box-Muller, the cosine half): two uniforms, the first moved into (0, 1]. */
+static inline double
+gbml_rng_normal(gbml_rng *r)
+{
+	double		u1 = 1.0 - gbml_rng_uniform(r),
+				u2 = gbml_rng_uniform(r);
+
+	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
 /* Uniform integer in [0, n), n > 0 (Lemire's multiply-shift, unbiased enough for n < 2^32). */
