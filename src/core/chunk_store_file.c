@@ -236,25 +236,6 @@ note_run(file_store *f, int64_t at, int g)
 	return 0;
 }
 
-/* The last of a[0..n) (ascending) at or before x: 0 when none is (n >= 1). */
-static int64_t
-last_at_or_before(const int64_t *a, int64_t n, int64_t x)
-{
-	int64_t		lo = 0,
-				hi = n;
-
-	while (hi - lo > 1)
-	{
-		int64_t		mid = lo + (hi - lo) / 2;
-
-		if (a[mid] <= x)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /*
  * Each file row's hash group (-1: a plain put's run), a byte a row, from the
  * runs: a lookup a row where a search of the runs took most of the time of
@@ -314,11 +295,23 @@ push_segment(file_store *f, int64_t pos, int64_t at, int64_t n)
 	return 0;
 }
 
-/* The segment holding position i (segments are in position order, the first at 0). */
+/* The segment holding position i (segments are in position order, the first at 0): a binary search. */
 static int64_t
 segment_of(const file_store *f, int64_t i)
 {
-	return last_at_or_before(f->seg_pos, f->n_segs, i);
+	int64_t		lo = 0,
+				hi = f->n_segs;
+
+	while (hi - lo > 1)
+	{
+		int64_t		mid = lo + (hi - lo) / 2;
+
+		if (f->seg_pos[mid] <= i)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 /* Reads positions [pos, pos + n) through the segments; any thread (the segments do not change then). */
@@ -1563,7 +1556,7 @@ permute_in_place(permute_state *st, int64_t first_rows, int64_t chunk_rows)
 	/* permute_grouped's window: the rows, and fetch's places and their sort */
 	budget = budget > fetch_span_bytes(f) ? budget - fetch_span_bytes(f) : 0;
 	cap_rows = (int64_t) (budget / (rb + 2 * sizeof(place_slot)));
-	cap_rows = cap_rows > 0 ? cap_rows : 1;
+	cap_rows = cap_rows < 1 ? 1 : cap_rows > n ? n : cap_rows;	/* no window larger than the rows */
 	rc = in_place_windows(f, st->src, n, cap_rows, &win, &n_win);
 	if (rc == 0)
 		rc = in_place_segments(f, st->src, n, win, n_win, cap_rows);
@@ -1577,8 +1570,8 @@ permute_in_place(permute_state *st, int64_t first_rows, int64_t chunk_rows)
 	st->total_steps = n_win;
 	if (rc == 0)
 		rc = in_place_write(st, win, n_win);
-	if (rc == 0)
-		rc = in_place_commit(st, first_rows, chunk_rows);
+	if (rc == 0 && (rc = in_place_commit(st, first_rows, chunk_rows)) != 0)
+		f->damaged = "rewriting some of its rows in place";	/* written, but the table not replaced */
 	if (rc != 0)
 		free_segments(f);
 	gbml_free(f->env, win);
