@@ -210,6 +210,25 @@ write_at(file_store *f, gbml_temp_file *file, const void *x, size_t len, uint64_
 
 /* ---- where rows are in the file: runs while grouped, segments after an in-place reorder ---- */
 
+/*
+ * The table whose pointer is at `where` (an int64_t ** or int8_t **)
+ * resized to cap entries of `size` bytes; the store's error on failure.
+ * The pointer is read and written with memcpy: no access through another
+ * pointer type.
+ */
+static int
+resize_table(file_store *f, void *where, int64_t cap, size_t size)
+{
+	void	   *old,
+			   *q;
+
+	memcpy(&old, where, sizeof(old));
+	if ((q = gbml_realloc(f->env, old, (size_t) cap * size)) == NULL)
+		return store_fail_env(f);
+	memcpy(where, &q, sizeof(q));
+	return 0;
+}
+
 /* Notes a run written at file row `at` while rows are grouped: of hash group g (-1: any). */
 static int
 note_run(file_store *f, int64_t at, int g)
@@ -217,18 +236,10 @@ note_run(file_store *f, int64_t at, int g)
 	if (f->n_runs == f->cap_runs)
 	{
 		int64_t		cap = f->cap_runs ? f->cap_runs * 2 : 256;
-		int64_t    *a = gbml_realloc(f->env, f->run_at, (size_t) cap * sizeof(int64_t));
 
-		if (a == NULL)
-			return store_fail_env(f);
-		f->run_at = a;
-		{
-			int8_t	   *gr = gbml_realloc(f->env, f->run_group, (size_t) cap * sizeof(int8_t));
-
-			if (gr == NULL)
-				return store_fail_env(f);
-			f->run_group = gr;
-		}
+		if (resize_table(f, &f->run_at, cap, sizeof(int64_t)) != 0 ||
+			resize_table(f, &f->run_group, cap, sizeof(int8_t)) != 0)
+			return 1;
 		f->cap_runs = cap;
 	}
 	f->run_at[f->n_runs] = at;
@@ -279,14 +290,10 @@ push_segment(file_store *f, int64_t pos, int64_t at, int64_t n)
 	if (f->n_segs + 1 >= f->cap_segs)
 	{
 		int64_t		cap = f->cap_segs ? f->cap_segs * 2 : 256;
-		int64_t    *sp = gbml_realloc(f->env, f->seg_pos, (size_t) cap * sizeof(int64_t));
 
-		if (sp == NULL)
-			return store_fail_env(f);
-		f->seg_pos = sp;
-		if ((sp = gbml_realloc(f->env, f->seg_at, (size_t) cap * sizeof(int64_t))) == NULL)
-			return store_fail_env(f);
-		f->seg_at = sp;
+		if (resize_table(f, &f->seg_pos, cap, sizeof(int64_t)) != 0 ||
+			resize_table(f, &f->seg_at, cap, sizeof(int64_t)) != 0)
+			return 1;
 		f->cap_segs = cap;
 	}
 	f->seg_pos[f->n_segs] = pos;
@@ -461,20 +468,6 @@ place_of(const file_store *f, int64_t addr)
 	return i;
 }
 
-/*
- * Starts loading row addr's place: a list of addresses in canonical order
- * reads the place table (8 bytes a row, arrival order) at random, a cache
- * miss a row; asked PLACE_AHEAD rows before it is needed, it is not.
- */
-#define PLACE_AHEAD 16
-
-static inline void
-prefetch_place(const file_store *f, int64_t addr)
-{
-	if (f->place != NULL)
-		__builtin_prefetch(&f->place[f->chunks[addr >> 32].first_row + (addr & 0xffffffffLL)]);
-}
-
 /* The staging buffers, if the budget leaves each group GROUP_STAGE_MIN_BYTES (else none). */
 static int
 alloc_stage(file_store *f)
@@ -545,15 +538,13 @@ static int
 grow_places(file_store *f, int64_t rows, int64_t more)
 {
 	int64_t		cap = f->place_cap;
-	int64_t    *p;
 
 	if (rows + more <= cap)
 		return 0;
 	while (cap < rows + more)
 		cap = cap ? cap * 2 : 1024;
-	if ((p = gbml_realloc(f->env, f->place, (size_t) cap * sizeof(int64_t))) == NULL)
-		return store_fail_env(f);
-	f->place = p;
+	if (resize_table(f, &f->place, cap, sizeof(int64_t)) != 0)
+		return 1;
 	f->place_cap = cap;
 	return 0;
 }
@@ -814,8 +805,6 @@ discard_init(file_store *f, const int64_t *src, int64_t n, discard_units *d)
 		int64_t		u0,
 					u1;
 
-		if (k + PLACE_AHEAD < n)
-			prefetch_place(f, src[k + PLACE_AHEAD]);
 		discard_span(f, place_of(f, src[k]), &u0, &u1);
 		for (int64_t u = u0; u <= u1; u++)
 			d->left[u]++;
@@ -893,11 +882,7 @@ fetch_rows(file_store *f, const int64_t *src, int64_t n, float *out, discard_uni
 	if (o == NULL || span == NULL)
 		rc = store_fail_env(f);
 	for (int64_t i = 0; rc == 0 && i < n; i++)
-	{
-		if (i + PLACE_AHEAD < n)
-			prefetch_place(f, src[i + PLACE_AHEAD]);
 		o[i] = (place_slot) {place_of(f, src[i]), i};
-	}
 	if (rc == 0)
 	{
 		/* the radix sort's room only when the budget has it (qsort needs none of ours) */
@@ -1395,8 +1380,6 @@ in_place_windows(file_store *f, const int64_t *src, int64_t n, int64_t cap_rows,
 		int64_t		at;
 		int			g;
 
-		if (p + PLACE_AHEAD < n)
-			prefetch_place(f, src[p + PLACE_AHEAD]);
 		if ((p & ((1 << 16) - 1)) == 0 && p > 0)
 		{
 			/* tens of ns a row: a cancel is seen within a second whatever the table's size */
@@ -1454,11 +1437,7 @@ in_place_segments(file_store *f, const int64_t *src, int64_t n, const int64_t *w
 					m = win[w + 1] - w0;
 
 		for (int64_t i = 0; i < m; i++)
-		{
-			if (i + PLACE_AHEAD < m)
-				prefetch_place(f, src[w0 + i + PLACE_AHEAD]);
 			o[i] = (place_slot) {place_of(f, src[w0 + i]), i};
-		}
 		sort_places(o, room, m);
 		for (int64_t i = 0; rc == 0 && i < m; i++)
 			rc = push_segment(f, w0 + i, o[i].place, 1);

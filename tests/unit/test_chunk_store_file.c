@@ -96,6 +96,16 @@ put_chunks(stored_rows *t, gbml_env *env, const int64_t *sizes, int n, int d, ui
 	return 0;
 }
 
+/* Destroys t's store, which must leave nothing allocated in env, and frees the reference copy. */
+static void
+stored_rows_close(stored_rows *t, gbml_env *env)
+{
+	t->s->destroy(t->s);
+	CHECK(env->memory_used == 0);
+	free(t->ref);
+	free(t->hash);
+}
+
 /* Every stored chunk reads back as the reference. */
 static bool
 chunks_match(const stored_rows *t)
@@ -132,10 +142,7 @@ TEST(file_store_reads_back_chunks_of_odd_sizes)
 	CHECK(st.bytes_written == (uint64_t) t.total * 13 * sizeof(float));
 	CHECK(st.bytes_read == st.bytes_written);
 	CHECK(t.s->read_chunk(t.s, N_ODD, t.ref) != 0 && t.s->error_code(t.s) == GBML_EINVAL);
-	t.s->destroy(t.s);
-	CHECK(env.memory_used == 0);
-	free(t.ref);
-	free(t.hash);
+	stored_rows_close(&t, &env);
 }
 
 TEST(file_store_fetches_random_addresses)
@@ -164,12 +171,9 @@ TEST(file_store_fetches_random_addresses)
 	addr[7] = ((int64_t) 3 << 32) | 1000;	/* chunk 4 has 1000 rows: 0..999 */
 	CHECK(t.s->fetch(t.s, addr, n, out) != 0 && t.s->error_code(t.s) == GBML_EINVAL);
 	CHECK(strstr(t.s->error(t.s), "not stored") != NULL);
-	t.s->destroy(t.s);
-	CHECK(env.memory_used == 0);
+	stored_rows_close(&t, &env);
 	free(addr);
 	free(out);
-	free(t.ref);
-	free(t.hash);
 }
 
 /*
@@ -201,13 +205,10 @@ TEST(file_store_fetches_long_lists)
 		for (int64_t i = 0; i < n; i++)
 			ok = ok && memcmp(out + i * 3, t.ref + (g[i] % t.total) * 3, sizeof(float) * 3) == 0;
 		CHECK(ok);
-		t.s->destroy(t.s);
-		CHECK(env.memory_used == 0);
+		stored_rows_close(&t, &env);
 		free(addr);
 		free(g);
 		free(out);
-		free(t.ref);
-		free(t.hash);
 	}
 }
 
@@ -307,12 +308,9 @@ check_permute(size_t budget, int64_t first_rows, int64_t chunk_rows, int64_t dro
 		CHECK(after.bytes_discarded >= (uint64_t) (dropped > 0 ? 1 : t.total * d) * sizeof(float) / 2);
 	else
 		CHECK(after.bytes_discarded == 0);
-	t.s->destroy(t.s);
-	CHECK(env.memory_used == 0);
+	stored_rows_close(&t, &env);
 	free(order);
 	free(src);
-	free(t.ref);
-	free(t.hash);
 }
 
 TEST(file_store_permutes_in_one_window)
@@ -507,14 +505,11 @@ check_in_place(int64_t window_rows, int64_t dropped, bool expect_in_place)
 	gbml_chunk_store_file_stats(t.s, &st);
 	CHECK(st.reorders_in_place == (expect_in_place ? 1 : 0));
 	CHECK(output_matches(&t, addr, n, 501, 501));
-	t.s->destroy(t.s);
-	CHECK(env.memory_used == 0);
+	stored_rows_close(&t, &env);
 	free(order);
 	free(src);
 	free(addr);
 	free(x);
-	free(t.ref);
-	free(t.hash);
 }
 
 TEST(file_store_reorders_rows_grouped_by_hash_in_place)
@@ -555,12 +550,9 @@ TEST(file_store_in_place_segment_spans_windows)
 	gbml_chunk_store_file_stats(t.s, &st);
 	CHECK(st.reorders_in_place == 1 && st.segments == 1);
 	CHECK(output_matches(&t, order, t.total, 37, 501));
-	t.s->destroy(t.s);
-	CHECK(env.memory_used == 0);
+	stored_rows_close(&t, &env);
 	free(order);
 	free(src);
-	free(t.ref);
-	free(t.hash);
 }
 
 /* A progress hook that asks to stop once the in-place reorder plans its windows. */
@@ -605,12 +597,9 @@ TEST(file_store_in_place_planning_sees_a_cancel)
 	gbml_chunk_store_file_stats(t.s, &st);
 	CHECK(st.reorders_in_place == 1);
 	CHECK(output_matches(&t, order, t.total, 5000, 5000));
-	t.s->destroy(t.s);
-	CHECK(env.memory_used == 0);
+	stored_rows_close(&t, &env);
 	free(order);
 	free(src);
-	free(t.ref);
-	free(t.hash);
 }
 
 /* A row kept twice, or rows whose hash order is not the output's, are reordered into a new file instead. */
@@ -637,12 +626,9 @@ TEST(file_store_reorders_in_place_only_when_it_can)
 		gbml_chunk_store_file_stats(t.s, &st);
 		CHECK(st.reorders_in_place == 0);
 		CHECK(output_matches(&t, order, t.total, 37, 501));
-		t.s->destroy(t.s);
-		CHECK(env.memory_used == 0);
+		stored_rows_close(&t, &env);
 		free(order);
 		free(src);
-		free(t.ref);
-		free(t.hash);
 	}
 }
 
@@ -659,10 +645,7 @@ TEST(file_store_small_budget_does_not_group)
 	CHECK(put_chunks(&t, &env, odd_sizes, N_ODD, 9, 8) == 0);
 	CHECK(t.s->read_any_thread);
 	CHECK(chunks_match(&t));
-	t.s->destroy(t.s);
-	CHECK(env.memory_used == 0);
-	free(t.ref);
-	free(t.hash);
+	stored_rows_close(&t, &env);
 }
 
 /* Rows grouped by hash read back by chunk, by row range and by address before any permute. */
@@ -706,12 +689,9 @@ TEST(file_store_grouped_rows_read_back)
 		ok = ok && memcmp(out + i * 9, t.ref + ((i * 7919) % n) * 9, sizeof(float) * 9) == 0;
 	CHECK(ok);
 	gbml_chunk_store_file_test_group_stage(0);
-	t.s->destroy(t.s);
-	CHECK(env.memory_used == 0);
+	stored_rows_close(&t, &env);
 	free(addr);
 	free(out);
-	free(t.ref);
-	free(t.hash);
 }
 
 TEST(file_store_tracks_missing_values_through_permute)
@@ -809,11 +789,8 @@ TEST(file_store_write_failure_is_a_clear_error_and_leaks_nothing)
 	CHECK(t.s->permute(t.s, src, 2, 1, 1) != 0 && t.s->error_code(t.s) == GBML_EIO);
 	CHECK(strstr(t.s->error(t.s), "No space left") != NULL);
 	CHECK(chunks_match(&t));
-	t.s->destroy(t.s);
-	CHECK(env.memory_used == 0);
+	stored_rows_close(&t, &env);
 	CHECK(tu_open_fds() == fds);
-	free(t.ref);
-	free(t.hash);
 }
 
 /* Rows grouped by hash in runs of 56 (9 features), in a store whose writes will fail once fw->allowed is set. */
@@ -853,12 +830,9 @@ TEST(file_store_failed_reorder_after_giving_back_is_an_error)
 	x = malloc(sizeof(float) * 9 * (size_t) t.chunk_len[0]);
 	CHECK(t.s->read_chunk(t.s, 0, x) != 0);
 	CHECK(strstr(t.s->error(t.s), "giving back some of its rows") != NULL);
-	t.s->destroy(t.s);
-	CHECK(env.memory_used == 0);
+	stored_rows_close(&t, &env);
 	free(x);
 	free(src);
-	free(t.ref);
-	free(t.hash);
 }
 
 /* An in-place reorder that fails part way: the rows are neither in the old layout nor the new, so reads are an ERROR. */
@@ -888,13 +862,10 @@ TEST(file_store_failed_in_place_reorder_is_an_error)
 	CHECK(t.s->read_chunk(t.s, 0, x) != 0);
 	CHECK(strstr(t.s->error(t.s), "rewriting some of its rows in place") != NULL);
 	CHECK(t.s->fetch(t.s, src, 3, x) != 0);
-	t.s->destroy(t.s);
-	CHECK(env.memory_used == 0);
+	stored_rows_close(&t, &env);
 	free(x);
 	free(src);
 	free(order);
-	free(t.ref);
-	free(t.hash);
 }
 
 TEST(file_store_open_failure_is_reported)
