@@ -1119,25 +1119,6 @@ TEST(boost_categorical_sets_split_a_scattered_set)
 	free_rows(&tr);
 }
 
-/* The trees section of a model (a copy, *n bytes), or NULL. */
-static uint8_t *
-trees_section(const uint8_t *m, size_t len, size_t *n)
-{
-	gbml_env	env;
-	gbml_model_reader r;
-	const uint8_t *data;
-	uint8_t    *copy = NULL;
-
-	gbml_env_init_malloc(&env, 1);
-	*n = 0;
-	if (m && gbml_model_open(&r, &env, m, len) == GBML_OK && gbml_model_find(&r, GBML_SECTION_BOOST_TREES, &data, n))
-	{
-		copy = malloc(*n);
-		memcpy(copy, data, *n);
-	}
-	return copy;
-}
-
 /*
  * random_strength noises the set splits too: on two columns split as sets
  * and nothing else (no ordinal candidate to take the noise), trees grown
@@ -1152,26 +1133,22 @@ TEST(boost_categorical_sets_take_random_strength)
 	gbml_param_value v[] = {tu_num("iterations", 8), tu_num("depth", 3), tu_str("loss", "Logloss"),
 		tu_str("grow_policy", "Depthwise"), tu_str("categorical_split", "sets"), tu_num("one_hot_max_size", 2),
 	tu_num("random_seed", 3), tu_num("random_strength", 5)};
-	uint8_t    *m[3],
-			   *t[3];
-	size_t		len[3],
-				tlen[3];
+	static const uint32_t trees[] = {GBML_SECTION_BOOST_TREES};
+	uint8_t    *m[3];
+	size_t		len[3];
+	gbml_env	env;
 
 	make_rows(&tr, cols, 2, 4000, LABEL_BINARY, 27);
 	m[0] = fit(&tr, NULL, v, 7, 1, 0, false, &len[0]);	/* without random_strength */
 	m[1] = fit(&tr, NULL, v, 8, 1, 0, false, &len[1]);
 	m[2] = fit(&tr, NULL, v, 8, 2, 31, false, &len[2]);
-	for (int i = 0; i < 3; i++)
-		t[i] = trees_section(m[i], len[i], &tlen[i]);
-	CHECK(t[0] && t[1] && t[2]);
-	CHECK(t[0] && t[1] && !(tlen[0] == tlen[1] && memcmp(t[0], t[1], tlen[0]) == 0));
-	CHECK(t[1] && t[2] && tlen[1] == tlen[2] && memcmp(t[1], t[2], tlen[1]) == 0);
+	gbml_env_init_malloc(&env, 1);
+	CHECK(m[0] && m[1] && m[2]);
+	CHECK(m[0] && m[1] && !tu_same_sections(&env, m[0], len[0], m[1], len[1], trees, 1));
+	CHECK(m[1] && m[2] && tu_same_sections(&env, m[1], len[1], m[2], len[2], trees, 1));
 	CHECK(m[1] && m[2] && len[1] == len[2] && memcmp(m[1], m[2], len[1]) == 0);
 	for (int i = 0; i < 3; i++)
-	{
 		free(m[i]);
-		free(t[i]);
-	}
 	free_rows(&tr);
 }
 
