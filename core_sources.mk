@@ -27,6 +27,7 @@ CORE_SOURCES = \
 	src/core/chunk_store_file.c \
 	src/core/chunk_prefetch.c \
 	src/core/row_pieces.c \
+	src/core/write_behind.c \
 	src/core/params.c \
 	src/core/model_format.c \
 	src/core/algorithm.c \

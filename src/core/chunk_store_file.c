@@ -13,6 +13,14 @@
  * so any thread may call it while no main-thread call changes the chunk
  * table, except while rows are grouped by hash: it then gathers them
  * through fetch, and read_any_thread says so.
+ *
+ * put writes a chunk that fills one of buffer()'s two buffers in the
+ * background (env's temp_write_start): the scan fills the other meanwhile.
+ * One write is in flight at most; the next put, and every main-thread call
+ * that reads or changes the file, waits for it first (drain_write), and
+ * read_any_thread is false while it is in flight.  A background write that
+ * failed leaves the file not whole: the next call reports it, and reads
+ * after that are an ERROR.
  */
 #include "chunk_store_file.h"
 
@@ -67,8 +75,13 @@ typedef struct file_store
 	int			n_chunks;
 	int			cap_chunks;
 	uint64_t	end;			/* bytes in the file: where the next chunk goes */
-	float	   *buf;			/* the host chunk buffer that buffer() hands out */
-	size_t		buf_floats;
+	float	   *buf[2];			/* the host chunk buffers that buffer() hands out in turn */
+	size_t		buf_floats[2];
+	/* a put's write in flight (from buf[writing_buf]), and what it was for messages */
+	bool		writing;
+	int			writing_buf;
+	size_t		writing_len;
+	char		writing_what[96];
 	bool	   *missing;		/* per feature: a stored row has NaN or -Infinity there */
 	/*
 	 * Rows grouped by hash (put_hashed): the file is not in chunk order;
@@ -104,7 +117,7 @@ typedef struct file_store
 	int64_t		n_segs;
 	int64_t		cap_segs;
 	size_t		permute_budget; /* 0: from env's free budget */
-	const char *damaged;		/* a reorder failed after changing the old file (how), so it is not whole */
+	const char *damaged;		/* what failed after changing the file (a reorder, a write), so it is not whole */
 	int64_t		rows_spilled;
 	uint64_t	bytes_written;
 	uint64_t	bytes_read;		/* atomic: read_chunk may run on any thread */
@@ -187,7 +200,7 @@ read_at(file_store *f, void *out, size_t len, uint64_t offset, const char *what)
 	int			e;
 
 	if (f->damaged)
-		return store_fail(f, GBML_EIO, "could not read %s: a reorder of the temporary file failed after %s",
+		return store_fail(f, GBML_EIO, "could not read %s: the temporary file is not whole (%s failed)",
 						  what, f->damaged);
 	e = gbml_temp_read(&f->file, out, len, offset);
 	if (e != 0)
@@ -205,6 +218,46 @@ write_at(file_store *f, gbml_temp_file *file, const void *x, size_t len, uint64_
 		return store_fail(f, f->env->error_code, "writing %s (%.1f MB) after %.1f MB written: %s",
 						  what, mb(len), mb(f->bytes_written), f->env->error);
 	f->bytes_written += len;
+	return 0;
+}
+
+/*
+ * Starts writing a chunk from one of the buffers at offset (main thread);
+ * drain_write waits for it.  Counted as written now: the bytes are taken.
+ */
+static int
+write_start(file_store *f, const float *x, size_t len, uint64_t offset, const char *what)
+{
+	if (gbml_temp_write_start(f->env, &f->file, x, len, offset) != GBML_OK)
+		return store_fail(f, f->env->error_code, "writing %s (%.1f MB) after %.1f MB written: %s",
+						  what, mb(len), mb(f->bytes_written), f->env->error);
+	f->writing = true;
+	f->writing_buf = x == f->buf[0] ? 0 : 1;
+	f->writing_len = len;
+	snprintf(f->writing_what, sizeof(f->writing_what), "%s", what);
+	f->base.read_any_thread = false;
+	f->bytes_written += len;
+	return 0;
+}
+
+/*
+ * Waits for put's write in flight, if any (main thread).  If it failed, the
+ * file is not whole (the chunk is in the tables already): this call and
+ * every read after it fail, naming the write.
+ */
+static int
+drain_write(file_store *f)
+{
+	if (!f->writing)
+		return 0;
+	f->writing = false;
+	f->base.read_any_thread = f->place == NULL;
+	if (gbml_temp_write_wait(f->env, &f->file) != GBML_OK)
+	{
+		f->damaged = "writing a chunk in the background";
+		return store_fail(f, f->env->error_code, "writing %s (%.1f MB) in the background: %s",
+						  f->writing_what, mb(f->writing_len), f->env->error);
+	}
 	return 0;
 }
 
@@ -360,27 +413,39 @@ free_segments(file_store *f)
 	f->n_segs = f->cap_segs = 0;
 }
 
+/*
+ * The buffer not being written: the second one is taken only while at
+ * least as much budget again stays free (else the write in flight is
+ * waited for, and its buffer reused).
+ */
 static float *
 fs_buffer(gbml_chunk_store *s, int64_t rows, int n_features)
 {
 	file_store *f = (file_store *) s;
 	size_t		want = (size_t) rows * (size_t) n_features;
+	int			k = f->writing && f->writing_buf == 0 ? 1 : 0;
 
 	if (set_features(f, n_features) != 0)
 		return NULL;
-	if (want > f->buf_floats)
+	if (k == 1 && want > f->buf_floats[1] && free_budget(f) / 2 / sizeof(float) < want)
 	{
-		/* the previous chunk was put (written) already: its buffer is free */
-		gbml_free(f->env, f->buf);
-		f->buf_floats = 0;
-		if ((f->buf = gbml_alloc_array(f->env, want, sizeof(float))) == NULL)
+		if (drain_write(f) != 0)
+			return NULL;
+		k = 0;
+	}
+	if (want > f->buf_floats[k])
+	{
+		/* not in flight: its chunk was written already */
+		gbml_free(f->env, f->buf[k]);
+		f->buf_floats[k] = 0;
+		if ((f->buf[k] = gbml_alloc_array(f->env, want, sizeof(float))) == NULL)
 		{
 			store_fail_env(f);
 			return NULL;
 		}
-		f->buf_floats = want;
+		f->buf_floats[k] = want;
 	}
-	return f->buf;
+	return f->buf[k];
 }
 
 /* The rows of the chunks stored so far. */
@@ -421,9 +486,12 @@ fs_put(gbml_chunk_store *s, const float *x, int64_t n_rows, int n_features)
 	size_t		len;
 	int64_t		first;
 	char		what[96];
+	bool		background;
 
-	if (set_features(f, n_features) != 0)
+	if (set_features(f, n_features) != 0 || drain_write(f) != 0)
 		return 1;
+	/* rows in one of our buffers are written in the background: the caller refills the other */
+	background = n_rows > 0 && (x == f->buf[0] || x == f->buf[1]);
 	len = (size_t) n_rows * row_bytes(f);
 	snprintf(what, sizeof(what), "chunk %d of %lld rows", f->n_chunks + 1, (long long) n_rows);
 	first = stored_rows(f);
@@ -433,7 +501,7 @@ fs_put(gbml_chunk_store *s, const float *x, int64_t n_rows, int n_features)
 	/* the table first: a failed write then leaves no chunk behind */
 	if (push_chunk(f, f->end, n_rows) != 0)
 		return 1;
-	if (write_at(f, &f->file, x, len, f->end, what) != 0 ||
+	if ((background ? write_start(f, x, len, f->end, what) : write_at(f, &f->file, x, len, f->end, what)) != 0 ||
 		(f->place != NULL && note_run(f, (int64_t) (f->end / row_bytes(f)), -1) != 0) ||
 		(f->seg_pos != NULL && push_segment(f, first, (int64_t) (f->end / row_bytes(f)), n_rows) != 0))
 	{
@@ -517,10 +585,12 @@ flush_group(file_store *f, int g)
 	return 0;
 }
 
-/* Every staged row to the file and the staging memory freed: before anything reads rows. */
+/* put's write done and every staged row in the file, the staging memory freed: before anything reads rows. */
 static int
 settle(file_store *f)
 {
+	if (drain_write(f) != 0)
+		return 1;
 	if (f->stage == NULL)
 		return 0;
 	for (int g = 0; g < HASH_GROUPS; g++)
@@ -562,7 +632,7 @@ fs_put_hashed(gbml_chunk_store *s, const float *x, const uint64_t *hash, int64_t
 	size_t		rb;
 	int64_t		first;
 
-	if (set_features(f, n_features) != 0)
+	if (set_features(f, n_features) != 0 || drain_write(f) != 0)
 		return 1;
 	if (f->n_chunks == 0)
 	{
@@ -643,6 +713,9 @@ fs_read_chunk(gbml_chunk_store *s, int index, float *out)
 
 	if (index < 0 || index >= f->n_chunks)
 		return store_fail(f, GBML_EINVAL, "chunk %d is not stored (%d chunks)", index, f->n_chunks);
+	/* a write in flight: read_any_thread is false, so this is the main thread */
+	if (f->writing && drain_write(f) != 0)
+		return 1;
 	if (f->place != NULL)
 		return read_grouped(f, index, 0, f->chunks[index].n_rows, out);
 	snprintf(what, sizeof(what), "chunk %d", index + 1);
@@ -662,6 +735,8 @@ fs_read_rows(gbml_chunk_store *s, int index, int64_t first, int64_t n, float *ou
 	if (first < 0 || n < 0 || first + n > f->chunks[index].n_rows)
 		return store_fail(f, GBML_EINVAL, "rows %lld..%lld are not in chunk %d (%lld rows)", (long long) first,
 						  (long long) (first + n), index + 1, (long long) f->chunks[index].n_rows);
+	if (f->writing && drain_write(f) != 0)
+		return 1;
 	if (f->place != NULL)
 		return read_grouped(f, index, first, n, out);
 	snprintf(what, sizeof(what), "chunk %d", index + 1);
@@ -1486,7 +1561,7 @@ in_place_write(permute_state *st, const int64_t *win, int64_t n_win)
 		}
 	}
 	if (rc != 0 && wrote)
-		f->damaged = "rewriting some of its rows in place";
+		f->damaged = "a reorder rewriting some of its rows in place";
 	return rc;
 }
 
@@ -1550,7 +1625,7 @@ permute_in_place(permute_state *st, int64_t first_rows, int64_t chunk_rows)
 	if (rc == 0)
 		rc = in_place_write(st, win, n_win);
 	if (rc == 0 && (rc = in_place_commit(st, first_rows, chunk_rows)) != 0)
-		f->damaged = "rewriting some of its rows in place";	/* written, but the table not replaced */
+		f->damaged = "a reorder rewriting some of its rows in place";	/* written, but the table not replaced */
 	if (rc != 0)
 		free_segments(f);
 	gbml_free(f->env, win);
@@ -1605,7 +1680,7 @@ permute_grouped(permute_state *st, int64_t first_rows, int64_t chunk_rows)
 		rc = permute_commit(st);
 	/* the old file, given back in part, cannot stand in for the rows any more */
 	if (rc != 0 && gone.any)
-		f->damaged = "giving back some of its rows";
+		f->damaged = "a reorder giving back some of its rows";
 	gbml_free(f->env, gone.left);
 	return rc;
 }
@@ -1688,6 +1763,12 @@ fs_permute(gbml_chunk_store *s, const int64_t *src, int64_t n, int64_t first_row
 	return rc;
 }
 
+static int
+fs_flush(gbml_chunk_store *s)
+{
+	return drain_write((file_store *) s);
+}
+
 static bool
 fs_out_of_room(gbml_chunk_store *s)
 {
@@ -1700,6 +1781,8 @@ fs_missing(gbml_chunk_store *s, bool *out)
 {
 	file_store *f = (file_store *) s;
 
+	if (drain_write(f) != 0)
+		return 1;
 	for (int j = 0; j < f->n_features; j++)
 		out[j] = f->missing[j];
 	return 0;
@@ -1711,10 +1794,15 @@ fs_release(gbml_chunk_store *s)
 	file_store *f = (file_store *) s;
 
 	/* the file goes now (its disk space and its temp_file_limit share), not at destroy */
+	/* closing waits for a write in flight (env.h), before its buffer goes; its result matters no more */
 	gbml_temp_close(f->env, &f->file);
-	gbml_free(f->env, f->buf);
-	f->buf = NULL;
-	f->buf_floats = 0;
+	f->writing = false;
+	for (int k = 0; k < 2; k++)
+	{
+		gbml_free(f->env, f->buf[k]);
+		f->buf[k] = NULL;
+		f->buf_floats[k] = 0;
+	}
 	gbml_free(f->env, f->stage);
 	gbml_free(f->env, f->stage_row);
 	gbml_free(f->env, f->place);
@@ -1775,6 +1863,7 @@ gbml_chunk_store_file_open(gbml_env *env)
 	f->base.fetch = fs_fetch;
 	f->base.read_chunk = fs_read_chunk;
 	f->base.read_rows = fs_read_rows;
+	f->base.flush = fs_flush;
 	f->base.out_of_room = fs_out_of_room;
 	f->base.permute = fs_permute;
 	f->base.missing = fs_missing;

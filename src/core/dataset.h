@@ -75,6 +75,11 @@ struct gbml_chunk_store
 	int			(*read_chunk) (gbml_chunk_store *s, int index, float *out);
 	/* Copies rows [first, first + n) of stored chunk `index` into out; optional (NULL: whole chunks only). */
 	int			(*read_rows) (gbml_chunk_store *s, int index, int64_t first, int64_t n, float *out);
+	/*
+	 * Optional (NULL: put writes before it returns): waits until every
+	 * put's rows are in the store, so reads may start on any thread.
+	 */
+	int			(*flush) (gbml_chunk_store *s);
 	/* Whether the last failure was the store's budget (room), not an error. */
 	bool		(*out_of_room) (gbml_chunk_store *s);
 	/* Keeps only the rows src[0..n), in that order: chunks of first_rows, then chunk_rows rows. */

@@ -98,11 +98,18 @@ store_chunk(gbml_dataset *ds, gbml_chunk *c, gbml_env *env)
 	return stored_progress(ds, env);
 }
 
-/* Every chunk's features in the store (the last one may still be in a buffer). */
+/*
+ * Every chunk's features in the store (the last one may still be in a
+ * buffer), and written (a file store writes in the background).
+ */
 static int
 seal(gbml_dataset *ds, gbml_env *env)
 {
-	return ds->n_chunks > 0 ? store_chunk(ds, ds->chunks[ds->n_chunks - 1], env) : GBML_OK;
+	int			rc = ds->n_chunks > 0 ? store_chunk(ds, ds->chunks[ds->n_chunks - 1], env) : GBML_OK;
+
+	if (rc == GBML_OK && ds->store != NULL && ds->store->flush != NULL && ds->store->flush(ds->store) != 0)
+		return gbml_dataset_store_error(ds, env, "writing the last chunk");
+	return rc;
 }
 
 static int start_streaming(gbml_dataset *ds, gbml_env *env);

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #endif
 #include "env.h"
+#include "write_behind.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -49,52 +50,79 @@ free_hook(void *ctx, void *ptr, size_t size)
  * The malloc env's temporary files: mkstemp in $TMPDIR (or /tmp), unlinked
  * at once so the file goes when its descriptor closes, even if the process
  * dies.  One descriptor serves writes and reads (pread/pwrite keep no
- * position), so the handle is the descriptor itself, stored as fd + 1 to
- * stay non-NULL.
+ * position); the handle holds it and the file's write in flight.
  */
+typedef struct plain_temp
+{
+	int			fd;
+	gbml_write_behind behind;
+} plain_temp;
+
 static void *
 plain_temp_create(void *ctx, int *read_fd, char *msg, size_t msg_len)
 {
 	const char *dir = getenv("TMPDIR");
 	char		path[4096];
-	int			fd;
+	plain_temp *t;
 
 	(void) ctx;
 	if (dir == NULL || dir[0] == '\0')
 		dir = "/tmp";
+	if ((t = calloc(1, sizeof(plain_temp))) == NULL)
+	{
+		snprintf(msg, msg_len, "out of memory for a temporary file");
+		return NULL;
+	}
 	snprintf(path, sizeof(path), "%s/gbml_spill_XXXXXX", dir);
-	if ((fd = mkstemp(path)) < 0)
+	if ((t->fd = mkstemp(path)) < 0)
 	{
 		snprintf(msg, msg_len, "could not create a temporary file in \"%s\": %s", dir, strerror(errno));
+		free(t);
 		return NULL;
 	}
 	unlink(path);
-	*read_fd = fd;
-	return (void *) (intptr_t) (fd + 1);
+	*read_fd = t->fd;
+	return t;
 }
 
 static int
 plain_temp_write(void *ctx, void *handle, const void *buf, size_t len, uint64_t offset, char *msg,
 				 size_t msg_len)
 {
-	int			fd = (int) (intptr_t) handle - 1;
-	const char *p = buf;
+	int			e = gbml_write_all(((plain_temp *) handle)->fd, buf, len, offset);
 
 	(void) ctx;
-	while (len > 0)
+	if (e != 0)
 	{
-		ssize_t		n = pwrite(fd, p, len, (off_t) offset);
+		snprintf(msg, msg_len, "could not write to a temporary file: %s", strerror(e));
+		return GBML_EIO;
+	}
+	return GBML_OK;
+}
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-		{
-			snprintf(msg, msg_len, "could not write to a temporary file: %s", strerror(n == 0 ? ENOSPC : errno));
-			return GBML_EIO;
-		}
-		p += n;
-		len -= (size_t) n;
-		offset += (uint64_t) n;
+static int
+plain_temp_write_start(void *ctx, void *handle, const void *buf, size_t len, uint64_t offset, char *msg,
+					   size_t msg_len)
+{
+	plain_temp *t = handle;
+
+	(void) ctx;
+	(void) msg;
+	(void) msg_len;
+	gbml_write_behind_start(&t->behind, t->fd, buf, len, offset);
+	return GBML_OK;
+}
+
+static int
+plain_temp_write_wait(void *ctx, void *handle, char *msg, size_t msg_len)
+{
+	int			e = gbml_write_behind_wait(&((plain_temp *) handle)->behind);
+
+	(void) ctx;
+	if (e != 0)
+	{
+		snprintf(msg, msg_len, "could not write to a temporary file: %s", strerror(e));
+		return GBML_EIO;
 	}
 	return GBML_OK;
 }
@@ -102,8 +130,12 @@ plain_temp_write(void *ctx, void *handle, const void *buf, size_t len, uint64_t 
 static void
 plain_temp_close(void *ctx, void *handle)
 {
+	plain_temp *t = handle;
+
 	(void) ctx;
-	close((int) (intptr_t) handle - 1);
+	gbml_write_behind_wait(&t->behind);
+	close(t->fd);
+	free(t);
 }
 
 void
@@ -115,6 +147,8 @@ gbml_env_init_malloc(gbml_env *env, int threads)
 	env->temp_create = plain_temp_create;
 	env->temp_write = plain_temp_write;
 	env->temp_close = plain_temp_close;
+	env->temp_write_start = plain_temp_write_start;
+	env->temp_write_wait = plain_temp_write_wait;
 	env->threads = threads > 0 ? threads : 1;
 	env->device = GBML_DEVICE_CPU;
 }
@@ -326,6 +360,34 @@ gbml_temp_write(gbml_env *env, gbml_temp_file *f, const void *buf, size_t len, u
 	if (len == 0)
 		return GBML_OK;
 	if ((rc = env->temp_write(env->temp_ctx, f->handle, buf, len, offset, msg, sizeof(msg))) != GBML_OK)
+		return gbml_error(env, rc, "%s", msg[0] ? msg : "could not write to a temporary file");
+	return GBML_OK;
+}
+
+int
+gbml_temp_write_start(gbml_env *env, gbml_temp_file *f, const void *buf, size_t len, uint64_t offset)
+{
+	char		msg[400] = "";
+	int			rc;
+
+	if (env->temp_write_start == NULL || env->temp_write_wait == NULL)
+		return gbml_temp_write(env, f, buf, len, offset);
+	if (len == 0)
+		return GBML_OK;
+	if ((rc = env->temp_write_start(env->temp_ctx, f->handle, buf, len, offset, msg, sizeof(msg))) != GBML_OK)
+		return gbml_error(env, rc, "%s", msg[0] ? msg : "could not write to a temporary file");
+	return GBML_OK;
+}
+
+int
+gbml_temp_write_wait(gbml_env *env, gbml_temp_file *f)
+{
+	char		msg[400] = "";
+	int			rc;
+
+	if (env->temp_write_start == NULL || env->temp_write_wait == NULL || f->handle == NULL)
+		return GBML_OK;
+	if ((rc = env->temp_write_wait(env->temp_ctx, f->handle, msg, sizeof(msg))) != GBML_OK)
 		return gbml_error(env, rc, "%s", msg[0] ? msg : "could not write to a temporary file");
 	return GBML_OK;
 }

@@ -121,6 +121,17 @@ typedef struct gbml_env
 	int			(*temp_write) (void *ctx, void *handle, const void *buf, size_t len, uint64_t offset,
 							   char *msg, size_t msg_len);
 	void		(*temp_close) (void *ctx, void *handle);
+	/*
+	 * Optional (NULL: temp_write, synchronously): temp_write_start checks
+	 * and accounts for len bytes at offset as temp_write would (limits,
+	 * statistics), then writes them on a helper thread; buf must stay as
+	 * it is until temp_write_wait, which waits for that write and returns
+	 * its result.  One write in flight per file; temp_close, and an abort
+	 * that closes the file, wait for it first.
+	 */
+	int			(*temp_write_start) (void *ctx, void *handle, const void *buf, size_t len, uint64_t offset,
+									 char *msg, size_t msg_len);
+	int			(*temp_write_wait) (void *ctx, void *handle, char *msg, size_t msg_len);
 	void	   *temp_ctx;
 
 	int			threads;		/* >= 1 */
@@ -191,6 +202,14 @@ bool		gbml_progress(gbml_env *env, const gbml_progress_info *info);
 int			gbml_temp_create(gbml_env *env, gbml_temp_file *f);
 int			gbml_temp_write(gbml_env *env, gbml_temp_file *f, const void *buf, size_t len, uint64_t offset);
 void		gbml_temp_close(gbml_env *env, gbml_temp_file *f);
+/*
+ * A write that may go on after the call returns (temp_write_start; without
+ * that hook a plain gbml_temp_write): buf stays untouched until
+ * gbml_temp_write_wait, which gives the write's result as gbml_temp_write
+ * would.  Main thread only, one write in flight per file.
+ */
+int			gbml_temp_write_start(gbml_env *env, gbml_temp_file *f, const void *buf, size_t len, uint64_t offset);
+int			gbml_temp_write_wait(gbml_env *env, gbml_temp_file *f);
 int			gbml_temp_read(const gbml_temp_file *f, void *buf, size_t len, uint64_t offset);
 /*
  * Gives back the disk blocks and page-cache pages of [offset, offset + len)

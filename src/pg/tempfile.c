@@ -6,12 +6,22 @@
  * OpenTemporaryFile(false) makes the file: in temp_tablespaces, deleted at
  * transaction end and abort (ERROR, cancel) and at backend exit, its size
  * counted in pg_stat_database.temp_bytes (and log_temp_files) when it is
- * closed.  Writes go through FileWrite, which enforces temp_file_limit.
+ * closed.  Writes go through FileWrite, which enforces temp_file_limit; a
+ * write started in the background (temp_write_start: a spilled chunk, while
+ * the scan goes on) writes its last bytes through FileWrite first — the
+ * limit's check and fd.c's count of the session's temporary bytes cover
+ * the whole range from there — and the rest on a helper thread through the
+ * second descriptor below (gbml_write_behind: pwrite only).
  * Reads do not go through the VFD layer, which is neither thread-safe nor
  * free to keep a descriptor open (it closes and reopens them LRU): a second
  * descriptor from OpenTransientFile, closed by PostgreSQL at abort, that
  * engine threads pread().  Everything here runs on the backend's thread;
- * only those preads may run elsewhere.
+ * only those preads and the background writes may run elsewhere.  A
+ * background write is waited for before the file is closed, by
+ * pg_temp_close and by the abort callbacks below, which PostgreSQL calls
+ * before it closes the descriptors (the training's memory, which holds the
+ * buffer, goes later still, or earlier through its reset callback, which
+ * closes the file and so waits too).
  *
  * The hooks must not longjmp through the engine, so an ERROR raised inside
  * them is caught and handed back as an engine code and message.  That is
@@ -40,6 +50,8 @@
 #include <fcntl.h>
 #include <limits.h>
 
+#include "write_behind.h"
+
 #include "access/xact.h"
 #include "lib/ilist.h"
 #include "storage/fd.h"
@@ -55,6 +67,7 @@ typedef struct pg_temp_file
 	int			fd;				/* a read-only descriptor of it, for pread on any thread */
 	SubTransactionId subid;		/* the subtransaction that made it */
 	bool		gone;			/* an abort closed both: nothing left to close */
+	gbml_write_behind behind;	/* a background write through fd (temp_write_start) */
 	dlist_node	node;			/* on open_files while not gone */
 } pg_temp_file;
 
@@ -74,6 +87,8 @@ forget_files_from(SubTransactionId from)
 
 		if (t->subid >= from)
 		{
+			/* the write must not outlive its descriptor, whose number may be reused */
+			gbml_write_behind_wait(&t->behind);
 			t->gone = true;
 			t->file = -1;
 			t->fd = -1;
@@ -230,6 +245,55 @@ pg_temp_write(void *ctx, void *handle, const void *buf, size_t len, uint64_t off
 	return GBML_OK;
 }
 
+/* How many bytes at the end of a background write go through FileWrite first. */
+#define ACCOUNTED_TAIL 8192
+
+/*
+ * The range's last bytes through FileWrite (temp_file_limit, the session's
+ * count of temporary bytes: both see the whole range, the file's size being
+ * its end), then the rest on a helper thread.  Nothing is started when that
+ * first write fails.
+ */
+static int
+pg_temp_write_start(void *ctx, void *handle, const void *buf, size_t len, uint64_t offset, char *msg,
+					size_t msg_len)
+{
+	pg_temp_file *t = handle;
+	size_t		tail = len < ACCOUNTED_TAIL ? len : ACCOUNTED_TAIL;
+	int			code;
+
+	if (t->behind.running)
+	{
+		snprintf(msg, msg_len, "a background write to temporary file \"%s\" is still in flight", FilePathName(t->file));
+		return GBML_EIO;
+	}
+	code = pg_temp_write(ctx, handle, (const char *) buf + (len - tail), tail, offset + (len - tail), msg, msg_len);
+	if (code != GBML_OK)
+		return code;
+	gbml_write_behind_start(&t->behind, t->fd, buf, len - tail, offset);
+	return GBML_OK;
+}
+
+static int
+pg_temp_write_wait(void *ctx, void *handle, char *msg, size_t msg_len)
+{
+	pg_temp_file *t = handle;
+	int			e = gbml_write_behind_wait(&t->behind);
+
+	(void) ctx;
+	if (t->gone)
+	{
+		snprintf(msg, msg_len, "the temporary file was closed by an aborted transaction");
+		return GBML_EIO;
+	}
+	if (e != 0)
+	{
+		snprintf(msg, msg_len, "could not write to temporary file \"%s\": %s", FilePathName(t->file), strerror(e));
+		return GBML_EIO;
+	}
+	return GBML_OK;
+}
+
 /*
  * The read descriptor first: FileClose deletes the file and reports its size
  * to the statistics.  A file an abort closed is only forgotten.
@@ -240,6 +304,7 @@ pg_temp_close(void *ctx, void *handle)
 	pg_temp_file *t = handle;
 
 	(void) ctx;
+	gbml_write_behind_wait(&t->behind);
 	if (!t->gone)
 	{
 		dlist_delete(&t->node);
@@ -255,5 +320,7 @@ gbml_env_bind_temp_files(gbml_env *env, MemoryContext mcxt)
 	env->temp_create = pg_temp_create;
 	env->temp_write = pg_temp_write;
 	env->temp_close = pg_temp_close;
+	env->temp_write_start = pg_temp_write_start;
+	env->temp_write_wait = pg_temp_write_wait;
 	env->temp_ctx = mcxt;
 }

@@ -480,6 +480,12 @@ fw_missing(gbml_chunk_store *s, bool *out)
 	return INNER(s)->missing(INNER(s), out);
 }
 
+static int
+fw_flush(gbml_chunk_store *s)
+{
+	return INNER(s)->flush(INNER(s));
+}
+
 static void
 fw_release(gbml_chunk_store *s)
 {
@@ -522,6 +528,7 @@ fail_reads_after(gbml_dataset *ds, int reads)
 	f->base.out_of_room = fw_out_of_room;
 	f->base.permute = fw_permute;
 	f->base.missing = fw_missing;
+	f->base.flush = fw_flush;
 	f->base.release = fw_release;
 	f->base.destroy = fw_destroy;
 	f->base.error = fw_error;

@@ -93,7 +93,8 @@ put_chunks(stored_rows *t, gbml_env *env, const int64_t *sizes, int n, int d, ui
 		t->chunk_len[t->n_chunks++] = sizes[i];
 		t->total += sizes[i];
 	}
-	return 0;
+	/* as the dataset's seal does: the last write done, reads may start on any thread */
+	return t->s->flush(t->s);
 }
 
 /* Destroys t's store, which must leave nothing allocated in env, and frees the reference copy. */
@@ -760,6 +761,8 @@ fail_writes_after(gbml_env *env, failing_writes *fw, uint64_t allowed, int code,
 	fw->code = code;
 	fw->why = why;
 	env->temp_write = failing_write;
+	env->temp_write_start = NULL;	/* every write through temp_write, before put returns */
+	env->temp_write_wait = NULL;
 	env->temp_ctx = fw;			/* the plain hooks ignore their ctx */
 }
 
@@ -866,6 +869,130 @@ TEST(file_store_failed_in_place_reorder_is_an_error)
 	free(x);
 	free(src);
 	free(order);
+}
+
+/*
+ * A chunk put from one of the store's buffers is written in the background:
+ * read_any_thread is false until the write is waited for, the next
+ * buffer() is the other one, a read on the main thread waits for it, and a
+ * chunk from the caller's own memory is written before put returns.
+ */
+TEST(file_store_writes_chunks_in_the_background)
+{
+	gbml_env	env;
+	stored_rows t = {0};
+	float	   *x,
+			   *y,
+			   *own = malloc(sizeof(float) * 5 * 4);
+	float		back[4];
+
+	gbml_env_init_malloc(&env, 1);
+	t.s = gbml_chunk_store_file_open(&env);
+	t.d = 4;
+	x = t.s->buffer(t.s, 10, 4);
+	for (int k = 0; k < 40; k++)
+		x[k] = (float) k;
+	CHECK(t.s->put(t.s, x, 10, 4) == 0);
+	CHECK(!t.s->read_any_thread);
+	/* the buffer in flight is not handed out again */
+	y = t.s->buffer(t.s, 10, 4);
+	CHECK(y != NULL && y != x);
+	for (int k = 0; k < 40; k++)
+		y[k] = (float) (100 + k);
+	CHECK(t.s->put(t.s, y, 10, 4) == 0);
+	CHECK(t.s->buffer(t.s, 10, 4) == x);
+	/* a read waits for the write: on the main thread, then on any thread again */
+	CHECK(t.s->read_rows(t.s, 1, 9, 1, back) == 0 && back[0] == 136.0f && back[3] == 139.0f);
+	CHECK(t.s->read_any_thread);
+	for (int k = 0; k < 20; k++)
+		own[k] = (float) (200 + k);
+	CHECK(t.s->put(t.s, own, 5, 4) == 0);
+	CHECK(t.s->read_any_thread);	/* not our buffer: written already */
+	free(own);
+	CHECK(t.s->read_rows(t.s, 2, 4, 1, back) == 0 && back[0] == 216.0f);
+	CHECK(t.s->read_rows(t.s, 0, 0, 1, back) == 0 && back[0] == 0.0f && back[3] == 3.0f);
+	stored_rows_close(&t, &env);
+}
+
+/* With no budget for a second buffer, buffer() waits for the write and hands out the same one. */
+TEST(file_store_small_budget_keeps_one_buffer)
+{
+	gbml_env	env;
+	stored_rows t = {0};
+	static const int64_t sizes[] = {1000, 1000, 1000};
+	float	   *x;
+
+	gbml_env_init_malloc(&env, 1);
+	env.memory_limit = 60000;	/* a 1000 x 8 buffer is 32,000 bytes: no room for two */
+	t.s = gbml_chunk_store_file_open(&env);
+	x = t.s->buffer(t.s, 1000, 8);
+	CHECK(t.s->put(t.s, x, 1000, 8) == 0 && !t.s->read_any_thread);
+	CHECK(t.s->buffer(t.s, 1000, 8) == x);
+	CHECK(t.s->read_any_thread);	/* buffer() waited for the write */
+	CHECK(t.s->put(t.s, x, 1000, 8) == 0);
+	stored_rows_close(&t, &env);
+	/* the chunks read back as put */
+	memset(&t, 0, sizeof(t));
+	gbml_env_init_malloc(&env, 1);
+	env.memory_limit = 60000;
+	t.s = gbml_chunk_store_file_open(&env);
+	CHECK(put_chunks(&t, &env, sizes, 3, 8, 5) == 0);
+	CHECK(env.memory_peak < 60000);
+	CHECK(chunks_match(&t));
+	stored_rows_close(&t, &env);
+}
+
+/* temp_write_wait failing for the write_fails-th background write, as a full disk would. */
+typedef struct failing_waits
+{
+	int			(*wait) (void *ctx, void *handle, char *msg, size_t msg_len);
+	int			waits;
+	int			write_fails;
+} failing_waits;
+
+static int
+failing_wait(void *ctx, void *handle, char *msg, size_t msg_len)
+{
+	failing_waits *fw = ctx;
+	int			rc = fw->wait(NULL, handle, msg, msg_len);
+
+	if (rc == GBML_OK && ++fw->waits == fw->write_fails)
+	{
+		snprintf(msg, msg_len, "could not write to a temporary file: No space left on device");
+		return GBML_EIO;
+	}
+	return rc;
+}
+
+/*
+ * A background write that fails: the next put says which chunk and why,
+ * the file is not whole (every read after it an error), and nothing leaks.
+ */
+TEST(file_store_background_write_failure_is_reported)
+{
+	gbml_env	env;
+	failing_waits fw = {0};
+	stored_rows t = {0};
+	int			fds = tu_open_fds();
+	static const int64_t sizes[] = {7, 64, 3};
+	float	   *x = malloc(sizeof(float) * 64 * 6);
+
+	gbml_env_init_malloc(&env, 1);
+	fw.wait = env.temp_write_wait;
+	fw.write_fails = 2;
+	env.temp_write_wait = failing_wait;
+	env.temp_ctx = &fw;			/* the plain hooks ignore their ctx */
+	t.s = gbml_chunk_store_file_open(&env);
+	CHECK(put_chunks(&t, &env, sizes, 1, 6, 6) == 0);
+	CHECK(put_chunks(&t, &env, sizes + 1, 2, 6, 7) != 0);
+	CHECK(t.s->error_code(t.s) == GBML_EIO);
+	CHECK(strstr(t.s->error(t.s), "writing chunk 2 of 64 rows (0.0 MB) in the background") != NULL);
+	CHECK(strstr(t.s->error(t.s), "No space left on device") != NULL);
+	CHECK(t.s->read_chunk(t.s, 0, x) != 0);
+	CHECK(strstr(t.s->error(t.s), "not whole (writing a chunk in the background failed)") != NULL);
+	free(x);
+	stored_rows_close(&t, &env);
+	CHECK(tu_open_fds() == fds);
 }
 
 TEST(file_store_open_failure_is_reported)
@@ -983,6 +1110,8 @@ check_canonical_order(bool grouped)
 	fill_rows(&files, &env, n, perm);
 	gbml_chunk_store_file_test_group_stage(0);
 	CHECK(files.store != NULL && strcmp(files.store->residence, "file") == 0);
+	/* sealed (the last chunk stored, every write done): reads on any thread unless grouped */
+	CHECK(gbml_dataset_seal(&files, &env) == GBML_OK);
 	CHECK(files.store->read_any_thread == !grouped);
 	/* the reorder in windows of one output chunk, the eval split in one window */
 	gbml_chunk_store_file_set_permute_budget(files.store, 1);
