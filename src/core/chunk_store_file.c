@@ -15,8 +15,9 @@
  * through fetch, and read_any_thread says so.
  *
  * put writes a chunk that fills one of buffer()'s two buffers in the
- * background (env's temp_write_start): the scan fills the other meanwhile.
- * One write is in flight at most; the next put, and every main-thread call
+ * background (env's temp_write_start): the scan fills the other meanwhile;
+ * put_hashed writes a group's full run so, the group staging on in a spare
+ * slot.  One write is in flight at most; the next put, and every main-thread call
  * that reads or changes the file, waits for it first (drain_write), and
  * read_any_thread is false while it is in flight.  A background write that
  * failed leaves the file not whole: the next call reports it, and reads
@@ -91,10 +92,13 @@ typedef struct file_store
 	 */
 	int64_t    *place;
 	int64_t		place_cap;
-	float	   *stage;			/* HASH_GROUPS buffers of stage_rows rows */
-	int64_t    *stage_row;		/* the staged rows' indices into place */
+	float	   *stage;			/* HASH_GROUPS + 1 slots of stage_rows rows */
+	int64_t    *stage_row;		/* per group: the staged rows' indices into place */
 	int64_t		stage_rows;
 	int64_t		staged[HASH_GROUPS];
+	int64_t		stage_limit[HASH_GROUPS];	/* a group's run is written at this many rows */
+	uint8_t		stage_slot[HASH_GROUPS];	/* group g stages in slot stage_slot[g] ... */
+	uint8_t		spare_slot;		/* ... and this one is written in the background, or free */
 	/*
 	 * The runs written while rows are grouped (place non-NULL): run k starts
 	 * at file row run_at[k] and holds rows of hash group run_group[k] (-1: a
@@ -232,7 +236,7 @@ write_start(file_store *f, const float *x, size_t len, uint64_t offset, const ch
 		return store_fail(f, f->env->error_code, "writing %s (%.1f MB) after %.1f MB written: %s",
 						  what, mb(len), mb(f->bytes_written), f->env->error);
 	f->writing = true;
-	f->writing_buf = x == f->buf[0] ? 0 : 1;
+	f->writing_buf = x == f->buf[0] ? 0 : x == f->buf[1] ? 1 : -1;	/* -1: a staging slot */
 	f->writing_len = len;
 	snprintf(f->writing_what, sizeof(f->writing_what), "%s", what);
 	f->base.read_any_thread = false;
@@ -254,7 +258,7 @@ drain_write(file_store *f)
 	f->base.read_any_thread = f->place == NULL;
 	if (gbml_temp_write_wait(f->env, &f->file) != GBML_OK)
 	{
-		f->damaged = "writing a chunk in the background";
+		f->damaged = "a background write";
 		return store_fail(f, f->env->error_code, "writing %s (%.1f MB) in the background: %s",
 						  f->writing_what, mb(f->writing_len), f->env->error);
 	}
@@ -550,9 +554,23 @@ alloc_stage(file_store *f)
 	if (per_group < min_run || per_group < rb)
 		return 0;
 	f->stage_rows = (int64_t) (per_group / rb);
-	f->stage = gbml_alloc_array(f->env, (size_t) HASH_GROUPS * (size_t) f->stage_rows, rb);
+	f->stage = gbml_alloc_array(f->env, (size_t) (HASH_GROUPS + 1) * (size_t) f->stage_rows, rb);
 	f->stage_row = gbml_alloc_array(f->env, (size_t) HASH_GROUPS * (size_t) f->stage_rows, sizeof(int64_t));
 	memset(f->staged, 0, sizeof(f->staged));
+	/*
+	 * Hashes are uniform, so groups filled from empty fill together and
+	 * their runs would be written in bursts, each waiting for the one before
+	 * (one write in flight): the first runs are staggered in size, so the
+	 * runs come one at a time, each written while the next ones fill.
+	 */
+	for (int g = 0; g < HASH_GROUPS; g++)
+	{
+		f->stage_slot[g] = (uint8_t) g;
+		f->stage_limit[g] = f->stage_rows * (g + 1) / HASH_GROUPS;
+		if (f->stage_limit[g] < 1)
+			f->stage_limit[g] = 1;
+	}
+	f->spare_slot = HASH_GROUPS;
 	if (f->stage == NULL || f->stage_row == NULL)
 	{
 		gbml_free(f->env, f->stage);
@@ -564,24 +582,42 @@ alloc_stage(file_store *f)
 	return 0;
 }
 
-/* Writes group g's staged rows as one run at the end of the file. */
+/* Slot k of the staging memory. */
+static float *
+stage_slot(const file_store *f, int k)
+{
+	return (float *) ((char *) f->stage + (size_t) k * (size_t) f->stage_rows * row_bytes(f));
+}
+
+/*
+ * Writes group g's staged rows as one run at the end of the file, in the
+ * background: the group stages on in the spare slot meanwhile (the write
+ * before, whose slot becomes the spare, is waited for first).
+ */
 static int
 flush_group(file_store *f, int g)
 {
 	size_t		rb = row_bytes(f);
-	int64_t		at = (int64_t) (f->end / rb),
+	int64_t		at,
 				m = f->staged[g];
 	const int64_t *rows = f->stage_row + (size_t) g * (size_t) f->stage_rows;
+	uint8_t		full = f->stage_slot[g];
 
 	if (m == 0)
 		return 0;
-	if (write_at(f, &f->file, (char *) f->stage + (size_t) g * (size_t) f->stage_rows * rb, (size_t) m * rb, f->end,
-				 "rows grouped by hash") != 0 || note_run(f, at, g) != 0)
+	if (drain_write(f) != 0)
+		return 1;
+	at = (int64_t) (f->end / rb);
+	if (write_start(f, stage_slot(f, full), (size_t) m * rb, f->end, "rows grouped by hash") != 0 ||
+		note_run(f, at, g) != 0)
 		return 1;
 	for (int64_t k = 0; k < m; k++)
 		f->place[rows[k]] = at + k;
 	f->end += (uint64_t) m * rb;
 	f->staged[g] = 0;
+	f->stage_limit[g] = f->stage_rows;
+	f->stage_slot[g] = f->spare_slot;
+	f->spare_slot = full;
 	return 0;
 }
 
@@ -596,6 +632,8 @@ settle(file_store *f)
 	for (int g = 0; g < HASH_GROUPS; g++)
 		if (flush_group(f, g) != 0)
 			return 1;
+	if (drain_write(f) != 0)	/* the last run's slot is about to go */
+		return 1;
 	gbml_free(f->env, f->stage);
 	gbml_free(f->env, f->stage_row);
 	f->stage = NULL;
@@ -655,11 +693,10 @@ fs_put_hashed(gbml_chunk_store *s, const float *x, const uint64_t *hash, int64_t
 		int			g = (int) (hash[r] >> (64 - HASH_GROUP_BITS));
 		int64_t		k = f->staged[g];
 
-		memcpy((char *) f->stage + ((size_t) g * (size_t) f->stage_rows + (size_t) k) * rb,
-			   (const char *) x + (size_t) r * rb, rb);
+		memcpy((char *) stage_slot(f, f->stage_slot[g]) + (size_t) k * rb, (const char *) x + (size_t) r * rb, rb);
 		f->place[first + r] = -1;
 		f->stage_row[(size_t) g * (size_t) f->stage_rows + (size_t) k] = first + r;
-		if (++f->staged[g] == f->stage_rows && flush_group(f, g) != 0)
+		if (++f->staged[g] == f->stage_limit[g] && flush_group(f, g) != 0)
 			return 1;
 	}
 	gbml_missing_flags(f->missing, x, n_rows, n_features);

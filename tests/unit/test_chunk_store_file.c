@@ -942,6 +942,86 @@ TEST(file_store_small_budget_keeps_one_buffer)
 	stored_rows_close(&t, &env);
 }
 
+/*
+ * Background writes watched: each buffer's bytes hashed when its write
+ * starts and again when it is waited for; the store must not touch a
+ * buffer in between (a refill there would put other rows in the file).
+ */
+typedef struct watched_writes
+{
+	int			(*start) (void *ctx, void *handle, const void *buf, size_t len, uint64_t offset, char *msg,
+						  size_t msg_len);
+	int			(*wait) (void *ctx, void *handle, char *msg, size_t msg_len);
+	const unsigned char *buf;
+	size_t		len;
+	uint64_t	sum;
+	int			writes;
+	int			changed;
+} watched_writes;
+
+static uint64_t
+bytes_hash(const unsigned char *p, size_t len)
+{
+	uint64_t	h = 1469598103934665603ULL;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 1099511628211ULL;
+	return h;
+}
+
+static int
+watched_start(void *ctx, void *handle, const void *buf, size_t len, uint64_t offset, char *msg, size_t msg_len)
+{
+	watched_writes *w = ctx;
+
+	w->buf = buf;
+	w->len = len;
+	w->sum = bytes_hash(buf, len);
+	w->writes++;
+	return w->start(NULL, handle, buf, len, offset, msg, msg_len);
+}
+
+static int
+watched_wait(void *ctx, void *handle, char *msg, size_t msg_len)
+{
+	watched_writes *w = ctx;
+	int			rc = w->wait(NULL, handle, msg, msg_len);
+
+	if (w->buf != NULL && bytes_hash(w->buf, w->len) != w->sum)
+		w->changed++;
+	w->buf = NULL;
+	return rc;
+}
+
+TEST(file_store_leaves_buffers_alone_while_they_are_written)
+{
+	static const int64_t sizes[] = {2000, 3000, 500, 1200, 64};
+
+	for (int hashed = 0; hashed <= 1; hashed++)
+	{
+		gbml_env	env;
+		watched_writes w = {0};
+		stored_rows t = {0};
+		float	   *x = malloc(sizeof(float) * 3000 * 6);
+
+		gbml_env_init_malloc(&env, 1);
+		w.start = env.temp_write_start;
+		w.wait = env.temp_write_wait;
+		env.temp_write_start = watched_start;
+		env.temp_write_wait = watched_wait;
+		env.temp_ctx = &w;		/* the plain hooks ignore their ctx */
+		t.s = gbml_chunk_store_file_open(&env);
+		t.hashed = hashed;
+		gbml_chunk_store_file_test_group_stage(2048);	/* 85 rows of 6 features a run */
+		CHECK(put_chunks(&t, &env, sizes, 5, 6, 9) == 0);
+		gbml_chunk_store_file_test_group_stage(0);
+		CHECK(chunks_match(&t));	/* grouped: settles, writing every group's last run */
+		CHECK(w.writes >= (hashed ? 6760 / 85 : 5) && w.changed == 0);
+		free(x);
+		stored_rows_close(&t, &env);
+	}
+}
+
 /* temp_write_wait failing for the write_fails-th background write, as a full disk would. */
 typedef struct failing_waits
 {
@@ -974,8 +1054,9 @@ TEST(file_store_background_write_failure_is_reported)
 	failing_waits fw = {0};
 	stored_rows t = {0};
 	int			fds = tu_open_fds();
-	static const int64_t sizes[] = {7, 64, 3};
-	float	   *x = malloc(sizeof(float) * 64 * 6);
+	static const int64_t sizes[] = {7, 64, 3},
+				big_sizes[] = {2000, 3000, 500};
+	float	   *x = malloc(sizeof(float) * 3000 * 6);
 
 	gbml_env_init_malloc(&env, 1);
 	fw.wait = env.temp_write_wait;
@@ -989,7 +1070,26 @@ TEST(file_store_background_write_failure_is_reported)
 	CHECK(strstr(t.s->error(t.s), "writing chunk 2 of 64 rows (0.0 MB) in the background") != NULL);
 	CHECK(strstr(t.s->error(t.s), "No space left on device") != NULL);
 	CHECK(t.s->read_chunk(t.s, 0, x) != 0);
-	CHECK(strstr(t.s->error(t.s), "not whole (writing a chunk in the background failed)") != NULL);
+	CHECK(strstr(t.s->error(t.s), "not whole (a background write failed)") != NULL);
+	stored_rows_close(&t, &env);
+	/* rows grouped by hash: a group's run written in the background fails the same way */
+	memset(&t, 0, sizeof(t));
+	memset(&fw, 0, sizeof(fw));
+	gbml_env_init_malloc(&env, 1);
+	fw.wait = env.temp_write_wait;
+	fw.write_fails = 3;
+	env.temp_write_wait = failing_wait;
+	env.temp_ctx = &fw;
+	t.s = gbml_chunk_store_file_open(&env);
+	t.hashed = true;
+	gbml_chunk_store_file_test_group_stage(2048);	/* 85 rows of 6 features a run */
+	CHECK(put_chunks(&t, &env, big_sizes, 3, 6, 8) != 0);
+	gbml_chunk_store_file_test_group_stage(0);
+	CHECK(fw.waits == 3 && t.s->error_code(t.s) == GBML_EIO);
+	CHECK(strstr(t.s->error(t.s), "writing rows grouped by hash") != NULL);
+	CHECK(strstr(t.s->error(t.s), "in the background: could not write to a temporary file: No space left") != NULL);
+	CHECK(t.s->read_chunk(t.s, 0, x) != 0);
+	CHECK(strstr(t.s->error(t.s), "not whole (a background write failed)") != NULL);
 	free(x);
 	stored_rows_close(&t, &env);
 	CHECK(tu_open_fds() == fds);
