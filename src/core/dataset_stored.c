@@ -70,8 +70,11 @@ stored_progress(const gbml_dataset *ds, gbml_env *env)
 
 /*
  * Hands chunk c's features (still in a store buffer) to the store, after
- * hashing its rows for the canonical order (in parallel: the host path
- * hashes in gbml_dataset_canonicalize, in parallel over chunks).
+ * hashing its rows for the canonical order.  On this thread: the hash is
+ * about 0.07 µs a row of 100 features, while an OpenMP region a chunk left
+ * its workers spinning for milliseconds after each one, taking a core from
+ * the scan and from the store's background write (SAGA 2.5M x 100 from
+ * files, 2 cores, alternating runs: collect 1.90 s against 2.41 s).
  */
 static int
 store_chunk(gbml_dataset *ds, gbml_chunk *c, gbml_env *env)
@@ -80,7 +83,6 @@ store_chunk(gbml_dataset *ds, gbml_chunk *c, gbml_env *env)
 
 	if (c->x == NULL || c->n_rows == 0)
 		return GBML_OK;
-#pragma omp parallel for schedule(static) num_threads(env->threads)
 	for (int64_t r = 0; r < c->n_rows; r++)
 		c->hash[r] = gbml_ds_hash_row(c->x + (size_t) r * d, d, c->label[r], c->group[r], c->weight[r]);
 	if ((ds->spill_by_hash && ds->store->put_hashed
