@@ -1800,10 +1800,21 @@ fs_permute(gbml_chunk_store *s, const int64_t *src, int64_t n, int64_t first_row
 	return rc;
 }
 
+/* The collect's end: the last write waited for, and the chunk buffers given back (a later buffer() makes one). */
 static int
 fs_flush(gbml_chunk_store *s)
 {
-	return drain_write((file_store *) s);
+	file_store *f = (file_store *) s;
+
+	if (drain_write(f) != 0)
+		return 1;
+	for (int k = 0; k < 2; k++)
+	{
+		gbml_free(f->env, f->buf[k]);
+		f->buf[k] = NULL;
+		f->buf_floats[k] = 0;
+	}
+	return 0;
 }
 
 static bool

@@ -76,8 +76,9 @@ struct gbml_chunk_store
 	/* Copies rows [first, first + n) of stored chunk `index` into out; optional (NULL: whole chunks only). */
 	int			(*read_rows) (gbml_chunk_store *s, int index, int64_t first, int64_t n, float *out);
 	/*
-	 * Optional (NULL: put writes before it returns): waits until every
-	 * put's rows are in the store, so reads may start on any thread.
+	 * Optional (NULL: put writes before it returns): the appends' end.
+	 * Waits until every put's rows are in the store, so reads may start on
+	 * any thread, and gives back the memory kept for puts (their buffers).
 	 */
 	int			(*flush) (gbml_chunk_store *s);
 	/* Whether the last failure was the store's budget (room), not an error. */
