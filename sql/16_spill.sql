@@ -105,6 +105,17 @@ SELECT m.model = f.model AS same_bytes, (m.timings ->> 'spilled_rows')::bigint A
   FROM gbml.models m, fits f
  WHERE m.name = 'spill_km' AND f.fit = 'kmeans in memory';
 
+-- pg_stat_database.temp_bytes counts every byte that went through the files,
+-- the chunks written in the background included (K-Means' chunks go so)
+SELECT pg_stat_force_next_flush();
+SELECT temp_bytes AS temp_bytes_before FROM pg_stat_database WHERE datname = current_database() \gset
+SELECT length(gbml.kmeans_fit(f, 8, '{"max_iter": 2, "memory_limit_mb": 7.5}')) > 0 AS fit FROM spill_rows;
+SELECT (r ->> 'temp_written_mb')::float8 AS written_mb FROM gbml.last_training_report() AS r \gset
+SELECT :written_mb > 25 AS wrote_the_rows;
+SELECT pg_stat_force_next_flush();
+SELECT temp_bytes - :temp_bytes_before >= :written_mb * 1048576 * 0.999 AS temp_bytes_count_them
+  FROM pg_stat_database WHERE datname = current_database();
+
 -- temp_file_limit: an ERROR that names it, with a hint
 SET temp_file_limit = '1MB';
 SELECT gbml.kmeans_fit(f, 8, '{"memory_limit_mb": 7.5}') FROM spill_rows;
