@@ -76,7 +76,7 @@ typedef struct gbml_gpu_ctx gbml_gpu_ctx;
 typedef struct gbml_temp_file
 {
 	void	   *handle;			/* the hook's own; NULL when not open */
-	int			fd;				/* for reads only; -1 when not open */
+	int			fd;				/* the engine's reads (the hooks may also write through it); -1 when not open */
 } gbml_temp_file;
 
 typedef struct gbml_env

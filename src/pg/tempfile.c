@@ -64,7 +64,7 @@
 typedef struct pg_temp_file
 {
 	File		file;			/* the temporary file (writes, deletion, accounting) */
-	int			fd;				/* a read-only descriptor of it, for pread on any thread */
+	int			fd;				/* a second descriptor of it: pread on any thread, background writes */
 	SubTransactionId subid;		/* the subtransaction that made it */
 	bool		gone;			/* an abort closed both: nothing left to close */
 	gbml_write_behind behind;	/* a background write through fd (temp_write_start) */
@@ -142,7 +142,7 @@ open_temp(pg_temp_file *t, char *msg, size_t msg_len)
 	PG_TRY();
 	{
 		file = OpenTemporaryFile(false);
-		/* read-write only for gbml_temp_discard's punch hole: every write goes through FileWrite */
+		/* read-write for gbml_temp_discard's punch hole and the background writes (pg_temp_write_start) */
 		fd = OpenTransientFile(FilePathName(file), O_RDWR | PG_BINARY);
 		if (fd < 0)
 		{
