@@ -40,6 +40,9 @@ write_behind_main(void *arg)
 	return NULL;
 }
 
+/* Smaller writes are done at once: copying them costs less than starting a thread (tens of microseconds). */
+#define BEHIND_MIN_BYTES ((size_t) 64 << 10)
+
 void
 gbml_write_behind_start(gbml_write_behind *w, int fd, const void *buf, size_t len, uint64_t offset)
 {
@@ -48,7 +51,7 @@ gbml_write_behind_start(gbml_write_behind *w, int fd, const void *buf, size_t le
 	w->len = len;
 	w->offset = offset;
 	w->err = 0;
-	w->running = len > 0 && gbml_thread_start(&w->thread, write_behind_main, w);
+	w->running = len >= BEHIND_MIN_BYTES && gbml_thread_start(&w->thread, write_behind_main, w);
 	if (!w->running)
 		write_behind_main(w);
 }

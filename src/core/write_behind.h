@@ -30,8 +30,9 @@ int			gbml_write_all(int fd, const void *buf, size_t len, uint64_t offset);
 
 /*
  * Starts writing buf[0..len) at offset on a helper thread; w must not be
- * running.  Where no thread can be started the write is done here, before
- * returning.  Either way, wait gives its result.
+ * running.  A write under 64 KB, or one for which no thread can be
+ * started, is done here, before returning.  Either way, wait gives its
+ * result.
  */
 void		gbml_write_behind_start(gbml_write_behind *w, int fd, const void *buf, size_t len, uint64_t offset);
 
