@@ -78,9 +78,9 @@ typedef struct file_store
 	uint64_t	end;			/* bytes in the file: where the next chunk goes */
 	float	   *buf[2];			/* the host chunk buffers that buffer() hands out in turn */
 	size_t		buf_floats[2];
-	/* a put's write in flight (from buf[writing_buf]), and what it was for messages */
+	/* a write in flight (from writing_from: a buffer or a staging slot), and what it was for messages */
 	bool		writing;
-	int			writing_buf;
+	const void *writing_from;
 	size_t		writing_len;
 	char		writing_what[96];
 	bool	   *missing;		/* per feature: a stored row has NaN or -Infinity there */
@@ -236,7 +236,7 @@ write_start(file_store *f, const float *x, size_t len, uint64_t offset, const ch
 		return store_fail(f, f->env->error_code, "writing %s (%.1f MB) after %.1f MB written: %s",
 						  what, mb(len), mb(f->bytes_written), f->env->error);
 	f->writing = true;
-	f->writing_buf = x == f->buf[0] ? 0 : x == f->buf[1] ? 1 : -1;	/* -1: a staging slot */
+	f->writing_from = x;
 	f->writing_len = len;
 	snprintf(f->writing_what, sizeof(f->writing_what), "%s", what);
 	f->base.read_any_thread = false;
@@ -427,7 +427,7 @@ fs_buffer(gbml_chunk_store *s, int64_t rows, int n_features)
 {
 	file_store *f = (file_store *) s;
 	size_t		want = (size_t) rows * (size_t) n_features;
-	int			k = f->writing && f->writing_buf == 0 ? 1 : 0;
+	int			k = f->writing && f->writing_from == f->buf[0] ? 1 : 0;
 
 	if (set_features(f, n_features) != 0)
 		return NULL;
@@ -670,7 +670,7 @@ fs_put_hashed(gbml_chunk_store *s, const float *x, const uint64_t *hash, int64_t
 	size_t		rb;
 	int64_t		first;
 
-	if (set_features(f, n_features) != 0 || drain_write(f) != 0)
+	if (set_features(f, n_features) != 0)
 		return 1;
 	if (f->n_chunks == 0)
 	{
@@ -751,7 +751,7 @@ fs_read_chunk(gbml_chunk_store *s, int index, float *out)
 	if (index < 0 || index >= f->n_chunks)
 		return store_fail(f, GBML_EINVAL, "chunk %d is not stored (%d chunks)", index, f->n_chunks);
 	/* a write in flight: read_any_thread is false, so this is the main thread */
-	if (f->writing && drain_write(f) != 0)
+	if (drain_write(f) != 0)
 		return 1;
 	if (f->place != NULL)
 		return read_grouped(f, index, 0, f->chunks[index].n_rows, out);
@@ -772,7 +772,7 @@ fs_read_rows(gbml_chunk_store *s, int index, int64_t first, int64_t n, float *ou
 	if (first < 0 || n < 0 || first + n > f->chunks[index].n_rows)
 		return store_fail(f, GBML_EINVAL, "rows %lld..%lld are not in chunk %d (%lld rows)", (long long) first,
 						  (long long) (first + n), index + 1, (long long) f->chunks[index].n_rows);
-	if (f->writing && drain_write(f) != 0)
+	if (drain_write(f) != 0)
 		return 1;
 	if (f->place != NULL)
 		return read_grouped(f, index, first, n, out);
@@ -1800,7 +1800,19 @@ fs_permute(gbml_chunk_store *s, const int64_t *src, int64_t n, int64_t first_row
 	return rc;
 }
 
-/* The collect's end: the last write waited for, and the chunk buffers given back (a later buffer() makes one). */
+/* Gives back buffer()'s chunk buffers (none may be in flight); a later buffer() makes one. */
+static void
+free_buffers(file_store *f)
+{
+	for (int k = 0; k < 2; k++)
+	{
+		gbml_free(f->env, f->buf[k]);
+		f->buf[k] = NULL;
+		f->buf_floats[k] = 0;
+	}
+}
+
+/* The collect's end: the last write waited for, and the chunk buffers given back. */
 static int
 fs_flush(gbml_chunk_store *s)
 {
@@ -1808,12 +1820,7 @@ fs_flush(gbml_chunk_store *s)
 
 	if (drain_write(f) != 0)
 		return 1;
-	for (int k = 0; k < 2; k++)
-	{
-		gbml_free(f->env, f->buf[k]);
-		f->buf[k] = NULL;
-		f->buf_floats[k] = 0;
-	}
+	free_buffers(f);
 	return 0;
 }
 
@@ -1829,8 +1836,6 @@ fs_missing(gbml_chunk_store *s, bool *out)
 {
 	file_store *f = (file_store *) s;
 
-	if (drain_write(f) != 0)
-		return 1;
 	for (int j = 0; j < f->n_features; j++)
 		out[j] = f->missing[j];
 	return 0;
@@ -1845,12 +1850,7 @@ fs_release(gbml_chunk_store *s)
 	/* closing waits for a write in flight (env.h), before its buffer goes; its result matters no more */
 	gbml_temp_close(f->env, &f->file);
 	f->writing = false;
-	for (int k = 0; k < 2; k++)
-	{
-		gbml_free(f->env, f->buf[k]);
-		f->buf[k] = NULL;
-		f->buf_floats[k] = 0;
-	}
+	free_buffers(f);
 	gbml_free(f->env, f->stage);
 	gbml_free(f->env, f->stage_row);
 	gbml_free(f->env, f->place);

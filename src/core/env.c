@@ -351,45 +351,55 @@ gbml_temp_create(gbml_env *env, gbml_temp_file *f)
 	return GBML_OK;
 }
 
+/* A write hook's result: GBML_OK, or env's error set to its message. */
+static int
+write_hook_result(gbml_env *env, int rc, const char *msg)
+{
+	if (rc == GBML_OK)
+		return GBML_OK;
+	return gbml_error(env, rc, "%s", msg[0] ? msg : "could not write to a temporary file");
+}
+
+/* Whether env writes in the background (both hooks; else every write is temp_write's). */
+static bool
+writes_behind(const gbml_env *env)
+{
+	return env->temp_write_start != NULL && env->temp_write_wait != NULL;
+}
+
 int
 gbml_temp_write(gbml_env *env, gbml_temp_file *f, const void *buf, size_t len, uint64_t offset)
 {
 	char		msg[400] = "";
-	int			rc;
 
 	if (len == 0)
 		return GBML_OK;
-	if ((rc = env->temp_write(env->temp_ctx, f->handle, buf, len, offset, msg, sizeof(msg))) != GBML_OK)
-		return gbml_error(env, rc, "%s", msg[0] ? msg : "could not write to a temporary file");
-	return GBML_OK;
+	return write_hook_result(env, env->temp_write(env->temp_ctx, f->handle, buf, len, offset, msg, sizeof(msg)),
+							 msg);
 }
 
 int
 gbml_temp_write_start(gbml_env *env, gbml_temp_file *f, const void *buf, size_t len, uint64_t offset)
 {
 	char		msg[400] = "";
-	int			rc;
 
-	if (env->temp_write_start == NULL || env->temp_write_wait == NULL)
+	if (!writes_behind(env))
 		return gbml_temp_write(env, f, buf, len, offset);
 	if (len == 0)
 		return GBML_OK;
-	if ((rc = env->temp_write_start(env->temp_ctx, f->handle, buf, len, offset, msg, sizeof(msg))) != GBML_OK)
-		return gbml_error(env, rc, "%s", msg[0] ? msg : "could not write to a temporary file");
-	return GBML_OK;
+	return write_hook_result(env,
+							 env->temp_write_start(env->temp_ctx, f->handle, buf, len, offset, msg, sizeof(msg)),
+							 msg);
 }
 
 int
 gbml_temp_write_wait(gbml_env *env, gbml_temp_file *f)
 {
 	char		msg[400] = "";
-	int			rc;
 
-	if (env->temp_write_start == NULL || env->temp_write_wait == NULL || f->handle == NULL)
+	if (!writes_behind(env) || f->handle == NULL)
 		return GBML_OK;
-	if ((rc = env->temp_write_wait(env->temp_ctx, f->handle, msg, sizeof(msg))) != GBML_OK)
-		return gbml_error(env, rc, "%s", msg[0] ? msg : "could not write to a temporary file");
-	return GBML_OK;
+	return write_hook_result(env, env->temp_write_wait(env->temp_ctx, f->handle, msg, sizeof(msg)), msg);
 }
 
 void
