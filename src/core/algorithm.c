@@ -385,28 +385,12 @@ recorded_params(const gbml_algorithm *algo, const void *algo_params, const gbml_
 	return out;
 }
 
-int
-gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
-				  gbml_dataset *ds, gbml_dataset *eval,
-				  uint8_t **model, size_t *model_len, gbml_strbuf *report)
+/* What no trainer can take: no rows, rows on servers the algorithm cannot reach, categories it does not handle. */
+static int
+check_training_input(gbml_env *env, const gbml_parsed_params *params, const gbml_dataset *ds,
+					 const gbml_dataset *eval)
 {
 	const gbml_algorithm *algo = params->algo;
-	gbml_param_spec recorded_common[sizeof(gbml_common_param_specs) / sizeof(gbml_common_param_specs[0])];
-	const gbml_param_spec *tables[3] = {recorded_common, algo->params, NULL};
-	gbml_param_spec *recorded_algo = NULL;
-	const void *structs[2] = {&params->common, params->algo_params};
-	gbml_dataset split_eval;
-	int			n_recorded = 0;
-	bool		own_eval = false;
-	gbml_model_writer writer;
-	gbml_strbuf meta,
-				prms;
-	gbml_train_context ctx;
-	uint32_t	nfeat;
-	double		t0 = gbml_now(),
-				t_prep;
-	bool		first = true;
-	int			rc;
 
 	if (ds->n_rows == 0)
 		return gbml_error(env, GBML_EINVAL, "%s: no input rows", algo->name);
@@ -421,6 +405,15 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 			if (gbml_feature_is_categorical(ds->schema, j))
 				return gbml_error(env, GBML_EINVAL, "%s does not take categorical features, but column \"%s\" (%s) is one",
 								  algo->name, ds->schema->features[j].name, ds->schema->features[j].source_type);
+	return GBML_OK;
+}
+
+/* The device this training runs on (a NOTICE when it is not the one asked for), its counters zeroed. */
+static void
+settle_device(gbml_env *env, const gbml_parsed_params *params)
+{
+	const gbml_algorithm *algo = params->algo;
+
 	env->device_note[0] = '\0';
 	if (env->device == GBML_DEVICE_HYBRID && !algo->hybrid_trains)
 		env->device = GBML_DEVICE_GPU;	/* no hybrid mode: the GPU alone */
@@ -434,6 +427,156 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 	}
 	env->gpu_memory_peak = env->gpu_h2d_bytes = env->gpu_wait_seconds = 0;
 	env->trainer_temp_written = env->trainer_temp_read = 0;
+}
+
+/*
+ * The training rows and the eval rows (given, or split from the training
+ * set into *split_eval: *own_eval) in canonical order; *eval is NULL when
+ * there are none.
+ */
+static int
+order_rows(gbml_env *env, const gbml_parsed_params *params, gbml_dataset *ds, gbml_dataset **eval,
+		   gbml_dataset *split_eval, bool *own_eval)
+{
+	const gbml_algorithm *algo = params->algo;
+	int			rc;
+
+	gbml_dataset_finish_appends(ds, env);
+	if (*eval)
+		gbml_dataset_finish_appends(*eval, env);
+	/* a quantizing trainer reads each stored row once, through a map: no rewrite of the files */
+	ds->reorder_as_map = algo->quantizes_rows;
+	if (*eval)
+		(*eval)->reorder_as_map = algo->quantizes_rows;
+	/* on the CPU, a trainer whose passes run in any order keeps stored rows as written (no eval split: it reorders) */
+	ds->reorder_as_ranks = algo->passes_in_any_order && env->device == GBML_DEVICE_CPU &&
+		params->common.eval_fraction <= 0;
+	if ((rc = gbml_dataset_canonicalize(ds, env)) != GBML_OK)
+		return rc;
+	if (*eval && (*eval)->n_rows > 0)
+		return gbml_dataset_canonicalize(*eval, env);
+	*eval = NULL;
+	if (params->common.eval_fraction > 0)
+	{
+		if ((rc = gbml_dataset_split_eval(ds, split_eval, params->common.eval_fraction, 0x6762, env)) != GBML_OK)
+			return rc;
+		gbml_dataset_finish_appends(split_eval, env);
+		*own_eval = true;
+		*eval = split_eval->n_rows > 0 ? split_eval : NULL;
+	}
+	return GBML_OK;
+}
+
+/*
+ * The sections every model starts with: its feature count, the schema of
+ * its columns, and the params it was trained with (prms; *recorded_algo
+ * the algorithm's recorded ones, freed by the caller).
+ */
+static void
+write_leading_sections(gbml_model_writer *writer, const gbml_parsed_params *params, const gbml_dataset *ds,
+					   const gbml_param_spec *recorded_common, gbml_strbuf *prms,
+					   gbml_param_spec **recorded_algo, gbml_env *env)
+{
+	const gbml_algorithm *algo = params->algo;
+	const gbml_param_spec *tables[3] = {recorded_common, algo->params, NULL};
+	const void *structs[2] = {&params->common, params->algo_params};
+	uint32_t	nfeat = (uint32_t) ds->n_features;
+	bool		first = true;
+
+	gbml_model_add_section(writer, GBML_SECTION_NFEATURES, &nfeat, 4);
+	if (ds->schema)
+	{
+		gbml_strbuf schema;
+
+		gbml_sb_init(&schema, env);
+		gbml_schema_write(ds->schema, &schema);
+		gbml_model_add_sb(writer, GBML_SECTION_SCHEMA, &schema);
+		gbml_sb_free(&schema);
+	}
+	if (algo->records_param && (*recorded_algo = recorded_params(algo, params->algo_params, ds, env)) != NULL)
+		tables[1] = *recorded_algo;
+	else if (algo->records_param)
+		prms->failed = true;	/* out of memory: the container reports it */
+	gbml_sb_append(prms, "{", 1);
+	gbml_params_to_json(prms, tables, structs, &first);
+	gbml_sb_append(prms, "}", 1);
+	gbml_model_add_sb(writer, GBML_SECTION_PARAMS, prms);
+}
+
+/* gbml.last_training_report()'s JSON: the device, times, memory, temporary files, the trainer's timings. */
+static void
+write_run_report(gbml_strbuf *report, const gbml_env *env, const gbml_dataset *ds, const gbml_dataset *eval,
+				 bool own_eval, double t0, double t_prep, const gbml_strbuf *timings)
+{
+	gbml_sb_printf(report, "{\"device\":\"%s\",", env->device == GBML_DEVICE_HYBRID ? "hybrid" :
+				   env->device == GBML_DEVICE_GPU ? "gpu" : "cpu");
+	if ((env->device == GBML_DEVICE_GPU || env->device == GBML_DEVICE_HYBRID) && env->gpu)
+		gbml_sb_printf(report, "\"gpu_backend\":\"%s\",\"gpu_id\":%d,\"gpu_peak_memory_mb\":%.1f,"
+					   "\"gpu_h2d_mb\":%.1f,\"gpu_wait_seconds\":%.6f,",
+					   env->gpu->name, env->gpu_id, env->gpu_memory_peak / 1048576.0,
+					   env->gpu_h2d_bytes / 1048576.0, env->gpu_wait_seconds);
+	if (env->device_note[0])
+	{
+		gbml_sb_printf(report, "\"device_note\":");
+		gbml_sb_json_string(report, env->device_note);
+		gbml_sb_printf(report, ",");
+	}
+	gbml_sb_printf(report, "\"threads\":%d,\"prepare_seconds\":%.6f,\"train_seconds\":%.6f,"
+				   "\"peak_memory_mb\":%.1f,",
+				   env->threads, t_prep, gbml_now() - t0 - t_prep, (double) env->memory_peak / 1048576.0);
+	report_spill(report, env, ds, eval, own_eval);
+	gbml_sb_printf(report, "\"timings\":");
+	if (timings->len)
+		gbml_sb_append(report, timings->data, timings->len);
+	else
+		gbml_sb_append(report, "{}", 2);
+	gbml_sb_append(report, "}", 1);
+}
+
+/* The META section: row and feature counts, then what the trainer put in meta. */
+static void
+write_meta_section(gbml_model_writer *writer, const gbml_dataset *ds, const gbml_dataset *eval,
+				   const gbml_strbuf *meta, gbml_env *env)
+{
+	gbml_strbuf full;
+
+	gbml_sb_init(&full, env);
+	gbml_sb_printf(&full, "{\"rows\":%lld,\"eval_rows\":%lld,\"features\":%d",
+				   (long long) ds->n_rows, (long long) (eval ? eval->n_rows : 0), ds->n_features);
+	if (meta->len > 0)
+	{
+		gbml_sb_append(&full, ",", 1);
+		gbml_sb_append(&full, meta->data, meta->len);
+	}
+	gbml_sb_append(&full, "}", 1);
+	if (meta->failed)
+		full.failed = true;
+	gbml_model_add_sb(writer, GBML_SECTION_META, &full);
+	gbml_sb_free(&full);
+}
+
+int
+gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
+				  gbml_dataset *ds, gbml_dataset *eval,
+				  uint8_t **model, size_t *model_len, gbml_strbuf *report)
+{
+	const gbml_algorithm *algo = params->algo;
+	gbml_param_spec recorded_common[sizeof(gbml_common_param_specs) / sizeof(gbml_common_param_specs[0])];
+	gbml_param_spec *recorded_algo = NULL;
+	gbml_dataset split_eval;
+	int			n_recorded = 0;
+	bool		own_eval = false;
+	gbml_model_writer writer;
+	gbml_strbuf meta,
+				prms;
+	gbml_train_context ctx;
+	double		t0 = gbml_now(),
+				t_prep;
+	int			rc;
+
+	if ((rc = check_training_input(env, params, ds, eval)) != GBML_OK)
+		return rc;
+	settle_device(env, params);
 	for (const gbml_param_spec *s = gbml_common_param_specs; s->name; s++)
 		if (recorded_in_model(s))
 			recorded_common[n_recorded++] = *s;
@@ -441,34 +584,8 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 	if (eval && eval->n_rows > 0 && eval->n_features != ds->n_features)
 		return gbml_error(env, GBML_EINVAL, "%s: the eval set has %d features, the training set %d",
 						  algo->name, eval->n_features, ds->n_features);
-
-	gbml_dataset_finish_appends(ds, env);
-	if (eval)
-		gbml_dataset_finish_appends(eval, env);
-	/* a quantizing trainer reads each stored row once, through a map: no rewrite of the files */
-	ds->reorder_as_map = algo->quantizes_rows;
-	if (eval)
-		eval->reorder_as_map = algo->quantizes_rows;
-	/* on the CPU, a trainer whose passes run in any order keeps stored rows as written (no eval split: it reorders) */
-	ds->reorder_as_ranks = algo->passes_in_any_order && env->device == GBML_DEVICE_CPU &&
-		params->common.eval_fraction <= 0;
-	if ((rc = gbml_dataset_canonicalize(ds, env)) != GBML_OK)
+	if ((rc = order_rows(env, params, ds, &eval, &split_eval, &own_eval)) != GBML_OK)
 		return rc;
-	if (eval && eval->n_rows > 0)
-	{
-		if ((rc = gbml_dataset_canonicalize(eval, env)) != GBML_OK)
-			return rc;
-	}
-	else if (params->common.eval_fraction > 0)
-	{
-		if ((rc = gbml_dataset_split_eval(ds, &split_eval, params->common.eval_fraction, 0x6762, env)) != GBML_OK)
-			return rc;
-		gbml_dataset_finish_appends(&split_eval, env);
-		own_eval = true;
-		eval = split_eval.n_rows > 0 ? &split_eval : NULL;
-	}
-	else
-		eval = NULL;
 	t_prep = gbml_now() - t0;
 
 	gbml_model_writer_init(&writer, env);
@@ -480,76 +597,19 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 	ctx.eval = eval;
 	ctx.meta = &meta;
 	ctx.writer = &writer;
-
-	nfeat = (uint32_t) ds->n_features;
-	gbml_model_add_section(&writer, GBML_SECTION_NFEATURES, &nfeat, 4);
-	if (ds->schema)
-	{
-		gbml_strbuf schema;
-
-		gbml_sb_init(&schema, env);
-		gbml_schema_write(ds->schema, &schema);
-		gbml_model_add_sb(&writer, GBML_SECTION_SCHEMA, &schema);
-		gbml_sb_free(&schema);
-	}
-
-	if (algo->records_param && (recorded_algo = recorded_params(algo, params->algo_params, ds, env)) != NULL)
-		tables[1] = recorded_algo;
-	else if (algo->records_param)
-		prms.failed = true;		/* out of memory: the container reports it */
-	gbml_sb_append(&prms, "{", 1);
-	gbml_params_to_json(&prms, tables, structs, &first);
-	gbml_sb_append(&prms, "}", 1);
-	gbml_model_add_sb(&writer, GBML_SECTION_PARAMS, &prms);
+	write_leading_sections(&writer, params, ds, recorded_common, &prms, &recorded_algo, env);
 
 	rc = algo->train(ds, &ctx);
 	if (rc == GBML_OK)
 	{
-		gbml_strbuf full,
-					timings;
+		gbml_strbuf timings;
 
 		gbml_sb_init(&timings, env);
 		move_timings(&meta, &timings);
 		if (report)
-		{
-			gbml_sb_printf(report, "{\"device\":\"%s\",", env->device == GBML_DEVICE_HYBRID ? "hybrid" :
-						   env->device == GBML_DEVICE_GPU ? "gpu" : "cpu");
-			if ((env->device == GBML_DEVICE_GPU || env->device == GBML_DEVICE_HYBRID) && env->gpu)
-				gbml_sb_printf(report, "\"gpu_backend\":\"%s\",\"gpu_id\":%d,\"gpu_peak_memory_mb\":%.1f,"
-							   "\"gpu_h2d_mb\":%.1f,\"gpu_wait_seconds\":%.6f,",
-							   env->gpu->name, env->gpu_id, env->gpu_memory_peak / 1048576.0,
-							   env->gpu_h2d_bytes / 1048576.0, env->gpu_wait_seconds);
-			if (env->device_note[0])
-			{
-				gbml_sb_printf(report, "\"device_note\":");
-				gbml_sb_json_string(report, env->device_note);
-				gbml_sb_printf(report, ",");
-			}
-			gbml_sb_printf(report, "\"threads\":%d,\"prepare_seconds\":%.6f,\"train_seconds\":%.6f,"
-						   "\"peak_memory_mb\":%.1f,",
-						   env->threads, t_prep, gbml_now() - t0 - t_prep, (double) env->memory_peak / 1048576.0);
-			report_spill(report, env, ds, eval, own_eval);
-			gbml_sb_printf(report, "\"timings\":");
-			if (timings.len)
-				gbml_sb_append(report, timings.data, timings.len);
-			else
-				gbml_sb_append(report, "{}", 2);
-			gbml_sb_append(report, "}", 1);
-		}
+			write_run_report(report, env, ds, eval, own_eval, t0, t_prep, &timings);
 		gbml_sb_free(&timings);
-		gbml_sb_init(&full, env);
-		gbml_sb_printf(&full, "{\"rows\":%lld,\"eval_rows\":%lld,\"features\":%d",
-					   (long long) ds->n_rows, (long long) (eval ? eval->n_rows : 0), ds->n_features);
-		if (meta.len > 0)
-		{
-			gbml_sb_append(&full, ",", 1);
-			gbml_sb_append(&full, meta.data, meta.len);
-		}
-		gbml_sb_append(&full, "}", 1);
-		if (meta.failed)
-			full.failed = true;
-		gbml_model_add_sb(&writer, GBML_SECTION_META, &full);
-		gbml_sb_free(&full);
+		write_meta_section(&writer, ds, eval, &meta, env);
 		rc = gbml_model_finish(&writer, (uint16_t) algo->id, 0, model, model_len);
 	}
 	else

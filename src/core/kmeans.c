@@ -1703,6 +1703,58 @@ km_record_device(const km_work *w, gbml_kmeans_result *res)
 }
 
 
+/* Run r's first centres into w->c by p's init, from the run's own random stream. */
+static int
+km_init_centres(km_work *w, const gbml_kmeans_params *p, int r)
+{
+	gbml_rng	rng;
+	gbml_progress_info init = {"init", 0, w->k, NULL, 0};
+
+	w->progress = init;
+	gbml_rng_stream(&rng, (uint64_t) p->random_seed, (uint64_t) r);
+	if (p->init.choice < 0)
+		return km_init_matrix(w, &p->init.matrix, w->c);
+	if (p->init.choice == GBML_KM_INIT_RANDOM)
+		return km_init_random(w, &rng, w->c);
+	return km_init_kmeanspp(w, &rng, w->c);
+}
+
+/*
+ * The rest of res from the kept run and from w (its sizes, device and
+ * traffic, and — labels_of non-NULL — the labels, taken over).
+ */
+static int
+km_fill_result(gbml_kmeans_result *res, km_work *w, const km_run *best_run, const gbml_dataset *labels_of)
+{
+	res->k = w->k;
+	res->d = w->d;
+	res->spherical = w->spherical;
+	if ((res->sizes = gbml_alloc_array(w->env, (size_t) w->k, sizeof(int64_t))) == NULL)
+		return w->env->error_code;
+	memcpy(res->sizes, w->counts, sizeof(int64_t) * w->k);
+	res->inertia = best_run->inertia;
+	res->iterations = best_run->iterations;
+	res->stop_reason = best_run->stop_reason;
+	res->last_frac_changed = best_run->frac_changed;
+	res->init_seconds = best_run->init_seconds;
+	res->lloyd_seconds = best_run->lloyd_seconds;
+	res->n_timed = best_run->n_timed;
+	res->s1_total = best_run->s1_total;
+	res->s2_total = best_run->s2_total;
+	res->rechecked = best_run->rechecked;
+	res->empty_relocations = best_run->relocations;
+	res->kernel = gbml_km_kernel_isa();
+	km_record_device(w, res);
+	km_shards_traffic(w, &res->traffic);
+	if (labels_of)
+	{
+		res->labels = w->labels;
+		res->n_label_chunks = labels_of->n_chunks;
+		w->labels = NULL;
+	}
+	return GBML_OK;
+}
+
 int
 gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env,
 				bool want_labels, gbml_kmeans_result *res)
@@ -1748,20 +1800,10 @@ gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *e
 
 	for (int r = 0; r < n_init; r++)
 	{
-		gbml_rng	rng;
 		double		t0 = gbml_now();
-		gbml_progress_info init = {"init", 0, w.k, NULL, 0};
 
 		memset(&run, 0, sizeof(run));
-		w.progress = init;
-		gbml_rng_stream(&rng, (uint64_t) p->random_seed, (uint64_t) r);
-		if (p->init.choice < 0)
-			rc = km_init_matrix(&w, &p->init.matrix, w.c);
-		else if (p->init.choice == GBML_KM_INIT_RANDOM)
-			rc = km_init_random(&w, &rng, w.c);
-		else
-			rc = km_init_kmeanspp(&w, &rng, w.c);
-		if (rc != GBML_OK)
+		if ((rc = km_init_centres(&w, p, r)) != GBML_OK)
 			goto done;
 		run.init_seconds = gbml_now() - t0;
 		if ((rc = km_lloyd(&w, p, tol_scaled, &run, s1, s2)) != GBML_OK)
@@ -1791,46 +1833,16 @@ gbml_kmeans_fit(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *e
 	if (want_labels && (rc = km_dev_fetch_labels(&w)) != GBML_OK)
 		goto done;
 
-	res->k = w.k;
-	res->d = w.d;
-	res->spherical = w.spherical;
 	res->centroids = best_c;
-	best_c = NULL;
-	res->sizes = gbml_alloc_array(env, (size_t) w.k, sizeof(int64_t));
-	if (res->sizes == NULL)
-	{
-		rc = env->error_code;
-		goto done;
-	}
-	memcpy(res->sizes, w.counts, sizeof(int64_t) * w.k);
-	res->inertia = best_run.inertia;
-	res->iterations = best_run.iterations;
-	res->stop_reason = best_run.stop_reason;
-	res->last_frac_changed = best_run.frac_changed;
+	res->s1 = best_s1;
+	res->s2 = best_s2;
+	best_c = best_s1 = best_s2 = NULL;
 	res->tol_scaled = tol_scaled;
 	res->n_init = n_init;
 	res->best_init = best_init;
-	res->init_seconds = best_run.init_seconds;
-	res->lloyd_seconds = best_run.lloyd_seconds;
-	res->n_timed = best_run.n_timed;
-	res->s1 = best_s1;
-	res->s2 = best_s2;
-	best_s1 = best_s2 = NULL;
-	res->s1_total = best_run.s1_total;
-	res->s2_total = best_run.s2_total;
-	res->rechecked = best_run.rechecked;
-	res->empty_relocations = best_run.relocations;
-	res->kernel = gbml_km_kernel_isa();
-	km_record_device(&w, res);
-	km_shards_traffic(&w, &res->traffic);
-	if (want_labels)
-	{
-		res->labels = w.labels;
-		res->n_label_chunks = ds->n_chunks;
-		w.labels = NULL;
-	}
+	if ((rc = km_fill_result(res, &w, &best_run, want_labels ? ds : NULL)) != GBML_OK)
+		goto done;
 	res->total_seconds = gbml_now() - t_all;
-	rc = GBML_OK;
 
 done:
 	gbml_free(env, best_c);
