@@ -708,28 +708,12 @@ check_options(const gbml_boost_loss_options *opt, gbml_env *env)
 	return GBML_OK;
 }
 
-int
-gbml_boost_loss_gradients_ex(gbml_boost_loss_kind kind, const gbml_boost_problem *p,
-							 const double *pred, uint64_t seed, int64_t iteration,
-							 const gbml_boost_loss_options *opt,
-							 double *grad, double *hess, gbml_env *env)
+/* The derivatives of the losses whose rows (RMSE, Logloss) or queries (QueryRMSE) are each their own. */
+static void
+pointwise_gradients(gbml_boost_loss_kind kind, const gbml_boost_problem *p, const double *pred, int threads,
+					double *grad, double *hess)
 {
-	int			threads = env->threads;
 	int64_t		n = p->n;
-	int64_t		max_group = 0;
-	uint64_t	it_seed = iteration_seed(seed, iteration);
-	char	   *scratch = NULL;
-	size_t		per_thread = 0;
-	int			rc;
-
-	if ((rc = check_options(opt, env)) != GBML_OK)
-		return rc;
-	if ((int) kind < 0 || kind > GBML_LOSS_LAMBDAMART)
-		return gbml_error(env, GBML_EINVAL, "unknown boosting loss %d", (int) kind);
-	if (gbml_boost_loss_is_ranking(kind) && !groups_valid(p, &max_group))
-		return gbml_error(env, GBML_EINVAL,
-						  "loss %s needs a group id on every row (contiguous groups)",
-						  gbml_boost_loss_names[kind]);
 
 	switch (kind)
 	{
@@ -742,13 +726,13 @@ gbml_boost_loss_gradients_ex(gbml_boost_loss_kind kind, const gbml_boost_problem
 				grad[i] = w * (pred[i] - (double) p->label[i]);
 				hess[i] = fmax(w, HESS_FLOOR);
 			}
-			return GBML_OK;
+			break;
 
 		case GBML_LOSS_LOGLOSS:
 #pragma omp parallel for schedule(static) num_threads(threads)
 			for (int64_t i = 0; i < n; i++)
 				logloss_derivatives(pred[i], row_weight(p, i), (double) p->label[i], &grad[i], &hess[i]);
-			return GBML_OK;
+			break;
 
 		case GBML_LOSS_QUERYRMSE:
 #pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
@@ -766,16 +750,26 @@ gbml_boost_loss_gradients_ex(gbml_boost_loss_kind kind, const gbml_boost_problem
 					hess[i] = fmax(w, HESS_FLOOR);
 				}
 			}
-			return GBML_OK;
+			break;
 
-		case GBML_LOSS_PAIRLOGIT:
-		case GBML_LOSS_YETIRANK:
-		case GBML_LOSS_LAMBDAMART:
+		default:
 			break;
 	}
+}
 
-	per_thread = scratch_bytes(max_group);
-	scratch = gbml_alloc_array(env, (size_t) threads, per_thread);
+/*
+ * The pairwise losses' derivatives (PairLogit, YetiRank, LambdaMART): a
+ * query at a time, in its thread's scratch, from its own random stream.
+ */
+static int
+pairwise_gradients(gbml_boost_loss_kind kind, const gbml_boost_problem *p, const double *pred, uint64_t it_seed,
+				   const gbml_boost_loss_options *opt, int64_t max_group, double *grad, double *hess,
+				   gbml_env *env)
+{
+	int			threads = env->threads;
+	size_t		per_thread = scratch_bytes(max_group);
+	char	   *scratch = gbml_alloc_array(env, (size_t) threads, per_thread);
+
 	if (scratch == NULL)
 		return env->error_code;
 
@@ -833,6 +827,31 @@ gbml_boost_loss_gradients_ex(gbml_boost_loss_kind kind, const gbml_boost_problem
 	}
 	gbml_free(env, scratch);
 	return GBML_OK;
+}
+
+int
+gbml_boost_loss_gradients_ex(gbml_boost_loss_kind kind, const gbml_boost_problem *p,
+							 const double *pred, uint64_t seed, int64_t iteration,
+							 const gbml_boost_loss_options *opt,
+							 double *grad, double *hess, gbml_env *env)
+{
+	int64_t		max_group = 0;
+	int			rc;
+
+	if ((rc = check_options(opt, env)) != GBML_OK)
+		return rc;
+	if ((int) kind < 0 || kind > GBML_LOSS_LAMBDAMART)
+		return gbml_error(env, GBML_EINVAL, "unknown boosting loss %d", (int) kind);
+	if (gbml_boost_loss_is_ranking(kind) && !groups_valid(p, &max_group))
+		return gbml_error(env, GBML_EINVAL,
+						  "loss %s needs a group id on every row (contiguous groups)",
+						  gbml_boost_loss_names[kind]);
+	if (kind == GBML_LOSS_RMSE || kind == GBML_LOSS_LOGLOSS || kind == GBML_LOSS_QUERYRMSE)
+	{
+		pointwise_gradients(kind, p, pred, env->threads, grad, hess);
+		return GBML_OK;
+	}
+	return pairwise_gradients(kind, p, pred, iteration_seed(seed, iteration), opt, max_group, grad, hess, env);
 }
 
 /* ------------------------------------------------------ objective / value */
