@@ -25,6 +25,7 @@ CORE_SOURCES = \
 	src/core/dataset_stored.c \
 	src/core/chunk_store_gpu.c \
 	src/core/chunk_store_file.c \
+	src/core/chunk_store_permute.c \
 	src/core/chunk_prefetch.c \
 	src/core/row_pieces.c \
 	src/core/write_behind.c \
