@@ -1,7 +1,7 @@
 /*
  * rewrite_pages.c — what a spilled reorder's write costs in the page cache,
  * with and without giving back the old file as it is read (issue 12; the
- * file store's discard, chunk_store_file.c).  Writes MB megabytes (default
+ * file store's discard, chunk_store_permute.c).  Writes MB megabytes (default
  * 1024) to a temporary file in 512 KB pieces (the staging runs), then reads
  * it back in 100 MB windows, writing each window to a second file (the
  * reordered rows), either as it is (keep) or after punching the window out
