@@ -2258,152 +2258,174 @@ train_values(trainer *T, double *metric, double *loss)
 	return train_value(T, GBML_BOOST_METRIC_LOSS, &have_point, point, point_scale, loss);
 }
 
-static int
-boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
+/* How the boosting loop went: what the META section and the best-model cut need. */
+typedef struct boost_run
 {
-	trainer		T;
-	gbml_env   *env = ctx->env;
-	const gbml_boost_params *p = ctx->params;
-	double		t_start = gbml_now(),
-				t_quant,
-				t_boost;
-	double		base_score;
-	int64_t		best_iter = -1,
-				iterations_run = 0;
-	double		best_value = NAN,
-				last_value = NAN;
-	bool		hib,
-				stopped_early = false,
-				no_split = false;
-	char		mname[64];
-	int			rc;
+	int64_t		best_iter;		/* the tree (0-based) whose eval value was best; -1 without an eval set */
+	int64_t		iterations_run;
+	double		best_value,
+				last_value;
+	bool		higher_is_better,
+				stopped_early,
+				no_split;		/* a tree found no split: the loop ended there */
+	char		metric_name[64];
+} boost_run;
 
-	memset(&T, 0, sizeof(T));
-	T.env = env;
-	T.p = p;
-	T.threads = env->threads;
-	if ((rc = ds->shards ? setup_coordinator(&T, ds) : setup(&T, ds, ctx->eval)) != GBML_OK)
-		goto done;
-	t_quant = gbml_now() - t_start;
-	hib = metric_higher_is_better(T.metric);
-	metric_name(T.metric, T.kind, p->eval_k, mname, sizeof(mname));
-
-	if ((rc = base_score_of(&T, &base_score)) != GBML_OK || (rc = T.rows->start(&T, base_score)) != GBML_OK)
-		goto done;
+/* Grows the trees: one an iteration, each scored on the eval set (early stopping), cancel checked. */
+static int
+boost_loop(trainer *T, boost_run *run)
+{
+	const gbml_boost_params *p = T->p;
+	gbml_env   *env = T->env;
 
 	for (int64_t it = 0; it < p->iterations; it++)
 	{
 		bool		grown;
 		gbml_progress_info info = {"train", it + 1, p->iterations, NULL, 0};
+		int			rc;
 
-		T.progress = info;		/* what a cancel check inside the tree reports */
-		if ((rc = grow_tree(&T, it, &grown)) != GBML_OK)
-			goto done;
+		T->progress = info;		/* what a cancel check inside the tree reports */
+		if ((rc = grow_tree(T, it, &grown)) != GBML_OK)
+			return rc;
 		if (!grown)
 		{
-			no_split = true;
+			run->no_split = true;
 			break;
 		}
-		iterations_run = it + 1;
-		if (T.has_eval)
+		run->iterations_run = it + 1;
+		if (T->has_eval)
 		{
 			double		t0 = gbml_now();
-			double		v = metric_value(env, T.metric, T.kind, p->eval_k, &T.eval, T.eval_pred);
+			double		v = metric_value(env, T->metric, T->kind, p->eval_k, &T->eval, T->eval_pred);
 
-			T.t_eval += gbml_now() - t0;
-			last_value = v;
-			if (best_iter < 0 || (hib ? v > best_value : v < best_value))
+			T->t_eval += gbml_now() - t0;
+			run->last_value = v;
+			if (run->best_iter < 0 || (run->higher_is_better ? v > run->best_value : v < run->best_value))
 			{
-				best_value = v;
-				best_iter = it;
+				run->best_value = v;
+				run->best_iter = it;
 			}
-			info.metric_name = mname;
+			info.metric_name = run->metric_name;
 			info.metric = v;
 		}
 		if (gbml_progress(env, &info))
+			return gbml_error(env, GBML_ECANCELLED, "canceled");
+		if (T->has_eval && p->early_stopping_rounds > 0 && it - run->best_iter >= p->early_stopping_rounds)
 		{
-			rc = gbml_error(env, GBML_ECANCELLED, "canceled");
-			goto done;
-		}
-		if (T.has_eval && p->early_stopping_rounds > 0 && it - best_iter >= p->early_stopping_rounds)
-		{
-			stopped_early = true;
+			run->stopped_early = true;
 			break;
 		}
 	}
-	t_boost = gbml_now() - t_start - t_quant;
+	return GBML_OK;
+}
 
-	/* keep the trees up to the best eval iteration */
-	if (T.has_eval && p->use_best_model && best_iter >= 0 && best_iter + 1 < T.forest.n_trees)
+/* use_best_model: the trees after the best eval iteration go, and the predictions are those of the rest. */
+static int
+keep_best_trees(trainer *T, const boost_run *run, double base_score)
+{
+	int			rc = GBML_OK;
+
+	if (!T->has_eval || !T->p->use_best_model || run->best_iter < 0 || run->best_iter + 1 >= T->forest.n_trees)
+		return GBML_OK;
+	T->forest.n_trees = run->best_iter + 1;
+	for (int64_t r = 0; r < T->train.n; r++)
+		T->pred[r] = base_score;
+	for (int64_t t = 0; t < T->forest.n_trees && rc == GBML_OK; t++)
+		rc = add_tree_from_bins(T, t, T->pred);
+	return rc;
+}
+
+/* The trainer's part of META: the forest's shape, the metrics, the categorical inputs, the timings. */
+static int
+write_meta(trainer *T, gbml_strbuf *m, const boost_run *run, double base_score, double t_quant, double t_boost)
+{
+	const gbml_boost_params *p = T->p;
+	const char *mname = run->metric_name;
+	double		train_value = NAN,
+				train_loss = NAN;
+	double		eval_value = T->has_eval ? (p->use_best_model && run->best_iter >= 0 ? run->best_value : run->last_value)
+		: NAN;
+	int			rc;
+
+	if ((rc = train_values(T, &train_value, &train_loss)) != GBML_OK)
+		return rc;
+	if (!T->has_eval)
+		eval_value = train_value;
+	gbml_sb_printf(m, "\"loss\":\"%s\",\"trees\":%lld,\"depth\":%d,\"iterations_run\":%lld,",
+				   gbml_boost_loss_names[T->kind], (long long) T->forest.n_trees, T->depth,
+				   (long long) run->iterations_run);
+	gbml_sb_printf(m, "\"l2_leaf_reg\":");
+	gbml_sb_json_number(m, T->l2);
+	gbml_sb_printf(m, ",\"base_score\":");
+	gbml_sb_json_number(m, base_score);
+	gbml_sb_printf(m, ",\"best_iteration\":%lld,\"stopped_early\":%s,\"no_split_possible\":%s,",
+				   (long long) (run->best_iter >= 0 ? run->best_iter + 1 : T->forest.n_trees),
+				   run->stopped_early ? "true" : "false", run->no_split ? "true" : "false");
+	gbml_sb_printf(m, "\"borders\":%lld,", (long long) T->borders.offset[T->n_features]);
+	if (T->cat.n_cat > 0)
 	{
-		T.forest.n_trees = best_iter + 1;
-		for (int64_t r = 0; r < T.train.n; r++)
-			T.pred[r] = base_score;
-		for (int64_t t = 0; t < T.forest.n_trees && rc == GBML_OK; t++)
-			rc = add_tree_from_bins(&T, t, T.pred);
-		if (rc != GBML_OK)
-			goto done;
+		gbml_sb_printf(m, "\"categorical\":{\"features\":%d,\"one_hot\":%d,\"ctr\":%d,",
+					   T->cat.n_cat, T->cat.n_one_hot, T->cat.n_ctr);
+		if (T->cat.n_slot > 0)
+			gbml_sb_printf(m, "\"split_as_sets\":%d,", T->cat.n_slot);
+		gbml_sb_printf(m, "\"ctr_prior\":");
+		gbml_sb_json_number(m, T->cat.model.prior);
+		gbml_sb_printf(m, "},");
 	}
+	gbml_sb_printf(m, "\"metrics\":{\"eval_metric\":\"%s\",\"eval_value\":", mname);
+	gbml_sb_json_number(m, eval_value);
+	gbml_sb_printf(m, ",\"higher_is_better\":%s,\"eval_set\":\"%s\",\"train_%s\":",
+				   run->higher_is_better ? "true" : "false", T->has_eval ? "eval" : "train", mname);
+	gbml_sb_json_number(m, train_value);
+	gbml_sb_printf(m, ",\"train_loss\":");
+	gbml_sb_json_number(m, train_loss);
+	gbml_sb_printf(m, "},\"timings\":{\"quantize_seconds\":%.6f,\"boost_seconds\":%.6f,"
+				   "\"seconds_per_tree\":%.6f,\"gradient_seconds\":%.6f,\"histogram_seconds\":%.6f,"
+				   "\"split_seconds\":%.6f,\"update_seconds\":%.6f,\"eval_seconds\":%.6f",
+				   t_quant, t_boost, run->iterations_run > 0 ? t_boost / (double) run->iterations_run : 0.0,
+				   T->t_gradients, T->t_histograms, T->t_splits, T->t_update, T->t_eval);
+	if (T->shards)
+	{
+		/* the exchanges with the shards: the coordination's cost beside the shards' own work */
+		gbml_sb_printf(m, ",");
+		boost_shards_traffic_json(T, m);
+	}
+	gbml_sb_printf(m, "}");
+	return gbml_sb_status(m);
+}
 
+static int
+boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
+{
+	trainer		T;
+	gbml_env   *env = ctx->env;
+	double		t_start = gbml_now(),
+				t_quant,
+				t_boost;
+	double		base_score;
+	boost_run	run = {.best_iter = -1,.best_value = NAN,.last_value = NAN};
+	int			rc;
+
+	memset(&T, 0, sizeof(T));
+	T.env = env;
+	T.p = ctx->params;
+	T.threads = env->threads;
+	if ((rc = ds->shards ? setup_coordinator(&T, ds) : setup(&T, ds, ctx->eval)) != GBML_OK)
+		goto done;
+	t_quant = gbml_now() - t_start;
+	run.higher_is_better = metric_higher_is_better(T.metric);
+	metric_name(T.metric, T.kind, T.p->eval_k, run.metric_name, sizeof(run.metric_name));
+	if ((rc = base_score_of(&T, &base_score)) != GBML_OK || (rc = T.rows->start(&T, base_score)) != GBML_OK ||
+		(rc = boost_loop(&T, &run)) != GBML_OK)
+		goto done;
+	t_boost = gbml_now() - t_start - t_quant;
+	if ((rc = keep_best_trees(&T, &run, base_score)) != GBML_OK)
+		goto done;
 	env->trainer_temp_written = T.bins.bytes_written;
 	env->trainer_temp_read = T.bins.bytes_read;
 	if ((rc = write_sections(&T, ctx, base_score)) != GBML_OK)
 		goto done;
-
-	/* META */
-	{
-		gbml_strbuf *m = ctx->meta;
-		double		train_value = NAN,
-					train_loss = NAN;
-		double		eval_value = T.has_eval ? (p->use_best_model && best_iter >= 0 ? best_value : last_value)
-			: NAN;
-
-		if ((rc = train_values(&T, &train_value, &train_loss)) != GBML_OK)
-			goto done;
-		if (!T.has_eval)
-			eval_value = train_value;
-		gbml_sb_printf(m, "\"loss\":\"%s\",\"trees\":%lld,\"depth\":%d,\"iterations_run\":%lld,",
-					   gbml_boost_loss_names[T.kind], (long long) T.forest.n_trees, T.depth,
-					   (long long) iterations_run);
-		gbml_sb_printf(m, "\"l2_leaf_reg\":");
-		gbml_sb_json_number(m, T.l2);
-		gbml_sb_printf(m, ",\"base_score\":");
-		gbml_sb_json_number(m, base_score);
-		gbml_sb_printf(m, ",\"best_iteration\":%lld,\"stopped_early\":%s,\"no_split_possible\":%s,",
-					   (long long) (best_iter >= 0 ? best_iter + 1 : T.forest.n_trees),
-					   stopped_early ? "true" : "false", no_split ? "true" : "false");
-		gbml_sb_printf(m, "\"borders\":%lld,", (long long) T.borders.offset[T.n_features]);
-		if (T.cat.n_cat > 0)
-		{
-			gbml_sb_printf(m, "\"categorical\":{\"features\":%d,\"one_hot\":%d,\"ctr\":%d,",
-						   T.cat.n_cat, T.cat.n_one_hot, T.cat.n_ctr);
-			if (T.cat.n_slot > 0)
-				gbml_sb_printf(m, "\"split_as_sets\":%d,", T.cat.n_slot);
-			gbml_sb_printf(m, "\"ctr_prior\":");
-			gbml_sb_json_number(m, T.cat.model.prior);
-			gbml_sb_printf(m, "},");
-		}
-		gbml_sb_printf(m, "\"metrics\":{\"eval_metric\":\"%s\",\"eval_value\":", mname);
-		gbml_sb_json_number(m, eval_value);
-		gbml_sb_printf(m, ",\"higher_is_better\":%s,\"eval_set\":\"%s\",\"train_%s\":",
-					   hib ? "true" : "false", T.has_eval ? "eval" : "train", mname);
-		gbml_sb_json_number(m, train_value);
-		gbml_sb_printf(m, ",\"train_loss\":");
-		gbml_sb_json_number(m, train_loss);
-		gbml_sb_printf(m, "},\"timings\":{\"quantize_seconds\":%.6f,\"boost_seconds\":%.6f,"
-					   "\"seconds_per_tree\":%.6f,\"gradient_seconds\":%.6f,\"histogram_seconds\":%.6f,"
-					   "\"split_seconds\":%.6f,\"update_seconds\":%.6f,\"eval_seconds\":%.6f",
-					   t_quant, t_boost, iterations_run > 0 ? t_boost / (double) iterations_run : 0.0,
-					   T.t_gradients, T.t_histograms, T.t_splits, T.t_update, T.t_eval);
-		if (T.shards)
-		{
-			/* the exchanges with the shards: the coordination's cost beside the shards' own work */
-			gbml_sb_printf(m, ",");
-			boost_shards_traffic_json(&T, m);
-		}
-		gbml_sb_printf(m, "}");
-		rc = gbml_sb_status(m);
-	}
+	rc = write_meta(&T, ctx->meta, &run, base_score, t_quant, t_boost);
 
 done:
 	trainer_free(&T);
