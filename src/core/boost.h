@@ -5,7 +5,8 @@
  * The algorithm table itself is gbml_algorithm_boost (algorithm.h contract);
  * the trainer lives in boost.c on top of boost_quantize (bins),
  * boost_histogram (the level kernels), boost_loss (part B: gradients) and
- * boost_predict (the scorer).
+ * boost_predict (the scorer); the loader of the model below, its dump and
+ * importance in boost_model.c.
  */
 #ifndef GBML_BOOST_H
 #define GBML_BOOST_H
