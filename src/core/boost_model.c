@@ -100,37 +100,36 @@ tree_shape(uint32_t word, uint32_t *depth, bool *nodes)
 	return *nodes && *depth <= GBML_BOOST_MAX_DEPTH ? (1u << *depth) - 1 : *depth;
 }
 
-int
-boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
+/* What the header and the trees section say of the trees, for the steps after them. */
+typedef struct load_counts
+{
+	uint32_t	n_trees;
+	uint32_t	nf;				/* the input features */
+	const uint8_t *trees;		/* the trees section, checked */
+	size_t		trees_len;
+	int64_t		n_splits;
+	int64_t		n_leaves;
+} load_counts;
+
+/* The header section: layout version, loss, base score, tree and feature counts. */
+static int
+load_header(const gbml_model_reader *r, gbml_boost_model *m, load_counts *k, gbml_env *env)
 {
 	const uint8_t *data;
 	size_t		len;
 	gbml_cursor c;
-	gbml_boost_model *m;
 	uint32_t	version,
-				loss,
-				n_trees,
-				nf;
+				loss;
 	double		base;
-	int64_t		n_splits = 0,
-				n_leaves = 0;
-	uint32_t	n_model;		/* the model features splits index: nf, plus derived ones */
-	int			rc;
 
-	*handle = NULL;
-	m = gbml_alloc0(env, sizeof(gbml_boost_model));
-	if (m == NULL)
-		return env->error_code;
-
-	/* header */
 	if (!gbml_model_find(r, GBML_SECTION_BOOST_HEADER, &data, &len))
 		return corrupt(m, env, "header section is missing");
 	gbml_cursor_init(&c, data, len);
 	version = gbml_cursor_u32(&c);
 	loss = gbml_cursor_u32(&c);
 	base = gbml_cursor_f64(&c);
-	n_trees = gbml_cursor_u32(&c);
-	nf = gbml_cursor_u32(&c);
+	k->n_trees = gbml_cursor_u32(&c);
+	k->nf = gbml_cursor_u32(&c);
 	if (!c.ok || gbml_cursor_remaining(&c) != 0)
 		return corrupt(m, env, "header section has the wrong size");
 	if (version != GBML_BOOST_LAYOUT_VERSION)
@@ -139,21 +138,26 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 		return corrupt(m, env, "unknown loss");
 	if (!isfinite(base))
 		return corrupt(m, env, "base score is not finite");
-	if (nf == 0 || nf != r->n_features || nf > GBML_MAX_FEATURES)
+	if (k->nf == 0 || k->nf != r->n_features || k->nf > GBML_MAX_FEATURES)
 		return corrupt(m, env, "feature count disagrees with the container");
 	m->loss = (int) loss;
 	m->forest.base_score = base;
-	if ((rc = load_inputs(r, m, (int) nf, env)) != GBML_OK)
-		return rc;
-	n_model = (uint32_t) m->forest.n_features;
+	return GBML_OK;
+}
 
-	/* trees: a validating pass, then a filling pass */
-	if (!gbml_model_find(r, GBML_SECTION_BOOST_TREES, &data, &len))
+/* The trees section's validating pass: every tree checked, the splits and leaves counted. */
+static int
+check_trees(const gbml_model_reader *r, gbml_boost_model *m, load_counts *k, gbml_env *env)
+{
+	gbml_cursor c;
+	uint32_t	n_model = (uint32_t) m->forest.n_features;	/* the model features splits index: nf, plus derived ones */
+
+	if (!gbml_model_find(r, GBML_SECTION_BOOST_TREES, &k->trees, &k->trees_len))
 		return corrupt(m, env, "trees section is missing");
-	if ((uint64_t) n_trees > len / (4 + 12 + 8))
+	if ((uint64_t) k->n_trees > k->trees_len / (4 + 12 + 8))
 		return corrupt(m, env, "tree count exceeds the trees section");
-	gbml_cursor_init(&c, data, len);
-	for (uint32_t t = 0; t < n_trees; t++)
+	gbml_cursor_init(&c, k->trees, k->trees_len);
+	for (uint32_t t = 0; t < k->n_trees; t++)
 	{
 		uint32_t	d;
 		bool		nodes;
@@ -185,102 +189,126 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 			if (!isfinite(v))
 				return corrupt(m, env, "leaf value is not finite");
 		}
-		n_splits += n_tree_splits;
-		n_leaves += (int64_t) 1 << d;
+		k->n_splits += n_tree_splits;
+		k->n_leaves += (int64_t) 1 << d;
 	}
 	if (gbml_cursor_remaining(&c) != 0)
 		return corrupt(m, env, "trees section has trailing bytes");
+	return GBML_OK;
+}
 
-	m->depth_buf = gbml_alloc_array(env, (size_t) n_trees + 1, sizeof(int32_t));
-	m->split_off_buf = gbml_alloc_array(env, (size_t) n_trees + 1, sizeof(int64_t));
-	m->leaf_off_buf = gbml_alloc_array(env, (size_t) n_trees + 1, sizeof(int64_t));
-	m->feature_buf = gbml_alloc_array(env, (size_t) n_splits + 1, sizeof(int32_t));
-	m->pos_buf = gbml_alloc_array(env, (size_t) n_splits + 1, sizeof(int32_t));
-	m->border_buf = gbml_alloc_array(env, (size_t) n_splits + 1, sizeof(float));
-	m->gain = gbml_alloc_array(env, (size_t) n_splits + 1, sizeof(float));
-	m->leaf_buf = gbml_alloc_array(env, (size_t) n_leaves + 1, sizeof(float));
+/* The trees section's filling pass (checked by check_trees) into the allocated arrays. */
+static void
+fill_trees(gbml_boost_model *m, const load_counts *k)
+{
+	gbml_cursor c;
+	int64_t		so = 0,
+				lo = 0;
+	int			uniform = -2;	/* the trees' one depth; -1 when they differ */
+	unsigned	kinds = 0;		/* 1: a symmetric tree seen, 2: a node-split one */
+
+	gbml_cursor_init(&c, k->trees, k->trees_len);
+	for (uint32_t t = 0; t < k->n_trees; t++)
+	{
+		uint32_t	d;
+		bool		nodes;
+		uint32_t	n_tree_splits = tree_shape(gbml_cursor_u32(&c), &d, &nodes);
+
+		m->depth_buf[t] = (int32_t) d;
+		m->split_off_buf[t] = so;
+		m->leaf_off_buf[t] = lo;
+		for (uint32_t l = 0; l < n_tree_splits; l++, so++)
+		{
+			m->feature_buf[so] = (int32_t) gbml_cursor_u32(&c);
+			m->border_buf[so] = gbml_cursor_f32(&c);
+			m->gain[so] = gbml_cursor_f32(&c);
+		}
+		gbml_cursor_f32_array(&c, m->leaf_buf + lo, (size_t) 1 << d);
+		lo += (int64_t) 1 << d;
+		kinds |= nodes ? 2u : 1u;
+		uniform = uniform == -2 || uniform == (int) d ? (int) d : -1;
+	}
+	m->split_off_buf[k->n_trees] = so;
+	m->leaf_off_buf[k->n_trees] = lo;
+	/* one depth and one kind: the scorers' fast loops (symmetric, or node-split trees) */
+	m->forest.uniform_depth = kinds == 1 && uniform > 0 ? uniform : -1;
+	m->forest.node_depth = kinds == 2 && uniform > 0 ? uniform : -1;
+}
+
+/* The forest's arrays, filled from the checked trees section. */
+static int
+load_trees(gbml_boost_model *m, const load_counts *k, gbml_env *env)
+{
+	size_t		n_trees = k->n_trees;
+
+	m->depth_buf = gbml_alloc_array(env, n_trees + 1, sizeof(int32_t));
+	m->split_off_buf = gbml_alloc_array(env, n_trees + 1, sizeof(int64_t));
+	m->leaf_off_buf = gbml_alloc_array(env, n_trees + 1, sizeof(int64_t));
+	m->feature_buf = gbml_alloc_array(env, (size_t) k->n_splits + 1, sizeof(int32_t));
+	m->pos_buf = gbml_alloc_array(env, (size_t) k->n_splits + 1, sizeof(int32_t));
+	m->border_buf = gbml_alloc_array(env, (size_t) k->n_splits + 1, sizeof(float));
+	m->gain = gbml_alloc_array(env, (size_t) k->n_splits + 1, sizeof(float));
+	m->leaf_buf = gbml_alloc_array(env, (size_t) k->n_leaves + 1, sizeof(float));
 	if (!m->depth_buf || !m->split_off_buf || !m->leaf_off_buf || !m->feature_buf || !m->pos_buf ||
 		!m->border_buf || !m->gain || !m->leaf_buf)
 		return load_failed(m, env);
-	gbml_cursor_init(&c, data, len);
-	{
-		int64_t		so = 0,
-					lo = 0;
-		int			uniform = -2;	/* the trees' one depth; -1 when they differ */
-		unsigned	kinds = 0;		/* 1: a symmetric tree seen, 2: a node-split one */
-
-		for (uint32_t t = 0; t < n_trees; t++)
-		{
-			uint32_t	d;
-			bool		nodes;
-			uint32_t	n_tree_splits = tree_shape(gbml_cursor_u32(&c), &d, &nodes);
-
-			m->depth_buf[t] = (int32_t) d;
-			m->split_off_buf[t] = so;
-			m->leaf_off_buf[t] = lo;
-			for (uint32_t l = 0; l < n_tree_splits; l++, so++)
-			{
-				m->feature_buf[so] = (int32_t) gbml_cursor_u32(&c);
-				m->border_buf[so] = gbml_cursor_f32(&c);
-				m->gain[so] = gbml_cursor_f32(&c);
-			}
-			gbml_cursor_f32_array(&c, m->leaf_buf + lo, (size_t) 1 << d);
-			lo += (int64_t) 1 << d;
-			kinds |= nodes ? 2u : 1u;
-			uniform = uniform == -2 || uniform == (int) d ? (int) d : -1;
-		}
-		m->split_off_buf[n_trees] = so;
-		m->leaf_off_buf[n_trees] = lo;
-		/* one depth and one kind: the scorers' fast loops (symmetric, or node-split trees) */
-		m->forest.uniform_depth = kinds == 1 && uniform > 0 ? uniform : -1;
-		m->forest.node_depth = kinds == 2 && uniform > 0 ? uniform : -1;
-	}
-	m->forest.n_trees = (int) n_trees;
+	fill_trees(m, k);
+	m->forest.n_trees = (int) k->n_trees;
 	m->forest.depth = m->depth_buf;
 	m->forest.split_off = m->split_off_buf;
 	m->forest.leaf_off = m->leaf_off_buf;
 	m->forest.feature = m->feature_buf;
 	m->forest.border = m->border_buf;
 	m->forest.leaf = m->leaf_buf;
+	return GBML_OK;
+}
 
-	/* features the splits use, for the batch scorer */
+/* The features the splits use, and each split's place among them, for the batch scorer. */
+static int
+load_used_features(gbml_boost_model *m, int64_t n_splits, gbml_env *env)
+{
+	uint32_t	n_model = (uint32_t) m->forest.n_features;
+	int32_t    *map = gbml_alloc_array(env, n_model, sizeof(int32_t));
+	int			n_used = 0;
+
+	if (map == NULL)
+		return load_failed(m, env);
+	for (uint32_t f = 0; f < n_model; f++)
+		map[f] = -1;
+	for (int64_t s = 0; s < n_splits; s++)
+		map[m->feature_buf[s]] = 0;
+	for (uint32_t f = 0; f < n_model; f++)
+		if (map[f] == 0)
+			n_used++;
+	m->used_buf = gbml_alloc_array(env, (size_t) n_used + 1, sizeof(int32_t));
+	if (m->used_buf == NULL)
 	{
-		int32_t    *map = gbml_alloc_array(env, n_model, sizeof(int32_t));
-		int			n_used = 0;
-
-		if (map == NULL)
-			return load_failed(m, env);
-		for (uint32_t f = 0; f < n_model; f++)
-			map[f] = -1;
-		for (int64_t s = 0; s < n_splits; s++)
-			map[m->feature_buf[s]] = 0;
-		for (uint32_t f = 0; f < n_model; f++)
-			if (map[f] == 0)
-				n_used++;
-		m->used_buf = gbml_alloc_array(env, (size_t) n_used + 1, sizeof(int32_t));
-		if (m->used_buf == NULL)
-		{
-			gbml_free(env, map);
-			return load_failed(m, env);
-		}
-		n_used = 0;
-		for (uint32_t f = 0; f < n_model; f++)
-			if (map[f] == 0)
-			{
-				m->used_buf[n_used] = (int32_t) f;
-				map[f] = n_used++;
-			}
-		for (int64_t s = 0; s < n_splits; s++)
-			m->pos_buf[s] = map[m->feature_buf[s]];
 		gbml_free(env, map);
-		m->forest.n_used = n_used;
-		m->forest.used_features = m->used_buf;
-		m->forest.feature_pos = m->pos_buf;
+		return load_failed(m, env);
 	}
+	n_used = 0;
+	for (uint32_t f = 0; f < n_model; f++)
+		if (map[f] == 0)
+		{
+			m->used_buf[n_used] = (int32_t) f;
+			map[f] = n_used++;
+		}
+	for (int64_t s = 0; s < n_splits; s++)
+		m->pos_buf[s] = map[m->feature_buf[s]];
+	gbml_free(env, map);
+	m->forest.n_used = n_used;
+	m->forest.used_features = m->used_buf;
+	m->forest.feature_pos = m->pos_buf;
+	return GBML_OK;
+}
 
-	/* borders */
-	if (!gbml_model_find(r, GBML_SECTION_BOOST_BORDERS, &data, &len))
-		return corrupt(m, env, "borders section is missing");
+/* The borders section's first pass: its feature count, then each feature's border count and offset. */
+static int
+load_border_counts(gbml_boost_model *m, const uint8_t *data, size_t len, gbml_env *env)
+{
+	gbml_cursor c;
+	uint32_t	n_model = (uint32_t) m->forest.n_features;
+
 	gbml_cursor_init(&c, data, len);
 	if (gbml_cursor_u32(&c) != n_model || !c.ok)
 		return corrupt(m, env, "borders section has the wrong feature count");
@@ -304,6 +332,16 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 	}
 	if (gbml_cursor_remaining(&c) != 0)
 		return corrupt(m, env, "borders section has trailing bytes");
+	return GBML_OK;
+}
+
+/* The borders section's second pass (sized by load_border_counts): the values, strictly increasing. */
+static int
+load_border_values(gbml_boost_model *m, const uint8_t *data, size_t len, gbml_env *env)
+{
+	gbml_cursor c;
+	uint32_t	n_model = (uint32_t) m->forest.n_features;
+
 	m->border_values = gbml_alloc_array(env, (size_t) m->border_off[n_model] + 1, sizeof(float));
 	if (m->border_values == NULL)
 		return load_failed(m, env);
@@ -319,6 +357,48 @@ boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
 			if (isnan(v[j]) || (j > 0 && !(v[j] > v[j - 1])))
 				return corrupt(m, env, "borders are not strictly increasing numbers");
 	}
+	return GBML_OK;
+}
+
+/* The borders section: per model feature, its borders as trained (for the dump). */
+static int
+load_borders(const gbml_model_reader *r, gbml_boost_model *m, gbml_env *env)
+{
+	const uint8_t *data;
+	size_t		len;
+	int			rc;
+
+	if (!gbml_model_find(r, GBML_SECTION_BOOST_BORDERS, &data, &len))
+		return corrupt(m, env, "borders section is missing");
+	if ((rc = load_border_counts(m, data, len, env)) != GBML_OK)
+		return rc;
+	return load_border_values(m, data, len, env);
+}
+
+/*
+ * The header, the inputs, the trees (checked, then filled), the features the
+ * splits use, the borders, then the fast scorer's layout.  Each step checks
+ * its part before the next reads it; on an error it frees the partial model
+ * (corrupt, load_failed) and returns the error.
+ */
+int
+boost_load(const gbml_model_reader *r, gbml_env *env, void **handle)
+{
+	gbml_boost_model *m;
+	load_counts k = {0};
+	int			rc;
+
+	*handle = NULL;
+	m = gbml_alloc0(env, sizeof(gbml_boost_model));
+	if (m == NULL)
+		return env->error_code;
+	if ((rc = load_header(r, m, &k, env)) != GBML_OK ||
+		(rc = load_inputs(r, m, (int) k.nf, env)) != GBML_OK ||
+		(rc = check_trees(r, m, &k, env)) != GBML_OK ||
+		(rc = load_trees(m, &k, env)) != GBML_OK ||
+		(rc = load_used_features(m, k.n_splits, env)) != GBML_OK ||
+		(rc = load_borders(r, m, env)) != GBML_OK)
+		return rc;
 	if ((rc = gbml_boost_forest_prepare_fast(&m->forest, env)) != GBML_OK)
 	{
 		model_free(m, env);
