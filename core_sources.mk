@@ -45,6 +45,7 @@ CORE_SOURCES = \
 	src/core/kmeans_shard.c \
 	src/core/shard_link.c \
 	src/core/saga.c \
+	src/core/saga_model.c \
 	src/core/saga_gpu.c \
 	src/core/saga_kernels.c \
 	src/core/saga_plan.c \

@@ -328,7 +328,7 @@ feature_stats(saga_gpu *g, double *mean, double *std)
 	return GBML_OK;
 }
 
-/* z = x scale + shift as saga.c's make_standardizer (columns from n_scaled on stay as they are), on the device too. */
+/* z = x scale + shift as saga.c's gbml_saga_make_standardizer (columns from n_scaled on stay as they are), on the device too. */
 static int
 set_scaling(saga_gpu *g, const double *mean, const double *std, int n_scaled)
 {
