@@ -36,6 +36,7 @@ CORE_SOURCES = \
 	src/core/mean_model.c \
 	src/core/backend_loader.c \
 	src/core/kmeans.c \
+	src/core/kmeans_init.c \
 	src/core/kmeans_kernels.c \
 	src/core/kmeans_device.c \
 	src/core/kmeans_balance.c \

@@ -1,6 +1,7 @@
 /*
  * kmeans_internal.h — the work state of one K-Means fit, shared by the
- * Lloyd loop (kmeans.c) and its device share (kmeans_device.c).
+ * Lloyd loop (kmeans.c), the initialisation (kmeans_init.c) and their
+ * device share (kmeans_device.c).
  *
  * The rows are cut twice: into tasks (at most KM_TASK_ROWS rows inside a
  * chunk: the CPU threads' unit of work) and into blocks (runs of whole
@@ -78,12 +79,13 @@ km_far_better(const km_far *a, const km_far *b)
 typedef struct km_work km_work;
 
 /*
- * The rows as the Lloyd driver (kmeans.c) sees them: every operation that
- * reads rows, in global row indices, its results exact whatever holds the
- * rows.  km_local_rows works on w's own chunks (memory, files, a GPU);
- * kmeans_shards.c's on rows held by other servers.  The driver's state
- * (centroids w->c, the grids fix_scale / pot_scale / cur_scale, the
- * candidates w->cand) is read from w; each returns GBML_OK or an error.
+ * The rows as the Lloyd driver (kmeans.c, kmeans_init.c) sees them: every
+ * operation that reads rows, in global row indices, its results exact
+ * whatever holds the rows.  km_local_rows works on w's own chunks (memory,
+ * files, a GPU); kmeans_shards.c's on rows held by other servers.  The
+ * driver's state (centroids w->c, the grids fix_scale / pot_scale /
+ * cur_scale, the candidates w->cand) is read from w; each returns GBML_OK
+ * or an error.
  */
 typedef struct km_rows_ops
 {
@@ -213,6 +215,19 @@ void		km_work_init(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params 
 /* kmeans.c: w over ds's own rows (allocations, tasks, blocks, norms), and its release. */
 int			km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env);
 void		km_work_free(km_work *w);
+/* kmeans.c: a per-chunk array (one elem per row, or one per chunk); km_chunks_ok says whether all of it was allocated. */
+void	   *km_alloc_chunks(km_work *w, size_t elem, bool per_row);
+bool		km_chunks_ok(const km_work *w, void **arr);
+/* kmeans.c: threads worth starting for `work` multiply-adds. */
+int			km_threads_for(const km_work *w, double work);
+
+/* kmeans_init.c: run r's first centres into w->c by p's init, from the run's own random stream. */
+int			km_init_centres(km_work *w, const gbml_kmeans_params *p, int r);
+/* kmeans_init.c: k-means++'s operations on this server's rows (km_local_rows; km_rows_ops says what each does). */
+int			km_local_kpp_start(km_work *w, int T);
+int			km_local_cand_pass(km_work *w, int T, int64_t *totals);
+int			km_local_cand_take(km_work *w, int t, int T, float *max_out);
+int			km_local_search(km_work *w, const double *u, int m, int64_t total, int64_t *rows);
 
 /* kmeans_shards.c: w over the rows of the shards behind ds->shards (the coordinator's side). */
 int			km_shards_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env);
