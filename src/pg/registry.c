@@ -75,6 +75,57 @@ select_targets(const gbml_common_params *cp, TupleDesc td, unsigned input_flags,
 		appendStringInfoString(q, ", NULL::real");
 }
 
+/* How gbml_read_source turns its cursor's rows into dataset rows. */
+typedef struct source_reader
+{
+	gbml_column_plan *columns;	/* the feature columns, or NULL: one real[] column */
+	float	   *x;				/* a row's features, converted from its columns */
+	int			n_feature_cols; /* the SELECT's columns before label, group and weight */
+	bool		own_plan;		/* the plan came from this source's own first scan */
+	unsigned	input_flags;
+	const char *what;
+} source_reader;
+
+/* Row rowno of the cursor (tup) as a dataset row: its features, then label, group and weight. */
+static void
+source_row(const source_reader *sr, HeapTuple tup, TupleDesc rtd, int64 rowno, gbml_row *row)
+{
+	const char *what = sr->what;
+	int			n = sr->n_feature_cols;
+	bool		isnull;
+	Datum		d;
+
+	memset(row, 0, sizeof(*row));
+	if (sr->columns)
+	{
+		/* the source's own values were all seen by its first scan; an eval source's may be new */
+		gbml_column_plan_row(sr->columns, tup, rtd, sr->x, (sr->input_flags & GBML_INPUT_MISSING) != 0,
+							 sr->own_plan, what, rowno);
+		row->x = sr->x;
+		row->n_features = gbml_column_plan_n_features(sr->columns);
+	}
+	else
+	{
+		d = SPI_getbinval(tup, rtd, 1, &isnull);
+		if (isnull)
+			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+							errmsg("%s: row " INT64_FORMAT ": features is NULL", what, rowno)));
+		row->x = gbml_float_array(DatumGetArrayTypeP(d), &row->n_features, what, rowno);
+		if (row->n_features == 0)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("%s: row " INT64_FORMAT ": features is empty", what, rowno)));
+	}
+	d = SPI_getbinval(tup, rtd, n + 1, &row->label_is_null);
+	if (!row->label_is_null)
+		row->label = DatumGetFloat4(d);
+	d = SPI_getbinval(tup, rtd, n + 2, &row->group_is_null);
+	if (!row->group_is_null)
+		row->group = DatumGetInt64(d);
+	d = SPI_getbinval(tup, rtd, n + 3, &row->weight_is_null);
+	if (!row->weight_is_null)
+		row->weight = DatumGetFloat4(d);
+}
+
 /*
  * Reads `source` into ds.  With a features array column the projection
  * casts it to real[] (features may be real[], float8[] or numeric[]);
@@ -96,10 +147,8 @@ gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source
 	SPIPlanPtr	plan;
 	MemoryContext batch_cxt;
 	int64		rowno = 0;
-	int			n_feature_cols = 1;
-	float	   *x = NULL;
-	bool		by_columns,
-				own_plan = columns == NULL;
+	source_reader sr = {.n_feature_cols = 1,.own_plan = columns == NULL,.input_flags = input_flags,.what = what};
+	bool		by_columns;
 
 	if (SPI_execute(probe, true, 0) != SPI_OK_SELECT)
 		ereport(ERROR, (errmsg("%s: could not read source", what)));
@@ -117,8 +166,8 @@ gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source
 		if (columns == NULL)
 			columns = gbml_column_plan_for_source(cp, td, base, what);
 		gbml_column_plan_select(columns, &q);
-		n_feature_cols = gbml_column_plan_n_columns(columns);
-		x = palloc(sizeof(float) * gbml_column_plan_n_features(columns));
+		sr.n_feature_cols = gbml_column_plan_n_columns(columns);
+		sr.x = palloc(sizeof(float) * gbml_column_plan_n_features(columns));
 		ds->schema = gbml_column_plan_schema(columns);
 		/* a NULL category arrives as NaN, its own category (numbers are checked here, by column) */
 		if (gbml_schema_n_categorical(ds->schema) > 0)
@@ -129,6 +178,7 @@ gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source
 	select_targets(cp, td, input_flags, &q);
 	appendStringInfo(&q, " FROM (%s) AS s", base);
 
+	sr.columns = by_columns ? columns : NULL;
 	plan = SPI_prepare(q.data, 0, NULL);
 	if (plan == NULL)
 		ereport(ERROR, (errmsg("%s: could not plan the source query: %s", what, SPI_result_code_string(SPI_result))));
@@ -149,42 +199,9 @@ gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source
 		spi_cxt = MemoryContextSwitchTo(batch_cxt);
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
-			HeapTuple	tup = SPI_tuptable->vals[i];
-			TupleDesc	rtd = SPI_tuptable->tupdesc;
-			bool		isnull;
-			Datum		d;
 			gbml_row	row;
 
-			rowno++;
-			memset(&row, 0, sizeof(row));
-			if (by_columns)
-			{
-				/* the source's own values were all seen by its first scan; an eval source's may be new */
-				gbml_column_plan_row(columns, tup, rtd, x, (input_flags & GBML_INPUT_MISSING) != 0, own_plan,
-									 what, rowno);
-				row.x = x;
-				row.n_features = gbml_column_plan_n_features(columns);
-			}
-			else
-			{
-				d = SPI_getbinval(tup, rtd, 1, &isnull);
-				if (isnull)
-					ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-									errmsg("%s: row " INT64_FORMAT ": features is NULL", what, rowno)));
-				row.x = gbml_float_array(DatumGetArrayTypeP(d), &row.n_features, what, rowno);
-				if (row.n_features == 0)
-					ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-									errmsg("%s: row " INT64_FORMAT ": features is empty", what, rowno)));
-			}
-			d = SPI_getbinval(tup, rtd, n_feature_cols + 1, &row.label_is_null);
-			if (!row.label_is_null)
-				row.label = DatumGetFloat4(d);
-			d = SPI_getbinval(tup, rtd, n_feature_cols + 2, &row.group_is_null);
-			if (!row.group_is_null)
-				row.group = DatumGetInt64(d);
-			d = SPI_getbinval(tup, rtd, n_feature_cols + 3, &row.weight_is_null);
-			if (!row.weight_is_null)
-				row.weight = DatumGetFloat4(d);
+			source_row(&sr, SPI_tuptable->vals[i], SPI_tuptable->tupdesc, ++rowno, &row);
 			GBML_CHECK(env, gbml_dataset_append(ds, env, &row, (input_flags & GBML_INPUT_LABEL) != 0), what);
 		}
 		MemoryContextSwitchTo(spi_cxt);
