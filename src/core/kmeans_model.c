@@ -1,7 +1,8 @@
 /*
  * kmeans_model.c — the K-Means model: the training entry of the algorithm
  * table (a fit, its section and its metadata), the centroid section's
- * format, its loader, scoring (cluster, distance) and the JSON dump.
+ * format, its loader, scoring (cluster, distance), the JSON dump and
+ * feature importance.
  *
  * Categorical features (schema.h) need "one_hot": true: the training and
  * eval rows are then one-hot encoded (onehot.h: a 0/1 column per category

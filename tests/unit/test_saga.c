@@ -1,6 +1,7 @@
 /*
- * test_saga.c — unit tests of the SAGA trainer (src/core/saga.c and
- * saga_kernels.c) through the shared training driver.
+ * test_saga.c — unit tests of the SAGA trainer (src/core/saga.c,
+ * saga_kernels.c) and its model (saga_model.c: loading, scoring) through
+ * the shared training driver.
  *
  * Known optima come from an independent reference solver written here: FISTA
  * with adaptive restart on the same objective, run until the proximal
