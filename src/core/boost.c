@@ -302,8 +302,8 @@ fail:
 	return env->error_code ? env->error_code : GBML_ENOMEM;
 }
 
-static gbml_boost_problem
-data_problem(const boost_data *d, bool with_groups)
+gbml_boost_problem
+boost_data_problem(const boost_data *d, bool with_groups)
 {
 	gbml_boost_problem p;
 
@@ -364,10 +364,10 @@ metric_value(gbml_env *env, int metric, gbml_boost_loss_kind kind, int64_t k, co
 		case GBML_BOOST_METRIC_AUC:
 			return gbml_auc_env(env, pred, d->label, d->weight, d->n);
 		case GBML_BOOST_METRIC_LOGLOSS:
-			p = data_problem(d, false);
+			p = boost_data_problem(d, false);
 			return gbml_boost_loss_value_env(env, GBML_LOSS_LOGLOSS, &p, pred);
 		default:
-			p = data_problem(d, gbml_boost_loss_is_ranking(kind));
+			p = boost_data_problem(d, gbml_boost_loss_is_ranking(kind));
 			return gbml_boost_loss_value_env(env, kind, &p, pred);
 	}
 }
@@ -1674,7 +1674,7 @@ local_refine_sums(trainer *T, int last_f, int last_j, const double *v, double sc
 {
 	int			nl = 1 << T->depth;
 	int64_t    *acc;
-	gbml_boost_problem prob = data_problem(&T->train, false);
+	gbml_boost_problem prob = boost_data_problem(&T->train, false);
 	int			rc;
 
 	if ((rc = apply_last_split_once(T, last_f, last_j)) != GBML_OK)
@@ -1716,7 +1716,7 @@ local_gradients(trainer *T, int64_t iteration, boost_grad_max *m)
 	int			rc;
 
 	T->drawn = draw_rows(T, iteration);
-	prob = data_problem(&T->train, gbml_boost_loss_is_ranking(T->kind));
+	prob = boost_data_problem(&T->train, gbml_boost_loss_is_ranking(T->kind));
 	rc = gbml_boost_loss_gradients(T->kind, &prob, T->pred, (uint64_t) T->p->random_seed, iteration,
 								   T->grad, T->newton_hess ? T->newton_hess : T->hess, T->env);
 	if (rc == GBML_OK)
@@ -1837,7 +1837,7 @@ local_start(trainer *T, double base)
 static int
 local_query_terms(trainer *T, boost_terms_kind which, int k, double **num, double **den)
 {
-	gbml_boost_problem prob = data_problem(&T->train, true);
+	gbml_boost_problem prob = boost_data_problem(&T->train, true);
 	size_t		ng = (size_t) (T->train.n_groups > 0 ? T->train.n_groups : 1);
 
 	*num = gbml_alloc_array(T->env, ng, sizeof(double));
@@ -1861,7 +1861,7 @@ local_terms(trainer *T, boost_terms_kind which, int k, const double *scale, doub
 
 	if (which <= BOOST_TERMS_POINTWISE)
 	{
-		gbml_boost_problem prob = data_problem(&T->train, false);
+		gbml_boost_problem prob = boost_data_problem(&T->train, false);
 		const double *pred = which == BOOST_TERMS_POINTWISE ? T->pred : NULL;
 
 		if (scale)

@@ -39,6 +39,9 @@ typedef struct boost_data
 	double	   *ideal_dcg;		/* per query, for the eval NDCG of every tree; NULL: computed per call */
 } boost_data;
 
+/* The loss's view of d's rows (boost_loss.h), with their queries when with_groups (boost.c). */
+gbml_boost_problem boost_data_problem(const boost_data *d, bool with_groups);
+
 
 typedef struct forest_builder
 {
