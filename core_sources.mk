@@ -3,6 +3,7 @@
 # Add a file here only once it compiles, so the tree always builds.
 CORE_SOURCES = \
 	src/core/boost.c \
+	src/core/boost_rows_local.c \
 	src/core/boost_model.c \
 	src/core/boost_node_split.c \
 	src/core/boost_set_features.c \

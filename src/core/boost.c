@@ -2,9 +2,14 @@
  * boost.c — the "boost" model kind: boosted oblivious trees (MatrixNet /
  * CatBoost style).  Owns the parameters, the training driver (row order,
  * quantization, the level-by-level tree growth loop, eval set, early
- * stopping, best model, META), the model sections it writes, and the
- * algorithm table; the trained model's side (loading the sections, scoring,
- * the readable dump, feature importance) is boost_model.c.
+ * stopping, best model, META) and its split side (the fixed-point plan, the
+ * splits, the leaf values), the model sections it writes, and the
+ * algorithm table.  The row side it drives for this process's rows (the
+ * gradients, the histogram passes, the leaf indices and predictions:
+ * boost_local_rows) is boost_rows_local.c, for rows on other servers
+ * boost_shards.c (boost_internal.h); the trained model's side (loading the
+ * sections, scoring, the readable dump, feature importance) is
+ * boost_model.c.
  *
  * One tree:
  *   1. gradients and hessians of the loss at the current predictions
@@ -19,9 +24,10 @@
  *      the predictions updated with exactly the float the scorer will add.
  * With grow_policy Depthwise, step 2 picks a split per leaf of the level
  * instead (boost_node_split.c, sets of categories too); the rows' leaf
- * indices then take each node's own split (apply_level_split), and the
- * forest keeps 2^depth - 1 splits a tree (boost_split_index).  Trees that
- * split sets are written with set features (boost_set_features.c).
+ * indices then take each node's own split (apply_level_split in
+ * boost_rows_local.c), and the forest keeps 2^depth - 1 splits a tree
+ * (boost_split_index).  Trees that split sets are written with set
+ * features (boost_set_features.c).
  *
  * YetiRank follows CatBoost here too (and Logloss with score_function L2):
  * its split search sees the row weights in the place of the hessian
@@ -37,7 +43,8 @@
  * updates run there, with the same integer sums, and every row's leaf index
  * comes back once per tree for the predictions.  Everything else — the
  * gradients, the split search, the leaf values, the eval set — is this
- * file's code on both devices, so the model bytes are the same.
+ * file's and boost_rows_local.c's code on both devices, so the model bytes
+ * are the same.
  *
  * Categorical inputs (boost_ctr.h) become one-hot or target-statistic
  * features after the rows are binned: their ids are kept while binning, and
@@ -67,9 +74,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 
 const char *const gbml_boost_loss_choices[] = {
@@ -458,101 +462,6 @@ trainer_free(trainer *T)
 }
 
 /*
- * Row sampling for one tree: leaf[r] = 0 for a drawn row, GBML_BOOST_UNSAMPLED
- * otherwise.  Whole groups are drawn for ranking losses.  One uniform per
- * row (per query) of the whole training, in its order: a shard walks the
- * union's stream and keeps the draws at its rows' global indices (row_rank)
- * or its queries' (group_global), so its rows are drawn as one server
- * draws them; when no row of the union is drawn, every row is.  Returns
- * the number of this process's rows drawn.
- */
-static int64_t
-draw_rows(trainer *T, int64_t iteration)
-{
-	int64_t		n = T->train.n,
-				drawn = 0;
-	gbml_rng	rng;
-	double		q = T->p->subsample;
-	bool		by_group = gbml_boost_loss_is_ranking(T->kind) && T->train.n_groups > 0;
-	const int64_t *mine = by_group ? T->train.group_global : T->row_rank;
-	int64_t		units = by_group ? T->n_groups_global : T->n_global,
-				n_mine = by_group ? T->train.n_groups : n,
-				at = 0;
-	bool		any = false;
-
-	if (q >= 1.0)
-	{
-		memset(T->leaf, 0, sizeof(uint16_t) * (size_t) n);
-		return n;
-	}
-	gbml_rng_stream(&rng, (uint64_t) T->p->random_seed ^ 0x7375627361ULL, (uint64_t) iteration);
-	for (int64_t u = 0; u < units; u++)
-	{
-		uint16_t	v = gbml_rng_uniform(&rng) < q ? 0 : GBML_BOOST_UNSAMPLED;
-
-		any |= v == 0;
-		if (at == n_mine || (mine ? mine[at] : at) != u)
-			continue;			/* another shard's */
-		if (by_group)
-		{
-			for (int64_t r = T->train.group_off[at]; r < T->train.group_off[at + 1]; r++)
-				T->leaf[r] = v;
-			if (v == 0)
-				drawn += T->train.group_off[at + 1] - T->train.group_off[at];
-		}
-		else
-		{
-			T->leaf[at] = v;
-			drawn += v == 0;
-		}
-		at++;
-	}
-	if (!any)
-	{
-		/* tiny data and a small share: take every row rather than an empty tree */
-		memset(T->leaf, 0, sizeof(uint16_t) * (size_t) n);
-		drawn = n;
-	}
-	return drawn;
-}
-
-/* The maxima of this tree's gradients over the drawn rows of this process (one parallel reduction). */
-static void
-local_gradient_maxima(trainer *T, boost_grad_max *m)
-{
-	int64_t		n = T->train.n;
-	double		mg = 0,
-				mh = 0,
-				mnh = 0,
-				hmin = INFINITY,
-				hmax = -INFINITY;
-
-#pragma omp parallel for reduction(max:mg, mh, mnh, hmax) reduction(min:hmin) schedule(static) num_threads(T->threads)
-	for (int64_t r = 0; r < n; r++)
-	{
-		double		h = T->hess[r];
-
-		if (T->leaf[r] & GBML_BOOST_UNSAMPLED)
-			continue;
-		if (fabs(T->grad[r]) > mg)
-			mg = fabs(T->grad[r]);
-		if (fabs(h) > mh)
-			mh = fabs(h);
-		if (T->newton_hess && T->newton_hess[r] > mnh)
-			mnh = T->newton_hess[r];
-		if (h < hmin)
-			hmin = h;
-		if (h > hmax)
-			hmax = h;
-	}
-	m->g = mg;
-	m->h = mh;
-	m->newton_h = mnh;
-	m->hmin = hmin;
-	m->hmax = hmax;
-}
-
-/*
  * The fixed-point plan of a tree: the scales of its gradients and
  * hessians, from their maxima over every drawn row of the training
  * (T->n_global rows, wherever they are).
@@ -593,33 +502,6 @@ boost_fixed_point_plan(trainer *T, const boost_grad_max *m)
 	T->hq_const = packed ? (int64_t) llrint(m->hmax * T->sh) : 0;
 }
 
-/* This process's gradients to fixed point by T's plan; unsampled rows get 0. */
-static void
-local_fixed_point(trainer *T)
-{
-	int64_t		n = T->train.n;
-	double		sg = T->sg,
-				sh = T->sh;
-	int			K = T->count_bits;
-
-#pragma omp parallel for schedule(static) num_threads(T->threads)
-	for (int64_t r = 0; r < n; r++)
-	{
-		if (T->leaf[r] & GBML_BOOST_UNSAMPLED)
-		{
-			T->gq[r] = 0;
-			T->hq[r] = 0;
-		}
-		else if (T->packed)
-			T->gq[r] = (int64_t) llrint(T->grad[r] * sg) * ((int64_t) 1 << K) + 1;
-		else
-		{
-			T->gq[r] = (int64_t) llrint(T->grad[r] * sg);
-			T->hq[r] = (int64_t) llrint(T->hess[r] * sh);
-		}
-	}
-}
-
 /*
  * Histograms of every leaf of level `level` into hist_cur: the smaller child
  * of each sibling pair by a pass over the bins, the other by subtraction.
@@ -632,149 +514,6 @@ local_fixed_point(trainer *T)
  * losses, a close proxy otherwise.  Any choice gives the same exact sums;
  * this one only decides how many rows the pass reads.
  */
-#define MERGE_BINS 4096			/* bins per task of the per-thread histogram merge */
-
-/*
- * Level `level` of the open tree applied to one block's leaf indices (bins
- * feature-major, len rows): its one split (feature, border), which the row
- * side is handed (on a shard the forest is the coordinator's), or with
- * Depthwise (this process only) its nodes' splits from the forest.
- */
-static void
-apply_level_split(const trainer *T, int level, int feature, int border, const uint8_t *block, int64_t len,
-				  uint16_t *leaf)
-{
-	const forest_builder *F = &T->forest;
-
-	if (F->node_splits)
-	{
-		size_t		s = boost_split_index(F, F->n_trees, level, 0);
-
-		gbml_boost_leaf_update_nodes(block, len, level, F->feature + s, F->border_index + s,
-									 F->has_sets ? F->set_mask + s * GBML_BOOST_SET_MASK_BYTES : NULL, leaf);
-	}
-	else
-		gbml_boost_leaf_update(block + (size_t) feature * (size_t) len, len, border, level, leaf);
-}
-
-/* What one level's pass over the blocks needs (level_blocks). */
-typedef struct level_arg
-{
-	trainer    *T;
-	int			level;
-	bool		identity;
-	int			n_slots;
-	int			prev_feature;
-	int			prev_border;
-} level_arg;
-
-/* One run of blocks of the level pass: into each thread's own histograms. */
-static void
-level_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
-{
-	const level_arg *a = arg;
-	trainer    *T = a->T;
-	int64_t		tb = T->total_bins;
-
-#pragma omp parallel num_threads(T->threads)
-	{
-		int			t = 0;
-
-#ifdef _OPENMP
-		t = omp_get_thread_num();
-#endif
-		gbml_boost_hist_bin *h = T->thist + (size_t) t * (size_t) T->max_slots * (size_t) tb;
-		uint16_t   *idx = T->tidx + (size_t) t * BLOCK_ROWS;
-		int64_t    *G = T->tG + (size_t) t * BLOCK_ROWS;
-		int64_t    *H = T->tH + (size_t) t * BLOCK_ROWS;
-		int64_t    *seg = T->tseg + (size_t) t * (size_t) (T->max_slots + 1);
-
-#pragma omp for schedule(dynamic, 1)
-		for (int64_t b = b0; b < b1; b++)
-		{
-			int64_t		start = b * BLOCK_ROWS;
-			int64_t		len = gbml_boost_block_len(&T->bins, b);
-
-			if (a->level > 0)
-				apply_level_split(T, a->level - 1, a->prev_feature, a->prev_border, blk[b], len, T->leaf + start);
-			const int64_t *hq = T->packed ? NULL : T->hq + start;
-
-			if (a->identity)
-				gbml_boost_hist_block(blk[b], len, T->n_features, T->feat_off, tb,
-									  NULL, NULL, 1, T->gq + start, hq, G, H, h);
-			else
-			{
-				gbml_boost_partition_block(T->leaf + start, len, T->slot_of, a->n_slots, seg, idx);
-				if (seg[a->n_slots] > 0)
-					gbml_boost_hist_block(blk[b], len, T->n_features, T->feat_off, tb,
-										  idx, seg, a->n_slots, T->gq + start, hq, G, H, h);
-			}
-		}
-	}
-}
-
-/*
- * The CPU histogram pass of level_histograms: per-thread histograms of the
- * slots' rows over every block (a run at a time when the bins are in a
- * file), merged into T->thist (unpacked).
- */
-static int
-level_pass_cpu(trainer *T, int level, bool identity, int n_slots, int prev_feature, int prev_border)
-{
-	int64_t		tb = T->total_bins;
-	int64_t		used = (int64_t) n_slots * tb;
-	level_arg	a = {T, level, identity, n_slots, prev_feature, prev_border};
-	int			rc;
-
-	/* every thread's histogram of the slots this level uses starts at zero */
-#pragma omp parallel for schedule(static) num_threads(T->threads)
-	for (int t = 0; t < T->threads; t++)
-		memset(T->thist + (size_t) t * (size_t) T->max_slots * (size_t) tb, 0,
-			   sizeof(gbml_boost_hist_bin) * (size_t) used);
-	if ((rc = gbml_boost_bins_walk(&T->bins, T->env, &T->progress, level_blocks, &a)) != GBML_OK)
-		return rc;
-
-	/*
-	 * Merge the per-thread histograms into thread 0's, split by bins across
-	 * the threads (integer sums: any order gives the same bits).
-	 */
-#pragma omp parallel for schedule(static) num_threads(T->threads)
-	for (int64_t lo = 0; lo < used; lo += MERGE_BINS)
-	{
-		int64_t		len = used - lo < MERGE_BINS ? used - lo : MERGE_BINS;
-
-		for (int u = 1; u < T->threads; u++)
-			gbml_boost_hist_add(T->thist + lo, T->thist + (size_t) u * (size_t) T->max_slots * (size_t) tb + lo, len);
-		if (T->packed && !T->send_packed)
-			gbml_boost_hist_unpack(T->thist + lo, len, T->count_bits, T->hq_const);
-	}
-	return GBML_OK;
-}
-
-/* The row side's level pass on this process's rows (boost_row_ops.level). */
-static int
-local_level(trainer *T, int level, int prev_f, int prev_j, int n_slots)
-{
-	int			rc;
-
-	if (level == 0)
-	{
-		local_fixed_point(T);
-		if (T->on_gpu &&
-			(rc = gbml_boost_gpu_begin_tree(&T->gpu, T->leaf, T->gq, T->packed ? NULL : T->hq)) != GBML_OK)
-			return rc;
-	}
-	if (T->on_gpu)
-	{
-		if ((rc = gbml_boost_gpu_level(&T->gpu, level, prev_f, prev_j, T->slot_of, n_slots, T->thist)) != GBML_OK)
-			return rc;
-		if (T->packed && !T->send_packed)
-			gbml_boost_hist_unpack(T->thist, (int64_t) n_slots * T->total_bins, T->count_bits, T->hq_const);
-		return GBML_OK;
-	}
-	return level_pass_cpu(T, level, level == 0 && T->drawn == T->train.n, n_slots, prev_f, prev_j);
-}
-
 static int
 level_histograms(trainer *T, int level, int prev_feature, int prev_border)
 {
@@ -952,76 +691,6 @@ bool
 boost_structure_by_weight(const trainer *T)
 {
 	return T->by_weight;
-}
-
-/* The Newton hessians' per-leaf sums of a run of blocks (newton_blocks). */
-typedef struct newton_arg
-{
-	trainer    *T;
-	int			feature;
-	int			border;
-} newton_arg;
-
-static void
-newton_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
-{
-	const newton_arg *a = arg;
-	trainer    *T = a->T;
-	int			d = T->depth;
-	int64_t		nl = (int64_t) 1 << d;
-
-#pragma omp parallel num_threads(T->threads)
-	{
-		int			t = 0;
-
-#ifdef _OPENMP
-		t = omp_get_thread_num();
-#endif
-		int64_t    *acc = T->tleaf_h + (size_t) t * (size_t) nl;
-
-#pragma omp for schedule(dynamic, 1)
-		for (int64_t b = b0; b < b1; b++)
-		{
-			int64_t		start = b * BLOCK_ROWS;
-			int64_t		len = gbml_boost_block_len(&T->bins, b);
-			uint16_t   *leaf = T->leaf + start;
-
-			if (!T->leaves_applied)
-				apply_level_split(T, d - 1, a->feature, a->border, blk[b], len, leaf);
-			for (int64_t r = 0; r < len; r++)
-				if (!(leaf[r] & GBML_BOOST_UNSAMPLED))
-					acc[leaf[r] & GBML_BOOST_LEAF_MASK] +=
-						(int64_t) llrint(T->newton_hess[start + r] * T->newton_scale);
-		}
-	}
-}
-
-/*
- * Applies the tree's last split to every row's leaf index (unless the
- * device already did: T->on_gpu) and returns, per leaf, the fixed-point sum
- * (at newton_scale) of newton_hess over the drawn rows: integer sums, so
- * the same bits whatever the thread count.
- */
-int
-boost_newton_sums(trainer *T, int feature, int border, int64_t *sums)
-{
-	int64_t		nl = (int64_t) 1 << T->depth;
-	newton_arg	a = {T, feature, border};
-	int			rc;
-
-	memset(T->tleaf_h, 0, sizeof(int64_t) * (size_t) T->threads * (size_t) nl);
-	if (T->leaves_applied)
-		newton_blocks(&a, NULL, 0, T->bins.n_blocks);	/* the leaves are known: no bins needed */
-	else if ((rc = gbml_boost_bins_walk(&T->bins, T->env, &T->progress, newton_blocks, &a)) != GBML_OK)
-		return rc;
-	T->leaves_applied = true;
-	for (int64_t l = 0; l < nl; l++)
-	{
-		sums[l] = 0;
-		for (int t = 0; t < T->threads; t++)
-			sums[l] += T->tleaf_h[(size_t) t * (size_t) nl + (size_t) l];
-	}
-	return GBML_OK;
 }
 
 /* The rows are in a GPU chunk store: the device bins them where they are (setup_device). */
@@ -1552,38 +1221,6 @@ boost_refines_leaves(const trainer *T)
 	return T->kind == GBML_LOSS_LOGLOSS && T->p->leaf_estimation_iterations > 1;
 }
 
-/* A split (the tree's last) applied to a run of blocks' leaf indices. */
-typedef struct split_arg
-{
-	trainer    *T;
-	int			feature;
-	int			border;
-} split_arg;
-
-static void
-split_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
-{
-	const split_arg *a = arg;
-	trainer    *T = a->T;
-
-#pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
-	for (int64_t b = b0; b < b1; b++)
-	{
-		int64_t		len = gbml_boost_block_len(&T->bins, b);
-
-		apply_level_split(T, T->depth - 1, a->feature, a->border, blk[b], len, T->leaf + b * BLOCK_ROWS);
-	}
-}
-
-/* The tree's last split applied to every row's leaf (no prediction update). */
-static int
-apply_last_split(trainer *T, int last_f, int last_j)
-{
-	split_arg	a = {T, last_f, last_j};
-
-	return gbml_boost_bins_walk(&T->bins, T->env, &T->progress, split_blocks, &a);
-}
-
 /*
  * Leaf l's Newton step -G / (H + l2) from the tree's sums (its H from
  * newton_h, the leaves' Newton hessians, when not NULL), before the
@@ -1596,28 +1233,6 @@ newton_value(const trainer *T, int l, const int64_t *newton_h)
 	double		H = newton_h ? (double) newton_h[l] / T->newton_scale : (double) T->child_sums[l].h / T->sh;
 
 	return (H + T->l2 > 0) ? -G / (H + T->l2) : 0.0;
-}
-
-/*
- * The tree's last split into every row's leaf index, once per tree (on the
- * GPU the device applies it and hands back every row's leaf).
- */
-static int
-apply_last_split_once(trainer *T, int last_f, int last_j)
-{
-	int			rc;
-
-	if (T->leaves_applied)
-		return GBML_OK;
-	if (T->on_gpu)
-	{
-		if ((rc = gbml_boost_gpu_end_tree(&T->gpu, T->depth - 1, last_f, last_j, T->leaf)) != GBML_OK)
-			return rc;
-	}
-	else if ((rc = apply_last_split(T, last_f, last_j)) != GBML_OK)
-		return rc;
-	T->leaves_applied = true;
-	return GBML_OK;
 }
 
 /*
@@ -1664,257 +1279,12 @@ boost_refined_leaf_values(trainer *T, int last_f, int last_j, float *lv)
 	return GBML_OK;
 }
 
-/*
- * The row side's sums of a refinement step on this process's rows: the
- * tree's last split applied to the leaf indices first (once per tree),
- * then per block and thread int64 sums (any order: the same bits).
- */
-static int
-local_refine_sums(trainer *T, int last_f, int last_j, const double *v, double scale, int64_t *G, int64_t *H)
-{
-	int			nl = 1 << T->depth;
-	int64_t    *acc;
-	gbml_boost_problem prob = boost_data_problem(&T->train, false);
-	int			rc;
-
-	if ((rc = apply_last_split_once(T, last_f, last_j)) != GBML_OK)
-		return rc;
-	if ((acc = gbml_alloc0(T->env, sizeof(int64_t) * 2 * (size_t) nl * (size_t) T->threads)) == NULL)
-		return T->env->error_code;
-#pragma omp parallel num_threads(T->threads)
-	{
-		int			t = 0;
-
-#ifdef _OPENMP
-		t = omp_get_thread_num();
-#endif
-		int64_t    *g = acc + (size_t) t * 2 * (size_t) nl;
-
-#pragma omp for schedule(dynamic, 1)
-		for (int64_t b = 0; b < T->bins.n_blocks; b++)
-			gbml_boost_logloss_leaf_sums(&prob, T->pred, T->leaf, b * BLOCK_ROWS, gbml_boost_block_len(&T->bins, b),
-										 v, GBML_BOOST_LEAF_MASK, GBML_BOOST_UNSAMPLED, scale, g, g + nl);
-	}
-	for (int l = 0; l < nl; l++)
-	{
-		G[l] = H[l] = 0;
-		for (int t = 0; t < T->threads; t++)
-		{
-			G[l] += acc[(size_t) t * 2 * (size_t) nl + (size_t) l];
-			H[l] += acc[(size_t) t * 2 * (size_t) nl + (size_t) nl + (size_t) l];
-		}
-	}
-	gbml_free(T->env, acc);
-	return GBML_OK;
-}
-
-/* The row side's gradients on this process's rows (boost_row_ops.gradients). */
-static int
-local_gradients(trainer *T, int64_t iteration, boost_grad_max *m)
-{
-	gbml_boost_problem prob;
-	int			rc;
-
-	T->drawn = draw_rows(T, iteration);
-	prob = boost_data_problem(&T->train, gbml_boost_loss_is_ranking(T->kind));
-	rc = gbml_boost_loss_gradients(T->kind, &prob, T->pred, (uint64_t) T->p->random_seed, iteration,
-								   T->grad, T->newton_hess ? T->newton_hess : T->hess, T->env);
-	if (rc == GBML_OK)
-		local_gradient_maxima(T, m);
-	return rc;
-}
-
 void
 boost_newton_leaf_values(const trainer *T, const int64_t *newton_h, float *lv)
 {
 	for (int l = 0; l < (1 << T->depth); l++)
 		lv[l] = (float) (T->p->learning_rate * newton_value(T, l, newton_h));
 }
-
-/* A tree's leaf values added to a run of blocks' predictions (leaf_value_blocks). */
-typedef struct leaf_value_arg
-{
-	trainer    *T;
-	int			last_f;
-	int			last_j;
-	bool		leaves_known;
-	const float *lv;
-} leaf_value_arg;
-
-static void
-leaf_value_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
-{
-	const leaf_value_arg *a = arg;
-	trainer    *T = a->T;
-
-#pragma omp parallel for schedule(dynamic, 1) num_threads(T->threads)
-	for (int64_t b = b0; b < b1; b++)
-	{
-		int64_t		start = b * BLOCK_ROWS;
-		int64_t		len = gbml_boost_block_len(&T->bins, b);
-		uint16_t   *leaf = T->leaf + start;
-		double	   *pred = T->pred + start;
-
-		if (!a->leaves_known)
-			apply_level_split(T, T->depth - 1, a->last_f, a->last_j, blk[b], len, leaf);
-		for (int64_t r = 0; r < len; r++)
-			pred[r] += (double) a->lv[leaf[r] & GBML_BOOST_LEAF_MASK];
-	}
-}
-
-/*
- * pred += lv[the row's leaf] for every row, the tree's last split (last_f,
- * last_j) applied to the leaf indices first unless leaves_known (then the
- * bins are not read).
- */
-static int
-add_leaf_values(trainer *T, int last_f, int last_j, bool leaves_known, const float *lv)
-{
-	leaf_value_arg a = {T, last_f, last_j, leaves_known, lv};
-
-	if (leaves_known)
-	{
-		leaf_value_blocks(&a, NULL, 0, T->bins.n_blocks);
-		return GBML_OK;
-	}
-	return gbml_boost_bins_walk(&T->bins, T->env, &T->progress, leaf_value_blocks, &a);
-}
-
-/*
- * The row side's end of a tree on this process's rows: the leaf values,
- * then the last split and the predictions in one pass (with newton_hess,
- * the last split comes first, with the leaves' H; with further Newton
- * steps too, which need every row's leaf).
- */
-static int
-local_finish_tree(trainer *T, int last_f, int last_j, float *lv)
-{
-	int64_t		newton_h[1 << GBML_BOOST_MAX_DEPTH];
-	int			rc;
-
-	T->leaves_applied = false;
-	if (boost_refines_leaves(T))
-	{
-		/* (its first step applies the last split to every row's leaf) */
-		if ((rc = boost_refined_leaf_values(T, last_f, last_j, lv)) != GBML_OK)
-			return rc;
-	}
-	else
-	{
-		/* on the GPU the device applies the last split and hands back every row's leaf */
-		if (T->on_gpu && (rc = apply_last_split_once(T, last_f, last_j)) != GBML_OK)
-			return rc;
-		if (T->newton_hess && (rc = boost_newton_sums(T, last_f, last_j, newton_h)) != GBML_OK)
-			return rc;
-		boost_newton_leaf_values(T, T->newton_hess ? newton_h : NULL, lv);
-	}
-	return add_leaf_values(T, last_f, last_j, T->leaves_applied, lv);
-}
-
-int
-boost_apply_tree(trainer *T, int last_f, int last_j, const float *lv)
-{
-	int			rc;
-
-	if (T->on_gpu && (rc = apply_last_split_once(T, last_f, last_j)) != GBML_OK)
-		return rc;
-	rc = add_leaf_values(T, last_f, last_j, T->leaves_applied, lv);
-	T->leaves_applied = false;
-	return rc;
-}
-
-static int
-local_start(trainer *T, double base)
-{
-	for (int64_t r = 0; r < T->train.n; r++)
-		T->pred[r] = base;
-	for (int64_t r = 0; r < T->eval.n; r++)
-		T->eval_pred[r] = base;
-	return GBML_OK;
-}
-
-/* This process's per-query terms of `which` (BOOST_TERMS_QUERY_*), in num and den (n_groups each). */
-static int
-local_query_terms(trainer *T, boost_terms_kind which, int k, double **num, double **den)
-{
-	gbml_boost_problem prob = boost_data_problem(&T->train, true);
-	size_t		ng = (size_t) (T->train.n_groups > 0 ? T->train.n_groups : 1);
-
-	*num = gbml_alloc_array(T->env, ng, sizeof(double));
-	*den = gbml_alloc_array(T->env, ng, sizeof(double));
-	if (*num == NULL || *den == NULL)
-		return T->env->error_code;
-	return gbml_boost_group_terms(T->env, T->kind, which == BOOST_TERMS_QUERY_NDCG ? k : 0, &prob, T->pred,
-								  *num, *den);
-}
-
-/*
- * The terms' maxima (scale NULL) or their fixed-point sums at scale: per
- * row through boost_loss.h's term functions, per query from the query terms.
- */
-static int
-local_terms(trainer *T, boost_terms_kind which, int k, const double *scale, double *max, int64_t *sum)
-{
-	double	   *num = NULL,
-			   *den = NULL;
-	int			rc = GBML_OK;
-
-	if (which <= BOOST_TERMS_POINTWISE)
-	{
-		gbml_boost_problem prob = boost_data_problem(&T->train, false);
-		const double *pred = which == BOOST_TERMS_POINTWISE ? T->pred : NULL;
-
-		if (scale)
-			gbml_boost_term_sums(&prob, pred, scale, sum);
-		else
-			gbml_boost_term_maxima(&prob, pred, max);
-		return GBML_OK;
-	}
-	if ((rc = local_query_terms(T, which, k, &num, &den)) == GBML_OK)
-	{
-		for (int t = 0; t < 2; t++)
-		{
-			const double *v = t == 0 ? num : den;
-
-			if (scale == NULL)
-				max[t] = 0;
-			else
-				sum[t] = 0;
-			for (int64_t g = 0; g < T->train.n_groups; g++)
-			{
-				if (scale)
-					sum[t] += gbml_boost_term_fixed(v[g], scale[t]);
-				else
-					gbml_boost_term_max_fold(&max[t], v[g]);
-			}
-		}
-	}
-	gbml_free(T->env, num);
-	gbml_free(T->env, den);
-	return rc;
-}
-
-static int
-local_term_maxima(trainer *T, boost_terms_kind which, int k, double *max)
-{
-	return local_terms(T, which, k, NULL, max, NULL);
-}
-
-static int
-local_term_sums(trainer *T, boost_terms_kind which, int k, const double *scale, int64_t *sum)
-{
-	return local_terms(T, which, k, scale, NULL, sum);
-}
-
-const boost_row_ops boost_local_rows = {
-	.refine_sums = local_refine_sums,
-	.term_maxima = local_term_maxima,
-	.term_sums = local_term_sums,
-	.start = local_start,
-	.gradients = local_gradients,
-	.level = local_level,
-	.finish_tree = local_finish_tree,
-};
 
 /*
  * The totals of the level's leaves: at the root from the bins of feature 0,

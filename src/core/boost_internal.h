@@ -1,9 +1,9 @@
 /*
  * boost_internal.h — what the boosting trainer's parts share: the trainer
  * (boost.c's driver and split side), and the row side it calls through
- * boost_row_ops: this process's rows (boost_local_rows, boost.c), or rows
- * on other servers (boost_shards.c, whose shards run boost_local_rows on
- * theirs, boost_shard.c).
+ * boost_row_ops: this process's rows (boost_local_rows,
+ * boost_rows_local.c), or rows on other servers (boost_shards.c, whose
+ * shards run boost_local_rows on theirs, boost_shard.c).
  *
  * The split between the sides: the row side holds the rows, their bins,
  * predictions, gradients and leaf indices, and returns only maxima,
@@ -255,6 +255,7 @@ typedef struct boost_row_ops
 								int64_t *H);
 } boost_row_ops;
 
+/* This process's rows (boost_rows_local.c). */
 extern const boost_row_ops boost_local_rows;
 /* A shard's side of boosting (boost_shard.c), in the algorithm table. */
 extern const gbml_shard_ops gbml_boost_shard_ops;
@@ -273,7 +274,7 @@ int			boost_trainer_bins(trainer *T, const gbml_dataset *ds, int64_t n_global);
 /*
  * The coordinator's tree (its last split, its leaf values) applied to the
  * rows' leaves (unless T->leaves_applied: a Newton or refinement step did)
- * and predictions.
+ * and predictions (boost_rows_local.c, as is boost_newton_sums).
  */
 int			boost_apply_tree(trainer *T, int last_f, int last_j, const float *lv);
 /* The last split applied to the rows' leaves (once); per leaf the fixed-point sum of the Newton hessians. */
