@@ -25,7 +25,7 @@ REGRESS_OPTS = --load-extension=gbml
 
 PG_CONFIG ?= pg_config
 # (before the PGXS include: its clean rule tests EXTRA_CLEAN when it is read)
-EXTRA_CLEAN = gbml_cuda.so gbml_cuda_emu.so tests/unit/gbml_unit tests/gpu/gpu_check tests/gpu/plants tools/param_docs $(OBJS:.o=.d)
+EXTRA_CLEAN = gbml.map gbml_cuda.so gbml_cuda_emu.so tests/unit/gbml_unit tests/gpu/gpu_check tests/gpu/plants tools/param_docs $(OBJS:.o=.d)
 # -Wdeclaration-after-statement comes with PostgreSQL's CFLAGS; the engine is C11.
 PG_CFLAGS   = -std=gnu11 -fopenmp -Wall -Wextra -Werror -Wno-declaration-after-statement \
               -Wno-missing-field-initializers -Wno-unused-parameter -Wno-sign-compare \
@@ -39,6 +39,19 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 # No LLVM bitcode: the JIT gains nothing on our C functions, and clang may be absent.
 override with_llvm = no
 include $(PGXS)
+
+# gbml.so's dynamic symbol table holds only what PostgreSQL looks up: the
+# magic block, _PG_init, and the SQL functions (PG_FUNCTION_INFO_V1 in
+# src/pg) with their info records.  The engine's own functions (boost_load,
+# km_init_centres, ...) stay local: a library another extension loads into
+# the same backend cannot interpose on them, nor they on its, and calls
+# between them bind directly.  tests/check_exports.sh checks the table.
+gbml.map: $(GLUE_SOURCES) Makefile
+	{ echo '{ global: Pg_magic_func; _PG_init;'; \
+	  sed -n 's/^PG_FUNCTION_INFO_V1(\([A-Za-z0-9_]*\));.*/  \1; pg_finfo_\1;/p' $(GLUE_SOURCES); \
+	  echo 'local: *; };'; } > $@
+$(MODULE_big)$(DLSUFFIX): gbml.map
+SHLIB_LINK += -Wl,--version-script=$(CURDIR)/gbml.map
 
 # Header dependencies (-MMD above): a changed struct in a header rebuilds every
 # object that includes it, never a mix of old and new layouts in one gbml.so.

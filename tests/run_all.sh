@@ -3,7 +3,8 @@
 # Debian 12 machine: installs what is missing (PostgreSQL 15 server and
 # headers, pgTAP, pg_cron, pg_prove) with apt-get, builds and installs gbml,
 # starts a throwaway cluster with pg_virtualenv (pg_cron preloaded) and runs
-#   test: the C unit tests (also under ASan + UBSan), the GPU checks on the
+#   test: gbml.so's exported symbols (tests/check_exports.sh), the C unit
+#         tests (also under ASan + UBSan), the GPU checks on the
 #         emulated CUDA backend, pg_regress (installcheck), pgTAP (pg_prove)
 #         and the operational tests (tests/ops: crash, dump/restore, standby,
 #         upgrade);
@@ -43,6 +44,8 @@ sudo_if_needed make -s PG_CONFIG=$PG_CONFIG ${NO_CUDA:+NO_CUDA=1} install
 
 status=0
 if [ "$mode" = test ]; then
+  echo "== gbml.so's exported symbols (only what PostgreSQL looks up)"
+  tests/check_exports.sh || status=1
   echo "== C unit tests (src/core)"
   make -s -C tests/unit run || status=1
   echo "== GPU checks on the emulated CUDA backend (kernels, trainings, planted bugs)"
