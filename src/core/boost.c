@@ -1353,31 +1353,31 @@ choose_split(trainer *T, int level, gbml_boost_hist_bin *leaf_sums, const gbml_b
  * training row's gradient x n / (n + e^L), L = iteration x learning_rate, so
  * the noise fades as the model grows.  The squares are summed in fixed
  * point (exact, in any order), so the same rows give the same bits on any
- * thread count.  Rows on this server only (boost_shards_check refuses it
- * across servers).
+ * thread count, and the same rows on shards (the union's n, maximum and sum)
+ * the bits of one server.
  */
-static double
-split_noise_sd(const trainer *T, int64_t iteration)
+static int
+split_noise_sd(trainer *T, int64_t iteration, double *sd)
 {
-	int64_t		n = T->train.n;
-	double		gmax = 0,
+	int64_t		n = T->n_global;
+	double		gmax,
 				scale,
 				model_left;
-	int64_t		sum = 0;
+	int64_t		sum;
+	int			rc;
 
+	*sd = 0;
 	if (!(T->p->random_strength > 0) || n == 0)
-		return 0;
+		return GBML_OK;
 	/* over every row: the gradients' maximum (boost_grad_max) covers the drawn ones only */
-#pragma omp parallel for schedule(static) reduction(max:gmax) num_threads(T->threads)
-	for (int64_t r = 0; r < n; r++)
-		if (fabs(T->grad[r]) > gmax)
-			gmax = fabs(T->grad[r]);
+	if ((rc = T->rows->gradient_max(T, &gmax)) != GBML_OK)
+		return rc;
 	scale = gbml_boost_fixed_scale(gmax * gmax, n);
-#pragma omp parallel for schedule(static) reduction(+:sum) num_threads(T->threads)
-	for (int64_t r = 0; r < n; r++)
-		sum += (int64_t) llrint(T->grad[r] * T->grad[r] * scale);
+	if ((rc = T->rows->gradient_squares(T, scale, &sum)) != GBML_OK)
+		return rc;
 	model_left = exp(log((double) n) - (double) iteration * T->p->learning_rate);
-	return T->p->random_strength * sqrt((double) sum / scale / (double) n) * model_left / (1.0 + model_left);
+	*sd = T->p->random_strength * sqrt((double) sum / scale / (double) n) * model_left / (1.0 + model_left);
+	return GBML_OK;
 }
 
 /*
@@ -1402,7 +1402,8 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 	if ((rc = T->rows->gradients(T, iteration, &gm)) != GBML_OK)
 		return rc;
 	boost_fixed_point_plan(T, &gm);
-	noise.sd = split_noise_sd(T, iteration);
+	if ((rc = split_noise_sd(T, iteration, &noise.sd)) != GBML_OK)
+		return rc;
 	T->t_gradients += gbml_now() - t0;
 
 	if ((rc = builder_reserve(F, T->env)) != GBML_OK)

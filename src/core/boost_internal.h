@@ -253,6 +253,13 @@ typedef struct boost_row_ops
 	 */
 	int			(*refine_sums) (trainer *T, int last_f, int last_j, const double *v, double scale, int64_t *G,
 								int64_t *H);
+	/*
+	 * random_strength's noise scale (CatBoost's: the root mean square of
+	 * the gradients over every row, drawn or not): the largest |gradient|,
+	 * then the squares' sum in fixed point at scale, after gradients()
+	 */
+	int			(*gradient_max) (trainer *T, double *max);
+	int			(*gradient_squares) (trainer *T, double scale, int64_t *sum);
 } boost_row_ops;
 
 /* This process's rows (boost_rows_local.c). */

@@ -643,7 +643,42 @@ local_term_sums(trainer *T, boost_terms_kind which, int k, const double *scale, 
 	return local_terms(T, which, k, scale, NULL, sum);
 }
 
+static int
+local_gradient_max(trainer *T, double *max)
+{
+	int64_t		n = T->train.n;
+	double		gmax = 0;
+
+	*max = 0;
+	if (n == 0)
+		return GBML_OK;			/* a shard without rows */
+#pragma omp parallel for schedule(static) reduction(max:gmax) num_threads(T->threads)
+	for (int64_t r = 0; r < n; r++)
+		if (fabs(T->grad[r]) > gmax)
+			gmax = fabs(T->grad[r]);
+	*max = gmax;
+	return GBML_OK;
+}
+
+static int
+local_gradient_squares(trainer *T, double scale, int64_t *out)
+{
+	int64_t		n = T->train.n,
+				sum = 0;
+
+	*out = 0;
+	if (n == 0)
+		return GBML_OK;
+#pragma omp parallel for schedule(static) reduction(+:sum) num_threads(T->threads)
+	for (int64_t r = 0; r < n; r++)
+		sum += (int64_t) llrint(T->grad[r] * T->grad[r] * scale);
+	*out = sum;
+	return GBML_OK;
+}
+
 const boost_row_ops boost_local_rows = {
+	.gradient_max = local_gradient_max,
+	.gradient_squares = local_gradient_squares,
 	.refine_sums = local_refine_sums,
 	.term_maxima = local_term_maxima,
 	.term_sums = local_term_sums,

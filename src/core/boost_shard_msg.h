@@ -10,7 +10,9 @@
  *     i64 BS_PENDING_TREE, i64 last feature, i64 last border,
  *         f32 x 2^depth leaf values                (after each tree's last level)
  * so a tree costs depth + 1 round trips: its gradients, then one per level
- * (YetiRank one more: its leaves' Newton hessians after the last split).
+ * (YetiRank one more: its leaves' Newton hessians after the last split;
+ * random_strength two more after the gradients: their maximum, then their
+ * squares' sum).
  * The hello: the head (shard_msg.h), one byte per feature (has a missing
  * value), i64 the shard's query count (0 without group ids).
  */
@@ -36,8 +38,10 @@ typedef enum bs_shard_op
 	BS_OP_GROUP_INDEX,			/* i64 union's queries, i64 count, i64 x count: each query's index -> () */
 	BS_OP_NEWTON,				/* i64 last f, i64 last border -> i64 x 2^depth: Newton hessians per leaf (sum) */
 	BS_OP_RANKS,				/* a page of the rows' global indices (shard_order.h) -> () */
-	BS_OP_REFINE				/* i64 last f, i64 last border, f64 scale, f64 x 2^depth leaf values
+	BS_OP_REFINE,				/* i64 last f, i64 last border, f64 scale, f64 x 2^depth leaf values
 								 * -> i64 x 2^depth G, i64 x 2^depth H: a Logloss refinement step (sum) */
+	BS_OP_GRADIENT_MAX,			/* () -> f64 the largest |gradient| of every row (max): random_strength */
+	BS_OP_GRADIENT_SQUARES		/* f64 scale -> i64 the gradients' squares at scale (sum): random_strength */
 } bs_shard_op;
 
 typedef enum bs_pending

@@ -20,7 +20,7 @@
  * streams).  subsample < 1 draws over the union's rows (their global
  * indices, sent with the order) or queries.  Not yet across servers
  * (boost_shards_check): subsample with group ids and a pointwise loss,
- * categorical inputs, AUC as the metric
+ * categorical inputs, grow_policy Depthwise, AUC as the metric
  * (it needs every prediction in one order).
  */
 #include "boost_internal.h"
@@ -58,9 +58,6 @@ boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env 
 	if (ds->schema && gbml_schema_n_categorical(ds->schema) > 0)
 		return gbml_error(env, GBML_EUNSUPPORTED, "boost: categorical features are not supported yet when the rows "
 						  "are on other servers (number features with every loss are)");
-	if (p->random_strength > 0)
-		return gbml_error(env, GBML_EUNSUPPORTED, "boost: random_strength is not supported yet when the rows are on "
-						  "other servers (its noise scale needs every row's gradient)");
 	if (p->grow_policy != GBML_GROW_SYMMETRIC)
 		return gbml_error(env, GBML_EUNSUPPORTED, "boost: grow_policy Depthwise is not supported yet when the rows are "
 						  "on other servers (SymmetricTree is)");
@@ -588,7 +585,23 @@ shard_refine_sums(trainer *T, int last_f, int last_j, const double *v, double sc
 	return GBML_OK;
 }
 
+static int
+shard_gradient_max(trainer *T, double *max)
+{
+	gbml_shard_request(&T->shards->ch, BS_OP_GRADIENT_MAX);
+	return gbml_shard_send_max_f64(&T->shards->ch, max, 1);
+}
+
+static int
+shard_gradient_squares(trainer *T, double scale, int64_t *sum)
+{
+	gbml_msg_put_f64(gbml_shard_request(&T->shards->ch, BS_OP_GRADIENT_SQUARES), scale);
+	return gbml_shard_send_sum_i64(&T->shards->ch, sum, 1);
+}
+
 const boost_row_ops boost_shard_rows = {
+	.gradient_max = shard_gradient_max,
+	.gradient_squares = shard_gradient_squares,
 	.refine_sums = shard_refine_sums,
 	.term_maxima = shard_term_maxima,
 	.term_sums = shard_term_sums,

@@ -132,6 +132,12 @@ out=$(q coord postgres "SELECT gbml.train('bl3_dist', 'boost', 'pts', '{$bst, \"
   SELECT gbml.train('bl3_one', 'boost', 'pts_local', '{$bst, \"loss\": \"Logloss\", \"leaf_estimation_iterations\": 3}');
   SELECT (SELECT model FROM gbml.models WHERE name = 'bl3_dist') = (SELECT model FROM gbml.models WHERE name = 'bl3_one')" 2>&1 | tail -1)
 check "boosting with Logloss and leaf_estimation_iterations 3: the same bytes" t "$out"
+out=$(q coord postgres "SELECT gbml.train('bn_dist', 'boost', 'pts', '{$bst, \"loss\": \"Logloss\", \"score_function\": \"L2\", \"random_strength\": 1}');
+  SELECT gbml.train('bn_one', 'boost', 'pts_local', '{$bst, \"loss\": \"Logloss\", \"score_function\": \"L2\", \"random_strength\": 1}');
+  SELECT gbml.train('bn0_one', 'boost', 'pts_local', '{$bst, \"loss\": \"Logloss\", \"score_function\": \"L2\"}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'bn_dist') = (SELECT model FROM gbml.models WHERE name = 'bn_one')
+     AND (SELECT model FROM gbml.models WHERE name = 'bn_one') <> (SELECT model FROM gbml.models WHERE name = 'bn0_one')" 2>&1 | tail -1)
+check "boosting with random_strength 1 (its noise scale from the shards): the same bytes, not those without noise" t "$out"
 err=$(q_err coord postgres "SELECT gbml.train('bx', 'boost', 'pts', '{\"loss\": \"Logloss\", \"eval_metric\": \"AUC\", \"exclude_columns\": [\"id\"]}')")
 check_match "boosting with what cannot train across servers yet (AUC) is refused, by name" "eval_metric AUC is not supported yet when the rows are on other servers" "$(errline "$err")"
 

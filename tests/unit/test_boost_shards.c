@@ -195,13 +195,42 @@ TEST(boost_shards_subsample_same_bytes)
 	tu_check_same_bytes("boost", "YetiRank, subsample", bsh_fill, &q, w, 3);
 }
 
+/*
+ * random_strength: the noise scale's maximum and sum of squares over every
+ * row come from the shards (two round trips a tree), so the split draws and
+ * the bytes are one server's — and the noise is there: the bytes differ
+ * from the same training without it.
+ */
+TEST(boost_shards_random_strength_same_bytes)
+{
+	bsh_data	s = {2600, 5, true, true, true, 0, 0, false};
+	bsh_data	q = {1800, 4, false, false, false, 0, 6, false};
+	gbml_param_value v[] = {tu_num("iterations", 8), tu_num("depth", 4), tu_str("loss", "Logloss"),
+	tu_str("score_function", "L2"), tu_num("random_seed", 7), tu_num("random_strength", 1)};
+	gbml_param_value w[] = {tu_num("iterations", 5), tu_num("depth", 3), tu_num("random_strength", 3)};
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *m[2] = {NULL, NULL};
+	size_t		len[2] = {0, 0};
+
+	tu_check_same_bytes("boost", "Logloss scored on weights, random_strength 1", bsh_fill, &s, v, 6);
+	tu_check_same_bytes("boost", "YetiRank, random_strength 3", bsh_fill, &q, w, 3);
+	gbml_env_init_malloc(&env, 2);
+	bsh_fill(&ds, &env, -1, 1, false, &s);
+	CHECK(tu_train("boost", &ds, &env, v, 5, &m[0], &len[0]) == GBML_OK &&
+		  tu_train("boost", &ds, &env, v, 6, &m[1], &len[1]) == GBML_OK);
+	CHECK(m[0] && m[1] && (len[0] != len[1] || memcmp(m[0], m[1], len[0]) != 0));
+	gbml_dataset_free(&ds, &env);
+	free(m[0]);
+	free(m[1]);
+}
+
 TEST(boost_shards_refuses_what_it_cannot_do_yet)
 {
 	bsh_data	s = {900, 3, false, false, false, 0, 0, false};
 	bsh_data	q = {900, 3, false, false, false, 0, 10, false};
 	gbml_param_value sub[] = {tu_num("subsample", 0.5), tu_str("loss", "RMSE")};
 	gbml_param_value auc[] = {tu_str("loss", "Logloss"), tu_str("eval_metric", "AUC")};
-	gbml_param_value noise[] = {tu_num("random_strength", 1)};
 	gbml_param_value nodes[] = {tu_str("grow_policy", "Depthwise")};
 	char		error[512];
 	size_t		len;
@@ -215,9 +244,6 @@ TEST(boost_shards_refuses_what_it_cannot_do_yet)
 	s.binary = true;
 	m = tu_train_sharded("boost", bsh_fill, &s, 2, auc, 2, 0, &len, error, sizeof(error));
 	CHECK(m == NULL && strstr(error, "eval_metric AUC") != NULL);
-	free(m);
-	m = tu_train_sharded("boost", bsh_fill, &s, 2, noise, 1, 0, &len, error, sizeof(error));
-	CHECK(m == NULL && strstr(error, "random_strength is not supported yet") != NULL);
 	free(m);
 	/* the shards' protocol carries one split per level */
 	m = tu_train_sharded("boost", bsh_fill, &s, 2, nodes, 1, 0, &len, error, sizeof(error));
