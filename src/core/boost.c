@@ -1357,11 +1357,10 @@ choose_split(trainer *T, int level, gbml_boost_hist_bin *leaf_sums, const gbml_b
  * the bits of one server.
  */
 static int
-split_noise_sd(trainer *T, int64_t iteration, double *sd)
+split_noise_sd(trainer *T, int64_t iteration, const boost_grad_max *gm, double *sd)
 {
 	int64_t		n = T->n_global;
-	double		gmax,
-				scale,
+	double		scale,
 				model_left;
 	int64_t		sum;
 	int			rc;
@@ -1369,10 +1368,8 @@ split_noise_sd(trainer *T, int64_t iteration, double *sd)
 	*sd = 0;
 	if (!(T->p->random_strength > 0) || n == 0)
 		return GBML_OK;
-	/* over every row: the gradients' maximum (boost_grad_max) covers the drawn ones only */
-	if ((rc = T->rows->gradient_max(T, &gmax)) != GBML_OK)
-		return rc;
-	scale = gbml_boost_fixed_scale(gmax * gmax, n);
+	/* over every row, drawn or not (g_all, not g) */
+	scale = gbml_boost_fixed_scale(gm->g_all * gm->g_all, n);
 	if ((rc = T->rows->gradient_squares(T, scale, &sum)) != GBML_OK)
 		return rc;
 	model_left = exp(log((double) n) - (double) iteration * T->p->learning_rate);
@@ -1402,7 +1399,7 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 	if ((rc = T->rows->gradients(T, iteration, &gm)) != GBML_OK)
 		return rc;
 	boost_fixed_point_plan(T, &gm);
-	if ((rc = split_noise_sd(T, iteration, &noise.sd)) != GBML_OK)
+	if ((rc = split_noise_sd(T, iteration, &gm, &noise.sd)) != GBML_OK)
 		return rc;
 	T->t_gradients += gbml_now() - t0;
 

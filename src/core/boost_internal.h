@@ -201,6 +201,7 @@ void		boost_write_borders(const trainer *T, const boost_model_features *mf, gbml
 typedef struct boost_grad_max
 {
 	double		g,				/* max |gradient| */
+				g_all,			/* ... over every row, drawn or not (random_strength's noise scale) */
 				h,				/* max |hessian| (the split search's) */
 				newton_h,		/* max of the leaf values' hessian (structure_by_weight losses) */
 				hmin,			/* the hessians' extremes: equal means packed histograms */
@@ -255,10 +256,9 @@ typedef struct boost_row_ops
 								int64_t *H);
 	/*
 	 * random_strength's noise scale (CatBoost's: the root mean square of
-	 * the gradients over every row, drawn or not): the largest |gradient|,
-	 * then the squares' sum in fixed point at scale, after gradients()
+	 * the gradients over every row, drawn or not): after gradients(), whose
+	 * maxima give g_all, the squares' sum in fixed point at scale
 	 */
-	int			(*gradient_max) (trainer *T, double *max);
 	int			(*gradient_squares) (trainer *T, double scale, int64_t *sum);
 } boost_row_ops;
 

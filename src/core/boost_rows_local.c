@@ -84,16 +84,19 @@ local_gradient_maxima(trainer *T, boost_grad_max *m)
 {
 	int64_t		n = T->train.n;
 	double		mg = 0,
+				mg_all = 0,
 				mh = 0,
 				mnh = 0,
 				hmin = INFINITY,
 				hmax = -INFINITY;
 
-#pragma omp parallel for reduction(max:mg, mh, mnh, hmax) reduction(min:hmin) schedule(static) num_threads(T->threads)
+#pragma omp parallel for reduction(max:mg, mg_all, mh, mnh, hmax) reduction(min:hmin) schedule(static) num_threads(T->threads)
 	for (int64_t r = 0; r < n; r++)
 	{
 		double		h = T->hess[r];
 
+		if (fabs(T->grad[r]) > mg_all)
+			mg_all = fabs(T->grad[r]);
 		if (T->leaf[r] & GBML_BOOST_UNSAMPLED)
 			continue;
 		if (fabs(T->grad[r]) > mg)
@@ -108,6 +111,7 @@ local_gradient_maxima(trainer *T, boost_grad_max *m)
 			hmax = h;
 	}
 	m->g = mg;
+	m->g_all = mg_all;
 	m->h = mh;
 	m->newton_h = mnh;
 	m->hmin = hmin;
@@ -644,23 +648,6 @@ local_term_sums(trainer *T, boost_terms_kind which, int k, const double *scale, 
 }
 
 static int
-local_gradient_max(trainer *T, double *max)
-{
-	int64_t		n = T->train.n;
-	double		gmax = 0;
-
-	*max = 0;
-	if (n == 0)
-		return GBML_OK;			/* a shard without rows */
-#pragma omp parallel for schedule(static) reduction(max:gmax) num_threads(T->threads)
-	for (int64_t r = 0; r < n; r++)
-		if (fabs(T->grad[r]) > gmax)
-			gmax = fabs(T->grad[r]);
-	*max = gmax;
-	return GBML_OK;
-}
-
-static int
 local_gradient_squares(trainer *T, double scale, int64_t *out)
 {
 	int64_t		n = T->train.n,
@@ -668,7 +655,7 @@ local_gradient_squares(trainer *T, double scale, int64_t *out)
 
 	*out = 0;
 	if (n == 0)
-		return GBML_OK;
+		return GBML_OK;			/* a shard without rows */
 #pragma omp parallel for schedule(static) reduction(+:sum) num_threads(T->threads)
 	for (int64_t r = 0; r < n; r++)
 		sum += (int64_t) llrint(T->grad[r] * T->grad[r] * scale);
@@ -677,7 +664,6 @@ local_gradient_squares(trainer *T, double scale, int64_t *out)
 }
 
 const boost_row_ops boost_local_rows = {
-	.gradient_max = local_gradient_max,
 	.gradient_squares = local_gradient_squares,
 	.refine_sums = local_refine_sums,
 	.term_maxima = local_term_maxima,

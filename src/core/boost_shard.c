@@ -417,39 +417,27 @@ bs_refine(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 
 /*
  * random_strength's noise scale, between a tree's gradients and its first
- * level: this shard's largest |gradient| (of every row), or its squares'
- * sum at the coordinator's scale, which must keep the sum below 2^62 (the
- * union's maximum and row count give at most that).
+ * level: this shard's squares of every row's gradient at the coordinator's
+ * scale, which must keep the sum below 2^62 (the union's maximum and row
+ * count give at most that).
  */
 static int
-bs_gradient_noise(bs_shard *sh, gbml_msg_reader *r, bool squares, gbml_strbuf *reply)
+bs_gradient_squares(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
-	trainer    *T = &sh->T;
-	double		gmax,
-				scale = squares ? gbml_msg_get_f64(r) : 0;
+	double		scale = gbml_msg_get_f64(r),
+				g = sh->local_max.g_all;
 	int64_t		sum;
 	int			rc;
 
 	if (sh->phase != BS_TRAINING || sh->next_level != 0 || !(sh->params.random_strength > 0))
 		return gbml_error(sh->env, GBML_EINVAL, "boost shard: a noise scale request out of order");
-	if (r->bad || r->p != r->end)
+	if (r->bad || r->p != r->end || !(scale > 0 && isfinite(scale)) ||
+		!(g * g * scale * (double) (sh->T.train.n + 1) <= ldexp(1.0, 62)))
 	{
 		r->bad = true;
 		return GBML_OK;
 	}
-	if ((rc = boost_local_rows.gradient_max(T, &gmax)) != GBML_OK)
-		return rc;
-	if (!squares)
-	{
-		gbml_msg_put_f64(reply, gmax);
-		return GBML_OK;
-	}
-	if (!(scale > 0 && isfinite(scale)) || !(gmax * gmax * scale * (double) (T->train.n + 1) <= ldexp(1.0, 62)))
-	{
-		r->bad = true;
-		return GBML_OK;
-	}
-	if ((rc = boost_local_rows.gradient_squares(T, scale, &sum)) != GBML_OK)
+	if ((rc = boost_local_rows.gradient_squares(&sh->T, scale, &sum)) != GBML_OK)
 		return rc;
 	gbml_msg_put_i64(reply, sum);
 	return GBML_OK;
@@ -497,6 +485,7 @@ bs_gradients(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 		(rc = boost_local_rows.gradients(&sh->T, iteration, m)) != GBML_OK)
 		return rc;
 	gbml_msg_put_f64(reply, m->g);
+	gbml_msg_put_f64(reply, m->g_all);
 	gbml_msg_put_f64(reply, m->h);
 	gbml_msg_put_f64(reply, m->newton_h);
 	gbml_msg_put_f64(reply, -m->hmin);	/* the coordinator folds every value by max */
@@ -626,9 +615,8 @@ bs_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 		case BS_OP_RANKS:
 			rc = bs_ranks(sh, &r);
 			break;
-		case BS_OP_GRADIENT_MAX:
 		case BS_OP_GRADIENT_SQUARES:
-			rc = bs_gradient_noise(sh, &r, op == BS_OP_GRADIENT_SQUARES, reply);
+			rc = bs_gradient_squares(sh, &r, reply);
 			break;
 		case BS_OP_NEWTON:
 			rc = sh->phase == BS_TRAINING ? bs_newton(sh, &r, reply) :

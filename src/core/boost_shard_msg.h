@@ -11,8 +11,7 @@
  *         f32 x 2^depth leaf values                (after each tree's last level)
  * so a tree costs depth + 1 round trips: its gradients, then one per level
  * (YetiRank one more: its leaves' Newton hessians after the last split;
- * random_strength two more after the gradients: their maximum, then their
- * squares' sum).
+ * random_strength one more after the gradients: their squares' sum).
  * The hello: the head (shard_msg.h), one byte per feature (has a missing
  * value), i64 the shard's query count (0 without group ids).
  */
@@ -30,7 +29,7 @@ typedef enum bs_shard_op
 	BS_OP_BORDERS,				/* i64 n_global, per feature: i64 count, i64 has_missing, f32 x count -> () */
 	BS_OP_TERM_MAX,				/* pending, i64 which, i64 k -> f64 x boost_terms_count(which) (max) */
 	BS_OP_TERM_SUMS,			/* pending, i64 which, i64 k, f64 x count scales -> i64 x count (sum) */
-	BS_OP_GRADIENTS,			/* pending, i64 iteration -> f64 g, h, newton_h, -hmin, hmax (max) */
+	BS_OP_GRADIENTS,			/* pending, i64 iteration -> f64 g, g_all, h, newton_h, -hmin, hmax (max) */
 	BS_OP_LEVEL,				/* i64 level, i64 prev f, i64 prev border, i64 slots, i64 x slots leaves,
 								 * at level 0 f64 x 5 the union's maxima -> per bin of each slot i64 G,
 								 * i64 H, or with packed histograms one i64 G 2^K + count (sum) */
@@ -40,8 +39,8 @@ typedef enum bs_shard_op
 	BS_OP_RANKS,				/* a page of the rows' global indices (shard_order.h) -> () */
 	BS_OP_REFINE,				/* i64 last f, i64 last border, f64 scale, f64 x 2^depth leaf values
 								 * -> i64 x 2^depth G, i64 x 2^depth H: a Logloss refinement step (sum) */
-	BS_OP_GRADIENT_MAX,			/* () -> f64 the largest |gradient| of every row (max): random_strength */
-	BS_OP_GRADIENT_SQUARES		/* f64 scale -> i64 the gradients' squares at scale (sum): random_strength */
+	BS_OP_GRADIENT_SQUARES		/* f64 scale -> i64 the gradients' squares of every row at scale (sum):
+								 * random_strength */
 } bs_shard_op;
 
 typedef enum bs_pending
@@ -52,6 +51,6 @@ typedef enum bs_pending
 } bs_pending;
 
 /* Gradient maxima in a reply or a level-0 request. */
-#define BS_GRAD_MAXIMA 5
+#define BS_GRAD_MAXIMA 6
 
 #endif

@@ -471,10 +471,11 @@ shard_gradients(trainer *T, int64_t iteration, boost_grad_max *gm)
 	if ((rc = gbml_shard_send_max_f64(&B->ch, v, BS_GRAD_MAXIMA)) != GBML_OK)
 		return rc;
 	gm->g = v[0];
-	gm->h = v[1];
-	gm->newton_h = v[2];
-	gm->hmin = -v[3];
-	gm->hmax = v[4];
+	gm->g_all = v[1];
+	gm->h = v[2];
+	gm->newton_h = v[3];
+	gm->hmin = -v[4];
+	gm->hmax = v[5];
 	B->gm = *gm;
 	T->drawn = T->n_global;
 	return GBML_OK;
@@ -586,13 +587,6 @@ shard_refine_sums(trainer *T, int last_f, int last_j, const double *v, double sc
 }
 
 static int
-shard_gradient_max(trainer *T, double *max)
-{
-	gbml_shard_request(&T->shards->ch, BS_OP_GRADIENT_MAX);
-	return gbml_shard_send_max_f64(&T->shards->ch, max, 1);
-}
-
-static int
 shard_gradient_squares(trainer *T, double scale, int64_t *sum)
 {
 	gbml_msg_put_f64(gbml_shard_request(&T->shards->ch, BS_OP_GRADIENT_SQUARES), scale);
@@ -600,7 +594,6 @@ shard_gradient_squares(trainer *T, double scale, int64_t *sum)
 }
 
 const boost_row_ops boost_shard_rows = {
-	.gradient_max = shard_gradient_max,
 	.gradient_squares = shard_gradient_squares,
 	.refine_sums = shard_refine_sums,
 	.term_maxima = shard_term_maxima,

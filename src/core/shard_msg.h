@@ -85,8 +85,14 @@ gbml_msg_put_f64(gbml_strbuf *sb, double v)
 	gbml_msg_put(sb, &v, sizeof(v));
 }
 
-/* Every hello begins with: the algorithm's magic (u32), this version (u32), rows and features (i64 each). */
-#define GBML_SHARD_HELLO_VERSION 1
+/*
+ * Every hello begins with: the algorithm's magic (u32), this version (u32),
+ * rows and features (i64 each).  The version changes with any message's
+ * layout, so servers of different gbml builds refuse each other at the
+ * opening (2: boosting's gradient maxima carry the every-row maximum, and
+ * random_strength's squares request).
+ */
+#define GBML_SHARD_HELLO_VERSION 2
 #define GBML_SHARD_HELLO_HEAD 24
 
 #endif

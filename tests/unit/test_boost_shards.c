@@ -196,29 +196,31 @@ TEST(boost_shards_subsample_same_bytes)
 }
 
 /*
- * random_strength: the noise scale's maximum and sum of squares over every
- * row come from the shards (two round trips a tree), so the split draws and
- * the bytes are one server's — and the noise is there: the bytes differ
- * from the same training without it.
+ * random_strength: the noise scale's maximum (with the gradients' maxima)
+ * and sum of squares (one more round trip a tree) over every row, drawn by
+ * subsample or not, come from the shards, so the split draws and the bytes
+ * are one server's — and the noise is there: the bytes differ from the
+ * same training without it.
  */
 TEST(boost_shards_random_strength_same_bytes)
 {
 	bsh_data	s = {2600, 5, true, true, true, 0, 0, false};
 	bsh_data	q = {1800, 4, false, false, false, 0, 6, false};
 	gbml_param_value v[] = {tu_num("iterations", 8), tu_num("depth", 4), tu_str("loss", "Logloss"),
-	tu_str("score_function", "L2"), tu_num("random_seed", 7), tu_num("random_strength", 1)};
+	tu_str("score_function", "L2"), tu_num("random_seed", 7), tu_num("subsample", 0.7),
+	tu_num("random_strength", 1)};
 	gbml_param_value w[] = {tu_num("iterations", 5), tu_num("depth", 3), tu_num("random_strength", 3)};
 	gbml_env	env;
 	gbml_dataset ds;
 	uint8_t    *m[2] = {NULL, NULL};
 	size_t		len[2] = {0, 0};
 
-	tu_check_same_bytes("boost", "Logloss scored on weights, random_strength 1", bsh_fill, &s, v, 6);
+	tu_check_same_bytes("boost", "Logloss scored on weights, subsample, random_strength 1", bsh_fill, &s, v, 7);
 	tu_check_same_bytes("boost", "YetiRank, random_strength 3", bsh_fill, &q, w, 3);
 	gbml_env_init_malloc(&env, 2);
 	bsh_fill(&ds, &env, -1, 1, false, &s);
-	CHECK(tu_train("boost", &ds, &env, v, 5, &m[0], &len[0]) == GBML_OK &&
-		  tu_train("boost", &ds, &env, v, 6, &m[1], &len[1]) == GBML_OK);
+	CHECK(tu_train("boost", &ds, &env, v, 6, &m[0], &len[0]) == GBML_OK &&
+		  tu_train("boost", &ds, &env, v, 7, &m[1], &len[1]) == GBML_OK);
 	CHECK(m[0] && m[1] && (len[0] != len[1] || memcmp(m[0], m[1], len[0]) != 0));
 	gbml_dataset_free(&ds, &env);
 	free(m[0]);
