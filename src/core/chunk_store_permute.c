@@ -491,33 +491,46 @@ output_chunks(permute_state *st)
 	return table;
 }
 
+/*
+ * A reorder's end, either way: the rows are in output order now, so no
+ * places nor runs, any thread may read, the output's chunk table and its
+ * missing-value flags are the store's (the old flags go with the state).
+ */
+static void
+install_output(permute_state *st, file_chunk *table)
+{
+	file_store *f = st->f;
+	bool	   *missing = f->missing;
+
+	gbml_free(f->env, f->place);
+	f->place = NULL;
+	f->place_cap = 0;
+	gbml_cfs_free_runs(f);
+	f->base.read_any_thread = true;
+	gbml_free(f->env, f->chunks);
+	f->chunks = table;
+	f->cap_chunks = st->plan.n_out > 0 ? st->plan.n_out : 1;
+	f->n_chunks = st->plan.n_out;
+	f->missing = st->missing;
+	st->missing = missing;
+}
+
 /* The new file and chunk table replace the old ones. */
 static int
 permute_commit(permute_state *st)
 {
 	file_store *f = st->f;
 	gbml_temp_file old = f->file;
-	bool	   *missing = f->missing;
 	file_chunk *table = output_chunks(st);
 
 	if (table == NULL)
 		return 1;
-	/* the rows are in chunk order now: no places, runs nor segments, and any thread may read */
-	gbml_free(f->env, f->place);
-	f->place = NULL;
-	f->place_cap = 0;
-	gbml_cfs_free_runs(f);
+	/* the rows are in chunk order in the new file: no segments either */
 	gbml_cfs_free_segments(f);
-	f->base.read_any_thread = true;
-	gbml_free(f->env, f->chunks);
-	f->chunks = table;
-	f->cap_chunks = st->plan.n_out > 0 ? st->plan.n_out : 1;
-	f->n_chunks = st->plan.n_out;
+	install_output(st, table);
 	f->end = (uint64_t) st->plan.n * gbml_cfs_row_bytes(f);
 	f->file = st->out;
 	st->out = old;				/* closed (deleted) with the state */
-	f->missing = st->missing;
-	st->missing = missing;
 	return 0;
 }
 
@@ -705,30 +718,18 @@ in_place_write(permute_state *st, const int64_t *win, int64_t n_win)
 	return rc;
 }
 
-static file_chunk *output_chunks(permute_state *st);
 
 /* The rows are where the segments say: the output chunks' table, no places nor runs, any thread may read. */
 static int
 in_place_commit(permute_state *st, int64_t first_rows, int64_t chunk_rows)
 {
 	file_store *f = st->f;
-	bool	   *missing = f->missing;
 	file_chunk *table;
 
 	/* a budget of 0: a window per output chunk, so no window is too large to plan */
 	if (plan_layout(f, &st->plan, st->plan.n, first_rows, chunk_rows, 0) != 0 || (table = output_chunks(st)) == NULL)
 		return 1;
-	gbml_free(f->env, f->place);
-	f->place = NULL;
-	f->place_cap = 0;
-	gbml_cfs_free_runs(f);
-	f->base.read_any_thread = true;
-	gbml_free(f->env, f->chunks);
-	f->chunks = table;
-	f->cap_chunks = st->plan.n_out > 0 ? st->plan.n_out : 1;
-	f->n_chunks = st->plan.n_out;
-	f->missing = st->missing;
-	st->missing = missing;
+	install_output(st, table);	/* the segments just made stay: they say where the positions are */
 	f->reorders_in_place++;
 	return 0;
 }
