@@ -166,6 +166,7 @@ gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source
 		if (columns == NULL)
 			columns = gbml_column_plan_for_source(cp, td, base, what);
 		gbml_column_plan_select(columns, &q);
+		sr.columns = columns;
 		sr.n_feature_cols = gbml_column_plan_n_columns(columns);
 		sr.x = palloc(sizeof(float) * gbml_column_plan_n_features(columns));
 		ds->schema = gbml_column_plan_schema(columns);
@@ -178,7 +179,6 @@ gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source
 	select_targets(cp, td, input_flags, &q);
 	appendStringInfo(&q, " FROM (%s) AS s", base);
 
-	sr.columns = by_columns ? columns : NULL;
 	plan = SPI_prepare(q.data, 0, NULL);
 	if (plan == NULL)
 		ereport(ERROR, (errmsg("%s: could not plan the source query: %s", what, SPI_result_code_string(SPI_result))));
@@ -211,7 +211,7 @@ gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source
 	}
 	MemoryContextDelete(batch_cxt);
 	SPI_cursor_close(portal);
-	return by_columns ? columns : NULL;
+	return sr.columns;
 }
 
 /*
