@@ -469,20 +469,26 @@ order_rows(gbml_env *env, const gbml_parsed_params *params, gbml_dataset *ds, gb
 
 /*
  * The sections every model starts with: its feature count, the schema of
- * its columns, and the params it was trained with (prms; *recorded_algo
- * the algorithm's recorded ones, freed by the caller).
+ * its columns, and the params it was trained with (prms: the common ones
+ * recorded in models, then the algorithm's; *recorded_algo, the latter's
+ * table, freed by the caller).
  */
 static void
 write_leading_sections(gbml_model_writer *writer, const gbml_parsed_params *params, const gbml_dataset *ds,
-					   const gbml_param_spec *recorded_common, gbml_strbuf *prms,
-					   gbml_param_spec **recorded_algo, gbml_env *env)
+					   gbml_strbuf *prms, gbml_param_spec **recorded_algo, gbml_env *env)
 {
 	const gbml_algorithm *algo = params->algo;
+	gbml_param_spec recorded_common[sizeof(gbml_common_param_specs) / sizeof(gbml_common_param_specs[0])];
 	const gbml_param_spec *tables[3] = {recorded_common, algo->params, NULL};
+	int			n_recorded = 0;
 	const void *structs[2] = {&params->common, params->algo_params};
 	uint32_t	nfeat = (uint32_t) ds->n_features;
 	bool		first = true;
 
+	for (const gbml_param_spec *s = gbml_common_param_specs; s->name; s++)
+		if (recorded_in_model(s))
+			recorded_common[n_recorded++] = *s;
+	memset(&recorded_common[n_recorded], 0, sizeof(gbml_param_spec));
 	gbml_model_add_section(writer, GBML_SECTION_NFEATURES, &nfeat, 4);
 	if (ds->schema)
 	{
@@ -561,10 +567,8 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 				  uint8_t **model, size_t *model_len, gbml_strbuf *report)
 {
 	const gbml_algorithm *algo = params->algo;
-	gbml_param_spec recorded_common[sizeof(gbml_common_param_specs) / sizeof(gbml_common_param_specs[0])];
 	gbml_param_spec *recorded_algo = NULL;
 	gbml_dataset split_eval;
-	int			n_recorded = 0;
 	bool		own_eval = false;
 	gbml_model_writer writer;
 	gbml_strbuf meta,
@@ -577,10 +581,6 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 	if ((rc = check_training_input(env, params, ds, eval)) != GBML_OK)
 		return rc;
 	settle_device(env, params);
-	for (const gbml_param_spec *s = gbml_common_param_specs; s->name; s++)
-		if (recorded_in_model(s))
-			recorded_common[n_recorded++] = *s;
-	memset(&recorded_common[n_recorded], 0, sizeof(gbml_param_spec));
 	if (eval && eval->n_rows > 0 && eval->n_features != ds->n_features)
 		return gbml_error(env, GBML_EINVAL, "%s: the eval set has %d features, the training set %d",
 						  algo->name, eval->n_features, ds->n_features);
@@ -597,7 +597,7 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 	ctx.eval = eval;
 	ctx.meta = &meta;
 	ctx.writer = &writer;
-	write_leading_sections(&writer, params, ds, recorded_common, &prms, &recorded_algo, env);
+	write_leading_sections(&writer, params, ds, &prms, &recorded_algo, env);
 
 	rc = algo->train(ds, &ctx);
 	if (rc == GBML_OK)
