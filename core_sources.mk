@@ -5,6 +5,7 @@ CORE_SOURCES = \
 	src/core/boost.c \
 	src/core/boost_rows_local.c \
 	src/core/boost_model.c \
+	src/core/boost_multiclass.c \
 	src/core/boost_node_split.c \
 	src/core/boost_set_features.c \
 	src/core/boost_shards.c \
@@ -81,4 +82,5 @@ UNIT_TEST_SOURCES = \
 	tests/unit/test_chunk_store_file.c \
 	tests/unit/test_boost_spill.c \
 	tests/unit/test_boost_categorical.c \
-	tests/unit/test_boost_depthwise.c
+	tests/unit/test_boost_depthwise.c \
+	tests/unit/test_boost_multiclass.c

@@ -644,6 +644,8 @@ gbml_scorer_load(gbml_scorer *s, gbml_env *env, const void *bytes, size_t len)
 	s->reader.schema = s->schema;	/* the algorithm's loader borrows it */
 	if ((rc = s->algo->load(&s->reader, env, &s->handle)) != GBML_OK)
 		gbml_scorer_free(s, env);
+	else if (s->algo->classes)
+		s->n_classes = s->algo->classes(s->handle, NULL, NULL);
 	return rc;
 }
 
@@ -670,17 +672,51 @@ output_name(gbml_output what)
 			return "kmeans_assign";
 		case GBML_OUT_DISTANCE:
 			return "kmeans_distance";
+		case GBML_OUT_CLASSES:
+			return "predict_classes";
 	}
 	return "?";
+}
+
+int
+gbml_scorer_check_output(const gbml_scorer *s, gbml_env *env, gbml_output what)
+{
+	if (what == GBML_OUT_CLASSES && s->n_classes == 0)
+		return gbml_error(env, GBML_EUNSUPPORTED, "predict_classes needs a model with classes (boost with the "
+						  "MultiClass loss); this %s model has none", s->algo->name);
+	if (!(s->algo->outputs & what) && what != GBML_OUT_CLASSES)
+		return gbml_error(env, GBML_EUNSUPPORTED, "%s is not available for a %s model",
+						  output_name(what), s->algo->name);
+	if (what == GBML_OUT_PROBA && s->n_classes > 0)
+		return gbml_error(env, GBML_EUNSUPPORTED, "predict_proba gives one probability, and this model has %d classes: "
+						  "gbml.predict_classes gives each class's probability (gbml.predict the most probable class)",
+						  s->n_classes);
+	return GBML_OK;
+}
+
+int
+gbml_scorer_classes(const gbml_scorer *s, gbml_env *env, const float *x, int n, double *prob)
+{
+	int			rc;
+
+	if ((rc = gbml_scorer_check_output(s, env, GBML_OUT_CLASSES)) != GBML_OK)
+		return rc;
+	if (n != s->n_features)
+		return gbml_error(env, GBML_EINVAL, "features has %d elements, the model expects %d", n, s->n_features);
+	(void) s->algo->classes(s->handle, x, prob);
+	return GBML_OK;
 }
 
 int
 gbml_scorer_predict(const gbml_scorer *s, gbml_env *env, const float *x, int n,
 					gbml_output what, double *out)
 {
-	if (!(s->algo->outputs & what))
-		return gbml_error(env, GBML_EUNSUPPORTED, "%s is not available for a %s model",
-						  output_name(what), s->algo->name);
+	int			rc;
+
+	if ((rc = gbml_scorer_check_output(s, env, what)) != GBML_OK)
+		return rc;
+	if (what == GBML_OUT_CLASSES)
+		return gbml_error(env, GBML_EINVAL, "predict_classes gives an array: gbml_scorer_classes");
 	if (n != s->n_features)
 		return gbml_error(env, GBML_EINVAL, "features has %d elements, the model expects %d", n, s->n_features);
 	*out = s->algo->predict(s->handle, x, what);

@@ -29,7 +29,8 @@ typedef enum gbml_output
 	GBML_OUT_SCORE = 1 << 0,	/* predict: raw score / regression value / class */
 	GBML_OUT_PROBA = 1 << 1,	/* predict_proba */
 	GBML_OUT_CLUSTER = 1 << 2,	/* kmeans_assign (returned as a double holding an int) */
-	GBML_OUT_DISTANCE = 1 << 3	/* kmeans_distance */
+	GBML_OUT_DISTANCE = 1 << 3,	/* kmeans_distance */
+	GBML_OUT_CLASSES = 1 << 4	/* predict_classes: a probability per class (a model with classes only) */
 } gbml_output;
 
 /* Input requirements the glue enforces while collecting rows. */
@@ -116,8 +117,18 @@ typedef struct gbml_algorithm
 	int			(*load) (const gbml_model_reader *model, gbml_env *env, void **handle);
 	void		(*unload) (void *handle, gbml_env *env);
 
-	/* Scores one row of n_features floats (n_features already checked). */
+	/*
+	 * Scores one row of n_features floats (n_features already checked).
+	 * A model with classes (below) answers GBML_OUT_SCORE with the most
+	 * probable class.
+	 */
 	double		(*predict) (const void *handle, const float *x, gbml_output what);
+	/*
+	 * Optional: the model's class count when it gives a probability per
+	 * class (boosting's MultiClass), else 0; with prob (room for that
+	 * many), row x's probabilities.
+	 */
+	int			(*classes) (const void *handle, const float *x, double *prob);
 
 	/* Optional: readable dump as a JSON object body (without braces). */
 	int			(*to_json) (const void *handle, gbml_strbuf *out);
@@ -220,14 +231,19 @@ typedef struct gbml_scorer
 	gbml_model_reader reader;
 	void	   *handle;
 	int			n_features;
+	int			n_classes;		/* a probability per class (algorithm.classes), or 0 */
 	struct gbml_feature_schema *schema; /* the model's 'SCHM' (feature names, categories), or NULL */
 } gbml_scorer;
 
 int			gbml_scorer_load(gbml_scorer *s, gbml_env *env, const void *bytes, size_t len);
 void		gbml_scorer_free(gbml_scorer *s, gbml_env *env);
+/* Whether the model gives `what`: GBML_OK, or an error naming what to call instead. */
+int			gbml_scorer_check_output(const gbml_scorer *s, gbml_env *env, gbml_output what);
 /* Checks the feature count and the output kind, then scores. */
 int			gbml_scorer_predict(const gbml_scorer *s, gbml_env *env, const float *x, int n,
 								gbml_output what, double *out);
+/* A model with classes: checks the feature count, then each class's probability into prob[s->n_classes]. */
+int			gbml_scorer_classes(const gbml_scorer *s, gbml_env *env, const float *x, int n, double *prob);
 
 /* Model introspection as JSON object text (allocated via env in sb). */
 int			gbml_model_info_json(gbml_env *env, const void *bytes, size_t len, gbml_strbuf *out);

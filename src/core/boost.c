@@ -77,7 +77,7 @@
 
 
 const char *const gbml_boost_loss_choices[] = {
-	"auto", "RMSE", "Logloss", "QueryRMSE", "PairLogit", "YetiRank", "LambdaMART", NULL
+	"auto", "RMSE", "Logloss", "QueryRMSE", "PairLogit", "YetiRank", "LambdaMART", "MultiClass", NULL
 };
 enum
 {
@@ -85,7 +85,7 @@ enum
 };
 static const char *const score_function_choices[] = {"auto", "NewtonL2", "L2", NULL};
 static const char *const border_type_choices[] = {"Median", "GreedyLogSum", NULL};
-static const char *const metric_choices[] = {"auto", "NDCG", "RMSE", "AUC", "Logloss", "loss", NULL};
+static const char *const metric_choices[] = {"auto", "NDCG", "RMSE", "AUC", "Logloss", "loss", "MultiClass", "Accuracy", NULL};
 static const char *const grow_policy_choices[] = {"SymmetricTree", "Depthwise", NULL};
 static const char *const categorical_split_choices[] = {"ctr", "sets", NULL};
 
@@ -111,9 +111,11 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 	{"subsample", GBML_PARAM_REAL, BP(subsample), 1e-6, 1, 1, NULL, NULL,
 	"share of rows (of groups, for ranking losses) drawn for each tree"},
 	{"loss", GBML_PARAM_ENUM, BP(loss), 0, 0, 0, NULL, gbml_boost_loss_choices,
-	"loss function; auto = YetiRank when rows have a group_id, else RMSE"},
+	"loss function; auto = YetiRank when rows have a group_id, else RMSE; MultiClass: labels are class ids 0, 1, "
+	"2, ... (softmax, one tree per class an iteration)"},
 	{"eval_metric", GBML_PARAM_ENUM, BP(eval_metric), 0, 0, 0, NULL, metric_choices,
-	"metric on the eval set; auto = NDCG@eval_k for ranking losses, RMSE for RMSE, Logloss for Logloss"},
+	"metric on the eval set; auto = NDCG@eval_k for ranking losses, RMSE for RMSE, Logloss for Logloss, "
+	"MultiClass (mean -log p(label)) for MultiClass, which also takes Accuracy"},
 	{"eval_k", GBML_PARAM_INT, BP(eval_k), 1, 1000000, 10, NULL, NULL,
 	"k of NDCG@k"},
 	{"early_stopping_rounds", GBML_PARAM_INT, BP(early_stopping_rounds), 0, 1000000, 0, NULL, NULL,
@@ -154,6 +156,8 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 	"CatBoost's) or sets (grow_policy Depthwise only: each node splits its categories into two sets, in the "
 	"order of their gradient ratio in that node, as XGBoost and LightGBM do; at most 254 categories, ctr "
 	"beyond)"},
+	{"classes_count", GBML_PARAM_INT, BP(classes_count), 0, GBML_BOOST_MAX_CLASSES, 0, NULL, NULL,
+	"MultiClass: the number of classes, when some class has no training row; 0: the largest label + 1"},
 	GBML_PARAM_END
 };
 
@@ -171,6 +175,8 @@ boost_records_param(const gbml_param_spec *s, const void *params, const gbml_dat
 		return ((const gbml_boost_params *) params)->border_type != GBML_BORDER_MEDIAN;
 	if (s->offset == BP(grow_policy) || s->offset == BP(min_child_weight))
 		return ((const gbml_boost_params *) params)->grow_policy != GBML_GROW_SYMMETRIC;
+	if (s->offset == BP(classes_count))
+		return ((const gbml_boost_params *) params)->loss == 1 + GBML_LOSS_MULTICLASS;
 	if (s->offset == BP(categorical_split))
 		return ((const gbml_boost_params *) params)->categorical_split != 0;
 	return s->offset < BP(one_hot_max_size) || gbml_schema_n_categorical(ds->schema) > 0;
@@ -327,7 +333,7 @@ boost_data_problem(const boost_data *d, bool with_groups)
 static bool
 metric_higher_is_better(int metric)
 {
-	return metric == GBML_BOOST_METRIC_NDCG || metric == GBML_BOOST_METRIC_AUC;
+	return metric == GBML_BOOST_METRIC_NDCG || metric == GBML_BOOST_METRIC_AUC || metric == GBML_BOOST_METRIC_ACCURACY;
 }
 
 static void
@@ -347,20 +353,28 @@ metric_name(int metric, gbml_boost_loss_kind kind, int64_t k, char *buf, size_t 
 		case GBML_BOOST_METRIC_LOGLOSS:
 			snprintf(buf, len, "Logloss");
 			break;
+		case GBML_BOOST_METRIC_ACCURACY:
+			snprintf(buf, len, "Accuracy");
+			break;
 		default:
 			snprintf(buf, len, "%s", gbml_boost_loss_names[kind]);
 			break;
 	}
 }
 
+/* The metric of d's rows at pred (MultiClass: n_classes class-major columns). */
 static double
 metric_value(gbml_env *env, int metric, gbml_boost_loss_kind kind, int64_t k, const boost_data *d,
-			 const double *pred)
+			 const double *pred, int n_classes)
 {
 	gbml_boost_problem p;
 
 	switch (metric)
 	{
+		case GBML_BOOST_METRIC_MULTICLASS:
+			return gbml_boost_multiclass_logloss(pred, d->label, d->weight, d->n, n_classes);
+		case GBML_BOOST_METRIC_ACCURACY:
+			return gbml_boost_multiclass_accuracy(pred, d->label, d->weight, d->n, n_classes);
 		case GBML_BOOST_METRIC_NDCG:
 			return gbml_mean_ndcg_env(env, pred, d->label, d->n_groups, d->group_off, (int) k, d->ideal_dcg);
 		case GBML_BOOST_METRIC_RMSE:
@@ -441,7 +455,9 @@ trainer_free(trainer *T)
 	gbml_free(env, T->feat_off);
 	gbml_free(env, T->is_set);
 	gbml_free(env, T->ordinal_count);
-	gbml_free(env, T->pred);
+	gbml_free(env, T->pred_all ? T->pred_all : T->pred);
+	gbml_free(env, T->eval_pred_all ? T->eval_pred_all : T->eval_pred);
+	gbml_free(env, T->prob);
 	gbml_free(env, T->grad);
 	gbml_free(env, T->hess);
 	gbml_free(env, T->newton_hess);
@@ -449,7 +465,6 @@ trainer_free(trainer *T)
 	gbml_free(env, T->gq);
 	gbml_free(env, T->hq);
 	gbml_free(env, T->leaf);
-	gbml_free(env, T->eval_pred);
 	gbml_free(env, T->thist);
 	gbml_free(env, T->tidx);
 	gbml_free(env, T->tG);
@@ -944,6 +959,12 @@ quantize(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 										T->threads, env)) != GBML_OK)
 			return rc;
 		T->n_features = gbml_boost_inputs_width(&T->cat.model);
+		if (T->kind == GBML_LOSS_MULTICLASS && T->cat.n_ctr > 0)
+			return gbml_error(env, GBML_EUNSUPPORTED,
+							  "boost: MultiClass has no target statistics for categorical features yet, and a "
+							  "categorical feature here has more than one_hot_max_size %lld categories: raise "
+							  "one_hot_max_size to split it one-hot, or use grow_policy Depthwise with "
+							  "categorical_split sets", (long long) p->one_hot_max_size);
 	}
 	return GBML_OK;
 }
@@ -983,9 +1004,17 @@ boost_resolve_loss(trainer *T, int group_state)
 			T->metric = GBML_BOOST_METRIC_NDCG;
 		else if (T->kind == GBML_LOSS_LOGLOSS)
 			T->metric = GBML_BOOST_METRIC_LOGLOSS;
+		else if (T->kind == GBML_LOSS_MULTICLASS)
+			T->metric = GBML_BOOST_METRIC_MULTICLASS;
 		else
 			T->metric = GBML_BOOST_METRIC_RMSE;
 	}
+	if (T->kind == GBML_LOSS_MULTICLASS && T->metric == GBML_BOOST_METRIC_LOSS)
+		T->metric = GBML_BOOST_METRIC_MULTICLASS;
+	if ((T->kind == GBML_LOSS_MULTICLASS) !=
+		(T->metric == GBML_BOOST_METRIC_MULTICLASS || T->metric == GBML_BOOST_METRIC_ACCURACY))
+		return gbml_error(env, GBML_EINVAL, "boost: the MultiClass loss takes the eval_metric MultiClass or Accuracy, "
+						  "and they are for the MultiClass loss only");
 	if (T->metric == GBML_BOOST_METRIC_NDCG && group_state <= 0)
 		return gbml_error(env, GBML_EINVAL, "boost: eval_metric NDCG needs a group_id per row");
 	T->depth = (int) p->depth;
@@ -999,10 +1028,20 @@ boost_resolve_loss(trainer *T, int group_state)
 	return GBML_OK;
 }
 
-/* Labels a Logloss needs in [0, 1]. */
+/* Labels a Logloss needs in [0, 1]; MultiClass's class ids (the training rows' give the class count). */
 static int
 check_labels(trainer *T, const boost_data *d, const char *which)
 {
+	if (T->kind == GBML_LOSS_MULTICLASS)
+	{
+		int			k;
+		int			rc = gbml_boost_multiclass_count(d->label, d->n, T->n_classes > 0 ? T->n_classes :
+													 T->p->classes_count, which, &k, T->env);
+
+		if (rc == GBML_OK && T->n_classes == 0)
+			T->n_classes = k;
+		return rc;
+	}
 	if (T->kind != GBML_LOSS_LOGLOSS && T->metric != GBML_BOOST_METRIC_LOGLOSS)
 		return GBML_OK;
 	for (int64_t i = 0; i < d->n; i++)
@@ -1078,11 +1117,12 @@ setup_row_arrays(trainer *T, const gbml_dataset *ds)
 {
 	gbml_env   *env = T->env;
 	int64_t		n = T->train.n;
+	size_t		cols = T->n_classes > 0 ? (size_t) T->n_classes : 1;	/* MultiClass: a prediction per class */
 	int			rc;
 
 	if ((rc = setup_device(T, ds)) != GBML_OK)
 		return rc;
-	T->pred = gbml_alloc_array(env, (size_t) n, sizeof(double));
+	T->pred = gbml_alloc_array(env, (size_t) n * cols, sizeof(double));
 	T->grad = gbml_alloc_array(env, (size_t) n, sizeof(double));
 	T->hess = gbml_alloc_array(env, (size_t) n, sizeof(double));
 	T->gq = gbml_alloc_array(env, (size_t) n, sizeof(int64_t));
@@ -1093,7 +1133,15 @@ setup_row_arrays(trainer *T, const gbml_dataset *ds)
 	T->tH = gbml_alloc_array(env, (size_t) T->threads * BLOCK_ROWS, sizeof(int64_t));
 	T->tseg = gbml_alloc_array(env, (size_t) T->threads * (size_t) (T->max_slots + 1), sizeof(int64_t));
 	if (T->has_eval)
-		T->eval_pred = gbml_alloc_array(env, (size_t) T->eval.n, sizeof(double));
+		T->eval_pred = gbml_alloc_array(env, (size_t) T->eval.n * cols, sizeof(double));
+	if (T->n_classes > 0)
+	{
+		T->pred_all = T->pred;
+		T->eval_pred_all = T->eval_pred;
+		T->prob = gbml_alloc_array(env, (size_t) n * cols, sizeof(double));
+		if (T->prob == NULL)
+			return env->error_code;
+	}
 	if (boost_structure_by_weight(T))
 	{
 		T->newton_hess = gbml_alloc_array(env, (size_t) n, sizeof(double));
@@ -1380,9 +1428,11 @@ split_noise_sd(trainer *T, int64_t iteration, const boost_grad_max *gm, double *
 /*
  * Grows one tree on the current gradients and appends it to the forest.
  * *grown = false when no feature can split (every feature constant).
+ * `stream` names the tree's random draws (rows, noise): the iteration, or
+ * with MultiClass iteration * classes + class.
  */
 static int
-grow_tree(trainer *T, int64_t iteration, bool *grown)
+grow_tree(trainer *T, int64_t iteration, int64_t stream, bool *grown)
 {
 	forest_builder *F = &T->forest;
 	int			d = T->depth;
@@ -1396,7 +1446,7 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 
 	*grown = false;
 	t0 = gbml_now();
-	if ((rc = T->rows->gradients(T, iteration, &gm)) != GBML_OK)
+	if ((rc = T->rows->gradients(T, stream, &gm)) != GBML_OK)
 		return rc;
 	boost_fixed_point_plan(T, &gm);
 	if ((rc = split_noise_sd(T, iteration, &gm, &noise.sd)) != GBML_OK)
@@ -1419,7 +1469,7 @@ grow_tree(trainer *T, int64_t iteration, bool *grown)
 		{
 			/* each level's draws from streams of their own: "rstr", the tree, the level */
 			uint64_t	x = ((uint64_t) T->p->random_seed ^ 0x72737472ULL) ^
-				((uint64_t) iteration * 16 + (uint64_t) level) * 0x9e3779b97f4a7c15ULL;
+				((uint64_t) stream * 16 + (uint64_t) level) * 0x9e3779b97f4a7c15ULL;
 
 			noise.seed = gbml_splitmix64(&x);
 		}
@@ -1476,6 +1526,8 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 	gbml_sb_f64(&sb, base_score);
 	gbml_sb_u32(&sb, (uint32_t) F->n_trees);
 	gbml_sb_u32(&sb, (uint32_t) T->n_inputs);
+	if (T->kind == GBML_LOSS_MULTICLASS)
+		gbml_sb_u32(&sb, (uint32_t) T->n_classes);	/* (only there: other models' headers keep their bytes) */
 	gbml_model_add_sb(ctx->writer, GBML_SECTION_BOOST_HEADER, &sb);
 	gbml_sb_free(&sb);
 
@@ -1591,6 +1643,8 @@ train_value(trainer *T, int metric, bool *have_point, int64_t *point, double *po
 	int64_t		sum[GBML_BOOST_N_TERMS];
 	int			rc;
 
+	if (T->kind == GBML_LOSS_MULTICLASS && metric == GBML_BOOST_METRIC_LOSS)
+		metric = GBML_BOOST_METRIC_MULTICLASS;
 	if (pointwise_metric(T, metric))
 	{
 		if (!*have_point && (rc = exact_terms(T, BOOST_TERMS_POINTWISE, 0, point, point_scale, max)) != GBML_OK)
@@ -1610,7 +1664,8 @@ train_value(trainer *T, int metric, bool *have_point, int64_t *point, double *po
 	}
 	if (T->shards)
 		return gbml_error(T->env, GBML_EUNSUPPORTED, "boost: a train metric that needs the rows in one place");
-	*out = metric_value(T->env, metric, T->kind, T->p->eval_k, &T->train, T->pred);
+	*out = metric_value(T->env, metric, T->kind, T->p->eval_k, &T->train, T->n_classes ? T->pred_all : T->pred,
+						T->n_classes);
 	return GBML_OK;
 }
 
@@ -1641,7 +1696,61 @@ typedef struct boost_run
 	char		metric_name[64];
 } boost_run;
 
-/* Grows the trees: one an iteration, each scored on the eval set (early stopping), cancel checked. */
+/* The open tree's class (MultiClass): the predictions it grows on and adds to are that class's. */
+static void
+select_class(trainer *T, int cls)
+{
+	T->cls = cls;
+	T->pred = T->pred_all + (size_t) cls * (size_t) T->train.n;
+	if (T->has_eval)
+		T->eval_pred = T->eval_pred_all + (size_t) cls * (size_t) T->eval.n;
+}
+
+/* The training rows' predictions from the base score and the forest's trees (tree t: class t mod classes). */
+static int
+rebuild_predictions(trainer *T, double base_score)
+{
+	int64_t		cols = T->n_classes > 0 ? T->n_classes : 1;
+	double	   *pred = T->n_classes > 0 ? T->pred_all : T->pred;
+	int			rc = GBML_OK;
+
+	for (int64_t r = 0; r < T->train.n * cols; r++)
+		pred[r] = base_score;
+	for (int64_t t = 0; t < T->forest.n_trees && rc == GBML_OK; t++)
+		rc = add_tree_from_bins(T, t, pred + (size_t) (t % cols) * (size_t) T->train.n);
+	return rc;
+}
+
+/*
+ * One iteration's trees: one, or with MultiClass one a class, each on its
+ * class's gradients at the iteration's start (the row side takes the
+ * softmax with class 0's).  When a class's tree finds no split, the
+ * iteration's earlier trees go too (a model has whole iterations).
+ */
+static int
+grow_iteration(trainer *T, int64_t it, bool *grown)
+{
+	int			rc;
+
+	if (T->n_classes == 0)
+		return grow_tree(T, it, it, grown);
+	for (int c = 0; c < T->n_classes; c++)
+	{
+		select_class(T, c);
+		if ((rc = grow_tree(T, it, it * T->n_classes + c, grown)) != GBML_OK)
+			return rc;
+		if (!*grown)
+		{
+			if (c == 0)
+				return GBML_OK;
+			T->forest.n_trees -= c;
+			return rebuild_predictions(T, 0);
+		}
+	}
+	return GBML_OK;
+}
+
+/* Grows the trees: one an iteration (a class), each iteration scored on the eval set (early stopping), cancel checked. */
 static int
 boost_loop(trainer *T, boost_run *run)
 {
@@ -1655,7 +1764,7 @@ boost_loop(trainer *T, boost_run *run)
 		int			rc;
 
 		T->progress = info;		/* what a cancel check inside the tree reports */
-		if ((rc = grow_tree(T, it, &grown)) != GBML_OK)
+		if ((rc = grow_iteration(T, it, &grown)) != GBML_OK)
 			return rc;
 		if (!grown)
 		{
@@ -1666,7 +1775,8 @@ boost_loop(trainer *T, boost_run *run)
 		if (T->has_eval)
 		{
 			double		t0 = gbml_now();
-			double		v = metric_value(env, T->metric, T->kind, p->eval_k, &T->eval, T->eval_pred);
+			double		v = metric_value(env, T->metric, T->kind, p->eval_k, &T->eval,
+											 T->n_classes ? T->eval_pred_all : T->eval_pred, T->n_classes);
 
 			T->t_eval += gbml_now() - t0;
 			run->last_value = v;
@@ -1693,16 +1803,13 @@ boost_loop(trainer *T, boost_run *run)
 static int
 keep_best_trees(trainer *T, const boost_run *run, double base_score)
 {
-	int			rc = GBML_OK;
+	int64_t		per_iteration = T->n_classes > 0 ? T->n_classes : 1;
 
-	if (!T->has_eval || !T->p->use_best_model || run->best_iter < 0 || run->best_iter + 1 >= T->forest.n_trees)
+	if (!T->has_eval || !T->p->use_best_model || run->best_iter < 0 ||
+		(run->best_iter + 1) * per_iteration >= T->forest.n_trees)
 		return GBML_OK;
-	T->forest.n_trees = run->best_iter + 1;
-	for (int64_t r = 0; r < T->train.n; r++)
-		T->pred[r] = base_score;
-	for (int64_t t = 0; t < T->forest.n_trees && rc == GBML_OK; t++)
-		rc = add_tree_from_bins(T, t, T->pred);
-	return rc;
+	T->forest.n_trees = (run->best_iter + 1) * per_iteration;
+	return rebuild_predictions(T, base_score);
 }
 
 /* The trainer's part of META: the forest's shape, the metrics, the categorical inputs, the timings. */
@@ -1724,6 +1831,8 @@ write_meta(trainer *T, gbml_strbuf *m, const boost_run *run, double base_score, 
 	gbml_sb_printf(m, "\"loss\":\"%s\",\"trees\":%lld,\"depth\":%d,\"iterations_run\":%lld,",
 				   gbml_boost_loss_names[T->kind], (long long) T->forest.n_trees, T->depth,
 				   (long long) run->iterations_run);
+	if (T->n_classes > 0)
+		gbml_sb_printf(m, "\"classes\":%d,", T->n_classes);
 	gbml_sb_printf(m, "\"l2_leaf_reg\":");
 	gbml_sb_json_number(m, T->l2);
 	gbml_sb_printf(m, ",\"base_score\":");
@@ -1821,6 +1930,7 @@ const gbml_algorithm gbml_algorithm_boost = {
 	.load = boost_load,
 	.unload = boost_unload,
 	.predict = boost_predict,
+	.classes = boost_classes,
 	.to_json = boost_to_json,
 	.importance = boost_importance,
 };

@@ -30,7 +30,9 @@ typedef enum gbml_boost_eval_metric
 	GBML_BOOST_METRIC_RMSE,
 	GBML_BOOST_METRIC_AUC,
 	GBML_BOOST_METRIC_LOGLOSS,
-	GBML_BOOST_METRIC_LOSS
+	GBML_BOOST_METRIC_LOSS,
+	GBML_BOOST_METRIC_MULTICLASS,	/* mean -log p(label) (MultiClass loss only) */
+	GBML_BOOST_METRIC_ACCURACY	/* share of rows whose most probable class is theirs (MultiClass) */
 } gbml_boost_eval_metric;
 
 typedef struct gbml_boost_params
@@ -66,6 +68,8 @@ typedef struct gbml_boost_params
 	double		min_child_weight;
 	/* 0: ctr, 1: sets (Depthwise); recorded in a model only when sets */
 	int			categorical_split;
+	/* MultiClass: the number of classes (0: the largest label + 1); recorded with MultiClass only */
+	int64_t		classes_count;
 } gbml_boost_params;
 
 /* Choices of "grow_policy": how a tree's nodes split. */

@@ -18,6 +18,7 @@
 #include "boost_gpu.h"
 #include "boost_histogram.h"
 #include "boost_loss.h"
+#include "boost_multiclass.h"
 #include "boost_quantize.h"
 #include "boost_ctr.h"
 #include "shard_link.h"
@@ -101,6 +102,16 @@ typedef struct trainer
 			   *hq;
 	uint16_t   *leaf;
 	double	   *eval_pred;
+	/*
+	 * MultiClass (boost_multiclass.h): n_classes class-major predictions,
+	 * their softmax at the iteration's start, and the class of the open
+	 * tree, at whose column pred and eval_pred point; n_classes 0 otherwise
+	 */
+	int			n_classes;
+	int			cls;
+	double	   *pred_all,
+			   *eval_pred_all,
+			   *prob;
 
 	/* per-thread scratch */
 	gbml_boost_hist_bin *thist;	/* threads * max_slots * total_bins */

@@ -29,7 +29,7 @@
 #endif
 
 const char *const gbml_boost_loss_names[] = {
-	"RMSE", "Logloss", "QueryRMSE", "PairLogit", "YetiRank", "LambdaMART", NULL
+	"RMSE", "Logloss", "QueryRMSE", "PairLogit", "YetiRank", "LambdaMART", "MultiClass", NULL
 };
 
 /* Hessians are floored here so that the contract "hess > 0" holds even for

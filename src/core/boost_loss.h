@@ -29,10 +29,12 @@ typedef enum gbml_boost_loss_kind
 	GBML_LOSS_QUERYRMSE,
 	GBML_LOSS_PAIRLOGIT,
 	GBML_LOSS_YETIRANK,
-	GBML_LOSS_LAMBDAMART
+	GBML_LOSS_LAMBDAMART,
+	/* softmax over K classes, K trees an iteration (boost_multiclass.h); not one of the per-row losses here */
+	GBML_LOSS_MULTICLASS
 } gbml_boost_loss_kind;
 
-/* "RMSE","Logloss","QueryRMSE","PairLogit","YetiRank","LambdaMART", NULL — index = kind */
+/* "RMSE","Logloss","QueryRMSE","PairLogit","YetiRank","LambdaMART","MultiClass", NULL — index = kind */
 extern const char *const gbml_boost_loss_names[];
 
 /* True for the losses that need a group id on every row. */

@@ -11,6 +11,7 @@
 #include "boost_model.h"
 #include "boost_histogram.h"
 #include "boost_loss.h"
+#include "boost_multiclass.h"
 #include "boost_quantize.h"
 
 #include <math.h>
@@ -111,7 +112,7 @@ typedef struct load_counts
 	int64_t		n_leaves;
 } load_counts;
 
-/* The header section: layout version, loss, base score, tree and feature counts. */
+/* The header section: layout version, loss, base score, tree and feature counts (MultiClass: the classes). */
 static int
 load_header(const gbml_model_reader *r, gbml_boost_model *m, load_counts *k, gbml_env *env)
 {
@@ -130,11 +131,19 @@ load_header(const gbml_model_reader *r, gbml_boost_model *m, load_counts *k, gbm
 	base = gbml_cursor_f64(&c);
 	k->n_trees = gbml_cursor_u32(&c);
 	k->nf = gbml_cursor_u32(&c);
+	if (c.ok && loss == GBML_LOSS_MULTICLASS)
+	{
+		uint32_t	classes = gbml_cursor_u32(&c);
+
+		if (c.ok && (classes < 2 || classes > GBML_BOOST_MAX_CLASSES || k->n_trees % classes != 0))
+			return corrupt(m, env, "class count out of range, or the trees are not whole iterations of them");
+		m->forest.n_classes = (int) classes;
+	}
 	if (!c.ok || gbml_cursor_remaining(&c) != 0)
 		return corrupt(m, env, "header section has the wrong size");
 	if (version != GBML_BOOST_LAYOUT_VERSION)
 		return corrupt(m, env, "unknown layout version");
-	if (loss > GBML_LOSS_LAMBDAMART)
+	if (loss > GBML_LOSS_MULTICLASS)
 		return corrupt(m, env, "unknown loss");
 	if (!isfinite(base))
 		return corrupt(m, env, "base score is not finite");
@@ -418,11 +427,34 @@ double
 boost_predict(const void *handle, const float *x, gbml_output what)
 {
 	const gbml_boost_model *m = handle;
-	double		s = gbml_boost_forest_predict(&m->forest, x);
+	double		s;
+
+	if (m->forest.n_classes > 0)
+	{
+		/* MultiClass: predict is the most probable class (probabilities: boost_classes) */
+		double		score[GBML_BOOST_MAX_CLASSES];
+
+		gbml_boost_forest_class_scores(&m->forest, x, score);
+		return what == GBML_OUT_SCORE ? (double) gbml_boost_softmax_row(score, m->forest.n_classes) : NAN;
+	}
+	s = gbml_boost_forest_predict(&m->forest, x);
 
 	if (what == GBML_OUT_PROBA)
 		return m->loss == GBML_LOSS_LOGLOSS ? 1.0 / (1.0 + exp(-s)) : NAN;
 	return s;
+}
+
+int
+boost_classes(const void *handle, const float *x, double *prob)
+{
+	const gbml_boost_model *m = handle;
+
+	if (prob != NULL && m->forest.n_classes > 0)
+	{
+		gbml_boost_forest_class_scores(&m->forest, x, prob);
+		(void) gbml_boost_softmax_row(prob, m->forest.n_classes);
+	}
+	return m->forest.n_classes;
 }
 
 static void
@@ -447,7 +479,10 @@ boost_to_json(const void *handle, gbml_strbuf *out)
 	const gbml_boost_model *m = handle;
 	const gbml_boost_forest *f = &m->forest;
 
-	gbml_sb_printf(out, "\"loss\":\"%s\",\"base_score\":", gbml_boost_loss_names[m->loss]);
+	gbml_sb_printf(out, "\"loss\":\"%s\",", gbml_boost_loss_names[m->loss]);
+	if (f->n_classes > 0)
+		gbml_sb_printf(out, "\"classes\":%d,\"tree_class\":\"tree t scores class t mod classes\",", f->n_classes);
+	gbml_sb_printf(out, "\"base_score\":");
 	gbml_sb_json_number(out, f->base_score);
 	gbml_sb_printf(out, ",\"n_trees\":%d,\"feature_numbering\":\"1-based\",\"trees\":[", f->n_trees);
 	for (int t = 0; t < f->n_trees; t++)

@@ -142,6 +142,67 @@ gbml_boost_forest_predict(const gbml_boost_forest *f, const float *x)
 	return predict_model_row(f, x);
 }
 
+/*
+ * Tree t's leaf for row x; with `in`, x is the row's inputs and each split's
+ * model feature is computed through in (a model too wide to widen).
+ */
+static int
+tree_leaf_of(const gbml_boost_forest *f, const struct gbml_boost_inputs *in, int t, const float *x)
+{
+	int64_t		s0 = f->split_off[t];
+	bool		nodes = gbml_boost_tree_splits_nodes(f, t);
+	int			idx = 0;
+
+	if (in == NULL)
+		return gbml_boost_tree_leaf(f, t, x);
+	for (int l = 0; l < f->depth[t]; l++)
+	{
+		int64_t		s = s0 + (nodes ? (1 << l) - 1 + idx : l);
+
+		idx |= (gbml_boost_input_value(in, f->feature[s], x) > f->border[s]) << l;
+	}
+	return idx;
+}
+
+/* Each class's trees summed as one forest is: class c's i-th tree into lane i mod 4, in tree order. */
+static void
+class_sums(const gbml_boost_forest *f, const struct gbml_boost_inputs *in, const float *x, double *out)
+{
+	int			k = f->n_classes;
+
+	for (int c = 0; c < k; c++)
+	{
+		double		acc[GBML_BOOST_LANES] = {0, 0, 0, 0};
+
+		for (int t = c, i = 0; t < f->n_trees; t += k, i++)
+			acc[i & 3] += (double) f->leaf[f->leaf_off[t] + tree_leaf_of(f, in, t, x)];
+		out[c] = gbml_boost_combine(f->base_score, acc);
+	}
+}
+
+void
+gbml_boost_forest_class_scores(const gbml_boost_forest *f, const float *x, double *out)
+{
+	if (f->inputs)
+	{
+		int			n = f->inputs->n_inputs + f->inputs->n_derived;
+
+		if (n <= WIDEN_MAX_FEATURES)
+		{
+			/* each derived feature once per row */
+			float		xm[WIDEN_MAX_FEATURES];
+
+			for (int j = 0; j < n; j++)
+				xm[j] = gbml_boost_input_value(f->inputs, j, x);
+			class_sums(f, NULL, xm, out);
+		}
+		else
+			class_sums(f, f->inputs, x, out);
+		return;
+	}
+	class_sums(f, NULL, x, out);
+}
+
 /* A row of model features (inputs, then derived ones) scored. */
 static double
 predict_model_row(const gbml_boost_forest *f, const float *x)

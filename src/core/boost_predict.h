@@ -30,6 +30,7 @@ typedef struct gbml_boost_forest
 	int			n_features;		/* the model features splits index (the row's, unless inputs) */
 	int			n_trees;
 	double		base_score;
+	int			n_classes;		/* MultiClass: tree t scores class t mod n_classes (base 0); 0: one score */
 	int			uniform_depth;	/* the depth of every tree, or -1 when they differ (or split per node) */
 	int			node_depth;		/* the depth of every tree when all split per node, else -1 */
 	const int32_t *depth;		/* n_trees */
@@ -75,8 +76,10 @@ gbml_boost_combine(double base, const double acc[GBML_BOOST_LANES])
 	return base + ((acc[0] + acc[1]) + (acc[2] + acc[3]));
 }
 
-/* Sum of the trees' leaf values (plus the base score) for one row. */
+/* Sum of the trees' leaf values (plus the base score) for one row (not for MultiClass). */
 double		gbml_boost_forest_predict(const gbml_boost_forest *f, const float *x);
+/* A MultiClass forest's class scores of one row: out[c] sums class c's trees (each as above, in tree order). */
+void		gbml_boost_forest_class_scores(const gbml_boost_forest *f, const float *x, double *out);
 
 /* Leaf index of an oblivious tree of depth d (split l: feature feat[l], border bord[l]) for row x:
    the scorer, the trainer's eval set and tests all use this one definition. */

@@ -85,7 +85,7 @@ gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
 	f->fast = NULL;
 	if (getenv("GBML_NO_FAST_SCORER") || !__builtin_cpu_supports("avx512vbmi") ||
 		!__builtin_cpu_supports("avx512bw") || d < 1 || d > MAX_DEPTH ||
-		f->n_used < 1 || f->n_used > MAX_USED || f->n_trees < 1)
+		f->n_used < 1 || f->n_used > MAX_USED || f->n_trees < 1 || f->n_classes > 0)
 		return GBML_OK;
 	n_splits = (int64_t) f->n_trees * d;
 

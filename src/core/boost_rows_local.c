@@ -464,6 +464,16 @@ local_gradients(trainer *T, int64_t iteration, boost_grad_max *m)
 	int			rc;
 
 	T->drawn = draw_rows(T, iteration);
+	if (T->kind == GBML_LOSS_MULTICLASS)
+	{
+		/* every class's gradients at the iteration's start: the softmax once, with class 0's tree */
+		if (T->cls == 0)
+			gbml_boost_multiclass_probs(T->pred_all, T->train.n, T->n_classes, T->prob, T->threads);
+		gbml_boost_multiclass_gradients(T->prob, T->train.label, T->train.weight, T->train.n, T->n_classes, T->cls,
+										T->grad, T->hess, T->threads);
+		local_gradient_maxima(T, m);
+		return GBML_OK;
+	}
 	prob = boost_data_problem(&T->train, gbml_boost_loss_is_ranking(T->kind));
 	rc = gbml_boost_loss_gradients(T->kind, &prob, T->pred, (uint64_t) T->p->random_seed, iteration,
 								   T->grad, T->newton_hess ? T->newton_hess : T->hess, T->env);
@@ -567,10 +577,14 @@ boost_apply_tree(trainer *T, int last_f, int last_j, const float *lv)
 static int
 local_start(trainer *T, double base)
 {
-	for (int64_t r = 0; r < T->train.n; r++)
-		T->pred[r] = base;
-	for (int64_t r = 0; r < T->eval.n; r++)
-		T->eval_pred[r] = base;
+	int64_t		cols = T->n_classes > 0 ? T->n_classes : 1;	/* MultiClass: every class's column */
+	double	   *pred = T->pred_all ? T->pred_all : T->pred,
+			   *eval_pred = T->eval_pred_all ? T->eval_pred_all : T->eval_pred;
+
+	for (int64_t r = 0; r < T->train.n * cols; r++)
+		pred[r] = base;
+	for (int64_t r = 0; r < T->eval.n * cols; r++)
+		eval_pred[r] = base;
 	return GBML_OK;
 }
 

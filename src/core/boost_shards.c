@@ -58,6 +58,9 @@ boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env 
 	if (ds->schema && gbml_schema_n_categorical(ds->schema) > 0)
 		return gbml_error(env, GBML_EUNSUPPORTED, "boost: categorical features are not supported yet when the rows "
 						  "are on other servers (number features with every loss are)");
+	if (p->loss == 1 + GBML_LOSS_MULTICLASS)
+		return gbml_error(env, GBML_EUNSUPPORTED, "boost: the MultiClass loss is not supported yet when the rows are "
+						  "on other servers (its trees need every class's predictions of a row in one place)");
 	if (p->grow_policy != GBML_GROW_SYMMETRIC)
 		return gbml_error(env, GBML_EUNSUPPORTED, "boost: grow_policy Depthwise is not supported yet when the rows are "
 						  "on other servers (SymmetricTree is)");

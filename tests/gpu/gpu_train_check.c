@@ -32,6 +32,7 @@ typedef struct data_spec
 	bool		weights;
 	double		missing;		/* share of NaN features */
 	bool		many_copies;	/* make_streamed: long runs of duplicate rows */
+	bool		classes;		/* class ids 0..3 (MultiClass), no groups */
 } data_spec;
 
 /* A random dataset (deterministic in seed); labels depend on the first features. */
@@ -62,7 +63,7 @@ make_data(gbml_dataset *ds, gbml_env *env, const data_spec *s, uint64_t seed)
 		row.n_features = s->n_features;
 		if (s->binary)
 			row.label = y > 0 ? 1.0f : 0.0f;
-		else if (s->groups)
+		else if (s->groups || s->classes)
 			row.label = (float) (y > 2 ? 3 : y > 0.5 ? 2 : y > -1 ? 1 : 0);
 		else
 			row.label = (float) y;
@@ -129,6 +130,7 @@ static const train_case cases[] = {
 	{"YetiRank, eval set, early stopping, best model", {2500, 6, true, false, false, 0.02}, {{0}}, 0},
 	{"LambdaMART", {1700, 5, true, false, false, 0}, {{0}}, 0},
 	{"RMSE depth 9, 255 borders (global-memory histograms)", {1500, 3, false, false, false, 0}, {{0}}, 0},
+	{"MultiClass, weights, subsample 0.8 (a tree a class)", {2000, 6, false, false, true, 0.05, false, true}, {{0}}, 0},
 };
 
 /* The params of case i (tu_num needs run time). */
@@ -168,6 +170,10 @@ case_params(train_case *c, int i)
 			c->params[k++] = tu_num("depth", 9);
 			c->params[k++] = tu_num("border_count", 255);
 			c->params[k++] = tu_num("iterations", 4);
+			break;
+		case 8:
+			c->params[k++] = tu_str("loss", "MultiClass");
+			c->params[k++] = tu_num("subsample", 0.8);
 			break;
 	}
 	c->n_params = k;

@@ -94,10 +94,10 @@ label_std(const gbml_dataset *ds)
 
 TEST(boost_loss_choices_match_loss_names)
 {
-	for (int k = 0; k <= GBML_LOSS_LAMBDAMART; k++)
+	for (int k = 0; k <= GBML_LOSS_MULTICLASS; k++)
 		CHECK(strcmp(gbml_boost_loss_choices[k + 1], gbml_boost_loss_names[k]) == 0);
-	CHECK(gbml_boost_loss_names[GBML_LOSS_LAMBDAMART + 1] == NULL);
-	CHECK(gbml_boost_loss_choices[GBML_LOSS_LAMBDAMART + 2] == NULL);
+	CHECK(gbml_boost_loss_names[GBML_LOSS_MULTICLASS + 1] == NULL);
+	CHECK(gbml_boost_loss_choices[GBML_LOSS_MULTICLASS + 2] == NULL);
 }
 
 TEST(boost_borders_and_bins)

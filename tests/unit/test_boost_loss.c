@@ -143,13 +143,31 @@ TEST(boost_loss_names_and_kinds)
 	CHECK(strcmp(gbml_boost_loss_names[GBML_LOSS_PAIRLOGIT], "PairLogit") == 0);
 	CHECK(strcmp(gbml_boost_loss_names[GBML_LOSS_YETIRANK], "YetiRank") == 0);
 	CHECK(strcmp(gbml_boost_loss_names[GBML_LOSS_LAMBDAMART], "LambdaMART") == 0);
-	CHECK(gbml_boost_loss_names[GBML_LOSS_LAMBDAMART + 1] == NULL);
+	CHECK(strcmp(gbml_boost_loss_names[GBML_LOSS_MULTICLASS], "MultiClass") == 0);
+	CHECK(gbml_boost_loss_names[GBML_LOSS_MULTICLASS + 1] == NULL);
 	CHECK(!gbml_boost_loss_is_ranking(GBML_LOSS_RMSE));
 	CHECK(!gbml_boost_loss_is_ranking(GBML_LOSS_LOGLOSS));
 	CHECK(gbml_boost_loss_is_ranking(GBML_LOSS_QUERYRMSE));
 	CHECK(gbml_boost_loss_is_ranking(GBML_LOSS_PAIRLOGIT));
 	CHECK(gbml_boost_loss_is_ranking(GBML_LOSS_YETIRANK));
 	CHECK(gbml_boost_loss_is_ranking(GBML_LOSS_LAMBDAMART));
+	CHECK(!gbml_boost_loss_is_ranking(GBML_LOSS_MULTICLASS));
+	/* MultiClass has a column a class (boost_multiclass.h): the per-row functions here refuse it */
+	{
+		test_problem t;
+		gbml_env	env;
+		double	   *g,
+				   *h;
+
+		gbml_env_init_malloc(&env, 1);
+		make_problem(&t, 30, 1, 9, 2, true, 1);
+		g = malloc(sizeof(double) * (size_t) t.p.n);
+		h = malloc(sizeof(double) * (size_t) t.p.n);
+		CHECK(gbml_boost_loss_gradients(GBML_LOSS_MULTICLASS, &t.p, t.pred, 1, 0, g, h, &env) == GBML_EINVAL);
+		free(g);
+		free(h);
+		free_problem(&t);
+	}
 }
 
 TEST(boost_loss_pointwise_finite_differences)

@@ -234,6 +234,7 @@ TEST(boost_shards_refuses_what_it_cannot_do_yet)
 	gbml_param_value sub[] = {tu_num("subsample", 0.5), tu_str("loss", "RMSE")};
 	gbml_param_value auc[] = {tu_str("loss", "Logloss"), tu_str("eval_metric", "AUC")};
 	gbml_param_value nodes[] = {tu_str("grow_policy", "Depthwise")};
+	gbml_param_value classes[] = {tu_str("loss", "MultiClass")};
 	char		error[512];
 	size_t		len;
 	uint8_t    *m;
@@ -250,6 +251,10 @@ TEST(boost_shards_refuses_what_it_cannot_do_yet)
 	/* the shards' protocol carries one split per level */
 	m = tu_train_sharded("boost", bsh_fill, &s, 2, nodes, 1, 0, &len, error, sizeof(error));
 	CHECK(m == NULL && strstr(error, "grow_policy Depthwise is not supported yet") != NULL);
+	free(m);
+	/* a row's class scores are one server's */
+	m = tu_train_sharded("boost", bsh_fill, &s, 2, classes, 1, 0, &len, error, sizeof(error));
+	CHECK(m == NULL && strstr(error, "MultiClass loss is not supported yet") != NULL);
 	free(m);
 }
 

@@ -2,7 +2,7 @@
  * test_boost_spill.c — boosting from rows in temporary files (issue 12):
  * the same rows appended in another order to a dataset streamed to files
  * (small chunks, so many of them) train to exactly the model bytes of the
- * rows in memory, for RMSE, Logloss, YetiRank and PairLogit, with missing
+ * rows in memory, for RMSE, Logloss, YetiRank, PairLogit and MultiClass, with missing
  * values, weights, subsampling, an eval split or an eval set of its own,
  * and early stopping, on 1 and 2 threads; the fit keeps only bins (the
  * stores are released once binned, and a wide set peaks lower than in
@@ -28,7 +28,8 @@ typedef enum
 {
 	SPILL_REGRESSION,
 	SPILL_BINARY,
-	SPILL_RANKING
+	SPILL_RANKING,
+	SPILL_MULTICLASS			/* four classes, 0..3, from the regression target */
 } spill_kind;
 
 /* Rows kept apart from any dataset, to be appended in any order. */
@@ -65,7 +66,8 @@ make_rows(spill_rows *s, spill_kind kind, int64_t n, int d, uint64_t seed, doubl
 		y = 3.0 * (x[0] > 0.5f) + 2.0 * x[1] * x[1] + 0.5 * (gbml_rng_uniform(&rng) - 0.5);
 		row->x = x;
 		row->n_features = d;
-		row->label = kind == SPILL_BINARY ? (float) (y > 1.8) : kind == SPILL_RANKING ? (float) floor(y) : (float) y;
+		row->label = kind == SPILL_BINARY ? (float) (y > 1.8) : kind == SPILL_RANKING ? (float) floor(y) :
+			kind == SPILL_MULTICLASS ? (float) fmax(0, fmin(3, floor(y * 0.8))) : (float) y;
 		/* query ids in random order: the group sort scatters every chunk's rows */
 		row->group = (int64_t) (gbml_rng_next(&rng) % (uint64_t) (n / 12 + 1));
 		row->group_is_null = kind != SPILL_RANKING;
@@ -362,6 +364,17 @@ TEST(boost_spill_depthwise_same_bytes_as_memory)
 	check_case(&y);
 	check_bins_in_files(&y);
 	check_bins_in_files(&e);
+}
+
+TEST(boost_spill_multiclass_same_bytes_as_memory)
+{
+	/* a tree a class an iteration, the best iterations kept: rows and bins from files train memory's bytes */
+	spill_case	c = {"MultiClass, eval set", SPILL_MULTICLASS, 20000, 6, 0.1, true, true,
+		{NUM("iterations", 30), NUM("depth", 4), STR("loss", "MultiClass"), NUM("learning_rate", 0.8),
+		NUM("early_stopping_rounds", 3), NUM("subsample", 0.8), NUM("random_strength", 1)}, 7};
+
+	check_case(&c);
+	check_bins_in_files(&c);
 }
 
 TEST(boost_spill_bins_in_files_eval_set_best_model)

@@ -1,0 +1,55 @@
+/*
+ * boost_multiclass.h — boosting's MultiClass loss (softmax cross-entropy
+ * over K classes), the way XGBoost and LightGBM train it: K trees an
+ * iteration, tree k fitted to class k's gradients, all K taken at the
+ * predictions the iteration started from.  Tree t of a model belongs to
+ * class t mod K; a row's K sums (base 0) are its class scores, their
+ * softmax its class probabilities.
+ *
+ * Predictions are class-major: class k's score of row r is pred[k * n + r].
+ * Labels are class ids 0 .. K - 1 (integer-valued floats).
+ *
+ * Everything here is deterministic whatever the thread count: rows are
+ * independent, and the metrics sum in row order on one thread.
+ */
+#ifndef GBML_BOOST_MULTICLASS_H
+#define GBML_BOOST_MULTICLASS_H
+
+#include <stdint.h>
+#include "env.h"
+
+/* The most classes a MultiClass model may have. */
+#define GBML_BOOST_MAX_CLASSES 1024
+
+/*
+ * The class count of labels label[0 .. n): classes_count when > 0 (then
+ * every label must be below it), else the largest label + 1.  An ERROR when
+ * a label is not an integer in [0, GBML_BOOST_MAX_CLASSES) or there are
+ * fewer than 2 classes; `which` names the rows in it ("", "eval ").
+ */
+int			gbml_boost_multiclass_count(const float *label, int64_t n, int64_t classes_count, const char *which,
+										int *k_out, gbml_env *env);
+
+/* Row-wise softmax of pred (class-major, k classes, n rows) into prob (same layout). */
+void		gbml_boost_multiclass_probs(const double *pred, int64_t n, int k, double *prob, int threads);
+
+/*
+ * Class c's gradient and hessian of every row from the iteration's
+ * probabilities: g = w (p_c - [y = c]), h = w K/(K-1) p_c (1 - p_c) (at
+ * least 1e-16 w): the diagonal Newton step with Friedman's (K-1)/K factor,
+ * as LightGBM takes it.
+ */
+void		gbml_boost_multiclass_gradients(const double *prob, const float *label, const float *weight, int64_t n,
+											int k, int c, double *grad, double *hess, int threads);
+
+/* The weighted mean of -log softmax(pred)[label] (the MultiClass metric). */
+double		gbml_boost_multiclass_logloss(const double *pred, const float *label, const float *weight, int64_t n,
+										  int k);
+/* The weighted share of rows whose highest score is their label's (ties: the lowest class). */
+double		gbml_boost_multiclass_accuracy(const double *pred, const float *label, const float *weight, int64_t n,
+										   int k);
+
+/* One row's class scores (k) into probabilities, in place; returns the most probable class (ties: lowest). */
+int			gbml_boost_softmax_row(double *score, int k);
+
+#endif
