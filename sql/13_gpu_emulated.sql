@@ -26,11 +26,11 @@ SELECT i, ARRAY[(hashint4(i) % 1000) / 1000.0, (hashint4(i + 7) % 100) / 100.0, 
        (i / 19)::bigint AS g, (1 + i % 4)::real AS w, i % 2 AS part
   FROM generate_series(1, 2500) AS i;
 
--- every loss: the GPU gives the CPU's bytes (subsample and a deep tree too)
+-- every loss: the GPU gives the CPU's bytes (subsample and a deep tree too; MultiClass: a tree a class)
 SELECT loss,
-       (SELECT gbml.boost_fit(f, CASE WHEN loss = 'Logloss' THEN (y > 1.5)::int::real WHEN grouped THEN round(y)::real ELSE y END,
+       (SELECT gbml.boost_fit(f, CASE WHEN loss = 'Logloss' THEN (y > 1.5)::int::real WHEN loss = 'MultiClass' THEN greatest(0, least(floor(y), 3))::real WHEN grouped THEN round(y)::real ELSE y END,
                               CASE WHEN grouped THEN g END, params || '{"device": "cpu"}') FROM gpu_rows)
-     = (SELECT gbml.boost_fit(f, CASE WHEN loss = 'Logloss' THEN (y > 1.5)::int::real WHEN grouped THEN round(y)::real ELSE y END,
+     = (SELECT gbml.boost_fit(f, CASE WHEN loss = 'Logloss' THEN (y > 1.5)::int::real WHEN loss = 'MultiClass' THEN greatest(0, least(floor(y), 3))::real WHEN grouped THEN round(y)::real ELSE y END,
                               CASE WHEN grouped THEN g END, params || '{"device": "gpu"}') FROM gpu_rows) AS same_bytes,
        gbml.last_training_report() ->> 'device' AS last_device,
        gbml.last_training_report() ->> 'gpu_backend' AS backend
@@ -41,7 +41,8 @@ SELECT loss,
                ('QueryRMSE', true, jsonb_build_object('loss', 'QueryRMSE', 'iterations', 10)),
                ('PairLogit', true, jsonb_build_object('loss', 'PairLogit', 'iterations', 10)),
                ('YetiRank', true, jsonb_build_object('loss', 'YetiRank', 'iterations', 10, 'subsample', 0.8)),
-               ('LambdaMART', true, jsonb_build_object('loss', 'LambdaMART', 'iterations', 10))) AS c(loss, grouped, params)
+               ('LambdaMART', true, jsonb_build_object('loss', 'LambdaMART', 'iterations', 10)),
+               ('MultiClass', false, jsonb_build_object('loss', 'MultiClass', 'iterations', 6, 'subsample', 0.8))) AS c(loss, grouped, params)
  ORDER BY 1, 2;
 
 -- GROUP BY: one model per group, each the CPU's

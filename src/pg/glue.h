@@ -84,6 +84,8 @@ int			gbml_jsonb_to_params(Jsonb *params, const char *what, gbml_param_value **v
  * problem in messages (rowno 0 = no row number).
  */
 const float *gbml_float_array(ArrayType *arr, int *n, const char *what, int64 rowno);
+/* A model with classes (sc->n_classes > 0): row x's probabilities as a float8[] (scoring.c). */
+Datum		gbml_class_probabilities(const gbml_scorer *sc, const float *x);
 
 /* Parses trainer params from jsonb (NULL = {}) plus extra values; ERROR on problems. */
 void		gbml_parse_params_or_error(gbml_env *env, const gbml_algorithm *algo, Jsonb *params,

@@ -56,6 +56,10 @@ PG_FUNCTION_INFO_V1(gbml_predict_proba_columns_name);
 PG_FUNCTION_INFO_V1(gbml_kmeans_assign_columns_name);
 PG_FUNCTION_INFO_V1(gbml_kmeans_distance_columns_name);
 PG_FUNCTION_INFO_V1(gbml_column_pack);
+PG_FUNCTION_INFO_V1(gbml_predict_classes_row_bytea);
+PG_FUNCTION_INFO_V1(gbml_predict_classes_row_name);
+PG_FUNCTION_INFO_V1(gbml_predict_classes_columns_bytea);
+PG_FUNCTION_INFO_V1(gbml_predict_classes_columns_name);
 
 /* What one call site keeps across rows: the model's cache, and the binding to the row type. */
 typedef struct row_cache
@@ -83,6 +87,7 @@ typedef struct row_cache
 	Datum	   *values;
 	bool	   *nulls;
 	float	   *x;
+	Datum		classes;		/* GBML_OUT_CLASSES: this row's probabilities (a float8[] of the row's context) */
 } row_cache;
 
 static row_cache *
@@ -151,12 +156,13 @@ model_of(FunctionCallInfo fcinfo, row_cache *rc, bool by_name, gbml_output what,
 	const gbml_scorer *sc = by_name ? gbml_named_scorer_in(fcinfo, fname, &rc->model_slot, reloaded)
 		: gbml_cached_scorer_in(fcinfo, 0, &rc->model_slot, reloaded);
 	gbml_env	env;
-	double		out;
 
-	if (!(sc->algo->outputs & what))
+	if (!(sc->algo->outputs & what) ? what != GBML_OUT_CLASSES || sc->n_classes == 0
+		: what == GBML_OUT_PROBA && sc->n_classes > 0)
 	{
+		/* (the check's message) */
 		gbml_env_init_malloc(&env, 1);
-		(void) gbml_scorer_predict(sc, &env, NULL, sc->n_features, what, &out);
+		(void) gbml_scorer_check_output(sc, &env, what);
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("%s: %s", fname, env.error)));
 	}
 	return sc;
@@ -172,6 +178,11 @@ score_bound(const gbml_scorer *sc, row_cache *rc, gbml_output what, const char *
 				ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 								errmsg("%s: feature \"%s\" is NULL; a %s model needs every numeric feature", fname,
 									   sc->schema->features[j].name, sc->algo->name)));
+	if (what == GBML_OUT_CLASSES)
+	{
+		rc->classes = gbml_class_probabilities(sc, rc->x);
+		return 0;
+	}
 	return sc->algo->predict(sc->handle, rc->x, what);
 }
 
@@ -641,6 +652,39 @@ gbml_kmeans_distance_columns_name(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		PG_RETURN_NULL();
 	PG_RETURN_FLOAT8(score_columns(fcinfo, true, GBML_OUT_DISTANCE, "gbml.kmeans_distance"));
+}
+
+/* gbml.predict_classes on a whole row: the record and columns forms (element c + 1: class c's probability). */
+Datum
+gbml_predict_classes_row_bytea(PG_FUNCTION_ARGS)
+{
+	(void) score_record(fcinfo, false, GBML_OUT_CLASSES, "gbml.predict_classes");
+	PG_RETURN_DATUM(cache_of(fcinfo)->classes);
+}
+
+Datum
+gbml_predict_classes_row_name(PG_FUNCTION_ARGS)
+{
+	(void) score_record(fcinfo, true, GBML_OUT_CLASSES, "gbml.predict_classes");
+	PG_RETURN_DATUM(cache_of(fcinfo)->classes);
+}
+
+Datum
+gbml_predict_classes_columns_bytea(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+	(void) score_columns(fcinfo, false, GBML_OUT_CLASSES, "gbml.predict_classes");
+	PG_RETURN_DATUM(cache_of(fcinfo)->classes);
+}
+
+Datum
+gbml_predict_classes_columns_name(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+	(void) score_columns(fcinfo, true, GBML_OUT_CLASSES, "gbml.predict_classes");
+	PG_RETURN_DATUM(cache_of(fcinfo)->classes);
 }
 
 /*

@@ -1,6 +1,6 @@
 /*
- * scoring.c — gbml.predict, gbml.predict_proba, gbml.kmeans_assign and
- * gbml.kmeans_distance, on a model bytea or on the deployed version of a
+ * scoring.c — gbml.predict, gbml.predict_proba, gbml.predict_classes,
+ * gbml.kmeans_assign and gbml.kmeans_distance, on a model bytea or on the deployed version of a
  * named model.  The model is parsed once per query (fn_extra cache, keyed by
  * its header: length, algorithm and checksum) and a name is looked up once
  * per query, never per row.
@@ -9,7 +9,9 @@
 
 #include <math.h>
 
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
@@ -21,6 +23,8 @@ PG_FUNCTION_INFO_V1(gbml_predict_name);
 PG_FUNCTION_INFO_V1(gbml_predict_proba_name);
 PG_FUNCTION_INFO_V1(gbml_kmeans_assign_name);
 PG_FUNCTION_INFO_V1(gbml_kmeans_distance_name);
+PG_FUNCTION_INFO_V1(gbml_predict_classes_bytea);
+PG_FUNCTION_INFO_V1(gbml_predict_classes_name);
 
 static double
 score_row(FunctionCallInfo fcinfo, const gbml_scorer *sc, gbml_output what, const char *fname)
@@ -38,7 +42,7 @@ score_row(FunctionCallInfo fcinfo, const gbml_scorer *sc, gbml_output what, cons
 				ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 								errmsg("%s: feature %d is %s; a %s model needs finite features",
 									   fname, j + 1, isnan(x[j]) ? "NaN" : "infinite", sc->algo->name)));
-	if (sc->algo->outputs & what && n == sc->n_features)
+	if (sc->algo->outputs & what && n == sc->n_features && !(what == GBML_OUT_PROBA && sc->n_classes > 0))
 		return sc->algo->predict(sc->handle, x, what);
 	/* slow path only to build the error message */
 	gbml_env_init_malloc(&env, 1);
@@ -177,4 +181,50 @@ gbml_kmeans_distance_name(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_FLOAT8(score_row(fcinfo, named_scorer(fcinfo, "gbml.kmeans_distance"), GBML_OUT_DISTANCE,
 							   "gbml.kmeans_distance"));
+}
+
+/* ---- gbml.predict_classes: a probability per class ---- */
+
+Datum
+gbml_class_probabilities(const gbml_scorer *sc, const float *x)
+{
+	int			k = sc->n_classes;
+	double	   *prob = palloc(sizeof(double) * (size_t) k);
+	Datum	   *elems = palloc(sizeof(Datum) * (size_t) k);
+
+	(void) sc->algo->classes(sc->handle, x, prob);
+	for (int c = 0; c < k; c++)
+		elems[c] = Float8GetDatum(prob[c]);
+	return PointerGetDatum(construct_array(elems, k, FLOAT8OID, sizeof(float8), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/* On a real[]: element c + 1 is class c's probability. */
+static Datum
+classes_row(FunctionCallInfo fcinfo, const gbml_scorer *sc, const char *fname)
+{
+	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(1);
+	int			n;
+	const float *x = gbml_float_array(arr, &n, fname, 0);
+
+	if (sc->n_classes == 0 || n != sc->n_features)
+	{
+		gbml_env	env;
+
+		gbml_env_init_malloc(&env, 1);
+		(void) gbml_scorer_classes(sc, &env, x, n, NULL);
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s: %s", fname, env.error)));
+	}
+	return gbml_class_probabilities(sc, x);
+}
+
+Datum
+gbml_predict_classes_bytea(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(classes_row(fcinfo, gbml_cached_scorer(fcinfo, 0), "gbml.predict_classes"));
+}
+
+Datum
+gbml_predict_classes_name(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(classes_row(fcinfo, named_scorer(fcinfo, "gbml.predict_classes"), "gbml.predict_classes"));
 }
