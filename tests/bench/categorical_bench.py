@@ -15,11 +15,13 @@ keep_default_na=False, na_values=[""]: the level "None" is a real category.
                                                            exp(prediction) beside it
   hpc_data   4331  binary: label_id >= 2, "moderate or    AUC and logloss as for mlc_churn
                    long" job (M or L) against VF or F
-                   (gbml has no multiclass loss yet, so
-                   every library gets this binary task)
+  hpc_multi  4331  multiclass: the same table's 4          test multiclass logloss (lower is
+                   classes, label_id 0..3 = VF, F, M, L    better) and accuracy (higher is
+                   (short name hpcmc)                      better)
 
 Categorical columns are the text columns of the CSV (mlc_churn 4, ames 40,
-hpc_data 2); every library gets the same ones:
+hpc_data and hpc_multi 2: protocol with 14 categories, day with 7); every
+library gets the same ones:
   * CatBoost: cat_features (its ordered target statistics), the strings as they are;
   * LightGBM: pandas category dtype + categorical_feature;
   * XGBoost: pandas category dtype, enable_categorical=True, tree_method "hist";
@@ -31,8 +33,9 @@ hpc_data 2); every library gets the same ones:
 Protocol:
   * SEEDS seeds (default 5: seeds 1..5; or a list "3,7,11").  Seed s gives the
     80/20 train/test split (sklearn train_test_split(random_state=s), stratified
-    by the label for the binary tasks, plain random for ames) AND the model seed
-    of every library.  gbml trains and scores on exactly the same row ids.
+    by the label for the binary and multiclass tasks, plain random for ames)
+    AND the model seed of every library.  gbml trains and scores on exactly the
+    same row ids.
   * Equal settings: TREES trees (default 300), DEPTH (default 6), learning rate
     LR (default 0.05: one shared value, reasonable for all four at 300 trees),
     THREADS threads (default: all cores), no early stopping, no eval set.
@@ -50,11 +53,22 @@ Protocol:
                 measured better on the ranking benchmarks); for Logloss the
                 same leaf estimation as CatBoost's (leaf_estimation_iterations
                 10; gbml's own default is 1, for speed on large tables).
+                MultiClass (hpc_multi): one Newton step a tree (gbml's
+                leaf_estimation_iterations is for Logloss only; CatBoost
+                picks 1 for MultiClass too, in the JSON), and
+                one_hot_max_size 255, NOT its default 2: gbml's MultiClass has
+                no target statistics for categorical columns yet, and a column
+                with more categories than one_hot_max_size is an error, so
+                protocol (14) and day (7) are split one-hot; the peers keep
+                their defaults (CatBoost's target statistics, LightGBM's and
+                XGBoost's partitioned splits), so this line is not the same
+                categorical treatment as theirs.
       gbml-L2   (binary tasks) the same with Logloss's splits scored and
                 noised as CatBoost's are (score_function L2, on the row
                 weights, and random_strength 1; gbml's defaults, NewtonL2 on
                 the hessians as XGBoost and LightGBM score, and no noise).
-      gbml-Depthwise  (every task) trees that split per node, as XGBoost's,
+      gbml-Depthwise  (every task, MultiClass too: sets need no target
+                statistics) trees that split per node, as XGBoost's,
                 with XGBoost's settings where gbml has the knob (l2_leaf_reg 1,
                 254 Median borders, one Newton step) and its categorical splits
                 (one-hot up to 4 categories, sets of categories beyond:
@@ -66,6 +80,14 @@ Protocol:
     score (log-odds for Logloss) is taken and turned into a probability here by
     one sigmoid, so AUC / logloss / RMSE come from one implementation
     (scikit-learn's roc_auc_score and log_loss, numpy for RMSE).
+    Multiclass (K classes): softmax losses, K trees an iteration for everyone
+    (CatBoost MultiClass, LightGBM multiclass with num_class K, XGBoost
+    multi:softprob with num_class K, gbml MultiClass); each library's own
+    softmax gives the N x K probability matrix (CatBoost prediction_type
+    Probability, LightGBM's and XGBoost's predict, gbml.predict_classes), each
+    row divided by its sum here (rounding only: XGBoost's are float32), then
+    scikit-learn's log_loss (labels 0..K-1) and accuracy of the most probable
+    class.
   * Train seconds: the library's own data structure built from the in-memory
     frame (Pool / Dataset / DMatrix) plus fit, wall clock.  gbml: the server's
     clock around the one gbml.train statement (reading the table, building its
@@ -85,10 +107,14 @@ seed <short>_train and <short>_test are created from them, then ONE call trains:
         "depth": 6, "learning_rate": 0.05, "loss": "Logloss", "random_seed": S,
         "threads": T}')
 and whole rows are scored:  SELECT id, gbml.predict('catbench_churn', t) FROM churn_test t
-(gbml.predict is the raw score: the log-odds for Logloss).
+(gbml.predict is the raw score: the log-odds for Logloss).  Multiclass: the
+label column holds the class id, "loss": "MultiClass" and "one_hot_max_size":
+255 are passed, and SELECT id, gbml.predict_classes('catbench_hpcmc', t) FROM
+hpcmc_test t gives each row's K probabilities as a float8[] (element c + 1 =
+class c).
 
 Environment: SEEDS, TREES, DEPTH, LR, THREADS, BORDERS, GBML_PARAMS (extra gbml params, JSON), DATASETS (a subset,
-e.g. "mlc_churn,ames"; the short names churn, ames, hpc work too), PEERS
+e.g. "mlc_churn,ames"; the short names churn, ames, hpc, hpcmc work too), PEERS
 (default "catboost,lightgbm,xgboost"), PEERS_ONLY=1 (no PostgreSQL at all),
 RESULTS_JSON (default /tmp/categorical_bench.json).
 
@@ -154,7 +180,8 @@ def config():
         "lr": float(e.get("LR", "0.05")),
         "threads": int(e.get("THREADS", "0")) or (os.cpu_count() or 1),
         "borders": int(e["BORDERS"]) if e.get("BORDERS") else None,
-        "datasets": [d.strip() for d in e.get("DATASETS", "mlc_churn,ames,hpc_data").split(",") if d.strip()],
+        "datasets": [d.strip() for d in e.get("DATASETS", "mlc_churn,ames,hpc_data,hpc_multi").split(",")
+                     if d.strip()],
         "peers": [p.strip() for p in e.get("PEERS", ",".join(ALL_PEERS)).split(",") if p.strip()],
         "peers_only": e.get("PEERS_ONLY", "0") == "1",
         "json": e.get("RESULTS_JSON", "/tmp/categorical_bench.json"),
@@ -169,7 +196,10 @@ DATASETS = {
     "ames": {"short": "ames", "file": "ames.csv", "task": "regression",
              "what": "regression on log(sale price)"},
     "hpc_data": {"short": "hpc", "file": "hpc_data.csv", "task": "binary",
-                 "what": "binary: label_id >= 2 (M or L) vs VF or F; gbml has no multiclass loss yet"},
+                 "what": "binary: label_id >= 2 (M or L) vs VF or F"},
+    "hpc_multi": {"short": "hpcmc", "file": "hpc_data.csv", "task": "multiclass",
+                  "what": "multiclass: label_id 0..3 = VF, F, M, L; the gbml line with one_hot_max_size 255 "
+                          "(no MultiClass target statistics yet)"},
 }
 # numeric-only binary tables beside the mixed ones (not in the default DATASETS): a check that a
 # change made for the categorical tables does not cost the plain numeric case
@@ -183,13 +213,16 @@ SHORT = {v["short"]: k for k, v in DATASETS.items()}
 
 
 def load_dataset(name):
-    """-> (X frame with text columns as str, y float64, categorical column names, spec)."""
+    """-> (X frame with text columns as str, y float64 (multiclass: class ids 0..K-1), categorical names, spec)."""
     import numpy as np
     import pandas as pd
     spec = DATASETS[name]
     df = pd.read_csv(os.path.join(DATA, spec["file"]), keep_default_na=False, na_values=[""])
     if name == "hpc_data":
         y = (df["label_id"].to_numpy() >= 2).astype(np.float64)
+        X = df.drop(columns=["label", "label_id"])
+    elif name == "hpc_multi":
+        y = df["label_id"].to_numpy(dtype=np.float64)
         X = df.drop(columns=["label", "label_id"])
     elif name == "ames":
         y = np.log(df["label"].to_numpy(dtype=np.float64))
@@ -210,8 +243,13 @@ def split(y, task, seed):
     from sklearn.model_selection import train_test_split
     idx = np.arange(len(y))
     tr, te = train_test_split(idx, test_size=0.2, random_state=seed,
-                              stratify=(y if task == "binary" else None))
+                              stratify=(None if task == "regression" else y))
     return np.sort(tr), np.sort(te)
+
+
+def n_classes(y):
+    """Multiclass: K from the labels 0..K-1 of the whole table."""
+    return int(y.max()) + 1
 
 
 def with_category_dtype(X, cats):
@@ -232,10 +270,14 @@ def sigmoid(z):
 
 
 def metrics(task, y, raw):
-    """One implementation for every library; raw = the model's raw score."""
+    """One implementation for every library; raw = the model's raw score (multiclass: N x K probabilities)."""
     import numpy as np
     from sklearn.metrics import log_loss, roc_auc_score
     raw = np.asarray(raw, dtype=np.float64)
+    if task == "multiclass":
+        p = raw / raw.sum(axis=1, keepdims=True)
+        return {"logloss": float(log_loss(y.astype(int), p, labels=list(range(p.shape[1])))),
+                "accuracy": float(np.mean(np.argmax(p, axis=1) == y.astype(int)))}
     if task == "binary":
         p = np.clip(sigmoid(raw), 1e-15, 1 - 1e-15)
         return {"auc": float(roc_auc_score(y, raw)), "logloss": float(log_loss(y, p, labels=[0, 1]))}
@@ -244,16 +286,25 @@ def metrics(task, y, raw):
 
 
 METRICS = {"binary": [("auc", "AUC", +1), ("logloss", "logloss", -1)],
-           "regression": [("rmse_log", "RMSE log", -1), ("rmse_usd", "RMSE $", -1)]}
+           "regression": [("rmse_log", "RMSE log", -1), ("rmse_usd", "RMSE $", -1)],
+           "multiclass": [("logloss", "logloss", -1), ("accuracy", "accuracy", +1)]}
 DIGITS = {"rmse_usd": 0}    # decimals printed; 4 for the others
 
 
 # ------------------------------------------------------------------- peers
 
+# each library's loss per task (multiclass: softmax, K trees an iteration; LightGBM and XGBoost get num_class K)
+OBJECTIVE = {"catboost": {"binary": "Logloss", "regression": "RMSE", "multiclass": "MultiClass"},
+             "lightgbm": {"binary": "binary", "regression": "regression", "multiclass": "multiclass"},
+             "xgboost": {"binary": "binary:logistic", "regression": "reg:squarederror",
+                         "multiclass": "multi:softprob"}}
+
+
 def run_catboost(cfg, task, X, y, cats, tr, te, seed):
+    """-> (raw scores, or for multiclass the N x K probabilities, train s, predict s, settings)."""
     from catboost import CatBoost, Pool
     params = {"iterations": cfg["trees"], "depth": cfg["depth"], "learning_rate": cfg["lr"],
-              "loss_function": "Logloss" if task == "binary" else "RMSE", "random_seed": seed,
+              "loss_function": OBJECTIVE["catboost"][task], "random_seed": seed,
               "thread_count": cfg["threads"], "verbose": False, "allow_writing_files": False}
     if cfg["borders"]:
         params["border_count"] = cfg["borders"]
@@ -263,7 +314,8 @@ def run_catboost(cfg, task, X, y, cats, tr, te, seed):
     m.fit(pool)
     secs = time.perf_counter() - t0
     t0 = time.perf_counter()
-    raw = m.predict(Pool(X.iloc[te], cat_features=cats), prediction_type="RawFormulaVal")
+    raw = m.predict(Pool(X.iloc[te], cat_features=cats),
+                    prediction_type="Probability" if task == "multiclass" else "RawFormulaVal")
     pred_secs = time.perf_counter() - t0
     allp = m.get_all_params()
     extra = {k: allp.get(k) for k in ("boosting_type", "border_count", "l2_leaf_reg", "one_hot_max_size",
@@ -273,9 +325,11 @@ def run_catboost(cfg, task, X, y, cats, tr, te, seed):
 
 def run_lightgbm(cfg, task, Xc, y, cats, tr, te, seed):
     import lightgbm as lgb
-    params = {"objective": "binary" if task == "binary" else "regression", "learning_rate": cfg["lr"],
+    params = {"objective": OBJECTIVE["lightgbm"][task], "learning_rate": cfg["lr"],
               "num_leaves": 2 ** cfg["depth"], "max_depth": cfg["depth"], "num_threads": cfg["threads"],
               "seed": seed, "verbose": -1}
+    if task == "multiclass":
+        params["num_class"] = n_classes(y)
     if cfg["borders"]:
         params["max_bin"] = cfg["borders"]
     t0 = time.perf_counter()
@@ -284,16 +338,19 @@ def run_lightgbm(cfg, task, Xc, y, cats, tr, te, seed):
     m = lgb.train(params, ds, num_boost_round=cfg["trees"])
     secs = time.perf_counter() - t0
     t0 = time.perf_counter()
-    raw = m.predict(Xc.iloc[te], raw_score=True, num_threads=cfg["threads"])
+    # multiclass: its softmax probabilities, N x K
+    raw = m.predict(Xc.iloc[te], raw_score=(task != "multiclass"), num_threads=cfg["threads"])
     pred_secs = time.perf_counter() - t0
     return raw, secs, pred_secs, {}
 
 
 def run_xgboost(cfg, task, Xc, y, cats, tr, te, seed):
     import xgboost as xgb
-    params = {"objective": "binary:logistic" if task == "binary" else "reg:squarederror", "eta": cfg["lr"],
+    params = {"objective": OBJECTIVE["xgboost"][task], "eta": cfg["lr"],
               "max_depth": cfg["depth"], "tree_method": "hist", "nthread": cfg["threads"], "seed": seed,
               "verbosity": 0}
+    if task == "multiclass":
+        params["num_class"] = n_classes(y)
     if cfg["borders"]:
         params["max_bin"] = cfg["borders"] + 1
     t0 = time.perf_counter()
@@ -301,7 +358,9 @@ def run_xgboost(cfg, task, Xc, y, cats, tr, te, seed):
     m = xgb.train(params, dtr, num_boost_round=cfg["trees"])
     secs = time.perf_counter() - t0
     t0 = time.perf_counter()
-    raw = m.predict(xgb.DMatrix(Xc.iloc[te], enable_categorical=True, nthread=cfg["threads"]), output_margin=True)
+    # multiclass: multi:softprob's probabilities, N x K
+    raw = m.predict(xgb.DMatrix(Xc.iloc[te], enable_categorical=True, nthread=cfg["threads"]),
+                    output_margin=(task != "multiclass"))
     pred_secs = time.perf_counter() - t0
     return raw, secs, pred_secs, {}
 
@@ -339,7 +398,7 @@ def gbml_load(short, X, y, task, splits):
     import io
     cols = list(X.columns)
     types = {c: pg_type(X[c]) for c in cols}
-    label_type = "integer" if task == "binary" else "double precision"
+    label_type = "double precision" if task == "regression" else "integer"
     ddl = (f"DROP TABLE IF EXISTS {short}_all, {short}_split, {short}_train, {short}_test;\n"
            f"CREATE TABLE {short}_all (id integer PRIMARY KEY, label {label_type}, "
            + ", ".join(f'"{c}" {types[c]}' for c in cols) + ");\n"
@@ -349,7 +408,7 @@ def gbml_load(short, X, y, task, splits):
     for c in cols:
         if types[c] in ("integer", "bigint"):
             df[c] = df[c].astype("Int64")
-    df.insert(0, "label", y.astype(int) if task == "binary" else y)
+    df.insert(0, "label", y if task == "regression" else y.astype(int))
     df.insert(0, "id", range(len(df)))
     buf = io.StringIO()
     df.to_csv(buf, header=False, index=False, float_format="%.17g")
@@ -376,18 +435,31 @@ GBML_VARIANTS = {"gbml-L2": {"score_function": "L2", "random_strength": 1},
 GBML_BINARY_VARIANTS = {"gbml-L2"}
 
 
+GBML_LOSS = {"binary": "Logloss", "regression": "RMSE", "multiclass": "MultiClass"}
+
+
+def parse_score(text):
+    """psql's text of gbml.predict (a float) or of gbml.predict_classes (a float8[]: "{0.1,0.2,...}")."""
+    if text.startswith("{"):
+        return [float(v) for v in text[1:-1].split(",")]
+    return float(text)
+
+
 def run_gbml(cfg, task, short, seed, n_test, variant=None):
     import numpy as np
     name = f"catbench_{short}"
     params = {"label_column": "label", "exclude_columns": ["id"], "iterations": cfg["trees"],
               "depth": cfg["depth"], "learning_rate": cfg["lr"],
-              "loss": "Logloss" if task == "binary" else "RMSE", "random_seed": seed,
-              "threads": cfg["threads"]}
+              "loss": GBML_LOSS[task], "random_seed": seed, "threads": cfg["threads"]}
     # the border rule CatBoost uses (its feature_border_type default)
     params["border_type"] = "GreedyLogSum"
     if task == "binary":
         # the leaf estimation CatBoost picks for these runs (10 Newton steps a tree; in the JSON)
         params["leaf_estimation_iterations"] = 10
+    if task == "multiclass":
+        # MultiClass has no target statistics yet: every categorical column one-hot (hpc's have 14 and 7
+        # categories); the gbml-Depthwise variant overrides this with its one-hot up to 4 and sets beyond
+        params["one_hot_max_size"] = 255
     if cfg["borders"]:
         params["border_count"] = cfg["borders"]
     # GBML_PARAMS: extra gbml params as a JSON object (e.g. '{"one_hot_max_size": 16}')
@@ -408,11 +480,13 @@ def run_gbml(cfg, task, short, seed, n_test, variant=None):
         report = json.loads(out[3])
     except (IndexError, ValueError):
         report = {}
+    # multiclass: gbml.predict_classes, a float8[] of the K probabilities ("{0.1,0.2,...}") a row
+    fn = "predict_classes" if task == "multiclass" else "predict"
     t0 = time.perf_counter()
-    lines = psql(f"SELECT id, gbml.predict('{name}', t) FROM {short}_test t ORDER BY id;").split()
+    lines = psql(f"SELECT id, gbml.{fn}('{name}', t) FROM {short}_test t ORDER BY id;").split()
     pred_secs = time.perf_counter() - t0
     ids = np.array([int(l.split("|")[0]) for l in lines])
-    raw = np.array([float(l.split("|")[1]) for l in lines])
+    raw = np.array([parse_score(l.split("|")[1]) for l in lines])
     if len(raw) != n_test:
         raise RuntimeError(f"gbml.predict gave {len(raw)} rows for {n_test} test rows")
     extra = {k: report.get(k) for k in ("prepare_seconds", "train_seconds", "threads", "device", "peak_memory_mb")
@@ -524,6 +598,8 @@ def main():
         info = {"rows": len(y), "features": X.shape[1], "categorical": len(cats), "categorical_columns": cats,
                 "task": task, "what": spec["what"],
                 "positive_rate": float(np.mean(y)) if task == "binary" else None}
+        if task == "multiclass":
+            info["class_rates"] = [float(np.mean(y == c)) for c in range(n_classes(y))]
         splits = {s: split(y, task, s) for s in cfg["seeds"]}
         libs = libs_all if task == "binary" else [l for l in libs_all if l not in GBML_BINARY_VARIANTS]
         per_seed = {l: [] for l in libs}
@@ -549,6 +625,9 @@ def main():
                         raw, secs, psecs, extra = run_lightgbm(cfg, task, Xc, y, cats, tr, te, seed)
                     else:
                         raw, secs, psecs, extra = run_xgboost(cfg, task, Xc, y, cats, tr, te, seed)
+                    if task == "multiclass" and np.shape(raw) != (len(te), n_classes(y)):
+                        raise RuntimeError(f"{lib}: probabilities of shape {np.shape(raw)}, "
+                                           f"not {len(te)} x {n_classes(y)}")
                 except (RuntimeError, subprocess.SubprocessError, ValueError) as e:
                     errors[lib] = f"seed {seed}: {e}"
                     print(f"  {name} {lib} seed {seed}: ERROR {str(e).splitlines()[0][:300]}", flush=True)
