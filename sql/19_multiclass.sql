@@ -50,6 +50,13 @@ SELECT round(p::numeric, 3) AS p
   FROM unnest(gbml.predict_classes((SELECT gbml.boost_fit(f, y, '{"loss": "MultiClass", "iterations": 20, "depth": 3}')
                                       FROM jobs_arrays), ARRAY[0.5, 3]::real[])) AS p;
 
+-- queue past one_hot_max_size (2): ordered target statistics, one a class (and a counter)
+SELECT gbml.train('jobs_ctr', 'boost', 'SELECT * FROM jobs WHERE hashint4(id) % 4 <> 0',
+       '{"label_column": "class", "exclude_columns": ["id"], "loss": "MultiClass", "iterations": 60, "depth": 4,
+         "learning_rate": 0.3}') > 0 AS trained;
+SELECT gbml.model_info('jobs_ctr') -> 'categorical' AS categorical,
+       (SELECT avg((gbml.predict('jobs_ctr', j) = class)::int) FROM jobs j WHERE hashint4(id) % 4 = 0) > 0.95 AS accurate;
+
 -- errors
 SELECT gbml.predict_proba('jobs', j) FROM jobs j LIMIT 1;
 SELECT gbml.predict_classes(gbml.boost_fit(f, y, '{"iterations": 2}'), ARRAY[1, 2]::real[]) FROM jobs_arrays;
@@ -57,4 +64,3 @@ SELECT gbml.boost_fit(f, (y + 0.5)::real, '{"loss": "MultiClass"}') FROM jobs_ar
 SELECT gbml.boost_fit(f, y, '{"loss": "MultiClass", "classes_count": 3}') FROM jobs_arrays;
 SELECT gbml.boost_fit(f, y, '{"loss": "MultiClass", "eval_metric": "AUC"}') FROM jobs_arrays;
 SELECT gbml.boost_fit(f, y, '{"loss": "RMSE", "eval_metric": "Accuracy"}') FROM jobs_arrays;
-SELECT gbml.train('jobs_ctr', 'boost', 'SELECT * FROM jobs', '{"label_column": "class", "loss": "MultiClass"}');

@@ -923,6 +923,7 @@ ctr_params(const trainer *T)
 	cp.border_sample_size = T->p->border_sample_size;
 	cp.seed = (uint64_t) T->p->random_seed;
 	cp.binary_target = T->kind == GBML_LOSS_LOGLOSS;
+	cp.classes = T->kind == GBML_LOSS_MULTICLASS ? T->n_classes : 0;
 	cp.sets = T->p->categorical_split == 1;
 	return cp;
 }
@@ -959,12 +960,6 @@ quantize(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 										T->threads, env)) != GBML_OK)
 			return rc;
 		T->n_features = gbml_boost_inputs_width(&T->cat.model);
-		if (T->kind == GBML_LOSS_MULTICLASS && T->cat.n_ctr > 0)
-			return gbml_error(env, GBML_EUNSUPPORTED,
-							  "boost: MultiClass has no target statistics for categorical features yet, and a "
-							  "categorical feature here has more than one_hot_max_size %lld categories: raise "
-							  "one_hot_max_size to split it one-hot, or use grow_policy Depthwise with "
-							  "categorical_split sets", (long long) p->one_hot_max_size);
 	}
 	return GBML_OK;
 }

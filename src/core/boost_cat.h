@@ -68,7 +68,7 @@ typedef struct gbml_boost_derived
 	int32_t		source;			/* the categorical input feature (0-based) */
 	int32_t		kind;			/* gbml_boost_derived_kind */
 	int32_t		n_categories;	/* the source's, as trained */
-	int32_t		category;		/* one-hot: the slot that gives 1.0 */
+	int32_t		category;		/* one-hot: the slot that gives 1.0; a MultiClass ctr_mean in training: its class */
 	float	   *table;			/* ctr, set, slot: n_categories + 2 values, by slot */
 } gbml_boost_derived;
 

@@ -19,9 +19,13 @@
 #define BORDER_STRIDE GBML_BOOST_MAX_BORDERS
 
 static inline double
-ctr_target(float label, bool binary)
+ctr_target(float label, int target)
 {
-	return binary ? (label > 0.5f ? 1.0 : 0.0) : (double) label;
+	if (target == GBML_CTR_LABEL)
+		return (double) label;
+	if (target == GBML_CTR_BINARY)
+		return label > 0.5f ? 1.0 : 0.0;
+	return label == (float) target ? 1.0 : 0.0;
 }
 
 int
@@ -170,8 +174,13 @@ plan_input(gbml_boost_ctr_fit *fit, const gbml_boost_ctr_params *p, int k, const
 		return;
 	}
 	e.kind = GBML_BOOST_CTR_MEAN;
-	m->derived[m->n_derived++] = e;
-	fit->n_ctr++;
+	for (int c = 0; c < (p->classes > 0 ? p->classes : 1); c++)
+	{
+		e.category = c;			/* (MultiClass: the statistic's class) */
+		m->derived[m->n_derived++] = e;
+		fit->n_ctr++;
+	}
+	e.category = 0;
 	if (p->counter)
 	{
 		e.kind = GBML_BOOST_CTR_COUNTER;
@@ -193,7 +202,9 @@ plan(gbml_boost_ctr_fit *fit, const gbml_boost_ctr_params *p, gbml_env *env)
 		int32_t		nc = n_categories_of(fit, k);
 
 		largest = nc > largest ? nc : largest;
-		room += (p->one_hot_max_size > 2 ? p->one_hot_max_size : 2);
+		/* one-hot features, or the statistics (one, or one a class) and a counter */
+		room += (p->one_hot_max_size > 1 + (p->classes > 1 ? p->classes : 1) ? p->one_hot_max_size
+				 : 1 + (p->classes > 1 ? p->classes : 1));
 	}
 	count = gbml_alloc_array(env, (size_t) largest + 2, sizeof(int64_t));
 	fit->model.derived = gbml_alloc0(env, sizeof(gbml_boost_derived) * (size_t) (room > 0 ? room : 1));
@@ -240,7 +251,7 @@ gbml_boost_ctr_permutation(int64_t n, int64_t n_groups, const int64_t *group_off
 }
 
 int
-gbml_boost_ctr_ordered(const float *ids, int32_t n_categories, const float *label, bool binary,
+gbml_boost_ctr_ordered(const float *ids, int32_t n_categories, const float *label, int target,
 					   const int64_t *perm, int64_t n, double prior, double prior_weight,
 					   float *value, float *table, gbml_env *env)
 {
@@ -263,7 +274,7 @@ gbml_boost_ctr_ordered(const float *ids, int32_t n_categories, const float *labe
 		/* the rows before this one only: its own target joins afterwards */
 		if (value)
 			value[i] = (float) ((sum[s] + pw) / ((double) count[s] + prior_weight));
-		sum[s] += ctr_target(label[i], binary);
+		sum[s] += ctr_target(label[i], target);
 		count[s]++;
 	}
 	for (size_t s = 0; s < slots; s++)
@@ -299,7 +310,7 @@ mean_target(const float *label, int64_t n, bool binary)
 	double		s = 0;
 
 	for (int64_t i = 0; i < n; i++)
-		s += ctr_target(label[i], binary);
+		s += ctr_target(label[i], binary ? GBML_CTR_BINARY : GBML_CTR_LABEL);
 	return n > 0 ? s / (double) n : 0;
 }
 
@@ -339,7 +350,9 @@ training_values(gbml_boost_ctr_fit *fit, ctr_work *w, int d, gbml_env *env)
 		(e->table = gbml_alloc_array(env, (size_t) e->n_categories + 2, sizeof(float))) == NULL)
 		return env->error_code;
 	if (e->kind == GBML_BOOST_CTR_MEAN)
-		return gbml_boost_ctr_ordered(ids, e->n_categories, w->label, w->p->binary_target, w->perm, n,
+		return gbml_boost_ctr_ordered(ids, e->n_categories, w->label,
+									  w->p->classes > 0 ? e->category :
+									  w->p->binary_target ? GBML_CTR_BINARY : GBML_CTR_LABEL, w->perm, n,
 									  fit->model.prior, fit->model.prior_weight, w->values, e->table, env);
 	if (e->kind == GBML_BOOST_CTR_COUNTER)
 		rc = counter_table(fit, k, e->table, env);
@@ -473,7 +486,8 @@ gbml_boost_ctr_finish(gbml_boost_ctr_fit *fit, const gbml_boost_ctr_params *p, c
 		(fit->eval_keep.n_rows > 0 && (rc = check_ids(fit, &fit->eval_keep, true, env)) != GBML_OK) ||
 		(rc = plan(fit, p, env)) != GBML_OK)
 		return rc;
-	fit->model.prior = isnan(p->prior) ? mean_target(label, fit->keep.n_rows, p->binary_target) : p->prior;
+	fit->model.prior = !isnan(p->prior) ? p->prior : p->classes > 0 ? 1.0 / p->classes :
+		mean_target(label, fit->keep.n_rows, p->binary_target);
 	fit->model.prior_weight = p->prior_weight;
 	width = gbml_boost_inputs_width(&fit->model);
 	if ((rc = work_alloc(fit, &w, n_groups, group_off, env)) != GBML_OK ||

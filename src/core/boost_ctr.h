@@ -23,7 +23,10 @@
  * eval set is binned with it, as scoring uses it.  The counter needs no
  * target and is the same for every row.
  *
- * Targets: the label; for Logloss 1 when it is > 0.5, else 0.  Weights do
+ * Targets: the label; for Logloss 1 when it is > 0.5, else 0; for
+ * MultiClass one ctr_mean per class c, of the target [label = c] (its
+ * class in the feature's `category`, training only: the table is what a
+ * model keeps), with the prior 1/K unless ctr_prior is set.  Weights do
  * not enter (CatBoost's CTRs ignore them too).
  *
  * The derived features follow the inputs in the bins, each binned with
@@ -48,6 +51,7 @@ typedef struct gbml_boost_ctr_params
 	int64_t		border_sample_size;
 	uint64_t	seed;
 	bool		binary_target;	/* Logloss: targets 0/1 */
+	int			classes;		/* MultiClass: K, a ctr_mean per class; else 0 */
 	bool		sets;			/* categorical_split sets: slot columns instead of statistics */
 } gbml_boost_ctr_params;
 
@@ -98,13 +102,18 @@ int			gbml_boost_ctr_finish(gbml_boost_ctr_fit *fit, const gbml_boost_ctr_params
 int			gbml_boost_ctr_permutation(int64_t n, int64_t n_groups, const int64_t *group_off, uint64_t seed,
 									   int64_t *perm, gbml_env *env);
 
+/* What a statistic averages: the label, 1 for a label > 0.5 (Logloss), or a class c >= 0: [label = c]. */
+#define GBML_CTR_LABEL (-1)
+#define GBML_CTR_BINARY (-2)
+
 /*
  * One categorical feature's ordered statistics: row i (ids[i], label[i])
  * gets value[i] = (sum + prior * prior_weight) / (count + prior_weight)
- * over the rows before it in perm with its slot; table[s] gets the same
- * over all rows, for each of the n_categories + 2 slots.
+ * over the rows before it in perm with its slot (sum of the rows' targets,
+ * `target` above); table[s] gets the same over all rows, for each of the
+ * n_categories + 2 slots.
  */
-int			gbml_boost_ctr_ordered(const float *ids, int32_t n_categories, const float *label, bool binary,
+int			gbml_boost_ctr_ordered(const float *ids, int32_t n_categories, const float *label, int target,
 								   const int64_t *perm, int64_t n, double prior, double prior_weight,
 								   float *value, float *table, gbml_env *env);
 

@@ -55,14 +55,10 @@ Protocol:
                 10; gbml's own default is 1, for speed on large tables).
                 MultiClass (hpc_multi): one Newton step a tree (gbml's
                 leaf_estimation_iterations is for Logloss only; CatBoost
-                picks 1 for MultiClass too, in the JSON), and
-                one_hot_max_size 255, NOT its default 2: gbml's MultiClass has
-                no target statistics for categorical columns yet, and a column
-                with more categories than one_hot_max_size is an error, so
-                protocol (14) and day (7) are split one-hot; the peers keep
-                their defaults (CatBoost's target statistics, LightGBM's and
-                XGBoost's partitioned splits), so this line is not the same
-                categorical treatment as theirs.
+                picks 1 for MultiClass too, in the JSON), and gbml's default
+                categories: one-hot up to 2, beyond that ordered target
+                statistics, one a class (protocol's 14 and day's 7 categories
+                take 4 each, and a counter), as CatBoost's MultiClass does.
       gbml-L2   (binary tasks) the same with Logloss's splits scored and
                 noised as CatBoost's are (score_function L2, on the row
                 weights, and random_strength 1; gbml's defaults, NewtonL2 on
@@ -108,8 +104,8 @@ seed <short>_train and <short>_test are created from them, then ONE call trains:
         "threads": T}')
 and whole rows are scored:  SELECT id, gbml.predict('catbench_churn', t) FROM churn_test t
 (gbml.predict is the raw score: the log-odds for Logloss).  Multiclass: the
-label column holds the class id, "loss": "MultiClass" and "one_hot_max_size":
-255 are passed, and SELECT id, gbml.predict_classes('catbench_hpcmc', t) FROM
+label column holds the class id, "loss": "MultiClass" is passed, and
+SELECT id, gbml.predict_classes('catbench_hpcmc', t) FROM
 hpcmc_test t gives each row's K probabilities as a float8[] (element c + 1 =
 class c).
 
@@ -198,8 +194,7 @@ DATASETS = {
     "hpc_data": {"short": "hpc", "file": "hpc_data.csv", "task": "binary",
                  "what": "binary: label_id >= 2 (M or L) vs VF or F"},
     "hpc_multi": {"short": "hpcmc", "file": "hpc_data.csv", "task": "multiclass",
-                  "what": "multiclass: label_id 0..3 = VF, F, M, L; the gbml line with one_hot_max_size 255 "
-                          "(no MultiClass target statistics yet)"},
+                  "what": "multiclass: label_id 0..3 = VF, F, M, L"},
 }
 # numeric-only binary tables beside the mixed ones (not in the default DATASETS): a check that a
 # change made for the categorical tables does not cost the plain numeric case
@@ -456,10 +451,6 @@ def run_gbml(cfg, task, short, seed, n_test, variant=None):
     if task == "binary":
         # the leaf estimation CatBoost picks for these runs (10 Newton steps a tree; in the JSON)
         params["leaf_estimation_iterations"] = 10
-    if task == "multiclass":
-        # MultiClass has no target statistics yet: every categorical column one-hot (hpc's have 14 and 7
-        # categories); the gbml-Depthwise variant overrides this with its one-hot up to 4 and sets beyond
-        params["one_hot_max_size"] = 255
     if cfg["borders"]:
         params["border_count"] = cfg["borders"]
     # GBML_PARAMS: extra gbml params as a JSON object (e.g. '{"one_hot_max_size": 16}')

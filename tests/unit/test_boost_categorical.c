@@ -1,7 +1,8 @@
 /*
  * test_boost_categorical.c — categorical features in boosting (boost_ctr.h,
  * boost_cat.h): a category that decides the label is learned (RMSE,
- * Logloss, YetiRank); ordered statistics never see a row's own label (the
+ * Logloss, YetiRank, MultiClass with a statistic per class); ordered
+ * statistics never see a row's own label (the
  * statistics checked directly, and a column of unique ids gives the model
  * nothing); the one-hot path; NULL and unseen values at scoring; the same
  * bytes on 1 and 2 threads, in any row order, in memory or in temporary
@@ -44,7 +45,8 @@ typedef enum
 	LABEL_REGRESSION,			/* effect of column 1's category + 0.5 * [column 2 = 1] + noise */
 	LABEL_BINARY,				/* [effect of column 1's category + noise > 0] */
 	LABEL_RANKING,				/* relevance 0..4 from column 1's category, groups of 10 */
-	LABEL_NOISE					/* uniform 0..1, nothing to learn */
+	LABEL_NOISE,				/* uniform 0..4, nothing to learn */
+	LABEL_CLASSES				/* class 0..3 from column 1's category, one row in ten another class */
 } label_kind;
 
 /* Rows (and their schema) kept apart from any dataset, to be appended in any order. */
@@ -105,6 +107,8 @@ make_label(label_kind kind, const float *x, gbml_rng *rng)
 			return (double) ((c * 3) % 5);
 		case LABEL_NOISE:
 			return floor(gbml_rng_uniform(rng) * 5);
+		case LABEL_CLASSES:
+			return noise < -0.4 ? (double) gbml_rng_below(rng, 4) : (double) ((c * 3) % 4);
 	}
 	return 0;
 }
@@ -429,7 +433,7 @@ TEST(boost_ctr_ordered_uses_only_earlier_rows)
 	CHECK(perm_ok);
 	/* rows in any order now */
 	CHECK(gbml_boost_ctr_permutation(n, 0, NULL, 78, perm, &env) == GBML_OK);
-	CHECK(gbml_boost_ctr_ordered(ids, 50, label, false, perm, n, 2.0, 1.0, value, table, &env) == GBML_OK);
+	CHECK(gbml_boost_ctr_ordered(ids, 50, label, GBML_CTR_LABEL, perm, n, 2.0, 1.0, value, table, &env) == GBML_OK);
 	for (int64_t k = 0; k < n; k++)
 		if (value[perm[k]] != naive_ctr(ids, label, perm, k, 2.0, 1.0))
 			naive_ok = false;
@@ -440,14 +444,14 @@ TEST(boost_ctr_ordered_uses_only_earlier_rows)
 		float		keep = label[i];
 
 		label[i] = keep + 100;
-		CHECK(gbml_boost_ctr_ordered(ids, 50, label, false, perm, n, 2.0, 1.0, again, table, &env) == GBML_OK);
+		CHECK(gbml_boost_ctr_ordered(ids, 50, label, GBML_CTR_LABEL, perm, n, 2.0, 1.0, again, table, &env) == GBML_OK);
 		if (again[i] != value[i])
 			own_ok = false;
 		label[i] = keep;
 	}
 	CHECK(own_ok);
 	/* the final table: every row of the slot; NULL its own slot; unseen the prior */
-	CHECK(gbml_boost_ctr_ordered(ids, 50, label, false, perm, n, 2.0, 1.0, NULL, table, &env) == GBML_OK);
+	CHECK(gbml_boost_ctr_ordered(ids, 50, label, GBML_CTR_LABEL, perm, n, 2.0, 1.0, NULL, table, &env) == GBML_OK);
 	{
 		double		sum = 0;
 		int64_t		count = 0;
@@ -488,7 +492,7 @@ TEST(boost_ctr_unique_ids_see_only_the_prior)
 		label[i] = (float) (i % 2);
 	}
 	CHECK(gbml_boost_ctr_permutation(n, 0, NULL, 1, perm, &env) == GBML_OK);
-	CHECK(gbml_boost_ctr_ordered(ids, (int32_t) n, label, true, perm, n, 0.5, 1.0, value, table, &env) == GBML_OK);
+	CHECK(gbml_boost_ctr_ordered(ids, (int32_t) n, label, GBML_CTR_BINARY, perm, n, 0.5, 1.0, value, table, &env) == GBML_OK);
 	for (int64_t i = 0; i < n; i++)
 		if (value[i] != 0.5f)
 			all_prior = false;
@@ -532,6 +536,113 @@ TEST(boost_categorical_unique_ids_do_not_fit_the_labels)
 	CHECK(train_rmse > 1.3);		/* labels uniform over 0..4: std sqrt(2) */
 	free(m);
 	free_rows(&tr);
+}
+
+/* MultiClass: one statistic a class (of [label = c]), and the noise labels still give a constant model. */
+TEST(boost_categorical_multiclass_learns_the_category)
+{
+	static const col_spec unique_cols[2] = {{COL_UNIQUE, 0, 0}, {COL_NUMERIC, 0, 0}};
+	cat_rows	tr,
+				te;
+	gbml_param_value v[] = {tu_num("iterations", 40), tu_num("depth", 4), tu_num("learning_rate", 0.3),
+	tu_str("loss", "MultiClass")};
+	gbml_env	env;
+	gbml_scorer sc;
+	size_t		len;
+	uint8_t    *m;
+	int64_t		hits = 0;
+
+	gbml_env_init_malloc(&env, 1);
+	make_rows(&tr, mixed_cols, 3, 6000, LABEL_CLASSES, 1);
+	make_rows(&te, mixed_cols, 3, 2000, LABEL_CLASSES, 2);
+	m = fit(&tr, NULL, v, 4, 2, 0, false, &len);
+	/* both columns past one_hot_max_size: 4 class statistics and a counter each */
+	CHECK(tu_meta_number(&env, m, len, "ctr") == 10);
+	CHECK(gbml_scorer_load(&sc, &env, m, len) == GBML_OK);
+	for (int64_t i = 0; i < te.n; i++)
+	{
+		double		cls;
+
+		CHECK(gbml_scorer_predict(&sc, &env, te.row[i].x, 3, GBML_OUT_SCORE, &cls) == GBML_OK);
+		hits += cls == te.row[i].label;
+	}
+	/* nine rows in ten follow the category (and a tenth of the rest by chance) */
+	CHECK(hits > 0.88 * (double) te.n);
+	gbml_scorer_free(&sc, &env);
+	CHECK(importance_of(m, len, 1, 3) > 0.8);
+	free(m);
+	free_rows(&tr);
+	free_rows(&te);
+
+	/* labels that are noise, a column of unique ids: every statistic is its prior, no tree splits */
+	make_rows(&tr, unique_cols, 2, 3000, LABEL_NOISE, 9);
+	for (int64_t i = 0; i < tr.n; i++)
+		tr.x[i * 2 + 1] = 0.25f;
+	m = fit(&tr, NULL, v, 4, 2, 0, false, &len);
+	CHECK(tu_meta_number(&env, m, len, "classes") == 5);
+	CHECK(tu_meta_number(&env, m, len, "no_split_possible") == 1);
+	CHECK(tu_meta_number(&env, m, len, "trees") == 0);
+	free(m);
+	free_rows(&tr);
+	CHECK(env.memory_used == 0);
+}
+
+/* A class's statistic is the label's statistic of the labels [label = c], and never sees the row's own label. */
+TEST(boost_ctr_class_statistics_are_the_binarized_labels)
+{
+	gbml_env	env;
+	const int64_t n = 900;
+	float	   *ids = malloc(sizeof(float) * n),
+			   *label = malloc(sizeof(float) * n),
+			   *is_c = malloc(sizeof(float) * n),
+			   *value = malloc(sizeof(float) * n),
+			   *expect = malloc(sizeof(float) * n),
+			   *table = malloc(sizeof(float) * 32),
+			   *expect_table = malloc(sizeof(float) * 32);
+	int64_t    *perm = malloc(sizeof(int64_t) * n);
+	gbml_rng	rng;
+	bool		same = true,
+				own_ok = true;
+
+	gbml_env_init_malloc(&env, 1);
+	gbml_rng_seed(&rng, 31);
+	for (int64_t i = 0; i < n; i++)
+	{
+		ids[i] = (float) gbml_rng_below(&rng, 30);
+		label[i] = (float) gbml_rng_below(&rng, 3);
+	}
+	CHECK(gbml_boost_ctr_permutation(n, 0, NULL, 5, perm, &env) == GBML_OK);
+	for (int c = 0; c < 3; c++)
+	{
+		for (int64_t i = 0; i < n; i++)
+			is_c[i] = label[i] == (float) c;
+		CHECK(gbml_boost_ctr_ordered(ids, 30, label, c, perm, n, 1.0 / 3, 1.0, value, table, &env) == GBML_OK);
+		CHECK(gbml_boost_ctr_ordered(ids, 30, is_c, GBML_CTR_LABEL, perm, n, 1.0 / 3, 1.0, expect, expect_table,
+									 &env) == GBML_OK);
+		same = same && memcmp(value, expect, sizeof(float) * n) == 0 &&
+			memcmp(table, expect_table, sizeof(float) * 32) == 0;
+		/* change rows' own labels to class c: their values do not move */
+		for (int64_t i = 0; i < n; i += 11)
+		{
+			float		keep = label[i];
+
+			label[i] = (float) c;
+			CHECK(gbml_boost_ctr_ordered(ids, 30, label, c, perm, n, 1.0 / 3, 1.0, expect, table, &env) == GBML_OK);
+			own_ok = own_ok && expect[i] == value[i];
+			label[i] = keep;
+		}
+	}
+	CHECK(same);
+	CHECK(own_ok);
+	free(ids);
+	free(label);
+	free(is_c);
+	free(value);
+	free(expect);
+	free(table);
+	free(expect_table);
+	free(perm);
+	CHECK(env.memory_used == 0);
 }
 
 /* ---- (c) one-hot ---- */
@@ -705,6 +816,11 @@ TEST(boost_categorical_same_bytes_threads_order_spill_rmse)
 TEST(boost_categorical_same_bytes_threads_order_spill_yetirank_eval_set)
 {
 	same_bytes_case(LABEL_RANKING, "YetiRank", true);
+}
+
+TEST(boost_categorical_same_bytes_threads_order_spill_multiclass_eval_set)
+{
+	same_bytes_case(LABEL_CLASSES, "MultiClass", true);
 }
 
 TEST(boost_categorical_batch_and_fast_scorers_agree)
