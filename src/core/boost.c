@@ -458,6 +458,7 @@ trainer_free(trainer *T)
 	gbml_free(env, T->pred_all ? T->pred_all : T->pred);
 	gbml_free(env, T->eval_pred_all ? T->eval_pred_all : T->eval_pred);
 	gbml_free(env, T->prob);
+	gbml_free(env, T->class_base);
 	gbml_free(env, T->grad);
 	gbml_free(env, T->hess);
 	gbml_free(env, T->newton_hess);
@@ -1131,11 +1132,15 @@ setup_row_arrays(trainer *T, const gbml_dataset *ds)
 		T->eval_pred = gbml_alloc_array(env, (size_t) T->eval.n * cols, sizeof(double));
 	if (T->n_classes > 0)
 	{
+		if ((T->class_base = gbml_alloc_array(env, cols, sizeof(double))) == NULL)
+			return env->error_code;
 		T->pred_all = T->pred;
 		T->eval_pred_all = T->eval_pred;
 		T->prob = gbml_alloc_array(env, (size_t) n * cols, sizeof(double));
 		if (T->prob == NULL)
 			return env->error_code;
+		/* (the rows are here: MultiClass does not train across servers) */
+		gbml_boost_multiclass_base(T->train.label, T->train.weight, n, T->n_classes, T->class_base);
 	}
 	if (boost_structure_by_weight(T))
 	{
@@ -1522,7 +1527,12 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 	gbml_sb_u32(&sb, (uint32_t) F->n_trees);
 	gbml_sb_u32(&sb, (uint32_t) T->n_inputs);
 	if (T->kind == GBML_LOSS_MULTICLASS)
-		gbml_sb_u32(&sb, (uint32_t) T->n_classes);	/* (only there: other models' headers keep their bytes) */
+	{
+		/* (only there: other models' headers keep their bytes) */
+		gbml_sb_u32(&sb, (uint32_t) T->n_classes);
+		for (int c = 0; c < T->n_classes; c++)
+			gbml_sb_f64(&sb, T->class_base[c]);
+	}
 	gbml_model_add_sb(ctx->writer, GBML_SECTION_BOOST_HEADER, &sb);
 	gbml_sb_free(&sb);
 
@@ -1710,7 +1720,7 @@ rebuild_predictions(trainer *T, double base_score)
 	int			rc = GBML_OK;
 
 	for (int64_t r = 0; r < T->train.n * cols; r++)
-		pred[r] = base_score;
+		pred[r] = T->n_classes > 0 ? T->class_base[r / T->train.n] : base_score;
 	for (int64_t t = 0; t < T->forest.n_trees && rc == GBML_OK; t++)
 		rc = add_tree_from_bins(T, t, pred + (size_t) (t % cols) * (size_t) T->train.n);
 	return rc;
@@ -1827,7 +1837,15 @@ write_meta(trainer *T, gbml_strbuf *m, const boost_run *run, double base_score, 
 				   gbml_boost_loss_names[T->kind], (long long) T->forest.n_trees, T->depth,
 				   (long long) run->iterations_run);
 	if (T->n_classes > 0)
-		gbml_sb_printf(m, "\"classes\":%d,", T->n_classes);
+	{
+		gbml_sb_printf(m, "\"classes\":%d,\"class_base_scores\":[", T->n_classes);
+		for (int c = 0; c < T->n_classes; c++)
+		{
+			gbml_sb_printf(m, c ? "," : "");
+			gbml_sb_json_number(m, T->class_base[c]);
+		}
+		gbml_sb_printf(m, "],");
+	}
 	gbml_sb_printf(m, "\"l2_leaf_reg\":");
 	gbml_sb_json_number(m, T->l2);
 	gbml_sb_printf(m, ",\"base_score\":");

@@ -109,6 +109,7 @@ typedef struct gbml_boost_model
 	int32_t    *feature_buf;
 	float	   *border_buf;
 	float	   *leaf_buf;
+	double	   *class_base;		/* MultiClass: forest.class_base's storage */
 	int32_t    *used_buf;
 	int32_t    *pos_buf;
 	/* with categorical inputs: the model features the splits index, and the column names */

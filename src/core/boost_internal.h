@@ -109,6 +109,7 @@ typedef struct trainer
 	 */
 	int			n_classes;
 	int			cls;
+	double	   *class_base;		/* n_classes: each class's first score */
 	double	   *pred_all,
 			   *eval_pred_all,
 			   *prob;

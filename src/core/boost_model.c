@@ -32,6 +32,7 @@ model_free(gbml_boost_model *m, gbml_env *env)
 	gbml_free(env, m->feature_buf);
 	gbml_free(env, m->border_buf);
 	gbml_free(env, m->leaf_buf);
+	gbml_free(env, m->class_base);
 	gbml_free(env, m->used_buf);
 	gbml_free(env, m->pos_buf);
 	gbml_boost_forest_free_fast(&m->forest, env);
@@ -137,7 +138,13 @@ load_header(const gbml_model_reader *r, gbml_boost_model *m, load_counts *k, gbm
 
 		if (c.ok && (classes < 2 || classes > GBML_BOOST_MAX_CLASSES || k->n_trees % classes != 0))
 			return corrupt(m, env, "class count out of range, or the trees are not whole iterations of them");
+		if (c.ok && (m->class_base = gbml_alloc_array(env, classes, sizeof(double))) == NULL)
+			return load_failed(m, env);
+		for (uint32_t j = 0; c.ok && j < classes; j++)
+			if (!isfinite(m->class_base[j] = gbml_cursor_f64(&c)))
+				return corrupt(m, env, "a class base score is not finite");
 		m->forest.n_classes = (int) classes;
+		m->forest.class_base = m->class_base;
 	}
 	if (!c.ok || gbml_cursor_remaining(&c) != 0)
 		return corrupt(m, env, "header section has the wrong size");
@@ -481,7 +488,16 @@ boost_to_json(const void *handle, gbml_strbuf *out)
 
 	gbml_sb_printf(out, "\"loss\":\"%s\",", gbml_boost_loss_names[m->loss]);
 	if (f->n_classes > 0)
-		gbml_sb_printf(out, "\"classes\":%d,\"tree_class\":\"tree t scores class t mod classes\",", f->n_classes);
+	{
+		gbml_sb_printf(out, "\"classes\":%d,\"tree_class\":\"tree t scores class t mod classes\",\"class_base_scores\":[",
+					   f->n_classes);
+		for (int c = 0; c < f->n_classes; c++)
+		{
+			gbml_sb_printf(out, c ? "," : "");
+			gbml_sb_json_number(out, f->class_base[c]);
+		}
+		gbml_sb_printf(out, "],");
+	}
 	gbml_sb_printf(out, "\"base_score\":");
 	gbml_sb_json_number(out, f->base_score);
 	gbml_sb_printf(out, ",\"n_trees\":%d,\"feature_numbering\":\"1-based\",\"trees\":[", f->n_trees);

@@ -36,6 +36,24 @@ gbml_boost_multiclass_count(const float *label, int64_t n, int64_t classes_count
 }
 
 void
+gbml_boost_multiclass_base(const float *label, const float *weight, int64_t n, int k, double *base)
+{
+	double		total = 0;
+
+	for (int c = 0; c < k; c++)
+		base[c] = 0;
+	for (int64_t r = 0; r < n; r++)
+	{
+		double		w = weight ? (double) weight[r] : 1.0;
+
+		base[(int) label[r]] += w;
+		total += w;
+	}
+	for (int c = 0; c < k; c++)
+		base[c] = log(total > 0 ? fmin(1.0, fmax(1e-6, base[c] / total)) : 1.0 / k);
+}
+
+void
 gbml_boost_multiclass_probs(const double *pred, int64_t n, int k, double *prob, int threads)
 {
 #pragma omp parallel for schedule(static) num_threads(threads)

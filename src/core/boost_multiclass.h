@@ -3,8 +3,8 @@
  * over K classes), the way XGBoost and LightGBM train it: K trees an
  * iteration, tree k fitted to class k's gradients, all K taken at the
  * predictions the iteration started from.  Tree t of a model belongs to
- * class t mod K; a row's K sums (base 0) are its class scores, their
- * softmax its class probabilities.
+ * class t mod K; a row's K sums (from each class's base score, the log of
+ * its share) are its class scores, their softmax its class probabilities.
  *
  * Predictions are class-major: class k's score of row r is pred[k * n + r].
  * Labels are class ids 0 .. K - 1 (integer-valued floats).
@@ -29,6 +29,13 @@
  */
 int			gbml_boost_multiclass_count(const float *label, int64_t n, int64_t classes_count, const char *which,
 										int *k_out, gbml_env *env);
+
+/*
+ * Each class's first score, log of its weight share of the rows (clamped
+ * to [1e-6, 1]), as LightGBM starts its multiclass models: the softmax of
+ * the base scores is the class distribution.  Summed in row order.
+ */
+void		gbml_boost_multiclass_base(const float *label, const float *weight, int64_t n, int k, double *base);
 
 /* Row-wise softmax of pred (class-major, k classes, n rows) into prob (same layout). */
 void		gbml_boost_multiclass_probs(const double *pred, int64_t n, int k, double *prob, int threads);

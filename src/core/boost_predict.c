@@ -176,7 +176,7 @@ class_sums(const gbml_boost_forest *f, const struct gbml_boost_inputs *in, const
 
 		for (int t = c, i = 0; t < f->n_trees; t += k, i++)
 			acc[i & 3] += (double) f->leaf[f->leaf_off[t] + tree_leaf_of(f, in, t, x)];
-		out[c] = gbml_boost_combine(f->base_score, acc);
+		out[c] = gbml_boost_combine(f->class_base[c], acc);
 	}
 }
 

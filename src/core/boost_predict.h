@@ -30,7 +30,8 @@ typedef struct gbml_boost_forest
 	int			n_features;		/* the model features splits index (the row's, unless inputs) */
 	int			n_trees;
 	double		base_score;
-	int			n_classes;		/* MultiClass: tree t scores class t mod n_classes (base 0); 0: one score */
+	int			n_classes;		/* MultiClass: tree t scores class t mod n_classes; 0: one score */
+	const double *class_base;	/* MultiClass: n_classes base scores (base_score is 0) */
 	int			uniform_depth;	/* the depth of every tree, or -1 when they differ (or split per node) */
 	int			node_depth;		/* the depth of every tree when all split per node, else -1 */
 	const int32_t *depth;		/* n_trees */

@@ -582,9 +582,9 @@ local_start(trainer *T, double base)
 			   *eval_pred = T->eval_pred_all ? T->eval_pred_all : T->eval_pred;
 
 	for (int64_t r = 0; r < T->train.n * cols; r++)
-		pred[r] = base;
+		pred[r] = T->n_classes > 0 ? T->class_base[r / T->train.n] : base;
 	for (int64_t r = 0; r < T->eval.n * cols; r++)
-		eval_pred[r] = base;
+		eval_pred[r] = T->n_classes > 0 ? T->class_base[r / T->eval.n] : base;
 	return GBML_OK;
 }
 

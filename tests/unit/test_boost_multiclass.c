@@ -386,27 +386,38 @@ TEST(boost_multiclass_damaged_header_is_rejected)
 	make_classes(&ds, &env, 600, 3, 6, 0);
 	CHECK(gbml_train_values(&env, "boost", v, 2, &ds, NULL, &model, &len) == GBML_OK);
 	CHECK(gbml_model_open(&r, &env, model, len) == GBML_OK);
-	CHECK(gbml_model_find(&r, GBML_SECTION_BOOST_HEADER, &hdr, &hlen) && hlen == 28);
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+	/* 24 bytes as every header, the class count, a base score a class */
+	CHECK(gbml_model_find(&r, GBML_SECTION_BOOST_HEADER, &hdr, &hlen) && hlen == 28 + 8 * MC_CLASSES);
+	for (size_t i = 0; i <= sizeof(bad) / sizeof(bad[0]); i++)
 	{
-		uint8_t		body[28],
+		uint8_t		body[28 + 8 * MC_CLASSES],
 				   *out = NULL;
 		size_t		olen;
 		gbml_scorer sc;
 
 		memcpy(body, hdr, hlen);
-		memcpy(body + 24, &bad[i], 4);
+		if (i < sizeof(bad) / sizeof(bad[0]))
+			memcpy(body + 24, &bad[i], 4);
+		else
+		{
+			double		inf = INFINITY;
+
+			memcpy(body + 28 + 8, &inf, 8);	/* class 1's base score */
+		}
 		CHECK(tu_rebuild(&env, &r, GBML_SECTION_BOOST_HEADER, body, hlen, &out, &olen) == GBML_OK);
 		CHECK(gbml_scorer_load(&sc, &env, out, olen) == GBML_ECORRUPT);
 		gbml_free(&env, out);
 	}
-	/* without its class count the header is the wrong size */
+	/* without its class count (or a base score) the header is the wrong size */
 	{
 		uint8_t    *out = NULL;
 		size_t		olen;
 		gbml_scorer sc;
 
 		CHECK(tu_rebuild(&env, &r, GBML_SECTION_BOOST_HEADER, hdr, 24, &out, &olen) == GBML_OK);
+		CHECK(gbml_scorer_load(&sc, &env, out, olen) == GBML_ECORRUPT);
+		gbml_free(&env, out);
+		CHECK(tu_rebuild(&env, &r, GBML_SECTION_BOOST_HEADER, hdr, hlen - 8, &out, &olen) == GBML_OK);
 		CHECK(gbml_scorer_load(&sc, &env, out, olen) == GBML_ECORRUPT);
 		gbml_free(&env, out);
 	}
