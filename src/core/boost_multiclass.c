@@ -22,8 +22,8 @@ gbml_boost_multiclass_count(const float *label, int64_t n, int64_t classes_count
 							  "boost: MultiClass needs %slabels that are class ids 0, 1, 2, ... (below %d); found %g",
 							  which, GBML_BOOST_MAX_CLASSES, y);
 		if (classes_count > 0 && y >= (double) classes_count)
-			return gbml_error(env, GBML_EINVAL, "boost: %slabel %g is not below classes_count %lld", which, y,
-							  (long long) classes_count);
+			return gbml_error(env, GBML_EINVAL, "boost: %slabel %g is not below the class count %lld (classes_count, "
+							  "or the training labels' largest + 1)", which, y, (long long) classes_count);
 		if (y > top)
 			top = y;
 	}

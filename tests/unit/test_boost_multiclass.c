@@ -362,7 +362,7 @@ TEST(boost_multiclass_bad_labels_and_parameters)
 	CHECK(train_labels(&env, mc, 2, 3, true) == GBML_EINVAL);
 	CHECK(strstr(env.error, "eval label 3 is not below") != NULL);
 	CHECK(train_labels(&env, two, 3, NAN, false) == GBML_EINVAL);
-	CHECK(strstr(env.error, "classes_count 2") != NULL);
+	CHECK(strstr(env.error, "class count 2") != NULL);
 	CHECK(train_labels(&env, rmse_acc, 2, NAN, false) == GBML_EINVAL);
 	CHECK(train_labels(&env, mc_auc, 2, NAN, false) == GBML_EINVAL);
 	CHECK(train_labels(&env, mc_l2, 2, NAN, false) == GBML_EINVAL);
