@@ -50,6 +50,15 @@ SELECT round(p::numeric, 3) AS p
   FROM unnest(gbml.predict_classes((SELECT gbml.boost_fit(f, y, '{"loss": "MultiClass", "iterations": 20, "depth": 3}')
                                       FROM jobs_arrays), ARRAY[0.5, 3]::real[])) AS p;
 
+-- the aggregate's whole-row form: gbml.train's bytes on the same rows, in any order (queue one-hot)
+SELECT gbml.train('jobs_agg', 'boost', 'SELECT * FROM jobs',
+       '{"label_column": "class", "exclude_columns": ["id"], "loss": "MultiClass", "iterations": 10, "depth": 3,
+         "one_hot_max_size": 4}') > 0 AS trained;
+SELECT (SELECT gbml.boost_fit(j, '{"label_column": "class", "exclude_columns": ["id"], "loss": "MultiClass",
+                                   "iterations": 10, "depth": 3, "one_hot_max_size": 4}')
+          FROM (SELECT * FROM jobs ORDER BY hashint4(id + 1)) j)
+     = (SELECT model FROM gbml.models WHERE name = 'jobs_agg' AND deployed) AS same_bytes_as_train;
+
 -- queue past one_hot_max_size (2): ordered target statistics, one a class (and a counter)
 SELECT gbml.train('jobs_ctr', 'boost', 'SELECT * FROM jobs WHERE hashint4(id) % 4 <> 0',
        '{"label_column": "class", "exclude_columns": ["id"], "loss": "MultiClass", "iterations": 60, "depth": 4,

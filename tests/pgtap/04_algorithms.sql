@@ -3,7 +3,7 @@
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS gbml;
 BEGIN;
-SELECT plan(23);
+SELECT plan(26);
 SET LOCAL gbml.progress_interval = 0;
 
 CREATE TEMP TABLE d AS
@@ -26,6 +26,14 @@ SELECT is((SELECT gbml.boost_fit(f, y, g, '{"iterations": 10, "threads": 1, "sub
           'boosting: same bytes with 1 and 2 threads');
 SELECT throws_ok($$SELECT gbml.boost_fit(f, y, '{"depth": 0}') FROM d$$, '22023', NULL, 'depth out of range');
 SELECT throws_ok($$SELECT gbml.boost_fit(f, y, '{"loss": "LambdaMART"}') FROM d$$, '22023', NULL, 'ranking loss without groups');
+-- MultiClass: three classes from y; the most probable class is right, the probabilities sum to 1
+SELECT ok((SELECT avg((gbml.predict(m, f) = least(floor(y), 2))::int) FROM d,
+                  (SELECT gbml.boost_fit(f, least(floor(y), 2)::real, '{"loss": "MultiClass", "iterations": 30}') AS m FROM d) s) > 0.97,
+          'MultiClass boosting classifies');
+SELECT ok((SELECT bool_and(abs((SELECT sum(p) FROM unnest(gbml.predict_classes(m, f)) AS p) - 1) < 1e-9) FROM d,
+                  (SELECT gbml.boost_fit(f, least(floor(y), 2)::real, '{"loss": "MultiClass", "iterations": 5}') AS m FROM d) s),
+          'MultiClass probabilities sum to 1');
+SELECT throws_ok($$SELECT gbml.boost_fit(f, y, '{"loss": "MultiClass"}') FROM d$$, '22023', NULL, 'MultiClass with labels that are not class ids');
 
 -- kmeans
 SELECT is((SELECT count(DISTINCT gbml.kmeans_assign(m, f)) FROM d, (SELECT gbml.kmeans_fit(f, 4) AS m FROM d) s)::int, 4, 'k-means uses 4 clusters');
