@@ -63,6 +63,8 @@ SELECT (SELECT gbml.boost_fit(j, '{"label_column": "class", "exclude_columns": [
 SELECT gbml.train('jobs_ctr', 'boost', 'SELECT * FROM jobs WHERE hashint4(id) % 4 <> 0',
        '{"label_column": "class", "exclude_columns": ["id"], "loss": "MultiClass", "iterations": 60, "depth": 4,
          "learning_rate": 0.3}') > 0 AS trained;
+SELECT (SELECT string_agg(f ->> 'transform' || coalesce(' ' || (f ->> 'class'), ''), ', ' ORDER BY (f ->> 'model_feature')::int)
+          FROM jsonb_array_elements(gbml.model_json('jobs_ctr') -> 'categorical' -> 'model_features') AS f) AS model_features;
 SELECT gbml.model_info('jobs_ctr') -> 'categorical' AS categorical,
        (SELECT avg((gbml.predict('jobs_ctr', j) = class)::int) FROM jobs j WHERE hashint4(id) % 4 = 0) > 0.95 AS accurate;
 

@@ -198,7 +198,8 @@ json_table(const gbml_boost_derived *e, const gbml_feature_def *f, gbml_strbuf *
 }
 
 void
-gbml_boost_inputs_json(const gbml_boost_inputs *in, const gbml_feature_schema *schema, gbml_strbuf *out)
+gbml_boost_inputs_json(const gbml_boost_inputs *in, const gbml_feature_schema *schema, int classes,
+					   gbml_strbuf *out)
 {
 	gbml_sb_append(out, ",\"categorical\":{\"ctr_prior\":", 28);
 	gbml_sb_json_number(out, in->prior);
@@ -225,7 +226,18 @@ gbml_boost_inputs_json(const gbml_boost_inputs *in, const gbml_feature_schema *s
 				gbml_sb_printf(out, "\"%d\"", e->category);
 		}
 		else
+		{
+			if (e->kind == GBML_BOOST_CTR_MEAN && classes > 0)
+			{
+				/* a MultiClass model's statistics of a column are its classes', in order */
+				int			earlier = 0;
+
+				for (int j = 0; j < k; j++)
+					earlier += in->derived[j].kind == GBML_BOOST_CTR_MEAN && in->derived[j].source == e->source;
+				gbml_sb_printf(out, ",\"class\":%d", earlier % classes);
+			}
 			json_table(e, f, out);
+		}
 		gbml_sb_append(out, "}", 1);
 	}
 	gbml_sb_append(out, "]}", 2);

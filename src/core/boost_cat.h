@@ -134,8 +134,11 @@ int			gbml_boost_inputs_read(const uint8_t *data, size_t len, int n_inputs,
 								   const gbml_feature_schema *schema, gbml_boost_inputs *out, gbml_env *env);
 void		gbml_boost_inputs_free(gbml_boost_inputs *in, gbml_env *env);
 
-/* Appends a model_json member "categorical":{...} describing the transforms. */
-void		gbml_boost_inputs_json(const gbml_boost_inputs *in, const gbml_feature_schema *schema,
+/*
+ * Appends a model_json member "categorical":{...} describing the transforms
+ * (classes > 0, a MultiClass model: each ctr_mean's class too).
+ */
+void		gbml_boost_inputs_json(const gbml_boost_inputs *in, const gbml_feature_schema *schema, int classes,
 								   gbml_strbuf *out);
 
 /* "one_hot", "ctr_mean", "ctr_counter", "set", "slot". */

@@ -544,7 +544,7 @@ boost_to_json(const void *handle, gbml_strbuf *out)
 	}
 	gbml_sb_append(out, "]", 1);
 	if (m->forest.inputs != NULL)
-		gbml_boost_inputs_json(&m->inputs, m->schema, out);
+		gbml_boost_inputs_json(&m->inputs, m->schema, m->forest.n_classes, out);
 	return gbml_sb_status(out);
 }
 
