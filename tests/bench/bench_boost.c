@@ -12,6 +12,18 @@
  * --spill 1 plans the dataset as the server does (gbml_plan_spill: the float
  * features go to temporary files, boosting keeps only bins) and the run
  * prints the peak engine memory and a hash of the model bytes to compare.
+ *
+ * --classes K (K >= 2; default 0, RMSE as above) trains "loss": "MultiClass"
+ * with classes_count K on the labels as given (class ids 0 .. K-1).  --trees
+ * then counts iterations, each K trees; the per-iteration times are printed
+ * (iter_seconds_*) and, divided by K, the per-tree times (tree_seconds_*).
+ * --test-rows M trains on the first n - M rows and prints the multiclass
+ * logloss and accuracy of the last M (test_logloss, test_accuracy; without
+ * it, of the training rows: train_logloss, train_accuracy), from the
+ * single-row class scorer (gbml_scorer_classes), whose speed on those rows is
+ * printed too.  The scoring part (2.) then trains a MultiClass scoring model
+ * (score_trees iterations, K trees each) and times gbml_scorer_classes on
+ * every row: the batch scorer is for single-score forests only.
  * Results are printed as "RESULT key value" lines; the train report as
  * "REPORT {json}".
  */
@@ -25,6 +37,8 @@
 
 static double *tree_times;
 static int64_t n_tree_times;
+
+#define LOGLOSS_EPS 1e-15		/* probabilities clipped to [eps, 1 - eps], as the driver does for the peers */
 
 static bool
 record_progress(void *ctx, const gbml_progress_info *info)
@@ -55,7 +69,7 @@ load_dataset(gbml_dataset *ds, gbml_env *env, const float *x, const float *y, in
 }
 
 static int
-train(gbml_env *env, gbml_dataset *ds, int64_t trees, int64_t depth, int64_t borders,
+train(gbml_env *env, gbml_dataset *ds, int64_t trees, int64_t depth, int64_t borders, int classes,
 	  uint8_t **model, size_t *len, gbml_strbuf *report)
 {
 	gbml_parsed_params pp;
@@ -64,9 +78,10 @@ train(gbml_env *env, gbml_dataset *ds, int64_t trees, int64_t depth, int64_t bor
 		{.key = "depth",.kind = GBML_VALUE_NUMBER,.number = (double) depth},
 		{.key = "border_count",.kind = GBML_VALUE_NUMBER,.number = (double) borders},
 		{.key = "learning_rate",.kind = GBML_VALUE_NUMBER,.number = 0.1},
-		{.key = "loss",.kind = GBML_VALUE_STRING,.string = "RMSE"},
+		{.key = "loss",.kind = GBML_VALUE_STRING,.string = classes >= 2 ? "MultiClass" : "RMSE"},
+		{.key = "classes_count",.kind = GBML_VALUE_NUMBER,.number = (double) classes},
 	};
-	int			rc = gbml_parse_training_params(env, &gbml_algorithm_boost, v, 5, &pp);
+	int			rc = gbml_parse_training_params(env, &gbml_algorithm_boost, v, classes >= 2 ? 6 : 5, &pp);
 
 	if (rc == GBML_OK)
 		rc = gbml_train_report(env, &pp, ds, NULL, model, len, report);
@@ -94,6 +109,9 @@ main(int argc, char **argv)
 				score_train_rows = 100000,
 				repeat = 3;
 	int			spill = 0;
+	int			classes = 0;
+	int64_t		test_rows = 0,
+				n_train;
 	FILE	   *fp;
 	int64_t		n,
 				d;
@@ -128,6 +146,10 @@ main(int argc, char **argv)
 			repeat = atoll(argv[i + 1]);
 		else if (strcmp(argv[i], "--spill") == 0)
 			spill = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--classes") == 0)
+			classes = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--test-rows") == 0)
+			test_rows = atoll(argv[i + 1]);
 		else
 		{
 			fprintf(stderr, "unknown option %s\n", argv[i]);
@@ -137,7 +159,12 @@ main(int argc, char **argv)
 	if (path == NULL || (fp = fopen(path, "rb")) == NULL)
 	{
 		fprintf(stderr, "usage: bench_boost --data FILE [--threads 2 --trees 100 --depth 6 --borders 32 "
-				"--score-trees 500 --score-train-rows 100000 --repeat 3 --spill 0|1]\n");
+				"--score-trees 500 --score-train-rows 100000 --repeat 3 --spill 0|1 --classes 0|K --test-rows 0]\n");
+		return 2;
+	}
+	if (classes == 1 || classes < 0 || test_rows < 0 || (test_rows > 0 && classes < 2))
+	{
+		fprintf(stderr, "--classes is 0 (RMSE) or at least 2; --test-rows needs --classes\n");
 		return 2;
 	}
 	if (fread(&n, 8, 1, fp) != 1 || fread(&d, 8, 1, fp) != 1 || n <= 0 || d <= 0)
@@ -150,7 +177,16 @@ main(int argc, char **argv)
 		return 2;
 	}
 	fclose(fp);
+	if (test_rows >= n)
+	{
+		fprintf(stderr, "--test-rows %lld leaves no training row of %lld\n", (long long) test_rows, (long long) n);
+		return 2;
+	}
+	n_train = n - test_rows;
 	printf("RESULT rows %lld\nRESULT features %lld\n", (long long) n, (long long) d);
+	if (classes >= 2)
+		printf("RESULT classes %d\nRESULT train_rows %lld\nRESULT test_rows %lld\n", classes,
+			   (long long) n_train, (long long) test_rows);
 
 	/* 1. training speed */
 	gbml_env_init_malloc(&env, threads);
@@ -158,7 +194,7 @@ main(int argc, char **argv)
 	{
 		double		t_load = gbml_now();
 
-		if ((rc = load_dataset(&ds, &env, x, y, n, d, spill != 0)) != GBML_OK)
+		if ((rc = load_dataset(&ds, &env, x, y, n_train, d, spill != 0)) != GBML_OK)
 		{
 			fprintf(stderr, "load: %s\n", env.error);
 			return 1;
@@ -168,7 +204,7 @@ main(int argc, char **argv)
 		env.progress_fn = record_progress;
 		gbml_sb_init(&report, &env);
 		t0 = gbml_now();
-		rc = train(&env, &ds, trees, depth, borders, &model, &len, &report);
+		rc = train(&env, &ds, trees, depth, borders, classes, &model, &len, &report);
 		t_train = gbml_now() - t0;
 		if (rc != GBML_OK)
 		{
@@ -196,13 +232,82 @@ main(int argc, char **argv)
 					dt[m++] = tree_times[i] - tree_times[i - 1];
 			if (m > 0)
 			{
+				int			k = classes >= 2 ? classes : 1;	/* trees an iteration */
+
 				qsort(dt, m, sizeof(double), cmp_double);
-				printf("RESULT tree_seconds_median %.6f\n", dt[m / 2]);
-				printf("RESULT tree_seconds_min %.6f\n", dt[0]);
+				if (classes >= 2)
+				{
+					printf("RESULT iter_seconds_median %.6f\n", dt[m / 2]);
+					printf("RESULT iter_seconds_min %.6f\n", dt[0]);
+				}
+				printf("RESULT tree_seconds_median %.6f\n", dt[m / 2] / k);
+				printf("RESULT tree_seconds_min %.6f\n", dt[0] / k);
 			}
 			printf("RESULT setup_seconds %.6f\n", tree_times[0] - t0);
 			free(dt);
 		}
+		if (classes >= 2)
+		{
+			/* held-out (or training) logloss and accuracy from the single-row class scorer */
+			gbml_scorer sc;
+			double	   *prob = malloc(sizeof(double) * classes);
+			int64_t		from = test_rows > 0 ? n_train : 0,
+						hits = 0,
+						disagree = 0;
+			double		ll = 0,
+						t_eval;
+			const char *which = test_rows > 0 ? "test" : "train";
+
+			if (gbml_scorer_load(&sc, &env, model, len) != GBML_OK || sc.n_classes != classes)
+			{
+				fprintf(stderr, "scorer: %s (classes %d)\n", env.error, sc.n_classes);
+				return 1;
+			}
+			t0 = gbml_now();
+			for (int64_t i = from; i < n; i++)
+			{
+				int			best = 0,
+							c = (int) y[i];
+				double		p;
+
+				if (gbml_scorer_classes(&sc, &env, x + i * d, (int) d, prob) != GBML_OK)
+				{
+					fprintf(stderr, "classes: %s\n", env.error);
+					return 1;
+				}
+				for (int j = 1; j < classes; j++)
+					if (prob[j] > prob[best])
+						best = j;
+				p = c >= 0 && c < classes ? prob[c] : 0;
+				p = p < LOGLOSS_EPS ? LOGLOSS_EPS : p > 1 - LOGLOSS_EPS ? 1 - LOGLOSS_EPS : p;
+				ll -= log(p);
+				hits += best == c;
+			}
+			t_eval = gbml_now() - t0;
+			/* the most probable class of gbml_scorer_predict is the argmax above (a sample checked) */
+			for (int64_t i = from; i < n && i < from + 1000; i++)
+			{
+				double		cls;
+				int			best = 0;
+
+				gbml_scorer_predict(&sc, &env, x + i * d, (int) d, GBML_OUT_SCORE, &cls);
+				gbml_scorer_classes(&sc, &env, x + i * d, (int) d, prob);
+				for (int j = 1; j < classes; j++)
+					if (prob[j] > prob[best])
+						best = j;
+				disagree += (int) cls != best;
+			}
+			if (disagree > 0)
+				fprintf(stderr, "gbml_scorer_predict and the argmax of gbml_scorer_classes disagree on %lld rows\n",
+						(long long) disagree);
+			printf("RESULT %s_logloss %.6f\n", which, ll / (double) (n - from));
+			printf("RESULT %s_accuracy %.6f\n", which, (double) hits / (double) (n - from));
+			printf("RESULT eval_classes_single_1thread_rows_per_s %.1f\n", (double) (n - from) / t_eval);
+			printf("RESULT model_trees %d\n", ((const gbml_boost_model *) sc.handle)->forest.n_trees);
+			gbml_scorer_free(&sc, &env);
+			free(prob);
+		}
+		else
 		{
 			gbml_scorer sc;
 			double		s = 0,
@@ -241,7 +346,7 @@ main(int argc, char **argv)
 		if ((rc = load_dataset(&ds, &env, x, y, m, d, false)) != GBML_OK)
 			return 1;
 		gbml_sb_init(&report, &env);
-		if ((rc = train(&env, &ds, score_trees, depth, borders, &model, &len, &report)) != GBML_OK)
+		if ((rc = train(&env, &ds, score_trees, depth, borders, classes, &model, &len, &report)) != GBML_OK)
 		{
 			fprintf(stderr, "train (scoring model): %s\n", env.error);
 			return 1;
@@ -250,6 +355,35 @@ main(int argc, char **argv)
 		gbml_dataset_free(&ds, &env);
 		if (gbml_scorer_load(&sc, &env, model, len) != GBML_OK)
 			return 1;
+		if (classes >= 2)
+		{
+			/* MultiClass: the single-row class scorer (the batch scorer is for single-score forests) */
+			const gbml_boost_model *bm = sc.handle;
+			double	   *prob = malloc(sizeof(double) * classes);
+
+			printf("RESULT score_model_trees %d\n", bm->forest.n_trees);
+			for (int64_t r = 0; r < repeat; r++)
+			{
+				double		s = 0;
+
+				env.threads = 1;
+				t0 = gbml_now();
+				for (int64_t i = 0; i < n; i++)
+				{
+					gbml_scorer_classes(&sc, &env, x + i * d, (int) d, prob);
+					for (int j = 1; j < classes; j++)
+						s += j * prob[j];	/* the expected class id: a checksum */
+				}
+				if (gbml_now() - t0 < best_single)
+					best_single = gbml_now() - t0;
+				check = s;
+			}
+			env.threads = threads;
+			printf("RESULT score_classes_single_1thread_rows_per_s %.1f\n", n / best_single);
+			printf("RESULT score_checksum %.9g\n", check);
+			free(prob);
+		}
+		else
 		{
 			const gbml_boost_model *bm = sc.handle;
 
@@ -287,10 +421,13 @@ main(int argc, char **argv)
 					fprintf(stderr, "single-row and batch scores disagree: %.17g vs %.17g\n", s, check);
 			}
 		}
-		printf("RESULT score_batch_1thread_rows_per_s %.1f\n", n / best1);
-		printf("RESULT score_batch_%dthreads_rows_per_s %.1f\n", threads, n / bestT);
-		printf("RESULT score_single_1thread_rows_per_s %.1f\n", n / best_single);
-		printf("RESULT score_checksum %.9g\n", check);
+		if (classes < 2)
+		{
+			printf("RESULT score_batch_1thread_rows_per_s %.1f\n", n / best1);
+			printf("RESULT score_batch_%dthreads_rows_per_s %.1f\n", threads, n / bestT);
+			printf("RESULT score_single_1thread_rows_per_s %.1f\n", n / best_single);
+			printf("RESULT score_checksum %.9g\n", check);
+		}
 		gbml_scorer_free(&sc, &env);
 		gbml_free(&env, model);
 		free(out);
