@@ -1874,7 +1874,10 @@ write_meta(trainer *T, gbml_strbuf *m, const boost_run *run, double base_score, 
 	gbml_sb_printf(m, "},\"timings\":{\"quantize_seconds\":%.6f,\"boost_seconds\":%.6f,"
 				   "\"seconds_per_tree\":%.6f,\"gradient_seconds\":%.6f,\"histogram_seconds\":%.6f,"
 				   "\"split_seconds\":%.6f,\"update_seconds\":%.6f,\"eval_seconds\":%.6f",
-				   t_quant, t_boost, run->iterations_run > 0 ? t_boost / (double) run->iterations_run : 0.0,
+				   t_quant, t_boost,
+				   /* (MultiClass: K trees an iteration) */
+				   run->iterations_run > 0 ? t_boost / (double) run->iterations_run /
+				   (double) (T->n_classes > 0 ? T->n_classes : 1) : 0.0,
 				   T->t_gradients, T->t_histograms, T->t_splits, T->t_update, T->t_eval);
 	if (T->shards)
 	{

@@ -444,7 +444,7 @@ def print_multiclass(args, engines, results):
               f"trained model: {g['eval_classes_single_1thread_rows_per_s']:.0f} rows/s")
     rep = g.get("report", {}).get("timings", {})
     if rep:
-        print(f"gbml timings (its report; seconds_per_tree there is per iteration, {K} trees): "
+        print(f"gbml timings (its report; an iteration is {K} trees): "
               + ", ".join(f"{k} {v:.3f}" for k, v in rep.items()))
 
 
