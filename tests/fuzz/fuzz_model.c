@@ -89,11 +89,33 @@ exercise(gbml_scorer *s, gbml_env *env, const uint8_t *bytes, size_t len)
 		{
 			int			rc = gbml_scorer_predict(s, env, x, n, kinds[k], &out);
 
-			if (s->algo->outputs & kinds[k])
+			/* a model with classes gives one probability per class, not one: predict_proba refuses */
+			if (s->algo->outputs & kinds[k] && !(kinds[k] == GBML_OUT_PROBA && s->n_classes > 0))
 				FUZZ_CHECK(rc == GBML_OK, "predict kind %d failed: %s", (int) kinds[k], env->error);
 			else
 				FUZZ_CHECK(rc == GBML_EUNSUPPORTED, "predict kind %d of %s: rc %d", (int) kinds[k],
 						   s->algo->name, rc);
+		}
+		if (s->n_classes > 0)
+		{
+			/* every class's probability: in [0, 1], the most probable one is predict's class */
+			double	   *prob = malloc(sizeof(double) * (size_t) s->n_classes);
+			int			best = 0;
+			bool		any_nan = false;
+
+			FUZZ_CHECK(prob != NULL, "malloc");
+			FUZZ_CHECK(gbml_scorer_classes(s, env, x, n, prob) == GBML_OK, "predict_classes failed: %s", env->error);
+			FUZZ_CHECK(gbml_scorer_predict(s, env, x, n, GBML_OUT_SCORE, &out) == GBML_OK, "predict failed");
+			for (int c = 0; c < s->n_classes; c++)
+			{
+				FUZZ_CHECK(isnan(prob[c]) || (prob[c] >= 0 && prob[c] <= 1), "class %d probability %g", c, prob[c]);
+				any_nan |= isnan(prob[c]);
+				if (prob[c] > prob[best])
+					best = c;
+			}
+			FUZZ_CHECK(out >= 0 && out < s->n_classes, "predicted class %g of %d", out, s->n_classes);
+			FUZZ_CHECK(any_nan || prob[(int) out] == prob[best], "predicted class %g is not the most probable", out);
+			free(prob);
 		}
 	}
 	/* the wrong feature count is an error, not a read past the vector */

@@ -356,12 +356,13 @@ dataset_seeds(void)
 static void
 model_seeds(void)
 {
-	static const char *const models[] = {"v1_mean_0", "v1_boost_1", "v1_boost_2", "v1_kmeans_3", "v1_saga_4"};
+	static const char *const models[] = {"v1_mean_0", "v1_boost_1", "v1_boost_2", "v1_kmeans_3", "v1_saga_4",
+	"v1_boost_5"};
 	/* 0x00: fix length + CRC; 0x80: raw; 1..4: feed to another algorithm's loader */
 	static const uint8_t controls[][3] = {{0x00, 0x80, 0x02}, {0x00, 0x80, 0x03}, {0x00, 0x04, 0x01},
-	{0x00, 0x80, 0x04}, {0x00, 0x80, 0x02}};
+	{0x00, 0x80, 0x04}, {0x00, 0x80, 0x02}, {0x00, 0x80, 0x03}};
 
-	for (int m = 0; m < 5; m++)
+	for (int m = 0; m < 6; m++)
 	{
 		char		path[512];
 		uint8_t    *buf = malloc(1 << 20);
