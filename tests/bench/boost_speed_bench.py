@@ -55,27 +55,9 @@ REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 BIN = os.path.join(HERE, "bin")
 
 
-def find_venv():
-    """GBML_BENCH_VENV, else <repo>/.bench-venv, else the main worktree's one (for a git worktree)."""
-    if os.environ.get("GBML_BENCH_VENV") or os.path.isdir(os.path.join(REPO, ".bench-venv")):
-        return os.environ.get("GBML_BENCH_VENV")
-    try:
-        common = subprocess.run(["git", "-C", REPO, "rev-parse", "--path-format=absolute", "--git-common-dir"],
-                                check=True, capture_output=True, text=True).stdout.strip()
-        cand = os.path.join(os.path.dirname(common), ".bench-venv")
-        if os.path.isfile(os.path.join(cand, "bin", "python")):
-            return cand
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return None
-
 
 def venv_python():
-    env = dict(os.environ)
-    venv = find_venv()
-    if venv:
-        env["GBML_BENCH_VENV"] = venv
-    return subprocess.check_output(["bash", os.path.join(HERE, "venv.sh")], text=True, env=env).strip()
+    return subprocess.check_output(["bash", os.path.join(HERE, "venv.sh")], text=True).strip()
 
 
 def peer_env():

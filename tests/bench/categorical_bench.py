@@ -132,29 +132,12 @@ DATA = os.environ.get("CATEGORICAL_DATA") or os.path.abspath(os.path.join(REPO, 
 ALL_PEERS = ["catboost", "lightgbm", "xgboost"]
 
 
-def find_venv():
-    """GBML_BENCH_VENV, else <repo>/.bench-venv, else the main worktree's one (for a git worktree)."""
-    if os.environ.get("GBML_BENCH_VENV") or os.path.isdir(os.path.join(REPO, ".bench-venv")):
-        return os.environ.get("GBML_BENCH_VENV")
-    try:
-        common = subprocess.run(["git", "-C", REPO, "rev-parse", "--path-format=absolute", "--git-common-dir"],
-                                check=True, capture_output=True, text=True).stdout.strip()
-        cand = os.path.join(os.path.dirname(common), ".bench-venv")
-        if os.path.isfile(os.path.join(cand, "bin", "python")):
-            return cand
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return None
-
 
 def reexec_in_venv():
     """Run again under the bench venv's python, with the OpenBLAS overrides unset."""
     if os.environ.get("GBML_CATEGORICAL_BENCH_CHILD") == "1":
         return
     env = dict(os.environ)
-    venv = find_venv()
-    if venv:
-        env["GBML_BENCH_VENV"] = venv
     py = subprocess.run(["bash", os.path.join(HERE, "venv.sh")], check=True, env=env,
                         capture_output=True, text=True).stdout.strip()
     env.pop("OPENBLAS_CORETYPE", None)
