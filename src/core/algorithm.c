@@ -681,17 +681,17 @@ output_name(gbml_output what)
 int
 gbml_scorer_check_output(const gbml_scorer *s, gbml_env *env, gbml_output what)
 {
-	if (what == GBML_OUT_CLASSES && s->n_classes == 0)
+	if (gbml_scorer_gives(s, what))
+		return GBML_OK;
+	if (what == GBML_OUT_CLASSES)
 		return gbml_error(env, GBML_EUNSUPPORTED, "predict_classes needs a model with classes (boost with the "
 						  "MultiClass loss); this %s model has none", s->algo->name);
-	if (!(s->algo->outputs & what) && what != GBML_OUT_CLASSES)
-		return gbml_error(env, GBML_EUNSUPPORTED, "%s is not available for a %s model",
-						  output_name(what), s->algo->name);
 	if (what == GBML_OUT_PROBA && s->n_classes > 0)
 		return gbml_error(env, GBML_EUNSUPPORTED, "predict_proba gives one probability, and this model has %d classes: "
 						  "gbml.predict_classes gives each class's probability (gbml.predict the most probable class)",
 						  s->n_classes);
-	return GBML_OK;
+	return gbml_error(env, GBML_EUNSUPPORTED, "%s is not available for a %s model", output_name(what),
+					  s->algo->name);
 }
 
 int

@@ -237,7 +237,18 @@ typedef struct gbml_scorer
 
 int			gbml_scorer_load(gbml_scorer *s, gbml_env *env, const void *bytes, size_t len);
 void		gbml_scorer_free(gbml_scorer *s, gbml_env *env);
-/* Whether the model gives `what`: GBML_OK, or an error naming what to call instead. */
+/*
+ * Whether the model gives `what` (the scorers' per-row test): its kind's
+ * outputs, predict_classes only with classes, predict_proba only without.
+ */
+static inline bool
+gbml_scorer_gives(const gbml_scorer *s, gbml_output what)
+{
+	if (what == GBML_OUT_CLASSES)
+		return s->n_classes > 0;
+	return (s->algo->outputs & what) && !(what == GBML_OUT_PROBA && s->n_classes > 0);
+}
+/* The same as a status: GBML_OK, or an error naming what to call instead. */
 int			gbml_scorer_check_output(const gbml_scorer *s, gbml_env *env, gbml_output what);
 /* Checks the feature count and the output kind, then scores. */
 int			gbml_scorer_predict(const gbml_scorer *s, gbml_env *env, const float *x, int n,

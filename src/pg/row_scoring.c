@@ -157,8 +157,7 @@ model_of(FunctionCallInfo fcinfo, row_cache *rc, bool by_name, gbml_output what,
 		: gbml_cached_scorer_in(fcinfo, 0, &rc->model_slot, reloaded);
 	gbml_env	env;
 
-	if (!(sc->algo->outputs & what) ? what != GBML_OUT_CLASSES || sc->n_classes == 0
-		: what == GBML_OUT_PROBA && sc->n_classes > 0)
+	if (!gbml_scorer_gives(sc, what))
 	{
 		/* (the check's message) */
 		gbml_env_init_malloc(&env, 1);

@@ -42,7 +42,7 @@ score_row(FunctionCallInfo fcinfo, const gbml_scorer *sc, gbml_output what, cons
 				ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 								errmsg("%s: feature %d is %s; a %s model needs finite features",
 									   fname, j + 1, isnan(x[j]) ? "NaN" : "infinite", sc->algo->name)));
-	if (sc->algo->outputs & what && n == sc->n_features && !(what == GBML_OUT_PROBA && sc->n_classes > 0))
+	if (gbml_scorer_gives(sc, what) && n == sc->n_features)
 		return sc->algo->predict(sc->handle, x, what);
 	/* slow path only to build the error message */
 	gbml_env_init_malloc(&env, 1);
@@ -206,7 +206,7 @@ classes_row(FunctionCallInfo fcinfo, const gbml_scorer *sc, const char *fname)
 	int			n;
 	const float *x = gbml_float_array(arr, &n, fname, 0);
 
-	if (sc->n_classes == 0 || n != sc->n_features)
+	if (!gbml_scorer_gives(sc, GBML_OUT_CLASSES) || n != sc->n_features)
 	{
 		gbml_env	env;
 
