@@ -111,7 +111,7 @@ unit:
 fuzz:
 	$(MAKE) -C tests/fuzz smoke crashes
 
-# The checks' independent builds (the twelve planted backends, about 20 s each;
+# The checks' independent builds (the fourteen planted backends, about 20 s each;
 # the sanitized checker and backend) run up to CHECK_JOBS at once: the cores,
 # at most 4.  On 2 cores the plants take 3.4 min instead of about 4.5 (their
 # CPU time), a good part of `make test`'s margin under its 15 minutes.

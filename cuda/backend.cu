@@ -27,6 +27,8 @@ extern "C" int gpu_boost_level(gbml_gpu_ctx *ctx, int level, int prev_feature, i
 extern "C" int gpu_boost_end_tree(gbml_gpu_ctx *ctx, int level, int feature, int border, uint16_t *leaf_out);
 extern "C" int gpu_boost_tree_leaves(gbml_gpu_ctx *ctx, int depth, const int32_t *features,
 									 const int32_t *borders, uint16_t *leaf_out);
+extern "C" int gpu_boost_nodes(gbml_gpu_ctx *ctx, int levels, const int32_t *features, const int32_t *borders,
+							   const uint8_t *set_masks);
 extern "C" void gpu_boost_end(gbml_gpu_ctx *ctx);
 extern "C" int gpu_boost_bin_rows(gbml_gpu_ctx *ctx, const int64_t *src, const int *border_count,
 								  const int64_t *border_off, const float *border_values);
@@ -189,6 +191,7 @@ static const struct gbml_backend cuda_backend = {
 	gpu_boost_level,
 	gpu_boost_end_tree,
 	gpu_boost_tree_leaves,
+	gpu_boost_nodes,
 	gpu_boost_end,
 	gpu_chunk_buffer,
 	gpu_chunk_put,

@@ -42,6 +42,8 @@ extern "C" {
  *   GBML_PLANT == 3: the shared histogram's last entry is never flushed
  *   GBML_PLANT == 4: a staging buffer is reused before its copy has run
  *   GBML_PLANT == 5: the last row of every histogram tile is skipped
+ *   GBML_PLANT == 13: a node that splits a set is split at its border index instead
+ *   GBML_PLANT == 14: a node's split is read for the leaf's bits of one level fewer
  */
 #ifndef GBML_PLANT
 #define GBML_PLANT 0
@@ -51,6 +53,7 @@ extern "C" {
 #define HIST_THREADS 256
 #define TILE_ROWS 2048			/* rows one histogram thread block reads */
 #define ROW_THREADS 256			/* threads per block of the per-row kernels */
+#define MAX_NODES ((1 << GBML_BOOST_MAX_DEPTH) - 1)	/* the splits of a Depthwise tree */
 
 typedef unsigned long long u64;
 
@@ -71,6 +74,11 @@ typedef struct gpu_boost_state
 	int16_t    *d_slot_of;
 	int64_t    *d_feat_off;
 	gbml_boost_hist_bin *d_hist;
+	int32_t    *d_node_feature;	/* Depthwise: the node splits boost_nodes uploaded */
+	int32_t    *d_node_border;
+	uint8_t    *d_node_mask;	/* GBML_BOOST_SET_MASK_BYTES a node */
+	int			node_levels;	/* levels boost_nodes uploaded (0: none yet) */
+	bool		node_masks;		/* and whether with set masks */
 	bool		tree_packed;	/* the current tree's gradients are packed (no hq) */
 
 	uint8_t    *ring[RING_SLOTS];
@@ -109,6 +117,70 @@ leaf_update_kernel(const uint8_t *bins, int64_t n_rows, int n_features, int64_t 
 	if (r < n_rows)
 		leaf[r] |= (uint16_t) ((bin_of_row(bins, n_rows, n_features, block_rows, feature, r) > border) << level);
 #endif
+}
+
+/* The node splits of a Depthwise tree on the device (boost_nodes), passed by value. */
+typedef struct node_table
+{
+	const int32_t *feature;		/* boost_split_index's layout: level l's nodes from 2^l - 1 */
+	const int32_t *border;
+	const uint8_t *mask;		/* NULL: no node splits a set */
+} node_table;
+
+/* Whether a row with this bin goes right at node s: gbml_boost_bin_goes_right's rule. */
+__device__ __forceinline__ static int
+goes_right_at_node(node_table t, int64_t s, uint8_t bin)
+{
+	int32_t		border = t.border[s];
+
+#if GBML_PLANT != 13
+	if (t.mask != NULL && border == GBML_BOOST_SET_SPLIT)
+		return (t.mask[s * GBML_BOOST_SET_MASK_BYTES + (bin >> 3)] >> (bin & 7)) & 1;
+#endif
+	return (int) bin > border;	/* GBML_BOOST_NO_SPLIT is above every bin */
+}
+
+/* leaf[r] |= (row r goes right at its node of `level`) << level, as gbml_boost_leaf_update_nodes. */
+__global__ static void
+leaf_update_nodes_kernel(const uint8_t *bins, int64_t n_rows, int n_features, int64_t block_rows,
+						 node_table t, int level, uint16_t *leaf)
+{
+	int64_t		r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (r < n_rows)
+	{
+#if GBML_PLANT == 14
+		int			k = leaf[r] & ((1 << level) - 1) >> 1;
+#else
+		int			k = leaf[r] & ((1 << level) - 1);	/* the node: the leaf bits so far */
+#endif
+		int64_t		s = ((int64_t) 1 << level) - 1 + k;
+		uint8_t		bin = bin_of_row(bins, n_rows, n_features, block_rows, t.feature[s], r);
+
+		leaf[r] |= (uint16_t) (goes_right_at_node(t, s, bin) << level);
+	}
+}
+
+/* leaf[r] = a Depthwise tree's leaf index, walking its nodes from the root. */
+__global__ static void
+tree_leaves_nodes_kernel(const uint8_t *bins, int64_t n_rows, int n_features, int64_t block_rows,
+						 node_table t, int depth, uint16_t *leaf)
+{
+	int64_t		r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (r < n_rows)
+	{
+		int			idx = 0;
+
+		for (int l = 0; l < depth; l++)
+		{
+			int64_t		s = ((int64_t) 1 << l) - 1 + idx;
+			uint8_t		bin = bin_of_row(bins, n_rows, n_features, block_rows, t.feature[s], r);
+
+			idx |= goes_right_at_node(t, s, bin) << l;
+		}
+		leaf[r] = (uint16_t) idx;
+	}
 }
 
 typedef struct tree_splits
@@ -331,6 +403,9 @@ gpu_boost_begin(gbml_gpu_ctx *ctx, const gbml_gpu_boost_shape *shape)
 		(s->d_hq = (int64_t *) gpu_alloc_device(ctx, (size_t) n * sizeof(int64_t), "the hessians")) == NULL ||
 		(s->d_slot_of = (int16_t *) gpu_alloc_device(ctx, sizeof(int16_t) * GBML_BOOST_SLOT_TABLE, "the slot table")) == NULL ||
 		(s->d_feat_off = (int64_t *) gpu_alloc_device(ctx, sizeof(int64_t) * (size_t) (s->n_features + 1), "the bin offsets")) == NULL ||
+		(s->d_node_feature = (int32_t *) gpu_alloc_device(ctx, sizeof(int32_t) * MAX_NODES, "the node splits")) == NULL ||
+		(s->d_node_border = (int32_t *) gpu_alloc_device(ctx, sizeof(int32_t) * MAX_NODES, "the node splits")) == NULL ||
+		(s->d_node_mask = (uint8_t *) gpu_alloc_device(ctx, (size_t) GBML_BOOST_SET_MASK_BYTES * MAX_NODES, "the node sets")) == NULL ||
 		(s->d_hist = (gbml_boost_hist_bin *) gpu_alloc_device(ctx, sizeof(gbml_boost_hist_bin) * (size_t) s->max_slots *
 															  (size_t) s->total_bins, "the histograms")) == NULL)
 		return 1;
@@ -391,11 +466,33 @@ gpu_boost_begin_tree(gbml_gpu_ctx *ctx, const uint16_t *leaf, const int64_t *gq,
 	return gpu_sync(ctx, "cudaStreamSynchronize(begin tree)");
 }
 
+/* The node table boost_nodes uploaded (the kernels' view). */
+static node_table
+nodes_of(const gpu_boost_state *s)
+{
+	node_table	t;
+
+	t.feature = s->d_node_feature;
+	t.border = s->d_node_border;
+	t.mask = s->node_masks ? s->d_node_mask : NULL;
+	return t;
+}
+
+/* Level `level`'s split (one feature and border, or GBML_GPU_SPLIT_BY_NODE) into every row's leaf bit `level`. */
 static int
 launch_leaf_update(gbml_gpu_ctx *ctx, gpu_boost_state *s, int feature, int border, int level)
 {
 	unsigned	blocks = (unsigned) ((s->n_rows + ROW_THREADS - 1) / ROW_THREADS);
 
+	if (feature == GBML_GPU_SPLIT_BY_NODE)
+	{
+		if (level < 0 || level >= s->node_levels)
+			return gpu_fail("GPU boosting: level %d's node splits were not uploaded (%d levels are)", level,
+							s->node_levels);
+		GBML_LAUNCH(leaf_update_nodes_kernel, dim3(blocks), dim3(ROW_THREADS), 0, ctx->stream,
+					s->d_bins, s->n_rows, s->n_features, s->block_rows, nodes_of(s), level, s->d_leaf);
+		return gpu_check(cudaGetLastError(), "leaf_update_nodes_kernel launch");
+	}
 	if (feature < 0 || feature >= s->n_features || level < 0 || level >= GBML_BOOST_MAX_DEPTH)
 		return gpu_fail("GPU boosting: bad split (feature %d, level %d)", feature, level);
 	GBML_LAUNCH(leaf_update_kernel, dim3(blocks), dim3(ROW_THREADS), 0, ctx->stream,
@@ -507,6 +604,17 @@ gpu_boost_level(gbml_gpu_ctx *ctx, int level, int prev_feature, int prev_border,
 	return gpu_sync(ctx, "histogram pass");
 }
 
+/* A per-row kernel just launched (named), then every row's leaf index to the host. */
+static int
+copy_leaves_back(gbml_gpu_ctx *ctx, gpu_boost_state *s, const char *launch, uint16_t *leaf_out)
+{
+	if (gpu_check(cudaGetLastError(), launch) ||
+		gpu_check(cudaMemcpyAsync(leaf_out, s->d_leaf, sizeof(uint16_t) * (size_t) s->n_rows,
+								  cudaMemcpyDeviceToHost, ctx->stream), "cudaMemcpyAsync(leaf indices to host)"))
+		return 1;
+	return gpu_sync(ctx, "leaf indices");
+}
+
 extern "C" int
 gpu_boost_end_tree(gbml_gpu_ctx *ctx, int level, int feature, int border, uint16_t *leaf_out)
 {
@@ -536,6 +644,9 @@ gpu_boost_end(gbml_gpu_ctx *ctx)
 	gpu_release(ctx, s->d_slot_of);
 	gpu_release(ctx, s->d_feat_off);
 	gpu_release(ctx, s->d_hist);
+	gpu_release(ctx, s->d_node_feature);
+	gpu_release(ctx, s->d_node_border);
+	gpu_release(ctx, s->d_node_mask);
 	for (int i = 0; i < RING_SLOTS; i++)
 	{
 		gpu_release(ctx, s->ring[i]);
@@ -568,6 +679,17 @@ gpu_boost_tree_leaves(gbml_gpu_ctx *ctx, int depth, const int32_t *features, con
 		return 1;
 	if (depth < 1 || depth > GBML_BOOST_MAX_DEPTH)
 		return gpu_fail("GPU boosting: bad tree depth %d", depth);
+	blocks = (unsigned) ((s->n_rows + ROW_THREADS - 1) / ROW_THREADS);
+	if (features == NULL)
+	{
+		/* a tree with a split per node: the ones boost_nodes uploaded */
+		if (depth > s->node_levels)
+			return gpu_fail("GPU boosting: a tree of depth %d, but %d levels of node splits were uploaded", depth,
+							s->node_levels);
+		GBML_LAUNCH(tree_leaves_nodes_kernel, dim3(blocks), dim3(ROW_THREADS), 0, ctx->stream,
+					s->d_bins, s->n_rows, s->n_features, s->block_rows, nodes_of(s), depth, s->d_leaf);
+		return copy_leaves_back(ctx, s, "tree_leaves_nodes_kernel launch", leaf_out);
+	}
 	memset(&t, 0, sizeof(t));
 	for (int l = 0; l < depth; l++)
 	{
@@ -576,12 +698,34 @@ gpu_boost_tree_leaves(gbml_gpu_ctx *ctx, int depth, const int32_t *features, con
 		t.feature[l] = features[l];
 		t.border[l] = borders[l];
 	}
-	blocks = (unsigned) ((s->n_rows + ROW_THREADS - 1) / ROW_THREADS);
 	GBML_LAUNCH(tree_leaves_kernel, dim3(blocks), dim3(ROW_THREADS), 0, ctx->stream,
 				s->d_bins, s->n_rows, s->n_features, s->block_rows, t, depth, s->d_leaf);
-	if (gpu_check(cudaGetLastError(), "tree_leaves_kernel launch") ||
-		gpu_check(cudaMemcpyAsync(leaf_out, s->d_leaf, sizeof(uint16_t) * (size_t) s->n_rows,
-								  cudaMemcpyDeviceToHost, ctx->stream), "cudaMemcpyAsync(leaf indices to host)"))
+	return copy_leaves_back(ctx, s, "tree_leaves_kernel launch", leaf_out);
+}
+
+extern "C" int
+gpu_boost_nodes(gbml_gpu_ctx *ctx, int levels, const int32_t *features, const int32_t *borders,
+				const uint8_t *set_masks)
+{
+	gpu_boost_state *s = state_of(ctx);
+	size_t		n;
+
+	if (s == NULL)
 		return 1;
-	return gpu_sync(ctx, "tree leaves");
+	if (levels < 1 || levels > GBML_BOOST_MAX_DEPTH)
+		return gpu_fail("GPU boosting: %d levels of node splits, at most %d", levels, GBML_BOOST_MAX_DEPTH);
+	n = ((size_t) 1 << levels) - 1;
+	for (size_t k = 0; k < n; k++)
+		if (features[k] < 0 || features[k] >= s->n_features)
+			return gpu_fail("GPU boosting: node %zu splits on feature %d of %d", k, features[k], s->n_features);
+	s->node_levels = 0;			/* until the copies below have run */
+	if (gpu_upload(ctx, s->d_node_feature, features, sizeof(int32_t) * n, "cudaMemcpyAsync(node features)") ||
+		gpu_upload(ctx, s->d_node_border, borders, sizeof(int32_t) * n, "cudaMemcpyAsync(node borders)") ||
+		(set_masks && gpu_upload(ctx, s->d_node_mask, set_masks, (size_t) GBML_BOOST_SET_MASK_BYTES * n,
+								 "cudaMemcpyAsync(node sets)")))
+		return 1;
+	s->node_levels = levels;
+	s->node_masks = set_masks != NULL;
+	/* the caller's arrays may change once we return */
+	return gpu_sync(ctx, "cudaStreamSynchronize(node splits)");
 }

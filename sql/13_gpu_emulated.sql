@@ -51,12 +51,34 @@ SELECT part, cpu.model = gpu.model AS same_bytes
   JOIN (SELECT part, gbml.boost_fit(f, y, '{"iterations": 8, "device": "gpu"}') AS model FROM gpu_rows GROUP BY part) gpu
  USING (part) ORDER BY part;
 
--- grow_policy Depthwise has no GPU kernels yet: device gpu trains it on the CPU, with a NOTICE
--- (the rows are not streamed to the device), the CPU's bytes
-SELECT (SELECT gbml.boost_fit(f, y, '{"iterations": 8, "grow_policy": "Depthwise", "device": "cpu"}') FROM gpu_rows)
-     = (SELECT gbml.boost_fit(f, y, '{"iterations": 8, "grow_policy": "Depthwise", "device": "gpu"}') FROM gpu_rows) AS same_bytes,
-       gbml.last_training_report() ->> 'device' AS last_device,
-       gbml.last_training_report() ->> 'device_note' AS note;
+-- grow_policy Depthwise (a split per node) trains on the GPU too, with the CPU's bytes
+SELECT c.name,
+       (SELECT gbml.boost_fit(f, CASE WHEN params ->> 'loss' = 'Logloss' THEN (y > 1.5)::int::real WHEN params ->> 'loss' = 'MultiClass' THEN greatest(0, least(floor(y), 3))::real ELSE y END,
+                              params || '{"grow_policy": "Depthwise", "device": "cpu"}') FROM gpu_rows)
+     = (SELECT gbml.boost_fit(f, CASE WHEN params ->> 'loss' = 'Logloss' THEN (y > 1.5)::int::real WHEN params ->> 'loss' = 'MultiClass' THEN greatest(0, least(floor(y), 3))::real ELSE y END,
+                              params || '{"grow_policy": "Depthwise", "device": "gpu"}') FROM gpu_rows) AS same_bytes,
+       gbml.last_training_report() ->> 'device' AS last_device
+  FROM (VALUES ('RMSE', jsonb_build_object('loss', 'RMSE', 'iterations', 8)),
+               ('RMSE depth 9, subsample', jsonb_build_object('loss', 'RMSE', 'iterations', 4, 'depth', 9, 'subsample', 0.8, 'min_child_weight', 0)),
+               ('Logloss, random_strength', jsonb_build_object('loss', 'Logloss', 'iterations', 10, 'random_strength', 1)),
+               ('MultiClass', jsonb_build_object('loss', 'MultiClass', 'iterations', 5))) AS c(name, params)
+ ORDER BY 1;
+-- categories split as sets by each node, from a table's columns (the device applies each node's set)
+CREATE TABLE gpu_cats AS
+SELECT i, (ARRAY['oslo', 'lima', 'rome', 'kyiv', 'pune', 'baku', 'riga', 'suva'])[1 + i % 8] AS city, (i % 10) / 10.0 AS x,
+       (i % 8 IN (1, 4, 6) OR (i % 8 = 2 AND i % 10 > 4) OR hashint4(i) % 7 = 0)::int AS label
+  FROM generate_series(1, 3000) AS i;
+SELECT gbml.train('gpu_sets', 'boost', 'SELECT city, x, label FROM gpu_cats',
+                  '{"label_column": "label", "loss": "Logloss", "iterations": 12, "depth": 4, "grow_policy": "Depthwise",
+                    "categorical_split": "sets", "device": "gpu"}') > 0 AS trained;
+SELECT gbml.train('gpu_sets', 'boost', 'SELECT city, x, label FROM gpu_cats',
+                  '{"label_column": "label", "loss": "Logloss", "iterations": 12, "depth": 4, "grow_policy": "Depthwise",
+                    "categorical_split": "sets", "device": "cpu"}') > 0 AS trained;
+SELECT version, device, gbml.model_info(model) -> 'categorical' ->> 'split_as_sets' AS split_as_sets,
+       md5(model) = (SELECT md5(model) FROM gbml.models WHERE name = 'gpu_sets' AND version = 1) AS same_as_v1
+  FROM gbml.models WHERE name = 'gpu_sets' ORDER BY version;
+DELETE FROM gbml.models WHERE name = 'gpu_sets';
+DROP TABLE gpu_cats;
 
 -- the registry: eval set, early stopping, the device recorded in gbml.models
 SELECT gbml.train('gpu_ranker', 'boost', 'SELECT f AS features, round(y)::real AS label, g AS group_id FROM gpu_rows',
@@ -76,6 +98,9 @@ SELECT i, array_agg(CASE WHEN (i + j) % 53 = 0 THEN 'NaN'::real ELSE ((hashint4(
   FROM generate_series(1, 20000) AS i, generate_series(1, 40) AS j GROUP BY i;
 SELECT (SELECT gbml.boost_fit(f, y, '{"iterations": 6, "device": "cpu"}') FROM wide_rows)
      = (SELECT gbml.boost_fit(f, y, '{"iterations": 6, "device": "gpu"}') FROM (SELECT * FROM wide_rows ORDER BY hashint4(i)) s) AS same_bytes,
+       gbml.last_training_report() ->> 'device_note' AS how;
+SELECT (SELECT gbml.boost_fit(f, y, '{"iterations": 4, "grow_policy": "Depthwise", "device": "cpu"}') FROM wide_rows)
+     = (SELECT gbml.boost_fit(f, y, '{"iterations": 4, "grow_policy": "Depthwise", "device": "gpu"}') FROM (SELECT * FROM wide_rows ORDER BY hashint4(i)) s) AS depthwise_same_bytes,
        gbml.last_training_report() ->> 'device_note' AS how;
 SET parallel_setup_cost = 0;
 SET parallel_tuple_cost = 0;

@@ -205,7 +205,7 @@ gbml_input_flags(const gbml_parsed_params *p)
 bool
 gbml_gpu_trains(const gbml_parsed_params *p)
 {
-	return p->algo->gpu_trains && (p->algo->gpu_trains_fn == NULL || p->algo->gpu_trains_fn(p->algo_params));
+	return p->algo->gpu_trains;
 }
 
 /* ---- training driver ---- */
@@ -420,8 +420,7 @@ settle_device(gbml_env *env, const gbml_parsed_params *params)
 	if (env->device == GBML_DEVICE_GPU && !gbml_gpu_trains(params))
 	{
 		env->device = GBML_DEVICE_CPU;
-		snprintf(env->device_note, sizeof(env->device_note), "%s has no GPU trainer yet%s", algo->name,
-				 algo->gpu_trains ? " for these parameters" : "");
+		snprintf(env->device_note, sizeof(env->device_note), "%s has no GPU trainer yet", algo->name);
 		gbml_notice(env, env->device_auto ? GBML_LOG_DEBUG : GBML_LOG_NOTICE,
 					"%s: training on the CPU: %s", algo->name, env->device_note);
 	}

@@ -65,8 +65,6 @@ typedef struct gbml_algorithm
 	bool		gpu_trains;
 	/* The trainer takes rows streamed to a GPU chunk store during the scan (dataset.h). */
 	bool		gpu_streams;
-	/* Optional: false when these parameters have no GPU path (then as without gpu_trains). */
-	bool		(*gpu_trains_fn) (const void *params);
 	/* The trainer has a hybrid mode (device "hybrid"); without one, "hybrid" means "gpu". */
 	bool		hybrid_trains;
 	/* its shards' side when it can train on rows other servers hold (gbml_dataset.shards), else NULL */
@@ -195,7 +193,7 @@ int			gbml_parse_training_params(gbml_env *env, const gbml_algorithm *algo,
 									   const gbml_param_value *values, int n_values,
 									   gbml_parsed_params *out);
 unsigned	gbml_input_flags(const gbml_parsed_params *p);
-/* Whether a training with these parameters has a GPU path (gpu_trains, gpu_trains_fn). */
+/* Whether a training with these parameters has a GPU path (gpu_trains). */
 bool		gbml_gpu_trains(const gbml_parsed_params *p);
 /* Frees what gbml_parse_training_params allocated (the glue lets its MemoryContext do it). */
 void		gbml_parsed_params_free(gbml_env *env, gbml_parsed_params *p);

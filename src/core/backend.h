@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GBML_BACKEND_ABI_VERSION 3
+#define GBML_BACKEND_ABI_VERSION 4
 
 typedef struct gbml_device_info
 {
@@ -56,6 +56,9 @@ typedef struct gbml_gpu_resources
  * from a MemoryContext reset callback, so ERROR and cancel release it).
  */
 typedef struct gbml_gpu_ctx gbml_gpu_ctx;
+
+/* The split feature that tells boost_level and boost_end_tree to split each row by its node's split. */
+#define GBML_GPU_SPLIT_BY_NODE (-2)
 
 /* The shape of one boosting training on the device (see boost_histogram.h). */
 typedef struct gbml_gpu_boost_shape
@@ -127,6 +130,17 @@ struct gbml_backend
 	 * tree's last split and copies every row's leaf index to leaf_out.
 	 * boost_tree_leaves computes the leaf index of a whole tree (depth
 	 * levels of features and border indices) for every row into leaf_out.
+	 *
+	 * Trees with a split per node (grow_policy Depthwise): boost_nodes
+	 * uploads the node splits of a tree's first `levels` levels, in the
+	 * forest's layout (level l's nodes from 2^l - 1, node k holding the
+	 * rows whose leaf bits so far are k; set_masks NULL or
+	 * GBML_BOOST_SET_MASK_BYTES a node), each a (feature, border index)
+	 * with gbml_boost_bin_goes_right's rule.  Until the next boost_nodes,
+	 * boost_level and boost_end_tree given the feature
+	 * GBML_GPU_SPLIT_BY_NODE split each row by its node's split (as
+	 * gbml_boost_leaf_update_nodes), and boost_tree_leaves given NULL
+	 * features walks the nodes from the root.
 	 */
 	int			(*boost_begin) (gbml_gpu_ctx *ctx, const gbml_gpu_boost_shape *shape);
 	int			(*boost_put_bins) (gbml_gpu_ctx *ctx, int64_t block, const uint8_t *bins, int64_t len);
@@ -138,6 +152,8 @@ struct gbml_backend
 								   uint16_t *leaf_out);
 	int			(*boost_tree_leaves) (gbml_gpu_ctx *ctx, int depth, const int32_t *features,
 									  const int32_t *borders, uint16_t *leaf_out);
+	int			(*boost_nodes) (gbml_gpu_ctx *ctx, int levels, const int32_t *features,
+								const int32_t *borders, const uint8_t *set_masks);
 	/* Frees what boost_begin allocated (a context that outlives the training keeps nothing). */
 	void		(*boost_end) (gbml_gpu_ctx *ctx);
 

@@ -147,7 +147,7 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 	{"grow_policy", GBML_PARAM_ENUM, BP(grow_policy), 0, 0, 0, NULL, grow_policy_choices,
 	"SymmetricTree: oblivious trees, one split per level (MatrixNet's, the fastest to score); Depthwise: each "
 	"node picks its own split, level by level to the full depth (CatBoost's Depthwise, XGBoost's trees); a "
-	"node with no split of positive gain sends all its rows left. Depthwise trains on the CPU of one server"},
+	"node with no split of positive gain sends all its rows left. Depthwise trains on one server (CPU or GPU)"},
 	{"min_child_weight", GBML_PARAM_REAL, BP(min_child_weight), 0, 1e15, 1, NULL, NULL,
 	"Depthwise: a node's split must leave each child at least this sum of the loss's hessians (of the row "
 	"weights with score_function L2), XGBoost's min_child_weight; 0: any split leaving rows on both sides"},
@@ -182,13 +182,6 @@ boost_records_param(const gbml_param_spec *s, const void *params, const gbml_dat
 	return s->offset < BP(one_hot_max_size) || gbml_schema_n_categorical(ds->schema) > 0;
 }
 #undef BP
-
-/* Depthwise trees have no GPU kernels yet (their leaf update reads a feature per node). */
-static bool
-boost_gpu_trains(const void *params)
-{
-	return ((const gbml_boost_params *) params)->grow_policy == GBML_GROW_SYMMETRIC;
-}
 
 /* ------------------------------------------------------------------ */
 /* Rows in training order                                             */
@@ -680,9 +673,11 @@ add_tree_from_bins(trainer *T, int64_t t, double *pred)
 	if (T->on_gpu)
 	{
 		/* the bins are on the device: it computes the leaf indices */
-		/* (Depthwise trees train on the CPU only: setup_device) */
-		int			rc = gbml_boost_gpu_tree_leaves(&T->gpu, d, F->feature + boost_split_index(F, t, 0, 0),
-													F->border_index + boost_split_index(F, t, 0, 0), T->leaf);
+		size_t		s = boost_split_index(F, t, 0, 0);
+		int			rc = F->node_splits
+			? gbml_boost_gpu_tree_leaves_nodes(&T->gpu, d, F->feature + s, F->border_index + s,
+											   F->has_sets ? F->set_mask + s * GBML_BOOST_SET_MASK_BYTES : NULL, T->leaf)
+			: gbml_boost_gpu_tree_leaves(&T->gpu, d, F->feature + s, F->border_index + s, T->leaf);
 
 		if (rc != GBML_OK)
 			return rc;
@@ -855,9 +850,6 @@ setup_device(trainer *T, const gbml_dataset *ds)
 		snprintf(env->device_note, sizeof(env->device_note), "device auto: the GPU memory budget was reached while the rows streamed in");
 		return GBML_OK;
 	}
-	if (bins_on_device(ds) && T->forest.node_splits)
-		return gbml_error(env, GBML_EUNSUPPORTED, "boost: grow_policy Depthwise cannot train on rows streamed to the "
-						  "GPU (set device 'cpu')");
 	if (bins_on_device(ds))
 	{
 		gbml_gpu_ctx *ctx = gbml_chunk_store_gpu_ctx(ds->store);
@@ -1936,7 +1928,6 @@ const gbml_algorithm gbml_algorithm_boost = {
 	.outputs = GBML_OUT_SCORE | GBML_OUT_PROBA,
 	.gpu_trains = true,
 	.gpu_streams = true,
-	.gpu_trains_fn = boost_gpu_trains,
 	.reads_spilled_rows = true,
 	.quantizes_rows = true,
 	.categorical_features = true,

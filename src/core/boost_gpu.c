@@ -177,3 +177,21 @@ gbml_boost_gpu_tree_leaves(gbml_boost_gpu *g, int depth, const int32_t *features
 	return g->b->boost_tree_leaves(g->ctx, depth, features, borders, leaf_out)
 		? backend_error(g, "tree leaves") : GBML_OK;
 }
+
+int
+gbml_boost_gpu_nodes(gbml_boost_gpu *g, int levels, const int32_t *features, const int32_t *borders,
+					 const uint8_t *set_masks)
+{
+	return g->b->boost_nodes(g->ctx, levels, features, borders, set_masks) ? backend_error(g, "node splits") : GBML_OK;
+}
+
+int
+gbml_boost_gpu_tree_leaves_nodes(gbml_boost_gpu *g, int depth, const int32_t *features, const int32_t *borders,
+								 const uint8_t *set_masks, uint16_t *leaf_out)
+{
+	int			rc;
+
+	if ((rc = gbml_boost_gpu_nodes(g, depth, features, borders, set_masks)) != GBML_OK)
+		return rc;
+	return g->b->boost_tree_leaves(g->ctx, depth, NULL, NULL, leaf_out) ? backend_error(g, "tree leaves") : GBML_OK;
+}

@@ -5,7 +5,7 @@
  * and per-level calls, and backend failures as engine errors.
  *
  * boost.c keeps the algorithm: the device only replaces the histogram pass
- * and the leaf-index updates, with the same exact integer sums
+ * and the leaf-index updates (one split a level, or one a node), with the same exact integer sums
  * (boost_histogram.h), so a GPU training gives the CPU training's bytes.
  */
 #ifndef GBML_BOOST_GPU_H
@@ -75,5 +75,16 @@ int			gbml_boost_gpu_end_tree(gbml_boost_gpu *g, int level, int feature, int bor
 									uint16_t *leaf_out);
 int			gbml_boost_gpu_tree_leaves(gbml_boost_gpu *g, int depth, const int32_t *features,
 									   const int32_t *borders, uint16_t *leaf_out);
+/*
+ * Trees with a split per node (grow_policy Depthwise): the node splits of
+ * the tree's first `levels` levels (boost_split_index's layout; set_masks
+ * NULL when no node splits a set) to the device, which the next level
+ * passes and leaf updates given GBML_GPU_SPLIT_BY_NODE apply, and a whole
+ * such tree's leaf index for every row.
+ */
+int			gbml_boost_gpu_nodes(gbml_boost_gpu *g, int levels, const int32_t *features, const int32_t *borders,
+								 const uint8_t *set_masks);
+int			gbml_boost_gpu_tree_leaves_nodes(gbml_boost_gpu *g, int depth, const int32_t *features,
+											 const int32_t *borders, const uint8_t *set_masks, uint16_t *leaf_out);
 
 #endif

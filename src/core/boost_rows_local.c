@@ -264,6 +264,24 @@ level_pass_cpu(trainer *T, int level, bool identity, int n_slots, int prev_featu
 	return GBML_OK;
 }
 
+/*
+ * On the GPU, the split the device applies to leaf bit `level`: the level's
+ * one (feature, border), or with Depthwise GBML_GPU_SPLIT_BY_NODE after the
+ * open tree's node splits of levels 0 .. level went to the device.
+ */
+static int
+gpu_level_split(trainer *T, int level, int *feature)
+{
+	const forest_builder *F = &T->forest;
+	size_t		s = boost_split_index(F, F->n_trees, 0, 0);
+
+	if (!F->node_splits)
+		return GBML_OK;
+	*feature = GBML_GPU_SPLIT_BY_NODE;
+	return gbml_boost_gpu_nodes(&T->gpu, level + 1, F->feature + s, F->border_index + s,
+								F->has_sets ? F->set_mask + s * GBML_BOOST_SET_MASK_BYTES : NULL);
+}
+
 /* The row side's level pass on this process's rows (boost_row_ops.level). */
 static int
 local_level(trainer *T, int level, int prev_f, int prev_j, int n_slots)
@@ -279,6 +297,8 @@ local_level(trainer *T, int level, int prev_f, int prev_j, int n_slots)
 	}
 	if (T->on_gpu)
 	{
+		if (level > 0 && (rc = gpu_level_split(T, level - 1, &prev_f)) != GBML_OK)
+			return rc;
 		if ((rc = gbml_boost_gpu_level(&T->gpu, level, prev_f, prev_j, T->slot_of, n_slots, T->thist)) != GBML_OK)
 			return rc;
 		if (T->packed && !T->send_packed)
@@ -403,7 +423,8 @@ apply_last_split_once(trainer *T, int last_f, int last_j)
 		return GBML_OK;
 	if (T->on_gpu)
 	{
-		if ((rc = gbml_boost_gpu_end_tree(&T->gpu, T->depth - 1, last_f, last_j, T->leaf)) != GBML_OK)
+		if ((rc = gpu_level_split(T, T->depth - 1, &last_f)) != GBML_OK ||
+			(rc = gbml_boost_gpu_end_tree(&T->gpu, T->depth - 1, last_f, last_j, T->leaf)) != GBML_OK)
 			return rc;
 	}
 	else if ((rc = apply_last_split(T, last_f, last_j)) != GBML_OK)

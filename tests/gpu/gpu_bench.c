@@ -54,16 +54,16 @@ make_rows(gbml_dataset *ds, gbml_env *env, int64_t n)
 	}
 }
 
-/* Seconds per tree of one training; the model bytes into *model. */
+/* Seconds per tree of one training (symmetric or Depthwise trees); the model bytes into *model. */
 static double
-seconds_per_tree(int64_t n, bool gpu, int threads, uint8_t **model, size_t *len, double *h2d_gbps)
+seconds_per_tree(int64_t n, bool gpu, bool depthwise, int threads, uint8_t **model, size_t *len, double *h2d_gbps)
 {
 	gbml_env	env;
 	gbml_dataset ds;
 	gbml_parsed_params pp;
 	gbml_strbuf report;
-	gbml_param_value v[4] = {tu_num("iterations", BENCH_TREES), tu_num("depth", 6), tu_num("border_count", 32),
-	tu_num("threads", threads)};
+	gbml_param_value v[5] = {tu_num("iterations", BENCH_TREES), tu_num("depth", 6), tu_num("border_count", 32),
+		tu_num("threads", threads), tu_str("grow_policy", depthwise ? "Depthwise" : "SymmetricTree")};
 	double		spt = NAN;
 
 	gbml_env_init_malloc(&env, threads);
@@ -74,7 +74,7 @@ seconds_per_tree(int64_t n, bool gpu, int threads, uint8_t **model, size_t *len,
 	}
 	make_rows(&ds, &env, n);
 	gbml_sb_init(&report, &env);
-	if (gbml_parse_training_params(&env, gbml_algorithm_by_name("boost"), v, 4, &pp) == GBML_OK &&
+	if (gbml_parse_training_params(&env, gbml_algorithm_by_name("boost"), v, 5, &pp) == GBML_OK &&
 		gbml_train_report(&env, &pp, &ds, NULL, model, len, &report) == GBML_OK)
 	{
 		char	   *text = calloc(report.len + 1, 1);
@@ -165,18 +165,19 @@ void
 gc_bench(int64_t max_rows)
 {
 	int			cores = 1;
-	int64_t		sizes[2] = {max_rows / 10, max_rows};	/* run.sh: 1M and 10M */
+	int64_t		sizes[3] = {max_rows / 10, max_rows, max_rows / 10};	/* run.sh: 1M and 10M, then 1M Depthwise */
 	gbml_env	freer;				/* models come from malloc envs: any one frees them */
 
 	gbml_env_init_malloc(&freer, 1);
 #ifdef _OPENMP
 	cores = omp_get_num_procs();
 #endif
-	printf("\n| rows (x 100 features) | CPU s/tree (%d threads) | GPU s/tree | GPU speed-up | same bytes | "
-		   "level-0 histogram, share of 4.8 TB/s | bins+row state H2D GB/s |\n|---|---|---|---|---|---|---|\n", cores);
-	for (int i = 0; i < 2; i++)
+	printf("\n| rows (x 100 features) | trees | CPU s/tree (%d threads) | GPU s/tree | GPU speed-up | same bytes | "
+		   "level-0 histogram, share of 4.8 TB/s | bins+row state H2D GB/s |\n|---|---|---|---|---|---|---|---|\n", cores);
+	for (int i = 0; i < 3; i++)
 	{
 		int64_t		n = sizes[i];
+		bool		depthwise = i == 2;
 		uint8_t    *mc = NULL,
 				   *mg = NULL;
 		size_t		lc = 0,
@@ -187,12 +188,19 @@ gc_bench(int64_t max_rows)
 					h2d,
 					train_h2d = NAN;
 
-		cpu = seconds_per_tree(n, false, cores, &mc, &lc, NULL);
-		gpu = seconds_per_tree(n, true, cores, &mg, &lg, &train_h2d);
-		histogram_rate(n, &share, &h2d);
-		printf("| %lld | %.4f | %.4f | %.1fx | %s | %.1f%% | %.1f |\n", (long long) n, cpu, gpu,
-			   cpu / gpu, lc == lg && lc > 0 && memcmp(mc, mg, lc) == 0 ? "yes" : "NO", share * 100, h2d);
-		gc_check(lc == lg && lc > 0 && memcmp(mc, mg, lc) == 0, "bench training %lld x 100: same bytes", (long long) n);
+		cpu = seconds_per_tree(n, false, depthwise, cores, &mc, &lc, NULL);
+		gpu = seconds_per_tree(n, true, depthwise, cores, &mg, &lg, &train_h2d);
+		printf("| %lld | %s | %.4f | %.4f | %.1fx | %s |", (long long) n, depthwise ? "Depthwise" : "symmetric", cpu, gpu,
+			   cpu / gpu, lc == lg && lc > 0 && memcmp(mc, mg, lc) == 0 ? "yes" : "NO");
+		if (depthwise)
+			printf(" (the same pass) | — |\n");
+		else
+		{
+			histogram_rate(n, &share, &h2d);
+			printf(" %.1f%% | %.1f |\n", share * 100, h2d);
+		}
+		gc_check(lc == lg && lc > 0 && memcmp(mc, mg, lc) == 0, "bench training %lld x 100%s: same bytes", (long long) n,
+				 depthwise ? ", Depthwise" : "");
 		gbml_free(&freer, mc);
 		gbml_free(&freer, mg);
 	}

@@ -351,6 +351,126 @@ done:
 	hist_data_free(&h);
 }
 
+/* ---- trees with a split per node (grow_policy Depthwise) ---- */
+
+#define CHECK_NODES ((1 << GBML_BOOST_MAX_DEPTH) - 1)
+
+/* A random Depthwise tree's node splits, in the forest's layout: borders, nodes that do not split, sets. */
+typedef struct node_splits
+{
+	int32_t		feature[CHECK_NODES];
+	int32_t		border[CHECK_NODES];
+	uint8_t		mask[CHECK_NODES * GBML_BOOST_SET_MASK_BYTES];
+} node_splits;
+
+static void
+node_splits_make(const hist_data *h, uint64_t seed, node_splits *ns)
+{
+	gbml_rng	rng;
+
+	gbml_rng_seed(&rng, seed);
+	for (int k = 0; k < CHECK_NODES; k++)
+	{
+		int			f = (int) gbml_rng_below(&rng, (uint64_t) h->c.n_features);
+		uint64_t	kind = gbml_rng_below(&rng, 6);
+
+		ns->feature[k] = f;
+		ns->border[k] = kind == 0 ? GBML_BOOST_NO_SPLIT : kind <= 2 ? GBML_BOOST_SET_SPLIT
+			: (int32_t) gbml_rng_below(&rng, (uint64_t) (h->n_borders[f] > 0 ? h->n_borders[f] : 1));
+		for (int i = 0; i < GBML_BOOST_SET_MASK_BYTES; i++)
+			ns->mask[k * GBML_BOOST_SET_MASK_BYTES + i] = (uint8_t) gbml_rng_below(&rng, 256);
+	}
+}
+
+/* The CPU's leaf update of bit `level` by each row's node (the reference). */
+static void
+cpu_leaf_update_nodes(const hist_data *h, uint16_t *leaf, const node_splits *ns, int level)
+{
+	size_t		first = ((size_t) 1 << level) - 1;
+
+	for (int64_t b = 0; b < h->n_blocks; b++)
+		gbml_boost_leaf_update_nodes(h->blocks[b], block_len(h, b), level, ns->feature + first, ns->border + first,
+									 ns->mask + first * GBML_BOOST_SET_MASK_BYTES, leaf + b * h->c.block_rows);
+}
+
+/*
+ * One Depthwise case against the CPU: histograms at `level` after the
+ * previous level's node splits, the last level's node update, a whole
+ * tree's leaves walked from its root, and a level whose nodes were never
+ * uploaded refused.
+ */
+static void
+run_node_case(const hist_case *c, uint64_t seed)
+{
+	hist_data	h;
+	node_splits ns;
+	gbml_gpu_ctx *ctx;
+	size_t		nh = 0;
+	gbml_boost_hist_bin *want = NULL,
+			   *got = NULL;
+	uint16_t   *cpu_leaf = malloc(sizeof(uint16_t) * (size_t) c->n),
+			   *gpu_leaf = malloc(sizeof(uint16_t) * (size_t) c->n);
+	int			depth = 1 + (int) (seed % GBML_BOOST_MAX_DEPTH);
+	char		name[200];
+	bool		ok;
+
+	hist_data_make(&h, c, seed);
+	node_splits_make(&h, seed * 31 + 7, &ns);
+	snprintf(name, sizeof(name), "%lld rows x %d features, level %d, %d slots%s", (long long) c->n, c->n_features,
+			 c->level, c->n_slots, c->unsampled > 0 ? ", subsampled" : "");
+	if ((ctx = open_case(&h)) == NULL)
+	{
+		gc_check(false, "node splits: %s: context", name);
+		goto done;
+	}
+	nh = (size_t) c->n_slots * (size_t) h.total_bins;
+	want = malloc(sizeof(gbml_boost_hist_bin) * nh);
+	got = malloc(sizeof(gbml_boost_hist_bin) * nh);
+	for (int64_t r = 0; r < c->n; r++)
+		h.leaf[r] &= (uint16_t) ~(1u << (c->level - 1));
+	memcpy(cpu_leaf, h.leaf, sizeof(uint16_t) * (size_t) c->n);
+	cpu_leaf_update_nodes(&h, cpu_leaf, &ns, c->level - 1);
+	cpu_histograms(&h, cpu_leaf, want);
+	memset(got, 0x5A, sizeof(gbml_boost_hist_bin) * nh);
+	ok = gc_backend->boost_begin_tree(ctx, h.leaf, h.gq, c->packed ? NULL : h.hq) == 0 &&
+		gc_backend->boost_nodes(ctx, c->level, ns.feature, ns.border, ns.mask) == 0 &&
+		gc_backend->boost_level(ctx, c->level, GBML_GPU_SPLIT_BY_NODE, 0, h.slot_of, c->n_slots, got) == 0;
+	gc_check(ok && memcmp(want, got, sizeof(gbml_boost_hist_bin) * nh) == 0,
+			 "histograms after a split per node: %s", name);
+
+	if (c->level < GBML_BOOST_MAX_DEPTH - 1)
+	{
+		/* a level whose nodes were not uploaded is refused; then the tree's last level by node */
+		ok = gc_backend->boost_end_tree(ctx, c->level, GBML_GPU_SPLIT_BY_NODE, 0, gpu_leaf) != 0;
+		gc_check(ok && strstr(gc_backend->last_error(), "not uploaded") != NULL,
+				 "a level's node splits must be uploaded first (%s)", gc_backend->last_error());
+		cpu_leaf_update_nodes(&h, cpu_leaf, &ns, c->level);
+		memset(gpu_leaf, 0x77, sizeof(uint16_t) * (size_t) c->n);
+		ok = gc_backend->boost_nodes(ctx, c->level + 1, ns.feature, ns.border, ns.mask) == 0 &&
+			gc_backend->boost_end_tree(ctx, c->level, GBML_GPU_SPLIT_BY_NODE, 0, gpu_leaf) == 0;
+		gc_check(ok && memcmp(cpu_leaf, gpu_leaf, sizeof(uint16_t) * (size_t) c->n) == 0,
+				 "leaf update by node: %s", name);
+	}
+
+	/* a whole tree's leaves from its nodes */
+	memset(cpu_leaf, 0, sizeof(uint16_t) * (size_t) c->n);
+	for (int l = 0; l < depth; l++)
+		cpu_leaf_update_nodes(&h, cpu_leaf, &ns, l);
+	memset(gpu_leaf, 0x77, sizeof(uint16_t) * (size_t) c->n);
+	ok = gc_backend->boost_nodes(ctx, depth, ns.feature, ns.border, ns.mask) == 0 &&
+		gc_backend->boost_tree_leaves(ctx, depth, NULL, NULL, gpu_leaf) == 0;
+	gc_check(ok && memcmp(cpu_leaf, gpu_leaf, sizeof(uint16_t) * (size_t) c->n) == 0,
+			 "tree leaves by node (depth %d): %s", depth, name);
+	gc_backend->ctx_destroy(ctx);
+	gc_check(gc_no_resources(), "no resources left: node splits, %s", name);
+done:
+	free(want);
+	free(got);
+	free(cpu_leaf);
+	free(gpu_leaf);
+	hist_data_free(&h);
+}
+
 /* Column sums (the mean model's kernel): double sums in another order, so within rounding. */
 static void
 column_sums_check(void)
@@ -575,6 +695,9 @@ gc_kernel_checks(void)
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		run_hist_case(&cases[i], 1000 + i);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (cases[i].level > 0)
+			run_node_case(&cases[i], 2000 + i);
 
 	/* misuse is an error, not a crash */
 	{

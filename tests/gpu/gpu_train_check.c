@@ -131,6 +131,9 @@ static const train_case cases[] = {
 	{"LambdaMART", {1700, 5, true, false, false, 0}, {{0}}, 0},
 	{"RMSE depth 9, 255 borders (global-memory histograms)", {1500, 3, false, false, false, 0}, {{0}}, 0},
 	{"MultiClass, weights, subsample 0.8 (a tree a class)", {2000, 6, false, false, true, 0.05, false, true}, {{0}}, 0},
+	{"Depthwise MultiClass, depth 7, weights, min_child_weight 0", {2000, 6, false, false, true, 0.05, false, true}, {{0}}, 0},
+	{"Depthwise Logloss, random_strength 1, subsample 0.8, eval set, early stopping, best model",
+	{2500, 8, false, true, false, 0.05}, {{0}}, 0},
 };
 
 /* The params of case i (tu_num needs run time). */
@@ -139,7 +142,7 @@ case_params(train_case *c, int i)
 {
 	int			k = 0;
 
-	if (i != 5 && i != 7)
+	if (i != 5 && i != 7 && i != 10)
 		c->params[k++] = tu_num("iterations", 12);
 	switch (i)
 	{
@@ -174,6 +177,23 @@ case_params(train_case *c, int i)
 		case 8:
 			c->params[k++] = tu_str("loss", "MultiClass");
 			c->params[k++] = tu_num("subsample", 0.8);
+			break;
+		case 9:
+			c->params[k++] = tu_str("loss", "MultiClass");
+			c->params[k++] = tu_str("grow_policy", "Depthwise");
+			c->params[k++] = tu_num("depth", 7);
+			c->params[k++] = tu_num("min_child_weight", 0);
+			break;
+		case 10:
+			/* a high learning rate overfits soon: the best model drops trees (their leaves from the device) */
+			c->params[k++] = tu_str("loss", "Logloss");
+			c->params[k++] = tu_str("grow_policy", "Depthwise");
+			c->params[k++] = tu_num("random_strength", 1);
+			c->params[k++] = tu_num("subsample", 0.8);
+			c->params[k++] = tu_num("learning_rate", 0.9);
+			c->params[k++] = tu_num("eval_fraction", 0.25);
+			c->params[k++] = tu_num("early_stopping_rounds", 3);
+			c->params[k++] = tu_num("iterations", 60);
 			break;
 	}
 	c->n_params = k;

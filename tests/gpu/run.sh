@@ -5,7 +5,8 @@
 #   1. every kernel and whole trainings of every loss against the CPU backend
 #      (model bytes), the budget, cancels, nothing left on the device;
 #   2. compute-sanitizer memcheck and racecheck of the kernels on small inputs;
-#   3. the timings tables: boosting (seconds per tree at 1M and 10M x 100,
+#   3. the timings tables: boosting (seconds per tree at 1M and 10M x 100, and
+#      Depthwise trees at 1M,
 #      depth 6, 32 borders, GPU against the CPU backend on every core, the
 #      level-0 histogram pass as a share of 4.8 TB/s, host-to-device GB/s);
 #      K-Means (the assignment's TFLOP/s against the 67 TFLOP/s FP32 peak,
