@@ -147,7 +147,7 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 	{"grow_policy", GBML_PARAM_ENUM, BP(grow_policy), 0, 0, 0, NULL, grow_policy_choices,
 	"SymmetricTree: oblivious trees, one split per level (MatrixNet's, the fastest to score); Depthwise: each "
 	"node picks its own split, level by level to the full depth (CatBoost's Depthwise, XGBoost's trees); a "
-	"node with no split of positive gain sends all its rows left. Depthwise trains on one server (CPU or GPU)"},
+	"node with no split of positive gain sends all its rows left"},
 	{"min_child_weight", GBML_PARAM_REAL, BP(min_child_weight), 0, 1e15, 1, NULL, NULL,
 	"Depthwise: a node's split must leave each child at least this sum of the loss's hessians (of the row "
 	"weights with score_function L2), XGBoost's min_child_weight; 0: any split leaving rows on both sides"},
@@ -1245,6 +1245,9 @@ boost_trainer_bins(trainer *T, const gbml_dataset *ds, int64_t n_global)
 		(rc = setup_layout(T)) != GBML_OK)
 		return rc;
 	T->n_global = n_global;
+	/* Depthwise: the open tree's node splits, which the coordinator's requests bring, live in the forest */
+	if (T->forest.node_splits && (rc = builder_reserve(&T->forest, T->env)) != GBML_OK)
+		return rc;
 	return setup_row_arrays(T, ds);
 }
 
@@ -1468,7 +1471,11 @@ grow_tree(trainer *T, int64_t iteration, int64_t stream, bool *grown)
 		split = choose_split(T, level, leaf_sums, &noise);
 		T->t_splits += gbml_now() - t0;
 		if (!split)
+		{
+			if (T->rows->drop_tree)
+				T->rows->drop_tree(T);
 			return GBML_OK;
+		}
 		/* (the row side's handle on a symmetric level; Depthwise nodes are read from the forest) */
 		last_f = F->feature[boost_split_index(F, F->n_trees, level, 0)];
 		last_j = F->border_index[boost_split_index(F, F->n_trees, level, 0)];

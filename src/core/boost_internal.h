@@ -272,6 +272,8 @@ typedef struct boost_row_ops
 	 * maxima give g_all, the squares' sum in fixed point at scale
 	 */
 	int			(*gradient_squares) (trainer *T, double scale, int64_t *sum);
+	/* optional: the open tree is dropped, its root could not split (the training ends) */
+	void		(*drop_tree) (trainer *T);
 } boost_row_ops;
 
 /* This process's rows (boost_rows_local.c). */
@@ -288,7 +290,11 @@ int			boost_resolve_loss(trainer *T, int group_state);
 
 /* Shard side (boost_shard.c): a trainer over a shard's rows, up to the borders. */
 int			boost_trainer_rows(trainer *T, const gbml_dataset *ds, const gbml_boost_params *p, gbml_env *env);
-/* ... then the coordinator's borders: the bins and the row side's arrays (T->borders taken over). */
+/*
+ * ... then the coordinator's borders: the bins and the row side's arrays
+ * (T->borders taken over; with Depthwise a forest of one open tree for the
+ * node splits the requests bring).
+ */
 int			boost_trainer_bins(trainer *T, const gbml_dataset *ds, int64_t n_global);
 /*
  * The coordinator's tree (its last split, its leaf values) applied to the

@@ -231,6 +231,61 @@ bs_borders(bs_shard *sh, gbml_msg_reader *r)
 }
 
 /*
+ * A level's split in a request (boost_shard_msg.h): its (feature, border
+ * index), or with Depthwise (-1, -1) and the level's node splits; read and
+ * checked here, written into the open tree by bs_use_split once the whole
+ * request is known to be sound.
+ */
+typedef struct bs_split
+{
+	int64_t		f,
+				j;
+	int			level;
+	int32_t		feature[1 << (GBML_BOOST_MAX_DEPTH - 1)];
+	int32_t		border[1 << (GBML_BOOST_MAX_DEPTH - 1)];
+} bs_split;
+
+static void
+bs_read_split(bs_shard *sh, gbml_msg_reader *r, int level, bs_split *s)
+{
+	const trainer *T = &sh->T;
+	int			n = 1 << level;	/* level < depth <= GBML_BOOST_MAX_DEPTH */
+
+	s->f = gbml_msg_get_i64(r);
+	s->j = gbml_msg_get_i64(r);
+	s->level = level;
+	if (!T->forest.node_splits)
+	{
+		r->bad |= s->f < 0 || s->f >= T->n_features || s->j < 0 || s->j >= T->borders.count[s->f];
+		return;
+	}
+	r->bad |= s->f != -1 || s->j != -1;
+	gbml_msg_get(r, s->feature, sizeof(int32_t) * (size_t) n);
+	gbml_msg_get(r, s->border, sizeof(int32_t) * (size_t) n);
+	for (int k = 0; k < n && !r->bad; k++)
+	{
+		int32_t		f = s->feature[k],
+					j = s->border[k];
+
+		/* categorical inputs (and so set splits) do not train across servers */
+		r->bad = f < 0 || f >= T->n_features || !(j == GBML_BOOST_NO_SPLIT || (j >= 0 && j < T->borders.count[f]));
+	}
+}
+
+/* Depthwise: the level's node splits into the open tree, where the row side reads them. */
+static void
+bs_use_split(bs_shard *sh, const bs_split *s)
+{
+	forest_builder *F = &sh->T.forest;
+	size_t		at = boost_split_index(F, F->n_trees, s->level, 0);
+
+	if (!F->node_splits)
+		return;
+	memcpy(F->feature + at, s->feature, sizeof(int32_t) << s->level);
+	memcpy(F->border_index + at, s->border, sizeof(int32_t) << s->level);
+}
+
+/*
  * What changed the predictions since the last request (boost_shard_msg.h),
  * read and checked; applied only by bs_apply_pending once the whole
  * request is known to be sound.
@@ -239,8 +294,7 @@ typedef struct bs_pending_msg
 {
 	int64_t		kind;
 	double		base;
-	int64_t		f,
-				j;
+	bs_split	split;			/* the tree's last level */
 	float		lv[1 << GBML_BOOST_MAX_DEPTH];
 } bs_pending_msg;
 
@@ -257,14 +311,18 @@ bs_read_pending(bs_shard *sh, gbml_msg_reader *r, bs_pending_msg *pm)
 	}
 	else if (pm->kind == BS_PENDING_TREE)
 	{
-		pm->f = gbml_msg_get_i64(r);
-		pm->j = gbml_msg_get_i64(r);
+		bs_read_split(sh, r, T->depth - 1, &pm->split);
 		gbml_msg_get(r, pm->lv, sizeof(float) * ((size_t) 1 << T->depth));
-		r->bad |= !sh->leaves_owed || pm->f < 0 || pm->f >= T->n_features || pm->j < 0 ||
-			pm->j >= T->borders.count[pm->f] ||
+		r->bad |= !sh->leaves_owed ||
 			sh->T.leaves_applied != (boost_structure_by_weight(T) || boost_refines_leaves(T));
 		for (int l = 0; l < (1 << T->depth) && !r->bad; l++)
 			r->bad = !isfinite(pm->lv[l]);
+	}
+	else if (pm->kind == BS_PENDING_DROPPED)
+	{
+		/* the open tree's root could not split: the coordinator dropped it */
+		r->bad |= !(sh->next_level > 0 || sh->leaves_owed);
+		return;
 	}
 	else
 		r->bad |= pm->kind != BS_PENDING_NONE || sh->leaves_owed;
@@ -281,9 +339,15 @@ bs_apply_pending(bs_shard *sh, const bs_pending_msg *pm)
 		sh->phase = BS_TRAINING;
 		return boost_local_rows.start(&sh->T, pm->base);
 	}
+	if (pm->kind == BS_PENDING_DROPPED)
+	{
+		sh->next_level = -1;
+		sh->leaves_owed = false;
+	}
 	if (pm->kind == BS_PENDING_TREE)
 	{
-		if ((rc = boost_apply_tree(&sh->T, (int) pm->f, (int) pm->j, pm->lv)) != GBML_OK)
+		bs_use_split(sh, &pm->split);
+		if ((rc = boost_apply_tree(&sh->T, (int) pm->split.f, (int) pm->split.j, pm->lv)) != GBML_OK)
 			return rc;
 		sh->leaves_owed = false;
 	}
@@ -390,26 +454,27 @@ bs_refine(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	trainer    *T = &sh->T;
 	int			nl = 1 << T->depth;
-	int64_t		f = gbml_msg_get_i64(r),
-				j = gbml_msg_get_i64(r),
-				sums[2 << GBML_BOOST_MAX_DEPTH];
-	double		scale = gbml_msg_get_f64(r),
+	bs_split	split;
+	int64_t		sums[2 << GBML_BOOST_MAX_DEPTH];
+	double		scale,
 				v[1 << GBML_BOOST_MAX_DEPTH];
 	int			rc;
 
 	if (!sh->leaves_owed || !boost_refines_leaves(T))
 		return gbml_error(sh->env, GBML_EINVAL, "boost shard: a refinement step out of order");
+	bs_read_split(sh, r, T->depth - 1, &split);
+	scale = gbml_msg_get_f64(r);
 	gbml_msg_get(r, v, sizeof(double) * (size_t) nl);
 	for (int l = 0; l < nl && !r->bad; l++)
 		r->bad = !isfinite(v[l]);
-	if (r->bad || r->p != r->end || f < 0 || f >= T->n_features || j < 0 || j >= T->borders.count[f] ||
-		!(scale > 0 && isfinite(scale)) ||
+	if (r->bad || r->p != r->end || !(scale > 0 && isfinite(scale)) ||
 		!(gbml_boost_logloss_derivative_bound(T->max_weight) * scale * (double) (T->train.n + 1) <= ldexp(1.0, 62)))
 	{
 		r->bad = true;
 		return GBML_OK;
 	}
-	if ((rc = boost_local_rows.refine_sums(T, (int) f, (int) j, v, scale, sums, sums + nl)) != GBML_OK)
+	bs_use_split(sh, &split);
+	if ((rc = boost_local_rows.refine_sums(T, (int) split.f, (int) split.j, v, scale, sums, sums + nl)) != GBML_OK)
 		return rc;
 	gbml_msg_put(reply, sums, sizeof(int64_t) * 2 * (size_t) nl);
 	return GBML_OK;
@@ -448,19 +513,20 @@ static int
 bs_newton(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	trainer    *T = &sh->T;
-	int64_t		f = gbml_msg_get_i64(r),
-				j = gbml_msg_get_i64(r);
+	bs_split	split;
 	int64_t		sums[1 << GBML_BOOST_MAX_DEPTH];
 	int			rc;
 
 	if (!sh->leaves_owed || sh->T.leaves_applied || T->newton_hess == NULL)
 		return gbml_error(sh->env, GBML_EINVAL, "boost shard: Newton sums out of order");
-	if (r->bad || r->p != r->end || f < 0 || f >= T->n_features || j < 0 || j >= T->borders.count[f])
+	bs_read_split(sh, r, T->depth - 1, &split);
+	if (r->bad || r->p != r->end)
 	{
 		r->bad = true;
 		return GBML_OK;
 	}
-	if ((rc = boost_newton_sums(T, (int) f, (int) j, sums)) != GBML_OK)
+	bs_use_split(sh, &split);
+	if ((rc = boost_newton_sums(T, (int) split.f, (int) split.j, sums)) != GBML_OK)
 		return rc;
 	gbml_msg_put(reply, sums, sizeof(int64_t) * ((size_t) 1 << T->depth));
 	return GBML_OK;
@@ -511,25 +577,31 @@ bs_level(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
 	trainer    *T = &sh->T;
 	int64_t		level = gbml_msg_get_i64(r),
-				f = gbml_msg_get_i64(r),
-				j = gbml_msg_get_i64(r),
-				slots = gbml_msg_get_i64(r),
+				slots,
 				half;
+	bs_split	split;
 	int64_t		small[1 << (GBML_BOOST_MAX_DEPTH - 1)];
 	boost_grad_max u;
 	int			rc;
 
 	if (sh->next_level < 0 || level != sh->next_level)
 		return gbml_error(sh->env, GBML_EINVAL, "boost shard: level %lld out of order", (long long) level);
+	if (level > 0)
+		bs_read_split(sh, r, (int) level - 1, &split);	/* the previous level's */
+	else
+	{
+		split.f = gbml_msg_get_i64(r);	/* (no previous level: unused) */
+		split.j = gbml_msg_get_i64(r);
+		split.level = -1;
+	}
+	slots = gbml_msg_get_i64(r);
 	half = level > 0 ? (int64_t) 1 << (level - 1) : 0;	/* level < depth <= GBML_BOOST_MAX_DEPTH */
 	if (slots != (level == 0 ? 1 : half))
 		return gbml_error(sh->env, GBML_EINVAL, "boost shard: level %lld out of order", (long long) level);
 	gbml_msg_get(r, small, sizeof(int64_t) * (size_t) slots);
 	for (int64_t p = 0; p < slots && !r->bad; p++)
 		r->bad = level > 0 && small[p] != p && small[p] != (p | half);
-	if (level > 0)
-		r->bad |= f < 0 || f >= T->n_features || j < 0 || j >= T->borders.count[f];
-	else
+	if (level == 0)
 	{
 		u.g = gbml_msg_get_f64(r);
 		u.h = gbml_msg_get_f64(r);
@@ -545,6 +617,8 @@ bs_level(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	}
 	if (level == 0)
 		boost_fixed_point_plan(T, &u);
+	else
+		bs_use_split(sh, &split);
 	for (int i = 0; i < GBML_BOOST_SLOT_TABLE; i++)
 		T->slot_of[i] = -1;
 	for (int64_t p = 0; p < slots; p++)
@@ -553,7 +627,7 @@ bs_level(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 		T->slot_of[T->small[p]] = (int16_t) p;
 	}
 	T->send_packed = true;
-	if ((rc = boost_local_rows.level(T, (int) level, (int) f, (int) j, (int) slots)) != GBML_OK)
+	if ((rc = boost_local_rows.level(T, (int) level, (int) split.f, (int) split.j, (int) slots)) != GBML_OK)
 		return rc;
 	if (T->packed)
 	{

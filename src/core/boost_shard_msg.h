@@ -7,11 +7,15 @@
  * TERM_SUMS, GRADIENTS) begins with what changed them since the last one:
  *     i64 BS_PENDING_NONE
  *     i64 BS_PENDING_BASE, f64 base score          (before the first tree)
- *     i64 BS_PENDING_TREE, i64 last feature, i64 last border,
+ *     i64 BS_PENDING_TREE, the last level's split,
  *         f32 x 2^depth leaf values                (after each tree's last level)
+ *     i64 BS_PENDING_DROPPED                       (a tree whose root could not split)
  * so a tree costs depth + 1 round trips: its gradients, then one per level
  * (YetiRank one more: its leaves' Newton hessians after the last split;
  * random_strength one more after the gradients: their squares' sum).
+ * A level's split ("split" below): i64 feature, i64 border index; with
+ * grow_policy Depthwise i64 -1, i64 -1, then the level's 2^level nodes'
+ * i32 features and i32 border indices (GBML_BOOST_NO_SPLIT: unsplit).
  * The hello: the head (shard_msg.h), one byte per feature (has a missing
  * value), i64 the shard's query count (0 without group ids).
  */
@@ -30,14 +34,15 @@ typedef enum bs_shard_op
 	BS_OP_TERM_MAX,				/* pending, i64 which, i64 k -> f64 x boost_terms_count(which) (max) */
 	BS_OP_TERM_SUMS,			/* pending, i64 which, i64 k, f64 x count scales -> i64 x count (sum) */
 	BS_OP_GRADIENTS,			/* pending, i64 iteration -> f64 g, g_all, h, newton_h, -hmin, hmax (max) */
-	BS_OP_LEVEL,				/* i64 level, i64 prev f, i64 prev border, i64 slots, i64 x slots leaves,
+	BS_OP_LEVEL,				/* i64 level, the previous level's split (level 0: i64, i64 unused),
+								 * i64 slots, i64 x slots leaves,
 								 * at level 0 f64 x 5 the union's maxima -> per bin of each slot i64 G,
 								 * i64 H, or with packed histograms one i64 G 2^K + count (sum) */
 	BS_OP_GROUPS,				/* () -> i64 count, i64 x count: the shard's query ids, ascending */
 	BS_OP_GROUP_INDEX,			/* i64 union's queries, i64 count, i64 x count: each query's index -> () */
-	BS_OP_NEWTON,				/* i64 last f, i64 last border -> i64 x 2^depth: Newton hessians per leaf (sum) */
+	BS_OP_NEWTON,				/* the last level's split -> i64 x 2^depth: Newton hessians per leaf (sum) */
 	BS_OP_RANKS,				/* a page of the rows' global indices (shard_order.h) -> () */
-	BS_OP_REFINE,				/* i64 last f, i64 last border, f64 scale, f64 x 2^depth leaf values
+	BS_OP_REFINE,				/* the last level's split, f64 scale, f64 x 2^depth leaf values
 								 * -> i64 x 2^depth G, i64 x 2^depth H: a Logloss refinement step (sum) */
 	BS_OP_GRADIENT_SQUARES		/* f64 scale -> i64 the gradients' squares of every row at scale (sum):
 								 * random_strength */
@@ -47,7 +52,8 @@ typedef enum bs_pending
 {
 	BS_PENDING_NONE = 0,
 	BS_PENDING_BASE,
-	BS_PENDING_TREE
+	BS_PENDING_TREE,
+	BS_PENDING_DROPPED			/* the open tree's root could not split: no tree */
 } bs_pending;
 
 /* Gradient maxima in a reply or a level-0 request. */

@@ -20,8 +20,9 @@
  * streams).  subsample < 1 draws over the union's rows (their global
  * indices, sent with the order) or queries.  Not yet across servers
  * (boost_shards_check): subsample with group ids and a pointwise loss,
- * categorical inputs, grow_policy Depthwise, AUC as the metric
- * (it needs every prediction in one order).
+ * categorical inputs, the MultiClass loss, AUC as the metric (it needs
+ * every prediction in one order).  Depthwise trees send each level's node
+ * splits where symmetric ones send the level's one split.
  */
 #include "boost_internal.h"
 #include "boost_shard_msg.h"
@@ -40,6 +41,8 @@ typedef struct boost_shards
 	double		base;
 	int			last_f,
 				last_j;
+	int32_t		last_node_f[1 << (GBML_BOOST_MAX_DEPTH - 1)];	/* Depthwise: the last level's node splits */
+	int32_t		last_node_j[1 << (GBML_BOOST_MAX_DEPTH - 1)];
 	float		lv[1 << GBML_BOOST_MAX_DEPTH];
 	boost_grad_max gm;			/* the open tree's maxima over every shard */
 	int64_t		tree_bytes_before;	/* the traffic's bytes when the open tree began */
@@ -61,9 +64,6 @@ boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env 
 	if (p->loss == 1 + GBML_LOSS_MULTICLASS)
 		return gbml_error(env, GBML_EUNSUPPORTED, "boost: the MultiClass loss is not supported yet when the rows are "
 						  "on other servers (its trees need every class's predictions of a row in one place)");
-	if (p->grow_policy != GBML_GROW_SYMMETRIC)
-		return gbml_error(env, GBML_EUNSUPPORTED, "boost: grow_policy Depthwise is not supported yet when the rows are "
-						  "on other servers (SymmetricTree is)");
 	if (p->eval_metric == GBML_BOOST_METRIC_AUC)
 		return gbml_error(env, GBML_EUNSUPPORTED, "boost: eval_metric AUC is not supported yet when the rows are on "
 						  "other servers (it needs every prediction in one order; RMSE, Logloss, NDCG and the loss are)");
@@ -414,10 +414,41 @@ boost_shards_traffic_json(const trainer *T, gbml_strbuf *m)
 /* The row side on the shards                                         */
 /* ------------------------------------------------------------------ */
 
+/*
+ * A level's split into a request (boost_shard_msg.h): its (feature, border
+ * index), or with Depthwise (-1, -1) and the level's node splits (features
+ * and border indices from node_f, node_j).
+ */
+static void
+put_split(gbml_strbuf *m, const trainer *T, int level, int f, int j, const int32_t *node_f, const int32_t *node_j)
+{
+	if (!T->forest.node_splits)
+	{
+		gbml_msg_put_i64(m, f);
+		gbml_msg_put_i64(m, j);
+		return;
+	}
+	gbml_msg_put_i64(m, -1);
+	gbml_msg_put_i64(m, -1);
+	gbml_msg_put(m, node_f, sizeof(int32_t) << level);
+	gbml_msg_put(m, node_j, sizeof(int32_t) << level);
+}
+
+/* put_split of the open tree's level `level`. */
+static void
+put_open_split(gbml_strbuf *m, const trainer *T, int level, int f, int j)
+{
+	const forest_builder *F = &T->forest;
+	size_t		at = F->node_splits ? boost_split_index(F, F->n_trees, level, 0) : 0;
+
+	put_split(m, T, level, f, j, F->feature + at, F->border_index + at);
+}
+
 /* A request that reads the predictions: its code, then what changed them since the last one. */
 static gbml_strbuf *
-request_with_pending(boost_shards *B, int64_t op, int depth)
+request_with_pending(const trainer *T, int64_t op)
 {
+	boost_shards *B = T->shards;
 	gbml_strbuf *m = gbml_shard_request(&B->ch, op);
 
 	gbml_msg_put_i64(m, B->pending);
@@ -425,9 +456,8 @@ request_with_pending(boost_shards *B, int64_t op, int depth)
 		gbml_msg_put_f64(m, B->base);
 	else if (B->pending == BS_PENDING_TREE)
 	{
-		gbml_msg_put_i64(m, B->last_f);
-		gbml_msg_put_i64(m, B->last_j);
-		gbml_msg_put(m, B->lv, sizeof(float) * ((size_t) 1 << depth));
+		put_split(m, T, T->depth - 1, B->last_f, B->last_j, B->last_node_f, B->last_node_j);
+		gbml_msg_put(m, B->lv, sizeof(float) * ((size_t) 1 << T->depth));
 	}
 	B->pending = BS_PENDING_NONE;
 	return m;
@@ -436,7 +466,7 @@ request_with_pending(boost_shards *B, int64_t op, int depth)
 static int
 shard_term_maxima(trainer *T, boost_terms_kind which, int k, double *max)
 {
-	gbml_strbuf *m = request_with_pending(T->shards, BS_OP_TERM_MAX, T->depth);
+	gbml_strbuf *m = request_with_pending(T, BS_OP_TERM_MAX);
 
 	gbml_msg_put_i64(m, which);
 	gbml_msg_put_i64(m, k);
@@ -446,7 +476,7 @@ shard_term_maxima(trainer *T, boost_terms_kind which, int k, double *max)
 static int
 shard_term_sums(trainer *T, boost_terms_kind which, int k, const double *scale, int64_t *sum)
 {
-	gbml_strbuf *m = request_with_pending(T->shards, BS_OP_TERM_SUMS, T->depth);
+	gbml_strbuf *m = request_with_pending(T, BS_OP_TERM_SUMS);
 
 	gbml_msg_put_i64(m, which);
 	gbml_msg_put_i64(m, k);
@@ -470,7 +500,7 @@ shard_gradients(trainer *T, int64_t iteration, boost_grad_max *gm)
 	int			rc;
 
 	B->tree_bytes_before = B->ch.traffic.bytes_sent + B->ch.traffic.bytes_received;
-	gbml_msg_put_i64(request_with_pending(B, BS_OP_GRADIENTS, T->depth), iteration);
+	gbml_msg_put_i64(request_with_pending(T, BS_OP_GRADIENTS), iteration);
 	if ((rc = gbml_shard_send_max_f64(&B->ch, v, BS_GRAD_MAXIMA)) != GBML_OK)
 		return rc;
 	gm->g = v[0];
@@ -491,8 +521,13 @@ shard_level(trainer *T, int level, int prev_f, int prev_j, int n_slots)
 	gbml_strbuf *m = gbml_shard_request(&B->ch, BS_OP_LEVEL);
 
 	gbml_msg_put_i64(m, level);
-	gbml_msg_put_i64(m, prev_f);
-	gbml_msg_put_i64(m, prev_j);
+	if (level > 0)
+		put_open_split(m, T, level - 1, prev_f, prev_j);
+	else
+	{
+		gbml_msg_put_i64(m, prev_f);
+		gbml_msg_put_i64(m, prev_j);
+	}
 	gbml_msg_put_i64(m, n_slots);
 	for (int p = 0; p < n_slots; p++)
 		gbml_msg_put_i64(m, T->small[p]);
@@ -552,8 +587,7 @@ shard_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 		gbml_strbuf *m = gbml_shard_request(&B->ch, BS_OP_NEWTON);
 		int			rc;
 
-		gbml_msg_put_i64(m, last_f);
-		gbml_msg_put_i64(m, last_j);
+		put_open_split(m, T, T->depth - 1, last_f, last_j);
 		if ((rc = gbml_shard_send_sum_i64(&B->ch, newton_h, (size_t) 1 << T->depth)) != GBML_OK)
 			return rc;
 		boost_newton_leaf_values(T, newton_h, lv);
@@ -565,6 +599,14 @@ shard_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 	B->pending = BS_PENDING_TREE;
 	B->last_f = last_f;
 	B->last_j = last_j;
+	if (T->forest.node_splits)
+	{
+		/* the next request brings them, after the tree has joined the forest */
+		size_t		at = boost_split_index(&T->forest, T->forest.n_trees, T->depth - 1, 0);
+
+		memcpy(B->last_node_f, T->forest.feature + at, sizeof(int32_t) << (T->depth - 1));
+		memcpy(B->last_node_j, T->forest.border_index + at, sizeof(int32_t) << (T->depth - 1));
+	}
 	memcpy(B->lv, lv, sizeof(float) * ((size_t) 1 << T->depth));
 	return GBML_OK;
 }
@@ -578,8 +620,7 @@ shard_refine_sums(trainer *T, int last_f, int last_j, const double *v, double sc
 	gbml_strbuf *m = gbml_shard_request(&T->shards->ch, BS_OP_REFINE);
 	int			rc;
 
-	gbml_msg_put_i64(m, last_f);
-	gbml_msg_put_i64(m, last_j);
+	put_open_split(m, T, T->depth - 1, last_f, last_j);
 	gbml_msg_put_f64(m, scale);
 	gbml_msg_put(m, v, sizeof(double) * (size_t) nl);
 	if ((rc = gbml_shard_send_sum_i64(&T->shards->ch, sums, 2 * (size_t) nl)) != GBML_OK)
@@ -596,7 +637,15 @@ shard_gradient_squares(trainer *T, double scale, int64_t *sum)
 	return gbml_shard_send_sum_i64(&T->shards->ch, sum, 1);
 }
 
+/* The shards' open tree ends without a split: the next request says so. */
+static void
+shard_drop_tree(trainer *T)
+{
+	T->shards->pending = BS_PENDING_DROPPED;
+}
+
 const boost_row_ops boost_shard_rows = {
+	.drop_tree = shard_drop_tree,
 	.gradient_squares = shard_gradient_squares,
 	.refine_sums = shard_refine_sums,
 	.term_maxima = shard_term_maxima,

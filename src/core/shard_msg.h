@@ -90,9 +90,10 @@ gbml_msg_put_f64(gbml_strbuf *sb, double v)
  * rows and features (i64 each).  The version changes with any message's
  * layout, so servers of different gbml builds refuse each other at the
  * opening (2: boosting's gradient maxima carry the every-row maximum, and
- * random_strength's squares request).
+ * random_strength's squares request; 3: Depthwise node splits in boosting's
+ * split fields, and a dropped tree's pending kind).
  */
-#define GBML_SHARD_HELLO_VERSION 2
+#define GBML_SHARD_HELLO_VERSION 3
 #define GBML_SHARD_HELLO_HEAD 24
 
 #endif

@@ -6,7 +6,8 @@
  * or a leak.
  *
  * The input's first byte picks the algorithm (K-Means, the linear models
- * or boosting, by its value mod 3); the shard opens on a small fixed
+ * or boosting, by its value mod 3; boosting's trees are Depthwise when its
+ * value / 3 is odd); the shard opens on a small fixed
  * dataset (300 rows x 3 features, labels 0/1); a K-Means shard first gets
  * its rows' global indices (as
  * every coordinator sends first); then the rest of the input is a sequence
@@ -63,10 +64,13 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	fuzz_reader r = {data, size};
-	int			pick = fr_u8(&r) % 3;
+	uint8_t		first = fr_u8(&r);
+	int			pick = first % 3;
 	bool		kmeans = pick == 0;
+	/* boosting with Depthwise trees (node splits in its requests) for every other such first byte */
+	bool		depthwise = pick == 2 && (first / 3) % 2 == 1;
 	const gbml_algorithm *algo = gbml_algorithm_by_name(pick == 0 ? "kmeans" : pick == 1 ? "saga" : "boost");
-	gbml_param_value v[1];
+	gbml_param_value v[2];
 	gbml_parsed_params pp;
 	gbml_env	env;
 	gbml_dataset ds;
@@ -80,7 +84,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	v[0].kind = pick == 1 ? GBML_VALUE_STRING : GBML_VALUE_NUMBER;
 	v[0].string = pick == 1 ? "logistic" : NULL;
 	v[0].number = 3;
-	FUZZ_CHECK(gbml_parse_training_params(&env, algo, v, 1, &pp) == GBML_OK, "params: %s", env.error);
+	v[1].key = "grow_policy";
+	v[1].kind = GBML_VALUE_STRING;
+	v[1].string = "Depthwise";
+	FUZZ_CHECK(gbml_parse_training_params(&env, algo, v, depthwise ? 2 : 1, &pp) == GBML_OK, "params: %s", env.error);
 	gbml_sb_init(&hello, &env);
 	FUZZ_CHECK(algo->shard->open(&ds, pp.algo_params, &env, &state, &hello) == GBML_OK, "open: %s", env.error);
 	gbml_sb_free(&hello);

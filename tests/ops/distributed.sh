@@ -138,6 +138,11 @@ out=$(q coord postgres "SELECT gbml.train('bn_dist', 'boost', 'pts', '{$bst, \"l
   SELECT (SELECT model FROM gbml.models WHERE name = 'bn_dist') = (SELECT model FROM gbml.models WHERE name = 'bn_one')
      AND (SELECT model FROM gbml.models WHERE name = 'bn_one') <> (SELECT model FROM gbml.models WHERE name = 'bn0_one')" 2>&1 | tail -1)
 check "boosting with random_strength 1 (its noise scale from the shards): the same bytes, not those without noise" t "$out"
+out=$(q coord postgres "SELECT gbml.train('bd_dist', 'boost', 'pts', '{$bst, \"grow_policy\": \"Depthwise\", \"loss\": \"Logloss\", \"subsample\": 0.8}');
+  SELECT gbml.train('bd_one', 'boost', 'pts_local', '{$bst, \"grow_policy\": \"Depthwise\", \"loss\": \"Logloss\", \"subsample\": 0.8}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'bd_dist') = (SELECT model FROM gbml.models WHERE name = 'bd_one')
+     AND (SELECT model FROM gbml.models WHERE name = 'bd_one') <> (SELECT model FROM gbml.models WHERE name = 'bl_one')" 2>&1 | tail -1)
+check "boosting with Depthwise trees (each level's node splits sent to the shards), subsample 0.8: the same bytes" t "$out"
 err=$(q_err coord postgres "SELECT gbml.train('bx', 'boost', 'pts', '{\"loss\": \"Logloss\", \"eval_metric\": \"AUC\", \"exclude_columns\": [\"id\"]}')")
 check_match "boosting with what cannot train across servers yet (AUC) is refused, by name" "eval_metric AUC is not supported yet when the rows are on other servers" "$(errline "$err")"
 

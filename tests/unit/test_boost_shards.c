@@ -6,7 +6,8 @@
  * RMSE and Logloss, with weights and missing values, with the border
  * sample drawn from the union's order (more rows than border_sample_size)
  * and with every row the sample, and for the ranking losses with every
- * query on one shard (a query on two is an error naming it); what cannot
+ * query on one shard (a query on two is an error naming it), and for
+ * Depthwise trees; what cannot
  * train across servers yet is
  * an error naming it; a shard that fails mid-training ends the fit with an
  * error naming it and leaves no memory behind.  The exact term sums behind
@@ -50,7 +51,8 @@ bsh_row(const bsh_data *s, int64_t i, float *x, float *label, float *weight)
 			x[j] = NAN;
 	}
 	t += gbml_rng_uniform(&rng) - 0.5;
-	*label = s->binary ? (float) (t > 33 ? 1 : 0) : (float) t;
+	/* t is about -35 +- 6 (feature 1 sits near 50): binary labels split near the middle */
+	*label = s->binary ? (float) (t > -35 ? 1 : 0) : (float) t;
 	if (s->query_rows > 0)
 		*label = (float) ((int64_t) fabs(t * 3) % 5);
 	*weight = s->weighted ? (float) (0.5 + (p % 4)) : 1.0f;
@@ -85,6 +87,27 @@ bsh_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files
 		CHECK(gbml_dataset_append(ds, env, &row, false) == GBML_OK);
 	}
 	free(x);
+}
+
+/* Whether two trainings on one server (params a, b) give different model bytes: what a same-bytes test needs. */
+static bool
+bsh_bytes_differ(const bsh_data *s, const gbml_param_value *a, int na, const gbml_param_value *b, int nb)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *m[2] = {NULL, NULL};
+	size_t		len[2] = {0, 0};
+	bool		differ;
+
+	gbml_env_init_malloc(&env, 2);
+	bsh_fill(&ds, &env, -1, 1, false, (void *) s);
+	differ = tu_train("boost", &ds, &env, a, na, &m[0], &len[0]) == GBML_OK &&
+		tu_train("boost", &ds, &env, b, nb, &m[1], &len[1]) == GBML_OK &&
+		(len[0] != len[1] || memcmp(m[0], m[1], len[0]) != 0);
+	gbml_dataset_free(&ds, &env);
+	free(m[0]);
+	free(m[1]);
+	return differ;
 }
 
 TEST(boost_shards_rmse_sampled_borders_same_bytes)
@@ -210,21 +233,57 @@ TEST(boost_shards_random_strength_same_bytes)
 	tu_str("score_function", "L2"), tu_num("random_seed", 7), tu_num("subsample", 0.7),
 	tu_num("random_strength", 1)};
 	gbml_param_value w[] = {tu_num("iterations", 5), tu_num("depth", 3), tu_num("random_strength", 3)};
-	gbml_env	env;
-	gbml_dataset ds;
-	uint8_t    *m[2] = {NULL, NULL};
-	size_t		len[2] = {0, 0};
 
 	tu_check_same_bytes("boost", "Logloss scored on weights, subsample, random_strength 1", bsh_fill, &s, v, 7);
 	tu_check_same_bytes("boost", "YetiRank, random_strength 3", bsh_fill, &q, w, 3);
-	gbml_env_init_malloc(&env, 2);
-	bsh_fill(&ds, &env, -1, 1, false, &s);
-	CHECK(tu_train("boost", &ds, &env, v, 6, &m[0], &len[0]) == GBML_OK &&
-		  tu_train("boost", &ds, &env, v, 7, &m[1], &len[1]) == GBML_OK);
-	CHECK(m[0] && m[1] && (len[0] != len[1] || memcmp(m[0], m[1], len[0]) != 0));
-	gbml_dataset_free(&ds, &env);
-	free(m[0]);
-	free(m[1]);
+	CHECK(bsh_bytes_differ(&s, v, 6, v, 7));
+}
+
+/*
+ * grow_policy Depthwise: each level's node splits go down with the next
+ * request (the level pass, the Newton sums, a refinement step, the next
+ * tree's gradients), so the trees are one server's: with unsplit nodes
+ * (min_child_weight), subsample and random_strength, YetiRank's Newton
+ * sums per leaf, Logloss's refinement steps, a depth-1 tree.
+ */
+TEST(boost_shards_depthwise_same_bytes)
+{
+	bsh_data	s = {3100, 5, false, true, true, 0, 0, false};
+	bsh_data	b = {2200, 5, true, true, false, 0, 0, false};
+	bsh_data	q = {1800, 4, false, false, false, 0, 6, false};
+	gbml_param_value v[] = {tu_str("grow_policy", "Depthwise"), tu_num("iterations", 8), tu_num("depth", 5),
+		tu_num("min_child_weight", 40), tu_num("subsample", 0.7), tu_num("random_strength", 1),
+	tu_num("border_sample_size", 1000)};
+	gbml_param_value r[] = {tu_str("grow_policy", "Depthwise"), tu_num("iterations", 6), tu_num("depth", 4),
+	tu_str("loss", "Logloss"), tu_num("leaf_estimation_iterations", 3)};
+	gbml_param_value w[] = {tu_str("grow_policy", "Depthwise"), tu_num("iterations", 6), tu_num("depth", 3)};
+	gbml_param_value one[] = {tu_str("grow_policy", "Depthwise"), tu_num("iterations", 5), tu_num("depth", 1)};
+	gbml_param_value sym[] = {tu_str("grow_policy", "SymmetricTree"), tu_num("iterations", 8), tu_num("depth", 5),
+		tu_num("min_child_weight", 40), tu_num("subsample", 0.7), tu_num("random_strength", 1),
+	tu_num("border_sample_size", 1000)};
+
+	tu_check_same_bytes("boost", "Depthwise RMSE, weights, missing, unsplit nodes, subsample, random_strength",
+						bsh_fill, &s, v, 7);
+	tu_check_same_bytes("boost", "Depthwise Logloss, refined leaves", bsh_fill, &b, r, 5);
+	tu_check_same_bytes("boost", "Depthwise YetiRank (Newton sums per leaf)", bsh_fill, &q, w, 3);
+	tu_check_same_bytes("boost", "Depthwise, depth 1", bsh_fill, &s, one, 3);
+	/* the Depthwise trees are not the symmetric ones (the test would pass for a protocol that ignored the policy) */
+	CHECK(bsh_bytes_differ(&s, v, 7, sym, 7));
+}
+
+/*
+ * A tree whose root cannot split (every row the same point: no feature has
+ * a border) is dropped and the training ends, on the shards too (the next
+ * request says so): the model of one server, with no trees.
+ */
+TEST(boost_shards_root_without_split_same_bytes)
+{
+	bsh_data	s = {900, 3, false, false, false, 1, 0, false};
+	gbml_param_value v[] = {tu_num("iterations", 4), tu_num("depth", 3)};
+	gbml_param_value w[] = {tu_num("iterations", 4), tu_num("depth", 1), tu_str("grow_policy", "Depthwise")};
+
+	tu_check_same_bytes("boost", "symmetric, no border", bsh_fill, &s, v, 2);
+	tu_check_same_bytes("boost", "Depthwise depth 1, no border", bsh_fill, &s, w, 3);
 }
 
 TEST(boost_shards_refuses_what_it_cannot_do_yet)
@@ -233,7 +292,6 @@ TEST(boost_shards_refuses_what_it_cannot_do_yet)
 	bsh_data	q = {900, 3, false, false, false, 0, 10, false};
 	gbml_param_value sub[] = {tu_num("subsample", 0.5), tu_str("loss", "RMSE")};
 	gbml_param_value auc[] = {tu_str("loss", "Logloss"), tu_str("eval_metric", "AUC")};
-	gbml_param_value nodes[] = {tu_str("grow_policy", "Depthwise")};
 	gbml_param_value classes[] = {tu_str("loss", "MultiClass")};
 	char		error[512];
 	size_t		len;
@@ -247,10 +305,6 @@ TEST(boost_shards_refuses_what_it_cannot_do_yet)
 	s.binary = true;
 	m = tu_train_sharded("boost", bsh_fill, &s, 2, auc, 2, 0, &len, error, sizeof(error));
 	CHECK(m == NULL && strstr(error, "eval_metric AUC") != NULL);
-	free(m);
-	/* the shards' protocol carries one split per level */
-	m = tu_train_sharded("boost", bsh_fill, &s, 2, nodes, 1, 0, &len, error, sizeof(error));
-	CHECK(m == NULL && strstr(error, "grow_policy Depthwise is not supported yet") != NULL);
 	free(m);
 	/* a row's class scores are one server's */
 	m = tu_train_sharded("boost", bsh_fill, &s, 2, classes, 1, 0, &len, error, sizeof(error));
