@@ -43,16 +43,23 @@ make -s PG_CONFIG=$PG_CONFIG ${NO_CUDA:+NO_CUDA=1}
 sudo_if_needed make -s PG_CONFIG=$PG_CONFIG ${NO_CUDA:+NO_CUDA=1} install
 
 status=0
+# each section's wall time, so the slow ones show (make test should stay under 15 minutes on 2 cores)
+section_start=$SECONDS
+section() {
+  [ -z "${section_name:-}" ] || echo "   ($section_name: $((SECONDS - section_start)) s)"
+  section_name=$1; section_start=$SECONDS
+  echo "== $1"
+}
 if [ "$mode" = test ]; then
-  echo "== gbml.so's exported symbols (only what PostgreSQL looks up)"
+  section "gbml.so's exported symbols (only what PostgreSQL looks up)"
   tests/check_exports.sh || status=1
-  echo "== C unit tests (src/core)"
+  section "C unit tests (src/core)"
   make -s -C tests/unit run || status=1
-  echo "== GPU checks on the emulated CUDA backend (kernels, trainings, planted bugs)"
+  section "GPU checks on the emulated CUDA backend (kernels, trainings, planted bugs)"
   make -s gpu-emu || status=1
-  echo "== the unit tests and the GPU checker under AddressSanitizer + UndefinedBehaviorSanitizer"
+  section "the unit tests and the GPU checker under AddressSanitizer + UndefinedBehaviorSanitizer"
   make -s sanitize || status=1
-  echo "== fuzzing: model loader, params parser, dataset deserializer (libFuzzer, a few seconds each)"
+  section "fuzzing: model loader, params parser, dataset deserializer (libFuzzer, a few seconds each)"
   make -s fuzz || status=1
 fi
 
@@ -69,7 +76,7 @@ in_cluster() {
 }
 
 if [ "$mode" = test ]; then
-  echo "== pg_regress and pgTAP on a throwaway cluster"
+  section "pg_regress and pgTAP on a throwaway cluster"
   in_cluster bash -c '
     set -e
     createdb gbml_test
@@ -77,8 +84,9 @@ if [ "$mode" = test ]; then
     make -s PG_CONFIG='"$PG_CONFIG"' installcheck || { rc=1; cat regression.diffs 2>/dev/null | head -200; }
     PGDATABASE=gbml_test pg_prove --ext .sql -r tests/pgtap || rc=1
     exit $rc' || status=1
-  echo "== operational tests: crash safety, dump/restore, hot standby, upgrade (own clusters)"
+  section "operational tests: crash safety, dump/restore, hot standby, upgrade (own clusters)"
   tests/ops/run_all.sh || status=1
+  section "total: $SECONDS s"
   if [ $status = 0 ]; then echo "== all tests passed"; else echo "== SOME TESTS FAILED"; fi
   exit $status
 else
