@@ -111,10 +111,12 @@ unit:
 fuzz:
 	$(MAKE) -C tests/fuzz smoke crashes
 
-# The checks' independent builds (the fourteen planted backends, about 20 s each;
-# the sanitized checker and backend) run up to CHECK_JOBS at once: the cores,
-# at most 4.  On 2 cores the plants take 3.4 min instead of about 4.5 (their
-# CPU time), a good part of `make test`'s margin under its 15 minutes.
+# The checks' independent builds (the fourteen planted backends, each one
+# recompiled source linked with the others; the sanitized checker and backend)
+# run up to CHECK_JOBS at once: the cores, at most 4.  On 2 cores the plants
+# take about 1.1 min (built and checked; 3.5 min when each plant rebuilt the
+# whole backend and ran the quick checks), a good part of `make test`'s
+# margin under its 15 minutes.
 CHECK_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$((n < 4 ? n : 4)))
 
 # The engine's unit tests and the GPU checker (on an emulated backend built
