@@ -1131,8 +1131,6 @@ setup_row_arrays(trainer *T, const gbml_dataset *ds)
 		T->prob = gbml_alloc_array(env, (size_t) n * cols, sizeof(double));
 		if (T->prob == NULL)
 			return env->error_code;
-		/* (the rows are here: MultiClass does not train across servers) */
-		gbml_boost_multiclass_base(T->train.label, T->train.weight, n, T->n_classes, T->class_base);
 	}
 	if (boost_structure_by_weight(T))
 	{
@@ -1577,18 +1575,64 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
 static int
 exact_terms(trainer *T, boost_terms_kind which, int k, int64_t *sum, double *scale, double *max)
 {
-	int64_t		count = which <= BOOST_TERMS_POINTWISE ? T->n_global : T->n_groups_global;
+	int64_t		count = boost_terms_per_row(which) ? T->n_global : T->n_groups_global;
 	int			rc;
 
 	if ((rc = T->rows->term_maxima(T, which, k, max)) != GBML_OK)
 		return rc;
-	gbml_boost_term_scales(max, boost_terms_count(which), count, scale);
+	gbml_boost_term_scales(max, boost_terms_count(which, k), count, scale);
 	return T->rows->term_sums(T, which, k, scale, sum);
 }
 
 /*
+ * MultiClass across servers: the union's class count (classes_count, or
+ * the largest label + 1; every shard checked its labels against it), and
+ * its arrays of class base scores.
+ */
+static int
+union_class_count(trainer *T)
+{
+	double		top;
+	int			rc;
+
+	if ((rc = T->rows->term_maxima(T, BOOST_TERMS_CLASS_COUNT, 0, &top)) != GBML_OK)
+		return rc;
+	T->n_classes = T->p->classes_count > 0 ? (int) T->p->classes_count : (int) top;
+	if (T->n_classes < 2)
+		return gbml_error(T->env, GBML_EINVAL, "boost: MultiClass needs at least 2 classes; the labels have only "
+						  "class 0 (set classes_count if the others are absent from these rows)");
+	if ((T->class_base = gbml_alloc_array(T->env, (size_t) T->n_classes, sizeof(double))) == NULL)
+		return T->env->error_code;
+	return GBML_OK;
+}
+
+/*
+ * MultiClass: each class's base score from the exact sums of the classes'
+ * weights, the same bits from shards' partial sums as from one server's rows.
+ */
+static int
+class_base_scores(trainer *T)
+{
+	double		scale[BOOST_MAX_TERMS],
+				max[BOOST_MAX_TERMS],
+				weight[BOOST_MAX_TERMS];
+	int64_t		sum[BOOST_MAX_TERMS];
+	int			rc;
+
+	if (T->shards && (rc = union_class_count(T)) != GBML_OK)
+		return rc;
+	if ((rc = exact_terms(T, BOOST_TERMS_CLASSES, T->n_classes, sum, scale, max)) != GBML_OK)
+		return rc;
+	for (int c = 0; c < T->n_classes; c++)
+		weight[c] = scale[c] > 0 ? (double) sum[c] / scale[c] : 0.0;
+	gbml_boost_multiclass_base(weight, T->n_classes, T->class_base);
+	return GBML_OK;
+}
+
+/*
  * The base score from exact sums of the labels (boost_loss.h): the same
- * bits from shards' partial sums as from one server's rows.
+ * bits from shards' partial sums as from one server's rows; MultiClass:
+ * its classes' (T->class_base).
  */
 static int
 base_score_of(trainer *T, double *base)
@@ -1599,6 +1643,8 @@ base_score_of(trainer *T, double *base)
 	int			rc;
 
 	*base = 0;
+	if (T->kind == GBML_LOSS_MULTICLASS)
+		return class_base_scores(T);
 	if (T->kind != GBML_LOSS_RMSE && T->kind != GBML_LOSS_LOGLOSS)
 		return GBML_OK;
 	if ((rc = exact_terms(T, BOOST_TERMS_LABELS, 0, sum, scale, max)) != GBML_OK)
@@ -1647,8 +1693,19 @@ train_value(trainer *T, int metric, bool *have_point, int64_t *point, double *po
 	int64_t		sum[GBML_BOOST_N_TERMS];
 	int			rc;
 
-	if (T->kind == GBML_LOSS_MULTICLASS && metric == GBML_BOOST_METRIC_LOSS)
-		metric = GBML_BOOST_METRIC_MULTICLASS;
+	if (T->kind == GBML_LOSS_MULTICLASS)
+	{
+		/* MultiClass and Accuracy: weighted means of exact per-row sums */
+		double		w;
+
+		if ((rc = exact_terms(T, BOOST_TERMS_MULTICLASS, T->n_classes, sum, scale, max)) != GBML_OK)
+			return rc;
+		w = (double) sum[GBML_BOOST_MC_TERM_W] / scale[GBML_BOOST_MC_TERM_W];
+		*out = !(w > 0) ? 0.0 : (double) sum[metric == GBML_BOOST_METRIC_ACCURACY ? GBML_BOOST_MC_TERM_HIT :
+											  GBML_BOOST_MC_TERM_LOSS] /
+			scale[metric == GBML_BOOST_METRIC_ACCURACY ? GBML_BOOST_MC_TERM_HIT : GBML_BOOST_MC_TERM_LOSS] / w;
+		return GBML_OK;
+	}
 	if (pointwise_metric(T, metric))
 	{
 		if (!*have_point && (rc = exact_terms(T, BOOST_TERMS_POINTWISE, 0, point, point_scale, max)) != GBML_OK)
@@ -1700,14 +1757,45 @@ typedef struct boost_run
 	char		metric_name[64];
 } boost_run;
 
-/* The open tree's class (MultiClass): the predictions it grows on and adds to are that class's. */
-static void
-select_class(trainer *T, int cls)
+void
+boost_select_class(trainer *T, int cls)
 {
 	T->cls = cls;
+	if (T->pred_all == NULL)
+		return;					/* a coordinator: the rows are on the shards */
 	T->pred = T->pred_all + (size_t) cls * (size_t) T->train.n;
 	if (T->has_eval)
 		T->eval_pred = T->eval_pred_all + (size_t) cls * (size_t) T->eval.n;
+}
+
+int
+boost_trainer_classes(trainer *T, int k, const double *base)
+{
+	size_t		n = (size_t) T->train.n;
+
+	if (k != T->n_classes)
+	{
+		double	   *pred = gbml_alloc_array(T->env, n * (size_t) k, sizeof(double)),
+				   *prob = gbml_alloc_array(T->env, n * (size_t) k, sizeof(double)),
+				   *class_base = gbml_alloc_array(T->env, (size_t) k, sizeof(double));
+
+		if (pred == NULL || prob == NULL || class_base == NULL)
+		{
+			gbml_free(T->env, pred);
+			gbml_free(T->env, prob);
+			gbml_free(T->env, class_base);
+			return T->env->error_code;
+		}
+		gbml_free(T->env, T->pred_all);
+		gbml_free(T->env, T->prob);
+		gbml_free(T->env, T->class_base);
+		T->pred = T->pred_all = pred;
+		T->prob = prob;
+		T->class_base = class_base;
+		T->n_classes = k;
+	}
+	memcpy(T->class_base, base, sizeof(double) * (size_t) k);
+	return GBML_OK;
 }
 
 /* The training rows' predictions from the base score and the forest's trees (tree t: class t mod classes). */
@@ -1740,7 +1828,7 @@ grow_iteration(trainer *T, int64_t it, bool *grown)
 		return grow_tree(T, it, it, grown);
 	for (int c = 0; c < T->n_classes; c++)
 	{
-		select_class(T, c);
+		boost_select_class(T, c);
 		if ((rc = grow_tree(T, it, it * T->n_classes + c, grown)) != GBML_OK)
 			return rc;
 		if (!*grown)
@@ -1748,7 +1836,8 @@ grow_iteration(trainer *T, int64_t it, bool *grown)
 			if (c == 0)
 				return GBML_OK;
 			T->forest.n_trees -= c;
-			return rebuild_predictions(T, 0);
+			/* (shards go back to the iteration's start themselves: the drop told them) */
+			return T->shards ? GBML_OK : rebuild_predictions(T, 0);
 		}
 	}
 	return GBML_OK;

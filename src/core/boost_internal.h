@@ -222,21 +222,57 @@ typedef struct boost_grad_max
 
 /*
  * What a term request sums exactly (boost_loss.h): the pointwise terms per
- * row (without the predictions: the base score's), or per query the
- * terms of NDCG@k or of the ranking loss's value.
+ * row (without the predictions: the base score's), per query the terms of
+ * NDCG@k or of the ranking loss's value; MultiClass (boost_multiclass.h):
+ * the class count (a maximum only), each of k classes' weight (the base
+ * scores'), the metric terms at the predictions.
  */
 typedef enum boost_terms_kind
 {
 	BOOST_TERMS_LABELS,
 	BOOST_TERMS_POINTWISE,
 	BOOST_TERMS_QUERY_NDCG,
-	BOOST_TERMS_QUERY_LOSS
+	BOOST_TERMS_QUERY_LOSS,
+	BOOST_TERMS_CLASS_COUNT,
+	BOOST_TERMS_CLASSES,
+	BOOST_TERMS_MULTICLASS
 } boost_terms_kind;
 
+/* The most terms a request has: a weight per class. */
+#define BOOST_MAX_TERMS GBML_BOOST_MAX_CLASSES
+
+/* Terms of a kind (k: the class count of BOOST_TERMS_CLASSES). */
 static inline int
-boost_terms_count(boost_terms_kind which)
+boost_terms_count(boost_terms_kind which, int k)
 {
-	return which <= BOOST_TERMS_POINTWISE ? GBML_BOOST_N_TERMS : 2;
+	switch (which)
+	{
+		case BOOST_TERMS_LABELS:
+		case BOOST_TERMS_POINTWISE:
+			return GBML_BOOST_N_TERMS;
+		case BOOST_TERMS_CLASS_COUNT:
+			return 1;
+		case BOOST_TERMS_CLASSES:
+			return k;
+		case BOOST_TERMS_MULTICLASS:
+			return GBML_BOOST_MULTICLASS_TERMS;
+		default:
+			return 2;
+	}
+}
+
+/* Whether a kind's terms are per row (else per query). */
+static inline bool
+boost_terms_per_row(boost_terms_kind which)
+{
+	return which != BOOST_TERMS_QUERY_NDCG && which != BOOST_TERMS_QUERY_LOSS;
+}
+
+/* Whether a kind's terms need only the labels (and weights), not the predictions. */
+static inline bool
+boost_terms_of_labels(boost_terms_kind which)
+{
+	return which == BOOST_TERMS_LABELS || which == BOOST_TERMS_CLASS_COUNT || which == BOOST_TERMS_CLASSES;
 }
 
 /* The row side (see the top of this file). */
@@ -285,6 +321,14 @@ extern const gbml_shard_ops gbml_boost_shard_ops;
 void		boost_fixed_point_plan(trainer *T, const boost_grad_max *m);
 /* The Newton leaf values -lr G / (H + l2) of the tree's leaves (newton_h: their H, or NULL: child_sums'). */
 void		boost_newton_leaf_values(const trainer *T, const int64_t *newton_h, float *lv);
+/* The open tree's class (MultiClass): the predictions it grows on and adds to are that class's. */
+void		boost_select_class(trainer *T, int cls);
+/*
+ * A shard's MultiClass rows take the union's class count k (at least
+ * their own) and base scores: its class-major arrays sized for k.
+ */
+int			boost_trainer_classes(trainer *T, int k, const double *base);
+
 /* The loss and eval metric from T's parameters; the checks that need no rows. */
 int			boost_resolve_loss(trainer *T, int group_state);
 

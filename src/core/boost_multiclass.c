@@ -4,6 +4,7 @@
  * gradients, and the two metrics.
  */
 #include "boost_multiclass.h"
+#include "boost_loss.h"
 
 #include <math.h>
 
@@ -36,21 +37,96 @@ gbml_boost_multiclass_count(const float *label, int64_t n, int64_t classes_count
 }
 
 void
-gbml_boost_multiclass_base(const float *label, const float *weight, int64_t n, int k, double *base)
+gbml_boost_multiclass_base(const double *class_weight, int k, double *base)
 {
 	double		total = 0;
 
 	for (int c = 0; c < k; c++)
-		base[c] = 0;
+		total += class_weight[c];
+	for (int c = 0; c < k; c++)
+		base[c] = log(total > 0 ? fmin(1.0, fmax(1e-6, class_weight[c] / total)) : 1.0 / k);
+}
+
+/* n terms' maxima (scale NULL) or sums, before the first row. */
+static void
+clear_terms(int n, const double *scale, double *max, int64_t *sum)
+{
+	for (int t = 0; t < n; t++)
+		if (scale)
+			sum[t] = 0;
+		else
+			max[t] = 0;
+}
+
+/* A term into its maximum (scale NULL) or its fixed-point sum at scale. */
+static inline void
+fold_term(double term, int t, const double *scale, double *max, int64_t *sum)
+{
+	if (scale)
+		sum[t] += gbml_boost_term_fixed(term, scale[t]);
+	else
+		gbml_boost_term_max_fold(&max[t], term);
+}
+
+void
+gbml_boost_class_terms(const float *label, const float *weight, int64_t n, int k, const double *scale,
+					   double *max, int64_t *sum)
+{
+	clear_terms(k, scale, max, sum);
+	for (int64_t r = 0; r < n; r++)
+		if ((int) label[r] < k)
+			fold_term(weight ? (double) weight[r] : 1.0, (int) label[r], scale, max, sum);
+}
+
+void
+gbml_boost_class_count_max(const float *label, int64_t n, double *max)
+{
+	*max = 0;
+	for (int64_t r = 0; r < n; r++)
+		*max = fmax(*max, (double) label[r] + 1);
+}
+
+/* -log softmax(row r's scores)[y], from the scores less their largest (no overflow). */
+static double
+row_logloss(const double *pred, int64_t n, int k, int64_t r, int y)
+{
+	double		top = -INFINITY,
+				sum = 0;
+
+	for (int c = 0; c < k; c++)
+		top = fmax(top, pred[(size_t) c * (size_t) n + (size_t) r]);
+	for (int c = 0; c < k; c++)
+		sum += exp(pred[(size_t) c * (size_t) n + (size_t) r] - top);
+	/* -log p_y = log sum e^(s - top) - (s_y - top) */
+	return log(sum) - (pred[(size_t) y * (size_t) n + (size_t) r] - top);
+}
+
+/* Row r's class of the highest score (ties: the lowest class). */
+static int
+row_best(const double *pred, int64_t n, int k, int64_t r)
+{
+	int			best = 0;
+
+	for (int c = 1; c < k; c++)
+		if (pred[(size_t) c * (size_t) n + (size_t) r] > pred[(size_t) best * (size_t) n + (size_t) r])
+			best = c;
+	return best;
+}
+
+void
+gbml_boost_multiclass_terms(const double *pred, const float *label, const float *weight, int64_t n, int k,
+							const double *scale, double *max, int64_t *sum)
+{
+	clear_terms(GBML_BOOST_MULTICLASS_TERMS, scale, max, sum);
 	for (int64_t r = 0; r < n; r++)
 	{
 		double		w = weight ? (double) weight[r] : 1.0;
+		int			y = (int) label[r];
 
-		base[(int) label[r]] += w;
-		total += w;
+		fold_term(w, GBML_BOOST_MC_TERM_W, scale, max, sum);
+		fold_term(w * row_logloss(pred, n, k, r, y), GBML_BOOST_MC_TERM_LOSS, scale, max, sum);
+		fold_term(row_best(pred, n, k, r) == y ? w : 0.0, GBML_BOOST_MC_TERM_HIT, scale, max, sum);
 	}
-	for (int c = 0; c < k; c++)
-		base[c] = log(total > 0 ? fmin(1.0, fmax(1e-6, base[c] / total)) : 1.0 / k);
 }
 
 void
@@ -103,15 +179,8 @@ gbml_boost_multiclass_logloss(const double *pred, const float *label, const floa
 	for (int64_t r = 0; r < n; r++)
 	{
 		double		w = weight ? (double) weight[r] : 1.0;
-		double		top = -INFINITY,
-					sum = 0;
 
-		for (int c = 0; c < k; c++)
-			top = fmax(top, pred[(size_t) c * (size_t) n + (size_t) r]);
-		for (int c = 0; c < k; c++)
-			sum += exp(pred[(size_t) c * (size_t) n + (size_t) r] - top);
-		/* -log p_y = log sum e^(s - top) - (s_y - top) */
-		loss += w * (log(sum) - (pred[(size_t) label[r] * (size_t) n + (size_t) r] - top));
+		loss += w * row_logloss(pred, n, k, r, (int) label[r]);
 		sw += w;
 	}
 	return sw > 0 ? loss / sw : 0.0;
@@ -126,12 +195,8 @@ gbml_boost_multiclass_accuracy(const double *pred, const float *label, const flo
 	for (int64_t r = 0; r < n; r++)
 	{
 		double		w = weight ? (double) weight[r] : 1.0;
-		int			best = 0;
 
-		for (int c = 1; c < k; c++)
-			if (pred[(size_t) c * (size_t) n + (size_t) r] > pred[(size_t) best * (size_t) n + (size_t) r])
-				best = c;
-		hit += best == (int) label[r] ? w : 0;
+		hit += row_best(pred, n, k, r) == (int) label[r] ? w : 0;
 		sw += w;
 	}
 	return sw > 0 ? hit / sw : 0.0;

@@ -31,11 +31,34 @@ int			gbml_boost_multiclass_count(const float *label, int64_t n, int64_t classes
 										int *k_out, gbml_env *env);
 
 /*
- * Each class's first score, log of its weight share of the rows (clamped
- * to [1e-6, 1]), as LightGBM starts its multiclass models: the softmax of
- * the base scores is the class distribution.  Summed in row order.
+ * Each class's first score from the classes' weights (class_weight, k):
+ * the log of its weight share (clamped to [1e-6, 1]), as LightGBM starts
+ * its multiclass models: the softmax of the base scores is the class
+ * distribution.
  */
-void		gbml_boost_multiclass_base(const float *label, const float *weight, int64_t n, int k, double *base);
+void		gbml_boost_multiclass_base(const double *class_weight, int k, double *base);
+
+/*
+ * The exact sums behind the base scores and the train metrics (boost_loss.h's
+ * fixed-point terms: the same bits from shards' partial sums as from one
+ * server's rows).  scale NULL: each term's largest |term| into max; else
+ * its fixed-point sum at scale into sum.  gbml_boost_class_terms: k terms,
+ * class c's weight w [y = c]; gbml_boost_multiclass_terms: the
+ * GBML_BOOST_MULTICLASS_TERMS terms below at the class-major scores pred.
+ * gbml_boost_class_count_max: the largest label + 1 (the class count).
+ */
+typedef enum gbml_boost_multiclass_term
+{
+	GBML_BOOST_MC_TERM_W,		/* w */
+	GBML_BOOST_MC_TERM_LOSS,	/* w (-log softmax(pred)[y]) */
+	GBML_BOOST_MC_TERM_HIT,		/* w [the highest score is y's] */
+	GBML_BOOST_MULTICLASS_TERMS
+} gbml_boost_multiclass_term;
+void		gbml_boost_class_terms(const float *label, const float *weight, int64_t n, int k, const double *scale,
+								   double *max, int64_t *sum);
+void		gbml_boost_multiclass_terms(const double *pred, const float *label, const float *weight, int64_t n, int k,
+										const double *scale, double *max, int64_t *sum);
+void		gbml_boost_class_count_max(const float *label, int64_t n, double *max);
 
 /* Row-wise softmax of pred (class-major, k classes, n rows) into prob (same layout). */
 void		gbml_boost_multiclass_probs(const double *pred, int64_t n, int k, double *prob, int threads);

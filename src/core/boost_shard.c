@@ -37,6 +37,7 @@ typedef struct bs_shard
 	bool		leaves_owed;	/* the last level is done: the next request brings the tree's leaves */
 	bool		groups_indexed;	/* the union's indices of this shard's queries arrived (with group ids) */
 	boost_grad_max local_max;	/* this shard's gradient maxima of the open tree */
+	double	   *iteration_start;	/* MultiClass: every class's predictions when the iteration began */
 } bs_shard;
 
 static void bs_close(void *state);
@@ -94,6 +95,7 @@ bs_close(void *state)
 		return;
 	if (sh->T.env)
 		boost_trainer_free(&sh->T);
+	gbml_free(sh->env, sh->iteration_start);
 	gbml_shard_hashes_free(&sh->hashes, sh->env);
 	gbml_shard_ranks_free(&sh->ranks, sh->env);
 	gbml_free(sh->env, sh);
@@ -294,9 +296,32 @@ typedef struct bs_pending_msg
 {
 	int64_t		kind;
 	double		base;
+	int64_t		classes;		/* MultiClass: the union's class count and base scores */
+	double		class_base[GBML_BOOST_MAX_CLASSES];
 	bs_split	split;			/* the tree's last level */
 	float		lv[1 << GBML_BOOST_MAX_DEPTH];
 } bs_pending_msg;
+
+/*
+ * MultiClass's start: the union's class count (at least this shard's, and
+ * classes_count when set) and each class's base score.
+ */
+static void
+bs_read_classes(bs_shard *sh, gbml_msg_reader *r, bs_pending_msg *pm)
+{
+	const trainer *T = &sh->T;
+
+	pm->classes = gbml_msg_get_i64(r);
+	if (pm->classes < 2 || pm->classes > GBML_BOOST_MAX_CLASSES || pm->classes < T->n_classes ||
+		(sh->params.classes_count > 0 && pm->classes != sh->params.classes_count))
+	{
+		r->bad = true;
+		return;
+	}
+	gbml_msg_get(r, pm->class_base, sizeof(double) * (size_t) pm->classes);
+	for (int64_t c = 0; c < pm->classes && !r->bad; c++)
+		r->bad = !isfinite(pm->class_base[c]);
+}
 
 static void
 bs_read_pending(bs_shard *sh, gbml_msg_reader *r, bs_pending_msg *pm)
@@ -308,6 +333,8 @@ bs_read_pending(bs_shard *sh, gbml_msg_reader *r, bs_pending_msg *pm)
 	{
 		pm->base = gbml_msg_get_f64(r);
 		r->bad |= sh->phase != BS_BINNED || !isfinite(pm->base);
+		if (T->kind == GBML_LOSS_MULTICLASS)
+			bs_read_classes(sh, r, pm);
 	}
 	else if (pm->kind == BS_PENDING_TREE)
 	{
@@ -336,6 +363,9 @@ bs_apply_pending(bs_shard *sh, const bs_pending_msg *pm)
 
 	if (pm->kind == BS_PENDING_BASE)
 	{
+		if (sh->T.kind == GBML_LOSS_MULTICLASS &&
+			(rc = boost_trainer_classes(&sh->T, (int) pm->classes, pm->class_base)) != GBML_OK)
+			return rc;
 		sh->phase = BS_TRAINING;
 		return boost_local_rows.start(&sh->T, pm->base);
 	}
@@ -343,6 +373,10 @@ bs_apply_pending(bs_shard *sh, const bs_pending_msg *pm)
 	{
 		sh->next_level = -1;
 		sh->leaves_owed = false;
+		/* MultiClass drops the iteration's earlier trees with it */
+		if (sh->iteration_start)
+			memcpy(sh->T.pred_all, sh->iteration_start,
+				   sizeof(double) * (size_t) sh->T.train.n * (size_t) sh->T.n_classes);
 	}
 	if (pm->kind == BS_PENDING_TREE)
 	{
@@ -354,6 +388,35 @@ bs_apply_pending(bs_shard *sh, const bs_pending_msg *pm)
 	return GBML_OK;
 }
 
+/*
+ * Whether this shard can give terms of `which` with k: the queries' with
+ * group ids (NDCG with a cut-off), MultiClass's with that loss (the classes'
+ * weights for at least this shard's classes, the metric terms for the
+ * classes it trains).
+ */
+static bool
+bs_terms_fit(const bs_shard *sh, boost_terms_kind which, int64_t k)
+{
+	const trainer *T = &sh->T;
+	bool		multiclass = T->kind == GBML_LOSS_MULTICLASS;
+
+	switch (which)
+	{
+		case BOOST_TERMS_QUERY_NDCG:
+			return k > 0 && T->train.n_groups > 0;
+		case BOOST_TERMS_QUERY_LOSS:
+			return T->train.n_groups > 0;
+		case BOOST_TERMS_CLASS_COUNT:
+			return multiclass && k == 0;
+		case BOOST_TERMS_CLASSES:
+			return multiclass && k >= T->n_classes && k <= GBML_BOOST_MAX_CLASSES;
+		case BOOST_TERMS_MULTICLASS:
+			return multiclass && sh->phase == BS_TRAINING && k == T->n_classes;
+		default:
+			return true;
+	}
+}
+
 /* TERM_MAX and TERM_SUMS: the maxima or the fixed-point sums of a kind of terms (boost_internal.h). */
 static int
 bs_terms(bs_shard *sh, gbml_msg_reader *r, bool sums, gbml_strbuf *reply)
@@ -362,24 +425,23 @@ bs_terms(bs_shard *sh, gbml_msg_reader *r, bool sums, gbml_strbuf *reply)
 	int64_t		which,
 				k;
 	int			n_terms;
-	double		scale[GBML_BOOST_N_TERMS],
-				max[GBML_BOOST_N_TERMS];
-	int64_t		sum[GBML_BOOST_N_TERMS],
+	double		scale[BOOST_MAX_TERMS],
+				max[BOOST_MAX_TERMS];
+	int64_t		sum[BOOST_MAX_TERMS],
 				count;
 	int			rc;
 
 	bs_read_pending(sh, r, &pm);
 	which = gbml_msg_get_i64(r);
 	k = gbml_msg_get_i64(r);
-	if (which < BOOST_TERMS_LABELS || which > BOOST_TERMS_QUERY_LOSS || k < 0 || k > 1000000 ||
-		(which == BOOST_TERMS_QUERY_NDCG && k == 0) ||
-		(which >= BOOST_TERMS_QUERY_NDCG && sh->T.train.n_groups == 0))
+	if (which < BOOST_TERMS_LABELS || which > BOOST_TERMS_MULTICLASS || k < 0 || k > 1000000 ||
+		!bs_terms_fit(sh, (boost_terms_kind) which, k))
 		r->bad = true;
-	n_terms = r->bad ? 0 : boost_terms_count((boost_terms_kind) which);
+	n_terms = r->bad ? 0 : boost_terms_count((boost_terms_kind) which, (int) k);
 	if (sums)
 		gbml_msg_get(r, scale, sizeof(double) * (size_t) n_terms);
 	if (r->bad || r->p != r->end ||
-		(which != BOOST_TERMS_LABELS && sh->phase == BS_BINNED && pm.kind != BS_PENDING_BASE))
+		(!boost_terms_of_labels((boost_terms_kind) which) && sh->phase == BS_BINNED && pm.kind != BS_PENDING_BASE))
 	{
 		r->bad = true;
 		return GBML_OK;
@@ -393,7 +455,7 @@ bs_terms(bs_shard *sh, gbml_msg_reader *r, bool sums, gbml_strbuf *reply)
 		return GBML_OK;
 	}
 	/* a scale no sum of this shard's terms can overflow at (as the union's maxima give) */
-	count = which <= BOOST_TERMS_POINTWISE ? sh->T.train.n : sh->T.train.n_groups;
+	count = boost_terms_per_row((boost_terms_kind) which) ? sh->T.train.n : sh->T.train.n_groups;
 	for (int t = 0; t < n_terms; t++)
 		if (!(scale[t] >= 0 && isfinite(scale[t])) ||
 			(scale[t] > 0 && !(max[t] * scale[t] * (double) (count + 1) <= ldexp(1.0, 62))))
@@ -532,6 +594,27 @@ bs_newton(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	return GBML_OK;
 }
 
+/*
+ * MultiClass: the tree of stream `stream` (iteration x classes + class) is
+ * its class's; the first class's keeps the iteration's start, which a
+ * dropped tree of a later class goes back to.
+ */
+static int
+bs_select_class(bs_shard *sh, int64_t stream)
+{
+	trainer    *T = &sh->T;
+	int			cls = (int) (stream % T->n_classes);
+	size_t		bytes = sizeof(double) * (size_t) T->train.n * (size_t) T->n_classes;
+
+	boost_select_class(T, cls);
+	if (cls != 0)
+		return GBML_OK;
+	if (sh->iteration_start == NULL && (sh->iteration_start = gbml_alloc(sh->env, bytes)) == NULL)
+		return sh->env->error_code;
+	memcpy(sh->iteration_start, T->pred_all, bytes);
+	return GBML_OK;
+}
+
 static int
 bs_gradients(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 {
@@ -548,6 +631,7 @@ bs_gradients(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 		return GBML_OK;
 	}
 	if ((rc = bs_apply_pending(sh, &pm)) != GBML_OK ||
+		(sh->T.kind == GBML_LOSS_MULTICLASS && (rc = bs_select_class(sh, iteration)) != GBML_OK) ||
 		(rc = boost_local_rows.gradients(&sh->T, iteration, m)) != GBML_OK)
 		return rc;
 	gbml_msg_put_f64(reply, m->g);

@@ -20,9 +20,11 @@
  * streams).  subsample < 1 draws over the union's rows (their global
  * indices, sent with the order) or queries.  Not yet across servers
  * (boost_shards_check): subsample with group ids and a pointwise loss,
- * categorical inputs, the MultiClass loss, AUC as the metric (it needs
- * every prediction in one order).  Depthwise trees send each level's node
- * splits where symmetric ones send the level's one split.
+ * categorical inputs, AUC as the metric (it needs every prediction in one
+ * order).  Depthwise trees send each level's node splits where symmetric
+ * ones send the level's one split; MultiClass sends the union's class
+ * count and base scores with the start, and each tree's class is its
+ * stream's (the iteration x classes + class its gradients request names).
  */
 #include "boost_internal.h"
 #include "boost_shard_msg.h"
@@ -61,9 +63,6 @@ boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env 
 	if (ds->schema && gbml_schema_n_categorical(ds->schema) > 0)
 		return gbml_error(env, GBML_EUNSUPPORTED, "boost: categorical features are not supported yet when the rows "
 						  "are on other servers (number features with every loss are)");
-	if (p->loss == 1 + GBML_LOSS_MULTICLASS)
-		return gbml_error(env, GBML_EUNSUPPORTED, "boost: the MultiClass loss is not supported yet when the rows are "
-						  "on other servers (its trees need every class's predictions of a row in one place)");
 	if (p->eval_metric == GBML_BOOST_METRIC_AUC)
 		return gbml_error(env, GBML_EUNSUPPORTED, "boost: eval_metric AUC is not supported yet when the rows are on "
 						  "other servers (it needs every prediction in one order; RMSE, Logloss, NDCG and the loss are)");
@@ -453,7 +452,15 @@ request_with_pending(const trainer *T, int64_t op)
 
 	gbml_msg_put_i64(m, B->pending);
 	if (B->pending == BS_PENDING_BASE)
+	{
 		gbml_msg_put_f64(m, B->base);
+		if (T->n_classes > 0)
+		{
+			/* MultiClass: the union's class count and each class's base score */
+			gbml_msg_put_i64(m, T->n_classes);
+			gbml_msg_put(m, T->class_base, sizeof(double) * (size_t) T->n_classes);
+		}
+	}
 	else if (B->pending == BS_PENDING_TREE)
 	{
 		put_split(m, T, T->depth - 1, B->last_f, B->last_j, B->last_node_f, B->last_node_j);
@@ -470,7 +477,7 @@ shard_term_maxima(trainer *T, boost_terms_kind which, int k, double *max)
 
 	gbml_msg_put_i64(m, which);
 	gbml_msg_put_i64(m, k);
-	return gbml_shard_send_max_f64(&T->shards->ch, max, (size_t) boost_terms_count(which));
+	return gbml_shard_send_max_f64(&T->shards->ch, max, (size_t) boost_terms_count(which, k));
 }
 
 static int
@@ -480,8 +487,8 @@ shard_term_sums(trainer *T, boost_terms_kind which, int k, const double *scale, 
 
 	gbml_msg_put_i64(m, which);
 	gbml_msg_put_i64(m, k);
-	gbml_msg_put(m, scale, sizeof(double) * (size_t) boost_terms_count(which));
-	return gbml_shard_send_sum_i64(&T->shards->ch, sum, (size_t) boost_terms_count(which));
+	gbml_msg_put(m, scale, sizeof(double) * (size_t) boost_terms_count(which, k));
+	return gbml_shard_send_sum_i64(&T->shards->ch, sum, (size_t) boost_terms_count(which, k));
 }
 
 static int
@@ -637,7 +644,11 @@ shard_gradient_squares(trainer *T, double scale, int64_t *sum)
 	return gbml_shard_send_sum_i64(&T->shards->ch, sum, 1);
 }
 
-/* The shards' open tree ends without a split: the next request says so. */
+/*
+ * The shards' open tree ends without a split: the next request says so
+ * (MultiClass: the shards' predictions go back to the iteration's start,
+ * as grow_iteration drops its earlier trees).
+ */
 static void
 shard_drop_tree(trainer *T)
 {

@@ -7,7 +7,7 @@
  *
  * The input's first byte picks the algorithm (K-Means, the linear models
  * or boosting, by its value mod 3; boosting's trees are Depthwise when its
- * value / 3 is odd); the shard opens on a small fixed
+ * value / 3 is 1 mod 3, its loss MultiClass when 2 mod 3); the shard opens on a small fixed
  * dataset (300 rows x 3 features, labels 0/1); a K-Means shard first gets
  * its rows' global indices (as
  * every coordinator sends first); then the rest of the input is a sequence
@@ -67,8 +67,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t		first = fr_u8(&r);
 	int			pick = first % 3;
 	bool		kmeans = pick == 0;
-	/* boosting with Depthwise trees (node splits in its requests) for every other such first byte */
-	bool		depthwise = pick == 2 && (first / 3) % 2 == 1;
+	/* boosting's variants: symmetric trees, Depthwise (node splits in its requests), MultiClass (classes) */
+	int			variant = pick == 2 ? (first / 3) % 3 : 0;
 	const gbml_algorithm *algo = gbml_algorithm_by_name(pick == 0 ? "kmeans" : pick == 1 ? "saga" : "boost");
 	gbml_param_value v[2];
 	gbml_parsed_params pp;
@@ -84,10 +84,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	v[0].kind = pick == 1 ? GBML_VALUE_STRING : GBML_VALUE_NUMBER;
 	v[0].string = pick == 1 ? "logistic" : NULL;
 	v[0].number = 3;
-	v[1].key = "grow_policy";
+	v[1].key = variant == 1 ? "grow_policy" : "loss";
 	v[1].kind = GBML_VALUE_STRING;
-	v[1].string = "Depthwise";
-	FUZZ_CHECK(gbml_parse_training_params(&env, algo, v, depthwise ? 2 : 1, &pp) == GBML_OK, "params: %s", env.error);
+	v[1].string = variant == 1 ? "Depthwise" : "MultiClass";
+	FUZZ_CHECK(gbml_parse_training_params(&env, algo, v, variant ? 2 : 1, &pp) == GBML_OK, "params: %s", env.error);
 	gbml_sb_init(&hello, &env);
 	FUZZ_CHECK(algo->shard->open(&ds, pp.algo_params, &env, &state, &hello) == GBML_OK, "open: %s", env.error);
 	gbml_sb_free(&hello);

@@ -143,6 +143,12 @@ out=$(q coord postgres "SELECT gbml.train('bd_dist', 'boost', 'pts', '{$bst, \"g
   SELECT (SELECT model FROM gbml.models WHERE name = 'bd_dist') = (SELECT model FROM gbml.models WHERE name = 'bd_one')
      AND (SELECT model FROM gbml.models WHERE name = 'bd_one') <> (SELECT model FROM gbml.models WHERE name = 'bl_one')" 2>&1 | tail -1)
 check "boosting with Depthwise trees (each level's node splits sent to the shards), subsample 0.8: the same bytes" t "$out"
+mc='"iterations": 8, "depth": 4, "border_sample_size": 5000, "loss": "MultiClass", "exclude_columns": ["id", "qid", "qid_split"]'
+out=$(q coord postgres "SELECT gbml.train('bm_dist', 'boost', 'rk', '{$mc, \"eval_metric\": \"Accuracy\", \"subsample\": 0.8}');
+  SELECT gbml.train('bm_one', 'boost', 'rk_local', '{$mc, \"eval_metric\": \"Accuracy\", \"subsample\": 0.8}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'bm_dist') = (SELECT model FROM gbml.models WHERE name = 'bm_one')
+     AND (SELECT (gbml.model_info(model) ->> 'classes')::int FROM gbml.models WHERE name = 'bm_dist') = 5" 2>&1 | tail -1)
+check "boosting with the MultiClass loss (five classes; the union's class count and base scores, a tree a class): the same bytes" t "$out"
 err=$(q_err coord postgres "SELECT gbml.train('bx', 'boost', 'pts', '{\"loss\": \"Logloss\", \"eval_metric\": \"AUC\", \"exclude_columns\": [\"id\"]}')")
 check_match "boosting with what cannot train across servers yet (AUC) is refused, by name" "eval_metric AUC is not supported yet when the rows are on other servers" "$(errline "$err")"
 

@@ -6,8 +6,8 @@
  * RMSE and Logloss, with weights and missing values, with the border
  * sample drawn from the union's order (more rows than border_sample_size)
  * and with every row the sample, and for the ranking losses with every
- * query on one shard (a query on two is an error naming it), and for
- * Depthwise trees; what cannot
+ * query on one shard (a query on two is an error naming it), for
+ * Depthwise trees and for MultiClass; what cannot
  * train across servers yet is
  * an error naming it; a shard that fails mid-training ends the fit with an
  * error naming it and leaves no memory behind.  The exact term sums behind
@@ -33,6 +33,7 @@ typedef struct bsh_data
 	int			distinct;		/* > 0: rows repeat this many points */
 	int			query_rows;		/* > 0: rows i / query_rows make a query (relevance labels 0..4) */
 	bool		split_queries;	/* deal rows, not queries, to the shards */
+	int			classes;		/* > 0: class ids 0 .. classes - 1 (MultiClass) */
 } bsh_data;
 
 static void
@@ -55,6 +56,8 @@ bsh_row(const bsh_data *s, int64_t i, float *x, float *label, float *weight)
 	*label = s->binary ? (float) (t > -35 ? 1 : 0) : (float) t;
 	if (s->query_rows > 0)
 		*label = (float) ((int64_t) fabs(t * 3) % 5);
+	if (s->classes > 0)
+		*label = (float) fmin(s->classes - 1, fmax(0, floor((t + 41) / 12 * s->classes)));
 	*weight = s->weighted ? (float) (0.5 + (p % 4)) : 1.0f;
 }
 
@@ -75,9 +78,12 @@ bsh_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files
 		int64_t		unit = s->query_rows > 0 && !s->split_queries ? i / s->query_rows : i;
 		int			owner = n_shards == 3 ? (int) ((unit * 7) % 5 < 3 ? 0 : 1) : (int) ((unit * 13) % 3 == 0);
 
+		bsh_row(s, i, x, &row.label, &row.weight);
+		/* MultiClass: the top class only on shard 0 (the others see fewer classes than the union) */
+		if (s->classes > 0 && row.label == (float) (s->classes - 1))
+			owner = 0;
 		if (shard >= 0 && owner != shard)
 			continue;
-		bsh_row(s, i, x, &row.label, &row.weight);
 		if (s->query_rows > 0)
 			row.group = 1000 + (i / s->query_rows) * 3;	/* ids are not positions */
 		row.group_is_null = s->query_rows == 0;
@@ -113,7 +119,7 @@ bsh_bytes_differ(const bsh_data *s, const gbml_param_value *a, int na, const gbm
 TEST(boost_shards_rmse_sampled_borders_same_bytes)
 {
 	/* more rows than border_sample_size: the sample is drawn over the union's order, in pages */
-	bsh_data	s = {4100, 7, false, false, false, 0, 0, false};
+	bsh_data	s = {4100, 7, false, false, false, 0, 0, false, 0};
 	gbml_param_value v[] = {tu_num("iterations", 12), tu_num("depth", 4), tu_num("border_sample_size", 1500),
 	tu_num("random_seed", 5)};
 
@@ -123,7 +129,7 @@ TEST(boost_shards_rmse_sampled_borders_same_bytes)
 TEST(boost_shards_logloss_weights_missing_same_bytes)
 {
 	/* every row is the sample; weights (unpacked histograms), NaN features (a missing border) */
-	bsh_data	s = {2600, 5, true, true, true, 0, 0, false};
+	bsh_data	s = {2600, 5, true, true, true, 0, 0, false, 0};
 	gbml_param_value v[] = {tu_num("iterations", 10), tu_num("depth", 5), tu_str("loss", "Logloss"),
 	tu_num("border_count", 20)};
 
@@ -133,7 +139,7 @@ TEST(boost_shards_logloss_weights_missing_same_bytes)
 TEST(boost_shards_logloss_refined_leaves_same_bytes)
 {
 	/* leaf_estimation_iterations 3: two refinement steps per tree, each a round trip */
-	bsh_data	s = {2200, 5, true, true, false, 0, 0, false};
+	bsh_data	s = {2200, 5, true, true, false, 0, 0, false, 0};
 	gbml_param_value v[] = {tu_num("iterations", 7), tu_num("depth", 4), tu_str("loss", "Logloss"),
 	tu_num("leaf_estimation_iterations", 3)};
 
@@ -143,7 +149,7 @@ TEST(boost_shards_logloss_refined_leaves_same_bytes)
 TEST(boost_shards_logloss_scored_on_weights_same_bytes)
 {
 	/* score_function L2: one Newton step from the shards' hessian sums, then three from the rows */
-	bsh_data	s = {2200, 5, true, true, true, 0, 0, false};
+	bsh_data	s = {2200, 5, true, true, true, 0, 0, false, 0};
 	gbml_param_value v1[] = {tu_num("iterations", 6), tu_num("depth", 4), tu_str("loss", "Logloss"),
 	tu_str("score_function", "L2")};
 	gbml_param_value v3[] = {tu_num("iterations", 6), tu_num("depth", 4), tu_str("loss", "Logloss"),
@@ -156,7 +162,7 @@ TEST(boost_shards_logloss_scored_on_weights_same_bytes)
 TEST(boost_shards_duplicates_rmse_metric_same_bytes)
 {
 	/* 40 distinct rows repeated on both shards; depth 1 (the root is the only level) */
-	bsh_data	s = {3000, 3, false, false, false, 40, 0, false};
+	bsh_data	s = {3000, 3, false, false, false, 40, 0, false, 0};
 	gbml_param_value v[] = {tu_num("iterations", 6), tu_num("depth", 1), tu_num("border_sample_size", 1000),
 	tu_str("eval_metric", "Logloss")};
 
@@ -168,7 +174,7 @@ TEST(boost_shards_duplicates_rmse_metric_same_bytes)
 TEST(boost_shards_yetirank_same_bytes)
 {
 	/* queries of 9 rows, each on one shard; the default loss with group ids (YetiRank, its Newton sums) */
-	bsh_data	s = {3600, 6, false, false, false, 0, 9, false};
+	bsh_data	s = {3600, 6, false, false, false, 0, 9, false, 0};
 	gbml_param_value v[] = {tu_num("iterations", 8), tu_num("depth", 4), tu_num("border_sample_size", 1200),
 	tu_num("random_seed", 3)};
 
@@ -178,7 +184,7 @@ TEST(boost_shards_yetirank_same_bytes)
 TEST(boost_shards_ranking_losses_same_bytes)
 {
 	const char *losses[] = {"QueryRMSE", "PairLogit", "LambdaMART"};
-	bsh_data	s = {1800, 4, false, true, false, 0, 6, false};
+	bsh_data	s = {1800, 4, false, true, false, 0, 6, false, 0};
 
 	for (int i = 0; i < 3; i++)
 	{
@@ -190,7 +196,7 @@ TEST(boost_shards_ranking_losses_same_bytes)
 
 TEST(boost_shards_query_on_two_shards_is_named)
 {
-	bsh_data	s = {900, 3, false, false, false, 0, 10, true};
+	bsh_data	s = {900, 3, false, false, false, 0, 10, true, 0};
 	gbml_param_value v[] = {tu_num("iterations", 3)};
 	char		error[512];
 	size_t		len;
@@ -206,10 +212,10 @@ TEST(boost_shards_query_on_two_shards_is_named)
 TEST(boost_shards_subsample_same_bytes)
 {
 	/* rows drawn by their global index: with a sampled border set (the ranks come with the order) and without */
-	bsh_data	s = {3100, 5, false, false, false, 0, 0, false};
+	bsh_data	s = {3100, 5, false, false, false, 0, 0, false, 0};
 	gbml_param_value v[] = {tu_num("iterations", 8), tu_num("depth", 3), tu_num("subsample", 0.6),
 	tu_num("border_sample_size", 1000), tu_num("random_seed", 9)};
-	bsh_data	q = {2400, 4, false, false, false, 0, 8, false};
+	bsh_data	q = {2400, 4, false, false, false, 0, 8, false, 0};
 	gbml_param_value w[] = {tu_num("iterations", 6), tu_num("depth", 3), tu_num("subsample", 0.5)};
 
 	tu_check_same_bytes("boost", "RMSE, subsample, sampled borders", bsh_fill, &s, v, 5);
@@ -227,8 +233,8 @@ TEST(boost_shards_subsample_same_bytes)
  */
 TEST(boost_shards_random_strength_same_bytes)
 {
-	bsh_data	s = {2600, 5, true, true, true, 0, 0, false};
-	bsh_data	q = {1800, 4, false, false, false, 0, 6, false};
+	bsh_data	s = {2600, 5, true, true, true, 0, 0, false, 0};
+	bsh_data	q = {1800, 4, false, false, false, 0, 6, false, 0};
 	gbml_param_value v[] = {tu_num("iterations", 8), tu_num("depth", 4), tu_str("loss", "Logloss"),
 	tu_str("score_function", "L2"), tu_num("random_seed", 7), tu_num("subsample", 0.7),
 	tu_num("random_strength", 1)};
@@ -248,9 +254,9 @@ TEST(boost_shards_random_strength_same_bytes)
  */
 TEST(boost_shards_depthwise_same_bytes)
 {
-	bsh_data	s = {3100, 5, false, true, true, 0, 0, false};
-	bsh_data	b = {2200, 5, true, true, false, 0, 0, false};
-	bsh_data	q = {1800, 4, false, false, false, 0, 6, false};
+	bsh_data	s = {3100, 5, false, true, true, 0, 0, false, 0};
+	bsh_data	b = {2200, 5, true, true, false, 0, 0, false, 0};
+	bsh_data	q = {1800, 4, false, false, false, 0, 6, false, 0};
 	gbml_param_value v[] = {tu_str("grow_policy", "Depthwise"), tu_num("iterations", 8), tu_num("depth", 5),
 		tu_num("min_child_weight", 40), tu_num("subsample", 0.7), tu_num("random_strength", 1),
 	tu_num("border_sample_size", 1000)};
@@ -278,7 +284,7 @@ TEST(boost_shards_depthwise_same_bytes)
  */
 TEST(boost_shards_root_without_split_same_bytes)
 {
-	bsh_data	s = {900, 3, false, false, false, 1, 0, false};
+	bsh_data	s = {900, 3, false, false, false, 1, 0, false, 0};
 	gbml_param_value v[] = {tu_num("iterations", 4), tu_num("depth", 3)};
 	gbml_param_value w[] = {tu_num("iterations", 4), tu_num("depth", 1), tu_str("grow_policy", "Depthwise")};
 
@@ -286,13 +292,40 @@ TEST(boost_shards_root_without_split_same_bytes)
 	tu_check_same_bytes("boost", "Depthwise depth 1, no border", bsh_fill, &s, w, 3);
 }
 
+/*
+ * MultiClass: the union's class count and the classes' base scores from
+ * exact sums, each tree's class from its stream, the metrics' exact sums:
+ * one server's bytes (the top class on one shard only, subsample,
+ * random_strength, Depthwise trees, Accuracy as the metric).  A class
+ * whose first tree cannot split ends the training and drops the
+ * iteration's earlier trees, which the shards then take back.
+ */
+TEST(boost_shards_multiclass_same_bytes)
+{
+	bsh_data	s = {3100, 5, false, true, true, 0, 0, false, 3};
+	bsh_data	four = {2000, 4, false, false, false, 0, 0, false, 4};
+	gbml_param_value v[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 6), tu_num("depth", 4),
+		tu_num("subsample", 0.7), tu_num("random_strength", 1), tu_num("border_sample_size", 1000),
+	tu_str("eval_metric", "Accuracy")};
+	gbml_param_value d[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 5), tu_num("depth", 3),
+	tu_str("grow_policy", "Depthwise")};
+	/* class 5 has no row: its trees' gradients are all alike, so its first tree cannot split */
+	gbml_param_value absent[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 5), tu_num("depth", 3),
+	tu_str("grow_policy", "Depthwise"), tu_num("classes_count", 6)};
+
+	tu_check_same_bytes("boost", "MultiClass, weights, missing, subsample, random_strength, Accuracy",
+						bsh_fill, &s, v, 7);
+	tu_check_same_bytes("boost", "MultiClass, Depthwise", bsh_fill, &four, d, 4);
+	tu_check_same_bytes("boost", "MultiClass, a class without rows (the iteration dropped)", bsh_fill, &four,
+						absent, 5);
+}
+
 TEST(boost_shards_refuses_what_it_cannot_do_yet)
 {
-	bsh_data	s = {900, 3, false, false, false, 0, 0, false};
-	bsh_data	q = {900, 3, false, false, false, 0, 10, false};
+	bsh_data	s = {900, 3, false, false, false, 0, 0, false, 0};
+	bsh_data	q = {900, 3, false, false, false, 0, 10, false, 0};
 	gbml_param_value sub[] = {tu_num("subsample", 0.5), tu_str("loss", "RMSE")};
 	gbml_param_value auc[] = {tu_str("loss", "Logloss"), tu_str("eval_metric", "AUC")};
-	gbml_param_value classes[] = {tu_str("loss", "MultiClass")};
 	char		error[512];
 	size_t		len;
 	uint8_t    *m;
@@ -306,15 +339,11 @@ TEST(boost_shards_refuses_what_it_cannot_do_yet)
 	m = tu_train_sharded("boost", bsh_fill, &s, 2, auc, 2, 0, &len, error, sizeof(error));
 	CHECK(m == NULL && strstr(error, "eval_metric AUC") != NULL);
 	free(m);
-	/* a row's class scores are one server's */
-	m = tu_train_sharded("boost", bsh_fill, &s, 2, classes, 1, 0, &len, error, sizeof(error));
-	CHECK(m == NULL && strstr(error, "MultiClass loss is not supported yet") != NULL);
-	free(m);
 }
 
 TEST(boost_shards_failing_shard_names_it)
 {
-	bsh_data	s = {3000, 4, false, false, false, 0, 0, false};
+	bsh_data	s = {3000, 4, false, false, false, 0, 0, false, 0};
 	gbml_param_value v[] = {tu_num("iterations", 5), tu_num("depth", 3), tu_num("border_sample_size", 1000)};
 	char		error[512];
 	size_t		len;
