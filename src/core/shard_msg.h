@@ -91,7 +91,8 @@ gbml_msg_put_f64(gbml_strbuf *sb, double v)
  * layout, so servers of different gbml builds refuse each other at the
  * opening (2: boosting's gradient maxima carry the every-row maximum, and
  * random_strength's squares request; 3: Depthwise node splits in boosting's
- * split fields, and a dropped tree's pending kind).
+ * split fields, a dropped tree's pending kind, MultiClass's class count and
+ * base scores with the start and its term kinds).
  */
 #define GBML_SHARD_HELLO_VERSION 3
 #define GBML_SHARD_HELLO_HEAD 24
