@@ -17,7 +17,8 @@
 # boosting (B_ITERS trees of depth B_DEPTH, RMSE on relevance): seconds per
 # tree and for the borders and bins, round trips and bytes per tree, the
 # coordination per round trip, the same model bytes, and the projected time
-# per tree with a shard per machine.  All
+# per tree with a shard per machine; Depthwise trees and the MultiClass loss
+# (on relevance's five grades) the same way, a row each.  All
 # clusters share this machine's cores, so the sharded time here is a
 # correctness and overhead figure, not a speed-up.
 # Needs gbml installed (make install); starts and removes its own clusters.
@@ -81,8 +82,19 @@ boost_one_wall=$(run b_one t_local boost "$boost_params") || bail "boosting on o
 boost_dist_wall=$(run b_dist t boost "$boost_params") || bail "boosting across the shards"
 same=$(q coord postgres "SELECT (SELECT model FROM gbml.models WHERE name = 'b_one') = (SELECT model FROM gbml.models WHERE name = 'b_dist')")
 check "the sharded boosting model is the single-server model, byte for byte" t "$same"
+# the other tree shape and the multiclass loss: the same bytes, their cost a tree
+variant_rows=""
+for v in "Depthwise:\"grow_policy\": \"Depthwise\"" "MultiClass:\"loss\": \"MultiClass\""; do
+  vname=${v%%:*}
+  vparams="{\"iterations\": $B_ITERS, \"depth\": $B_DEPTH, \"features_column\": \"f\", \"label_column\": \"relevance\", ${v#*:}}"
+  w1=$(run "v_one_$vname" t_local boost "$vparams") || bail "$vname on one server"
+  w2=$(run "v_dist_$vname" t boost "$vparams") || bail "$vname across the shards"
+  same=$(q coord postgres "SELECT (SELECT model FROM gbml.models WHERE name = 'v_one_$vname') = (SELECT model FROM gbml.models WHERE name = 'v_dist_$vname')")
+  check "boosting with $vname across the shards gives the single-server model bytes" t "$same"
+  variant_rows="$variant_rows $vname:$w1:$w2:$same"
+done
 
-python3 - "$one_wall" "$dist_wall" "$SHARDS" "$N" "$D" "$KM_K" "$saga_one_wall" "$saga_dist_wall" "$boost_one_wall" "$boost_dist_wall" "$B_DEPTH" <<PY
+python3 - "$one_wall" "$dist_wall" "$SHARDS" "$N" "$D" "$KM_K" "$saga_one_wall" "$saga_dist_wall" "$boost_one_wall" "$boost_dist_wall" "$B_DEPTH" "$variant_rows" <<PY
 import json, subprocess, sys
 one_wall, dist_wall, shards, n, d, k = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 def timings(name):
@@ -158,5 +170,14 @@ rows = b1['seconds_per_tree'] - split
 proj = rows / shards + split + (depth + 1) * boh
 print(f"# projected tree, a shard per machine: {rows/shards:.3f} s (one server's row work / {shards}) + {split:.3f} s "
       f"(split search) + {depth + 1} x {1e3*boh:.2f} ms = {proj:.3f} s, {b1['seconds_per_tree']/proj:.2f}x one server")
+print("# | boosting variant | one server s/tree | sharded s/tree | round trips a tree | kB a tree | same bytes |")
+for row in sys.argv[12].split():
+    name, w1, w2, same = row.split(":")
+    v1, v2 = timings("v_one_" + name), timings("v_dist_" + name)
+    v1, v2 = v1.get("timings", v1), v2.get("timings", v2)
+    ntrees = round(v2["boost_seconds"] / v2["seconds_per_tree"]) if v2["seconds_per_tree"] > 0 else 0
+    vrt = v2["shard_round_trips"] - v2.get("setup_round_trips", 0)
+    print(f"# | {name} | {v1['seconds_per_tree']:.3f} | {v2['seconds_per_tree']:.3f} | {vrt / max(1, ntrees):.1f} | "
+          f"{v2['tree_bytes']/1e3:.1f} | {'yes' if same == 't' else 'NO'} |")
 PY
 finish
