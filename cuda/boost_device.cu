@@ -2,7 +2,9 @@
  * boost_device.cu — the boosting level kernels on the GPU: bins resident on
  * the device (streamed in block by block through a ring of pinned buffers),
  * every row's leaf index and fixed-point gradients on the device, the
- * per-level histograms in shared memory, and the leaf-index updates.
+ * per-level histograms in shared memory, and the leaf-index updates (one
+ * split a level, or for Depthwise trees a split a node from a table of the
+ * tree's node splits).
  *
  * The arithmetic is exactly boost_histogram.c's: histogram entries are
  * int64 sums of the same int64 fixed-point gradients (added with 64-bit

@@ -1676,6 +1676,24 @@ pointwise_value(const trainer *T, int metric, const int64_t *sum, const double *
 	return gbml_boost_term_value(sum, scale, GBML_BOOST_TERM_LOGLOSS) / sw;
 }
 
+/* MultiClass's metrics (MultiClass, Accuracy; the loss is MultiClass): weighted means of exact per-row sums. */
+static int
+multiclass_train_value(trainer *T, int metric, double *out)
+{
+	double		scale[GBML_BOOST_MULTICLASS_TERMS],
+				max[GBML_BOOST_MULTICLASS_TERMS],
+				w;
+	int64_t		sum[GBML_BOOST_MULTICLASS_TERMS];
+	int			t = metric == GBML_BOOST_METRIC_ACCURACY ? GBML_BOOST_MC_TERM_HIT : GBML_BOOST_MC_TERM_LOSS;
+	int			rc;
+
+	if ((rc = exact_terms(T, BOOST_TERMS_MULTICLASS, T->n_classes, sum, scale, max)) != GBML_OK)
+		return rc;
+	w = (double) sum[GBML_BOOST_MC_TERM_W] / scale[GBML_BOOST_MC_TERM_W];
+	*out = w > 0 ? (double) sum[t] / scale[t] / w : 0.0;
+	return GBML_OK;
+}
+
 /*
  * The trained model's value of `metric` on its training rows, exactly
  * summed (wherever the rows are): pointwise terms per row, NDCG and the
@@ -1691,18 +1709,7 @@ train_value(trainer *T, int metric, bool *have_point, int64_t *point, double *po
 	int			rc;
 
 	if (T->kind == GBML_LOSS_MULTICLASS)
-	{
-		/* MultiClass and Accuracy: weighted means of exact per-row sums */
-		double		w;
-
-		if ((rc = exact_terms(T, BOOST_TERMS_MULTICLASS, T->n_classes, sum, scale, max)) != GBML_OK)
-			return rc;
-		w = (double) sum[GBML_BOOST_MC_TERM_W] / scale[GBML_BOOST_MC_TERM_W];
-		*out = !(w > 0) ? 0.0 : (double) sum[metric == GBML_BOOST_METRIC_ACCURACY ? GBML_BOOST_MC_TERM_HIT :
-											  GBML_BOOST_MC_TERM_LOSS] /
-			scale[metric == GBML_BOOST_METRIC_ACCURACY ? GBML_BOOST_MC_TERM_HIT : GBML_BOOST_MC_TERM_LOSS] / w;
-		return GBML_OK;
-	}
+		return multiclass_train_value(T, metric, out);
 	if (pointwise_metric(T, metric))
 	{
 		if (!*have_point && (rc = exact_terms(T, BOOST_TERMS_POINTWISE, 0, point, point_scale, max)) != GBML_OK)

@@ -10,7 +10,9 @@
  * Labels are class ids 0 .. K - 1 (integer-valued floats).
  *
  * Everything here is deterministic whatever the thread count: rows are
- * independent, and the metrics sum in row order on one thread.
+ * independent, the eval metrics sum in row order on one thread, and the
+ * base scores' and train metrics' terms sum exactly in fixed point (the
+ * same bits from shards' partial sums).
  */
 #ifndef GBML_BOOST_MULTICLASS_H
 #define GBML_BOOST_MULTICLASS_H

@@ -3,6 +3,9 @@
  * hashes for the union's order, the rows of the border sample it holds,
  * and then a trainer over its bins (boost_local_rows) answering the
  * coordinator's steps: gradients' maxima, level histograms, term sums.
+ * Depthwise trees bring each level's node splits, which it keeps in its
+ * one open tree; MultiClass brings the union's class count and base
+ * scores, and each tree's class is its stream's.
  * Every figure it returns is an extreme or an integer sum, so the
  * coordinator's fold does not depend on how the rows were dealt.
  *
