@@ -25,7 +25,7 @@ REGRESS_OPTS = --load-extension=gbml
 
 PG_CONFIG ?= pg_config
 # (before the PGXS include: its clean rule tests EXTRA_CLEAN when it is read)
-EXTRA_CLEAN = gbml.map gbml_cuda.so gbml_cuda_emu.so tests/unit/gbml_unit tests/gpu/gpu_check tests/gpu/plants tools/param_docs $(OBJS:.o=.d)
+EXTRA_CLEAN = gbml.map gbml_cuda.so gbml_cuda_emu.so tests/unit/gbml_unit tests/unit/obj tests/unit/obj_san tests/gpu/gpu_check tests/gpu/plants tools/param_docs $(OBJS:.o=.d)
 # -Wdeclaration-after-statement comes with PostgreSQL's CFLAGS; the engine is C11.
 PG_CFLAGS   = -std=gnu11 -fopenmp -Wall -Wextra -Werror -Wno-declaration-after-statement \
               -Wno-missing-field-initializers -Wno-unused-parameter -Wno-sign-compare \
@@ -103,7 +103,7 @@ endif
 
 # ---- tests ----
 unit:
-	$(MAKE) -C tests/unit run
+	$(MAKE) -C tests/unit -j$(CHECK_JOBS) run
 
 # libFuzzer: each harness (model loader, params parser, dataset deserializer)
 # for a few seconds, and the inputs of the bugs the fuzzers found, replayed.
@@ -122,7 +122,7 @@ CHECK_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$((n < 4 ? n : 4)
 # The engine's unit tests and the GPU checker (on an emulated backend built
 # with the same sanitizers) under AddressSanitizer + UndefinedBehaviorSanitizer.
 sanitize:
-	$(MAKE) -C tests/unit run-sanitized
+	$(MAKE) -C tests/unit -j$(CHECK_JOBS) run-sanitized
 	$(MAKE) -C tests/gpu -j$(CHECK_JOBS) run-sanitized LIB=gbml_cuda_emu_san.so SAN_ARGS=--quick
 
 # The GPU checker on the emulated backend, and the planted kernel bugs it must catch.

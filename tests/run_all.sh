@@ -54,7 +54,7 @@ if [ "$mode" = test ]; then
   section "gbml.so's exported symbols (only what PostgreSQL looks up)"
   tests/check_exports.sh || status=1
   section "C unit tests (src/core)"
-  make -s -C tests/unit run || status=1
+  make -s -j"$(nproc)" -C tests/unit run || status=1
   section "GPU checks on the emulated CUDA backend (kernels, trainings, planted bugs)"
   make -s gpu-emu || status=1
   section "the unit tests and the GPU checker under AddressSanitizer + UndefinedBehaviorSanitizer"
