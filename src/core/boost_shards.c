@@ -41,11 +41,6 @@ typedef struct boost_shards
 	gbml_shard_channel ch;
 	int64_t		pending;		/* bs_pending: what the next prediction-reading request carries */
 	double		base;
-	int			last_f,
-				last_j;
-	int32_t		last_node_f[1 << (GBML_BOOST_MAX_DEPTH - 1)];	/* Depthwise: the last level's node splits */
-	int32_t		last_node_j[1 << (GBML_BOOST_MAX_DEPTH - 1)];
-	float		lv[1 << GBML_BOOST_MAX_DEPTH];
 	boost_grad_max gm;			/* the open tree's maxima over every shard */
 	int64_t		tree_bytes_before;	/* the traffic's bytes when the open tree began */
 	int64_t    *n_groups;		/* per shard: its queries (the hello's) */
@@ -414,33 +409,26 @@ boost_shards_traffic_json(const trainer *T, gbml_strbuf *m)
 /* ------------------------------------------------------------------ */
 
 /*
- * A level's split into a request (boost_shard_msg.h): its (feature, border
- * index), or with Depthwise (-1, -1) and the level's node splits (features
- * and border indices from node_f, node_j).
+ * Tree t's split of `level` into a request (boost_shard_msg.h), from the
+ * forest: its (feature, border index), or with Depthwise (-1, -1) and the
+ * level's node splits.
  */
 static void
-put_split(gbml_strbuf *m, const trainer *T, int level, int f, int j, const int32_t *node_f, const int32_t *node_j)
+put_split(gbml_strbuf *m, const trainer *T, int64_t t, int level)
 {
-	if (!T->forest.node_splits)
+	const forest_builder *F = &T->forest;
+	size_t		at = boost_split_index(F, t, level, 0);
+
+	if (!F->node_splits)
 	{
-		gbml_msg_put_i64(m, f);
-		gbml_msg_put_i64(m, j);
+		gbml_msg_put_i64(m, F->feature[at]);
+		gbml_msg_put_i64(m, F->border_index[at]);
 		return;
 	}
 	gbml_msg_put_i64(m, -1);
 	gbml_msg_put_i64(m, -1);
-	gbml_msg_put(m, node_f, sizeof(int32_t) << level);
-	gbml_msg_put(m, node_j, sizeof(int32_t) << level);
-}
-
-/* put_split of the open tree's level `level`. */
-static void
-put_open_split(gbml_strbuf *m, const trainer *T, int level, int f, int j)
-{
-	const forest_builder *F = &T->forest;
-	size_t		at = F->node_splits ? boost_split_index(F, F->n_trees, level, 0) : 0;
-
-	put_split(m, T, level, f, j, F->feature + at, F->border_index + at);
+	gbml_msg_put(m, F->feature + at, sizeof(int32_t) << level);
+	gbml_msg_put(m, F->border_index + at, sizeof(int32_t) << level);
 }
 
 /* A request that reads the predictions: its code, then what changed them since the last one. */
@@ -463,8 +451,11 @@ request_with_pending(const trainer *T, int64_t op)
 	}
 	else if (B->pending == BS_PENDING_TREE)
 	{
-		put_split(m, T, T->depth - 1, B->last_f, B->last_j, B->last_node_f, B->last_node_j);
-		gbml_msg_put(m, B->lv, sizeof(float) * ((size_t) 1 << T->depth));
+		/* the tree finished last has joined the forest: its last split and its leaf values */
+		int64_t		t = T->forest.n_trees - 1;
+
+		put_split(m, T, t, T->depth - 1);
+		gbml_msg_put(m, T->forest.leaf + ((size_t) t << T->depth), sizeof(float) * ((size_t) 1 << T->depth));
 	}
 	B->pending = BS_PENDING_NONE;
 	return m;
@@ -529,7 +520,7 @@ shard_level(trainer *T, int level, int prev_f, int prev_j, int n_slots)
 
 	gbml_msg_put_i64(m, level);
 	if (level > 0)
-		put_open_split(m, T, level - 1, prev_f, prev_j);
+		put_split(m, T, T->forest.n_trees, level - 1);	/* (prev_f, prev_j: the forest's) */
 	else
 	{
 		gbml_msg_put_i64(m, prev_f);
@@ -594,7 +585,7 @@ shard_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 		gbml_strbuf *m = gbml_shard_request(&B->ch, BS_OP_NEWTON);
 		int			rc;
 
-		put_open_split(m, T, T->depth - 1, last_f, last_j);
+		put_split(m, T, T->forest.n_trees, T->depth - 1);
 		if ((rc = gbml_shard_send_sum_i64(&B->ch, newton_h, (size_t) 1 << T->depth)) != GBML_OK)
 			return rc;
 		boost_newton_leaf_values(T, newton_h, lv);
@@ -603,18 +594,8 @@ shard_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 		boost_newton_leaf_values(T, NULL, lv);
 	/* a tree's traffic: its gradients and its levels (its leaves go with the next request, 4 kB at most) */
 	B->ch.traffic.step_bytes = B->ch.traffic.bytes_sent + B->ch.traffic.bytes_received - B->tree_bytes_before;
+	/* the next request brings the tree (request_with_pending: from the forest, which it joins now) */
 	B->pending = BS_PENDING_TREE;
-	B->last_f = last_f;
-	B->last_j = last_j;
-	if (T->forest.node_splits)
-	{
-		/* the next request brings them, after the tree has joined the forest */
-		size_t		at = boost_split_index(&T->forest, T->forest.n_trees, T->depth - 1, 0);
-
-		memcpy(B->last_node_f, T->forest.feature + at, sizeof(int32_t) << (T->depth - 1));
-		memcpy(B->last_node_j, T->forest.border_index + at, sizeof(int32_t) << (T->depth - 1));
-	}
-	memcpy(B->lv, lv, sizeof(float) * ((size_t) 1 << T->depth));
 	return GBML_OK;
 }
 
@@ -627,7 +608,9 @@ shard_refine_sums(trainer *T, int last_f, int last_j, const double *v, double sc
 	gbml_strbuf *m = gbml_shard_request(&T->shards->ch, BS_OP_REFINE);
 	int			rc;
 
-	put_open_split(m, T, T->depth - 1, last_f, last_j);
+	(void) last_f;				/* (the forest's, put_split) */
+	(void) last_j;
+	put_split(m, T, T->forest.n_trees, T->depth - 1);
 	gbml_msg_put_f64(m, scale);
 	gbml_msg_put(m, v, sizeof(double) * (size_t) nl);
 	if ((rc = gbml_shard_send_sum_i64(&T->shards->ch, sums, 2 * (size_t) nl)) != GBML_OK)
