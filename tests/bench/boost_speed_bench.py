@@ -362,14 +362,8 @@ def main():
     print()
     print(f"{'engine':<10} {'train s':>9} {'s/tree':>8} {'best tree':>10} {'gbml x faster':>14} {'train RMSE':>11} "
           f"{'score rows/s 1 core':>20} {'gbml x faster':>14} {f'rows/s {T} thr':>14}")
-    for name in engines:
-        if name not in results:
-            continue
-        r = results[name]
-        if name == "gbml":
-            s1, sT = r.get("score_batch_1thread_rows_per_s"), r.get(f"score_batch_{T}threads_rows_per_s")
-        else:
-            s1, sT = r.get("score_1"), r.get("score_T")
+    for name, r in ran(engines, results):
+        s1, sT = score_rates(name, r, "score_batch_1thread_rows_per_s", f"score_batch_{T}threads_rows_per_s")
         tpt = r.get("tree_seconds_median", float("nan"))
         ratio_t = tpt / g["tree_seconds_median"] if name != "gbml" else 1.0
         ratio_s = g.get("score_batch_1thread_rows_per_s", float("nan")) / s1 if (name != "gbml" and s1) else 1.0
@@ -392,6 +386,18 @@ def main():
           f"({g['tree_seconds_median'] * 1e3:.0f} ms, 6 levels) is compute-bound, not bandwidth-bound.")
 
 
+def ran(engines, results):
+    """The engines that produced results, in the table's order, with them."""
+    return [(name, results[name]) for name in engines if name in results]
+
+
+def score_rates(name, r, gbml_1, gbml_T):
+    """Rows/s scored on 1 core and on every thread: gbml's under the given keys (None: not run), a peer's."""
+    if name == "gbml":
+        return r.get(gbml_1), (r.get(gbml_T) if gbml_T else None)
+    return r.get("score_1"), r.get("score_T")
+
+
 def print_multiclass(args, engines, results):
     g = results["gbml"]
     T, K = args.threads, args.classes
@@ -400,14 +406,8 @@ def print_multiclass(args, engines, results):
     print(f"{'engine':<10} {'train s':>9} {'s/iter':>8} {'s/tree':>8} {'best iter':>10} "
           f"{'gbml/peer train s':>18} {'gbml/peer s/iter':>17} {'test logloss':>13} {'test acc':>9} "
           f"{'score rows/s 1 core':>20} {f'rows/s {T} thr':>14}")
-    for name in engines:
-        if name not in results:
-            continue
-        r = results[name]
-        if name == "gbml":
-            s1, sT = r.get("score_classes_single_1thread_rows_per_s"), None
-        else:
-            s1, sT = r.get("score_1"), r.get("score_T")
+    for name, r in ran(engines, results):
+        s1, sT = score_rates(name, r, "score_classes_single_1thread_rows_per_s", None)
         ratio_t = g.get("train_seconds", nan) / r.get("train_seconds", nan)
         ratio_i = g.get("iter_seconds_median", nan) / r.get("iter_seconds_median", nan)
         print(f"{name:<10} {r.get('train_seconds', nan):>9.2f} {r.get('iter_seconds_median', nan):>8.3f} "
