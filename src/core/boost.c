@@ -873,7 +873,18 @@ setup_device(trainer *T, const gbml_dataset *ds)
 		snprintf(env->device_note, sizeof(env->device_note), "device gpu: rows streamed to the device during the scan");
 		return GBML_OK;
 	}
-	/* (bins past the host's budget, in a temporary file, stream to the device from it) */
+	if (T->bins.stored)
+	{
+		/* the bins did not fit the host's budget: the CPU walks them from their file */
+		if (env->device != GBML_DEVICE_CPU)
+		{
+			snprintf(env->device_note, sizeof(env->device_note), "the bins are in temporary files");
+			gbml_notice(env, env->device_auto ? GBML_LOG_DEBUG : GBML_LOG_NOTICE,
+						"boost: training on the CPU: the bins are in temporary files (past gbml.memory_limit)");
+		}
+		env->device = GBML_DEVICE_CPU;
+		return GBML_OK;
+	}
 	if (gbml_boost_gpu_wanted(env, T->train.n, T->n_features))
 	{
 		if ((rc = gbml_boost_gpu_open(&T->gpu, env, &T->bins, T->n_features, T->feat_off, T->total_bins,
@@ -886,15 +897,7 @@ setup_device(trainer *T, const gbml_dataset *ds)
 		env->device = GBML_DEVICE_CPU;
 		return GBML_OK;
 	}
-	if (T->bins.stored)
-	{
-		/* the file stays until the training ends; its read buffers go now */
-		gbml_boost_bins_reader_free(&T->bins, env);
-		snprintf(env->device_note, sizeof(env->device_note), "%s: the bins streamed from temporary files",
-				 env->device_auto ? "device auto" : "device gpu");
-	}
-	else
-		free_host_blocks(T);
+	free_host_blocks(T);
 	return GBML_OK;
 }
 

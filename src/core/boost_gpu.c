@@ -4,7 +4,6 @@
  * errors that name the CUDA call.
  */
 #include "boost_gpu.h"
-#include "boost_bins_walk.h"
 #include "gpu_ctx.h"
 
 #include <stdio.h>
@@ -94,40 +93,18 @@ gbml_boost_gpu_open_stored(gbml_boost_gpu *g, gbml_env *env, gbml_gpu_ctx *ctx, 
 	return GBML_OK;
 }
 
-/* What the upload's walk over the bins needs (upload_blocks). */
-typedef struct upload_arg
-{
-	gbml_boost_gpu *g;
-	const gbml_boost_bins *bins;
-	int			rc;
-} upload_arg;
-
-static void
-upload_blocks(void *arg, const uint8_t *const *blk, int64_t b0, int64_t b1)
-{
-	upload_arg *a = arg;
-
-	for (int64_t b = b0; b < b1 && a->rc == GBML_OK; b++)
-		if (a->g->b->boost_put_bins(a->g->ctx, b, blk[b], gbml_boost_block_len(a->bins, b)) != 0)
-			a->rc = backend_error(a->g, "bin upload");
-}
-
-/*
- * Streams every bin block to the device: from host memory, or from the
- * temporary file of bins past the memory budget (read a run at a time, the
- * next run while this one uploads, as every pass over stored bins).
- */
+/* Streams every host bin block to the device. */
 static int
-upload_bins(gbml_boost_gpu *g, gbml_boost_bins *bins)
+upload_bins(gbml_boost_gpu *g, const gbml_boost_bins *bins)
 {
-	upload_arg	a = {g, bins, GBML_OK};
-	int			rc = gbml_boost_bins_walk(bins, g->env, NULL, upload_blocks, &a);
-
-	return rc != GBML_OK ? rc : a.rc;
+	for (int64_t b = 0; b < bins->n_blocks; b++)
+		if (g->b->boost_put_bins(g->ctx, b, bins->blocks[b], gbml_boost_block_len(bins, b)) != 0)
+			return backend_error(g, "bin upload");
+	return GBML_OK;
 }
 
 int
-gbml_boost_gpu_open_stored_bins(gbml_boost_gpu *g, gbml_env *env, gbml_gpu_ctx *ctx, gbml_boost_bins *bins,
+gbml_boost_gpu_open_stored_bins(gbml_boost_gpu *g, gbml_env *env, gbml_gpu_ctx *ctx, const gbml_boost_bins *bins,
 								int n_features, const int64_t *feat_off, int64_t total_bins, int max_slots)
 {
 	int			rc;
@@ -143,7 +120,7 @@ gbml_boost_gpu_open_stored_bins(gbml_boost_gpu *g, gbml_env *env, gbml_gpu_ctx *
 }
 
 int
-gbml_boost_gpu_open(gbml_boost_gpu *g, gbml_env *env, gbml_boost_bins *bins,
+gbml_boost_gpu_open(gbml_boost_gpu *g, gbml_env *env, const gbml_boost_bins *bins,
 					int n_features, const int64_t *feat_off, int64_t total_bins, int max_slots)
 {
 	int			rc;

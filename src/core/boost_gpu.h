@@ -40,12 +40,11 @@ bool		gbml_boost_gpu_wanted(gbml_env *env, int64_t n_rows, int n_features);
 
 /*
  * Opens the device context, sizes it for the bins and row state, and
- * streams every bin block to the device, from host memory or from the bins'
- * temporary file (the caller may free the host bins afterwards).  Under
- * auto, a training over the GPU budget falls back: returns GBML_OK with
- * g->ctx NULL and a NOTICE.
+ * streams every bin block to the device (the caller may free the host bins
+ * afterwards).  Under auto, a training over the GPU budget falls back:
+ * returns GBML_OK with g->ctx NULL and a NOTICE.
  */
-int			gbml_boost_gpu_open(gbml_boost_gpu *g, gbml_env *env, gbml_boost_bins *bins,
+int			gbml_boost_gpu_open(gbml_boost_gpu *g, gbml_env *env, const gbml_boost_bins *bins,
 								int n_features, const int64_t *feat_off, int64_t total_bins,
 								int max_slots);
 /*
@@ -64,7 +63,7 @@ int			gbml_boost_gpu_open_stored(gbml_boost_gpu *g, gbml_env *env, gbml_gpu_ctx 
  * gbml_boost_gpu_open.  The store's rows should be released first.
  */
 int			gbml_boost_gpu_open_stored_bins(gbml_boost_gpu *g, gbml_env *env, gbml_gpu_ctx *ctx,
-											gbml_boost_bins *bins, int n_features, const int64_t *feat_off,
+											const gbml_boost_bins *bins, int n_features, const int64_t *feat_off,
 											int64_t total_bins, int max_slots);
 void		gbml_boost_gpu_close(gbml_boost_gpu *g);
 

@@ -17,7 +17,6 @@
 
 #include "algorithm.h"
 #include "chunk_store_file.h"
-#include "boost_bins_walk.h"
 #include "chunk_store_gpu.h"
 #include "dataset.h"
 #include "rng.h"
@@ -675,27 +674,11 @@ auto_streaming_checks(void)
  * GPU: the host bins made from the files go up as for rows in memory, the
  * files go once binned, and the bytes are the CPU's from rows in memory.
  */
-/*
- * One data set trained on the CPU and on the GPU, each from rows made by
- * make_streamed_to (store: where each side's rows go; the GPU's shuffled or
- * not): what the checks look at, taken before the data sets go.
- */
-typedef struct pair_result
+static void
+file_store_checks(void)
 {
-	bool		trained;		/* both trained */
-	bool		same;			/* to the same bytes */
-	bool		on_gpu;			/* the GPU side ran on the GPU */
-	char		note[256];		/* its device note */
-	int			gpu_chunks;
-	bool		files_released;	/* the GPU side's rows in files were read back and released */
-	bool		nothing_held;	/* afterwards: no GPU resource, no engine memory */
-} pair_result;
-
-static pair_result
-train_pair(const data_spec *s, uint64_t seed, gbml_chunk_store *(*cpu_store) (gbml_env *env),
-		   gbml_chunk_store *(*gpu_store) (gbml_env *env), bool shuffle, const gbml_param_value *p, int np)
-{
-	pair_result out = {0};
+	data_spec	s = {20000, 40, true, false, true, 0.02};	/* two chunks: 8,192 rows, then the rest */
+	gbml_param_value p[3] = {tu_num("iterations", 6), tu_str("loss", "YetiRank"), tu_num("eval_fraction", 0.2)};
 	gbml_env	ecpu,
 				egpu;
 	gbml_dataset dcpu,
@@ -712,62 +695,23 @@ train_pair(const data_spec *s, uint64_t seed, gbml_chunk_store *(*cpu_store) (gb
 	gbml_env_init_malloc(&egpu, 2);
 	egpu.device = GBML_DEVICE_GPU;
 	egpu.gpu = gc_backend;
-	rc_cpu = make_streamed_to(&dcpu, &ecpu, s, seed, cpu_store, false, 0, false);
-	rc_gpu = make_streamed_to(&dgpu, &egpu, s, seed, gpu_store, shuffle, 0, false);
+	rc_cpu = make_streamed_to(&dcpu, &ecpu, &s, 17, NULL, false, 0, false);
+	rc_gpu = make_streamed_to(&dgpu, &egpu, &s, 17, gbml_chunk_store_file_open, true, 0, false);
 	if (rc_cpu == GBML_OK)
-		rc_cpu = gbml_train_values(&ecpu, "boost", p, np, &dcpu, NULL, &mcpu, &lcpu);
+		rc_cpu = gbml_train_values(&ecpu, "boost", p, 3, &dcpu, NULL, &mcpu, &lcpu);
 	if (rc_gpu == GBML_OK)
-		rc_gpu = gbml_train_values(&egpu, "boost", p, np, &dgpu, NULL, &mgpu, &lgpu);
+		rc_gpu = gbml_train_values(&egpu, "boost", p, 3, &dgpu, NULL, &mgpu, &lgpu);
 	if (rc_gpu != GBML_OK)
-		printf("# the GPU training: %s\n", egpu.error);
-	out.trained = rc_cpu == GBML_OK && rc_gpu == GBML_OK;
-	out.same = out.trained && lcpu == lgpu && memcmp(mcpu, mgpu, lcpu) == 0;
-	out.on_gpu = egpu.device == GBML_DEVICE_GPU;
-	snprintf(out.note, sizeof(out.note), "%s", egpu.device_note);
-	out.gpu_chunks = dgpu.n_chunks;
-	out.files_released = dgpu.store && gbml_chunk_store_file_stats(dgpu.store, &st) && st.chunks == 0 &&
-		st.bytes_read > 0;
+		printf("# training from files on the GPU: %s\n", egpu.error);
+	gc_check(rc_cpu == GBML_OK && rc_gpu == GBML_OK && egpu.device == GBML_DEVICE_GPU && dgpu.n_chunks > 1 &&
+			 gbml_chunk_store_file_stats(dgpu.store, &st) && st.chunks == 0 && st.bytes_read > 0 &&
+			 lcpu == lgpu && memcmp(mcpu, mgpu, lcpu) == 0,
+			 "rows in temporary files train on the GPU from their host bins, the files released: the CPU's bytes");
 	gbml_dataset_free(&dcpu, &ecpu);
 	gbml_dataset_free(&dgpu, &egpu);
 	gbml_free(&ecpu, mcpu);
 	gbml_free(&egpu, mgpu);
-	out.nothing_held = gc_no_resources() && egpu.memory_used == 0;
-	return out;
-}
-
-static void
-file_store_checks(void)
-{
-	data_spec	s = {20000, 40, true, false, true, 0.02};	/* two chunks: 8,192 rows, then the rest */
-	gbml_param_value p[3] = {tu_num("iterations", 6), tu_str("loss", "YetiRank"), tu_num("eval_fraction", 0.2)};
-	pair_result r = train_pair(&s, 17, NULL, gbml_chunk_store_file_open, true, p, 3);
-
-	gc_check(r.same && r.on_gpu && r.gpu_chunks > 1 && r.files_released,
-			 "rows in temporary files train on the GPU from their host bins, the files released: the CPU's bytes");
-	gc_check(r.nothing_held, "nothing held after the training from files");
-}
-
-/*
- * Bins past the memory budget (here a small test window: every training's
- * bins of rows in files go to a file) stream to the device from their
- * file, a run at a time: the CPU's bytes (trained from the same file), with
- * Depthwise trees and an eval set.
- */
-static void
-stored_bins_check(void)
-{
-	data_spec	s = {20000, 40, false, false, true, 0.02};
-	gbml_param_value p[4] = {tu_num("iterations", 6), tu_str("grow_policy", "Depthwise"), tu_num("eval_fraction", 0.2),
-	tu_num("subsample", 0.8)};
-	size_t		window = gbml_boost_bins_test_window;
-	pair_result r;
-
-	gbml_boost_bins_test_window = (size_t) 96 << 10;	/* a few blocks a window */
-	r = train_pair(&s, 23, gbml_chunk_store_file_open, gbml_chunk_store_file_open, false, p, 4);
-	gbml_boost_bins_test_window = window;
-	gc_check(r.same && r.on_gpu && strstr(r.note, "bins streamed from temporary files") != NULL,
-			 "bins in a temporary file stream to the device and train the CPU's bytes (%s)", r.note);
-	gc_check(r.nothing_held, "nothing held after the training from stored bins");
+	gc_check(gc_no_resources() && egpu.memory_used == 0, "nothing held after the training from files");
 }
 
 static void
@@ -835,7 +779,6 @@ streaming_checks(void)
 	gc_check(gc_no_resources(), "no GPU resources left after the streamed trainings");
 	auto_streaming_checks();
 	file_store_checks();
-	stored_bins_check();
 
 	gc_inject_faults("rows streaming in and training", attempt_streamed, 12, 29, 300);
 
