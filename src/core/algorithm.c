@@ -202,12 +202,6 @@ gbml_input_flags(const gbml_parsed_params *p)
 	return p->algo->input_flags;
 }
 
-bool
-gbml_gpu_trains(const gbml_parsed_params *p)
-{
-	return p->algo->gpu_trains;
-}
-
 /* ---- training driver ---- */
 
 /* Index just past the JSON value starting at meta[i] ('{' or '['); 0 if unbalanced. */
@@ -417,7 +411,7 @@ settle_device(gbml_env *env, const gbml_parsed_params *params)
 	env->device_note[0] = '\0';
 	if (env->device == GBML_DEVICE_HYBRID && !algo->hybrid_trains)
 		env->device = GBML_DEVICE_GPU;	/* no hybrid mode: the GPU alone */
-	if (env->device == GBML_DEVICE_GPU && !gbml_gpu_trains(params))
+	if (env->device == GBML_DEVICE_GPU && !algo->gpu_trains)
 	{
 		env->device = GBML_DEVICE_CPU;
 		snprintf(env->device_note, sizeof(env->device_note), "%s has no GPU trainer yet", algo->name);

@@ -193,8 +193,6 @@ int			gbml_parse_training_params(gbml_env *env, const gbml_algorithm *algo,
 									   const gbml_param_value *values, int n_values,
 									   gbml_parsed_params *out);
 unsigned	gbml_input_flags(const gbml_parsed_params *p);
-/* Whether a training with these parameters has a GPU path (gpu_trains). */
-bool		gbml_gpu_trains(const gbml_parsed_params *p);
 /* Frees what gbml_parse_training_params allocated (the glue lets its MemoryContext do it). */
 void		gbml_parsed_params_free(gbml_env *env, gbml_parsed_params *p);
 

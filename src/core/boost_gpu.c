@@ -193,5 +193,5 @@ gbml_boost_gpu_tree_leaves_nodes(gbml_boost_gpu *g, int depth, const int32_t *fe
 
 	if ((rc = gbml_boost_gpu_nodes(g, depth, features, borders, set_masks)) != GBML_OK)
 		return rc;
-	return g->b->boost_tree_leaves(g->ctx, depth, NULL, NULL, leaf_out) ? backend_error(g, "tree leaves") : GBML_OK;
+	return gbml_boost_gpu_tree_leaves(g, depth, NULL, NULL, leaf_out);	/* no level's split: the nodes' */
 }

@@ -643,13 +643,15 @@ local_terms(trainer *T, boost_terms_kind which, int k, const double *scale, doub
 			gbml_boost_class_count_max(T->train.label, T->train.n, max);
 		return GBML_OK;
 	}
-	if (which == BOOST_TERMS_CLASSES || which == BOOST_TERMS_MULTICLASS)
+	if (which == BOOST_TERMS_CLASSES)
 	{
-		if (which == BOOST_TERMS_CLASSES)
-			gbml_boost_class_terms(T->train.label, T->train.weight, T->train.n, k, scale, max, sum);
-		else
-			gbml_boost_multiclass_terms(T->pred_all, T->train.label, T->train.weight, T->train.n, T->n_classes,
-										scale, max, sum);
+		gbml_boost_class_terms(T->train.label, T->train.weight, T->train.n, k, scale, max, sum);
+		return GBML_OK;
+	}
+	if (which == BOOST_TERMS_MULTICLASS)
+	{
+		gbml_boost_multiclass_terms(T->pred_all, T->train.label, T->train.weight, T->train.n, T->n_classes,
+									scale, max, sum);
 		return GBML_OK;
 	}
 	if (which <= BOOST_TERMS_POINTWISE)

@@ -361,7 +361,7 @@ gbml_stream_setup(gbml_env *env, const gbml_parsed_params *params, gbml_dataset 
 	 * the data is big enough for the GPU to gain; over the budget, the rows
 	 * come back to the host and train on the CPU, with a NOTICE.
 	 */
-	if (env->device == GBML_DEVICE_GPU && algo->gpu_streams && gbml_gpu_trains(params) && !partial &&
+	if (env->device == GBML_DEVICE_GPU && algo->gpu_streams && algo->gpu_trains && !partial &&
 		env->gpu != NULL && env->gpu->chunk_put != NULL)
 		gbml_dataset_stream_to(ds, gbml_chunk_store_gpu_open,
 							   env->device_auto ? GBML_BOOST_GPU_AUTO_MIN_BYTES : 0, env->device_auto);
