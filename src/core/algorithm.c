@@ -85,7 +85,7 @@ const gbml_param_spec gbml_common_param_specs[] = {
 	{"gpu_memory_limit_mb", GBML_PARAM_REAL, CP(gpu_memory_limit_mb), 0, 1e9, 0, NULL, NULL,
 	"GPU memory budget for this training in MB; 0 = the gbml.gpu_memory_limit setting"},
 	{"eval_fraction", GBML_PARAM_REAL, CP(eval_fraction), 0, 0.9, 0, NULL, NULL,
-	"share of groups (or rows) held out as the eval set; 0 = none"},
+	"share of groups (or rows, by their contents) held out as the eval set; 0 = none"},
 	{"deploy", GBML_PARAM_ENUM, CP(deploy), 0, 0, 0, NULL, deploy_choices,
 	"gbml.train: deploy the new version always, if_better (eval metric) or never"},
 	{"eval_source", GBML_PARAM_STRING, CP(eval_source), 0, 0, 0, NULL, NULL,

@@ -1093,6 +1093,17 @@ gbml_ds_held_out(uint64_t key, uint64_t seed, double fraction)
 	return (double) (h >> 11) * 0x1.0p-53 < fraction;
 }
 
+uint64_t
+gbml_ds_eval_key(const gbml_dataset *ds, const gbml_chunk *ch, int64_t r)
+{
+	if (ds->group_state > 0)
+		return (uint64_t) ch->group[r];
+	if (ch->hash)
+		return ch->hash[r];
+	return gbml_ds_hash_row(ch->x + (size_t) r * (size_t) ds->n_features, (size_t) ds->n_features, ch->label[r],
+							ch->group[r], ch->weight[r]);
+}
+
 static int split_eval_host(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
 							gbml_env *env);
 
@@ -1112,7 +1123,6 @@ gbml_dataset_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 static int
 split_eval_host(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed, gbml_env *env)
 {
-	int64_t		global = 0;
 	int			wc = 0;			/* write cursor: chunk, row */
 	int64_t		wr = 0;
 	size_t		d = (size_t) ds->n_features;
@@ -1125,9 +1135,9 @@ split_eval_host(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t 
 	{
 		gbml_chunk *ch = ds->chunks[c];
 
-		for (int64_t r = 0; r < ch->n_rows; r++, global++)
+		for (int64_t r = 0; r < ch->n_rows; r++)
 		{
-			uint64_t	key = ds->group_state > 0 ? (uint64_t) ch->group[r] : (uint64_t) global;
+			uint64_t	key = gbml_ds_eval_key(ds, ch, r);
 
 			if (gbml_ds_held_out(key, seed, fraction))
 			{

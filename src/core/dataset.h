@@ -352,8 +352,10 @@ gbml_run_of(const int64_t *start, int n, int64_t v)
 
 /*
  * Moves a deterministic share of the rows into `eval` (initialised here):
- * whole groups when rows have group ids, single rows otherwise, chosen by a
- * seeded hash so the split is reproducible.  The training set is compacted
+ * whole groups when rows have group ids, single rows otherwise, each chosen
+ * by a seeded hash of its key (the group id, or the row's contents:
+ * gbml_ds_eval_key), so the split is reproducible and a row's side does
+ * not depend on the other rows.  The training set is compacted
  * in place.  At least one row (group) stays on each side when possible.
  * On failure `eval` holds nothing (it is freed here).
  */

@@ -29,6 +29,14 @@ int			gbml_ds_compare_rows(const gbml_dataset *ds, const row_key *a, const float
 								 const row_key *b, const float *xb);
 /* Sorts keys by hash (tmp: room for n keys). */
 void		gbml_ds_sort_keys(row_key *keys, row_key *tmp, int64_t n);
+/*
+ * The eval split's key of row r of chunk ch: its group id, or without
+ * group ids the row's canonical-order hash (its contents: a row's side does
+ * not depend on the other rows, so shards split as one server does, and
+ * copies of a row never fall on both sides).  A stored chunk keeps its
+ * hashes; a host chunk's row is hashed here.
+ */
+uint64_t	gbml_ds_eval_key(const gbml_dataset *ds, const gbml_chunk *ch, int64_t r);
 /* Whether the eval split holds out the row or group with this key. */
 bool		gbml_ds_held_out(uint64_t key, uint64_t seed, double fraction);
 

@@ -560,7 +560,6 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 						  gbml_env *env)
 {
 	int64_t		n = ds->n_rows,
-				global = 0,
 				n_kept = 0,
 				n_held = 0;
 	int64_t    *kept,
@@ -586,10 +585,17 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 		rc = env->error_code;
 		goto done;
 	}
+	/* the keys are the rows' hashes (or groups), which a stored chunk keeps: its features are not here */
 	for (int c = 0; c < ds->n_chunks; c++)
-		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++, global++)
+		if (ds->group_state <= 0 && ds->chunks[c]->hash == NULL)
 		{
-			uint64_t	key = ds->group_state > 0 ? (uint64_t) ds->chunks[c]->group[r] : (uint64_t) global;
+			rc = gbml_error(env, GBML_EINVAL, "eval split: stored rows without their hashes (internal)");
+			goto done;
+		}
+	for (int c = 0; c < ds->n_chunks; c++)
+		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++)
+		{
+			uint64_t	key = gbml_ds_eval_key(ds, ds->chunks[c], r);
 			int64_t		addr = ((int64_t) c << 32) | r;
 
 			if (gbml_ds_held_out(key, seed, fraction))

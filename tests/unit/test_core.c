@@ -482,6 +482,107 @@ TEST(eval_split_is_by_group_and_reproducible)
 	CHECK(env.memory_used == 0);
 }
 
+/* Row i's features (a copy of row i % 700: duplicates), label, weight. */
+static void
+eval_row(int64_t i, float *x, gbml_row *row)
+{
+	int64_t		k = i % 700;
+
+	for (int f = 0; f < 3; f++)
+		x[f] = (float) ((k * 37 + f * 11) % 101) * 0.5f;
+	*row = (gbml_row) {.x = x,.n_features = 3,.label = (float) (k % 7),.group_is_null = true,.weight = 1.0f};
+}
+
+/* The rows of an eval set as row ids (label * 1000 + the row's first feature's key), sorted. */
+static int
+eval_keys_sorted(const gbml_dataset *ev, int64_t *out)
+{
+	int			n = 0;
+
+	for (int c = 0; c < ev->n_chunks; c++)
+		for (int64_t r = 0; r < ev->chunks[c]->n_rows; r++)
+		{
+			const float *x = ev->chunks[c]->x + r * 3;
+			int64_t		key = (int64_t) (x[0] * 2) * 1000000 + (int64_t) (x[1] * 2) * 1000 + (int64_t) (x[2] * 2);
+
+			out[n++] = key * 10 + (int64_t) ev->chunks[c]->label[r];
+		}
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && out[j - 1] > out[j]; j--)
+		{
+			int64_t		t = out[j];
+
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	return n;
+}
+
+/*
+ * Without group ids a row's side is its contents' (its hash): the same
+ * rows appended in another order, or beside other rows, are held out the
+ * same, and every copy of a row is on one side (no copy in both sets).
+ */
+TEST(eval_split_without_groups_is_by_row_contents)
+{
+	gbml_env	env;
+	gbml_dataset a,
+				ea,
+				b,
+				eb;
+	static int64_t ka[2000],
+				kb[3000];
+	float		x[3];
+	gbml_row	row;
+	int			na,
+				nb,
+				j = 0;
+
+	gbml_env_init_malloc(&env, 1);
+	gbml_dataset_init(&a, false);
+	gbml_dataset_init(&b, false);
+	a.chunk_rows = b.chunk_rows = 128;
+	for (int64_t i = 0; i < 1400; i++)
+	{
+		eval_row(i, x, &row);
+		CHECK(gbml_dataset_append(&a, &env, &row, false) == GBML_OK);
+	}
+	/* b: the same 1400 rows backwards, with 600 more rows of other contents between them */
+	for (int64_t i = 1399; i >= 0; i--)
+	{
+		eval_row(i, x, &row);
+		CHECK(gbml_dataset_append(&b, &env, &row, false) == GBML_OK);
+		if (i % 7 < 3)
+		{
+			x[0] = -1.0f - (float) i;
+			CHECK(gbml_dataset_append(&b, &env, &row, false) == GBML_OK);
+		}
+	}
+	gbml_dataset_finish_appends(&a, &env);
+	gbml_dataset_finish_appends(&b, &env);
+	CHECK(gbml_dataset_canonicalize(&a, &env) == GBML_OK);
+	CHECK(gbml_dataset_canonicalize(&b, &env) == GBML_OK);
+	CHECK(gbml_dataset_split_eval(&a, &ea, 0.25, 9, &env) == GBML_OK);
+	CHECK(gbml_dataset_split_eval(&b, &eb, 0.25, 9, &env) == GBML_OK);
+	CHECK(ea.n_rows > 200 && ea.n_rows < 500);
+	CHECK(ea.n_rows % 2 == 0);	/* every row of a is there twice: both copies or neither */
+	na = eval_keys_sorted(&ea, ka);
+	nb = eval_keys_sorted(&eb, kb);
+	/* a's held-out rows are exactly b's held-out rows that are a's */
+	for (int i = 0; i < nb; i++)
+		if (kb[i] >= 0)
+		{
+			CHECK(j < na && ka[j] == kb[i]);
+			j++;
+		}
+	CHECK(j == na);
+	gbml_dataset_free(&a, &env);
+	gbml_dataset_free(&ea, &env);
+	gbml_dataset_free(&b, &env);
+	gbml_dataset_free(&eb, &env);
+	CHECK(env.memory_used == 0);
+}
+
 static int
 train_mean(gbml_env *env, gbml_dataset *ds, uint8_t **model, size_t *len, int64_t passes)
 {
