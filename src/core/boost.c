@@ -355,32 +355,11 @@ metric_name(int metric, gbml_boost_loss_kind kind, int64_t k, char *buf, size_t 
 	}
 }
 
-/* The metric of d's rows at pred (MultiClass: n_classes class-major columns). */
+/* AUC of d's rows at pred: the one metric that needs every prediction in one order (the others are exact sums). */
 static double
-metric_value(gbml_env *env, int metric, gbml_boost_loss_kind kind, int64_t k, const boost_data *d,
-			 const double *pred, int n_classes)
+auc_value(gbml_env *env, const boost_data *d, const double *pred)
 {
-	gbml_boost_problem p;
-
-	switch (metric)
-	{
-		case GBML_BOOST_METRIC_MULTICLASS:
-			return gbml_boost_multiclass_logloss(pred, d->label, d->weight, d->n, n_classes);
-		case GBML_BOOST_METRIC_ACCURACY:
-			return gbml_boost_multiclass_accuracy(pred, d->label, d->weight, d->n, n_classes);
-		case GBML_BOOST_METRIC_NDCG:
-			return gbml_mean_ndcg_env(env, pred, d->label, d->n_groups, d->group_off, (int) k, d->ideal_dcg);
-		case GBML_BOOST_METRIC_RMSE:
-			return gbml_rmse(pred, d->label, d->weight, d->n);
-		case GBML_BOOST_METRIC_AUC:
-			return gbml_auc_env(env, pred, d->label, d->weight, d->n);
-		case GBML_BOOST_METRIC_LOGLOSS:
-			p = boost_data_problem(d, false);
-			return gbml_boost_loss_value_env(env, GBML_LOSS_LOGLOSS, &p, pred);
-		default:
-			p = boost_data_problem(d, gbml_boost_loss_is_ranking(kind));
-			return gbml_boost_loss_value_env(env, kind, &p, pred);
-	}
+	return gbml_auc_env(env, pred, d->label, d->weight, d->n);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1183,6 +1162,8 @@ setup_rows(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 	}
 	T->n_global = T->train.n;
 	T->n_groups_global = T->train.n_groups;
+	T->n_eval_global = T->has_eval ? T->eval.n : 0;
+	T->n_eval_groups_global = T->has_eval ? T->eval.n_groups : 0;
 	if ((rc = check_labels(T, &T->train, "")) != GBML_OK)
 		return rc;
 	return T->has_eval ? check_labels(T, &T->eval, "eval ") : GBML_OK;
@@ -1573,9 +1554,11 @@ write_sections(trainer *T, gbml_train_context *ctx, double base_score)
  * every row (or query), the scales from them, the sums at those scales.
  */
 static int
-exact_terms(trainer *T, boost_terms_kind which, int k, int64_t *sum, double *scale, double *max)
+exact_terms(trainer *T, int which, int k, int64_t *sum, double *scale, double *max)
 {
-	int64_t		count = boost_terms_per_row(which) ? T->n_global : T->n_groups_global;
+	bool		eval = (which & BOOST_TERMS_EVAL) != 0;
+	int64_t		count = boost_terms_per_row(which) ? (eval ? T->n_eval_global : T->n_global)
+		: (eval ? T->n_eval_groups_global : T->n_groups_global);
 	int			rc;
 
 	if ((rc = T->rows->term_maxima(T, which, k, max)) != GBML_OK)
@@ -1679,9 +1662,12 @@ pointwise_value(const trainer *T, int metric, const int64_t *sum, const double *
 	return gbml_boost_term_value(sum, scale, GBML_BOOST_TERM_LOGLOSS) / sw;
 }
 
-/* MultiClass's metrics (MultiClass, Accuracy; the loss is MultiClass): weighted means of exact per-row sums. */
+/*
+ * MultiClass's metrics (MultiClass, Accuracy; the loss is MultiClass):
+ * weighted means of exact per-row sums (eval: BOOST_TERMS_EVAL or 0).
+ */
 static int
-multiclass_train_value(trainer *T, int metric, double *out)
+multiclass_value(trainer *T, int metric, int eval, double *out)
 {
 	double		scale[GBML_BOOST_MULTICLASS_TERMS],
 				max[GBML_BOOST_MULTICLASS_TERMS],
@@ -1690,7 +1676,7 @@ multiclass_train_value(trainer *T, int metric, double *out)
 	int			t = metric == GBML_BOOST_METRIC_ACCURACY ? GBML_BOOST_MC_TERM_HIT : GBML_BOOST_MC_TERM_LOSS;
 	int			rc;
 
-	if ((rc = exact_terms(T, BOOST_TERMS_MULTICLASS, T->n_classes, sum, scale, max)) != GBML_OK)
+	if ((rc = exact_terms(T, BOOST_TERMS_MULTICLASS | eval, T->n_classes, sum, scale, max)) != GBML_OK)
 		return rc;
 	w = (double) sum[GBML_BOOST_MC_TERM_W] / scale[GBML_BOOST_MC_TERM_W];
 	*out = w > 0 ? (double) sum[t] / scale[t] / w : 0.0;
@@ -1698,13 +1684,14 @@ multiclass_train_value(trainer *T, int metric, double *out)
 }
 
 /*
- * The trained model's value of `metric` on its training rows, exactly
- * summed (wherever the rows are): pointwise terms per row, NDCG and the
- * ranking losses per query; AUC from the rows in one order (never on
- * shards).  *point caches the pointwise sums between two calls.
+ * The model's value of `metric` on its training rows (eval: 0) or its eval
+ * rows (BOOST_TERMS_EVAL), exactly summed wherever the rows are: pointwise
+ * terms per row, NDCG and the ranking losses per query; AUC from the rows
+ * in one order (never on shards).  *point caches the pointwise sums
+ * between two calls.
  */
 static int
-train_value(trainer *T, int metric, bool *have_point, int64_t *point, double *point_scale, double *out)
+rows_value(trainer *T, int metric, int eval, bool *have_point, int64_t *point, double *point_scale, double *out)
 {
 	double		scale[GBML_BOOST_N_TERMS],
 				max[GBML_BOOST_N_TERMS];
@@ -1712,10 +1699,11 @@ train_value(trainer *T, int metric, bool *have_point, int64_t *point, double *po
 	int			rc;
 
 	if (T->kind == GBML_LOSS_MULTICLASS)
-		return multiclass_train_value(T, metric, out);
+		return multiclass_value(T, metric, eval, out);
 	if (pointwise_metric(T, metric))
 	{
-		if (!*have_point && (rc = exact_terms(T, BOOST_TERMS_POINTWISE, 0, point, point_scale, max)) != GBML_OK)
+		if (!*have_point &&
+			(rc = exact_terms(T, BOOST_TERMS_POINTWISE | eval, 0, point, point_scale, max)) != GBML_OK)
 			return rc;
 		*have_point = true;
 		*out = pointwise_value(T, metric, point, point_scale);
@@ -1725,15 +1713,15 @@ train_value(trainer *T, int metric, bool *have_point, int64_t *point, double *po
 	{
 		int			k = metric == GBML_BOOST_METRIC_NDCG ? (int) T->p->eval_k : 0;
 
-		if ((rc = exact_terms(T, k ? BOOST_TERMS_QUERY_NDCG : BOOST_TERMS_QUERY_LOSS, k, sum, scale, max)) != GBML_OK)
+		if ((rc = exact_terms(T, (k ? BOOST_TERMS_QUERY_NDCG : BOOST_TERMS_QUERY_LOSS) | eval, k, sum, scale,
+							  max)) != GBML_OK)
 			return rc;
 		*out = gbml_boost_group_value(T->kind, k, sum, scale);
 		return GBML_OK;
 	}
 	if (T->shards)
-		return gbml_error(T->env, GBML_EUNSUPPORTED, "boost: a train metric that needs the rows in one place");
-	*out = metric_value(T->env, metric, T->kind, T->p->eval_k, &T->train, T->n_classes ? T->pred_all : T->pred,
-						T->n_classes);
+		return gbml_error(T->env, GBML_EUNSUPPORTED, "boost: a metric that needs the rows in one place");
+	*out = auc_value(T->env, eval ? &T->eval : &T->train, eval ? T->eval_pred : T->pred);
 	return GBML_OK;
 }
 
@@ -1746,9 +1734,9 @@ train_values(trainer *T, double *metric, double *loss)
 	bool		have_point = false;
 	int			rc;
 
-	if ((rc = train_value(T, T->metric, &have_point, point, point_scale, metric)) != GBML_OK)
+	if ((rc = rows_value(T, T->metric, 0, &have_point, point, point_scale, metric)) != GBML_OK)
 		return rc;
-	return train_value(T, GBML_BOOST_METRIC_LOSS, &have_point, point, point_scale, loss);
+	return rows_value(T, GBML_BOOST_METRIC_LOSS, 0, &have_point, point, point_scale, loss);
 }
 
 /* How the boosting loop went: what the META section and the best-model cut need. */
@@ -1874,10 +1862,14 @@ boost_loop(trainer *T, boost_run *run)
 		run->iterations_run = it + 1;
 		if (T->has_eval)
 		{
-			double		t0 = gbml_now();
-			double		v = metric_value(env, T->metric, T->kind, p->eval_k, &T->eval,
-											 T->n_classes ? T->eval_pred_all : T->eval_pred, T->n_classes);
+			double		t0 = gbml_now(),
+						v;
+			double		point_scale[GBML_BOOST_N_TERMS];
+			int64_t		point[GBML_BOOST_N_TERMS];
+			bool		have_point = false;
 
+			if ((rc = rows_value(T, T->metric, BOOST_TERMS_EVAL, &have_point, point, point_scale, &v)) != GBML_OK)
+				return rc;
 			T->t_eval += gbml_now() - t0;
 			run->last_value = v;
 			if (run->best_iter < 0 || (run->higher_is_better ? v > run->best_value : v < run->best_value))

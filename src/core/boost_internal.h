@@ -142,6 +142,8 @@ typedef struct trainer
 	struct boost_shards *shards;	/* the coordinator's side, when the rows are on shards */
 	int64_t		n_global;		/* the rows of the whole training (the fixed-point scales' n) */
 	int64_t		n_groups_global;	/* its queries */
+	int64_t		n_eval_global;	/* the eval rows of the whole training, and their queries */
+	int64_t		n_eval_groups_global;
 	const int64_t *row_rank;	/* a shard's rows' global indices (subsample without queries), or NULL */
 	bool		leaves_applied; /* the open tree's last split is in every row's leaf index */
 	bool		send_packed;	/* a shard: the level passes leave packed histograms packed (half the bytes) */
@@ -238,14 +240,27 @@ typedef enum boost_terms_kind
 	BOOST_TERMS_MULTICLASS
 } boost_terms_kind;
 
+/*
+ * OR'ed into a kind: the same terms of the eval rows at their predictions
+ * (the eval metric, each iteration), not of the training rows.
+ */
+#define BOOST_TERMS_EVAL 0x40
+
+/* A kind without BOOST_TERMS_EVAL. */
+static inline boost_terms_kind
+boost_terms_base(int which)
+{
+	return (boost_terms_kind) (which & ~BOOST_TERMS_EVAL);
+}
+
 /* The most terms a request has: a weight per class. */
 #define BOOST_MAX_TERMS GBML_BOOST_MAX_CLASSES
 
 /* Terms of a kind (k: the class count of BOOST_TERMS_CLASSES). */
 static inline int
-boost_terms_count(boost_terms_kind which, int k)
+boost_terms_count(int which, int k)
 {
-	switch (which)
+	switch (boost_terms_base(which))
 	{
 		case BOOST_TERMS_LABELS:
 		case BOOST_TERMS_POINTWISE:
@@ -263,15 +278,17 @@ boost_terms_count(boost_terms_kind which, int k)
 
 /* Whether a kind's terms are per row (else per query). */
 static inline bool
-boost_terms_per_row(boost_terms_kind which)
+boost_terms_per_row(int which)
 {
+	which = boost_terms_base(which);
 	return which != BOOST_TERMS_QUERY_NDCG && which != BOOST_TERMS_QUERY_LOSS;
 }
 
 /* Whether a kind's terms need only the labels (and weights), not the predictions. */
 static inline bool
-boost_terms_of_labels(boost_terms_kind which)
+boost_terms_of_labels(int which)
 {
+	which = boost_terms_base(which);
 	return which == BOOST_TERMS_LABELS || which == BOOST_TERMS_CLASS_COUNT || which == BOOST_TERMS_CLASSES;
 }
 
@@ -279,9 +296,9 @@ boost_terms_of_labels(boost_terms_kind which)
 typedef struct boost_row_ops
 {
 	/* the largest |term| of each term of `which` (k: NDCG's cut-off) */
-	int			(*term_maxima) (trainer *T, boost_terms_kind which, int k, double *max);
+	int			(*term_maxima) (trainer *T, int which, int k, double *max);
 	/* the terms' fixed-point sums at scale */
-	int			(*term_sums) (trainer *T, boost_terms_kind which, int k, const double *scale, int64_t *sum);
+	int			(*term_sums) (trainer *T, int which, int k, const double *scale, int64_t *sum);
 	/* every prediction := base */
 	int			(*start) (trainer *T, double base);
 	/* the rows drawn for tree `iteration`, the loss's gradients at the predictions, their maxima */

@@ -609,63 +609,31 @@ local_start(trainer *T, double base)
 	return GBML_OK;
 }
 
-/* This process's per-query terms of `which` (BOOST_TERMS_QUERY_*), in num and den (n_groups each). */
+/* The per-query terms of `which` (BOOST_TERMS_QUERY_*) of d's rows at pred, in num and den (n_groups each). */
 static int
-local_query_terms(trainer *T, boost_terms_kind which, int k, double **num, double **den)
+local_query_terms(trainer *T, const boost_data *d, const double *pred, int which, int k, double **num,
+				  double **den)
 {
-	gbml_boost_problem prob = boost_data_problem(&T->train, true);
-	size_t		ng = (size_t) (T->train.n_groups > 0 ? T->train.n_groups : 1);
+	gbml_boost_problem prob = boost_data_problem(d, true);
+	size_t		ng = (size_t) (d->n_groups > 0 ? d->n_groups : 1);
 
 	*num = gbml_alloc_array(T->env, ng, sizeof(double));
 	*den = gbml_alloc_array(T->env, ng, sizeof(double));
 	if (*num == NULL || *den == NULL)
 		return T->env->error_code;
-	return gbml_boost_group_terms(T->env, T->kind, which == BOOST_TERMS_QUERY_NDCG ? k : 0, &prob, T->pred,
-								  *num, *den);
+	return gbml_boost_group_terms(T->env, T->kind, which == BOOST_TERMS_QUERY_NDCG ? k : 0, &prob, pred, *num, *den);
 }
 
-/*
- * The terms' maxima (scale NULL) or their fixed-point sums at scale: per
- * row through boost_loss.h's term functions, per query from the query terms.
- */
+/* The per-query terms' maxima (scale NULL) or their fixed-point sums at scale. */
 static int
-local_terms(trainer *T, boost_terms_kind which, int k, const double *scale, double *max, int64_t *sum)
+local_query_fold(trainer *T, const boost_data *d, const double *pred, int which, int k, const double *scale,
+				 double *max, int64_t *sum)
 {
 	double	   *num = NULL,
 			   *den = NULL;
-	int			rc = GBML_OK;
+	int			rc;
 
-	if (which == BOOST_TERMS_CLASS_COUNT)
-	{
-		if (scale)
-			sum[0] = 0;			/* (a maximum only) */
-		else
-			gbml_boost_class_count_max(T->train.label, T->train.n, max);
-		return GBML_OK;
-	}
-	if (which == BOOST_TERMS_CLASSES)
-	{
-		gbml_boost_class_terms(T->train.label, T->train.weight, T->train.n, k, scale, max, sum);
-		return GBML_OK;
-	}
-	if (which == BOOST_TERMS_MULTICLASS)
-	{
-		gbml_boost_multiclass_terms(T->pred_all, T->train.label, T->train.weight, T->train.n, T->n_classes,
-									scale, max, sum);
-		return GBML_OK;
-	}
-	if (which <= BOOST_TERMS_POINTWISE)
-	{
-		gbml_boost_problem prob = boost_data_problem(&T->train, false);
-		const double *pred = which == BOOST_TERMS_POINTWISE ? T->pred : NULL;
-
-		if (scale)
-			gbml_boost_term_sums(&prob, pred, scale, sum);
-		else
-			gbml_boost_term_maxima(&prob, pred, max);
-		return GBML_OK;
-	}
-	if ((rc = local_query_terms(T, which, k, &num, &den)) == GBML_OK)
+	if ((rc = local_query_terms(T, d, pred, which, k, &num, &den)) == GBML_OK)
 	{
 		for (int t = 0; t < 2; t++)
 		{
@@ -675,7 +643,7 @@ local_terms(trainer *T, boost_terms_kind which, int k, const double *scale, doub
 				max[t] = 0;
 			else
 				sum[t] = 0;
-			for (int64_t g = 0; g < T->train.n_groups; g++)
+			for (int64_t g = 0; g < d->n_groups; g++)
 			{
 				if (scale)
 					sum[t] += gbml_boost_term_fixed(v[g], scale[t]);
@@ -689,14 +657,70 @@ local_terms(trainer *T, boost_terms_kind which, int k, const double *scale, doub
 	return rc;
 }
 
+/*
+ * The terms' maxima (scale NULL) or their fixed-point sums at scale: per
+ * row through boost_loss.h's term functions, per query from the query
+ * terms; of the eval rows with BOOST_TERMS_EVAL (none here: zeros).
+ */
 static int
-local_term_maxima(trainer *T, boost_terms_kind which, int k, double *max)
+local_terms(trainer *T, int which, int k, const double *scale, double *max, int64_t *sum)
+{
+	bool		eval = (which & BOOST_TERMS_EVAL) != 0;
+	const boost_data *d = eval ? &T->eval : &T->train;
+	const double *pred = eval ? T->eval_pred : T->pred;
+
+	which = boost_terms_base(which);
+	if (eval && !T->has_eval)
+	{
+		for (int t = 0; t < boost_terms_count(which, k); t++)
+			if (scale)
+				sum[t] = 0;
+			else
+				max[t] = 0;
+		return GBML_OK;
+	}
+	if (which == BOOST_TERMS_CLASS_COUNT)
+	{
+		if (scale)
+			sum[0] = 0;			/* (a maximum only) */
+		else
+			gbml_boost_class_count_max(d->label, d->n, max);
+		return GBML_OK;
+	}
+	if (which == BOOST_TERMS_CLASSES)
+	{
+		gbml_boost_class_terms(d->label, d->weight, d->n, k, scale, max, sum);
+		return GBML_OK;
+	}
+	if (which == BOOST_TERMS_MULTICLASS)
+	{
+		gbml_boost_multiclass_terms(eval ? T->eval_pred_all : T->pred_all, d->label, d->weight, d->n, T->n_classes,
+									scale, max, sum);
+		return GBML_OK;
+	}
+	if (which <= BOOST_TERMS_POINTWISE)
+	{
+		gbml_boost_problem prob = boost_data_problem(d, false);
+
+		if (which == BOOST_TERMS_LABELS)
+			pred = NULL;
+		if (scale)
+			gbml_boost_term_sums(&prob, pred, scale, sum);
+		else
+			gbml_boost_term_maxima(&prob, pred, max);
+		return GBML_OK;
+	}
+	return local_query_fold(T, d, pred, which, k, scale, max, sum);
+}
+
+static int
+local_term_maxima(trainer *T, int which, int k, double *max)
 {
 	return local_terms(T, which, k, NULL, max, NULL);
 }
 
 static int
-local_term_sums(trainer *T, boost_terms_kind which, int k, const double *scale, int64_t *sum)
+local_term_sums(trainer *T, int which, int k, const double *scale, int64_t *sum)
 {
 	return local_terms(T, which, k, scale, NULL, sum);
 }

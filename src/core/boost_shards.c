@@ -462,7 +462,7 @@ request_with_pending(const trainer *T, int64_t op)
 }
 
 static int
-shard_term_maxima(trainer *T, boost_terms_kind which, int k, double *max)
+shard_term_maxima(trainer *T, int which, int k, double *max)
 {
 	gbml_strbuf *m = request_with_pending(T, BS_OP_TERM_MAX);
 
@@ -472,7 +472,7 @@ shard_term_maxima(trainer *T, boost_terms_kind which, int k, double *max)
 }
 
 static int
-shard_term_sums(trainer *T, boost_terms_kind which, int k, const double *scale, int64_t *sum)
+shard_term_sums(trainer *T, int which, int k, const double *scale, int64_t *sum)
 {
 	gbml_strbuf *m = request_with_pending(T, BS_OP_TERM_SUMS);
 
