@@ -11,6 +11,7 @@
 #include "chunk_store_file.h"
 #include "backend.h"
 #include "schema.h"
+#include "shard_link.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -391,9 +392,12 @@ check_training_input(gbml_env *env, const gbml_parsed_params *params, const gbml
 	if (ds->shards && algo->shard == NULL)
 		return gbml_error(env, GBML_EUNSUPPORTED, "%s cannot train on rows held by other servers yet (boost, kmeans and saga can)",
 						  algo->name);
-	if (ds->shards && ((eval && eval->n_rows > 0) || params->common.eval_fraction > 0))
-		return gbml_error(env, GBML_EUNSUPPORTED, "%s: an eval set (eval_fraction, eval_source) is not supported "
-						  "when the rows are on other servers", algo->name);
+	if (ds->shards && eval && eval->n_rows > 0)
+		return gbml_error(env, GBML_EUNSUPPORTED, "%s: an eval set of its own (eval_source) is not supported when "
+						  "the rows are on other servers (eval_fraction is, for boost)", algo->name);
+	if (ds->shards && params->common.eval_fraction > 0 && !algo->shard->takes_eval_split)
+		return gbml_error(env, GBML_EUNSUPPORTED, "%s: an eval set (eval_fraction) is not supported when the rows "
+						  "are on other servers (boost takes one)", algo->name);
 	if (!algo->categorical_features)
 		for (int j = 0; ds->schema && j < ds->schema->n_features; j++)
 			if (gbml_feature_is_categorical(ds->schema, j))
@@ -420,6 +424,26 @@ settle_device(gbml_env *env, const gbml_parsed_params *params)
 	}
 	env->gpu_memory_peak = env->gpu_h2d_bytes = env->gpu_wait_seconds = 0;
 	env->trainer_temp_written = env->trainer_temp_read = 0;
+}
+
+/* The eval split's seed (every training's, so a shard splits as one server does). */
+#define EVAL_SPLIT_SEED 0x6762
+
+int
+gbml_shard_split_eval(const gbml_parsed_params *params, gbml_dataset *ds, gbml_dataset *eval, bool *has_eval,
+					  gbml_env *env)
+{
+	int			rc;
+
+	*has_eval = false;
+	gbml_dataset_init(eval, ds->allow_missing);
+	if (params->common.eval_fraction <= 0 || ds->n_rows == 0)
+		return GBML_OK;
+	if ((rc = gbml_dataset_split_eval(ds, eval, params->common.eval_fraction, EVAL_SPLIT_SEED, env)) != GBML_OK)
+		return rc;
+	gbml_dataset_finish_appends(eval, env);
+	*has_eval = eval->n_rows > 0;
+	return GBML_OK;
 }
 
 /*
@@ -449,9 +473,11 @@ order_rows(gbml_env *env, const gbml_parsed_params *params, gbml_dataset *ds, gb
 	if (*eval && (*eval)->n_rows > 0)
 		return gbml_dataset_canonicalize(*eval, env);
 	*eval = NULL;
-	if (params->common.eval_fraction > 0)
+	/* (rows on shards: each shard splits its own, gbml_shard_split_eval) */
+	if (params->common.eval_fraction > 0 && ds->shards == NULL)
 	{
-		if ((rc = gbml_dataset_split_eval(ds, split_eval, params->common.eval_fraction, 0x6762, env)) != GBML_OK)
+		if ((rc = gbml_dataset_split_eval(ds, split_eval, params->common.eval_fraction, EVAL_SPLIT_SEED, env)) !=
+			GBML_OK)
 			return rc;
 		gbml_dataset_finish_appends(split_eval, env);
 		*own_eval = true;
@@ -534,14 +560,14 @@ write_run_report(gbml_strbuf *report, const gbml_env *env, const gbml_dataset *d
 
 /* The META section: row and feature counts, then what the trainer put in meta. */
 static void
-write_meta_section(gbml_model_writer *writer, const gbml_dataset *ds, const gbml_dataset *eval,
+write_meta_section(gbml_model_writer *writer, const gbml_dataset *ds, int64_t eval_rows,
 				   const gbml_strbuf *meta, gbml_env *env)
 {
 	gbml_strbuf full;
 
 	gbml_sb_init(&full, env);
 	gbml_sb_printf(&full, "{\"rows\":%lld,\"eval_rows\":%lld,\"features\":%d",
-				   (long long) ds->n_rows, (long long) (eval ? eval->n_rows : 0), ds->n_features);
+				   (long long) ds->n_rows, (long long) eval_rows, ds->n_features);
 	if (meta->len > 0)
 	{
 		gbml_sb_append(&full, ",", 1);
@@ -602,7 +628,7 @@ gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 		if (report)
 			write_run_report(report, env, ds, eval, own_eval, t0, t_prep, &timings);
 		gbml_sb_free(&timings);
-		write_meta_section(&writer, ds, eval, &meta, env);
+		write_meta_section(&writer, ds, eval ? eval->n_rows : ctx.shards_eval_rows, &meta, env);
 		rc = gbml_model_finish(&writer, (uint16_t) algo->id, 0, model, model_len);
 	}
 	else

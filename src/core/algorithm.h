@@ -47,6 +47,8 @@ typedef struct gbml_train_context
 	gbml_strbuf *meta;
 	/* Extra output of the driver: the model writer to add sections to. */
 	gbml_model_writer *writer;
+	/* Set by a trainer whose eval rows are on shards (eval is NULL): their count, for META */
+	int64_t		shards_eval_rows;
 } gbml_train_context;
 
 typedef struct gbml_algorithm
@@ -215,6 +217,14 @@ int			gbml_train_values(gbml_env *env, const char *algorithm, const gbml_param_v
 int			gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
 							  gbml_dataset *ds, gbml_dataset *eval,
 							  uint8_t **model, size_t *model_len, gbml_strbuf *report);
+/*
+ * A shard's rows (canonical order) split as the driver splits one server's:
+ * with eval_fraction, the rows (groups) the one-server split would hold out
+ * — each by its own key, gbml_ds_eval_key — move into *eval (initialised
+ * here).  *has_eval: some did.  A shard without rows splits nothing.
+ */
+int			gbml_shard_split_eval(const gbml_parsed_params *params, gbml_dataset *ds, gbml_dataset *eval,
+								  bool *has_eval, gbml_env *env);
 /* The same without the report. */
 int			gbml_train(gbml_env *env, const gbml_parsed_params *params,
 					   gbml_dataset *ds, gbml_dataset *eval,

@@ -1200,7 +1200,8 @@ setup_coordinator(trainer *T, const gbml_dataset *ds)
 }
 
 int
-boost_trainer_rows(trainer *T, const gbml_dataset *ds, const gbml_boost_params *p, gbml_env *env)
+boost_trainer_rows(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval, const gbml_boost_params *p,
+				   gbml_env *env)
 {
 	int			rc;
 
@@ -1211,23 +1212,40 @@ boost_trainer_rows(trainer *T, const gbml_dataset *ds, const gbml_boost_params *
 	T->rows = &boost_local_rows;
 	if ((rc = boost_resolve_loss(T, ds->group_state)) != GBML_OK)
 		return rc;
-	return setup_rows(T, ds, NULL);
+	return setup_rows(T, ds, eval);
 }
 
 int
-boost_trainer_bins(trainer *T, const gbml_dataset *ds, int64_t n_global)
+boost_trainer_bins(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval, int64_t n_global)
 {
 	int			rc;
 
 	T->n_inputs = T->n_features = ds->n_features;
 	if ((rc = bin_rows(T, ds, &T->train, &T->bins, true)) != GBML_OK ||
+		(T->has_eval && (rc = bin_rows(T, eval, &T->eval, &T->eval_bins, false)) != GBML_OK) ||
 		(rc = setup_layout(T)) != GBML_OK)
 		return rc;
 	T->n_global = n_global;
-	/* Depthwise: the open tree's node splits, which the coordinator's requests bring, live in the forest */
-	if (T->forest.node_splits && (rc = builder_reserve(&T->forest, T->env)) != GBML_OK)
-		return rc;
 	return setup_row_arrays(T, ds);
+}
+
+int
+boost_forest_reserve(trainer *T)
+{
+	return builder_reserve(&T->forest, T->env);
+}
+
+int
+boost_eval_add_tree(trainer *T)
+{
+	double		t0 = gbml_now();
+	int			rc;
+
+	if (!T->has_eval)
+		return GBML_OK;
+	rc = add_tree_to_pred(T, &T->eval_bins, T->forest.n_trees, T->eval_pred);
+	T->t_eval += gbml_now() - t0;
+	return rc;
 }
 
 void
@@ -1471,13 +1489,6 @@ grow_tree(trainer *T, int64_t iteration, int64_t stream, bool *grown)
 		return rc;
 	T->t_update += gbml_now() - t0;
 
-	if (T->has_eval)
-	{
-		t0 = gbml_now();
-		if ((rc = add_tree_to_pred(T, &T->eval_bins, F->n_trees, T->eval_pred)) != GBML_OK)
-			return rc;
-		T->t_eval += gbml_now() - t0;
-	}
 	F->n_trees++;
 	*grown = true;
 	return GBML_OK;
@@ -1770,15 +1781,18 @@ boost_trainer_classes(trainer *T, int k, const double *base)
 
 	if (k != T->n_classes)
 	{
+		size_t		ne = T->has_eval ? (size_t) T->eval.n : 0;
 		double	   *pred = gbml_alloc_array(T->env, n * (size_t) k, sizeof(double)),
 				   *prob = gbml_alloc_array(T->env, n * (size_t) k, sizeof(double)),
-				   *class_base = gbml_alloc_array(T->env, (size_t) k, sizeof(double));
+				   *class_base = gbml_alloc_array(T->env, (size_t) k, sizeof(double)),
+				   *eval_pred = ne ? gbml_alloc_array(T->env, ne * (size_t) k, sizeof(double)) : NULL;
 
-		if (pred == NULL || prob == NULL || class_base == NULL)
+		if (pred == NULL || prob == NULL || class_base == NULL || (ne && eval_pred == NULL))
 		{
 			gbml_free(T->env, pred);
 			gbml_free(T->env, prob);
 			gbml_free(T->env, class_base);
+			gbml_free(T->env, eval_pred);
 			return T->env->error_code;
 		}
 		gbml_free(T->env, T->pred_all);
@@ -1787,16 +1801,21 @@ boost_trainer_classes(trainer *T, int k, const double *base)
 		T->pred = T->pred_all = pred;
 		T->prob = prob;
 		T->class_base = class_base;
+		if (ne)
+		{
+			gbml_free(T->env, T->eval_pred_all);
+			T->eval_pred = T->eval_pred_all = eval_pred;
+		}
 		T->n_classes = k;
 	}
 	memcpy(T->class_base, base, sizeof(double) * (size_t) k);
 	return GBML_OK;
 }
 
-/* The training rows' predictions from the base score and the forest's trees (tree t: class t mod classes). */
-static int
-rebuild_predictions(trainer *T, double base_score)
+int
+boost_rebuild_predictions(trainer *T)
 {
+	double		base_score = T->base_score;
 	int64_t		cols = T->n_classes > 0 ? T->n_classes : 1;
 	double	   *pred = T->n_classes > 0 ? T->pred_all : T->pred;
 	int			rc = GBML_OK;
@@ -1832,7 +1851,7 @@ grow_iteration(trainer *T, int64_t it, bool *grown)
 				return GBML_OK;
 			T->forest.n_trees -= c;
 			/* (shards go back to the iteration's start themselves: the drop told them) */
-			return T->shards ? GBML_OK : rebuild_predictions(T, 0);
+			return T->shards ? GBML_OK : boost_rebuild_predictions(T);
 		}
 	}
 	return GBML_OK;
@@ -1893,7 +1912,7 @@ boost_loop(trainer *T, boost_run *run)
 
 /* use_best_model: the trees after the best eval iteration go, and the predictions are those of the rest. */
 static int
-keep_best_trees(trainer *T, const boost_run *run, double base_score)
+keep_best_trees(trainer *T, const boost_run *run)
 {
 	int64_t		per_iteration = T->n_classes > 0 ? T->n_classes : 1;
 
@@ -1901,7 +1920,7 @@ keep_best_trees(trainer *T, const boost_run *run, double base_score)
 		(run->best_iter + 1) * per_iteration >= T->forest.n_trees)
 		return GBML_OK;
 	T->forest.n_trees = (run->best_iter + 1) * per_iteration;
-	return rebuild_predictions(T, base_score);
+	return T->rows->trees_cut(T);
 }
 
 /* The trainer's part of META: the forest's shape, the metrics, the categorical inputs, the timings. */
@@ -1994,6 +2013,8 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 	T.threads = env->threads;
 	if ((rc = ds->shards ? setup_coordinator(&T, ds) : setup(&T, ds, ctx->eval)) != GBML_OK)
 		goto done;
+	if (ds->shards)
+		ctx->shards_eval_rows = T.n_eval_global;	/* (META's eval_rows: the driver saw none) */
 	t_quant = gbml_now() - t_start;
 	run.higher_is_better = metric_higher_is_better(T.metric);
 	metric_name(T.metric, T.kind, T.p->eval_k, run.metric_name, sizeof(run.metric_name));
@@ -2001,7 +2022,7 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 		(rc = boost_loop(&T, &run)) != GBML_OK)
 		goto done;
 	t_boost = gbml_now() - t_start - t_quant;
-	if ((rc = keep_best_trees(&T, &run, base_score)) != GBML_OK)
+	if ((rc = keep_best_trees(&T, &run)) != GBML_OK)
 		goto done;
 	env->trainer_temp_written = T.bins.bytes_written;
 	env->trainer_temp_read = T.bins.bytes_read;

@@ -89,6 +89,7 @@ typedef struct trainer
 	uint8_t    *is_set;			/* n_features, or NULL */
 	int		   *ordinal_count;	/* n_features: borders.count, 0 for a set feature */
 
+	double		base_score;		/* the first prediction (the row side's start); MultiClass: class_base */
 	double	   *pred,
 			   *grad,
 			   *hess;
@@ -327,6 +328,11 @@ typedef struct boost_row_ops
 	int			(*gradient_squares) (trainer *T, double scale, int64_t *sum);
 	/* optional: the open tree is dropped, its root could not split (the training ends) */
 	void		(*drop_tree) (trainer *T);
+	/*
+	 * The forest was cut to its first forest.n_trees trees (use_best_model):
+	 * the training rows' predictions become the base score's plus theirs
+	 */
+	int			(*trees_cut) (trainer *T);
 } boost_row_ops;
 
 /* This process's rows (boost_rows_local.c). */
@@ -349,14 +355,20 @@ int			boost_trainer_classes(trainer *T, int k, const double *base);
 /* The loss and eval metric from T's parameters; the checks that need no rows. */
 int			boost_resolve_loss(trainer *T, int group_state);
 
-/* Shard side (boost_shard.c): a trainer over a shard's rows, up to the borders. */
-int			boost_trainer_rows(trainer *T, const gbml_dataset *ds, const gbml_boost_params *p, gbml_env *env);
+/* Shard side (boost_shard.c): a trainer over a shard's rows and eval rows (or NULL), up to the borders. */
+int			boost_trainer_rows(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval,
+							   const gbml_boost_params *p, gbml_env *env);
 /*
- * ... then the coordinator's borders: the bins and the row side's arrays
- * (T->borders taken over; with Depthwise a forest of one open tree for the
- * node splits the requests bring).
+ * ... then the coordinator's borders: the bins (the eval rows' too) and the
+ * row side's arrays (T->borders taken over).
  */
-int			boost_trainer_bins(trainer *T, const gbml_dataset *ds, int64_t n_global);
+int			boost_trainer_bins(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval, int64_t n_global);
+/* Room in the forest for one more tree (a shard keeps every tree the coordinator sends). */
+int			boost_forest_reserve(trainer *T);
+/* The open tree (forest index n_trees, its leaves set) added to the eval rows' predictions. */
+int			boost_eval_add_tree(trainer *T);
+/* The training rows' predictions from the base score and the forest's trees (tree t: class t mod classes). */
+int			boost_rebuild_predictions(trainer *T);
 /*
  * The coordinator's tree (its last split, its leaf values) applied to the
  * rows' leaves (unless T->leaves_applied: a Newton or refinement step did)

@@ -580,7 +580,9 @@ local_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 			return rc;
 		boost_newton_leaf_values(T, T->newton_hess ? newton_h : NULL, lv);
 	}
-	return add_leaf_values(T, last_f, last_j, T->leaves_applied, lv);
+	if ((rc = add_leaf_values(T, last_f, last_j, T->leaves_applied, lv)) != GBML_OK)
+		return rc;
+	return boost_eval_add_tree(T);
 }
 
 int
@@ -602,6 +604,7 @@ local_start(trainer *T, double base)
 	double	   *pred = T->pred_all ? T->pred_all : T->pred,
 			   *eval_pred = T->eval_pred_all ? T->eval_pred_all : T->eval_pred;
 
+	T->base_score = base;
 	for (int64_t r = 0; r < T->train.n * cols; r++)
 		pred[r] = T->n_classes > 0 ? T->class_base[r / T->train.n] : base;
 	for (int64_t r = 0; r < T->eval.n * cols; r++)
@@ -750,4 +753,5 @@ const boost_row_ops boost_local_rows = {
 	.gradients = local_gradients,
 	.level = local_level,
 	.finish_tree = local_finish_tree,
+	.trees_cut = boost_rebuild_predictions,
 };

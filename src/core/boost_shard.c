@@ -3,9 +3,12 @@
  * hashes for the union's order, the rows of the border sample it holds,
  * and then a trainer over its bins (boost_local_rows) answering the
  * coordinator's steps: gradients' maxima, level histograms, term sums.
- * Depthwise trees bring each level's node splits, which it keeps in its
- * one open tree; MultiClass brings the union's class count and base
- * scores, and each tree's class is its stream's.
+ * It keeps every tree the coordinator sends in a forest of its own (each
+ * level's split as it comes; Depthwise trees bring each level's node
+ * splits), so the eval rows (eval_fraction: gbml_shard_split_eval) get each
+ * tree and use_best_model's cut rebuilds the predictions from the trees
+ * kept; MultiClass brings the union's class count and base scores, and
+ * each tree's class is its stream's.
  * Every figure it returns is an extreme or an integer sum, so the
  * coordinator's fold does not depend on how the rows were dealt.
  *
@@ -32,6 +35,7 @@ typedef struct bs_shard
 	const gbml_dataset *ds;
 	gbml_boost_params params;
 	trainer		T;
+	const gbml_dataset *eval;	/* the rows held out for the eval set, or NULL */
 	gbml_shard_hashes hashes;
 	gbml_shard_ranks ranks;		/* the rows' global indices: subsample draws by them */
 	bool		needs_ranks;	/* subsample < 1 without queries: the borders wait for the ranks */
@@ -41,12 +45,14 @@ typedef struct bs_shard
 	bool		groups_indexed;	/* the union's indices of this shard's queries arrived (with group ids) */
 	boost_grad_max local_max;	/* this shard's gradient maxima of the open tree */
 	double	   *iteration_start;	/* MultiClass: every class's predictions when the iteration began */
+	int64_t		iteration_trees;	/* ... and the forest's trees then */
 } bs_shard;
 
 static void bs_close(void *state);
 
 static int
-bs_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **out, gbml_strbuf *hello)
+bs_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_params, gbml_env *env, void **out,
+		gbml_strbuf *hello)
 {
 	bs_shard   *sh;
 	bool	   *missing = NULL;
@@ -59,9 +65,10 @@ bs_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **o
 		return env->error_code;
 	sh->env = env;
 	sh->ds = ds;
+	sh->eval = eval;
 	sh->params = *(const gbml_boost_params *) algo_params;
 	sh->next_level = -1;
-	if (ds->n_rows > 0 && (rc = boost_trainer_rows(&sh->T, ds, &sh->params, env)) != GBML_OK)
+	if (ds->n_rows > 0 && (rc = boost_trainer_rows(&sh->T, ds, eval, &sh->params, env)) != GBML_OK)
 		goto fail;
 	if (ds->n_rows > 0 && (rc = boost_shards_check_loss(&sh->T, sh->T.train.n_groups > 0)) != GBML_OK)
 		goto fail;
@@ -78,6 +85,8 @@ bs_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **o
 	gbml_shard_hello_head(hello, BS_SHARD_MAGIC, ds->n_rows, ds->n_features);
 	gbml_msg_put(hello, missing, (size_t) ds->n_features);
 	gbml_msg_put_i64(hello, ds->n_rows > 0 ? sh->T.train.n_groups : 0);
+	gbml_msg_put_i64(hello, sh->T.has_eval ? sh->T.eval.n : 0);
+	gbml_msg_put_i64(hello, sh->T.has_eval ? sh->T.eval.n_groups : 0);
 	gbml_free(env, missing);
 	if ((rc = gbml_sb_status(hello)) != GBML_OK)
 		goto fail;
@@ -229,7 +238,7 @@ bs_borders(bs_shard *sh, gbml_msg_reader *r)
 	}
 	sh->T.borders = b;
 	gbml_shard_hashes_free(&sh->hashes, env);
-	if ((rc = boost_trainer_bins(&sh->T, sh->ds, n_global)) != GBML_OK)
+	if ((rc = boost_trainer_bins(&sh->T, sh->ds, sh->eval, n_global)) != GBML_OK)
 		return rc;
 	sh->phase = BS_BINNED;
 	return GBML_OK;
@@ -277,7 +286,7 @@ bs_read_split(bs_shard *sh, gbml_msg_reader *r, int level, bs_split *s)
 	}
 }
 
-/* Depthwise: the level's node splits into the open tree, where the row side reads them. */
+/* The level's split into the open tree (Depthwise: its node splits, where the row side reads them). */
 static void
 bs_use_split(bs_shard *sh, const bs_split *s)
 {
@@ -285,7 +294,11 @@ bs_use_split(bs_shard *sh, const bs_split *s)
 	size_t		at = boost_split_index(F, F->n_trees, s->level, 0);
 
 	if (!F->node_splits)
+	{
+		F->feature[at] = (int32_t) s->f;
+		F->border_index[at] = (int32_t) s->j;
 		return;
+	}
 	memcpy(F->feature + at, s->feature, sizeof(int32_t) << s->level);
 	memcpy(F->border_index + at, s->border, sizeof(int32_t) << s->level);
 }
@@ -303,6 +316,7 @@ typedef struct bs_pending_msg
 	double		class_base[GBML_BOOST_MAX_CLASSES];
 	bs_split	split;			/* the tree's last level */
 	float		lv[1 << GBML_BOOST_MAX_DEPTH];
+	int64_t		keep_trees;		/* a cut's */
 } bs_pending_msg;
 
 /*
@@ -354,6 +368,16 @@ bs_read_pending(bs_shard *sh, gbml_msg_reader *r, bs_pending_msg *pm)
 		r->bad |= !(sh->next_level > 0 || sh->leaves_owed);
 		return;
 	}
+	else if (pm->kind == BS_PENDING_CUT)
+	{
+		/* use_best_model: whole iterations of the trees so far (a tree left open is dropped with it) */
+		int64_t		per_iteration = T->n_classes > 0 ? T->n_classes : 1;
+
+		pm->keep_trees = gbml_msg_get_i64(r);
+		r->bad |= sh->phase != BS_TRAINING || pm->keep_trees < 1 || pm->keep_trees > T->forest.n_trees ||
+			pm->keep_trees % per_iteration != 0;
+		return;
+	}
 	else
 		r->bad |= pm->kind != BS_PENDING_NONE || sh->leaves_owed;
 	r->bad |= sh->next_level >= 0;		/* a tree's levels are not done */
@@ -372,20 +396,34 @@ bs_apply_pending(bs_shard *sh, const bs_pending_msg *pm)
 		sh->phase = BS_TRAINING;
 		return boost_local_rows.start(&sh->T, pm->base);
 	}
-	if (pm->kind == BS_PENDING_DROPPED)
+	if (pm->kind == BS_PENDING_DROPPED || pm->kind == BS_PENDING_CUT)
 	{
 		sh->next_level = -1;
 		sh->leaves_owed = false;
+		sh->T.leaves_applied = false;
+	}
+	if (pm->kind == BS_PENDING_CUT)
+	{
+		sh->T.forest.n_trees = pm->keep_trees;
+		return boost_rebuild_predictions(&sh->T);
+	}
+	if (pm->kind == BS_PENDING_DROPPED && sh->iteration_start)
+	{
 		/* MultiClass drops the iteration's earlier trees with it */
-		if (sh->iteration_start)
-			memcpy(sh->T.pred_all, sh->iteration_start,
-				   sizeof(double) * (size_t) sh->T.train.n * (size_t) sh->T.n_classes);
+		memcpy(sh->T.pred_all, sh->iteration_start,
+			   sizeof(double) * (size_t) sh->T.train.n * (size_t) sh->T.n_classes);
+		sh->T.forest.n_trees = sh->iteration_trees;
 	}
 	if (pm->kind == BS_PENDING_TREE)
 	{
+		forest_builder *F = &sh->T.forest;
+
 		bs_use_split(sh, &pm->split);
-		if ((rc = boost_apply_tree(&sh->T, (int) pm->split.f, (int) pm->split.j, pm->lv)) != GBML_OK)
+		memcpy(F->leaf + ((size_t) F->n_trees << F->depth), pm->lv, sizeof(float) << F->depth);
+		if ((rc = boost_apply_tree(&sh->T, (int) pm->split.f, (int) pm->split.j, pm->lv)) != GBML_OK ||
+			(rc = boost_eval_add_tree(&sh->T)) != GBML_OK)
 			return rc;
+		F->n_trees++;
 		sh->leaves_owed = false;
 	}
 	return GBML_OK;
@@ -420,6 +458,21 @@ bs_terms_fit(const bs_shard *sh, boost_terms_kind which, int64_t k)
 	}
 }
 
+/*
+ * Whether a request's kind of terms is one: a kind, or one of the metrics'
+ * with BOOST_TERMS_EVAL (the eval rows', each iteration).
+ */
+static bool
+bs_terms_known(int64_t which)
+{
+	int64_t		base = which & ~(int64_t) BOOST_TERMS_EVAL;
+
+	if (base < BOOST_TERMS_LABELS || base > BOOST_TERMS_MULTICLASS)
+		return false;
+	return which == base || base == BOOST_TERMS_POINTWISE || base == BOOST_TERMS_QUERY_NDCG ||
+		base == BOOST_TERMS_QUERY_LOSS || base == BOOST_TERMS_MULTICLASS;
+}
+
 /* TERM_MAX and TERM_SUMS: the maxima or the fixed-point sums of a kind of terms (boost_internal.h). */
 static int
 bs_terms(bs_shard *sh, gbml_msg_reader *r, bool sums, gbml_strbuf *reply)
@@ -432,25 +485,25 @@ bs_terms(bs_shard *sh, gbml_msg_reader *r, bool sums, gbml_strbuf *reply)
 				max[BOOST_MAX_TERMS];
 	int64_t		sum[BOOST_MAX_TERMS],
 				count;
+	const boost_data *d;
 	int			rc;
 
 	bs_read_pending(sh, r, &pm);
 	which = gbml_msg_get_i64(r);
 	k = gbml_msg_get_i64(r);
-	if (which < BOOST_TERMS_LABELS || which > BOOST_TERMS_MULTICLASS || k < 0 || k > 1000000 ||
-		!bs_terms_fit(sh, (boost_terms_kind) which, k))
+	if (!bs_terms_known(which) || k < 0 || k > 1000000 || !bs_terms_fit(sh, boost_terms_base((int) which), k))
 		r->bad = true;
-	n_terms = r->bad ? 0 : boost_terms_count((boost_terms_kind) which, (int) k);
+	n_terms = r->bad ? 0 : boost_terms_count((int) which, (int) k);
 	if (sums)
 		gbml_msg_get(r, scale, sizeof(double) * (size_t) n_terms);
 	if (r->bad || r->p != r->end ||
-		(!boost_terms_of_labels((boost_terms_kind) which) && sh->phase == BS_BINNED && pm.kind != BS_PENDING_BASE))
+		(!boost_terms_of_labels((int) which) && sh->phase == BS_BINNED && pm.kind != BS_PENDING_BASE))
 	{
 		r->bad = true;
 		return GBML_OK;
 	}
 	if ((rc = bs_apply_pending(sh, &pm)) != GBML_OK ||
-		(rc = boost_local_rows.term_maxima(&sh->T, (boost_terms_kind) which, (int) k, max)) != GBML_OK)
+		(rc = boost_local_rows.term_maxima(&sh->T, (int) which, (int) k, max)) != GBML_OK)
 		return rc;
 	if (!sums)
 	{
@@ -458,12 +511,13 @@ bs_terms(bs_shard *sh, gbml_msg_reader *r, bool sums, gbml_strbuf *reply)
 		return GBML_OK;
 	}
 	/* a scale no sum of this shard's terms can overflow at (as the union's maxima give) */
-	count = boost_terms_per_row((boost_terms_kind) which) ? sh->T.train.n : sh->T.train.n_groups;
+	d = (which & BOOST_TERMS_EVAL) ? &sh->T.eval : &sh->T.train;
+	count = boost_terms_per_row((int) which) ? d->n : d->n_groups;
 	for (int t = 0; t < n_terms; t++)
 		if (!(scale[t] >= 0 && isfinite(scale[t])) ||
 			(scale[t] > 0 && !(max[t] * scale[t] * (double) (count + 1) <= ldexp(1.0, 62))))
 			return gbml_error(sh->env, GBML_EINVAL, "boost shard: a term scale its sums could overflow at");
-	if ((rc = boost_local_rows.term_sums(&sh->T, (boost_terms_kind) which, (int) k, scale, sum)) != GBML_OK)
+	if ((rc = boost_local_rows.term_sums(&sh->T, (int) which, (int) k, scale, sum)) != GBML_OK)
 		return rc;
 	gbml_msg_put(reply, sum, sizeof(int64_t) * (size_t) n_terms);
 	return GBML_OK;
@@ -615,6 +669,7 @@ bs_select_class(bs_shard *sh, int64_t stream)
 	if (sh->iteration_start == NULL && (sh->iteration_start = gbml_alloc(sh->env, bytes)) == NULL)
 		return sh->env->error_code;
 	memcpy(sh->iteration_start, T->pred_all, bytes);
+	sh->iteration_trees = T->forest.n_trees;
 	return GBML_OK;
 }
 
@@ -635,6 +690,7 @@ bs_gradients(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	}
 	if ((rc = bs_apply_pending(sh, &pm)) != GBML_OK ||
 		(sh->T.kind == GBML_LOSS_MULTICLASS && (rc = bs_select_class(sh, iteration)) != GBML_OK) ||
+		(rc = boost_forest_reserve(&sh->T)) != GBML_OK ||	/* the tree that begins */
 		(rc = boost_local_rows.gradients(&sh->T, iteration, m)) != GBML_OK)
 		return rc;
 	gbml_msg_put_f64(reply, m->g);
@@ -795,6 +851,7 @@ bs_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 
 const gbml_shard_ops gbml_boost_shard_ops = {
 	.hello_magic = BS_SHARD_MAGIC,
+	.takes_eval_split = true,
 	.open = bs_open,
 	.step = bs_step,
 	.close = bs_close,

@@ -10,6 +10,7 @@
  *     i64 BS_PENDING_TREE, the last level's split,
  *         f32 x 2^depth leaf values                (after each tree's last level)
  *     i64 BS_PENDING_DROPPED                       (a tree whose root could not split)
+ *     i64 BS_PENDING_CUT, i64 trees kept           (use_best_model; an open tree is dropped)
  * so a tree costs depth + 1 round trips: its gradients, then one per level
  * (YetiRank one more: its leaves' Newton hessians after the last split;
  * random_strength one more after the gradients: their squares' sum).
@@ -17,7 +18,10 @@
  * grow_policy Depthwise i64 -1, i64 -1, then the level's 2^level nodes'
  * i32 features and i32 border indices (GBML_BOOST_NO_SPLIT: unsplit).
  * The hello: the head (shard_msg.h), one byte per feature (has a missing
- * value), i64 the shard's query count (0 without group ids).
+ * value), i64 the shard's query count (0 without group ids), i64 its eval
+ * rows and i64 their queries (eval_fraction's, held out by the shard).
+ * TERM_MAX and TERM_SUMS of a metric's kind with BOOST_TERMS_EVAL are the
+ * eval rows' (after the pending tree, which the shard adds to them too).
  */
 #ifndef GBML_BOOST_SHARD_MSG_H
 #define GBML_BOOST_SHARD_MSG_H
@@ -53,7 +57,8 @@ typedef enum bs_pending
 	BS_PENDING_NONE = 0,
 	BS_PENDING_BASE,
 	BS_PENDING_TREE,
-	BS_PENDING_DROPPED			/* the open tree's root could not split: no tree */
+	BS_PENDING_DROPPED,			/* the open tree's root could not split: no tree */
+	BS_PENDING_CUT				/* use_best_model: i64 trees kept (whole iterations); an open tree goes */
 } bs_pending;
 
 /* Gradient maxima in a reply or a level-0 request. */

@@ -11,8 +11,11 @@
  * only when the union has more rows than border_sample_size), the sample
  * (pages), the borders, the base score (2); then per tree its gradients'
  * maxima (carrying the last tree's leaves) and one per level (the smaller
- * children's histograms up, the split down with the next request); the
- * train metrics at the end (2).
+ * children's histograms up, the split down with the next request); with
+ * an eval set (eval_fraction: each shard holds out its share) two after
+ * each iteration for its eval metric, the first carrying the last tree,
+ * and use_best_model's cut with the next request; the train metrics at the
+ * end (2).
  *
  * Ranking losses need every query on one shard: the shards' query ids are
  * merged once (a query on two shards is an error naming it and both), and
@@ -21,7 +24,7 @@
  * indices, sent with the order) or queries.  Not yet across servers
  * (boost_shards_check): subsample with group ids and a pointwise loss,
  * categorical inputs, AUC as the metric (it needs every prediction in one
- * order).  Depthwise trees send each level's node splits where symmetric
+ * order), an eval set of its own (eval_source).  Depthwise trees send each level's node splits where symmetric
  * ones send the level's one split; MultiClass sends the union's class
  * count and base scores with the start, and each tree's class is its
  * stream's (the iteration x classes + class its gradients request names).
@@ -191,9 +194,9 @@ gather_sample(trainer *T, boost_shards *B, float *rows, int d)
 }
 
 /*
- * The hellos' tails: every shard's "has a missing value" flags, or'ed, and
- * its query count (*with_groups: the shards with rows have group ids; they
- * must agree).
+ * The hellos' tails: every shard's "has a missing value" flags, or'ed, its
+ * query count (*with_groups: the shards with rows have group ids; they must
+ * agree) and its eval rows and their queries (summed into T).
  */
 static int
 hello_tails(trainer *T, boost_shards *B, int d, bool *missing, bool *with_groups)
@@ -203,11 +206,14 @@ hello_tails(trainer *T, boost_shards *B, int d, bool *missing, bool *with_groups
 
 	memset(missing, 0, (size_t) d);
 	*with_groups = false;
+	T->n_eval_global = T->n_eval_groups_global = 0;
 	for (int s = 0; s < link->n_shards; s++)
 	{
 		gbml_msg_reader r = {link->hello[s] + GBML_SHARD_HELLO_HEAD, link->hello[s] + link->hello_len[s], false};
 		uint8_t		flag;
-		int64_t		groups;
+		int64_t		groups,
+					eval_rows,
+					eval_groups;
 
 		if (B->ch.n_rows[s] == 0)
 			continue;
@@ -219,15 +225,21 @@ hello_tails(trainer *T, boost_shards *B, int d, bool *missing, bool *with_groups
 			missing[f] |= flag != 0;
 		}
 		groups = gbml_msg_get_count(&r, B->ch.n_rows[s]);
+		eval_rows = gbml_msg_get_count(&r, INT64_MAX / 4);
+		eval_groups = gbml_msg_get_count(&r, eval_rows);
 		if (r.bad || r.p != r.end)
 			return gbml_error(T->env, GBML_EINVAL, "boost: shard %s answered its opening with a malformed message",
 							  link->name(link->ctx, s));
 		B->n_groups[s] = groups;
+		T->n_eval_global += eval_rows;
+		T->n_eval_groups_global += eval_groups;
 		if (seen++ > 0 && (groups > 0) != *with_groups)
 			return gbml_error(T->env, GBML_EINVAL, "boost: some shards' rows have group ids and shard %s's do not "
 							  "(or the other way round)", link->name(link->ctx, s));
 		*with_groups = groups > 0;
 	}
+	/* eval_fraction's rows, held out by each shard as one server would (gbml_shard_split_eval) */
+	T->has_eval = T->n_eval_global > 0;
 	return GBML_OK;
 }
 
@@ -457,6 +469,8 @@ request_with_pending(const trainer *T, int64_t op)
 		put_split(m, T, t, T->depth - 1);
 		gbml_msg_put(m, T->forest.leaf + ((size_t) t << T->depth), sizeof(float) * ((size_t) 1 << T->depth));
 	}
+	else if (B->pending == BS_PENDING_CUT)
+		gbml_msg_put_i64(m, T->forest.n_trees);
 	B->pending = BS_PENDING_NONE;
 	return m;
 }
@@ -486,7 +500,7 @@ static int
 shard_start(trainer *T, double base)
 {
 	T->shards->pending = BS_PENDING_BASE;
-	T->shards->base = base;
+	T->shards->base = T->base_score = base;
 	return GBML_OK;
 }
 
@@ -638,7 +652,23 @@ shard_drop_tree(trainer *T)
 	T->shards->pending = BS_PENDING_DROPPED;
 }
 
+/*
+ * use_best_model cut the forest: the next request says how many trees the
+ * shards keep (they rebuild their predictions from them).  Every tree before
+ * was sent: the eval metric's request after each iteration carried the last
+ * one; a tree dropped since (MultiClass) goes with the cut.
+ */
+static int
+shard_trees_cut(trainer *T)
+{
+	if (T->shards->pending == BS_PENDING_TREE || T->shards->pending == BS_PENDING_BASE)
+		return gbml_error(T->env, GBML_EINVAL, "boost: the best model's cut before the shards had every tree");
+	T->shards->pending = BS_PENDING_CUT;
+	return GBML_OK;
+}
+
 const boost_row_ops boost_shard_rows = {
+	.trees_cut = shard_trees_cut,
 	.drop_tree = shard_drop_tree,
 	.gradient_squares = shard_gradient_squares,
 	.refine_sums = shard_refine_sums,

@@ -60,13 +60,16 @@ static void km_shard_close(void *state);
 
 /* The shard over ds (canonical order), its rows' hashes for the global order; the hello. */
 static int
-km_shard_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **out, gbml_strbuf *hello)
+km_shard_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_params, gbml_env *env, void **out,
+			  gbml_strbuf *hello)
 {
 	const gbml_kmeans_params *p = algo_params;
 	km_shard   *sh;
 	int			rc;
 
 	*out = NULL;
+	if (eval)
+		return gbml_error(env, GBML_EUNSUPPORTED, "kmeans: an eval set is not supported across servers");
 	if (ds->has_missing)
 		return gbml_error(env, GBML_EINVAL, "kmeans: features must be finite (NaN or infinity found)");
 	if (p->k <= 0 || p->k > GBML_KM_MAX_K)

@@ -24,7 +24,8 @@ typedef struct sg_shard
 } sg_shard;
 
 static int
-sg_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **state, gbml_strbuf *hello)
+sg_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_params, gbml_env *env, void **state,
+		gbml_strbuf *hello)
 {
 	const gbml_saga_params *p = algo_params;
 	double		other = 0;
@@ -32,6 +33,8 @@ sg_open(const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **s
 	sg_shard   *sh;
 
 	*state = NULL;
+	if (eval)
+		return gbml_error(env, GBML_EUNSUPPORTED, "saga: an eval set is not supported across servers");
 	if (ds->has_missing)
 		return gbml_error(env, GBML_EINVAL, "saga: features must be finite (NaN or infinite values found)");
 	if (p->loss == GBML_SAGA_LOSS_LOGISTIC)

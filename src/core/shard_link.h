@@ -58,9 +58,14 @@ void		gbml_shard_traffic_mark_setup(gbml_shard_traffic *t);
 typedef struct gbml_shard_ops
 {
 	uint32_t	hello_magic;	/* the first 4 bytes of the algorithm's hello */
-	/* state over ds (the shard's rows) for a training with algo_params; the hello appended to hello */
-	int			(*open) (const gbml_dataset *ds, const void *algo_params, gbml_env *env, void **state,
-						 gbml_strbuf *hello);
+	/* it trains with an eval set split from the shards' rows (eval_fraction: gbml_shard_split_eval) */
+	bool		takes_eval_split;
+	/*
+	 * State over ds (the shard's rows) for a training with algo_params, and
+	 * its eval rows (NULL: none); the hello appended to hello
+	 */
+	int			(*open) (const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_params, gbml_env *env,
+						 void **state, gbml_strbuf *hello);
 	/* one request of the coordinator's, its answer appended to reply */
 	int			(*step) (void *state, const uint8_t *req, size_t len, gbml_strbuf *reply);
 	void		(*close) (void *state);

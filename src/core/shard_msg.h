@@ -92,9 +92,10 @@ gbml_msg_put_f64(gbml_strbuf *sb, double v)
  * opening (2: boosting's gradient maxima carry the every-row maximum, and
  * random_strength's squares request; 3: Depthwise node splits in boosting's
  * split fields, a dropped tree's pending kind, MultiClass's class count and
- * base scores with the start and its term kinds).
+ * base scores with the start and its term kinds; 4: boosting's eval rows in
+ * its hello, eval terms and the best model's cut).
  */
-#define GBML_SHARD_HELLO_VERSION 3
+#define GBML_SHARD_HELLO_VERSION 4
 #define GBML_SHARD_HELLO_HEAD 24
 
 #endif

@@ -35,6 +35,7 @@ typedef struct shard_session
 	gbml_env	env;
 	gbml_parsed_params pp;
 	gbml_dataset *ds;
+	gbml_dataset *eval;			/* the rows held out by eval_fraction, or NULL */
 	const gbml_shard_ops *ops;	/* the algorithm's shard side */
 	void	   *shard;
 	MemoryContextCallback forget;
@@ -88,6 +89,20 @@ open_session(shard_session *s, const gbml_algorithm *algo, const char *source, J
 	SPI_finish();
 	gbml_dataset_finish_appends(s->ds, &s->env);
 	GBML_CHECK(&s->env, gbml_dataset_canonicalize(s->ds, &s->env), what);
+	if (s->pp.common.eval_fraction > 0)
+	{
+		bool		has_eval;
+
+		if (!s->ops->takes_eval_split)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							errmsg("%s: %s does not take eval_fraction across servers", what, algo->name)));
+		s->eval = MemoryContextAllocZero(s->mcxt, sizeof(gbml_dataset));
+		gbml_dataset_init(s->eval, s->ds->allow_missing);
+		gbml_dataset_guard(s->mcxt, s->eval);
+		GBML_CHECK(&s->env, gbml_shard_split_eval(&s->pp, s->ds, s->eval, &has_eval, &s->env), what);
+		if (!has_eval)
+			s->eval = NULL;		/* (freed with the context) */
+	}
 }
 
 Datum
@@ -129,7 +144,7 @@ gbml_shard_open(PG_FUNCTION_ARGS)
 		open_session(s, algo, text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2),
 					 what);
 		gbml_sb_init(&hello, &s->env);
-		GBML_CHECK(&s->env, s->ops->open(s->ds, s->pp.algo_params, &s->env, &s->shard, &hello), what);
+		GBML_CHECK(&s->env, s->ops->open(s->ds, s->eval, s->pp.algo_params, &s->env, &s->shard, &hello), what);
 	}
 	PG_FINALLY();
 	{

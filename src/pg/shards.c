@@ -513,10 +513,12 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jso
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						errmsg("%s: %s cannot train on a table sharded across servers yet (boost, kmeans and saga can)", what,
 							   pp->algo->name)));
-	if (cp->eval_source || cp->eval_fraction > 0)
+	if (cp->eval_source || (cp->eval_fraction > 0 && !pp->algo->shard->takes_eval_split))
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						errmsg("%s: eval_source and eval_fraction are not supported on a table sharded across servers",
-							   what)));
+						errmsg("%s: %s is not supported on a table sharded across servers", what,
+							   cp->eval_source ? "eval_source" : "eval_fraction"),
+						errhint("%s", cp->eval_source ? "eval_fraction holds out a share of the shards' rows (boost)."
+								: "Boosting takes eval_fraction across servers.")));
 	/* the caller reads the table: the shards then read it as the user mappings say */
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(relid));

@@ -7,12 +7,16 @@
  *
  * The input's first byte picks the algorithm (K-Means, the linear models
  * or boosting, by its value mod 3; boosting's trees are Depthwise when its
- * value / 3 is 1 mod 3, its loss MultiClass when 2 mod 3); the shard opens on a small fixed
- * dataset (300 rows x 3 features, labels 0/1); a K-Means shard first gets
+ * value / 3 is 1 mod 4, its loss MultiClass when 2 mod 4, and when 3 mod 4
+ * it holds out eval_fraction 0.3 of its rows as an eval set); the shard
+ * opens on a small fixed dataset (300 rows x 3 features, labels 0/1); a
+ * K-Means shard first gets
  * its rows' global indices (as
  * every coordinator sends first); then the rest of the input is a sequence
  * of requests, each a 16-bit length and that many bytes.  After the last
- * one the shard closes and the env must hold nothing.
+ * one the shard closes and the env must hold nothing.  FUZZ_SHARD_TRACE=1
+ * prints each request's op and outcome (to check a seed's session is
+ * answered to its end).
  */
 #include "fuzz_common.h"
 
@@ -67,8 +71,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t		first = fr_u8(&r);
 	int			pick = first % 3;
 	bool		kmeans = pick == 0;
-	/* boosting's variants: symmetric trees, Depthwise (node splits in its requests), MultiClass (classes) */
-	int			variant = pick == 2 ? (first / 3) % 3 : 0;
+	/*
+	 * boosting's variants: symmetric trees, Depthwise (node splits in its
+	 * requests), MultiClass (classes), an eval set (eval terms, the cut)
+	 */
+	int			variant = pick == 2 ? (first / 3) % 4 : 0;
+	bool		trace = getenv("FUZZ_SHARD_TRACE") != NULL,
+				has_eval = false;
+	gbml_dataset eval;
 	const gbml_algorithm *algo = gbml_algorithm_by_name(pick == 0 ? "kmeans" : pick == 1 ? "saga" : "boost");
 	gbml_param_value v[2];
 	gbml_parsed_params pp;
@@ -84,12 +94,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	v[0].kind = pick == 1 ? GBML_VALUE_STRING : GBML_VALUE_NUMBER;
 	v[0].string = pick == 1 ? "logistic" : NULL;
 	v[0].number = 3;
-	v[1].key = variant == 1 ? "grow_policy" : "loss";
-	v[1].kind = GBML_VALUE_STRING;
-	v[1].string = variant == 1 ? "Depthwise" : "MultiClass";
+	v[1].key = variant == 1 ? "grow_policy" : variant == 2 ? "loss" : "eval_fraction";
+	v[1].kind = variant == 3 ? GBML_VALUE_NUMBER : GBML_VALUE_STRING;
+	v[1].string = variant == 1 ? "Depthwise" : variant == 2 ? "MultiClass" : NULL;
+	v[1].number = 0.3;
 	FUZZ_CHECK(gbml_parse_training_params(&env, algo, v, variant ? 2 : 1, &pp) == GBML_OK, "params: %s", env.error);
+	FUZZ_CHECK(gbml_shard_split_eval(&pp, &ds, &eval, &has_eval, &env) == GBML_OK, "eval split: %s", env.error);
 	gbml_sb_init(&hello, &env);
-	FUZZ_CHECK(algo->shard->open(&ds, pp.algo_params, &env, &state, &hello) == GBML_OK, "open: %s", env.error);
+	FUZZ_CHECK(algo->shard->open(&ds, has_eval ? &eval : NULL, pp.algo_params, &env, &state, &hello) == GBML_OK,
+			   "open: %s", env.error);
 	gbml_sb_free(&hello);
 	if (kmeans)
 		send_ranks(algo->shard, state, &env);
@@ -103,13 +116,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		fr_bytes(&r, req, len);
 		gbml_sb_init(&reply, &env);
-		(void) gbml_shard_answer(algo->shard, state, req, len, &reply);
+		if (gbml_shard_answer(algo->shard, state, req, len, &reply) != GBML_OK && trace)
+			fprintf(stderr, "request %lld: %s\n", (long long) (len >= 8 ? *(const int64_t *) req : -1), env.error);
+		else if (trace)
+			fprintf(stderr, "request %lld: answered\n", (long long) (len >= 8 ? *(const int64_t *) req : -1));
 		gbml_sb_free(&reply);
 		free(req);
 	}
 	algo->shard->close(state);
 	gbml_parsed_params_free(&env, &pp);
 	gbml_dataset_free(&ds, &env);
+	gbml_dataset_free(&eval, &env);
 	fuzz_env_check_released(&env, "shard");
 	return 0;
 }

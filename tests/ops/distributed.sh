@@ -149,6 +149,24 @@ out=$(q coord postgres "SELECT gbml.train('bm_dist', 'boost', 'rk', '{$mc, \"eva
   SELECT (SELECT model FROM gbml.models WHERE name = 'bm_dist') = (SELECT model FROM gbml.models WHERE name = 'bm_one')
      AND (SELECT (gbml.model_info(model) ->> 'classes')::int FROM gbml.models WHERE name = 'bm_dist') = 5" 2>&1 | tail -1)
 check "boosting with the MultiClass loss (five classes; the union's class count and base scores, a tree a class): the same bytes" t "$out"
+# eval_fraction: each shard holds out the rows one server would (by their contents); the eval metric
+# each tree is an exact sum over the shards, early stopping and the best model's cut are one server's
+ev='"iterations": 200, "depth": 5, "learning_rate": 0.5, "border_sample_size": 5000, "exclude_columns": ["id"], "eval_fraction": 0.2, "early_stopping_rounds": 5'
+out=$(q coord postgres "SELECT gbml.train('be_dist', 'boost', 'pts', '{$ev}');
+  SELECT gbml.train('be_one', 'boost', 'pts_local', '{$ev}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'be_dist') = (SELECT model FROM gbml.models WHERE name = 'be_one')
+     AND (SELECT (i ->> 'stopped_early')::bool AND (i ->> 'trees')::int < (i ->> 'iterations_run')::int
+                 AND (i ->> 'eval_rows')::int BETWEEN 3000 AND 6600 AND i -> 'metrics' ->> 'eval_set' = 'eval'
+          FROM (SELECT gbml.model_info(model) AS i FROM gbml.models WHERE name = 'be_dist') x)" 2>&1 | tail -1)
+check "boosting with eval_fraction, early stopping and the best model's cut: the same bytes as one server" t "$out"
+out=$(q coord postgres "SELECT gbml.train('re_dist', 'boost', 'rk', '{$rk, \"eval_fraction\": 0.25, \"learning_rate\": 0.8, \"early_stopping_rounds\": 3}');
+  SELECT gbml.train('re_one', 'boost', 'rk_local', '{$rk, \"eval_fraction\": 0.25, \"learning_rate\": 0.8, \"early_stopping_rounds\": 3}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 're_dist') = (SELECT model FROM gbml.models WHERE name = 're_one')" 2>&1 | tail -1)
+check "ranking with eval queries (NDCG on the held-out queries, early stopping): the same bytes" t "$out"
+err=$(q_err coord postgres "SELECT gbml.train('ke', 'kmeans', 'pts', '{\"k\": 3, \"exclude_columns\": [\"id\"], \"eval_fraction\": 0.2}')")
+check_match "K-Means with eval_fraction across servers is refused, by name" "eval_fraction is not supported on a table sharded across servers" "$(errline "$err")"
+err=$(q_err coord postgres "SELECT gbml.train('bes', 'boost', 'pts', '{\"exclude_columns\": [\"id\"], \"eval_source\": \"pts_local\"}')")
+check_match "boosting with an eval_source across servers is refused, by name" "eval_source is not supported on a table sharded across servers" "$(errline "$err")"
 err=$(q_err coord postgres "SELECT gbml.train('bx', 'boost', 'pts', '{\"loss\": \"Logloss\", \"eval_metric\": \"AUC\", \"exclude_columns\": [\"id\"]}')")
 check_match "boosting with what cannot train across servers yet (AUC) is refused, by name" "eval_metric AUC is not supported yet when the rows are on other servers" "$(errline "$err")"
 

@@ -7,7 +7,8 @@
  * sample drawn from the union's order (more rows than border_sample_size)
  * and with every row the sample, and for the ranking losses with every
  * query on one shard (a query on two is an error naming it), for
- * Depthwise trees and for MultiClass; what cannot
+ * Depthwise trees, for MultiClass and with an eval set (eval_fraction:
+ * early stopping and the best model's cut); what cannot
  * train across servers yet is
  * an error naming it; a shard that fails mid-training ends the fit with an
  * error naming it and leaves no memory behind.  The exact term sums behind
@@ -318,6 +319,57 @@ TEST(boost_shards_multiclass_same_bytes)
 	tu_check_same_bytes("boost", "MultiClass, Depthwise", bsh_fill, &four, d, 4);
 	tu_check_same_bytes("boost", "MultiClass, a class without rows (the iteration dropped)", bsh_fill, &four,
 						absent, 5);
+}
+
+/*
+ * eval_fraction across servers: each shard holds out the rows (queries) one
+ * server would, by their contents; the eval metric each iteration is an
+ * exact sum over the shards' eval rows, early stopping stops where one
+ * server stops, and use_best_model's cut rebuilds the shards' predictions
+ * from the trees they kept.  Each case first checks that the cut happens
+ * on one server (the model differs from the one keeping every tree).
+ */
+static void
+bsh_check_eval(const char *name, const bsh_data *s, const gbml_param_value *v, int nv)
+{
+	gbml_param_value all[16];
+
+	CHECK(nv < 15);
+	memcpy(all, v, sizeof(gbml_param_value) * (size_t) nv);
+	all[nv] = tu_bool("use_best_model", false);
+	CHECK(bsh_bytes_differ(s, v, nv, all, nv + 1));
+	tu_check_same_bytes("boost", name, bsh_fill, (void *) s, v, nv);
+}
+
+TEST(boost_shards_eval_set_same_bytes)
+{
+	bsh_data	r = {3000, 5, false, true, true, 0, 0, false, 0};
+	bsh_data	dup = {2400, 4, false, false, false, 150, 0, false, 0};
+	bsh_data	b = {2500, 5, true, true, false, 0, 0, false, 0};
+	bsh_data	q = {3600, 5, false, false, false, 0, 9, false, 0};
+	bsh_data	mc = {2000, 4, false, false, false, 0, 0, false, 4};
+	gbml_param_value rmse[] = {tu_num("iterations", 60), tu_num("depth", 4), tu_num("learning_rate", 0.6),
+		tu_num("eval_fraction", 0.25), tu_num("early_stopping_rounds", 4), tu_num("subsample", 0.8),
+	tu_num("border_sample_size", 1000)};
+	gbml_param_value dups[] = {tu_num("iterations", 30), tu_num("depth", 5), tu_num("learning_rate", 0.8),
+	tu_num("eval_fraction", 0.3)};
+	gbml_param_value logloss[] = {tu_str("loss", "Logloss"), tu_num("iterations", 40), tu_num("depth", 4),
+		tu_num("learning_rate", 0.7), tu_num("eval_fraction", 0.3), tu_num("early_stopping_rounds", 3),
+	tu_str("grow_policy", "Depthwise"), tu_num("leaf_estimation_iterations", 2)};
+	gbml_param_value yeti[] = {tu_num("iterations", 30), tu_num("depth", 4), tu_num("learning_rate", 0.9),
+	tu_num("eval_fraction", 0.3), tu_num("early_stopping_rounds", 3), tu_num("eval_k", 5)};
+	gbml_param_value multi[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 25), tu_num("depth", 4),
+	tu_num("learning_rate", 0.9), tu_num("eval_fraction", 0.25), tu_num("early_stopping_rounds", 3)};
+	/* class 5 has no row: iteration 0 is dropped after class 0's tree; the cut then keeps no tree of it */
+	gbml_param_value absent[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 5), tu_num("depth", 3),
+	tu_num("classes_count", 6), tu_num("eval_fraction", 0.25)};
+
+	bsh_check_eval("RMSE, an eval set, early stopping, subsample, weights, missing", &r, rmse, 7);
+	bsh_check_eval("RMSE, an eval set of duplicate rows", &dup, dups, 4);
+	bsh_check_eval("Logloss, Depthwise, refined leaves, an eval set, early stopping", &b, logloss, 8);
+	bsh_check_eval("YetiRank, eval queries, NDCG@5, early stopping", &q, yeti, 6);
+	bsh_check_eval("MultiClass, an eval set, early stopping", &mc, multi, 6);
+	tu_check_same_bytes("boost", "MultiClass, an eval set, a class without rows", bsh_fill, &mc, absent, 5);
 }
 
 TEST(boost_shards_refuses_what_it_cannot_do_yet)

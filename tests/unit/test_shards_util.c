@@ -12,6 +12,7 @@ typedef struct tu_link
 {
 	gbml_env	env[TU_MAX_SHARDS];
 	gbml_dataset ds[TU_MAX_SHARDS];
+	gbml_dataset eval[TU_MAX_SHARDS];	/* what eval_fraction held out of ds, as the glue splits it */
 	void	   *shard[TU_MAX_SHARDS];
 	const gbml_shard_ops *ops;
 	gbml_strbuf hello[TU_MAX_SHARDS];
@@ -78,7 +79,14 @@ tu_train_sharded(const char *algorithm, tu_fill_fn fill, void *arg, int n_shards
 		CHECK(gbml_parse_training_params(&L->env[sh], algo, v, nv, &pp) == GBML_OK);
 		gbml_sb_init(&L->hello[sh], &L->env[sh]);
 		gbml_sb_init(&L->reply[sh], &L->env[sh]);
-		rc = L->ops->open(&L->ds[sh], pp.algo_params, &L->env[sh], &L->shard[sh], &L->hello[sh]);
+		{
+			bool		has_eval;
+
+			rc = gbml_shard_split_eval(&pp, &L->ds[sh], &L->eval[sh], &has_eval, &L->env[sh]);
+			if (rc == GBML_OK)
+				rc = L->ops->open(&L->ds[sh], has_eval ? &L->eval[sh] : NULL, pp.algo_params, &L->env[sh],
+								  &L->shard[sh], &L->hello[sh]);
+		}
 		gbml_parsed_params_free(&L->env[sh], &pp);
 		if (rc != GBML_OK)
 		{
@@ -91,6 +99,7 @@ tu_train_sharded(const char *algorithm, tu_fill_fn fill, void *arg, int n_shards
 				gbml_sb_free(&L->hello[o]);
 				gbml_sb_free(&L->reply[o]);
 				gbml_dataset_free(&L->ds[o], &L->env[o]);
+				gbml_dataset_free(&L->eval[o], &L->env[o]);
 				CHECK(L->env[o].memory_used == 0);
 			}
 			free(L);
@@ -121,6 +130,7 @@ tu_train_sharded(const char *algorithm, tu_fill_fn fill, void *arg, int n_shards
 		gbml_sb_free(&L->hello[sh]);
 		gbml_sb_free(&L->reply[sh]);
 		gbml_dataset_free(&L->ds[sh], &L->env[sh]);
+		gbml_dataset_free(&L->eval[sh], &L->env[sh]);
 		CHECK(L->env[sh].memory_used == 0);
 	}
 	free(L);
