@@ -429,6 +429,8 @@ trainer_free(trainer *T)
 	gbml_free(env, T->ordinal_count);
 	gbml_free(env, T->pred_all ? T->pred_all : T->pred);
 	gbml_free(env, T->eval_pred_all ? T->eval_pred_all : T->eval_pred);
+	gbml_free(env, T->kept_num);
+	gbml_free(env, T->kept_den);
 	gbml_free(env, T->prob);
 	gbml_free(env, T->class_base);
 	gbml_free(env, T->grad);
@@ -1658,13 +1660,19 @@ pointwise_metric(const trainer *T, int metric)
 		(metric == GBML_BOOST_METRIC_LOSS && (T->kind == GBML_LOSS_RMSE || T->kind == GBML_LOSS_LOGLOSS));
 }
 
+/* Whether a pointwise metric is the root mean squared error (else the log loss). */
+static bool
+pointwise_rmse(const trainer *T, int metric)
+{
+	return metric == GBML_BOOST_METRIC_RMSE || (metric == GBML_BOOST_METRIC_LOSS && T->kind == GBML_LOSS_RMSE);
+}
+
 /* A pointwise metric from the exact term sums. */
 static double
 pointwise_value(const trainer *T, int metric, const int64_t *sum, const double *scale)
 {
 	double		sw = gbml_boost_term_value(sum, scale, GBML_BOOST_TERM_W);
-	bool		rmse = metric == GBML_BOOST_METRIC_RMSE ||
-		(metric == GBML_BOOST_METRIC_LOSS && T->kind == GBML_LOSS_RMSE);
+	bool		rmse = pointwise_rmse(T, metric);
 
 	if (!(sw > 0))
 		return metric == GBML_BOOST_METRIC_RMSE ? NAN : 0.0;
@@ -1713,8 +1721,11 @@ rows_value(trainer *T, int metric, int eval, bool *have_point, int64_t *point, d
 		return multiclass_value(T, metric, eval, out);
 	if (pointwise_metric(T, metric))
 	{
-		if (!*have_point &&
-			(rc = exact_terms(T, BOOST_TERMS_POINTWISE | eval, 0, point, point_scale, max)) != GBML_OK)
+		/* the train values (metric and loss) share one request; an eval metric asks for its term only */
+		int			kind = eval == 0 ? BOOST_TERMS_POINTWISE : pointwise_rmse(T, metric) ? BOOST_TERMS_POINTWISE_SQERR
+			: BOOST_TERMS_POINTWISE_LOGLOSS;
+
+		if (!*have_point && (rc = exact_terms(T, kind | eval, 0, point, point_scale, max)) != GBML_OK)
 			return rc;
 		*have_point = true;
 		*out = pointwise_value(T, metric, point, point_scale);

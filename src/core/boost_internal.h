@@ -153,6 +153,17 @@ typedef struct trainer
 	double		sg,				/* this tree's fixed-point scales (fixed_point_plan) */
 				sh;
 
+	/*
+	 * A query kind's per-query terms from its maxima, kept for its sums
+	 * (exact_terms asks for both in turn at the same predictions; a shard
+	 * computes the maxima again before its sums): the kind with
+	 * BOOST_TERMS_EVAL and k, or kind 0 (none)
+	 */
+	int			kept_terms_kind;
+	int			kept_terms_k;
+	double	   *kept_num,
+			   *kept_den;
+
 	bool		on_gpu;			/* the level passes run on the device */
 	gbml_boost_gpu gpu;
 
@@ -238,7 +249,10 @@ typedef enum boost_terms_kind
 	BOOST_TERMS_QUERY_LOSS,
 	BOOST_TERMS_CLASS_COUNT,
 	BOOST_TERMS_CLASSES,
-	BOOST_TERMS_MULTICLASS
+	BOOST_TERMS_MULTICLASS,
+	/* the pointwise terms with one of the prediction terms (the other 0): an eval metric's */
+	BOOST_TERMS_POINTWISE_SQERR,
+	BOOST_TERMS_POINTWISE_LOGLOSS
 } boost_terms_kind;
 
 /*
@@ -265,6 +279,8 @@ boost_terms_count(int which, int k)
 	{
 		case BOOST_TERMS_LABELS:
 		case BOOST_TERMS_POINTWISE:
+		case BOOST_TERMS_POINTWISE_SQERR:
+		case BOOST_TERMS_POINTWISE_LOGLOSS:
 			return GBML_BOOST_N_TERMS;
 		case BOOST_TERMS_CLASS_COUNT:
 			return 1;

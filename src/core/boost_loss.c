@@ -999,21 +999,21 @@ gbml_boost_loss_value_env(gbml_env *env, gbml_boost_loss_kind kind, const gbml_b
 	return objective_impl(env, kind, p, pred, 0, 0, &opt, true);
 }
 
-/* Row i's terms (the last two 0 without predictions). */
+/* Row i's terms (the last two 0 without predictions, each only `with` it). */
 static inline void
-row_terms(const gbml_boost_problem *p, const double *pred, int64_t i, double *term)
+row_terms(const gbml_boost_problem *p, const double *pred, unsigned with, int64_t i, double *term)
 {
 	double		w = row_weight(p, i),
 				y = p->label[i];
 
 	term[GBML_BOOST_TERM_W] = w;
 	term[GBML_BOOST_TERM_WY] = w * y;
-	term[GBML_BOOST_TERM_SQERR] = pred ? w * (pred[i] - y) * (pred[i] - y) : 0;
-	term[GBML_BOOST_TERM_LOGLOSS] = pred ? w * (softplus(pred[i]) - y * pred[i]) : 0;
+	term[GBML_BOOST_TERM_SQERR] = pred && (with & GBML_BOOST_WITH_SQERR) ? w * (pred[i] - y) * (pred[i] - y) : 0;
+	term[GBML_BOOST_TERM_LOGLOSS] = pred && (with & GBML_BOOST_WITH_LOGLOSS) ? w * (softplus(pred[i]) - y * pred[i]) : 0;
 }
 
 void
-gbml_boost_term_maxima(const gbml_boost_problem *p, const double *pred, double *max)
+gbml_boost_term_maxima(const gbml_boost_problem *p, const double *pred, unsigned with, double *max)
 {
 	for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
 		max[t] = 0;
@@ -1021,7 +1021,7 @@ gbml_boost_term_maxima(const gbml_boost_problem *p, const double *pred, double *
 	{
 		double		term[GBML_BOOST_N_TERMS];
 
-		row_terms(p, pred, i, term);
+		row_terms(p, pred, with, i, term);
 		for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
 			gbml_boost_term_max_fold(&max[t], term[t]);
 	}
@@ -1035,7 +1035,8 @@ gbml_boost_term_scales(const double *max, int n_terms, int64_t n, double *scale)
 }
 
 void
-gbml_boost_term_sums(const gbml_boost_problem *p, const double *pred, const double *scale, int64_t *sum)
+gbml_boost_term_sums(const gbml_boost_problem *p, const double *pred, unsigned with, const double *scale,
+					 int64_t *sum)
 {
 	for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
 		sum[t] = 0;
@@ -1043,7 +1044,7 @@ gbml_boost_term_sums(const gbml_boost_problem *p, const double *pred, const doub
 	{
 		double		term[GBML_BOOST_N_TERMS];
 
-		row_terms(p, pred, i, term);
+		row_terms(p, pred, with, i, term);
 		for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
 			sum[t] += gbml_boost_term_fixed(term[t], scale[t]);
 	}
@@ -1082,15 +1083,15 @@ gbml_boost_loss_base_score(gbml_boost_loss_kind kind, const gbml_boost_problem *
 
 	if (kind != GBML_LOSS_RMSE && kind != GBML_LOSS_LOGLOSS)
 		return 0.0;
-	gbml_boost_term_maxima(p, NULL, max);
+	gbml_boost_term_maxima(p, NULL, 0, max);
 	gbml_boost_term_scales(max, GBML_BOOST_N_TERMS, p->n, scale);
-	gbml_boost_term_sums(p, NULL, scale, sum);
+	gbml_boost_term_sums(p, NULL, 0, scale, sum);
 	return gbml_boost_base_from_sums(kind, sum, scale);
 }
 
 int
 gbml_boost_group_terms(gbml_env *env, gbml_boost_loss_kind kind, int ndcg_k, const gbml_boost_problem *p,
-					   const double *pred, double *num, double *den)
+					   const double *pred, const double *ideal, double *num, double *den)
 {
 	int64_t		max_group = 0;
 	gbml_boost_loss_options opt;
@@ -1103,7 +1104,7 @@ gbml_boost_group_terms(gbml_env *env, gbml_boost_loss_kind kind, int ndcg_k, con
 	{
 		/* NDCG, or the loss value 1 - NDCG@10 */
 		gbml_ndcg_per_group_env(env, pred, p->label, p->n_groups, p->group_offsets,
-								ndcg_k > 0 ? ndcg_k : RANK_VALUE_NDCG_K, num);
+								ndcg_k > 0 ? ndcg_k : RANK_VALUE_NDCG_K, ndcg_k > 0 ? ideal : NULL, num);
 		for (int64_t g = 0; g < p->n_groups; g++)
 			den[g] = 1.0;
 		return GBML_OK;

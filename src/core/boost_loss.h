@@ -151,8 +151,13 @@ typedef enum gbml_boost_term
 	GBML_BOOST_N_TERMS
 } gbml_boost_term;
 
-/* The largest |term| of each kind over p's rows (pred NULL: the last two are 0). */
-void		gbml_boost_term_maxima(const gbml_boost_problem *p, const double *pred, double *max);
+/* Which prediction terms a call computes (the others are 0): an eval metric needs one. */
+#define GBML_BOOST_WITH_SQERR	1
+#define GBML_BOOST_WITH_LOGLOSS 2
+#define GBML_BOOST_WITH_BOTH	3
+
+/* The largest |term| of each kind over p's rows (pred NULL, or not `with`: the prediction terms are 0). */
+void		gbml_boost_term_maxima(const gbml_boost_problem *p, const double *pred, unsigned with, double *max);
 /*
  * The scales of n_terms sums over n rows (or queries) of the union from the
  * union's maxima (0: a term is not finite somewhere).
@@ -174,7 +179,7 @@ gbml_boost_term_fixed(double term, double scale)
 	return scale > 0 ? (int64_t) llrint(term * scale) : 0;
 }
 /* The fixed-point sums of p's terms at those scales. */
-void		gbml_boost_term_sums(const gbml_boost_problem *p, const double *pred, const double *scale,
+void		gbml_boost_term_sums(const gbml_boost_problem *p, const double *pred, unsigned with, const double *scale,
 								 int64_t *sum);
 /* Their value: sum[t] / scale[t] (NaN when the scale is 0). */
 double		gbml_boost_term_value(const int64_t *sum, const double *scale, gbml_boost_term t);
@@ -184,10 +189,11 @@ double		gbml_boost_term_value(const int64_t *sum, const double *scale, gbml_boos
  * that the value is a function of sum num and sum den (gbml_boost_group_value):
  * summed exactly as the terms above (at scales from the largest |num| and
  * |den| and the union's query count), the same bits from shards' queries.
- * GBML_EINVAL for a pointwise kind with ndcg_k 0.
+ * GBML_EINVAL for a pointwise kind with ndcg_k 0.  ideal: with ndcg_k > 0,
+ * each query's ideal DCG at ndcg_k (gbml_ndcg_ideals), or NULL.
  */
 int			gbml_boost_group_terms(gbml_env *env, gbml_boost_loss_kind kind, int ndcg_k, const gbml_boost_problem *p,
-								   const double *pred, double *num, double *den);
+								   const double *pred, const double *ideal, double *num, double *den);
 /* The metric (ndcg_k > 0) or the loss value from the summed terms (num at scale[0], den at scale[1]). */
 double		gbml_boost_group_value(gbml_boost_loss_kind kind, int ndcg_k, const int64_t *sum, const double *scale);
 

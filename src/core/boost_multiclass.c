@@ -114,8 +114,8 @@ row_best(const double *pred, int64_t n, int k, int64_t r)
 }
 
 void
-gbml_boost_multiclass_terms(const double *pred, const float *label, const float *weight, int64_t n, int k,
-							const double *scale, double *max, int64_t *sum)
+gbml_boost_multiclass_terms(const double *pred, int64_t stride, const float *label, const float *weight, int64_t n,
+							int k, const double *scale, double *max, int64_t *sum)
 {
 	clear_terms(GBML_BOOST_MULTICLASS_TERMS, scale, max, sum);
 	for (int64_t r = 0; r < n; r++)
@@ -124,8 +124,8 @@ gbml_boost_multiclass_terms(const double *pred, const float *label, const float 
 		int			y = (int) label[r];
 
 		fold_term(w, GBML_BOOST_MC_TERM_W, scale, max, sum);
-		fold_term(w * row_logloss(pred, n, k, r, y), GBML_BOOST_MC_TERM_LOSS, scale, max, sum);
-		fold_term(row_best(pred, n, k, r) == y ? w : 0.0, GBML_BOOST_MC_TERM_HIT, scale, max, sum);
+		fold_term(w * row_logloss(pred, stride, k, r, y), GBML_BOOST_MC_TERM_LOSS, scale, max, sum);
+		fold_term(row_best(pred, stride, k, r) == y ? w : 0.0, GBML_BOOST_MC_TERM_HIT, scale, max, sum);
 	}
 }
 

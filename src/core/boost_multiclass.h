@@ -46,7 +46,9 @@ void		gbml_boost_multiclass_base(const double *class_weight, int k, double *base
  * server's rows).  scale NULL: each term's largest |term| into max; else
  * its fixed-point sum at scale into sum.  gbml_boost_class_terms: k terms,
  * class c's weight w [y = c]; gbml_boost_multiclass_terms: the
- * GBML_BOOST_MULTICLASS_TERMS terms below at the class-major scores pred.
+ * GBML_BOOST_MULTICLASS_TERMS terms below at the class-major scores pred
+ * (class c's of row r at pred[c * stride + r]: a block of rows from r0
+ * passes pred + r0, label + r0 and the whole set's row count as stride).
  * gbml_boost_class_count_max: the largest label + 1 (the class count).
  */
 typedef enum gbml_boost_multiclass_term
@@ -58,8 +60,8 @@ typedef enum gbml_boost_multiclass_term
 } gbml_boost_multiclass_term;
 void		gbml_boost_class_terms(const float *label, const float *weight, int64_t n, int k, const double *scale,
 								   double *max, int64_t *sum);
-void		gbml_boost_multiclass_terms(const double *pred, const float *label, const float *weight, int64_t n, int k,
-										const double *scale, double *max, int64_t *sum);
+void		gbml_boost_multiclass_terms(const double *pred, int64_t stride, const float *label, const float *weight,
+										int64_t n, int k, const double *scale, double *max, int64_t *sum);
 void		gbml_boost_class_count_max(const float *label, int64_t n, double *max);
 
 /* Row-wise softmax of pred (class-major, k classes, n rows) into prob (same layout). */

@@ -612,19 +612,135 @@ local_start(trainer *T, double base)
 	return GBML_OK;
 }
 
-/* The per-query terms of `which` (BOOST_TERMS_QUERY_*) of d's rows at pred, in num and den (n_groups each). */
+/* Rows a thread takes at a time for the per-row terms: each block's maxima fold and its sums add, in any order. */
+#define TERM_BLOCK_ROWS 16384
+
+/* The per-row terms of `which` (a base kind) of rows [r0, r0 + m) of d into bmax (scale NULL) or bsum. */
+static void
+block_row_terms(const trainer *T, int which, int k, const boost_data *d, const double *pred, const double *pred_all,
+				int64_t r0, int64_t m, const double *scale, double *bmax, int64_t *bsum)
+{
+	const float *label = d->label + r0,
+			   *weight = d->weight ? d->weight + r0 : NULL;
+
+	if (which == BOOST_TERMS_CLASS_COUNT)
+	{
+		if (scale)
+			bsum[0] = 0;		/* (a maximum only) */
+		else
+			gbml_boost_class_count_max(label, m, bmax);
+	}
+	else if (which == BOOST_TERMS_CLASSES)
+		gbml_boost_class_terms(label, weight, m, k, scale, bmax, bsum);
+	else if (which == BOOST_TERMS_MULTICLASS)
+		gbml_boost_multiclass_terms(pred_all + r0, d->n, label, weight, m, T->n_classes, scale, bmax, bsum);
+	else
+	{
+		gbml_boost_problem prob = boost_data_problem(d, false);
+		const double *p = which == BOOST_TERMS_LABELS ? NULL : pred + r0;
+		unsigned	with = which == BOOST_TERMS_POINTWISE_SQERR ? GBML_BOOST_WITH_SQERR
+			: which == BOOST_TERMS_POINTWISE_LOGLOSS ? GBML_BOOST_WITH_LOGLOSS : GBML_BOOST_WITH_BOTH;
+
+		prob.n = m;
+		prob.label = label;
+		prob.weight = weight;
+		if (scale)
+			gbml_boost_term_sums(&prob, p, with, scale, bsum);
+		else
+			gbml_boost_term_maxima(&prob, p, with, bmax);
+	}
+}
+
+/*
+ * The per-row terms of d's rows: blocks on the threads, each block's
+ * maxima folded and its fixed-point sums added into the totals (a max and
+ * integer sums: the same figures however the blocks fall).
+ */
+static void
+local_row_terms(const trainer *T, int which, int k, const boost_data *d, const double *pred,
+				const double *pred_all, const double *scale, double *max, int64_t *sum)
+{
+	int			nt = boost_terms_count(which, k);
+	int64_t		blocks = (d->n + TERM_BLOCK_ROWS - 1) / TERM_BLOCK_ROWS;
+
+	for (int t = 0; t < nt; t++)
+		if (scale)
+			sum[t] = 0;
+		else
+			max[t] = 0;
+#pragma omp parallel num_threads(blocks > 1 ? T->threads : 1)
+	{
+		double		bmax[BOOST_MAX_TERMS],
+					tmax[BOOST_MAX_TERMS];
+		int64_t		bsum[BOOST_MAX_TERMS],
+					tsum[BOOST_MAX_TERMS];
+
+		for (int t = 0; t < nt; t++)
+		{
+			tmax[t] = 0;
+			tsum[t] = 0;
+		}
+#pragma omp for schedule(static)
+		for (int64_t b = 0; b < blocks; b++)
+		{
+			int64_t		r0 = b * TERM_BLOCK_ROWS,
+						m = d->n - r0 < TERM_BLOCK_ROWS ? d->n - r0 : TERM_BLOCK_ROWS;
+
+			block_row_terms(T, which, k, d, pred, pred_all, r0, m, scale, bmax, bsum);
+			for (int t = 0; t < nt; t++)
+				if (scale)
+					tsum[t] += bsum[t];
+				else
+					gbml_boost_term_max_fold(&tmax[t], bmax[t]);
+		}
+#pragma omp critical
+		for (int t = 0; t < nt; t++)
+			if (scale)
+				sum[t] += tsum[t];
+			else
+				gbml_boost_term_max_fold(&max[t], tmax[t]);
+	}
+}
+
+/*
+ * The per-query terms of `which` (BOOST_TERMS_QUERY_*, with
+ * BOOST_TERMS_EVAL for d the eval rows) of d's rows at pred: computed by
+ * the maxima's call and kept for the sums' call that follows (a query's
+ * NDCG sorts its rows), else computed here.
+ */
 static int
-local_query_terms(trainer *T, const boost_data *d, const double *pred, int which, int k, double **num,
-				  double **den)
+local_query_terms(trainer *T, const boost_data *d, const double *pred, int which, int k, bool for_sums)
 {
 	gbml_boost_problem prob = boost_data_problem(d, true);
 	size_t		ng = (size_t) (d->n_groups > 0 ? d->n_groups : 1);
+	int			base = boost_terms_base(which);
+	/* the eval set's ideal DCGs were computed once, at its NDCG's cut-off */
+	const double *ideal = base == BOOST_TERMS_QUERY_NDCG && k == T->p->eval_k ? d->ideal_dcg : NULL;
+	bool		kept = T->kept_terms_kind == which && T->kept_terms_k == k;
 
-	*num = gbml_alloc_array(T->env, ng, sizeof(double));
-	*den = gbml_alloc_array(T->env, ng, sizeof(double));
-	if (*num == NULL || *den == NULL)
+	T->kept_terms_kind = 0;
+	if (for_sums && kept)
+		return GBML_OK;
+	if (T->kept_num == NULL)
+	{
+		/* sized for the larger of the two sets' queries: both fit */
+		size_t		most = (size_t) (T->train.n_groups > T->eval.n_groups ? T->train.n_groups : T->eval.n_groups);
+
+		most = most > ng ? most : ng;
+		T->kept_num = gbml_alloc_array(T->env, most, sizeof(double));
+		T->kept_den = gbml_alloc_array(T->env, most, sizeof(double));
+		if (T->kept_num == NULL || T->kept_den == NULL)
+			return T->env->error_code;
+	}
+	if (gbml_boost_group_terms(T->env, T->kind, base == BOOST_TERMS_QUERY_NDCG ? k : 0, &prob, pred, ideal,
+							   T->kept_num, T->kept_den) != GBML_OK)
 		return T->env->error_code;
-	return gbml_boost_group_terms(T->env, T->kind, which == BOOST_TERMS_QUERY_NDCG ? k : 0, &prob, pred, *num, *den);
+	if (!for_sums)
+	{
+		T->kept_terms_kind = which;
+		T->kept_terms_k = k;
+	}
+	return GBML_OK;
 }
 
 /* The per-query terms' maxima (scale NULL) or their fixed-point sums at scale. */
@@ -632,32 +748,27 @@ static int
 local_query_fold(trainer *T, const boost_data *d, const double *pred, int which, int k, const double *scale,
 				 double *max, int64_t *sum)
 {
-	double	   *num = NULL,
-			   *den = NULL;
 	int			rc;
 
-	if ((rc = local_query_terms(T, d, pred, which, k, &num, &den)) == GBML_OK)
+	if ((rc = local_query_terms(T, d, pred, which, k, scale != NULL)) != GBML_OK)
+		return rc;
+	for (int t = 0; t < 2; t++)
 	{
-		for (int t = 0; t < 2; t++)
-		{
-			const double *v = t == 0 ? num : den;
+		const double *v = t == 0 ? T->kept_num : T->kept_den;
 
-			if (scale == NULL)
-				max[t] = 0;
+		if (scale == NULL)
+			max[t] = 0;
+		else
+			sum[t] = 0;
+		for (int64_t g = 0; g < d->n_groups; g++)
+		{
+			if (scale)
+				sum[t] += gbml_boost_term_fixed(v[g], scale[t]);
 			else
-				sum[t] = 0;
-			for (int64_t g = 0; g < d->n_groups; g++)
-			{
-				if (scale)
-					sum[t] += gbml_boost_term_fixed(v[g], scale[t]);
-				else
-					gbml_boost_term_max_fold(&max[t], v[g]);
-			}
+				gbml_boost_term_max_fold(&max[t], v[g]);
 		}
 	}
-	gbml_free(T->env, num);
-	gbml_free(T->env, den);
-	return rc;
+	return GBML_OK;
 }
 
 /*
@@ -670,9 +781,8 @@ local_terms(trainer *T, int which, int k, const double *scale, double *max, int6
 {
 	bool		eval = (which & BOOST_TERMS_EVAL) != 0;
 	const boost_data *d = eval ? &T->eval : &T->train;
-	const double *pred = eval ? T->eval_pred : T->pred;
+	int			base = boost_terms_base(which);
 
-	which = boost_terms_base(which);
 	if (eval && !T->has_eval)
 	{
 		for (int t = 0; t < boost_terms_count(which, k); t++)
@@ -682,38 +792,14 @@ local_terms(trainer *T, int which, int k, const double *scale, double *max, int6
 				max[t] = 0;
 		return GBML_OK;
 	}
-	if (which == BOOST_TERMS_CLASS_COUNT)
+	if (boost_terms_per_row(which))
 	{
-		if (scale)
-			sum[0] = 0;			/* (a maximum only) */
-		else
-			gbml_boost_class_count_max(d->label, d->n, max);
+		T->kept_terms_kind = 0;
+		local_row_terms(T, base, k, d, eval ? T->eval_pred : T->pred, eval ? T->eval_pred_all : T->pred_all, scale,
+						max, sum);
 		return GBML_OK;
 	}
-	if (which == BOOST_TERMS_CLASSES)
-	{
-		gbml_boost_class_terms(d->label, d->weight, d->n, k, scale, max, sum);
-		return GBML_OK;
-	}
-	if (which == BOOST_TERMS_MULTICLASS)
-	{
-		gbml_boost_multiclass_terms(eval ? T->eval_pred_all : T->pred_all, d->label, d->weight, d->n, T->n_classes,
-									scale, max, sum);
-		return GBML_OK;
-	}
-	if (which <= BOOST_TERMS_POINTWISE)
-	{
-		gbml_boost_problem prob = boost_data_problem(d, false);
-
-		if (which == BOOST_TERMS_LABELS)
-			pred = NULL;
-		if (scale)
-			gbml_boost_term_sums(&prob, pred, scale, sum);
-		else
-			gbml_boost_term_maxima(&prob, pred, max);
-		return GBML_OK;
-	}
-	return local_query_fold(T, d, pred, which, k, scale, max, sum);
+	return local_query_fold(T, d, eval ? T->eval_pred : T->pred, which, k, scale, max, sum);
 }
 
 static int

@@ -467,10 +467,11 @@ bs_terms_known(int64_t which)
 {
 	int64_t		base = which & ~(int64_t) BOOST_TERMS_EVAL;
 
-	if (base < BOOST_TERMS_LABELS || base > BOOST_TERMS_MULTICLASS)
+	if (base < BOOST_TERMS_LABELS || base > BOOST_TERMS_POINTWISE_LOGLOSS)
 		return false;
-	return which == base || base == BOOST_TERMS_POINTWISE || base == BOOST_TERMS_QUERY_NDCG ||
-		base == BOOST_TERMS_QUERY_LOSS || base == BOOST_TERMS_MULTICLASS;
+	return which == base || base == BOOST_TERMS_POINTWISE || base == BOOST_TERMS_POINTWISE_SQERR ||
+		base == BOOST_TERMS_POINTWISE_LOGLOSS || base == BOOST_TERMS_QUERY_NDCG || base == BOOST_TERMS_QUERY_LOSS ||
+		base == BOOST_TERMS_MULTICLASS;
 }
 
 /* TERM_MAX and TERM_SUMS: the maxima or the fixed-point sums of a kind of terms (boost_internal.h). */

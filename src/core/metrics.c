@@ -184,7 +184,7 @@ gbml_mean_ndcg(const double *score, const float *label, int64_t n_groups,
 
 void
 gbml_ndcg_per_group_env(gbml_env *env, const double *score, const float *label, int64_t n_groups,
-						const int64_t *group_offsets, int k, double *out)
+						const int64_t *group_offsets, int k, const double *ideal, double *out)
 {
 	ranked	   *scratch = dcg_scratch(env, largest_group(n_groups, group_offsets), k);
 
@@ -193,7 +193,8 @@ gbml_ndcg_per_group_env(gbml_env *env, const double *score, const float *label, 
 		int64_t		b = group_offsets[g],
 					n = group_offsets[g + 1] - b;
 
-		out[g] = ndcg_with_ideal(scratch, score + b, label + b, n, k, ideal_dcg(scratch, label + b, n, k));
+		out[g] = ndcg_with_ideal(scratch, score + b, label + b, n, k,
+								 ideal ? ideal[g] : ideal_dcg(scratch, label + b, n, k));
 	}
 	gbml_free(env, scratch);
 }

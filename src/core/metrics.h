@@ -47,9 +47,9 @@ double		gbml_ndcg_at_k_env(gbml_env *env, const double *score, const float *labe
 /* ideal: each query's ideal DCG from gbml_ndcg_ideals (a trainer's eval set, every tree), or NULL */
 double		gbml_mean_ndcg_env(gbml_env *env, const double *score, const float *label, int64_t n_groups,
 							   const int64_t *group_offsets, int k, const double *ideal);
-/* Each query's NDCG@k into out[n_groups]. */
+/* Each query's NDCG@k into out[n_groups] (ideal: each query's ideal DCG at k, or NULL: computed here). */
 void		gbml_ndcg_per_group_env(gbml_env *env, const double *score, const float *label, int64_t n_groups,
-									const int64_t *group_offsets, int k, double *out);
+									const int64_t *group_offsets, int k, const double *ideal, double *out);
 void		gbml_ndcg_ideals(gbml_env *env, const float *label, int64_t n_groups,
 							 const int64_t *group_offsets, int k, double *ideal);
 double		gbml_auc_env(gbml_env *env, const double *score, const float *label, const float *weight, int64_t n);

@@ -440,9 +440,9 @@ TEST(boost_term_sums_add_up_from_pieces)
 	p.n = N;
 	p.label = label;
 	p.weight = weight;
-	gbml_boost_term_maxima(&p, pred, max);
+	gbml_boost_term_maxima(&p, pred, GBML_BOOST_WITH_BOTH, max);
 	gbml_boost_term_scales(max, GBML_BOOST_N_TERMS, N, scale);
-	gbml_boost_term_sums(&p, pred, scale, whole);
+	gbml_boost_term_sums(&p, pred, GBML_BOOST_WITH_BOTH, scale, whole);
 	for (int c = 0; c + 1 < (int) (sizeof(cut) / sizeof(cut[0])); c++)
 	{
 		gbml_boost_problem q = p;
@@ -450,10 +450,10 @@ TEST(boost_term_sums_add_up_from_pieces)
 		q.n = cut[c + 1] - cut[c];
 		q.label = label + cut[c];
 		q.weight = weight + cut[c];
-		gbml_boost_term_maxima(&q, pred + cut[c], part_max);
+		gbml_boost_term_maxima(&q, pred + cut[c], GBML_BOOST_WITH_BOTH, part_max);
 		for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
 			CHECK(part_max[t] <= max[t]);
-		gbml_boost_term_sums(&q, pred + cut[c], scale, part);
+		gbml_boost_term_sums(&q, pred + cut[c], GBML_BOOST_WITH_BOTH, scale, part);
 		for (int t = 0; t < GBML_BOOST_N_TERMS; t++)
 			sum[t] += part[t];
 	}
