@@ -392,10 +392,10 @@ check_training_input(gbml_env *env, const gbml_parsed_params *params, const gbml
 	if (ds->shards && algo->shard == NULL)
 		return gbml_error(env, GBML_EUNSUPPORTED, "%s cannot train on rows held by other servers yet (boost, kmeans and saga can)",
 						  algo->name);
-	if (ds->shards && eval && eval->n_rows > 0)
+	if (ds->shards && eval && eval->n_rows > 0 && !algo->shard->takes_eval_source)
 		return gbml_error(env, GBML_EUNSUPPORTED, "%s: an eval set of its own (eval_source) is not supported when "
-						  "the rows are on other servers (eval_fraction is, for boost)", algo->name);
-	if (ds->shards && params->common.eval_fraction > 0 && !algo->shard->takes_eval_split)
+						  "the rows are on other servers (boost takes one)", algo->name);
+	if (ds->shards && !eval && params->common.eval_fraction > 0 && !algo->shard->takes_eval_split)
 		return gbml_error(env, GBML_EUNSUPPORTED, "%s: an eval set (eval_fraction) is not supported when the rows "
 						  "are on other servers (boost takes one)", algo->name);
 	if (!algo->categorical_features)

@@ -1129,31 +1129,27 @@ setup_row_arrays(trainer *T, const gbml_dataset *ds)
 	return setup_histograms(T, T->on_gpu ? 1 : T->threads);
 }
 
-/* The training rows (and eval rows) in training order, their labels checked. */
+/* The eval rows (given, or held out), checked against the training set's n_features, in training order. */
 static int
-setup_rows(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
+setup_eval_rows(trainer *T, const gbml_dataset *eval, int n_features)
 {
 	gbml_env   *env = T->env;
 	int			rc;
 
 	T->has_eval = eval != NULL && eval->n_rows > 0;
-	if (T->has_eval)
-	{
-		if (eval->n_features != ds->n_features)
-			return gbml_error(env, GBML_EINVAL, "boost: the eval set has %d features, the training set %d",
-							  eval->n_features, ds->n_features);
-		if ((T->metric == GBML_BOOST_METRIC_NDCG ||
-			 (T->metric == GBML_BOOST_METRIC_LOSS && gbml_boost_loss_is_ranking(T->kind))) &&
-			eval->group_state <= 0)
-			return gbml_error(env, GBML_EINVAL, "boost: the eval set needs a group_id per row for %s",
-							  T->metric == GBML_BOOST_METRIC_NDCG ? "NDCG" : gbml_boost_loss_names[T->kind]);
-	}
-
-	if ((rc = data_prepare(ds, &T->train, env)) != GBML_OK)
+	if (!T->has_eval)
+		return GBML_OK;
+	if (eval->n_features != n_features)
+		return gbml_error(env, GBML_EINVAL, "boost: the eval set has %d features, the training set %d",
+						  eval->n_features, n_features);
+	if ((T->metric == GBML_BOOST_METRIC_NDCG ||
+		 (T->metric == GBML_BOOST_METRIC_LOSS && gbml_boost_loss_is_ranking(T->kind))) &&
+		eval->group_state <= 0)
+		return gbml_error(env, GBML_EINVAL, "boost: the eval set needs a group_id per row for %s",
+						  T->metric == GBML_BOOST_METRIC_NDCG ? "NDCG" : gbml_boost_loss_names[T->kind]);
+	if ((rc = data_prepare(eval, &T->eval, env)) != GBML_OK)
 		return rc;
-	if (T->has_eval && (rc = data_prepare(eval, &T->eval, env)) != GBML_OK)
-		return rc;
-	if (T->has_eval && T->metric == GBML_BOOST_METRIC_NDCG && T->eval.n_groups > 0)
+	if (T->metric == GBML_BOOST_METRIC_NDCG && T->eval.n_groups > 0)
 	{
 		/* the labels never change: each eval query's ideal DCG once, not every tree */
 		T->eval.ideal_dcg = gbml_alloc_array(env, (size_t) T->eval.n_groups, sizeof(double));
@@ -1162,13 +1158,24 @@ setup_rows(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 		gbml_ndcg_ideals(env, T->eval.label, T->eval.n_groups, T->eval.group_off, (int) T->p->eval_k,
 						 T->eval.ideal_dcg);
 	}
+	T->n_eval_global = T->eval.n;
+	T->n_eval_groups_global = T->eval.n_groups;
+	return check_labels(T, &T->eval, "eval ");
+}
+
+/* The training rows (and eval rows) in training order, their labels checked. */
+static int
+setup_rows(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
+{
+	int			rc;
+
+	if ((rc = data_prepare(ds, &T->train, T->env)) != GBML_OK)
+		return rc;
 	T->n_global = T->train.n;
 	T->n_groups_global = T->train.n_groups;
-	T->n_eval_global = T->has_eval ? T->eval.n : 0;
-	T->n_eval_groups_global = T->has_eval ? T->eval.n_groups : 0;
 	if ((rc = check_labels(T, &T->train, "")) != GBML_OK)
 		return rc;
-	return T->has_eval ? check_labels(T, &T->eval, "eval ") : GBML_OK;
+	return setup_eval_rows(T, eval, ds->n_features);
 }
 
 /* A training on this process's rows: rows, borders, bins, arrays. */
@@ -1186,9 +1193,13 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 	return setup_row_arrays(T, ds);
 }
 
-/* A training on rows other servers hold (boost_shards.c): the split side's arrays only. */
+/*
+ * A training on rows other servers hold (boost_shards.c): the split side's
+ * arrays only, and with an eval set of this server's own (eval_source) its
+ * rows, binned with the union's borders and scored here every tree.
+ */
 static int
-setup_coordinator(trainer *T, const gbml_dataset *ds)
+setup_coordinator(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 {
 	int			rc;
 
@@ -1196,6 +1207,15 @@ setup_coordinator(trainer *T, const gbml_dataset *ds)
 	if ((rc = boost_shards_setup(T, ds)) != GBML_OK)
 		return rc;
 	T->n_inputs = T->n_features = ds->n_features;
+	if (eval && eval->n_rows > 0)
+	{
+		if (T->has_eval)
+			return gbml_error(T->env, GBML_EINVAL, "boost: the shards held out eval rows beside an eval_source");
+		if ((rc = setup_eval_rows(T, eval, ds->n_features)) != GBML_OK ||
+			(rc = bin_rows(T, eval, &T->eval, &T->eval_bins, false)) != GBML_OK)
+			return rc;
+		T->eval_here = true;
+	}
 	if ((rc = setup_layout(T)) != GBML_OK)
 		return rc;
 	return setup_histograms(T, 1);
@@ -1572,12 +1592,14 @@ exact_terms(trainer *T, int which, int k, int64_t *sum, double *scale, double *m
 	bool		eval = (which & BOOST_TERMS_EVAL) != 0;
 	int64_t		count = boost_terms_per_row(which) ? (eval ? T->n_eval_global : T->n_global)
 		: (eval ? T->n_eval_groups_global : T->n_groups_global);
+	/* a coordinator's own eval rows (eval_source) are summed here */
+	const boost_row_ops *rows = eval && T->eval_here ? &boost_local_rows : T->rows;
 	int			rc;
 
-	if ((rc = T->rows->term_maxima(T, which, k, max)) != GBML_OK)
+	if ((rc = rows->term_maxima(T, which, k, max)) != GBML_OK)
 		return rc;
 	gbml_boost_term_scales(max, boost_terms_count(which, k), count, scale);
-	return T->rows->term_sums(T, which, k, scale, sum);
+	return rows->term_sums(T, which, k, scale, sum);
 }
 
 /*
@@ -1778,11 +1800,10 @@ void
 boost_select_class(trainer *T, int cls)
 {
 	T->cls = cls;
-	if (T->pred_all == NULL)
-		return;					/* a coordinator: the rows are on the shards */
-	T->pred = T->pred_all + (size_t) cls * (size_t) T->train.n;
-	if (T->has_eval)
+	if (T->eval_pred_all)
 		T->eval_pred = T->eval_pred_all + (size_t) cls * (size_t) T->eval.n;
+	if (T->pred_all)			/* (a coordinator: the rows are on the shards) */
+		T->pred = T->pred_all + (size_t) cls * (size_t) T->train.n;
 }
 
 int
@@ -2022,7 +2043,7 @@ boost_train(const gbml_dataset *ds, gbml_train_context *ctx)
 	T.env = env;
 	T.p = ctx->params;
 	T.threads = env->threads;
-	if ((rc = ds->shards ? setup_coordinator(&T, ds) : setup(&T, ds, ctx->eval)) != GBML_OK)
+	if ((rc = ds->shards ? setup_coordinator(&T, ds, ctx->eval) : setup(&T, ds, ctx->eval)) != GBML_OK)
 		goto done;
 	if (ds->shards)
 		ctx->shards_eval_rows = T.n_eval_global;	/* (META's eval_rows: the driver saw none) */

@@ -164,6 +164,8 @@ typedef struct trainer
 	double	   *kept_num,
 			   *kept_den;
 
+	bool		eval_here;		/* a coordinator's eval rows are its own (eval_source), not the shards' */
+
 	bool		on_gpu;			/* the level passes run on the device */
 	gbml_boost_gpu gpu;
 

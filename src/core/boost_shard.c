@@ -853,6 +853,7 @@ bs_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 const gbml_shard_ops gbml_boost_shard_ops = {
 	.hello_magic = BS_SHARD_MAGIC,
 	.takes_eval_split = true,
+	.takes_eval_source = true,
 	.open = bs_open,
 	.step = bs_step,
 	.close = bs_close,

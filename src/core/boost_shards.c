@@ -24,7 +24,9 @@
  * indices, sent with the order) or queries.  Not yet across servers
  * (boost_shards_check): subsample with group ids and a pointwise loss,
  * categorical inputs, AUC as the metric (it needs every prediction in one
- * order), an eval set of its own (eval_source).  Depthwise trees send each level's node splits where symmetric
+ * order).  An eval set of the coordinator's own (eval_source) is binned
+ * and scored here (boost.c, eval_here); the shards only get the best
+ * model's cut.  Depthwise trees send each level's node splits where symmetric
  * ones send the level's one split; MultiClass sends the union's class
  * count and base scores with the start, and each tree's class is its
  * stream's (the iteration x classes + class its gradients request names).
@@ -501,6 +503,16 @@ shard_start(trainer *T, double base)
 {
 	T->shards->pending = BS_PENDING_BASE;
 	T->shards->base = T->base_score = base;
+	if (T->eval_here)
+	{
+		/* this server's eval rows (eval_source): their predictions (MultiClass: a column a class, known now) */
+		size_t		cols = T->n_classes > 0 ? (size_t) T->n_classes : 1;
+
+		if ((T->eval_pred = gbml_alloc_array(T->env, (size_t) T->eval.n * cols, sizeof(double))) == NULL)
+			return T->env->error_code;
+		T->eval_pred_all = T->n_classes > 0 ? T->eval_pred : NULL;
+		return boost_local_rows.start(T, base);
+	}
 	return GBML_OK;
 }
 
@@ -610,7 +622,8 @@ shard_finish_tree(trainer *T, int last_f, int last_j, float *lv)
 	B->ch.traffic.step_bytes = B->ch.traffic.bytes_sent + B->ch.traffic.bytes_received - B->tree_bytes_before;
 	/* the next request brings the tree (request_with_pending: from the forest, which it joins now) */
 	B->pending = BS_PENDING_TREE;
-	return GBML_OK;
+	/* this server's own eval rows get it here */
+	return T->eval_here ? boost_eval_add_tree(T) : GBML_OK;
 }
 
 /* A Logloss refinement step's sums from every shard (which apply the last split at the first). */
@@ -654,15 +667,16 @@ shard_drop_tree(trainer *T)
 
 /*
  * use_best_model cut the forest: the next request says how many trees the
- * shards keep (they rebuild their predictions from them).  Every tree before
- * was sent: the eval metric's request after each iteration carried the last
- * one; a tree dropped since (MultiClass) goes with the cut.
+ * shards keep (they rebuild their predictions from them).  Every tree it
+ * keeps was sent: the cut drops at least the last iteration, so a tree
+ * still pending (the eval rows are this server's: no request after the
+ * last one) or dropped since (MultiClass) goes with the cut.
  */
 static int
 shard_trees_cut(trainer *T)
 {
-	if (T->shards->pending == BS_PENDING_TREE || T->shards->pending == BS_PENDING_BASE)
-		return gbml_error(T->env, GBML_EINVAL, "boost: the best model's cut before the shards had every tree");
+	if (T->shards->pending == BS_PENDING_BASE)
+		return gbml_error(T->env, GBML_EINVAL, "boost: the best model's cut before the first tree");
 	T->shards->pending = BS_PENDING_CUT;
 	return GBML_OK;
 }

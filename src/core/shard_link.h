@@ -60,6 +60,8 @@ typedef struct gbml_shard_ops
 	uint32_t	hello_magic;	/* the first 4 bytes of the algorithm's hello */
 	/* it trains with an eval set split from the shards' rows (eval_fraction: gbml_shard_split_eval) */
 	bool		takes_eval_split;
+	/* ... or with the coordinator's own eval rows (eval_source), which the coordinator scores */
+	bool		takes_eval_source;
 	/*
 	 * State over ds (the shard's rows) for a training with algo_params, and
 	 * its eval rows (NULL: none); the hello appended to hello

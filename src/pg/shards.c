@@ -23,6 +23,7 @@
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
+#include "executor/spi.h"
 #include "foreign/foreign.h"
 #include "libpq-fe.h"
 #include "mb/pg_wchar.h"
@@ -470,31 +471,65 @@ open_shards(gbml_shard_set *ss, gbml_env *env, const char *algorithm, const char
 /* Training                                                            */
 /* ------------------------------------------------------------------ */
 
-/* The params the shards get: the caller's, with the feature columns named in the coordinator's order. */
+/*
+ * The params the shards get: the caller's, with the feature columns named
+ * in the coordinator's order, and with an eval set of the coordinator's own
+ * (eval_source) no eval_fraction (one server ignores it then too).
+ */
 static char *
-shard_params(Jsonb *params, const gbml_feature_schema *schema)
+shard_params(Jsonb *params, const gbml_feature_schema *schema, bool eval_here)
 {
 	Jsonb	   *out = params;
 
-	if (schema != NULL)
+	if (schema != NULL || eval_here)
 	{
 		StringInfoData cols;
 		Datum		named;
 
 		initStringInfo(&cols);
-		appendStringInfoString(&cols, "{\"feature_columns\": [");
-		for (int j = 0; j < schema->n_features; j++)
+		appendStringInfoString(&cols, eval_here ? "{\"eval_fraction\": 0" : "{");
+		if (schema != NULL)
 		{
-			if (j > 0)
-				appendStringInfoString(&cols, ", ");
-			escape_json(&cols, schema->features[j].name);
+			appendStringInfoString(&cols, eval_here ? ", \"feature_columns\": [" : "\"feature_columns\": [");
+			for (int j = 0; j < schema->n_features; j++)
+			{
+				if (j > 0)
+					appendStringInfoString(&cols, ", ");
+				escape_json(&cols, schema->features[j].name);
+			}
+			appendStringInfoString(&cols, "]");
 		}
-		appendStringInfoString(&cols, "]}");
+		appendStringInfoString(&cols, "}");
 		named = DirectFunctionCall1(jsonb_in, CStringGetDatum(cols.data));
 		/* jsonb's || : the right side's key replaces one the caller gave */
 		out = DatumGetJsonbP(params ? DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(params), named) : named);
 	}
 	return out ? JsonbToCString(NULL, &out->root, VARSIZE(out)) : pstrdup("{}");
+}
+
+/*
+ * The eval source's rows, read on this server (through the training
+ * source's column plan, or its features array): the coordinator scores them
+ * itself.
+ */
+static gbml_dataset *
+read_eval_here(gbml_env *env, gbml_parsed_params *pp, gbml_column_plan *plan)
+{
+	unsigned	flags = gbml_input_flags(pp);
+	gbml_dataset *eval = palloc0(sizeof(gbml_dataset));
+	MemoryContext here = CurrentMemoryContext;
+
+	gbml_dataset_init(eval, (flags & GBML_INPUT_MISSING) != 0);
+	gbml_dataset_guard(here, eval);
+	gbml_plan_spill(pp->algo, env, eval);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	gbml_read_source(env, pp, pp->common.eval_source, eval, flags, plan, "gbml.train (eval_source)");
+	SPI_finish();
+	MemoryContextSwitchTo(here);
+	if (eval->n_rows == 0)
+		ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("gbml.train: eval_source returned no rows")));
+	return eval;
 }
 
 bytea *
@@ -506,19 +541,21 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jso
 	TupleDesc	td;
 	/* set before PG_TRY, or in it and read after: volatile across its longjmp */
 	const gbml_feature_schema *volatile schema = NULL;
-	gbml_dataset *ds;
+	gbml_column_plan *plan = NULL;
+	gbml_dataset *ds,
+			   *volatile eval = NULL;
 	bytea	   *volatile model = NULL;
 
 	if (pp->algo->shard == NULL)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						errmsg("%s: %s cannot train on a table sharded across servers yet (boost, kmeans and saga can)", what,
 							   pp->algo->name)));
-	if (cp->eval_source || (cp->eval_fraction > 0 && !pp->algo->shard->takes_eval_split))
+	if ((cp->eval_source && !pp->algo->shard->takes_eval_source) ||
+		(!cp->eval_source && cp->eval_fraction > 0 && !pp->algo->shard->takes_eval_split))
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						errmsg("%s: %s is not supported on a table sharded across servers", what,
-							   cp->eval_source ? "eval_source" : "eval_fraction"),
-						errhint("%s", cp->eval_source ? "eval_fraction holds out a share of the shards' rows (boost)."
-								: "Boosting takes eval_fraction across servers.")));
+						errmsg("%s: %s is not supported on a table sharded across servers for %s", what,
+							   cp->eval_source ? "eval_source" : "eval_fraction", pp->algo->name),
+						errhint("Boosting takes eval_source and eval_fraction across servers.")));
 	/* the caller reads the table: the shards then read it as the user mappings say */
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(relid));
@@ -526,19 +563,25 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jso
 	td = CreateTupleDescCopy(RelationGetDescr(rel));
 	relation_close(rel, AccessShareLock);
 	if (cp->feature_columns.n > 0 || gbml_attno(td, cp->features_column) == 0)
-		schema = gbml_column_plan_schema(gbml_column_plan_for_shards(cp, td, what));
+	{
+		plan = gbml_column_plan_for_shards(cp, td, what);
+		schema = gbml_column_plan_schema(plan);
+	}
+	/* an eval set of its own: read here, before any shard is asked to work */
+	if (cp->eval_source)
+		eval = read_eval_here(env, pp, plan);
 
 	ds = palloc0(sizeof(gbml_dataset));
 	gbml_dataset_init(ds, false);
 	PG_TRY();
 	{
-		open_shards(ss, env, pp->algo->name, shard_params(params, schema), what);
+		open_shards(ss, env, pp->algo->name, shard_params(params, schema, eval != NULL), what);
 		GBML_CHECK(env, gbml_shards_describe(&ss->link, pp->algo->shard->hello_magic, env, &ds->n_rows, &ds->n_features), what);
 		if (ds->n_rows == 0)
 			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("%s: the shards of \"%s\" hold no rows", what, ss->source)));
 		ds->shards = &ss->link;
 		ds->schema = schema;
-		model = gbml_train_to_bytea(env, pp, ds, NULL, what);
+		model = gbml_train_to_bytea(env, pp, ds, eval, what);
 	}
 	PG_FINALLY();
 	{

@@ -164,9 +164,18 @@ out=$(q coord postgres "SELECT gbml.train('re_dist', 'boost', 'rk', '{$rk, \"eva
   SELECT (SELECT model FROM gbml.models WHERE name = 're_dist') = (SELECT model FROM gbml.models WHERE name = 're_one')" 2>&1 | tail -1)
 check "ranking with eval queries (NDCG on the held-out queries, early stopping): the same bytes" t "$out"
 err=$(q_err coord postgres "SELECT gbml.train('ke', 'kmeans', 'pts', '{\"k\": 3, \"exclude_columns\": [\"id\"], \"eval_fraction\": 0.2}')")
-check_match "K-Means with eval_fraction across servers is refused, by name" "eval_fraction is not supported on a table sharded across servers" "$(errline "$err")"
-err=$(q_err coord postgres "SELECT gbml.train('bes', 'boost', 'pts', '{\"exclude_columns\": [\"id\"], \"eval_source\": \"pts_local\"}')")
-check_match "boosting with an eval_source across servers is refused, by name" "eval_source is not supported on a table sharded across servers" "$(errline "$err")"
+check_match "K-Means with eval_fraction across servers is refused, by name" "eval_fraction is not supported on a table sharded across servers for kmeans" "$(errline "$err")"
+# eval_source: the coordinator reads the eval rows itself and scores them every tree (their labels
+# are the training rows' upside down, so the eval error grows and training stops early)
+es='"iterations": 200, "depth": 5, "learning_rate": 0.5, "border_sample_size": 5000, "exclude_columns": ["id"], "early_stopping_rounds": 5, "eval_source": "SELECT features, 1 - label AS label FROM pts_local WHERE id % 7 = 3"'
+out=$(q coord postgres "SELECT gbml.train('bes_dist', 'boost', 'pts', '{$es}');
+  SELECT gbml.train('bes_one', 'boost', 'pts_local', '{$es}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'bes_dist') = (SELECT model FROM gbml.models WHERE name = 'bes_one')
+     AND (SELECT (i ->> 'trees')::int < (i ->> 'iterations_run')::int AND (i ->> 'stopped_early')::bool AND (i ->> 'eval_rows')::int = (SELECT count(*) FROM pts_local WHERE id % 7 = 3)
+          FROM (SELECT gbml.model_info(model) AS i FROM gbml.models WHERE name = 'bes_dist') x)" 2>&1 | tail -1)
+check "boosting with an eval_source (scored on the coordinator), early stopping and the cut: the same bytes" t "$out"
+err=$(q_err coord postgres "SELECT gbml.train('kes', 'kmeans', 'pts', '{\"k\": 3, \"exclude_columns\": [\"id\"], \"eval_source\": \"pts_local\"}')")
+check_match "K-Means with an eval_source across servers is refused, by name" "eval_source is not supported on a table sharded across servers for kmeans" "$(errline "$err")"
 err=$(q_err coord postgres "SELECT gbml.train('bx', 'boost', 'pts', '{\"loss\": \"Logloss\", \"eval_metric\": \"AUC\", \"exclude_columns\": [\"id\"]}')")
 check_match "boosting with what cannot train across servers yet (AUC) is refused, by name" "eval_metric AUC is not supported yet when the rows are on other servers" "$(errline "$err")"
 

@@ -35,12 +35,13 @@ typedef struct bsh_data
 	int			query_rows;		/* > 0: rows i / query_rows make a query (relevance labels 0..4) */
 	bool		split_queries;	/* deal rows, not queries, to the shards */
 	int			classes;		/* > 0: class ids 0 .. classes - 1 (MultiClass) */
+	int64_t		first;			/* the rows are those from this index on (an eval set's: other rows) */
 } bsh_data;
 
 static void
 bsh_row(const bsh_data *s, int64_t i, float *x, float *label, float *weight)
 {
-	int64_t		p = s->distinct > 0 ? i % s->distinct : i;
+	int64_t		p = s->first + (s->distinct > 0 ? i % s->distinct : i);
 	gbml_rng	rng;
 	double		t = 0;
 
@@ -120,7 +121,7 @@ bsh_bytes_differ(const bsh_data *s, const gbml_param_value *a, int na, const gbm
 TEST(boost_shards_rmse_sampled_borders_same_bytes)
 {
 	/* more rows than border_sample_size: the sample is drawn over the union's order, in pages */
-	bsh_data	s = {4100, 7, false, false, false, 0, 0, false, 0};
+	bsh_data	s = {4100, 7, false, false, false, 0, 0, false, 0, 0};
 	gbml_param_value v[] = {tu_num("iterations", 12), tu_num("depth", 4), tu_num("border_sample_size", 1500),
 	tu_num("random_seed", 5)};
 
@@ -130,7 +131,7 @@ TEST(boost_shards_rmse_sampled_borders_same_bytes)
 TEST(boost_shards_logloss_weights_missing_same_bytes)
 {
 	/* every row is the sample; weights (unpacked histograms), NaN features (a missing border) */
-	bsh_data	s = {2600, 5, true, true, true, 0, 0, false, 0};
+	bsh_data	s = {2600, 5, true, true, true, 0, 0, false, 0, 0};
 	gbml_param_value v[] = {tu_num("iterations", 10), tu_num("depth", 5), tu_str("loss", "Logloss"),
 	tu_num("border_count", 20)};
 
@@ -140,7 +141,7 @@ TEST(boost_shards_logloss_weights_missing_same_bytes)
 TEST(boost_shards_logloss_refined_leaves_same_bytes)
 {
 	/* leaf_estimation_iterations 3: two refinement steps per tree, each a round trip */
-	bsh_data	s = {2200, 5, true, true, false, 0, 0, false, 0};
+	bsh_data	s = {2200, 5, true, true, false, 0, 0, false, 0, 0};
 	gbml_param_value v[] = {tu_num("iterations", 7), tu_num("depth", 4), tu_str("loss", "Logloss"),
 	tu_num("leaf_estimation_iterations", 3)};
 
@@ -150,7 +151,7 @@ TEST(boost_shards_logloss_refined_leaves_same_bytes)
 TEST(boost_shards_logloss_scored_on_weights_same_bytes)
 {
 	/* score_function L2: one Newton step from the shards' hessian sums, then three from the rows */
-	bsh_data	s = {2200, 5, true, true, true, 0, 0, false, 0};
+	bsh_data	s = {2200, 5, true, true, true, 0, 0, false, 0, 0};
 	gbml_param_value v1[] = {tu_num("iterations", 6), tu_num("depth", 4), tu_str("loss", "Logloss"),
 	tu_str("score_function", "L2")};
 	gbml_param_value v3[] = {tu_num("iterations", 6), tu_num("depth", 4), tu_str("loss", "Logloss"),
@@ -163,7 +164,7 @@ TEST(boost_shards_logloss_scored_on_weights_same_bytes)
 TEST(boost_shards_duplicates_rmse_metric_same_bytes)
 {
 	/* 40 distinct rows repeated on both shards; depth 1 (the root is the only level) */
-	bsh_data	s = {3000, 3, false, false, false, 40, 0, false, 0};
+	bsh_data	s = {3000, 3, false, false, false, 40, 0, false, 0, 0};
 	gbml_param_value v[] = {tu_num("iterations", 6), tu_num("depth", 1), tu_num("border_sample_size", 1000),
 	tu_str("eval_metric", "Logloss")};
 
@@ -175,7 +176,7 @@ TEST(boost_shards_duplicates_rmse_metric_same_bytes)
 TEST(boost_shards_yetirank_same_bytes)
 {
 	/* queries of 9 rows, each on one shard; the default loss with group ids (YetiRank, its Newton sums) */
-	bsh_data	s = {3600, 6, false, false, false, 0, 9, false, 0};
+	bsh_data	s = {3600, 6, false, false, false, 0, 9, false, 0, 0};
 	gbml_param_value v[] = {tu_num("iterations", 8), tu_num("depth", 4), tu_num("border_sample_size", 1200),
 	tu_num("random_seed", 3)};
 
@@ -185,7 +186,7 @@ TEST(boost_shards_yetirank_same_bytes)
 TEST(boost_shards_ranking_losses_same_bytes)
 {
 	const char *losses[] = {"QueryRMSE", "PairLogit", "LambdaMART"};
-	bsh_data	s = {1800, 4, false, true, false, 0, 6, false, 0};
+	bsh_data	s = {1800, 4, false, true, false, 0, 6, false, 0, 0};
 
 	for (int i = 0; i < 3; i++)
 	{
@@ -197,7 +198,7 @@ TEST(boost_shards_ranking_losses_same_bytes)
 
 TEST(boost_shards_query_on_two_shards_is_named)
 {
-	bsh_data	s = {900, 3, false, false, false, 0, 10, true, 0};
+	bsh_data	s = {900, 3, false, false, false, 0, 10, true, 0, 0};
 	gbml_param_value v[] = {tu_num("iterations", 3)};
 	char		error[512];
 	size_t		len;
@@ -213,10 +214,10 @@ TEST(boost_shards_query_on_two_shards_is_named)
 TEST(boost_shards_subsample_same_bytes)
 {
 	/* rows drawn by their global index: with a sampled border set (the ranks come with the order) and without */
-	bsh_data	s = {3100, 5, false, false, false, 0, 0, false, 0};
+	bsh_data	s = {3100, 5, false, false, false, 0, 0, false, 0, 0};
 	gbml_param_value v[] = {tu_num("iterations", 8), tu_num("depth", 3), tu_num("subsample", 0.6),
 	tu_num("border_sample_size", 1000), tu_num("random_seed", 9)};
-	bsh_data	q = {2400, 4, false, false, false, 0, 8, false, 0};
+	bsh_data	q = {2400, 4, false, false, false, 0, 8, false, 0, 0};
 	gbml_param_value w[] = {tu_num("iterations", 6), tu_num("depth", 3), tu_num("subsample", 0.5)};
 
 	tu_check_same_bytes("boost", "RMSE, subsample, sampled borders", bsh_fill, &s, v, 5);
@@ -234,8 +235,8 @@ TEST(boost_shards_subsample_same_bytes)
  */
 TEST(boost_shards_random_strength_same_bytes)
 {
-	bsh_data	s = {2600, 5, true, true, true, 0, 0, false, 0};
-	bsh_data	q = {1800, 4, false, false, false, 0, 6, false, 0};
+	bsh_data	s = {2600, 5, true, true, true, 0, 0, false, 0, 0};
+	bsh_data	q = {1800, 4, false, false, false, 0, 6, false, 0, 0};
 	gbml_param_value v[] = {tu_num("iterations", 8), tu_num("depth", 4), tu_str("loss", "Logloss"),
 	tu_str("score_function", "L2"), tu_num("random_seed", 7), tu_num("subsample", 0.7),
 	tu_num("random_strength", 1)};
@@ -255,9 +256,9 @@ TEST(boost_shards_random_strength_same_bytes)
  */
 TEST(boost_shards_depthwise_same_bytes)
 {
-	bsh_data	s = {3100, 5, false, true, true, 0, 0, false, 0};
-	bsh_data	b = {2200, 5, true, true, false, 0, 0, false, 0};
-	bsh_data	q = {1800, 4, false, false, false, 0, 6, false, 0};
+	bsh_data	s = {3100, 5, false, true, true, 0, 0, false, 0, 0};
+	bsh_data	b = {2200, 5, true, true, false, 0, 0, false, 0, 0};
+	bsh_data	q = {1800, 4, false, false, false, 0, 6, false, 0, 0};
 	gbml_param_value v[] = {tu_str("grow_policy", "Depthwise"), tu_num("iterations", 8), tu_num("depth", 5),
 		tu_num("min_child_weight", 40), tu_num("subsample", 0.7), tu_num("random_strength", 1),
 	tu_num("border_sample_size", 1000)};
@@ -285,7 +286,7 @@ TEST(boost_shards_depthwise_same_bytes)
  */
 TEST(boost_shards_root_without_split_same_bytes)
 {
-	bsh_data	s = {900, 3, false, false, false, 1, 0, false, 0};
+	bsh_data	s = {900, 3, false, false, false, 1, 0, false, 0, 0};
 	gbml_param_value v[] = {tu_num("iterations", 4), tu_num("depth", 3)};
 	gbml_param_value w[] = {tu_num("iterations", 4), tu_num("depth", 1), tu_str("grow_policy", "Depthwise")};
 
@@ -303,8 +304,8 @@ TEST(boost_shards_root_without_split_same_bytes)
  */
 TEST(boost_shards_multiclass_same_bytes)
 {
-	bsh_data	s = {3100, 5, false, true, true, 0, 0, false, 3};
-	bsh_data	four = {2000, 4, false, false, false, 0, 0, false, 4};
+	bsh_data	s = {3100, 5, false, true, true, 0, 0, false, 3, 0};
+	bsh_data	four = {2000, 4, false, false, false, 0, 0, false, 4, 0};
 	gbml_param_value v[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 6), tu_num("depth", 4),
 		tu_num("subsample", 0.7), tu_num("random_strength", 1), tu_num("border_sample_size", 1000),
 	tu_str("eval_metric", "Accuracy")};
@@ -343,11 +344,11 @@ bsh_check_eval(const char *name, const bsh_data *s, const gbml_param_value *v, i
 
 TEST(boost_shards_eval_set_same_bytes)
 {
-	bsh_data	r = {3000, 5, false, true, true, 0, 0, false, 0};
-	bsh_data	dup = {2400, 4, false, false, false, 150, 0, false, 0};
-	bsh_data	b = {2500, 5, true, true, false, 0, 0, false, 0};
-	bsh_data	q = {3600, 5, false, false, false, 0, 9, false, 0};
-	bsh_data	mc = {2000, 4, false, false, false, 0, 0, false, 4};
+	bsh_data	r = {3000, 5, false, true, true, 0, 0, false, 0, 0};
+	bsh_data	dup = {2400, 4, false, false, false, 150, 0, false, 0, 0};
+	bsh_data	b = {2500, 5, true, true, false, 0, 0, false, 0, 0};
+	bsh_data	q = {3600, 5, false, false, false, 0, 9, false, 0, 0};
+	bsh_data	mc = {2000, 4, false, false, false, 0, 0, false, 4, 0};
 	gbml_param_value rmse[] = {tu_num("iterations", 60), tu_num("depth", 4), tu_num("learning_rate", 0.6),
 		tu_num("eval_fraction", 0.25), tu_num("early_stopping_rounds", 4), tu_num("subsample", 0.8),
 	tu_num("border_sample_size", 1000)};
@@ -372,10 +373,36 @@ TEST(boost_shards_eval_set_same_bytes)
 	tu_check_same_bytes("boost", "MultiClass, an eval set, a class without rows", bsh_fill, &mc, absent, 5);
 }
 
+/*
+ * An eval set of the coordinator's own (eval_source): binned with the
+ * union's borders and scored on the coordinator every tree; the shards
+ * only get the best model's cut.
+ */
+TEST(boost_shards_eval_source_same_bytes)
+{
+	bsh_data	r = {3000, 5, false, true, true, 0, 0, false, 0, 0};
+	bsh_data	re = {700, 5, false, true, true, 0, 0, false, 0, 50000};
+	bsh_data	q = {3600, 5, false, false, false, 0, 9, false, 0, 0};
+	bsh_data	qe = {900, 5, false, false, false, 0, 9, false, 0, 90000};
+	bsh_data	mc = {2000, 4, false, false, false, 0, 0, false, 4, 0};
+	bsh_data	mce = {600, 4, false, false, false, 0, 0, false, 4, 70000};
+	gbml_param_value rmse[] = {tu_num("iterations", 60), tu_num("depth", 4), tu_num("learning_rate", 0.6),
+	tu_num("early_stopping_rounds", 4), tu_num("border_sample_size", 1000)};
+	gbml_param_value yeti[] = {tu_num("iterations", 30), tu_num("depth", 4), tu_num("learning_rate", 0.9),
+	tu_num("early_stopping_rounds", 3)};
+	gbml_param_value multi[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 25), tu_num("depth", 4),
+	tu_num("learning_rate", 0.9), tu_num("early_stopping_rounds", 3), tu_num("eval_fraction", 0.3)};
+
+	tu_check_same_bytes_eval("boost", "RMSE, eval_source, early stopping", bsh_fill, &r, bsh_fill, &re, rmse, 5);
+	tu_check_same_bytes_eval("boost", "YetiRank, eval_source queries", bsh_fill, &q, bsh_fill, &qe, yeti, 4);
+	/* (eval_fraction beside an eval set of its own is ignored, on one server and by the shards) */
+	tu_check_same_bytes_eval("boost", "MultiClass, eval_source", bsh_fill, &mc, bsh_fill, &mce, multi, 6);
+}
+
 TEST(boost_shards_refuses_what_it_cannot_do_yet)
 {
-	bsh_data	s = {900, 3, false, false, false, 0, 0, false, 0};
-	bsh_data	q = {900, 3, false, false, false, 0, 10, false, 0};
+	bsh_data	s = {900, 3, false, false, false, 0, 0, false, 0, 0};
+	bsh_data	q = {900, 3, false, false, false, 0, 10, false, 0, 0};
 	gbml_param_value sub[] = {tu_num("subsample", 0.5), tu_str("loss", "RMSE")};
 	gbml_param_value auc[] = {tu_str("loss", "Logloss"), tu_str("eval_metric", "AUC")};
 	char		error[512];
@@ -395,7 +422,7 @@ TEST(boost_shards_refuses_what_it_cannot_do_yet)
 
 TEST(boost_shards_failing_shard_names_it)
 {
-	bsh_data	s = {3000, 4, false, false, false, 0, 0, false, 0};
+	bsh_data	s = {3000, 4, false, false, false, 0, 0, false, 0, 0};
 	gbml_param_value v[] = {tu_num("iterations", 5), tu_num("depth", 3), tu_num("border_sample_size", 1000)};
 	char		error[512];
 	size_t		len;

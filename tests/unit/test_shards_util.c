@@ -58,11 +58,20 @@ uint8_t *
 tu_train_sharded(const char *algorithm, tu_fill_fn fill, void *arg, int n_shards, const gbml_param_value *v,
 				 int nv, int fail_at, size_t *len, char *error, size_t error_size)
 {
+	return tu_train_sharded_eval(algorithm, fill, arg, NULL, NULL, n_shards, v, nv, fail_at, len, error, error_size);
+}
+
+uint8_t *
+tu_train_sharded_eval(const char *algorithm, tu_fill_fn fill, void *arg, tu_fill_fn eval_fill, void *eval_arg,
+					  int n_shards, const gbml_param_value *v, int nv, int fail_at, size_t *len, char *error,
+					  size_t error_size)
+{
 	const gbml_algorithm *algo = gbml_algorithm_by_name(algorithm);
 	tu_link    *L = calloc(1, sizeof(tu_link));
 	gbml_shard_link link;
 	gbml_env	env;
-	gbml_dataset ds;
+	gbml_dataset ds,
+				eval;
 	gbml_parsed_params pp;
 	uint8_t    *model = NULL;
 	int			rc;
@@ -82,6 +91,9 @@ tu_train_sharded(const char *algorithm, tu_fill_fn fill, void *arg, int n_shards
 		{
 			bool		has_eval;
 
+			/* as the glue sends them: with the coordinator's own eval rows, no eval_fraction */
+			if (eval_fill)
+				pp.common.eval_fraction = 0;
 			rc = gbml_shard_split_eval(&pp, &L->ds[sh], &L->eval[sh], &has_eval, &L->env[sh]);
 			if (rc == GBML_OK)
 				rc = L->ops->open(&L->ds[sh], has_eval ? &L->eval[sh] : NULL, pp.algo_params, &L->env[sh],
@@ -117,12 +129,16 @@ tu_train_sharded(const char *algorithm, tu_fill_fn fill, void *arg, int n_shards
 
 	gbml_env_init_malloc(&env, 2);
 	gbml_dataset_init(&ds, false);
+	gbml_dataset_init(&eval, false);
+	if (eval_fill)
+		eval_fill(&eval, &env, -1, 1, false, eval_arg);
 	CHECK(gbml_shards_describe(&link, L->ops->hello_magic, &env, &ds.n_rows, &ds.n_features) == GBML_OK);
 	ds.shards = &link;
-	rc = tu_train(algorithm, &ds, &env, v, nv, &model, len);
+	rc = tu_train_eval(algorithm, &ds, eval_fill ? &eval : NULL, &env, v, nv, &model, len);
 	if (rc != GBML_OK)
 		snprintf(error, error_size, "%s", env.error);
 	gbml_dataset_free(&ds, &env);
+	gbml_dataset_free(&eval, &env);
 	CHECK(env.memory_used == 0);
 	for (int sh = 0; sh < n_shards; sh++)
 	{
@@ -142,20 +158,33 @@ void
 tu_check_same_bytes(const char *algorithm, const char *name, tu_fill_fn fill, void *arg,
 					const gbml_param_value *v, int nv)
 {
+	tu_check_same_bytes_eval(algorithm, name, fill, arg, NULL, NULL, v, nv);
+}
+
+void
+tu_check_same_bytes_eval(const char *algorithm, const char *name, tu_fill_fn fill, void *arg, tu_fill_fn eval_fill,
+						 void *eval_arg, const gbml_param_value *v, int nv)
+{
 	gbml_env	env;
-	gbml_dataset ds;
+	gbml_dataset ds,
+				eval;
 	uint8_t    *ref;
 	size_t		ref_len;
 	char		error[512];
 
 	gbml_env_init_malloc(&env, 2);
 	fill(&ds, &env, -1, 1, false, arg);
-	CHECK(tu_train(algorithm, &ds, &env, v, nv, &ref, &ref_len) == GBML_OK);
+	gbml_dataset_init(&eval, false);
+	if (eval_fill)
+		eval_fill(&eval, &env, -1, 1, false, eval_arg);
+	CHECK(tu_train_eval(algorithm, &ds, eval_fill ? &eval : NULL, &env, v, nv, &ref, &ref_len) == GBML_OK);
 	gbml_dataset_free(&ds, &env);
+	gbml_dataset_free(&eval, &env);
 	for (int n_shards = 2; n_shards <= 3; n_shards++)
 	{
 		size_t		len = 0;
-		uint8_t    *m = tu_train_sharded(algorithm, fill, arg, n_shards, v, nv, 0, &len, error, sizeof(error));
+		uint8_t    *m = tu_train_sharded_eval(algorithm, fill, arg, eval_fill, eval_arg, n_shards, v, nv, 0, &len,
+											  error, sizeof(error));
 		bool		same = m != NULL && len == ref_len && memcmp(m, ref, len) == 0;
 
 		CHECK(same);

@@ -25,6 +25,10 @@ typedef void (*tu_fill_fn) (gbml_dataset *ds, gbml_env *env, int shard, int n_sh
 uint8_t    *tu_train_sharded(const char *algorithm, tu_fill_fn fill, void *arg, int n_shards,
 							 const gbml_param_value *v, int nv, int fail_at, size_t *len, char *error,
 							 size_t error_size);
+/* ... with the coordinator's own eval rows (eval_source's): eval_fill(shard -1) fills them (NULL: none). */
+uint8_t    *tu_train_sharded_eval(const char *algorithm, tu_fill_fn fill, void *arg, tu_fill_fn eval_fill,
+								  void *eval_arg, int n_shards, const gbml_param_value *v, int nv, int fail_at,
+								  size_t *len, char *error, size_t error_size);
 
 /*
  * Trains `algorithm` on every row on one server, then on the rows dealt to
@@ -33,5 +37,8 @@ uint8_t    *tu_train_sharded(const char *algorithm, tu_fill_fn fill, void *arg, 
  */
 void		tu_check_same_bytes(const char *algorithm, const char *name, tu_fill_fn fill, void *arg,
 								const gbml_param_value *v, int nv);
+/* ... with an eval set of the coordinator's own (eval_source's), filled by eval_fill. */
+void		tu_check_same_bytes_eval(const char *algorithm, const char *name, tu_fill_fn fill, void *arg,
+									 tu_fill_fn eval_fill, void *eval_arg, const gbml_param_value *v, int nv);
 
 #endif

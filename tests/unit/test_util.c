@@ -222,6 +222,13 @@ int
 tu_train(const char *algorithm, gbml_dataset *ds, gbml_env *env, const gbml_param_value *v, int nv,
 		 uint8_t **model, size_t *len)
 {
+	return tu_train_eval(algorithm, ds, NULL, env, v, nv, model, len);
+}
+
+int
+tu_train_eval(const char *algorithm, gbml_dataset *ds, gbml_dataset *eval, gbml_env *env,
+			  const gbml_param_value *v, int nv, uint8_t **model, size_t *len)
+{
 	gbml_parsed_params pp;
 	gbml_strbuf report;
 	uint8_t    *m = NULL;
@@ -232,7 +239,7 @@ tu_train(const char *algorithm, gbml_dataset *ds, gbml_env *env, const gbml_para
 	if ((rc = gbml_parse_training_params(env, gbml_algorithm_by_name(algorithm), v, nv, &pp)) != GBML_OK)
 		return rc;
 	gbml_sb_init(&report, env);
-	rc = gbml_train_report(env, &pp, ds, NULL, &m, len, &report);
+	rc = gbml_train_report(env, &pp, ds, eval, &m, len, &report);
 	if (rc == GBML_OK)
 	{
 		*model = memcpy(malloc(*len), m, *len);

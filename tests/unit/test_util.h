@@ -18,6 +18,9 @@ gbml_param_value tu_bool(const char *key, bool v);
  */
 int			tu_train(const char *algorithm, gbml_dataset *ds, gbml_env *env, const gbml_param_value *v, int nv,
 					 uint8_t **model, size_t *len);
+/* ... with an eval set of its own (eval_source's; NULL: none). */
+int			tu_train_eval(const char *algorithm, gbml_dataset *ds, gbml_dataset *eval, gbml_env *env,
+						  const gbml_param_value *v, int nv, uint8_t **model, size_t *len);
 
 /* The dataset's serialized bytes in a malloc'd buffer of *len bytes (caller frees). */
 uint8_t    *tu_serialize(const gbml_dataset *ds, size_t *len);
