@@ -174,6 +174,10 @@ out=$(q coord postgres "SELECT gbml.train('bes_dist', 'boost', 'pts', '{$es}');
      AND (SELECT (i ->> 'trees')::int < (i ->> 'iterations_run')::int AND (i ->> 'stopped_early')::bool AND (i ->> 'eval_rows')::int = (SELECT count(*) FROM pts_local WHERE id % 7 = 3)
           FROM (SELECT gbml.model_info(model) AS i FROM gbml.models WHERE name = 'bes_dist') x)" 2>&1 | tail -1)
 check "boosting with an eval_source (scored on the coordinator), early stopping and the cut: the same bytes" t "$out"
+out=$(q coord postgres "SELECT gbml.train('bces_dist', 'boost', 'cols', '{$bc, \"eval_source\": \"SELECT * FROM cols_local WHERE id % 5 = 1\"}');
+  SELECT gbml.train('bces_one', 'boost', 'cols_local', '{$bc, \"eval_source\": \"SELECT * FROM cols_local WHERE id % 5 = 1\"}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'bces_dist') = (SELECT model FROM gbml.models WHERE name = 'bces_one')" 2>&1 | tail -1)
+check "boosting on number columns with an eval_source (read through the columns' plan): the same bytes" t "$out"
 err=$(q_err coord postgres "SELECT gbml.train('kes', 'kmeans', 'pts', '{\"k\": 3, \"exclude_columns\": [\"id\"], \"eval_source\": \"pts_local\"}')")
 check_match "K-Means with an eval_source across servers is refused, by name" "eval_source is not supported on a table sharded across servers for kmeans" "$(errline "$err")"
 err=$(q_err coord postgres "SELECT gbml.train('bx', 'boost', 'pts', '{\"loss\": \"Logloss\", \"eval_metric\": \"AUC\", \"exclude_columns\": [\"id\"]}')")
