@@ -590,6 +590,7 @@ km_shard_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 
 const gbml_shard_ops gbml_kmeans_shard_ops = {
 	.hello_magic = KM_SHARD_MAGIC,
+	.takes_eval_source = true,	/* (the coordinator scores it: its inertia under the model) */
 	.open = km_shard_open,
 	.step = km_shard_step,
 	.close = km_shard_close,

@@ -1187,8 +1187,6 @@ train_on_shards(const gbml_dataset *ds, gbml_train_context *ctx, saga_state *st)
 	gbml_saga_gpu_result none;
 	int			rc;
 
-	if (ctx->eval)
-		return gbml_error(ctx->env, GBML_EUNSUPPORTED, "saga: an eval set is not supported across servers");
 	memset(&res, 0, sizeof(res));
 	memset(&none, 0, sizeof(none));
 	res.w = st->w;
@@ -1200,6 +1198,12 @@ train_on_shards(const gbml_dataset *ds, gbml_train_context *ctx, saga_state *st)
 	res.trace_rel = st->trace_rel;
 	res.trace_cap = TRACE_CAP;
 	if ((rc = gbml_saga_shards_train(ds, ctx->env, st->p, st->alpha, st->t_start, &res)) != GBML_OK)
+		return rc;
+	/* an eval set of this server's own (eval_source): checked as one server checks it, scored here */
+	if (ctx->eval && ctx->eval->has_missing)
+		return gbml_error(ctx->env, GBML_EINVAL, "saga: features must be finite (NaN or infinite values found)");
+	if (ctx->eval && st->loss == GBML_SAGA_LOSS_LOGISTIC &&
+		(rc = check_labels(ctx->eval, ctx->env, "the eval set", res.label_encoding, NULL)) != GBML_OK)
 		return rc;
 	gbml_saga_make_standardizer(st->d, st->n_scaled, st->mean, st->std, st->scale, st->shift);
 	st->shards = &res;

@@ -269,6 +269,7 @@ sg_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 }
 
 const gbml_shard_ops gbml_saga_shard_ops = {
+	.takes_eval_source = true,	/* (the coordinator scores it) */
 	.hello_magic = SG_SHARD_MAGIC,
 	.open = sg_open,
 	.step = sg_step,

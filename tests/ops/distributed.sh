@@ -178,8 +178,16 @@ out=$(q coord postgres "SELECT gbml.train('bces_dist', 'boost', 'cols', '{$bc, \
   SELECT gbml.train('bces_one', 'boost', 'cols_local', '{$bc, \"eval_source\": \"SELECT * FROM cols_local WHERE id % 5 = 1\"}');
   SELECT (SELECT model FROM gbml.models WHERE name = 'bces_dist') = (SELECT model FROM gbml.models WHERE name = 'bces_one')" 2>&1 | tail -1)
 check "boosting on number columns with an eval_source (read through the columns' plan): the same bytes" t "$out"
-err=$(q_err coord postgres "SELECT gbml.train('kes', 'kmeans', 'pts', '{\"k\": 3, \"exclude_columns\": [\"id\"], \"eval_source\": \"pts_local\"}')")
-check_match "K-Means with an eval_source across servers is refused, by name" "eval_source is not supported on a table sharded across servers for kmeans" "$(errline "$err")"
+out=$(q coord postgres "SELECT gbml.train('kes_dist', 'kmeans', 'pts', '{\"k\": 4, \"eval_source\": \"SELECT * FROM pts_local WHERE id % 3 = 0\"}');
+  SELECT gbml.train('kes_one', 'kmeans', 'pts_local', '{\"k\": 4, \"eval_source\": \"SELECT * FROM pts_local WHERE id % 3 = 0\"}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'kes_dist') = (SELECT model FROM gbml.models WHERE name = 'kes_one')
+     AND (SELECT gbml.model_info(model) -> 'metrics' ->> 'eval_metric' FROM gbml.models WHERE name = 'kes_dist') = 'eval_inertia'" 2>&1 | tail -1)
+check "K-Means with an eval_source (its inertia on the coordinator): the same bytes" t "$out"
+out=$(q coord postgres "SELECT gbml.train('ses_dist', 'saga', 'pts', '{$lin, \"eval_source\": \"SELECT * FROM pts_local WHERE id % 3 = 0\"}');
+  SELECT gbml.train('ses_one', 'saga', 'pts_local', '{$lin, \"tol\": 1e-12, \"max_iter\": 20000, \"eval_source\": \"SELECT * FROM pts_local WHERE id % 3 = 0\"}');
+  SELECT abs(d - o) <= 1e-6 * abs(o) FROM (SELECT (SELECT (gbml.model_info(model) -> 'metrics' ->> 'eval_objective')::float8 FROM gbml.models WHERE name = 'ses_dist') d,
+     (SELECT (gbml.model_info(model) -> 'metrics' ->> 'eval_objective')::float8 FROM gbml.models WHERE name = 'ses_one') o) x" 2>&1 | tail -1)
+check "the linear model with an eval_source: its eval objective within 1e-6 of one server's" t "$out"
 err=$(q_err coord postgres "SELECT gbml.train('bx', 'boost', 'pts', '{\"loss\": \"Logloss\", \"eval_metric\": \"AUC\", \"exclude_columns\": [\"id\"]}')")
 check_match "boosting with what cannot train across servers yet (AUC) is refused, by name" "eval_metric AUC is not supported yet when the rows are on other servers" "$(errline "$err")"
 

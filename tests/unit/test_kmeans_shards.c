@@ -22,12 +22,13 @@ typedef struct sh_data
 	int64_t		n;
 	int			d;
 	int			distinct;		/* > 0: rows repeat this many points */
+	int64_t		first;			/* the rows are those from this index on (an eval set's: other rows) */
 } sh_data;
 
 static void
 sh_row(const sh_data *s, int64_t i, float *x)
 {
-	int64_t		p = s->distinct > 0 ? i % s->distinct : i;
+	int64_t		p = s->first + (s->distinct > 0 ? i % s->distinct : i);
 	gbml_rng	rng;
 
 	gbml_rng_seed(&rng, 991 + (uint64_t) p);
@@ -65,7 +66,7 @@ sh_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files,
 
 TEST(kmeans_shards_kmeanspp_n_init_same_bytes)
 {
-	sh_data		s = {9100, 6, 0};
+	sh_data		s = {9100, 6, 0, 0};
 	gbml_param_value v[] = {tu_num("k", 7), tu_num("n_init", 2), tu_num("random_seed", 4)};
 
 	tu_check_same_bytes("kmeans", "k-means++, n_init 2", sh_fill, &s, v, 3);
@@ -73,7 +74,7 @@ TEST(kmeans_shards_kmeanspp_n_init_same_bytes)
 
 TEST(kmeans_shards_random_spherical_same_bytes)
 {
-	sh_data		s = {5000, 9, 0};
+	sh_data		s = {5000, 9, 0, 0};
 	gbml_param_value v[] = {tu_num("k", 5), tu_str("init", "random"), tu_bool("spherical", true),
 	tu_num("n_init", 2)};
 
@@ -83,16 +84,26 @@ TEST(kmeans_shards_random_spherical_same_bytes)
 TEST(kmeans_shards_duplicates_and_empty_clusters_same_bytes)
 {
 	/* 6 distinct points on 3000 rows (each on both shards), k 9: random init takes duplicates */
-	sh_data		s = {3000, 4, 6};
+	sh_data		s = {3000, 4, 6, 0};
 	gbml_param_value v[] = {tu_num("k", 9), tu_str("init", "random"), tu_num("random_seed", 2),
 	tu_num("min_frac_changed", 0)};
 
 	tu_check_same_bytes("kmeans", "duplicates, empty clusters", sh_fill, &s, v, 4);
 }
 
+/* An eval set of the coordinator's own (eval_source): its inertia under the model, as one server computes it. */
+TEST(kmeans_shards_eval_source_same_bytes)
+{
+	sh_data		s = {5000, 6, 0, 0};
+	sh_data		e = {800, 6, 0, 100000};
+	gbml_param_value v[] = {tu_num("k", 5), tu_num("random_seed", 3)};
+
+	tu_check_same_bytes_eval("kmeans", "an eval set of the coordinator's", sh_fill, &s, sh_fill, &e, v, 2);
+}
+
 TEST(kmeans_shards_failing_shard_names_it)
 {
-	sh_data		s = {3000, 5, 0};
+	sh_data		s = {3000, 5, 0, 0};
 	gbml_param_value v[] = {tu_num("k", 4)};
 	char		error[512];
 	size_t		len;

@@ -6,7 +6,8 @@
  * standardization, squared loss with elastic net and row weights, and the
  * lasso (which must zero some weights there too); the pseudo-gradient at
  * the solution is ~0.  Labels outside the classes, one class only, and a
- * shard that fails are errors naming the problem.
+ * shard that fails are errors naming the problem.  An eval set of the
+ * coordinator's own (eval_source) is scored there.
  */
 #include "harness.h"
 #include "chunk_store_file.h"
@@ -24,6 +25,7 @@ typedef struct sg_data
 	bool		weights;
 	float		bad_label;		/* != 0: row 17's label (logistic) */
 	bool		one_class;
+	int64_t		first;			/* the rows are those from this index on (an eval set's: other rows) */
 } sg_data;
 
 static void
@@ -45,7 +47,7 @@ sg_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files,
 
 		if (shard >= 0 && owner != shard)
 			continue;
-		gbml_rng_seed(&rng, 5150 + (uint64_t) i);
+		gbml_rng_seed(&rng, 5150 + (uint64_t) (s->first + i));
 		for (int j = 0; j < s->d; j++)
 		{
 			x[j] = (float) (gbml_rng_uniform(&rng) * 4 - 2 + (j == 1 ? 50 : 0));
@@ -121,7 +123,7 @@ sg_check_optimum(const char *name, const sg_data *s, const gbml_param_value *v, 
 
 TEST(saga_shards_logistic_ridge_standardized_reaches_the_optimum)
 {
-	sg_data		s = {6000, 6, false, false, 0, false};
+	sg_data		s = {6000, 6, false, false, 0, false, 0};
 	gbml_param_value v[] = {tu_str("loss", "logistic"), tu_num("alpha", 1e-3), tu_bool("standardize", true)};
 
 	sg_check_optimum("logistic, ridge, standardized", &s, v, 3, false);
@@ -129,7 +131,7 @@ TEST(saga_shards_logistic_ridge_standardized_reaches_the_optimum)
 
 TEST(saga_shards_squared_elastic_net_weights_reaches_the_optimum)
 {
-	sg_data		s = {5000, 5, true, true, 0, false};
+	sg_data		s = {5000, 5, true, true, 0, false, 0};
 	gbml_param_value v[] = {tu_str("loss", "squared"), tu_num("alpha", 1e-2), tu_num("l1_ratio", 0.5),
 	tu_bool("standardize", true)};
 
@@ -138,19 +140,64 @@ TEST(saga_shards_squared_elastic_net_weights_reaches_the_optimum)
 
 TEST(saga_shards_lasso_zeroes_weights_at_the_optimum)
 {
-	sg_data		s = {5000, 7, false, false, 0, false};
+	sg_data		s = {5000, 7, false, false, 0, false, 0};
 	gbml_param_value v[] = {tu_str("loss", "logistic"), tu_num("alpha", 2e-2), tu_num("l1_ratio", 1),
 	tu_bool("standardize", true)};
 
 	sg_check_optimum("logistic, lasso", &s, v, 4, true);
 }
 
+/*
+ * An eval set of the coordinator's own (eval_source): scored there with the
+ * shards' model, its objective within 1e-6 of one server's at the optimum;
+ * an eval label outside the training classes is refused as on one server.
+ */
+TEST(saga_shards_eval_source_is_scored_on_the_coordinator)
+{
+	sg_data		s = {5000, 5, false, false, 0, false, 0};
+	sg_data		e = {900, 5, false, false, 0, false, 70000};
+	sg_data		bad = {900, 5, false, false, 2.0f, false, 70000};
+	gbml_param_value v[] = {tu_str("loss", "logistic"), tu_num("alpha", 1e-3), tu_bool("standardize", true),
+	tu_num("tol", 1e-12), tu_num("max_iter", 20000)};
+	gbml_env	env;
+	gbml_dataset ds,
+				ev;
+	uint8_t    *ref,
+			   *m;
+	size_t		ref_len,
+				len;
+	char		error[512];
+
+	gbml_env_init_malloc(&env, 2);
+	sg_fill(&ds, &env, -1, 1, false, &s);
+	sg_fill(&ev, &env, -1, 1, false, &e);
+	CHECK(tu_train_eval("saga", &ds, &ev, &env, v, 5, &ref, &ref_len) == GBML_OK);
+	gbml_dataset_free(&ds, &env);
+	gbml_dataset_free(&ev, &env);
+	m = tu_train_sharded_eval("saga", sg_fill, &s, sg_fill, &e, 2, v, 3, 0, &len, error, sizeof(error));
+	CHECK(m != NULL);
+	if (m)
+	{
+		double		f = meta(m, len, "eval_objective"),
+					f_ref = meta(ref, ref_len, "eval_objective");
+
+		CHECK(isfinite(f) && fabs(f - f_ref) <= 1e-6 * fabs(f_ref));
+		CHECK(meta(m, len, "eval_rows") == 900);
+		CHECK(fabs(meta(m, len, "eval_value") - f) == 0);
+	}
+	free(m);
+	free(ref);
+	m = tu_train_sharded_eval("saga", sg_fill, &s, sg_fill, &bad, 2, v, 3, 0, &len, error, sizeof(error));
+	CHECK(m == NULL && strstr(error, "the eval set") != NULL);
+	free(m);
+}
+
 TEST(saga_shards_label_errors_and_a_failing_shard)
 {
 	gbml_param_value v[] = {tu_str("loss", "logistic")};
-	sg_data		bad = {2000, 3, false, false, 0.5f, false},
-				one = {2000, 3, false, false, 0, true},
-				good = {2000, 3, false, false, 0, false};
+	sg_data		bad = {2000, 3, false, false, 0.5f, false, 0},
+				one = {2000, 3, false, false, 0, true, 0},
+				good = {2000, 3, false, false, 0, false, 0};
 	char		error[512];
 	size_t		len;
 	uint8_t    *m;
