@@ -170,38 +170,6 @@ gbml_boost_multiclass_gradients(const double *prob, const float *label, const fl
 	}
 }
 
-double
-gbml_boost_multiclass_logloss(const double *pred, const float *label, const float *weight, int64_t n, int k)
-{
-	double		loss = 0,
-				sw = 0;
-
-	for (int64_t r = 0; r < n; r++)
-	{
-		double		w = weight ? (double) weight[r] : 1.0;
-
-		loss += w * row_logloss(pred, n, k, r, (int) label[r]);
-		sw += w;
-	}
-	return sw > 0 ? loss / sw : 0.0;
-}
-
-double
-gbml_boost_multiclass_accuracy(const double *pred, const float *label, const float *weight, int64_t n, int k)
-{
-	double		hit = 0,
-				sw = 0;
-
-	for (int64_t r = 0; r < n; r++)
-	{
-		double		w = weight ? (double) weight[r] : 1.0;
-
-		hit += row_best(pred, n, k, r) == (int) label[r] ? w : 0;
-		sw += w;
-	}
-	return sw > 0 ? hit / sw : 0.0;
-}
-
 int
 gbml_boost_softmax_row(double *score, int k)
 {

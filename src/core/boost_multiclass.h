@@ -76,13 +76,6 @@ void		gbml_boost_multiclass_probs(const double *pred, int64_t n, int k, double *
 void		gbml_boost_multiclass_gradients(const double *prob, const float *label, const float *weight, int64_t n,
 											int k, int c, double *grad, double *hess, int threads);
 
-/* The weighted mean of -log softmax(pred)[label] (the MultiClass metric). */
-double		gbml_boost_multiclass_logloss(const double *pred, const float *label, const float *weight, int64_t n,
-										  int k);
-/* The weighted share of rows whose highest score is their label's (ties: the lowest class). */
-double		gbml_boost_multiclass_accuracy(const double *pred, const float *label, const float *weight, int64_t n,
-										   int k);
-
 /* One row's class scores (k) into probabilities, in place; returns the most probable class (ties: lowest). */
 int			gbml_boost_softmax_row(double *score, int k);
 
