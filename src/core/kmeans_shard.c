@@ -20,6 +20,7 @@ typedef struct km_shard
 {
 	gbml_env   *env;
 	const gbml_dataset *ds;
+	const gbml_dataset *eval;	/* the rows eval_fraction held out (the coordinator gathers them), or NULL */
 	km_work		w;
 	gbml_shard_ranks ranks;		/* per local row (canonical order): its global index, ascending */
 	gbml_shard_hashes hashes;	/* per local row: canonical hash, content hash, until ranked */
@@ -68,8 +69,6 @@ km_shard_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo
 	int			rc;
 
 	*out = NULL;
-	if (eval)
-		return gbml_error(env, GBML_EUNSUPPORTED, "kmeans: an eval set is not supported across servers");
 	if (ds->has_missing)
 		return gbml_error(env, GBML_EINVAL, "kmeans: features must be finite (NaN or infinity found)");
 	if (p->k <= 0 || p->k > GBML_KM_MAX_K)
@@ -79,6 +78,7 @@ km_shard_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo
 		return env->error_code;
 	sh->env = env;
 	sh->ds = ds;
+	sh->eval = eval;
 	sh->far_max = -1;
 	if (ds->n_rows > 0)
 	{
@@ -517,6 +517,14 @@ km_shard_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 	/* a shard without rows is left out of every step (the coordinator skips its replies) */
 	if (sh->ds->n_rows == 0)
 		return GBML_OK;
+	if (op == GBML_SHARD_OP_EVAL_ROWS)
+	{
+		/* (any time: the coordinator gathers them before the training begins) */
+		if ((rc = gbml_shard_eval_rows_page(sh->eval, sh->ds->n_features, &r, reply, sh->env)) != GBML_OK)
+			return rc;
+		return r.bad ? gbml_error(sh->env, GBML_EINVAL, "kmeans shard: malformed request %lld", (long long) op)
+			: gbml_sb_status(reply);
+	}
 	if (op != KM_OP_RANKS && op != KM_OP_HASHES && sh->hashes.hash != NULL)
 		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: a request before the global row order");
 	if ((op == KM_OP_PASS || op == KM_OP_FAR || op == KM_OP_DIST_MAX || op == KM_OP_DIST_SUM) && !sh->grid_set)
@@ -591,6 +599,8 @@ km_shard_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 const gbml_shard_ops gbml_kmeans_shard_ops = {
 	.hello_magic = KM_SHARD_MAGIC,
 	.takes_eval_source = true,	/* (the coordinator scores it: its inertia under the model) */
+	.takes_eval_split = true,
+	.gathers_eval_split = true,
 	.open = km_shard_open,
 	.step = km_shard_step,
 	.close = km_shard_close,

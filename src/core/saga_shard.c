@@ -18,6 +18,7 @@
 typedef struct sg_shard
 {
 	const gbml_dataset *ds;
+	const gbml_dataset *eval;	/* the rows eval_fraction held out (the coordinator gathers them), or NULL */
 	gbml_env   *env;
 	gbml_saga_params p;			/* a copy: the opener's params may go before the steps */
 	int			dp;				/* padded feature count */
@@ -33,8 +34,6 @@ sg_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_param
 	sg_shard   *sh;
 
 	*state = NULL;
-	if (eval)
-		return gbml_error(env, GBML_EUNSUPPORTED, "saga: an eval set is not supported across servers");
 	if (ds->has_missing)
 		return gbml_error(env, GBML_EINVAL, "saga: features must be finite (NaN or infinite values found)");
 	if (p->loss == GBML_SAGA_LOSS_LOGISTIC)
@@ -42,6 +41,7 @@ sg_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_param
 	if ((sh = gbml_alloc0(env, sizeof(*sh))) == NULL)
 		return env->error_code;
 	sh->ds = ds;
+	sh->eval = eval;
 	sh->env = env;
 	sh->p = *p;
 	sh->dp = (int) gbml_saga_padded(ds->n_features);
@@ -253,7 +253,9 @@ sg_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 
 	if (sh->ds->n_rows == 0)
 		return GBML_OK;			/* left out: the coordinator skips its replies */
-	if (op == SG_OP_MOMENTS)
+	if (op == GBML_SHARD_OP_EVAL_ROWS)
+		rc = gbml_shard_eval_rows_page(sh->eval, sh->ds->n_features, &r, reply, sh->env);
+	else if (op == SG_OP_MOMENTS)
 		rc = sg_moments(sh, &r, reply);
 	else if (op == SG_OP_LOSS_GRAD)
 		rc = sg_loss_grad(sh, &r, reply);
@@ -270,6 +272,8 @@ sg_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 
 const gbml_shard_ops gbml_saga_shard_ops = {
 	.takes_eval_source = true,	/* (the coordinator scores it) */
+	.takes_eval_split = true,
+	.gathers_eval_split = true,
 	.hello_magic = SG_SHARD_MAGIC,
 	.open = sg_open,
 	.step = sg_step,

@@ -5,8 +5,13 @@
  * and counted, replies folded), and the shards' timed answers.
  */
 #include "shard_link.h"
+#include "shard_msg.h"
 
 #include <math.h>
+#include <string.h>
+
+/* Eval rows a page carries at most: about 64 MB. */
+#define EVAL_PAGE_BYTES ((size_t) 64 << 20)
 
 int
 gbml_shard_answer(const gbml_shard_ops *ops, void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
@@ -300,4 +305,184 @@ gbml_shard_traffic_json(gbml_strbuf *m, const gbml_shard_traffic *t, const char 
 		gbml_sb_printf(m, ",\"setup_round_trips\":%lld,\"setup_bytes\":%lld,\"setup_wait_seconds\":%.6f,"
 					   "\"setup_shard_seconds\":%.6f", (long long) t->setup_round_trips, (long long) t->setup_bytes,
 					   t->setup_wait_seconds, t->setup_shard_seconds);
+}
+
+/* ------------------------------------------------------------------ */
+/* Eval rows gathered to the coordinator                              */
+/* ------------------------------------------------------------------ */
+
+/* Rows of n_features a page holds. */
+static int64_t
+eval_page_rows(int n_features)
+{
+	size_t		row = sizeof(float) * (size_t) n_features + 16;
+
+	return (int64_t) (EVAL_PAGE_BYTES / row > 0 ? EVAL_PAGE_BYTES / row : 1);
+}
+
+int
+gbml_shard_eval_rows_page(const gbml_dataset *eval, int n_features, gbml_msg_reader *r, gbml_strbuf *reply,
+						  gbml_env *env)
+{
+	int64_t		first = gbml_msg_get_i64(r),
+				count = gbml_msg_get_i64(r),
+				n = eval ? eval->n_rows : 0,
+				m,
+				at = 0;
+	int64_t    *addr;
+	float	   *x;
+	int			rc;
+
+	if (r->bad || r->p != r->end || first < 0 || count < 1 || count > eval_page_rows(n_features))
+	{
+		r->bad = true;
+		return GBML_OK;
+	}
+	m = first >= n ? 0 : (n - first < count ? n - first : count);
+	gbml_msg_put_i64(reply, eval ? eval->group_state : 0);
+	gbml_msg_put_i64(reply, m);
+	if (m == 0)
+		return GBML_OK;
+	addr = gbml_alloc_array(env, (size_t) m, sizeof(int64_t));
+	x = gbml_alloc_array(env, (size_t) m * (size_t) (n_features > 0 ? n_features : 1), sizeof(float));
+	if (addr == NULL || x == NULL)
+	{
+		gbml_free(env, addr);
+		gbml_free(env, x);
+		return env->error_code;
+	}
+	/* rows first .. first + m - 1 of the chunks, in order */
+	for (int64_t c = 0, seen = 0; c < eval->n_chunks && at < m; c++)
+	{
+		int64_t		rows = eval->chunks[c]->n_rows;
+
+		for (int64_t i = seen + rows > first ? (first > seen ? first - seen : 0) : rows; i < rows && at < m; i++)
+			addr[at++] = (c << 32) | i;
+		seen += rows;
+	}
+	rc = gbml_dataset_fetch_rows(eval, addr, m, x, env);
+	for (int64_t i = 0; i < m && rc == GBML_OK; i++)
+	{
+		const gbml_chunk *ch = eval->chunks[addr[i] >> 32];
+		int64_t		row = addr[i] & 0xffffffffLL;
+		float		label = ch->label[row],
+					weight = ch->weight[row];
+
+		gbml_msg_put(reply, &label, sizeof(float));
+		gbml_msg_put_i64(reply, ch->group[row]);
+		gbml_msg_put(reply, &weight, sizeof(float));
+		gbml_msg_put(reply, x + (size_t) i * (size_t) n_features, sizeof(float) * (size_t) n_features);
+	}
+	gbml_free(env, addr);
+	gbml_free(env, x);
+	return rc;
+}
+
+/* Shard s's page (of at most page rows) into eval; *more: it was full, the shard may have more. */
+static int
+append_eval_page(const gbml_shard_channel *ch, int s, gbml_dataset *eval, int d, int64_t page, float *x, bool *more)
+{
+	gbml_msg_reader r;
+	int64_t		group_state,
+				m;
+	int			rc = GBML_OK;
+
+	*more = false;
+	if (!gbml_shard_reply(ch, s, &r))
+		return GBML_OK;
+	group_state = gbml_msg_get_i64(&r);
+	m = gbml_msg_get_count(&r, page);
+	for (int64_t i = 0; i < m && !r.bad && rc == GBML_OK; i++)
+	{
+		gbml_row	row = {0};
+
+		gbml_msg_get(&r, &row.label, sizeof(float));
+		row.group = gbml_msg_get_i64(&r);
+		gbml_msg_get(&r, &row.weight, sizeof(float));
+		gbml_msg_get(&r, x, sizeof(float) * (size_t) d);
+		if (r.bad)
+			break;
+		/* as the one-server split appends a held-out row (dataset.c) */
+		row.x = x;
+		row.n_features = d;
+		row.group_is_null = group_state <= 0;
+		rc = gbml_dataset_append(eval, ch->env, &row, false);
+	}
+	if (rc != GBML_OK)
+		return rc;
+	if ((rc = gbml_shard_reply_done(ch, s, &r)) != GBML_OK)
+		return rc;
+	*more = m == page;
+	return GBML_OK;
+}
+
+int
+gbml_shards_gather_eval(const gbml_shard_link *link, uint32_t magic, const char *algo, gbml_dataset *eval,
+						gbml_env *env)
+{
+	return gbml_shards_gather_eval_paged(link, magic, algo, eval, 0, env);
+}
+
+int
+gbml_shards_gather_eval_paged(const gbml_shard_link *link, uint32_t magic, const char *algo, gbml_dataset *eval,
+							  int64_t page_rows, gbml_env *env)
+{
+	gbml_shard_channel ch;
+	int64_t		page;
+	int64_t    *next = NULL;
+	bool	   *more = NULL,
+				any = true;
+	float	   *x = NULL;
+	int			d,
+				rc;
+
+	if ((rc = gbml_shard_channel_open(&ch, link, magic, algo, env)) != GBML_OK)
+	{
+		gbml_shard_channel_close(&ch);
+		return rc;
+	}
+	d = 0;
+	for (int s = 0; s < ch.n_shards; s++)
+	{
+		int64_t		n,
+					fd;
+
+		if (ch.n_rows[s] > 0 && read_hello_head(link, s, magic, &n, &fd))
+			d = (int) fd;
+	}
+	page = page_rows > 0 && page_rows < eval_page_rows(d) ? page_rows : eval_page_rows(d);
+	next = gbml_alloc0(env, sizeof(int64_t) * (size_t) ch.n_shards);
+	more = gbml_alloc0(env, sizeof(bool) * (size_t) ch.n_shards);
+	x = gbml_alloc_array(env, (size_t) (d > 0 ? d : 1), sizeof(float));
+	if (next == NULL || more == NULL || x == NULL)
+		rc = env->error_code;
+	for (int s = 0; s < ch.n_shards && more; s++)
+		more[s] = true;
+	/* every shard a page a round trip, until each has sent a short one */
+	while (rc == GBML_OK && any)
+	{
+		for (int s = 0; s < ch.n_shards; s++)
+		{
+			gbml_strbuf *m = gbml_shard_request_to(&ch, s, GBML_SHARD_OP_EVAL_ROWS);
+
+			gbml_msg_put_i64(m, next[s]);
+			gbml_msg_put_i64(m, page);
+		}
+		if ((rc = gbml_shard_send_each(&ch)) != GBML_OK)
+			break;
+		any = false;
+		for (int s = 0; s < ch.n_shards && rc == GBML_OK; s++)
+		{
+			if (!more[s])
+				continue;
+			rc = append_eval_page(&ch, s, eval, d, page, x, &more[s]);
+			next[s] += page;
+			any |= more[s];
+		}
+	}
+	gbml_free(env, next);
+	gbml_free(env, more);
+	gbml_free(env, x);
+	gbml_shard_channel_close(&ch);
+	return rc;
 }

@@ -60,6 +60,12 @@ typedef struct gbml_shard_ops
 	uint32_t	hello_magic;	/* the first 4 bytes of the algorithm's hello */
 	/* it trains with an eval set split from the shards' rows (eval_fraction: gbml_shard_split_eval) */
 	bool		takes_eval_split;
+	/*
+	 * ... which its coordinator gathers (gbml_shards_gather_eval) and
+	 * scores as an eval set of its own; its shards answer
+	 * GBML_SHARD_OP_EVAL_ROWS
+	 */
+	bool		gathers_eval_split;
 	/* ... or with the coordinator's own eval rows (eval_source), which the coordinator scores */
 	bool		takes_eval_source;
 	/*
@@ -83,6 +89,24 @@ void		gbml_shard_traffic_json(gbml_strbuf *m, const gbml_shard_traffic *t, const
 /* ops->step, then the seconds it took (the trailer gbml_shard_exchange takes off). */
 int			gbml_shard_answer(const gbml_shard_ops *ops, void *state, const uint8_t *req, size_t len,
 							  gbml_strbuf *reply);
+
+/*
+ * A shard's answer to GBML_SHARD_OP_EVAL_ROWS (shard_msg.h): a page of its
+ * eval rows (eval NULL: none), the request read from r (after its code).
+ */
+int			gbml_shard_eval_rows_page(const gbml_dataset *eval, int n_features, gbml_msg_reader *r,
+									  gbml_strbuf *reply, gbml_env *env);
+
+/*
+ * The coordinator's side: every shard's eval rows, page by page, appended
+ * to eval (initialised by the caller) as one server's eval split appends
+ * them; the caller puts them in canonical order (the driver does).
+ */
+int			gbml_shards_gather_eval(const gbml_shard_link *link, uint32_t magic, const char *algo,
+									gbml_dataset *eval, gbml_env *env);
+/* ... pages of at most page_rows rows (0: about 64 MB; the tests' small pages) */
+int			gbml_shards_gather_eval_paged(const gbml_shard_link *link, uint32_t magic, const char *algo,
+										  gbml_dataset *eval, int64_t page_rows, gbml_env *env);
 
 /* A hello's common head (shard_msg.h): the algorithm's magic, the version, rows and features. */
 void		gbml_shard_hello_head(gbml_strbuf *hello, uint32_t magic, int64_t n_rows, int64_t n_features);

@@ -98,4 +98,13 @@ gbml_msg_put_f64(gbml_strbuf *sb, double v)
 #define GBML_SHARD_HELLO_VERSION 4
 #define GBML_SHARD_HELLO_HEAD 24
 
+/*
+ * A request every shard side that gathers its eval rows answers (whatever
+ * its algorithm's own codes): i64 first, i64 count -> i64 the eval set's
+ * group_state, i64 rows m (m < count: the last page), then each row's f32
+ * label, i64 group, f32 weight and f32 x features — the rows eval_fraction
+ * held out, in their order (gbml_shard_eval_rows_page).
+ */
+#define GBML_SHARD_OP_EVAL_ROWS 100
+
 #endif

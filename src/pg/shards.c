@@ -532,6 +532,23 @@ read_eval_here(gbml_env *env, gbml_parsed_params *pp, gbml_column_plan *plan)
 	return eval;
 }
 
+/*
+ * The rows the shards held out for eval_fraction, gathered here (K-Means and
+ * the linear models score them on the coordinator, as an eval_source).
+ */
+static gbml_dataset *
+gather_eval_here(gbml_env *env, gbml_parsed_params *pp, const gbml_shard_link *link, const char *what)
+{
+	gbml_dataset *eval = palloc0(sizeof(gbml_dataset));
+
+	gbml_dataset_init(eval, (gbml_input_flags(pp) & GBML_INPUT_MISSING) != 0);
+	gbml_dataset_guard(CurrentMemoryContext, eval);
+	gbml_plan_spill(pp->algo, env, eval);
+	GBML_CHECK(env, gbml_shards_gather_eval(link, pp->algo->shard->hello_magic, pp->algo->name, eval, env), what);
+	gbml_dataset_finish_appends(eval, env);
+	return eval->n_rows > 0 ? eval : NULL;
+}
+
 bytea *
 gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jsonb *params, const char *what)
 {
@@ -579,6 +596,8 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jso
 		GBML_CHECK(env, gbml_shards_describe(&ss->link, pp->algo->shard->hello_magic, env, &ds->n_rows, &ds->n_features), what);
 		if (ds->n_rows == 0)
 			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("%s: the shards of \"%s\" hold no rows", what, ss->source)));
+		if (!cp->eval_source && cp->eval_fraction > 0 && pp->algo->shard->gathers_eval_split)
+			eval = gather_eval_here(env, pp, &ss->link, what);
 		ds->shards = &ss->link;
 		ds->schema = schema;
 		model = gbml_train_to_bytea(env, pp, ds, eval, what);

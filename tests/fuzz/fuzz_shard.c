@@ -8,7 +8,9 @@
  * The input's first byte picks the algorithm (K-Means, the linear models
  * or boosting, by its value mod 3; boosting's trees are Depthwise when its
  * value / 3 is 1 mod 4, its loss MultiClass when 2 mod 4, and when 3 mod 4
- * it holds out eval_fraction 0.3 of its rows as an eval set); the shard
+ * it holds out eval_fraction 0.3 of its rows as an eval set; K-Means' and
+ * the linear models' shards hold one out when their value / 3 is odd, for
+ * the coordinator to gather); the shard
  * opens on a small fixed dataset (300 rows x 3 features, labels 0/1); a
  * K-Means shard first gets
  * its rows' global indices (as
@@ -46,21 +48,22 @@ fill(gbml_dataset *ds, gbml_env *env)
 	FUZZ_CHECK(gbml_dataset_canonicalize(ds, env) == GBML_OK, "canonicalize");
 }
 
-/* The global indices every K-Means coordinator sends first: this shard holds rows 0 .. n-1. */
+/* The global indices every K-Means coordinator sends first: this shard holds rows 0 .. n-1 (its training rows). */
 static void
-send_ranks(const gbml_shard_ops *ops, void *state, gbml_env *env)
+send_ranks(const gbml_shard_ops *ops, void *state, int64_t n, gbml_env *env)
 {
 	int64_t		msg[4 + FS_ROWS];
 	gbml_strbuf reply;
 
 	msg[0] = 1;					/* KM_OP_RANKS: the union's rows, the page's first row and its length */
-	msg[1] = FS_ROWS;
+	msg[1] = n;
 	msg[2] = 0;
-	msg[3] = FS_ROWS;
-	for (int i = 0; i < FS_ROWS; i++)
+	msg[3] = n;
+	for (int i = 0; i < n; i++)
 		msg[4 + i] = i;
 	gbml_sb_init(&reply, env);
-	FUZZ_CHECK(gbml_shard_answer(ops, state, (const uint8_t *) msg, sizeof(msg), &reply) == GBML_OK, "ranks");
+	FUZZ_CHECK(gbml_shard_answer(ops, state, (const uint8_t *) msg, sizeof(int64_t) * (size_t) (4 + n), &reply) ==
+			   GBML_OK, "ranks");
 	gbml_sb_free(&reply);
 }
 
@@ -75,7 +78,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * boosting's variants: symmetric trees, Depthwise (node splits in its
 	 * requests), MultiClass (classes), an eval set (eval terms, the cut)
 	 */
-	int			variant = pick == 2 ? (first / 3) % 4 : 0;
+	int			variant = pick == 2 ? (first / 3) % 4 : (first / 3) % 2 ? 3 : 0;
 	bool		trace = getenv("FUZZ_SHARD_TRACE") != NULL,
 				has_eval = false;
 	gbml_dataset eval;
@@ -105,7 +108,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			   "open: %s", env.error);
 	gbml_sb_free(&hello);
 	if (kmeans)
-		send_ranks(algo->shard, state, &env);
+		send_ranks(algo->shard, state, ds.n_rows, &env);
 	while (r.left > 0)
 	{
 		uint8_t		lo = fr_u8(&r),

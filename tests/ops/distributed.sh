@@ -163,8 +163,19 @@ out=$(q coord postgres "SELECT gbml.train('re_dist', 'boost', 'rk', '{$rk, \"eva
   SELECT gbml.train('re_one', 'boost', 'rk_local', '{$rk, \"eval_fraction\": 0.25, \"learning_rate\": 0.8, \"early_stopping_rounds\": 3}');
   SELECT (SELECT model FROM gbml.models WHERE name = 're_dist') = (SELECT model FROM gbml.models WHERE name = 're_one')" 2>&1 | tail -1)
 check "ranking with eval queries (NDCG on the held-out queries, early stopping): the same bytes" t "$out"
-err=$(q_err coord postgres "SELECT gbml.train('ke', 'kmeans', 'pts', '{\"k\": 3, \"exclude_columns\": [\"id\"], \"eval_fraction\": 0.2}')")
-check_match "K-Means with eval_fraction across servers is refused, by name" "eval_fraction is not supported on a table sharded across servers for kmeans" "$(errline "$err")"
+out=$(q coord postgres "SELECT gbml.train('kef_dist', 'kmeans', 'pts', '{\"k\": 4, \"eval_fraction\": 0.2}');
+  SELECT gbml.train('kef_one', 'kmeans', 'pts_local', '{\"k\": 4, \"eval_fraction\": 0.2}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'kef_dist') = (SELECT model FROM gbml.models WHERE name = 'kef_one')
+     AND (SELECT (gbml.model_info(model) ->> 'eval_rows')::int BETWEEN 3000 AND 6600 FROM gbml.models WHERE name = 'kef_dist')" 2>&1 | tail -1)
+check "K-Means with eval_fraction (the held-out rows gathered to the coordinator): the same bytes" t "$out"
+# the linear model with an eval set ($2: its params): its eval objective within 1e-6 of one server's at the optimum
+saga_eval_close() {
+  q coord postgres "SELECT gbml.train('$1_dist', 'saga', 'pts', '{$lin, $2}');
+    SELECT gbml.train('$1_one', 'saga', 'pts_local', '{$lin, \"tol\": 1e-12, \"max_iter\": 20000, $2}');
+    SELECT abs(d - o) <= 1e-6 * abs(o) FROM (SELECT (SELECT (gbml.model_info(model) -> 'metrics' ->> 'eval_objective')::float8 FROM gbml.models WHERE name = '$1_dist') d,
+       (SELECT (gbml.model_info(model) -> 'metrics' ->> 'eval_objective')::float8 FROM gbml.models WHERE name = '$1_one') o) x" 2>&1 | tail -1
+}
+check "the linear model with eval_fraction: its eval objective within 1e-6 of one server's" t "$(saga_eval_close sef '"eval_fraction": 0.2')"
 # eval_source: the coordinator reads the eval rows itself and scores them every tree (their labels
 # are the training rows' upside down, so the eval error grows and training stops early)
 es='"iterations": 200, "depth": 5, "learning_rate": 0.5, "border_sample_size": 5000, "exclude_columns": ["id"], "early_stopping_rounds": 5, "eval_source": "SELECT features, 1 - label AS label FROM pts_local WHERE id % 7 = 3"'
@@ -183,11 +194,8 @@ out=$(q coord postgres "SELECT gbml.train('kes_dist', 'kmeans', 'pts', '{\"k\": 
   SELECT (SELECT model FROM gbml.models WHERE name = 'kes_dist') = (SELECT model FROM gbml.models WHERE name = 'kes_one')
      AND (SELECT gbml.model_info(model) -> 'metrics' ->> 'eval_metric' FROM gbml.models WHERE name = 'kes_dist') = 'eval_inertia'" 2>&1 | tail -1)
 check "K-Means with an eval_source (its inertia on the coordinator): the same bytes" t "$out"
-out=$(q coord postgres "SELECT gbml.train('ses_dist', 'saga', 'pts', '{$lin, \"eval_source\": \"SELECT * FROM pts_local WHERE id % 3 = 0\"}');
-  SELECT gbml.train('ses_one', 'saga', 'pts_local', '{$lin, \"tol\": 1e-12, \"max_iter\": 20000, \"eval_source\": \"SELECT * FROM pts_local WHERE id % 3 = 0\"}');
-  SELECT abs(d - o) <= 1e-6 * abs(o) FROM (SELECT (SELECT (gbml.model_info(model) -> 'metrics' ->> 'eval_objective')::float8 FROM gbml.models WHERE name = 'ses_dist') d,
-     (SELECT (gbml.model_info(model) -> 'metrics' ->> 'eval_objective')::float8 FROM gbml.models WHERE name = 'ses_one') o) x" 2>&1 | tail -1)
-check "the linear model with an eval_source: its eval objective within 1e-6 of one server's" t "$out"
+check "the linear model with an eval_source: its eval objective within 1e-6 of one server's" t \
+  "$(saga_eval_close ses '"eval_source": "SELECT * FROM pts_local WHERE id % 3 = 0"')"
 err=$(q_err coord postgres "SELECT gbml.train('bx', 'boost', 'pts', '{\"loss\": \"Logloss\", \"eval_metric\": \"AUC\", \"exclude_columns\": [\"id\"]}')")
 check_match "boosting with what cannot train across servers yet (AUC) is refused, by name" "eval_metric AUC is not supported yet when the rows are on other servers" "$(errline "$err")"
 

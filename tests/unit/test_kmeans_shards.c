@@ -101,6 +101,19 @@ TEST(kmeans_shards_eval_source_same_bytes)
 	tu_check_same_bytes_eval("kmeans", "an eval set of the coordinator's", sh_fill, &s, sh_fill, &e, v, 2);
 }
 
+/*
+ * eval_fraction: each shard holds out the rows one server would, the
+ * coordinator gathers them (pages of 97 rows in the tests) and computes
+ * their inertia as one server does.
+ */
+TEST(kmeans_shards_eval_fraction_same_bytes)
+{
+	sh_data		s = {6000, 6, 0, 0};
+	gbml_param_value v[] = {tu_num("k", 5), tu_num("random_seed", 3), tu_num("eval_fraction", 0.25)};
+
+	tu_check_same_bytes("kmeans", "eval_fraction, gathered to the coordinator", sh_fill, &s, v, 3);
+}
+
 TEST(kmeans_shards_failing_shard_names_it)
 {
 	sh_data		s = {3000, 5, 0, 0};

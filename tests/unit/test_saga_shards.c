@@ -192,6 +192,39 @@ TEST(saga_shards_eval_source_is_scored_on_the_coordinator)
 	free(m);
 }
 
+/* eval_fraction: the rows the shards held out, gathered and scored on the coordinator, are one server's. */
+TEST(saga_shards_eval_fraction_is_gathered_and_scored)
+{
+	sg_data		s = {6000, 5, true, true, 0, false, 0};
+	gbml_param_value v[] = {tu_str("loss", "squared"), tu_num("alpha", 1e-3), tu_bool("standardize", true),
+	tu_num("eval_fraction", 0.2), tu_num("tol", 1e-12), tu_num("max_iter", 20000)};
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *ref;
+	size_t		ref_len;
+	char		error[512];
+
+	gbml_env_init_malloc(&env, 2);
+	sg_fill(&ds, &env, -1, 1, false, &s);
+	CHECK(tu_train("saga", &ds, &env, v, 6, &ref, &ref_len) == GBML_OK);
+	gbml_dataset_free(&ds, &env);
+	for (int n_shards = 2; n_shards <= 3; n_shards++)
+	{
+		size_t		len = 0;
+		uint8_t    *m = tu_train_sharded("saga", sg_fill, &s, n_shards, v, 4, 0, &len, error, sizeof(error));
+		double		f = m ? meta(m, len, "eval_objective") : NAN,
+					f_ref = meta(ref, ref_len, "eval_objective");
+
+		CHECK(m != NULL && isfinite(f) && fabs(f - f_ref) <= 1e-6 * fabs(f_ref));
+		CHECK(m != NULL && meta(m, len, "eval_rows") == meta(ref, ref_len, "eval_rows"));
+		CHECK(m != NULL && meta(m, len, "eval_rows") > 900 && meta(m, len, "eval_rows") < 1500);
+		if (m == NULL)
+			fprintf(stderr, "eval_fraction, %d shards: %s\n", n_shards, error);
+		free(m);
+	}
+	free(ref);
+}
+
 TEST(saga_shards_label_errors_and_a_failing_shard)
 {
 	gbml_param_value v[] = {tu_str("loss", "logistic")};

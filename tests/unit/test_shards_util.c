@@ -134,7 +134,16 @@ tu_train_sharded_eval(const char *algorithm, tu_fill_fn fill, void *arg, tu_fill
 		eval_fill(&eval, &env, -1, 1, false, eval_arg);
 	CHECK(gbml_shards_describe(&link, L->ops->hello_magic, &env, &ds.n_rows, &ds.n_features) == GBML_OK);
 	ds.shards = &link;
-	rc = tu_train_eval(algorithm, &ds, eval_fill ? &eval : NULL, &env, v, nv, &model, len);
+	/* as the glue does: the rows the shards held out gathered here when the algorithm scores them here */
+	CHECK(gbml_parse_training_params(&env, algo, v, nv, &pp) == GBML_OK);
+	if (!eval_fill && pp.common.eval_fraction > 0 && L->ops->gathers_eval_split)
+	{
+		/* pages of 97 rows: many round trips, a short last page per shard */
+		CHECK(gbml_shards_gather_eval_paged(&link, L->ops->hello_magic, algorithm, &eval, 97, &env) == GBML_OK);
+		gbml_dataset_finish_appends(&eval, &env);
+	}
+	gbml_parsed_params_free(&env, &pp);
+	rc = tu_train_eval(algorithm, &ds, eval.n_rows > 0 ? &eval : NULL, &env, v, nv, &model, len);
 	if (rc != GBML_OK)
 		snprintf(error, error_size, "%s", env.error);
 	gbml_dataset_free(&ds, &env);
