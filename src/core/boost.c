@@ -1727,9 +1727,9 @@ multiclass_value(trainer *T, int metric, int eval, double *out)
 /*
  * The model's value of `metric` on its training rows (eval: 0) or its eval
  * rows (BOOST_TERMS_EVAL), exactly summed wherever the rows are: pointwise
- * terms per row, NDCG and the ranking losses per query; AUC from the rows
- * in one order (never on shards).  *point caches the pointwise sums
- * between two calls.
+ * terms per row, NDCG and the ranking losses per query; AUC from every
+ * prediction (the shards' gathered here: its value does not depend on the
+ * rows' order).  *point caches the pointwise sums between two calls.
  */
 static int
 rows_value(trainer *T, int metric, int eval, bool *have_point, int64_t *point, double *point_scale, double *out)
@@ -1763,8 +1763,8 @@ rows_value(trainer *T, int metric, int eval, bool *have_point, int64_t *point, d
 		*out = gbml_boost_group_value(T->kind, k, sum, scale);
 		return GBML_OK;
 	}
-	if (T->shards)
-		return gbml_error(T->env, GBML_EUNSUPPORTED, "boost: a metric that needs the rows in one place");
+	if (T->shards && !(eval && T->eval_here))
+		return boost_shards_auc(T, eval != 0, out);	/* (every prediction gathered here) */
 	*out = auc_value(T->env, eval ? &T->eval : &T->train, eval ? T->eval_pred : T->pred);
 	return GBML_OK;
 }

@@ -414,6 +414,8 @@ int			boost_shards_check_loss(trainer *T, bool with_groups);
 /* Coordinator side (boost_shards.c): the shards' hellos, the borders from their sample, T->rows. */
 int			boost_shards_setup(trainer *T, const gbml_dataset *ds);
 void		boost_shards_free(trainer *T);
+/* AUC of every row's (eval: every eval row's) prediction, gathered from the shards. */
+int			boost_shards_auc(trainer *T, bool eval, double *out);
 /* The exchanges so far, as timings members. */
 void		boost_shards_traffic_json(const trainer *T, gbml_strbuf *m);
 

@@ -524,6 +524,52 @@ bs_terms(bs_shard *sh, gbml_msg_reader *r, bool sums, gbml_strbuf *reply)
 	return GBML_OK;
 }
 
+/*
+ * A page of the rows' predictions, labels and weights (AUC, which needs
+ * every prediction of the union: the coordinator gathers them), after the
+ * pending tree.
+ */
+static int
+bs_scores(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+{
+	trainer    *T = &sh->T;
+	bs_pending_msg pm;
+	int64_t		eval,
+				first,
+				count,
+				m;
+	const boost_data *d;
+	const double *pred;
+	int			rc;
+
+	bs_read_pending(sh, r, &pm);
+	eval = gbml_msg_get_i64(r);
+	first = gbml_msg_get_i64(r);
+	count = gbml_msg_get_i64(r);
+	if (r->bad || r->p != r->end || (eval != 0 && eval != 1) || first < 0 || count < 1 ||
+		count > BS_SCORES_PAGE_ROWS || T->n_classes > 0 || sh->phase == BS_ROWS ||
+		(sh->phase == BS_BINNED && pm.kind != BS_PENDING_BASE))
+	{
+		r->bad = true;
+		return GBML_OK;
+	}
+	if ((rc = bs_apply_pending(sh, &pm)) != GBML_OK)
+		return rc;
+	d = eval ? &T->eval : &T->train;
+	pred = eval ? T->eval_pred : T->pred;
+	m = eval && !T->has_eval ? 0 : first >= d->n ? 0 : d->n - first < count ? d->n - first : count;
+	gbml_msg_put_i64(reply, m);
+	for (int64_t i = first; i < first + m; i++)
+	{
+		float		w = d->weight ? d->weight[i] : 1.0f;
+
+		gbml_msg_put_f64(reply, pred[i]);
+		gbml_msg_put(reply, &d->label[i], sizeof(float));
+		gbml_msg_put(reply, &w, sizeof(float));
+	}
+	return GBML_OK;
+}
+
 /* This shard's query ids, ascending (the coordinator checks no query is on two shards). */
 static int
 bs_groups(bs_shard *sh, gbml_strbuf *reply)
@@ -835,6 +881,9 @@ bs_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 			break;
 		case BS_OP_GRADIENT_SQUARES:
 			rc = bs_gradient_squares(sh, &r, reply);
+			break;
+		case BS_OP_SCORES:
+			rc = bs_scores(sh, &r, reply);
 			break;
 		case BS_OP_NEWTON:
 			rc = sh->phase == BS_TRAINING ? bs_newton(sh, &r, reply) :

@@ -48,8 +48,11 @@ typedef enum bs_shard_op
 	BS_OP_RANKS,				/* a page of the rows' global indices (shard_order.h) -> () */
 	BS_OP_REFINE,				/* the last level's split, f64 scale, f64 x 2^depth leaf values
 								 * -> i64 x 2^depth G, i64 x 2^depth H: a Logloss refinement step (sum) */
-	BS_OP_GRADIENT_SQUARES		/* f64 scale -> i64 the gradients' squares of every row at scale (sum):
+	BS_OP_GRADIENT_SQUARES,		/* f64 scale -> i64 the gradients' squares of every row at scale (sum):
 								 * random_strength */
+	BS_OP_SCORES				/* pending, i64 eval (1: the eval rows), i64 first, i64 count -> i64 m,
+								 * m x (f64 prediction, f32 label, f32 weight): rows first .. first + m - 1
+								 * of this shard's (m < count: its last), for AUC */
 } bs_shard_op;
 
 typedef enum bs_pending
@@ -60,6 +63,9 @@ typedef enum bs_pending
 	BS_PENDING_DROPPED,			/* the open tree's root could not split: no tree */
 	BS_PENDING_CUT				/* use_best_model: i64 trees kept (whole iterations); an open tree goes */
 } bs_pending;
+
+/* Rows a SCORES page carries at most (16 bytes each: 64 MB). */
+#define BS_SCORES_PAGE_ROWS ((int64_t) 4 << 20)
 
 /* Gradient maxima in a reply or a level-0 request. */
 #define BS_GRAD_MAXIMA 6

@@ -23,8 +23,8 @@
  * streams).  subsample < 1 draws over the union's rows (their global
  * indices, sent with the order) or queries.  Not yet across servers
  * (boost_shards_check): subsample with group ids and a pointwise loss,
- * categorical inputs, AUC as the metric (it needs every prediction in one
- * order).  An eval set of the coordinator's own (eval_source) is binned
+ * categorical inputs.  AUC, which needs every prediction, gathers them
+ * (boost_shards_auc: 16 bytes a row, each time it is asked for).  An eval set of the coordinator's own (eval_source) is binned
  * and scored here (boost.c, eval_here); the shards only get the best
  * model's cut.  Depthwise trees send each level's node splits where symmetric
  * ones send the level's one split; MultiClass sends the union's class
@@ -33,6 +33,7 @@
  */
 #include "boost_internal.h"
 #include "boost_shard_msg.h"
+#include "metrics.h"
 #include "shard_order.h"
 
 #include <math.h>
@@ -60,12 +61,10 @@ typedef struct boost_shards
 int
 boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env *env)
 {
+	(void) p;
 	if (ds->schema && gbml_schema_n_categorical(ds->schema) > 0)
 		return gbml_error(env, GBML_EUNSUPPORTED, "boost: categorical features are not supported yet when the rows "
 						  "are on other servers (number features with every loss are)");
-	if (p->eval_metric == GBML_BOOST_METRIC_AUC)
-		return gbml_error(env, GBML_EUNSUPPORTED, "boost: eval_metric AUC is not supported yet when the rows are on "
-						  "other servers (it needs every prediction in one order; RMSE, Logloss, NDCG and the loss are)");
 	return GBML_OK;
 }
 
@@ -663,6 +662,66 @@ static void
 shard_drop_tree(trainer *T)
 {
 	T->shards->pending = BS_PENDING_DROPPED;
+}
+
+/*
+ * AUC over every row (eval: the eval rows): the shards' predictions,
+ * labels and weights gathered page by page (the first request carrying
+ * what changed the predictions); gbml_auc_env orders them by their values,
+ * so the figure is one server's.
+ */
+int
+boost_shards_auc(trainer *T, bool eval, double *out)
+{
+	boost_shards *B = T->shards;
+	gbml_env   *env = T->env;
+	int64_t		n = eval ? T->n_eval_global : T->n_global,
+				at = 0;
+	double	   *score = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(double));
+	float	   *label = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(float)),
+			   *weight = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(float));
+	bool		more = true;
+	int			rc = GBML_OK;
+
+	if (score == NULL || label == NULL || weight == NULL)
+		rc = env->error_code;
+	for (int64_t first = 0; rc == GBML_OK && more; first += BS_SCORES_PAGE_ROWS)
+	{
+		gbml_strbuf *m = request_with_pending(T, BS_OP_SCORES);
+
+		gbml_msg_put_i64(m, eval ? 1 : 0);
+		gbml_msg_put_i64(m, first);
+		gbml_msg_put_i64(m, BS_SCORES_PAGE_ROWS);
+		if ((rc = gbml_shard_send(&B->ch)) != GBML_OK)
+			break;
+		more = false;
+		for (int s = 0; s < B->ch.n_shards && rc == GBML_OK; s++)
+		{
+			gbml_msg_reader r;
+			int64_t		rows;
+
+			if (!gbml_shard_reply(&B->ch, s, &r))
+				continue;
+			rows = gbml_msg_get_count(&r, n - at);
+			for (int64_t i = 0; i < rows && !r.bad; i++, at++)
+			{
+				score[at] = gbml_msg_get_f64(&r);
+				gbml_msg_get(&r, &label[at], sizeof(float));
+				gbml_msg_get(&r, &weight[at], sizeof(float));
+			}
+			rc = gbml_shard_reply_done(&B->ch, s, &r);
+			more |= rows == BS_SCORES_PAGE_ROWS;
+		}
+	}
+	if (rc == GBML_OK && at != n)
+		rc = gbml_error(env, GBML_EINVAL, "boost: the shards sent %lld rows' predictions for AUC, not %lld",
+						(long long) at, (long long) n);
+	if (rc == GBML_OK)
+		*out = gbml_auc_env(env, score, label, weight, n);
+	gbml_free(env, score);
+	gbml_free(env, label);
+	gbml_free(env, weight);
+	return rc;
 }
 
 /*

@@ -228,12 +228,19 @@ typedef struct auc_row
 	float		weight;
 } auc_row;
 
-/* Ascending score, NaN first (it ranks last, i.e. lowest). */
+/* A total order on floats: NaN first, then ascending. */
 static int
-cmp_auc_row(const void *a, const void *b)
+cmp_float_total(float a, float b)
 {
-	const auc_row *x = a,
-			   *y = b;
+	if (isnan(a) || isnan(b))
+		return isnan(b) - isnan(a);
+	return (a > b) - (a < b);
+}
+
+/* Ascending score, NaN first (it ranks last, i.e. lowest): the blocks of tied scores. */
+static int
+cmp_auc_score(const auc_row *x, const auc_row *y)
+{
 	bool		nx = isnan(x->score),
 				ny = isnan(y->score);
 
@@ -242,6 +249,25 @@ cmp_auc_row(const void *a, const void *b)
 	if (nx)
 		return 0;
 	return (x->score > y->score) - (x->score < y->score);
+}
+
+/*
+ * The blocks, and inside a block label then weight: the rows' order is a
+ * function of their values, so a block's weight sums (and the AUC) are the
+ * same bits whatever order the rows came in (shards' rows gathered).
+ */
+static int
+cmp_auc_row(const void *a, const void *b)
+{
+	const auc_row *x = a,
+			   *y = b;
+	int			c = cmp_auc_score(x, y);
+
+	if (c != 0)
+		return c;
+	if ((c = cmp_float_total(x->label, y->label)) != 0)
+		return c;
+	return cmp_float_total(x->weight, y->weight);
 }
 
 double
@@ -282,7 +308,7 @@ gbml_auc_env(gbml_env *env, const double *score, const float *label, const float
 		double		bp = 0,
 					bn = 0;
 
-		while (t < n && cmp_auc_row(&rs[s], &rs[t]) == 0)
+		while (t < n && cmp_auc_score(&rs[s], &rs[t]) == 0)
 		{
 			if (rs[t].label > 0.5f)
 				bp += rs[t].weight;

@@ -196,8 +196,12 @@ out=$(q coord postgres "SELECT gbml.train('kes_dist', 'kmeans', 'pts', '{\"k\": 
 check "K-Means with an eval_source (its inertia on the coordinator): the same bytes" t "$out"
 check "the linear model with an eval_source: its eval objective within 1e-6 of one server's" t \
   "$(saga_eval_close ses '"eval_source": "SELECT * FROM pts_local WHERE id % 3 = 0"')"
-err=$(q_err coord postgres "SELECT gbml.train('bx', 'boost', 'pts', '{\"loss\": \"Logloss\", \"eval_metric\": \"AUC\", \"exclude_columns\": [\"id\"]}')")
-check_match "boosting with what cannot train across servers yet (AUC) is refused, by name" "eval_metric AUC is not supported yet when the rows are on other servers" "$(errline "$err")"
+auc='"loss": "Logloss", "eval_metric": "AUC", "iterations": 60, "depth": 5, "learning_rate": 0.5, "border_sample_size": 5000, "eval_fraction": 0.2, "early_stopping_rounds": 4'
+out=$(q coord postgres "SELECT gbml.train('ba_dist', 'boost', 'pts', '{$auc}');
+  SELECT gbml.train('ba_one', 'boost', 'pts_local', '{$auc}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'ba_dist') = (SELECT model FROM gbml.models WHERE name = 'ba_one')
+     AND (SELECT gbml.model_info(model) -> 'metrics' ->> 'eval_metric' FROM gbml.models WHERE name = 'ba_dist') = 'AUC'" 2>&1 | tail -1)
+check "boosting with AUC on an eval set (the shards' predictions gathered each iteration): the same bytes" t "$out"
 
 # --- no state left on a shard ---
 sessions() { q $1 postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gbml shard'" 2>&1; }

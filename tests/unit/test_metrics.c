@@ -236,6 +236,58 @@ TEST(metrics_auc_edge_cases)
 	}
 }
 
+/*
+ * AUC does not depend on the rows' order, to the bit, with tied scores
+ * and weights whose sums round (shards' predictions are gathered in any
+ * order): the rows in a tie block are summed in an order of their values.
+ */
+TEST(metrics_auc_is_the_same_bits_in_any_row_order)
+{
+	enum
+	{
+		N = 400
+	};
+	double		s[N],
+				ps[N];
+	float		y[N],
+				w[N],
+				py[N],
+				pw[N];
+	gbml_rng	rng;
+	double		auc;
+
+	gbml_rng_seed(&rng, 11);
+	for (int i = 0; i < N; i++)
+	{
+		s[i] = (double) (i % 7);	/* seven blocks of tied scores */
+		y[i] = (float) (gbml_rng_uniform(&rng) < 0.4);
+		w[i] = (float) (i % 3 == 0 ? 1e7 * gbml_rng_uniform(&rng) : 0.1 + gbml_rng_uniform(&rng) * 1e-3);
+	}
+	auc = gbml_auc(s, y, w, N);
+	for (int trial = 0; trial < 20; trial++)
+	{
+		int			perm[N];
+
+		for (int i = 0; i < N; i++)
+			perm[i] = i;
+		for (int i = N - 1; i > 0; i--)
+		{
+			int			j = (int) (gbml_rng_uniform(&rng) * (i + 1)),
+						t = perm[i];
+
+			perm[i] = perm[j];
+			perm[j] = t;
+		}
+		for (int i = 0; i < N; i++)
+		{
+			ps[i] = s[perm[i]];
+			py[i] = y[perm[i]];
+			pw[i] = w[perm[i]];
+		}
+		CHECK(gbml_auc(ps, py, pw, N) == auc);
+	}
+}
+
 TEST(metrics_rmse_weighted)
 {
 	double		s[] = {1, 2, 4};
