@@ -17,7 +17,7 @@
 # boosting (B_ITERS trees of depth B_DEPTH, RMSE on relevance): seconds per
 # tree and for the borders and bins, round trips and bytes per tree, the
 # coordination per round trip, the same model bytes, and the projected time
-# per tree with a shard per machine; Depthwise trees, the MultiClass loss and an eval set (eval_fraction)
+# per tree with a shard per machine; Depthwise trees, the MultiClass loss, an eval set (eval_fraction) and AUC on it
 # (on relevance's five grades) the same way, a row each.  All
 # clusters share this machine's cores, so the sharded time here is a
 # correctness and overhead figure, not a speed-up.
@@ -85,7 +85,8 @@ check "the sharded boosting model is the single-server model, byte for byte" t "
 # the other tree shape and the multiclass loss: the same bytes, their cost a tree
 variant_rows=""
 for v in "Depthwise:\"grow_policy\": \"Depthwise\"" "MultiClass:\"loss\": \"MultiClass\"" \
-         "eval_fraction_0.2:\"eval_fraction\": 0.2"; do
+         "eval_fraction_0.2:\"eval_fraction\": 0.2" \
+         "AUC_on_eval_fraction_0.2:\"eval_fraction\": 0.2, \"eval_metric\": \"AUC\""; do
   vname=${v%%:*}
   vparams="{\"iterations\": $B_ITERS, \"depth\": $B_DEPTH, \"features_column\": \"f\", \"label_column\": \"relevance\", ${v#*:}}"
   w1=$(run "v_one_$vname" t_local boost "$vparams") || bail "$vname on one server"
