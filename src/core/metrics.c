@@ -20,6 +20,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Up to this cut-off NDCG selects the top k in O(n k) without memory. */
 #define NDCG_SELECT_MAX_K 64
@@ -270,6 +271,99 @@ cmp_auc_row(const void *a, const void *b)
 	return cmp_float_total(x->weight, y->weight);
 }
 
+/* A score as an unsigned key in the order cmp_auc_score gives (NaN 0, first; -0 and +0 one key). */
+static inline uint64_t
+auc_score_key(double s)
+{
+	uint64_t	u;
+
+	if (isnan(s))
+		return 0;
+	if (s == 0)
+		s = 0.0;
+	memcpy(&u, &s, sizeof(u));
+	/* negative: every bit flipped (larger magnitude, smaller key); positive: the sign bit set */
+	return (u >> 63) ? ~u : (u | 0x8000000000000000ULL);
+}
+
+/*
+ * rs sorted by cmp_auc_row: an LSD radix sort of the score keys (stable,
+ * eight byte passes, a pass skipped when every key has the same byte
+ * there), then each block of equal scores by label and weight.  A
+ * training's eval AUC sorts its eval rows every tree: qsort's comparisons
+ * were most of that time.
+ */
+static int
+auc_sort(gbml_env *env, auc_row *rs, int64_t n)
+{
+	uint64_t   *key = gbml_alloc_array(env, (size_t) n * 2, sizeof(uint64_t));
+	auc_row    *tmp = gbml_alloc_array(env, (size_t) n, sizeof(auc_row));
+	int64_t		count[8][256];
+	uint64_t   *k0,
+			   *k1;
+	auc_row    *r0 = rs,
+			   *r1 = tmp;
+
+	if (key == NULL || tmp == NULL)
+	{
+		gbml_free(env, key);
+		gbml_free(env, tmp);
+		return env->error_code;
+	}
+	k0 = key;
+	k1 = key + n;
+	memset(count, 0, sizeof(count));
+	for (int64_t i = 0; i < n; i++)
+	{
+		k0[i] = auc_score_key(rs[i].score);
+		for (int b = 0; b < 8; b++)
+			count[b][(k0[i] >> (8 * b)) & 0xff]++;
+	}
+	for (int b = 0; b < 8; b++)
+	{
+		int64_t		at = 0;
+
+		if (count[b][(k0[0] >> (8 * b)) & 0xff] == n)
+			continue;			/* every key has this byte: the pass would move nothing */
+		for (int v = 0; v < 256; v++)
+		{
+			int64_t		c = count[b][v];
+
+			count[b][v] = at;
+			at += c;
+		}
+		for (int64_t i = 0; i < n; i++)
+		{
+			int64_t		to = count[b][(k0[i] >> (8 * b)) & 0xff]++;
+
+			k1[to] = k0[i];
+			r1[to] = r0[i];
+		}
+		{
+			uint64_t   *kt = k0;
+			auc_row    *rt = r0;
+
+			k0 = k1;
+			k1 = kt;
+			r0 = r1;
+			r1 = rt;
+		}
+	}
+	if (r0 != rs)
+		memcpy(rs, r0, sizeof(auc_row) * (size_t) n);
+	/* each block of tied scores by label, then weight */
+	for (int64_t s = 0, t; s < n; s = t)
+	{
+		for (t = s + 1; t < n && k0[t] == k0[s]; t++)
+			;
+		if (t - s > 1)
+			qsort(rs + s, (size_t) (t - s), sizeof(auc_row), cmp_auc_row);
+	}
+	gbml_free(env, key);
+	gbml_free(env, tmp);
+	return GBML_OK;
+}
+
 double
 gbml_auc(const double *score, const float *label, const float *weight, int64_t n)
 {
@@ -299,7 +393,11 @@ gbml_auc_env(gbml_env *env, const double *score, const float *label, const float
 		rs[i].label = label[i];
 		rs[i].weight = weight ? weight[i] : 1.0f;
 	}
-	qsort(rs, (size_t) n, sizeof(auc_row), cmp_auc_row);
+	if (auc_sort(env, rs, n) != GBML_OK)
+	{
+		gbml_free(env, rs);
+		return NAN;
+	}
 	/* Walk blocks of tied scores: a positive beats every negative below its
 	 * block and half of the negatives inside it. */
 	for (int64_t s = 0; s < n;)

@@ -198,6 +198,25 @@ TEST(metrics_auc_matches_brute_force)
 		CHECK_NEAR(gbml_auc(s, y, NULL, n), ref_auc(s, y, NULL, n), 1e-12);
 		CHECK_NEAR(gbml_auc(s, y, w, n), ref_auc(s, y, w, n), 1e-12);
 	}
+	/* scores of every sign and size (the sort's keys): -0 ties +0, the infinities order as numbers */
+	{
+		static const double values[] = {-INFINITY, -1e300, -3.5, -2.0, -1e-300, -0.0, 0.0, 1e-300, 2.0, 3.5, 1e300,
+		INFINITY};
+
+		for (int rep = 0; rep < 4; rep++)
+		{
+			for (int i = 0; i < n; i++)
+			{
+				int			v = (int) gbml_rng_below(&rng, 12);
+
+				y[i] = (float) gbml_rng_below(&rng, 2);
+				s[i] = values[y[i] > 0.5f && v < 11 && gbml_rng_below(&rng, 3) == 0 ? v + 1 : v];
+				w[i] = (float) (0.25 * (1 + gbml_rng_below(&rng, 8)));
+			}
+			CHECK_NEAR(gbml_auc(s, y, NULL, n), ref_auc(s, y, NULL, n), 1e-12);
+			CHECK_NEAR(gbml_auc(s, y, w, n), ref_auc(s, y, w, n), 1e-12);
+		}
+	}
 	free(s);
 	free(y);
 	free(w);
