@@ -355,13 +355,6 @@ metric_name(int metric, gbml_boost_loss_kind kind, int64_t k, char *buf, size_t 
 	}
 }
 
-/* AUC of d's rows at pred: the one metric that needs every prediction in one order (the others are exact sums). */
-static double
-auc_value(gbml_env *env, const boost_data *d, const double *pred)
-{
-	return gbml_auc_env(env, pred, d->label, d->weight, d->n);
-}
-
 /* ------------------------------------------------------------------ */
 /* The forest being built                                             */
 /* ------------------------------------------------------------------ */
@@ -1765,7 +1758,11 @@ rows_value(trainer *T, int metric, int eval, bool *have_point, int64_t *point, d
 	}
 	if (T->shards && !(eval && T->eval_here))
 		return boost_shards_auc(T, eval != 0, out);	/* (every prediction gathered here) */
-	*out = auc_value(T->env, eval ? &T->eval : &T->train, eval ? T->eval_pred : T->pred);
+	{
+		const boost_data *d = eval ? &T->eval : &T->train;
+
+		*out = gbml_auc_env(T->env, eval ? T->eval_pred : T->pred, d->label, d->weight, d->n);
+	}
 	return GBML_OK;
 }
 

@@ -408,7 +408,7 @@ int			boost_refined_leaf_values(trainer *T, int last_f, int last_j, float *lv);
 void		boost_trainer_free(trainer *T);
 
 /* What training across servers cannot do yet: an error naming it (both sides check). */
-int			boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env *env);
+int			boost_shards_check(const gbml_dataset *ds, gbml_env *env);
 /* ... and once the loss is known (with_groups: the rows have query ids). */
 int			boost_shards_check_loss(trainer *T, bool with_groups);
 /* Coordinator side (boost_shards.c): the shards' hellos, the borders from their sample, T->rows. */

@@ -59,7 +59,7 @@ bs_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_param
 	int			rc;
 
 	*out = NULL;
-	if ((rc = boost_shards_check(algo_params, ds, env)) != GBML_OK)
+	if ((rc = boost_shards_check(ds, env)) != GBML_OK)
 		return rc;
 	if ((sh = gbml_alloc0(env, sizeof(*sh))) == NULL)
 		return env->error_code;

@@ -59,9 +59,8 @@ typedef struct boost_shards
 } boost_shards;
 
 int
-boost_shards_check(const gbml_boost_params *p, const gbml_dataset *ds, gbml_env *env)
+boost_shards_check(const gbml_dataset *ds, gbml_env *env)
 {
-	(void) p;
 	if (ds->schema && gbml_schema_n_categorical(ds->schema) > 0)
 		return gbml_error(env, GBML_EUNSUPPORTED, "boost: categorical features are not supported yet when the rows "
 						  "are on other servers (number features with every loss are)");
@@ -357,7 +356,7 @@ boost_shards_setup(trainer *T, const gbml_dataset *ds)
 	float	   *rows = NULL;
 	int			rc;
 
-	if ((rc = boost_shards_check(p, ds, env)) != GBML_OK)
+	if ((rc = boost_shards_check(ds, env)) != GBML_OK)
 		return rc;
 	if ((B = T->shards = gbml_alloc0(env, sizeof(boost_shards))) == NULL)
 		return env->error_code;

@@ -508,6 +508,22 @@ shard_params(Jsonb *params, const gbml_feature_schema *schema, bool eval_here)
 }
 
 /*
+ * An eval set on this server, empty: in the current (the training's)
+ * context, guarded (its helper thread and files go with the context), its
+ * rows to temporary files past the budget as any training's.
+ */
+static gbml_dataset *
+new_eval_here(gbml_env *env, gbml_parsed_params *pp)
+{
+	gbml_dataset *eval = palloc0(sizeof(gbml_dataset));
+
+	gbml_dataset_init(eval, (gbml_input_flags(pp) & GBML_INPUT_MISSING) != 0);
+	gbml_dataset_guard(CurrentMemoryContext, eval);
+	gbml_plan_spill(pp->algo, env, eval);
+	return eval;
+}
+
+/*
  * The eval source's rows, read on this server (through the training
  * source's column plan, or its features array): the coordinator scores them
  * itself.
@@ -515,16 +531,12 @@ shard_params(Jsonb *params, const gbml_feature_schema *schema, bool eval_here)
 static gbml_dataset *
 read_eval_here(gbml_env *env, gbml_parsed_params *pp, gbml_column_plan *plan)
 {
-	unsigned	flags = gbml_input_flags(pp);
-	gbml_dataset *eval = palloc0(sizeof(gbml_dataset));
 	MemoryContext here = CurrentMemoryContext;
+	gbml_dataset *eval = new_eval_here(env, pp);
 
-	gbml_dataset_init(eval, (flags & GBML_INPUT_MISSING) != 0);
-	gbml_dataset_guard(here, eval);
-	gbml_plan_spill(pp->algo, env, eval);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	gbml_read_source(env, pp, pp->common.eval_source, eval, flags, plan, "gbml.train (eval_source)");
+	gbml_read_source(env, pp, pp->common.eval_source, eval, gbml_input_flags(pp), plan, "gbml.train (eval_source)");
 	SPI_finish();
 	MemoryContextSwitchTo(here);
 	if (eval->n_rows == 0)
@@ -539,11 +551,8 @@ read_eval_here(gbml_env *env, gbml_parsed_params *pp, gbml_column_plan *plan)
 static gbml_dataset *
 gather_eval_here(gbml_env *env, gbml_parsed_params *pp, const gbml_shard_link *link, const char *what)
 {
-	gbml_dataset *eval = palloc0(sizeof(gbml_dataset));
+	gbml_dataset *eval = new_eval_here(env, pp);
 
-	gbml_dataset_init(eval, (gbml_input_flags(pp) & GBML_INPUT_MISSING) != 0);
-	gbml_dataset_guard(CurrentMemoryContext, eval);
-	gbml_plan_spill(pp->algo, env, eval);
 	GBML_CHECK(env, gbml_shards_gather_eval(link, pp->algo->shard->hello_magic, pp->algo->name, eval, env), what);
 	gbml_dataset_finish_appends(eval, env);
 	return eval->n_rows > 0 ? eval : NULL;
