@@ -10,6 +10,8 @@ CORE_SOURCES = \
 	src/core/boost_set_features.c \
 	src/core/boost_shards.c \
 	src/core/boost_shard.c \
+	src/core/boost_shards_cat.c \
+	src/core/boost_shard_cat.c \
 	src/core/shard_order.c \
 	src/core/boost_quantize.c \
 	src/core/boost_bins_walk.c \
@@ -82,5 +84,6 @@ UNIT_TEST_SOURCES = \
 	tests/unit/test_chunk_store_file.c \
 	tests/unit/test_boost_spill.c \
 	tests/unit/test_boost_categorical.c \
+	tests/unit/test_boost_shards_categorical.c \
 	tests/unit/test_boost_depthwise.c \
 	tests/unit/test_boost_multiclass.c

@@ -923,7 +923,7 @@ quantize(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 		gbml_boost_ctr_params cp = ctr_params(T);
 
 		if ((rc = gbml_boost_ctr_finish(&T->cat, &cp, T->train.label, T->train.n_groups, T->train.group_off,
-										&T->bins, T->has_eval ? &T->eval_bins : NULL, &T->borders,
+										&T->bins, T->n_inputs, T->has_eval ? &T->eval_bins : NULL, &T->borders,
 										T->threads, env)) != GBML_OK)
 			return rc;
 		T->n_features = gbml_boost_inputs_width(&T->cat.model);
@@ -1197,7 +1197,7 @@ setup_coordinator(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 	int			rc;
 
 	/* (the shards' hellos say whether the rows have group ids: the loss is resolved there) */
-	if ((rc = boost_shards_setup(T, ds)) != GBML_OK)
+	if ((rc = boost_shards_setup(T, ds, eval ? eval->n_rows : 0)) != GBML_OK)
 		return rc;
 	T->n_inputs = T->n_features = ds->n_features;
 	if (eval && eval->n_rows > 0)
@@ -1208,6 +1208,15 @@ setup_coordinator(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 			(rc = bin_rows(T, eval, &T->eval, &T->eval_bins, false)) != GBML_OK)
 			return rc;
 		T->eval_here = true;
+	}
+	if (T->cat.n_cat > 0)
+	{
+		gbml_boost_ctr_params cp = ctr_params(T);
+
+		/* the derived features, computed here from the union's ids and labels, go to the shards */
+		if ((rc = boost_shards_categories(T, &cp)) != GBML_OK)
+			return rc;
+		T->n_features = gbml_boost_inputs_width(&T->cat.model);
 	}
 	if ((rc = setup_layout(T)) != GBML_OK)
 		return rc;
@@ -1236,11 +1245,23 @@ boost_trainer_bins(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval,
 	int			rc;
 
 	T->n_inputs = T->n_features = ds->n_features;
-	if ((rc = bin_rows(T, ds, &T->train, &T->bins, true)) != GBML_OK ||
-		(T->has_eval && (rc = bin_rows(T, eval, &T->eval, &T->eval_bins, false)) != GBML_OK) ||
-		(rc = setup_layout(T)) != GBML_OK)
+	/* categorical inputs: their ids kept while binning (the coordinator asks for them; boost_shard_cat.c) */
+	if ((rc = gbml_boost_ctr_begin(&T->cat, ds->schema, ds->n_features, T->train.n,
+								   T->has_eval ? T->eval.n : 0, T->env)) != GBML_OK ||
+		(rc = bin_rows(T, ds, &T->train, &T->bins, true)) != GBML_OK ||
+		(T->has_eval && (rc = bin_rows(T, eval, &T->eval, &T->eval_bins, false)) != GBML_OK))
 		return rc;
 	T->n_global = n_global;
+	return T->cat.n_cat > 0 ? GBML_OK : boost_trainer_arrays(T, ds);
+}
+
+int
+boost_trainer_arrays(trainer *T, const gbml_dataset *ds)
+{
+	int			rc;
+
+	if ((rc = setup_layout(T)) != GBML_OK)
+		return rc;
 	return setup_row_arrays(T, ds);
 }
 

@@ -451,10 +451,10 @@ work_alloc(gbml_boost_ctr_fit *fit, ctr_work *w, int64_t n_groups, const int64_t
 
 /* Derived feature d: statistics, borders, and its bin column in the training and eval bins. */
 static int
-add_derived(gbml_boost_ctr_fit *fit, ctr_work *w, int d, gbml_boost_bins *bins, gbml_boost_bins *eval_bins,
-			int threads, gbml_env *env)
+add_derived(gbml_boost_ctr_fit *fit, ctr_work *w, int d, gbml_boost_bins *bins, int bins_first,
+			gbml_boost_bins *eval_bins, int threads, gbml_env *env)
 {
-	int			column = fit->n_inputs + d;
+	int			column = bins_first + d;
 	const float *b = w->border_values + (size_t) d * BORDER_STRIDE;
 	int			rc;
 
@@ -465,7 +465,7 @@ add_derived(gbml_boost_ctr_fit *fit, ctr_work *w, int d, gbml_boost_bins *bins, 
 	if (eval_bins && fit->eval_keep.n_rows > 0)
 	{
 		eval_values(fit, w, d);
-		gbml_boost_bins_fill_column(eval_bins, column, w->eval_values, b, w->border_count[d], threads);
+		gbml_boost_bins_fill_column(eval_bins, fit->n_inputs + d, w->eval_values, b, w->border_count[d], threads);
 	}
 	return GBML_OK;
 }
@@ -473,7 +473,8 @@ add_derived(gbml_boost_ctr_fit *fit, ctr_work *w, int d, gbml_boost_bins *bins, 
 int
 gbml_boost_ctr_finish(gbml_boost_ctr_fit *fit, const gbml_boost_ctr_params *p, const float *label,
 					  int64_t n_groups, const int64_t *group_off, gbml_boost_bins *bins,
-					  gbml_boost_bins *eval_bins, gbml_boost_borders *borders, int threads, gbml_env *env)
+					  int bins_first, gbml_boost_bins *eval_bins, gbml_boost_borders *borders, int threads,
+					  gbml_env *env)
 {
 	ctr_work	w;
 	int			width;
@@ -491,11 +492,11 @@ gbml_boost_ctr_finish(gbml_boost_ctr_fit *fit, const gbml_boost_ctr_params *p, c
 	fit->model.prior_weight = p->prior_weight;
 	width = gbml_boost_inputs_width(&fit->model);
 	if ((rc = work_alloc(fit, &w, n_groups, group_off, env)) != GBML_OK ||
-		(rc = gbml_boost_bins_widen(bins, fit->n_inputs, width, env)) != GBML_OK ||
+		(rc = gbml_boost_bins_widen(bins, bins_first, bins_first + fit->model.n_derived, env)) != GBML_OK ||
 		(eval_bins && (rc = gbml_boost_bins_widen(eval_bins, fit->n_inputs, width, env)) != GBML_OK))
 		goto done;
 	for (int d = 0; d < fit->model.n_derived && rc == GBML_OK; d++)
-		rc = add_derived(fit, &w, d, bins, eval_bins, threads, env);
+		rc = add_derived(fit, &w, d, bins, bins_first, eval_bins, threads, env);
 	if (rc == GBML_OK)
 		rc = gbml_boost_borders_append(borders, fit->n_inputs, fit->model.n_derived, w.border_count,
 									   w.border_values, BORDER_STRIDE, env);

@@ -86,13 +86,16 @@ int			gbml_boost_ctr_clear_borders(const gbml_boost_ctr_fit *fit, gbml_boost_bor
  * Once the rows are binned and their ids kept: checks the ids, chooses the
  * derived features, computes their statistics, and adds them to the bins
  * (training rows: label[], groups group_off[0..n_groups]; eval rows:
- * eval_bins, may be NULL) and to borders.  fit->model is then the
- * section to store; the kept ids are freed.
+ * eval_bins, may be NULL) and to borders.  The training bins have
+ * bins_first columns before the derived ones: the inputs' (n_inputs), or
+ * none on a coordinator whose shards hold the inputs' bins
+ * (boost_shards_cat.c).  fit->model is then the section to store; the kept
+ * ids are freed.
  */
 int			gbml_boost_ctr_finish(gbml_boost_ctr_fit *fit, const gbml_boost_ctr_params *p, const float *label,
 								  int64_t n_groups, const int64_t *group_off, gbml_boost_bins *bins,
-								  gbml_boost_bins *eval_bins, gbml_boost_borders *borders, int threads,
-								  gbml_env *env);
+								  int bins_first, gbml_boost_bins *eval_bins, gbml_boost_borders *borders,
+								  int threads, gbml_env *env);
 
 /*
  * The permutation of the n training positions the statistics visit them

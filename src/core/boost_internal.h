@@ -377,10 +377,14 @@ int			boost_resolve_loss(trainer *T, int group_state);
 int			boost_trainer_rows(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval,
 							   const gbml_boost_params *p, gbml_env *env);
 /*
- * ... then the coordinator's borders: the bins (the eval rows' too) and the
- * row side's arrays (T->borders taken over).
+ * ... then the coordinator's borders: the bins (the eval rows' too) and,
+ * without categorical inputs, the row side's arrays (T->borders taken
+ * over).  With them the categorical inputs' ids are kept (T->cat) and the
+ * arrays wait for the derived features (boost_shard_cat.c), then
+ * boost_trainer_arrays makes them.
  */
 int			boost_trainer_bins(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval, int64_t n_global);
+int			boost_trainer_arrays(trainer *T, const gbml_dataset *ds);
 /* Room in the forest for one more tree (a shard keeps every tree the coordinator sends). */
 int			boost_forest_reserve(trainer *T);
 /* The open tree (forest index n_trees, its leaves set) added to the eval rows' predictions. */
@@ -407,12 +411,38 @@ bool		boost_refines_leaves(const trainer *T);
 int			boost_refined_leaf_values(trainer *T, int last_f, int last_j, float *lv);
 void		boost_trainer_free(trainer *T);
 
+/*
+ * A shard's categorical inputs (boost_shard_cat.c; the messages are
+ * boost_shard_msg.h's BS_OP_CAT_*): a page of its kept ids and labels; its
+ * queries' sizes; the derived features' section and borders taken in (the
+ * eval rows binned with them; schema: the shard's rows'); a page of their
+ * training bins (*filled: the rows so far).  A malformed request sets
+ * r->bad and changes nothing.
+ */
+int			boost_cat_rows_page(const trainer *T, gbml_msg_reader *r, gbml_strbuf *reply);
+int			boost_cat_group_sizes(const trainer *T, gbml_strbuf *reply);
+int			boost_cat_take_inputs(trainer *T, const gbml_feature_schema *schema, gbml_msg_reader *r);
+int			boost_cat_take_bins(trainer *T, gbml_msg_reader *r, int64_t *filled);
+
 /* What training across servers cannot do yet: an error naming it (both sides check). */
-int			boost_shards_check(const gbml_dataset *ds, gbml_env *env);
+int			boost_shards_check(const gbml_dataset *ds, const gbml_boost_params *p, gbml_env *env);
 /* ... and once the loss is known (with_groups: the rows have query ids). */
 int			boost_shards_check_loss(trainer *T, bool with_groups);
-/* Coordinator side (boost_shards.c): the shards' hellos, the borders from their sample, T->rows. */
-int			boost_shards_setup(trainer *T, const gbml_dataset *ds);
+/*
+ * Coordinator side (boost_shards.c): the shards' hellos, the borders from
+ * their sample, T->rows; with categorical inputs T->cat begun (n_eval_here:
+ * the coordinator's own eval rows) and the union's order kept for
+ * boost_shards_categories.
+ */
+int			boost_shards_setup(trainer *T, const gbml_dataset *ds, int64_t n_eval_here);
+/*
+ * Categorical inputs across servers (boost_shards_cat.c): the union's ids,
+ * labels and queries gathered in its training order, the derived features
+ * computed as one server does (the coordinator's eval rows binned with
+ * them), and sent to the shards (the model's section, the borders, every
+ * training row's bins).  The order's map is freed.
+ */
+int			boost_shards_categories(trainer *T, const gbml_boost_ctr_params *cp);
 void		boost_shards_free(trainer *T);
 /* AUC of every row's (eval: every eval row's) prediction, gathered from the shards. */
 int			boost_shards_auc(trainer *T, bool eval, double *out);

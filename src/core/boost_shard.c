@@ -25,7 +25,8 @@
 typedef enum bs_phase
 {
 	BS_ROWS,					/* rows prepared; the order and the sample may be asked for */
-	BS_BINNED,					/* the borders arrived: bins made, no base score yet */
+	BS_CATEGORIES,				/* categorical inputs: the borders arrived, the derived features not all yet */
+	BS_BINNED,					/* bins made, no base score yet */
 	BS_TRAINING					/* predictions set: trees */
 } bs_phase;
 
@@ -46,6 +47,8 @@ typedef struct bs_shard
 	boost_grad_max local_max;	/* this shard's gradient maxima of the open tree */
 	double	   *iteration_start;	/* MultiClass: every class's predictions when the iteration began */
 	int64_t		iteration_trees;	/* ... and the forest's trees then */
+	bool		cat_inputs_in;	/* BS_CATEGORIES: the derived features' section and borders arrived */
+	int64_t		cat_filled;		/* ... and the training rows whose derived bins did */
 } bs_shard;
 
 static void bs_close(void *state);
@@ -59,7 +62,7 @@ bs_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_param
 	int			rc;
 
 	*out = NULL;
-	if ((rc = boost_shards_check(ds, env)) != GBML_OK)
+	if ((rc = boost_shards_check(ds, (const gbml_boost_params *) algo_params, env)) != GBML_OK)
 		return rc;
 	if ((sh = gbml_alloc0(env, sizeof(*sh))) == NULL)
 		return env->error_code;
@@ -240,8 +243,45 @@ bs_borders(bs_shard *sh, gbml_msg_reader *r)
 	gbml_shard_hashes_free(&sh->hashes, env);
 	if ((rc = boost_trainer_bins(&sh->T, sh->ds, sh->eval, n_global)) != GBML_OK)
 		return rc;
-	sh->phase = BS_BINNED;
+	sh->phase = sh->T.cat.n_cat > 0 ? BS_CATEGORIES : BS_BINNED;
 	return GBML_OK;
+}
+
+/*
+ * Categorical inputs (boost_shard_cat.c): the kept ids asked for, the
+ * queries' sizes, the derived features' section and borders, then pages of
+ * their training bins; the last page makes the row side's arrays.
+ */
+static int
+bs_categories(bs_shard *sh, int64_t op, gbml_msg_reader *r, gbml_strbuf *reply)
+{
+	trainer    *T = &sh->T;
+	int			rc;
+
+	if (op == BS_OP_CAT_BINS && sh->phase == BS_BINNED && sh->cat_inputs_in)
+	{
+		/* every row's bins are in: empty pages come while other shards' rows do */
+		r->bad |= gbml_msg_get_i64(r) != T->train.n || gbml_msg_get_i64(r) != 0;
+		return GBML_OK;
+	}
+	if (sh->phase != BS_CATEGORIES || (op == BS_OP_CAT_BINS) != sh->cat_inputs_in)
+		return gbml_error(sh->env, GBML_EINVAL, "boost shard: categorical request %lld out of order", (long long) op);
+	if (op == BS_OP_CAT_ROWS)
+		return boost_cat_rows_page(T, r, reply);
+	if (op == BS_OP_CAT_GROUP_SIZES)
+		return boost_cat_group_sizes(T, reply);
+	if (op == BS_OP_CAT_INPUTS)
+	{
+		if ((rc = boost_cat_take_inputs(T, sh->ds->schema, r)) != GBML_OK || r->bad)
+			return rc;
+		sh->cat_inputs_in = true;
+	}
+	else if ((rc = boost_cat_take_bins(T, r, &sh->cat_filled)) != GBML_OK || r->bad)
+		return rc;
+	if (sh->cat_filled < T->train.n && T->cat.model.n_derived > 0)
+		return GBML_OK;
+	sh->phase = BS_BINNED;
+	return boost_trainer_arrays(T, sh->ds);
 }
 
 /*
@@ -843,8 +883,9 @@ bs_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 	/* a shard without rows is left out of every step (the coordinator skips its replies) */
 	if (sh->ds->n_rows == 0)
 		return GBML_OK;
-	if (op >= BS_OP_TERM_MAX && op <= BS_OP_LEVEL && sh->phase == BS_ROWS)
-		return gbml_error(sh->env, GBML_EINVAL, "boost shard: request %lld before the borders", (long long) op);
+	if (op >= BS_OP_TERM_MAX && op <= BS_OP_LEVEL && sh->phase <= BS_CATEGORIES)
+		return gbml_error(sh->env, GBML_EINVAL, "boost shard: request %lld before the borders%s", (long long) op,
+						  sh->phase == BS_CATEGORIES ? " and the categorical features" : "");
 	switch (op)
 	{
 		case BS_OP_HASHES:
@@ -885,6 +926,12 @@ bs_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 		case BS_OP_SCORES:
 			rc = bs_scores(sh, &r, reply);
 			break;
+		case BS_OP_CAT_ROWS:
+		case BS_OP_CAT_GROUP_SIZES:
+		case BS_OP_CAT_INPUTS:
+		case BS_OP_CAT_BINS:
+			rc = bs_categories(sh, op, &r, reply);
+			break;
 		case BS_OP_NEWTON:
 			rc = sh->phase == BS_TRAINING ? bs_newton(sh, &r, reply) :
 				gbml_error(sh->env, GBML_EINVAL, "boost shard: Newton sums before the trees");
@@ -903,6 +950,7 @@ const gbml_shard_ops gbml_boost_shard_ops = {
 	.hello_magic = BS_SHARD_MAGIC,
 	.takes_eval_split = true,
 	.takes_eval_source = true,
+	.takes_categorical = true,
 	.open = bs_open,
 	.step = bs_step,
 	.close = bs_close,

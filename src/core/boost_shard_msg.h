@@ -50,9 +50,21 @@ typedef enum bs_shard_op
 								 * -> i64 x 2^depth G, i64 x 2^depth H: a Logloss refinement step (sum) */
 	BS_OP_GRADIENT_SQUARES,		/* f64 scale -> i64 the gradients' squares of every row at scale (sum):
 								 * random_strength */
-	BS_OP_SCORES				/* pending, i64 eval (1: the eval rows), i64 first, i64 count -> i64 m,
+	BS_OP_SCORES,				/* pending, i64 eval (1: the eval rows), i64 first, i64 count -> i64 m,
 								 * m x (f64 prediction, f32 label, f32 weight): rows first .. first + m - 1
 								 * of this shard's (m < count: its last), for AUC */
+	/*
+	 * Categorical inputs (boost_shards_cat.c), after the borders: the kept
+	 * ids and labels of training rows first .. first + m - 1 (m < count: the
+	 * last), each input's m ids then the m labels; the queries' sizes; the
+	 * derived features (the model's 'BSTC' section, their borders); their
+	 * training bins, a page of rows, derived feature by feature.
+	 */
+	BS_OP_CAT_ROWS,				/* i64 first, i64 count -> i64 m, f32 x m x (inputs + 1) */
+	BS_OP_CAT_GROUP_SIZES,		/* () -> i64 count, i64 x count: each query's rows, in order */
+	BS_OP_CAT_INPUTS,			/* i64 len, len bytes, i64 n_derived, per derived feature i64 count,
+								 * f32 x count -> () */
+	BS_OP_CAT_BINS				/* i64 first, i64 count, u8 x n_derived x count -> () */
 } bs_shard_op;
 
 typedef enum bs_pending

@@ -31,8 +31,8 @@
  * count and base scores with the start, and each tree's class is its
  * stream's (the iteration x classes + class its gradients request names).
  */
-#include "boost_internal.h"
 #include "boost_shard_msg.h"
+#include "boost_shards_internal.h"
 #include "metrics.h"
 #include "shard_order.h"
 
@@ -42,28 +42,13 @@
 /* Sample rows asked of one shard per round trip: at most about 64 MB of floats. */
 #define SAMPLE_PAGE_BYTES ((size_t) 64 << 20)
 
-typedef struct boost_shards
-{
-	gbml_shard_channel ch;
-	int64_t		pending;		/* bs_pending: what the next prediction-reading request carries */
-	double		base;
-	boost_grad_max gm;			/* the open tree's maxima over every shard */
-	int64_t		tree_bytes_before;	/* the traffic's bytes when the open tree began */
-	int64_t    *n_groups;		/* per shard: its queries (the hello's) */
-	/* the border sample: per shard its rows' local positions, ascending */
-	int64_t   **sample_local;
-	int64_t    *sample_count;
-	int64_t    *sample_pos;		/* the sample's global positions, ascending */
-	int64_t		sample_m;
-	int64_t		sample_next;	/* the merge's next sample position to find */
-} boost_shards;
 
 int
-boost_shards_check(const gbml_dataset *ds, gbml_env *env)
+boost_shards_check(const gbml_dataset *ds, const gbml_boost_params *p, gbml_env *env)
 {
-	if (ds->schema && gbml_schema_n_categorical(ds->schema) > 0)
-		return gbml_error(env, GBML_EUNSUPPORTED, "boost: categorical features are not supported yet when the rows "
-						  "are on other servers (number features with every loss are)");
+	if (ds->schema && gbml_schema_n_categorical(ds->schema) > 0 && p->categorical_split == 1)
+		return gbml_error(env, GBML_EUNSUPPORTED, "boost: categorical_split sets is not supported yet when the rows "
+						  "are on other servers (categorical features as one-hot features and target statistics are)");
 	return GBML_OK;
 }
 
@@ -82,12 +67,17 @@ boost_shards_check_loss(trainer *T, bool with_groups)
 /* The border sample                                                  */
 /* ------------------------------------------------------------------ */
 
-/* The merge's visitor: a sampled global position's row goes on its shard's list. */
+/*
+ * The merge's visitor: a sampled global position's row goes on its shard's
+ * list; with categorical inputs every row's global position is noted.
+ */
 static void
 sample_note(void *arg, int shard, int64_t local, int64_t global)
 {
 	boost_shards *B = arg;
 
+	if (B->global_of)
+		B->global_of[shard][local] = global;
 	if (B->sample_next < B->sample_m && B->sample_pos[B->sample_next] == global)
 	{
 		B->sample_local[shard][B->sample_count[shard]++] = local;
@@ -106,14 +96,16 @@ sample_visit(void *arg, int shard, int64_t local, int64_t global)
  * Which rows of which shard are the sample: every row when the union has
  * at most m rows, else the sampled canonical positions found by merging
  * the shards' orders.  ranks: the merge also sends every shard its rows'
- * global indices (subsample's draws), whatever m.
+ * global indices (subsample's draws), whatever m; positions: the merge
+ * runs whatever m, noting every row's global position (B->global_of).
  */
 static int
-sample_lists(trainer *T, boost_shards *B, int64_t m, bool ranks)
+sample_lists(trainer *T, boost_shards *B, int64_t m, bool ranks, bool positions)
 {
 	gbml_env   *env = T->env;
 	gbml_shard_channel *ch = &B->ch;
 	int			S = ch->n_shards;
+	int			rc;
 
 	B->sample_local = gbml_alloc0(env, sizeof(int64_t *) * (size_t) S);
 	B->sample_count = gbml_alloc0(env, sizeof(int64_t) * (size_t) S);
@@ -126,6 +118,8 @@ sample_lists(trainer *T, boost_shards *B, int64_t m, bool ranks)
 		if ((B->sample_local[s] = gbml_alloc_array(env, (size_t) (cap > 0 ? cap : 1), sizeof(int64_t))) == NULL)
 			return env->error_code;
 	}
+	if (positions && (rc = boost_shards_alloc_positions(T)) != GBML_OK)
+		return rc;
 	if (m >= T->n_global)
 	{
 		for (int s = 0; s < S; s++)
@@ -134,7 +128,9 @@ sample_lists(trainer *T, boost_shards *B, int64_t m, bool ranks)
 				B->sample_local[s][i] = i;
 			B->sample_count[s] = ch->n_rows[s];
 		}
-		return ranks ? gbml_shard_send_ranks(ch, T->n_global, BS_OP_HASHES, BS_OP_RANKS, NULL, NULL) : GBML_OK;
+		if (ranks)
+			return gbml_shard_send_ranks(ch, T->n_global, BS_OP_HASHES, BS_OP_RANKS, positions ? sample_note : NULL, B);
+		return positions ? gbml_shard_merge_order(ch, T->n_global, BS_OP_HASHES, sample_visit, NULL, B) : GBML_OK;
 	}
 	if ((B->sample_pos = gbml_alloc_array(env, (size_t) m, sizeof(int64_t))) == NULL)
 		return env->error_code;
@@ -260,7 +256,8 @@ index_groups(trainer *T, boost_shards *B)
 	int64_t		total = 0;
 	int			rc;
 
-	if (ids == NULL || at == NULL)
+	B->group_union = gbml_alloc0(env, sizeof(int64_t *) * (size_t) S);
+	if (ids == NULL || at == NULL || B->group_union == NULL)
 	{
 		rc = env->error_code;
 		goto done;
@@ -277,6 +274,12 @@ index_groups(trainer *T, boost_shards *B)
 		r.bad |= gbml_msg_get_i64(&r) != B->n_groups[s];
 		if ((ids[s] = gbml_alloc_array(env, (size_t) (B->n_groups[s] > 0 ? B->n_groups[s] : 1),
 									   sizeof(int64_t))) == NULL)
+		{
+			rc = env->error_code;
+			goto done;
+		}
+		if ((B->group_union[s] = gbml_alloc_array(env, (size_t) (B->n_groups[s] > 0 ? B->n_groups[s] : 1),
+												  sizeof(int64_t))) == NULL)
 		{
 			rc = env->error_code;
 			goto done;
@@ -313,7 +316,7 @@ index_groups(trainer *T, boost_shards *B)
 				best = s;
 		}
 		gbml_msg_put_i64(&ch->each[best], g);
-		at[best]++;
+		B->group_union[best][at[best]++] = g;
 	}
 	T->n_groups_global = total;
 	rc = gbml_shard_send_each(ch);
@@ -344,7 +347,7 @@ send_borders(trainer *T, boost_shards *B, int d)
 extern const boost_row_ops boost_shard_rows;
 
 int
-boost_shards_setup(trainer *T, const gbml_dataset *ds)
+boost_shards_setup(trainer *T, const gbml_dataset *ds, int64_t n_eval_here)
 {
 	gbml_env   *env = T->env;
 	const gbml_boost_params *p = T->p;
@@ -356,7 +359,7 @@ boost_shards_setup(trainer *T, const gbml_dataset *ds)
 	float	   *rows = NULL;
 	int			rc;
 
-	if ((rc = boost_shards_check(ds, env)) != GBML_OK)
+	if ((rc = boost_shards_check(ds, p, env)) != GBML_OK)
 		return rc;
 	if ((B = T->shards = gbml_alloc0(env, sizeof(boost_shards))) == NULL)
 		return env->error_code;
@@ -379,10 +382,12 @@ boost_shards_setup(trainer *T, const gbml_dataset *ds)
 			 (rc = boost_resolve_loss(T, with_groups ? 1 : 0)) == GBML_OK &&
 			 (rc = boost_shards_check_loss(T, with_groups)) == GBML_OK &&
 			 (!with_groups || (rc = index_groups(T, B)) == GBML_OK) &&
-			 (rc = sample_lists(T, B, m, p->subsample < 1 && !with_groups)) == GBML_OK &&
+			 (rc = gbml_boost_ctr_begin(&T->cat, ds->schema, d, T->n_global, n_eval_here, env)) == GBML_OK &&
+			 (rc = sample_lists(T, B, m, p->subsample < 1 && !with_groups, T->cat.n_cat > 0 && !with_groups)) == GBML_OK &&
 			 (rc = gather_sample(T, B, rows, d)) == GBML_OK &&
 			 (rc = gbml_boost_borders_from_sample(rows, m, d, missing, (int) p->border_count,
-												  (gbml_boost_border_type) p->border_type, &T->borders, env)) == GBML_OK)
+												  (gbml_boost_border_type) p->border_type, &T->borders, env)) == GBML_OK &&
+			 (T->cat.n_cat == 0 || (rc = gbml_boost_ctr_clear_borders(&T->cat, &T->borders, env)) == GBML_OK))
 		rc = send_borders(T, B, d);
 	gbml_free(env, missing);
 	gbml_free(env, rows);
@@ -404,6 +409,10 @@ boost_shards_free(trainer *T)
 	gbml_free(T->env, B->sample_count);
 	gbml_free(T->env, B->sample_pos);
 	gbml_free(T->env, B->n_groups);
+	for (int s = 0; B->group_union && s < B->ch.n_shards; s++)
+		gbml_free(T->env, B->group_union[s]);
+	gbml_free(T->env, B->group_union);
+	boost_shards_free_positions(T);
 	gbml_shard_channel_close(&B->ch);
 	gbml_free(T->env, B);
 	T->shards = NULL;

@@ -68,6 +68,8 @@ typedef struct gbml_shard_ops
 	bool		gathers_eval_split;
 	/* ... or with the coordinator's own eval rows (eval_source), which the coordinator scores */
 	bool		takes_eval_source;
+	/* categorical columns (their categories the union's, which the coordinator gives every shard) */
+	bool		takes_categorical;
 	/*
 	 * State over ds (the shard's rows) for a training with algo_params, and
 	 * its eval rows (NULL: none); the hello appended to hello

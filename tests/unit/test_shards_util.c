@@ -134,6 +134,8 @@ tu_train_sharded_eval(const char *algorithm, tu_fill_fn fill, void *arg, tu_fill
 		eval_fill(&eval, &env, -1, 1, false, eval_arg);
 	CHECK(gbml_shards_describe(&link, L->ops->hello_magic, &env, &ds.n_rows, &ds.n_features) == GBML_OK);
 	ds.shards = &link;
+	/* as the glue does: the union's schema (the shards' rows follow it) */
+	ds.schema = L->ds[0].schema;
 	/* as the glue does: the rows the shards held out gathered here when the algorithm scores them here */
 	CHECK(gbml_parse_training_params(&env, algo, v, nv, &pp) == GBML_OK);
 	if (!eval_fill && pp.common.eval_fraction > 0 && L->ops->gathers_eval_split)
