@@ -95,7 +95,7 @@ gbml_msg_put_f64(gbml_strbuf *sb, double v)
  * base scores with the start and its term kinds; 4: boosting's eval rows in
  * its hello, eval terms and the best model's cut).
  */
-#define GBML_SHARD_HELLO_VERSION 4
+#define GBML_SHARD_HELLO_VERSION 5
 #define GBML_SHARD_HELLO_HEAD 24
 
 /*

@@ -22,6 +22,7 @@
 #include "parser/parse_type.h"
 #include "common/hashfn.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -57,6 +58,7 @@ typedef struct gbml_column
 	char		elem_align;
 	int32		n_categories;	/* a training plan's categorical column: its values, sorted */
 	char	  **categories;
+	bool		given;			/* ... given by the caller (a shard's: the coordinator's), not probed */
 	struct category_memo_hash *memo;	/* a pass-by-value categorical column: ids by datum */
 } gbml_column;
 
@@ -445,11 +447,14 @@ set_categories(gbml_column *c, Datum arr_d, bool isnull, const char *what)
 }
 
 /*
- * One scan of the source for what the row loop needs to know first: each
- * categorical column's distinct values and each array column's length.
+ * The query of one scan of `from` (a relation, or a query in parentheses
+ * with no alias) for what the row loop needs to know first: each
+ * categorical column's distinct values and each array column's length,
+ * three columns each; NULL when no column needs it.  A column with given
+ * categories (the shard of a training across servers) is not asked for.
  */
-static void
-probe_columns(gbml_column_plan *p, const char *base, const char *what)
+static char *
+probe_query(const gbml_column_plan *p, const char *from)
 {
 	StringInfoData q;
 	bool		any = false;
@@ -458,10 +463,10 @@ probe_columns(gbml_column_plan *p, const char *base, const char *what)
 	appendStringInfoString(&q, "SELECT ");
 	for (int i = 0; i < p->n_columns; i++)
 	{
-		gbml_column *c = &p->cols[i];
+		const gbml_column *c = &p->cols[i];
 		const char *id = quote_identifier(c->name);
 
-		if (c->kind == COL_CATEGORICAL)
+		if (c->kind == COL_CATEGORICAL && !c->given)
 			appendStringInfo(&q, "%sarray_agg(DISTINCT s.%s) FILTER (WHERE s.%s IS NOT NULL), NULL::int, NULL::int",
 							 any ? ", " : "", id, id);
 		else if (c->kind == COL_ARRAY)
@@ -472,9 +477,40 @@ probe_columns(gbml_column_plan *p, const char *base, const char *what)
 		any = true;
 	}
 	if (!any)
+		return NULL;
+	appendStringInfo(&q, " FROM %s AS s", from);
+	return q.data;
+}
+
+/* Whether probe_query asks for column c. */
+static bool
+probed(const gbml_column *c)
+{
+	return (c->kind == COL_CATEGORICAL && !c->given) || c->kind == COL_ARRAY;
+}
+
+/* An array column's length from its rows' shortest and longest (null_min: it has no non-NULL value). */
+static void
+set_width(gbml_column *c, bool null_min, int lo, int hi, const char *what)
+{
+	if (null_min || lo != hi || lo < 1)
+		ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+						errmsg("%s: array column \"%s\" %s", what, c->name,
+							   null_min ? "has no non-NULL, non-empty value" :
+							   psprintf("has rows of %d and of %d elements", lo, hi)),
+						errhint("Every row's array must have the same length; exclude the column with \"exclude_columns\" otherwise.")));
+	c->width = lo;
+}
+
+/* One scan of the source (probe_query) for each categorical column's values and each array column's length. */
+static void
+probe_columns(gbml_column_plan *p, const char *base, const char *what)
+{
+	char	   *q = probe_query(p, psprintf("(%s)", base));
+
+	if (q == NULL)
 		return;
-	appendStringInfo(&q, " FROM (%s) AS s", base);
-	if (SPI_execute(q.data, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
+	if (SPI_execute(q, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
 		ereport(ERROR, (errmsg("%s: could not read the categorical values and array lengths of the source", what)));
 	for (int i = 0, k = 0; i < p->n_columns; i++)
 	{
@@ -488,24 +524,16 @@ probe_columns(gbml_column_plan *p, const char *base, const char *what)
 					lo,
 					hi;
 
-		if (c->kind != COL_CATEGORICAL && c->kind != COL_ARRAY)
+		if (!probed(c))
 			continue;
 		vals = SPI_getbinval(tup, rtd, 3 * k + 1, &null_vals);
 		lo = SPI_getbinval(tup, rtd, 3 * k + 2, &null_min);
 		hi = SPI_getbinval(tup, rtd, 3 * k + 3, &null_max);
 		k++;
 		if (c->kind == COL_CATEGORICAL)
-		{
 			set_categories(c, vals, null_vals, what);
-			continue;
-		}
-		if (null_min || DatumGetInt32(lo) != DatumGetInt32(hi) || DatumGetInt32(lo) < 1)
-			ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-							errmsg("%s: array column \"%s\" %s", what, c->name,
-								   null_min ? "has no non-NULL, non-empty value" :
-								   psprintf("has rows of %d and of %d elements", DatumGetInt32(lo), DatumGetInt32(hi))),
-							errhint("Every row's array must have the same length; exclude the column with \"exclude_columns\" otherwise.")));
-		c->width = DatumGetInt32(lo);
+		else
+			set_width(c, null_min, null_min ? 0 : DatumGetInt32(lo), null_max ? 0 : DatumGetInt32(hi), what);
 	}
 }
 
@@ -600,30 +628,146 @@ plan_columns(const gbml_common_params *cp, TupleDesc td, bool by_projection, con
 	return p;
 }
 
+/*
+ * Column c's categories as given (a shard's, from its coordinator): they
+ * must be what set_categories makes, strictly ascending by strcmp.
+ */
+static void
+give_categories(gbml_column *c, const gbml_given_categories *given, int g, const char *what)
+{
+	if (c->kind != COL_CATEGORICAL)
+		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+						errmsg("%s: column \"%s\" is categorical on the coordinator but has type %s here", what,
+							   c->name, format_type_be(c->typid))));
+	for (int j = 1; j < given->n_values[g]; j++)
+		if (strcmp(given->values[g][j - 1], given->values[g][j]) >= 0)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("%s: the categories given for column \"%s\" are not sorted and distinct", what,
+								   c->name)));
+	if (given->n_values[g] > GBML_SCHEMA_MAX_CATEGORIES)
+		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						errmsg("%s: %d categories given for column \"%s\", more than %d", what,
+							   given->n_values[g], c->name, GBML_SCHEMA_MAX_CATEGORIES)));
+	c->categories = given->values[g];
+	c->n_categories = given->n_values[g];
+	c->given = true;
+}
+
 gbml_column_plan *
-gbml_column_plan_for_source(const gbml_common_params *cp, TupleDesc td, const char *base, const char *what)
+gbml_column_plan_for_source(const gbml_common_params *cp, TupleDesc td, const char *base,
+							const gbml_given_categories *given, const char *what)
 {
 	gbml_column_plan *p = plan_columns(cp, td, true, what);
 
+	for (int g = 0; given && g < given->n; g++)
+	{
+		int			i = 0;
+
+		while (i < p->n_columns && strcmp(p->cols[i].name, given->names[g]) != 0)
+			i++;
+		if (i == p->n_columns)
+			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+							errmsg("%s: categories were given for \"%s\", which is not a feature column here", what,
+								   given->names[g])));
+		give_categories(&p->cols[i], given, g, what);
+	}
+	for (int i = 0; given && i < p->n_columns; i++)
+		if (p->cols[i].kind == COL_CATEGORICAL && !p->cols[i].given)
+			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+							errmsg("%s: column \"%s\" is categorical here but not on the coordinator", what,
+								   p->cols[i].name)));
 	probe_columns(p, base, what);
 	finish_schema(p);
 	return p;
 }
 
 gbml_column_plan *
-gbml_column_plan_for_shards(const gbml_common_params *cp, TupleDesc td, const char *what)
+gbml_column_plan_for_shards(const gbml_common_params *cp, TupleDesc td, bool categorical_ok, const char *what)
 {
 	gbml_column_plan *p = plan_columns(cp, td, true, what);
 
-	for (int i = 0; i < p->n_columns; i++)
-		if (p->cols[i].kind == COL_CATEGORICAL || p->cols[i].kind == COL_ARRAY)
+	for (int i = 0; !categorical_ok && i < p->n_columns; i++)
+		if (p->cols[i].kind == COL_CATEGORICAL)
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-							errmsg("%s: column \"%s\" is %s; training across servers takes number and boolean columns, "
-								   "or a features array", what, p->cols[i].name,
-								   p->cols[i].kind == COL_ARRAY ? "an array" : "categorical"),
-							errhint("Leave it out with \"exclude_columns\", or train on a real[] column \"features\".")));
-	finish_schema(p);
+							errmsg("%s: column \"%s\" is categorical; across servers categorical columns train with "
+								   "boosting only", what, p->cols[i].name),
+							errhint("Leave it out with \"exclude_columns\", or train on one server.")));
+	if (probe_query(p, "t") == NULL)
+		finish_schema(p);
 	return p;
+}
+
+char *
+gbml_column_plan_shard_probe(const gbml_column_plan *p, const char *relation)
+{
+	return p->schema ? NULL : probe_query(p, relation);
+}
+
+/* Column c's categories: the distinct values of every shard's array (text, the column's type's array). */
+static void
+merge_shard_categories(gbml_column *c, int n_shards, char *const *const *texts, int field, const char *what)
+{
+	Datum	   *all = NULL;
+	int			n_all = 0;
+	int16		typlen;
+	bool		byval;
+	char		align;
+
+	get_typlenbyvalalign(c->typid, &typlen, &byval, &align);
+	for (int s = 0; s < n_shards; s++)
+	{
+		Datum		arr;
+		Datum	   *vals;
+		bool	   *nulls;
+		int			n;
+
+		if (texts[s][field] == NULL)
+			continue;
+		arr = OidInputFunctionCall(F_ARRAY_IN, texts[s][field], c->typid, -1);
+		deconstruct_array(DatumGetArrayTypeP(arr), c->typid, typlen, byval, align, &vals, &nulls, &n);
+		all = all ? repalloc(all, sizeof(Datum) * (n_all + n + 1)) : palloc(sizeof(Datum) * (n + 1));
+		memcpy(all + n_all, vals, sizeof(Datum) * n);
+		n_all += n;
+	}
+	/* the same values on several shards are one category: set_categories keeps each once */
+	set_categories(c, n_all > 0 ? PointerGetDatum(construct_array(all, n_all, c->typid, typlen, byval, align)) : 0,
+				   n_all == 0, what);
+}
+
+void
+gbml_column_plan_take_shard_probes(gbml_column_plan *p, int n_shards, char *const *const *texts,
+								   const char *const *shard_names, const char *what)
+{
+	int			k = 0;
+
+	for (int i = 0; i < p->n_columns; i++)
+	{
+		gbml_column *c = &p->cols[i];
+		int			width = 0;
+
+		if (!probed(c))
+			continue;
+		if (c->kind == COL_CATEGORICAL)
+			merge_shard_categories(c, n_shards, texts, 3 * k, what);
+		for (int s = 0; c->kind == COL_ARRAY && s < n_shards; s++)
+		{
+			const char *lo = texts[s][3 * k + 1],
+					   *hi = texts[s][3 * k + 2];
+
+			if (lo == NULL)
+				continue;		/* a shard without values of this column */
+			set_width(c, false, pg_strtoint32(lo), hi ? pg_strtoint32(hi) : 0, what);
+			if (width > 0 && c->width != width)
+				ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+								errmsg("%s: array column \"%s\" has %d elements on shard \"%s\" and %d on an earlier one",
+									   what, c->name, c->width, shard_names[s], width)));
+			width = c->width;
+		}
+		if (c->kind == COL_ARRAY && width == 0)
+			set_width(c, true, 0, 0, what);
+		k++;
+	}
+	finish_schema(p);
 }
 
 void

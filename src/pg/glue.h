@@ -110,14 +110,27 @@ const gbml_scorer *gbml_named_scorer_in(FunctionCallInfo fcinfo, const char *fna
 typedef struct gbml_column_plan gbml_column_plan;
 struct gbml_feature_schema;
 /*
+ * Categorical columns' values given by name (a shard's, from its
+ * coordinator: shard_session.c), each list sorted by strcmp and distinct.
+ */
+typedef struct gbml_given_categories
+{
+	int			n;
+	char	  **names;
+	int		   *n_values;
+	char	 ***values;
+} gbml_given_categories;
+
+/*
  * The feature columns of a source whose tuple descriptor is td (`base` is
  * its SELECT): those in feature_columns, else every column but the label,
  * group, weight and excluded ones; their kinds; and, from one scan of the
- * source, each categorical column's values and each array column's length.
- * ERROR for an unusable column, naming it.  palloc'd in the current context.
+ * source, each categorical column's values (unless given: then exactly the
+ * given columns are categorical) and each array column's length.  ERROR
+ * for an unusable column, naming it.  palloc'd in the current context.
  */
 gbml_column_plan *gbml_column_plan_for_source(const gbml_common_params *cp, TupleDesc td, const char *base,
-											  const char *what);
+											  const gbml_given_categories *given, const char *what);
 /* Appends the plan's columns as a select list over alias "s" (cast to the training types). */
 void		gbml_column_plan_select(const gbml_column_plan *p, StringInfo q);
 /*
@@ -154,11 +167,20 @@ void		gbml_column_plan_collect(gbml_column_plan *p, const Datum *values, const b
 void		gbml_column_plan_sort_categories(gbml_column_plan *p, gbml_dataset *ds);
 /*
  * The feature columns of a table sharded across servers (td: the
- * coordinator's partitioned table), without reading it: number and
- * boolean columns only (an ERROR names any other); the schema the shards'
- * rows then follow, in this order.
+ * coordinator's partitioned table), without reading it (categorical ones
+ * only when categorical_ok: an ERROR names one otherwise).  With
+ * categorical or array columns, gbml_column_plan_shard_probe gives the
+ * query each shard answers about its partition (relation: its name there;
+ * NULL when none is needed), and gbml_column_plan_take_shard_probes takes
+ * every shard's answer (texts[s][field], NULL for SQL NULL): the union's
+ * categories, each array's length (the same on every shard).  The schema
+ * the shards' rows then follow, in this order, exists after that.
  */
-gbml_column_plan *gbml_column_plan_for_shards(const gbml_common_params *cp, TupleDesc td, const char *what);
+gbml_column_plan *gbml_column_plan_for_shards(const gbml_common_params *cp, TupleDesc td, bool categorical_ok,
+											  const char *what);
+char	   *gbml_column_plan_shard_probe(const gbml_column_plan *p, const char *relation);
+void		gbml_column_plan_take_shard_probes(gbml_column_plan *p, int n_shards, char *const *const *texts,
+											   const char *const *shard_names, const char *what);
 /* 1-based attribute of td named `name` (dropped ones skipped), 0 when there is none. */
 int			gbml_attno(TupleDesc td, const char *name);
 
@@ -169,7 +191,7 @@ int			gbml_attno(TupleDesc td, const char *name);
  */
 gbml_column_plan *gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source,
 								   gbml_dataset *ds, unsigned input_flags, gbml_column_plan *columns,
-								   const char *what);
+								   const gbml_given_categories *given, const char *what);
 
 /*
  * Training across servers (shards.c): the shards behind source when it

@@ -136,7 +136,8 @@ source_row(const source_reader *sr, HeapTuple tup, TupleDesc rtd, int64 rowno, g
  */
 gbml_column_plan *
 gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source, gbml_dataset *ds,
-			unsigned input_flags, gbml_column_plan *columns, const char *what)
+			unsigned input_flags, gbml_column_plan *columns, const gbml_given_categories *given,
+			const char *what)
 {
 	const gbml_common_params *cp = &pp->common;
 	char	   *base = source_sql(source);
@@ -164,7 +165,7 @@ gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source
 	if (by_columns)
 	{
 		if (columns == NULL)
-			columns = gbml_column_plan_for_source(cp, td, base, what);
+			columns = gbml_column_plan_for_source(cp, td, base, given, what);
 		gbml_column_plan_select(columns, &q);
 		sr.columns = columns;
 		sr.n_feature_cols = gbml_column_plan_n_columns(columns);
@@ -245,10 +246,10 @@ train_here(gbml_env *env, gbml_parsed_params *pp, const gbml_algorithm *algo, co
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	/* SPI_connect switched to its own context; the dataset lives in train_mcxt through env */
-	columns = gbml_read_source(env, pp, source, ds, flags, NULL, what);
+	columns = gbml_read_source(env, pp, source, ds, flags, NULL, NULL, what);
 	if (pp->common.eval_source)
 	{
-		gbml_read_source(env, pp, pp->common.eval_source, eval, flags, columns, "gbml.train (eval_source)");
+		gbml_read_source(env, pp, pp->common.eval_source, eval, flags, columns, NULL, "gbml.train (eval_source)");
 		if (eval->n_rows == 0)
 			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("gbml.train: eval_source returned no rows")));
 	}

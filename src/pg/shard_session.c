@@ -21,6 +21,7 @@
 #include "executor/spi.h"
 #include "shard_link.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
@@ -67,12 +68,86 @@ strbuf_to_bytea(gbml_strbuf *sb)
 	return out;
 }
 
+/* One member's value of "_categories" (the token after its key) as a list of strings. */
+static void
+given_values(JsonbIterator **outer, gbml_given_categories *g, int at, const char *what)
+{
+	JsonbValue	v;
+	JsonbIterator *it;
+	JsonbIteratorToken tok = JsonbIteratorNext(outer, &v, true);
+	int			cap = 16;
+
+	if (tok != WJB_VALUE || v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s: \"_categories\" of \"%s\" is not an array", what, g->names[at])));
+	g->values[at] = palloc(sizeof(char *) * cap);
+	g->n_values[at] = 0;
+	it = JsonbIteratorInit(v.val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok != WJB_ELEM)
+			continue;
+		if (v.type != jbvString)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("%s: \"_categories\" of \"%s\" holds a value that is not a string", what,
+								   g->names[at])));
+		if (g->n_values[at] == cap)
+			g->values[at] = repalloc(g->values[at], sizeof(char *) * (cap *= 2));
+		g->values[at][g->n_values[at]++] = pnstrdup(v.val.string.val, v.val.string.len);
+	}
+}
+
+/*
+ * The union's categories a coordinator gives its shards (params'
+ * "_categories": {"column": ["value", ...], ...}, sorted), taken out of
+ * params; NULL without them.
+ */
+static gbml_given_categories *
+take_given_categories(Jsonb **params, const char *what)
+{
+	JsonbValue *obj = *params ? getKeyJsonValueFromContainer(&(*params)->root, "_categories", 11, NULL) : NULL;
+	gbml_given_categories *g;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			cap = 8;
+
+	if (obj == NULL)
+		return NULL;
+	if (obj->type != jbvBinary || !JsonContainerIsObject(obj->val.binary.data))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s: \"_categories\" is not an object", what)));
+	g = palloc0(sizeof(gbml_given_categories));
+	g->names = palloc(sizeof(char *) * cap);
+	g->n_values = palloc(sizeof(int) * cap);
+	g->values = palloc(sizeof(char **) * cap);
+	it = JsonbIteratorInit(obj->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok != WJB_KEY)
+			continue;
+		if (g->n == cap)
+		{
+			cap *= 2;
+			g->names = repalloc(g->names, sizeof(char *) * cap);
+			g->n_values = repalloc(g->n_values, sizeof(int) * cap);
+			g->values = repalloc(g->values, sizeof(char **) * cap);
+		}
+		g->names[g->n] = pnstrdup(v.val.string.val, v.val.string.len);
+		given_values(&it, g, g->n++, what);
+	}
+	*params = DatumGetJsonbP(DirectFunctionCall2(jsonb_delete, JsonbPGetDatum(*params),
+												 CStringGetTextDatum("_categories")));
+	return g;
+}
+
 /* Reads source into a new session's dataset (the session's context, the transaction's files). */
 static void
 open_session(shard_session *s, const gbml_algorithm *algo, const char *source, Jsonb *params, const char *what)
 {
 	unsigned	flags;
+	gbml_given_categories *given;
 
+	given = take_given_categories(&params, what);
 	gbml_env_bind(&s->env, s->mcxt, what);
 	gbml_parse_params_or_error(&s->env, algo, params, NULL, 0, &s->pp, what);
 	gbml_env_configure(&s->env, &s->pp.common, what);
@@ -85,7 +160,7 @@ open_session(shard_session *s, const gbml_algorithm *algo, const char *source, J
 	gbml_plan_spill(algo, &s->env, s->ds);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	gbml_read_source(&s->env, &s->pp, source, s->ds, flags, NULL, what);
+	gbml_read_source(&s->env, &s->pp, source, s->ds, flags, NULL, given, what);
 	SPI_finish();
 	gbml_dataset_finish_appends(s->ds, &s->env);
 	GBML_CHECK(&s->env, gbml_dataset_canonicalize(s->ds, &s->env), what);

@@ -429,12 +429,10 @@ link_round_trip(void *ctx, const uint8_t *const *req, const size_t *req_len, con
 }
 
 /* Every shard begins its read-only transaction and reads its rows; their hellos into the link. */
+/* Every shard connected, in a read-only transaction of one snapshot, its step statement prepared. */
 static void
-open_shards(gbml_shard_set *ss, gbml_env *env, const char *algorithm, const char *params_json, const char *what)
+connect_shards(gbml_shard_set *ss, gbml_env *env, const char *what)
 {
-	Oid			types[3] = {TEXTOID, TEXTOID, JSONBOID};
-	int			formats[3] = {0, 0, 0};
-
 	for (int s = 0; s < ss->n; s++)
 		connect_shard(&ss->shards[s], what);
 	for (int s = 0; s < ss->n; s++)
@@ -443,6 +441,53 @@ open_shards(gbml_shard_set *ss, gbml_env *env, const char *algorithm, const char
 	for (int s = 0; s < ss->n; s++)
 		prepare_step(&ss->shards[s]);
 	GBML_CHECK(env, wait_shards(ss, env), what);
+}
+
+/*
+ * The plan's categorical columns' values and array columns' lengths, from
+ * every shard's partition (in the snapshot its training then reads): the
+ * union's categories, which every shard is given.
+ */
+static void
+probe_shards(gbml_shard_set *ss, gbml_env *env, gbml_column_plan *plan, const char *what)
+{
+	char	 ***texts = palloc0(sizeof(char **) * ss->n);
+	const char **names = palloc0(sizeof(char *) * ss->n);
+
+	for (int s = 0; s < ss->n; s++)
+	{
+		char	   *q = gbml_column_plan_shard_probe(plan, ss->shards[s].remote);
+
+		if (q == NULL)
+			return;
+		clear_shard(&ss->shards[s]);
+		/* text results: the arrays' values are read with this server's input functions */
+		sent_to_shard(&ss->shards[s], PQsendQueryParams(ss->shards[s].conn, q, 0, NULL, NULL, NULL, NULL, 0) == 1);
+	}
+	GBML_CHECK(env, wait_shards(ss, env), what);
+	for (int s = 0; s < ss->n; s++)
+	{
+		PGresult   *r = ss->shards[s].result;
+
+		if (r == NULL || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+			ereport(ERROR, (errmsg("%s: shard \"%s\" did not describe its categorical and array columns", what,
+								   ss->shards[s].server)));
+		names[s] = ss->shards[s].server;
+		texts[s] = palloc0(sizeof(char *) * (PQnfields(r) > 0 ? PQnfields(r) : 1));
+		for (int f = 0; f < PQnfields(r); f++)
+			texts[s][f] = PQgetisnull(r, 0, f) ? NULL : pstrdup(PQgetvalue(r, 0, f));
+		clear_shard(&ss->shards[s]);
+	}
+	gbml_column_plan_take_shard_probes(plan, ss->n, (char *const *const *) texts, names, what);
+}
+
+/* Every shard's training state opened (gbml._shard_open), its hello kept; the engine's link set up. */
+static void
+start_shards(gbml_shard_set *ss, gbml_env *env, const char *algorithm, const char *params_json, const char *what)
+{
+	Oid			types[3] = {TEXTOID, TEXTOID, JSONBOID};
+	int			formats[3] = {0, 0, 0};
+
 	for (int s = 0; s < ss->n; s++)
 	{
 		const char *values[3] = {ss->shards[s].remote, algorithm, params_json};
@@ -471,10 +516,40 @@ open_shards(gbml_shard_set *ss, gbml_env *env, const char *algorithm, const char
 /* Training                                                            */
 /* ------------------------------------------------------------------ */
 
+/* The union's categories of the schema's categorical features, as the shards take them ("_categories"). */
+static void
+append_categories(StringInfo out, const gbml_feature_schema *schema)
+{
+	bool		any = false;
+
+	for (int j = 0; j < schema->n_features; j++)
+	{
+		const gbml_feature_def *f = &schema->features[j];
+
+		if (f->kind != GBML_FEATURE_CATEGORICAL)
+			continue;
+		appendStringInfoString(out, any ? ", " : ", \"_categories\": {");
+		escape_json(out, f->column);
+		appendStringInfoString(out, ": [");
+		for (int c = 0; c < f->n_categories; c++)
+		{
+			if (c > 0)
+				appendStringInfoString(out, ", ");
+			escape_json(out, f->categories[c]);
+		}
+		appendStringInfoString(out, "]");
+		any = true;
+	}
+	if (any)
+		appendStringInfoString(out, "}");
+}
+
 /*
  * The params the shards get: the caller's, with the feature columns named
- * in the coordinator's order, and with an eval set of the coordinator's own
- * (eval_source) no eval_fraction (one server ignores it then too).
+ * in the coordinator's order (each array column once), the union's
+ * categories of its categorical columns, and with an eval set of the
+ * coordinator's own (eval_source) no eval_fraction (one server ignores it
+ * then too).
  */
 static char *
 shard_params(Jsonb *params, const gbml_feature_schema *schema, bool eval_here)
@@ -490,14 +565,20 @@ shard_params(Jsonb *params, const gbml_feature_schema *schema, bool eval_here)
 		appendStringInfoString(&cols, eval_here ? "{\"eval_fraction\": 0" : "{");
 		if (schema != NULL)
 		{
+			bool		any = false;
+
 			appendStringInfoString(&cols, eval_here ? ", \"feature_columns\": [" : "\"feature_columns\": [");
 			for (int j = 0; j < schema->n_features; j++)
 			{
-				if (j > 0)
+				if (schema->features[j].element > 1)
+					continue;	/* an array column's later elements */
+				if (any)
 					appendStringInfoString(&cols, ", ");
-				escape_json(&cols, schema->features[j].name);
+				escape_json(&cols, schema->features[j].column);
+				any = true;
 			}
 			appendStringInfoString(&cols, "]");
+			append_categories(&cols, schema);
 		}
 		appendStringInfoString(&cols, "}");
 		named = DirectFunctionCall1(jsonb_in, CStringGetDatum(cols.data));
@@ -536,7 +617,8 @@ read_eval_here(gbml_env *env, gbml_parsed_params *pp, gbml_column_plan *plan)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	gbml_read_source(env, pp, pp->common.eval_source, eval, gbml_input_flags(pp), plan, "gbml.train (eval_source)");
+	gbml_read_source(env, pp, pp->common.eval_source, eval, gbml_input_flags(pp), plan, NULL,
+					 "gbml.train (eval_source)");
 	SPI_finish();
 	MemoryContextSwitchTo(here);
 	if (eval->n_rows == 0)
@@ -567,7 +649,7 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jso
 	TupleDesc	td;
 	/* set before PG_TRY, or in it and read after: volatile across its longjmp */
 	const gbml_feature_schema *volatile schema = NULL;
-	gbml_column_plan *plan = NULL;
+	gbml_column_plan *volatile plan = NULL;
 	gbml_dataset *ds,
 			   *volatile eval = NULL;
 	bytea	   *volatile model = NULL;
@@ -589,19 +671,23 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jso
 	td = CreateTupleDescCopy(RelationGetDescr(rel));
 	relation_close(rel, AccessShareLock);
 	if (cp->feature_columns.n > 0 || gbml_attno(td, cp->features_column) == 0)
-	{
-		plan = gbml_column_plan_for_shards(cp, td, what);
-		schema = gbml_column_plan_schema(plan);
-	}
-	/* an eval set of its own: read here, before any shard is asked to work */
-	if (cp->eval_source)
-		eval = read_eval_here(env, pp, plan);
+		plan = gbml_column_plan_for_shards(cp, td, pp->algo->shard->takes_categorical, what);
 
 	ds = palloc0(sizeof(gbml_dataset));
 	gbml_dataset_init(ds, false);
 	PG_TRY();
 	{
-		open_shards(ss, env, pp->algo->name, shard_params(params, schema, eval != NULL), what);
+		connect_shards(ss, env, what);
+		if (plan)
+		{
+			/* the union's categories and array lengths, from the snapshot the shards then train on */
+			probe_shards(ss, env, plan, what);
+			schema = gbml_column_plan_schema(plan);
+		}
+		/* an eval set of its own: read here, before any shard is asked to work */
+		if (cp->eval_source)
+			eval = read_eval_here(env, pp, plan);
+		start_shards(ss, env, pp->algo->name, shard_params(params, schema, eval != NULL), what);
 		GBML_CHECK(env, gbml_shards_describe(&ss->link, pp->algo->shard->hello_magic, env, &ds->n_rows, &ds->n_features), what);
 		if (ds->n_rows == 0)
 			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("%s: the shards of \"%s\" hold no rows", what, ss->source)));

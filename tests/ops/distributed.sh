@@ -9,12 +9,14 @@
 # spherical; boosting: RMSE and Logloss with a border sample drawn over the
 # union's order, subsample, Logloss with 3 Newton steps per tree, RMSE on
 # number columns, YetiRank with every query on one shard, one shard's rows in
-# temporary files); the model records every row; logistic regression reaches
+# temporary files; text, enum and array columns with NULLs and categories only
+# one shard has, with an eval set of either kind; K-Means on an array column);
+# the model records every row; logistic regression reaches
 # the single-server SAGA objective within 1e-6; a statement_timeout (K-Means
 # and boosting) and a shard stopped with `pg_ctl stop -m immediate`
 # mid-training end it with an ERROR (the latter naming the shard) and leave
-# no gbml session on the other shard; a query on two shards, a boosting
-# option that cannot train across servers yet, a server that does not list
+# no gbml session on the other shard; a query on two shards, K-Means on a
+# categorical column, a server that does not list
 # gbml in its "extensions", a partitioned table mixing local and foreign
 # partitions, and a non-superuser whose connection uses no password are
 # refused with errors that name the problem.
@@ -202,6 +204,56 @@ out=$(q coord postgres "SELECT gbml.train('ba_dist', 'boost', 'pts', '{$auc}');
   SELECT (SELECT model FROM gbml.models WHERE name = 'ba_dist') = (SELECT model FROM gbml.models WHERE name = 'ba_one')
      AND (SELECT gbml.model_info(model) -> 'metrics' ->> 'eval_metric' FROM gbml.models WHERE name = 'ba_dist') = 'AUC'" 2>&1 | tail -1)
 check "boosting with AUC on an eval set (the shards' predictions gathered each iteration): the same bytes" t "$out"
+
+# --- categorical columns (text, an enum), an array column and NULLs across servers ---
+# Each shard has categories the other lacks; shard2's columns are in another order.
+for c in coord shard1 shard2; do
+  q $c postgres "CREATE TYPE dev AS ENUM ('phone', 'tablet', 'desktop', 'tv')" >/dev/null || bail "enum on $c"
+done
+cat_rows() { # shard number, residue, the extra category prefix
+  q_file shard$1 postgres <<SQL || bail "categorical rows on shard$1"
+CREATE TABLE cat AS
+SELECT i AS id, (i % 11) * 0.7 + sin(i) AS price,
+       CASE WHEN i % 13 = 0 THEN NULL WHEN i % 17 = 0 THEN '$3' || (i % 5) ELSE 'r' || ((i * 7) % 30) END AS region,
+       (ARRAY['phone', 'tablet', 'desktop', 'tv'])[1 + i % 4]::dev AS device,
+       ARRAY[cos(i), (i % 9) / 3.0]::real[] AS vec,
+       ((i * 7) % 30) * 0.4 + (i % 4) * 0.8 + sin(i * 3.3) AS label
+  FROM generate_series(1, 8000) AS i WHERE i % 2 = $2;
+SQL
+}
+cat_rows 1 0 east
+cat_rows 2 1 west
+q shard2 postgres "CREATE TABLE cat2 AS SELECT vec, label, device, id, region, price FROM cat; DROP TABLE cat; ALTER TABLE cat2 RENAME TO cat" ||
+  bail "reorder shard2's categorical columns"
+q_file coord postgres <<SQL || bail "the categorical table on the coordinator"
+CREATE TABLE cat (id int, price float8, region text, device dev, vec real[], label float8) PARTITION BY LIST ((id % 2));
+CREATE FOREIGN TABLE cat_0 PARTITION OF cat FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'cat');
+CREATE FOREIGN TABLE cat_1 PARTITION OF cat FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'cat');
+CREATE TABLE cat_local AS SELECT * FROM cat;
+SQL
+same_models() { # name; then the params (JSON members) trained on cat and on cat_local
+  q coord postgres "SELECT gbml.train('$1_dist', 'boost', 'cat', '{$2}');
+    SELECT gbml.train('$1_one', 'boost', 'cat_local', '{$2}');
+    SELECT (SELECT model FROM gbml.models WHERE name = '$1_dist') = (SELECT model FROM gbml.models WHERE name = '$1_one')" 2>&1 | tail -1
+}
+ct='"iterations": 25, "depth": 4, "exclude_columns": ["id"], "one_hot_max_size": 4, "ctr_counter": true'
+check "boosting on text, enum and array columns with NULLs (one-hot, ordered target statistics): the same bytes as one server" t \
+  "$(same_models ct "$ct")"
+out=$(q coord postgres "SELECT jsonb_array_length(f -> 'categories') FROM gbml.models, jsonb_array_elements(gbml.model_json(model) -> 'feature_schema') AS f WHERE name = 'ct_dist' AND f ->> 'name' = 'region'" 2>&1)
+check "the sharded model's region feature has the union's 40 categories (30, 5 on each shard only)" 40 "$out"
+check "... with eval_fraction and early stopping: the same bytes" t \
+  "$(same_models cte "$ct, \"eval_fraction\": 0.2, \"learning_rate\": 0.8, \"iterations\": 200, \"early_stopping_rounds\": 3")"
+check "... with an eval_source holding a category no shard has: the same bytes" t \
+  "$(same_models cts "$ct, \"eval_source\": \"SELECT id, price, CASE WHEN id % 2 = 0 THEN upper(region) ELSE region END AS region, device, vec, label FROM cat_local WHERE id % 9 = 4\"")"
+out=$(q coord postgres "SELECT bool_and(gbml.predict('ct_dist', r) = gbml.predict('ct_one', r)) FROM cat_local r" 2>&1)
+check "the sharded categorical model scores whole rows like the local one" t "$out"
+out=$(q coord postgres "SELECT gbml.train('ka_dist', 'kmeans', 'cat', '{\"k\": 3, \"feature_columns\": [\"price\", \"vec\"]}');
+  SELECT gbml.train('ka_one', 'kmeans', 'cat_local', '{\"k\": 3, \"feature_columns\": [\"price\", \"vec\"]}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'ka_dist') = (SELECT model FROM gbml.models WHERE name = 'ka_one')" 2>&1 | tail -1)
+check "K-Means on a number and an array column across servers: the same bytes" t "$out"
+err=$(q_err coord postgres "SELECT gbml.train('kc_bad', 'kmeans', 'cat', '{\"k\": 3, \"exclude_columns\": [\"id\"]}')")
+check_match "K-Means on a categorical column across servers is refused, naming it" \
+  'column "region" is categorical; across servers categorical columns train with boosting only' "$(errline "$err")"
 
 # --- no state left on a shard ---
 sessions() { q $1 postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gbml shard'" 2>&1; }
