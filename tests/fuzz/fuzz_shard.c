@@ -7,8 +7,10 @@
  *
  * The input's first byte picks the algorithm (K-Means, the linear models
  * or boosting, by its value mod 3; boosting's trees are Depthwise when its
- * value / 3 is 1 mod 4, its loss MultiClass when 2 mod 4, and when 3 mod 4
- * it holds out eval_fraction 0.3 of its rows as an eval set; K-Means' and
+ * value / 3 is 1 mod 5, its loss MultiClass when 2 mod 5, when 3 mod 5 it
+ * holds out eval_fraction 0.3 of its rows as an eval set, and when 4 mod 5
+ * its features 1 and 2 are categorical (11 and 3 categories, some NULL:
+ * the categorical requests) with that eval set too; K-Means' and
  * the linear models' shards hold one out when their value / 3 is odd, for
  * the coordinator to gather); the shard
  * opens on a small fixed dataset (300 rows x 3 features, labels 0/1); a
@@ -24,19 +26,34 @@
 
 #include "algorithm.h"
 #include "dataset.h"
+#include "schema.h"
 #include "shard_link.h"
 #include "strbuf.h"
+
+#include <math.h>
 
 #define FS_ROWS 300
 #define FS_FEATURES 3
 
+/* The categorical variant's schema: a number, then 11 and 3 categories. */
+static char *fs_city[11] = {"c00", "c01", "c02", "c03", "c04", "c05", "c06", "c07", "c08", "c09", "c10"};
+static char *fs_tier[3] = {"t0", "t1", "t2"};
+static gbml_feature_def fs_def[FS_FEATURES] = {
+	{.name = "x", .kind = GBML_FEATURE_NUMERIC},
+	{.name = "city", .kind = GBML_FEATURE_CATEGORICAL, .n_categories = 11, .categories = fs_city},
+	{.name = "tier", .kind = GBML_FEATURE_CATEGORICAL, .n_categories = 3, .categories = fs_tier},
+};
+static gbml_feature_schema fs_schema = {.n_features = FS_FEATURES, .features = fs_def};
+
 static void
-fill(gbml_dataset *ds, gbml_env *env)
+fill(gbml_dataset *ds, gbml_env *env, bool categorical)
 {
-	gbml_dataset_init(ds, false);
+	gbml_dataset_init(ds, categorical);
+	ds->schema = categorical ? &fs_schema : NULL;
 	for (int i = 0; i < FS_ROWS; i++)
 	{
-		float		x[FS_FEATURES] = {(float) (i % 7), (float) ((i * 13) % 11) - 5, (float) (i % 3) * 0.5f};
+		float		x[FS_FEATURES] = {(float) (i % 7), (float) ((i * 13) % 11) - (categorical ? 0 : 5),
+		categorical && i % 17 == 0 ? NAN : (float) (i % 3) * (categorical ? 1.0f : 0.5f)};
 		gbml_row	row = {0};
 
 		row.x = x;
@@ -78,12 +95,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * boosting's variants: symmetric trees, Depthwise (node splits in its
 	 * requests), MultiClass (classes), an eval set (eval terms, the cut)
 	 */
-	int			variant = pick == 2 ? (first / 3) % 4 : (first / 3) % 2 ? 3 : 0;
+	int			variant = pick == 2 ? (first / 3) % 5 : (first / 3) % 2 ? 3 : 0;
 	bool		trace = getenv("FUZZ_SHARD_TRACE") != NULL,
 				has_eval = false;
 	gbml_dataset eval;
 	const gbml_algorithm *algo = gbml_algorithm_by_name(pick == 0 ? "kmeans" : pick == 1 ? "saga" : "boost");
-	gbml_param_value v[2];
+	gbml_param_value v[3];
 	gbml_parsed_params pp;
 	gbml_env	env;
 	gbml_dataset ds;
@@ -92,16 +109,21 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memset(v, 0, sizeof(v));
 	fuzz_env_init(&env);
-	fill(&ds, &env);
+	fill(&ds, &env, variant == 4);
 	v[0].key = kmeans ? "k" : pick == 1 ? "loss" : "depth";
 	v[0].kind = pick == 1 ? GBML_VALUE_STRING : GBML_VALUE_NUMBER;
 	v[0].string = pick == 1 ? "logistic" : NULL;
 	v[0].number = 3;
 	v[1].key = variant == 1 ? "grow_policy" : variant == 2 ? "loss" : "eval_fraction";
-	v[1].kind = variant == 3 ? GBML_VALUE_NUMBER : GBML_VALUE_STRING;
+	v[1].kind = variant >= 3 ? GBML_VALUE_NUMBER : GBML_VALUE_STRING;
 	v[1].string = variant == 1 ? "Depthwise" : variant == 2 ? "MultiClass" : NULL;
 	v[1].number = 0.3;
-	FUZZ_CHECK(gbml_parse_training_params(&env, algo, v, variant ? 2 : 1, &pp) == GBML_OK, "params: %s", env.error);
+	/* the categorical variant: tier one-hot, city ordered statistics */
+	v[2].key = "one_hot_max_size";
+	v[2].kind = GBML_VALUE_NUMBER;
+	v[2].number = 4;
+	FUZZ_CHECK(gbml_parse_training_params(&env, algo, v, variant == 4 ? 3 : variant ? 2 : 1, &pp) == GBML_OK,
+			   "params: %s", env.error);
 	FUZZ_CHECK(gbml_shard_split_eval(&pp, &ds, &eval, &has_eval, &env) == GBML_OK, "eval split: %s", env.error);
 	gbml_sb_init(&hello, &env);
 	FUZZ_CHECK(algo->shard->open(&ds, has_eval ? &eval : NULL, pp.algo_params, &env, &state, &hello) == GBML_OK,

@@ -231,9 +231,9 @@ CREATE FOREIGN TABLE cat_0 PARTITION OF cat FOR VALUES IN (0) SERVER shard1 OPTI
 CREATE FOREIGN TABLE cat_1 PARTITION OF cat FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'cat');
 CREATE TABLE cat_local AS SELECT * FROM cat;
 SQL
-same_models() { # name; then the params (JSON members) trained on cat and on cat_local
-  q coord postgres "SELECT gbml.train('$1_dist', 'boost', 'cat', '{$2}');
-    SELECT gbml.train('$1_one', 'boost', 'cat_local', '{$2}');
+same_models() { # name; then the params (JSON members) trained on cat and on cat_local; the algorithm (boost)
+  q coord postgres "SELECT gbml.train('$1_dist', '${3:-boost}', 'cat', '{$2}');
+    SELECT gbml.train('$1_one', '${3:-boost}', 'cat_local', '{$2}');
     SELECT (SELECT model FROM gbml.models WHERE name = '$1_dist') = (SELECT model FROM gbml.models WHERE name = '$1_one')" 2>&1 | tail -1
 }
 ct='"iterations": 25, "depth": 4, "exclude_columns": ["id"], "one_hot_max_size": 4, "ctr_counter": true'
@@ -247,10 +247,8 @@ check "... with an eval_source holding a category no shard has: the same bytes" 
   "$(same_models cts "$ct, \"eval_source\": \"SELECT id, price, CASE WHEN id % 2 = 0 THEN upper(region) ELSE region END AS region, device, vec, label FROM cat_local WHERE id % 9 = 4\"")"
 out=$(q coord postgres "SELECT bool_and(gbml.predict('ct_dist', r) = gbml.predict('ct_one', r)) FROM cat_local r" 2>&1)
 check "the sharded categorical model scores whole rows like the local one" t "$out"
-out=$(q coord postgres "SELECT gbml.train('ka_dist', 'kmeans', 'cat', '{\"k\": 3, \"feature_columns\": [\"price\", \"vec\"]}');
-  SELECT gbml.train('ka_one', 'kmeans', 'cat_local', '{\"k\": 3, \"feature_columns\": [\"price\", \"vec\"]}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'ka_dist') = (SELECT model FROM gbml.models WHERE name = 'ka_one')" 2>&1 | tail -1)
-check "K-Means on a number and an array column across servers: the same bytes" t "$out"
+check "K-Means on a number and an array column across servers: the same bytes" t \
+  "$(same_models ka '"k": 3, "feature_columns": ["price", "vec"]' kmeans)"
 err=$(q_err coord postgres "SELECT gbml.train('kc_bad', 'kmeans', 'cat', '{\"k\": 3, \"exclude_columns\": [\"id\"]}')")
 check_match "K-Means on a categorical column across servers is refused, naming it" \
   'column "region" is categorical; across servers categorical columns train with boosting only' "$(errline "$err")"
