@@ -69,8 +69,8 @@ corrupt(gbml_boost_inputs *in, gbml_env *env, const char *what)
 
 /* Reads derived feature e's fields after its source (validated against the schema); NULL when fine. */
 static const char *
-read_derived(gbml_cursor *c, const gbml_feature_schema *schema, int n_inputs, gbml_boost_derived *e,
-			 gbml_env *env)
+read_derived(gbml_cursor *c, const gbml_feature_schema *schema, int n_inputs, bool training,
+			 gbml_boost_derived *e, gbml_env *env)
 {
 	uint32_t	source = gbml_cursor_u32(c),
 				kind = gbml_cursor_u32(c),
@@ -94,7 +94,8 @@ read_derived(gbml_cursor *c, const gbml_feature_schema *schema, int n_inputs, gb
 		e->category = (int32_t) cat;
 		return NULL;
 	}
-	if (kind != GBML_BOOST_CTR_MEAN && kind != GBML_BOOST_CTR_COUNTER && kind != GBML_BOOST_CAT_SET)
+	if (kind != GBML_BOOST_CTR_MEAN && kind != GBML_BOOST_CTR_COUNTER && kind != GBML_BOOST_CAT_SET &&
+		!(training && kind == GBML_BOOST_CAT_SLOT))
 		return "unknown derived feature kind";
 	/* the table's bytes must be there before anything is allocated for them */
 	if (gbml_cursor_remaining(c) / sizeof(float) < (size_t) ncat + 2)
@@ -109,12 +110,16 @@ read_derived(gbml_cursor *c, const gbml_feature_schema *schema, int n_inputs, gb
 		for (uint32_t s = 0; s < ncat + 2; s++)
 			if (e->table[s] != 0.0f && e->table[s] != 1.0f)
 				return "a set feature's value is not 0 or 1";
+	if (kind == GBML_BOOST_CAT_SLOT)
+		for (uint32_t s = 0; s < ncat + 2; s++)
+			if (e->table[s] != (float) s)
+				return "a slot column's value is not its slot";
 	return NULL;
 }
 
-int
-gbml_boost_inputs_read(const uint8_t *data, size_t len, int n_inputs, const gbml_feature_schema *schema,
-					   gbml_boost_inputs *out, gbml_env *env)
+static int
+inputs_read(const uint8_t *data, size_t len, int n_inputs, const gbml_feature_schema *schema, bool training,
+			gbml_boost_inputs *out, gbml_env *env)
 {
 	gbml_cursor c;
 	uint32_t	version,
@@ -152,7 +157,7 @@ gbml_boost_inputs_read(const uint8_t *data, size_t len, int n_inputs, const gbml
 	out->n_derived = (int) nd;
 	for (uint32_t k = 0; k < nd; k++)
 	{
-		const char *why = read_derived(&c, schema, n_inputs, &out->derived[k], env);
+		const char *why = read_derived(&c, schema, n_inputs, training, &out->derived[k], env);
 
 		if (why != NULL && why[0] == '\0')
 		{
@@ -167,6 +172,20 @@ gbml_boost_inputs_read(const uint8_t *data, size_t len, int n_inputs, const gbml
 	if (gbml_cursor_remaining(&c) != 0)
 		return corrupt(out, env, "trailing bytes");
 	return GBML_OK;
+}
+
+int
+gbml_boost_inputs_read(const uint8_t *data, size_t len, int n_inputs, const gbml_feature_schema *schema,
+					   gbml_boost_inputs *out, gbml_env *env)
+{
+	return inputs_read(data, len, n_inputs, schema, false, out, env);
+}
+
+int
+gbml_boost_inputs_read_training(const uint8_t *data, size_t len, int n_inputs, const gbml_feature_schema *schema,
+								gbml_boost_inputs *out, gbml_env *env)
+{
+	return inputs_read(data, len, n_inputs, schema, true, out, env);
 }
 
 static void

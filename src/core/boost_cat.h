@@ -132,6 +132,10 @@ void		gbml_boost_inputs_write(const gbml_boost_inputs *in, gbml_strbuf *sb);
  */
 int			gbml_boost_inputs_read(const uint8_t *data, size_t len, int n_inputs,
 								   const gbml_feature_schema *schema, gbml_boost_inputs *out, gbml_env *env);
+/* ... as a training's (a coordinator's to its shards): slot columns (GBML_BOOST_CAT_SLOT) too. */
+int			gbml_boost_inputs_read_training(const uint8_t *data, size_t len, int n_inputs,
+											const gbml_feature_schema *schema, gbml_boost_inputs *out,
+											gbml_env *env);
 void		gbml_boost_inputs_free(gbml_boost_inputs *in, gbml_env *env);
 
 /*

@@ -62,8 +62,6 @@ bs_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_param
 	int			rc;
 
 	*out = NULL;
-	if ((rc = boost_shards_check(ds, (const gbml_boost_params *) algo_params, env)) != GBML_OK)
-		return rc;
 	if ((sh = gbml_alloc0(env, sizeof(*sh))) == NULL)
 		return env->error_code;
 	sh->env = env;
@@ -297,6 +295,8 @@ typedef struct bs_split
 	int			level;
 	int32_t		feature[1 << (GBML_BOOST_MAX_DEPTH - 1)];
 	int32_t		border[1 << (GBML_BOOST_MAX_DEPTH - 1)];
+	/* a set split's bins going right (border GBML_BOOST_SET_SPLIT, on a slot column) */
+	uint8_t		mask[1 << (GBML_BOOST_MAX_DEPTH - 1)][GBML_BOOST_SET_MASK_BYTES];
 } bs_split;
 
 static void
@@ -320,9 +320,13 @@ bs_read_split(bs_shard *sh, gbml_msg_reader *r, int level, bs_split *s)
 	{
 		int32_t		f = s->feature[k],
 					j = s->border[k];
+		bool		set = f >= 0 && f < T->n_features && T->is_set && T->is_set[f];
 
-		/* categorical inputs (and so set splits) do not train across servers */
-		r->bad = f < 0 || f >= T->n_features || !(j == GBML_BOOST_NO_SPLIT || (j >= 0 && j < T->borders.count[f]));
+		/* a slot column splits as a set (its mask follows) or not at all; any other feature at a border */
+		r->bad = f < 0 || f >= T->n_features ||
+			!(j == GBML_BOOST_NO_SPLIT || (set ? j == GBML_BOOST_SET_SPLIT : j >= 0 && j < T->borders.count[f]));
+		if (!r->bad && j == GBML_BOOST_SET_SPLIT)
+			gbml_msg_get(r, s->mask[k], GBML_BOOST_SET_MASK_BYTES);
 	}
 }
 
@@ -341,6 +345,9 @@ bs_use_split(bs_shard *sh, const bs_split *s)
 	}
 	memcpy(F->feature + at, s->feature, sizeof(int32_t) << s->level);
 	memcpy(F->border_index + at, s->border, sizeof(int32_t) << s->level);
+	for (int k = 0; F->has_sets && k < (1 << s->level); k++)
+		if (s->border[k] == GBML_BOOST_SET_SPLIT)
+			memcpy(F->set_mask + (at + (size_t) k) * GBML_BOOST_SET_MASK_BYTES, s->mask[k], GBML_BOOST_SET_MASK_BYTES);
 }
 
 /*

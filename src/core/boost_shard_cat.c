@@ -118,6 +118,16 @@ take_inputs(trainer *T, gbml_boost_inputs *in, const int *count, const float *va
 	gbml_boost_inputs_free(&T->cat.model, env);
 	T->cat.model = *in;
 	memset(in, 0, sizeof(*in));
+	/* the kinds' counts, as the coordinator's plan made them (slot columns split as sets) */
+	T->cat.n_one_hot = T->cat.n_ctr = T->cat.n_slot = 0;
+	for (int d = 0; d < nd; d++)
+	{
+		int			kind = T->cat.model.derived[d].kind;
+
+		T->cat.n_one_hot += kind == GBML_BOOST_ONE_HOT;
+		T->cat.n_ctr += kind == GBML_BOOST_CTR_MEAN || kind == GBML_BOOST_CTR_COUNTER;
+		T->cat.n_slot += kind == GBML_BOOST_CAT_SLOT;
+	}
 	T->n_features = width;
 	/* the coordinator has the training ids now, and the eval rows' are binned */
 	gbml_free(env, T->cat.keep.out);
@@ -146,7 +156,7 @@ boost_cat_take_inputs(trainer *T, const gbml_feature_schema *schema, gbml_msg_re
 	}
 	r->p += len;
 	/* a damaged section is an error of its own (GBML_ECORRUPT, saying what is wrong) */
-	if ((rc = gbml_boost_inputs_read(section, (size_t) len, T->n_inputs, schema, &in, env)) != GBML_OK)
+	if ((rc = gbml_boost_inputs_read_training(section, (size_t) len, T->n_inputs, schema, &in, env)) != GBML_OK)
 		return rc;
 	nd = gbml_msg_get_i64(r);
 	r->bad |= nd != in.n_derived || in.n_inputs != T->n_inputs || nd < 0 || nd > INT32_MAX - T->n_inputs;

@@ -16,7 +16,9 @@
  * random_strength one more after the gradients: their squares' sum).
  * A level's split ("split" below): i64 feature, i64 border index; with
  * grow_policy Depthwise i64 -1, i64 -1, then the level's 2^level nodes'
- * i32 features and i32 border indices (GBML_BOOST_NO_SPLIT: unsplit).
+ * i32 features and i32 border indices (GBML_BOOST_NO_SPLIT: unsplit;
+ * GBML_BOOST_SET_SPLIT: a set split, on a slot column), then each set
+ * split's GBML_BOOST_SET_MASK_BYTES mask in node order.
  * The hello: the head (shard_msg.h), one byte per feature (has a missing
  * value), i64 the shard's query count (0 without group ids), i64 its eval
  * rows and i64 their queries (eval_fraction's, held out by the shard).

@@ -22,12 +22,14 @@
  * each shard gets its queries' indices among the union's (their random
  * streams).  subsample < 1 draws over the union's rows (their global
  * indices, sent with the order) or queries.  Not yet across servers
- * (boost_shards_check): subsample with group ids and a pointwise loss,
- * categorical inputs.  AUC, which needs every prediction, gathers them
- * (boost_shards_auc: 16 bytes a row, each time it is asked for).  An eval set of the coordinator's own (eval_source) is binned
- * and scored here (boost.c, eval_here); the shards only get the best
- * model's cut.  Depthwise trees send each level's node splits where symmetric
- * ones send the level's one split; MultiClass sends the union's class
+ * (boost_shards_check_loss): subsample with group ids and a pointwise
+ * loss.  Categorical inputs: boost_shards_cat.c.  AUC, which needs every
+ * prediction, gathers them (boost_shards_auc: 16 bytes a row, each time it
+ * is asked for).  An eval set of the coordinator's own (eval_source) is
+ * binned and scored here (boost.c, eval_here); the shards only get the
+ * best model's cut.  Depthwise trees send each level's node splits where
+ * symmetric ones send the level's one split (a set split its mask too:
+ * categorical_split sets); MultiClass sends the union's class
  * count and base scores with the start, and each tree's class is its
  * stream's (the iteration x classes + class its gradients request names).
  */
@@ -42,15 +44,6 @@
 /* Sample rows asked of one shard per round trip: at most about 64 MB of floats. */
 #define SAMPLE_PAGE_BYTES ((size_t) 64 << 20)
 
-
-int
-boost_shards_check(const gbml_dataset *ds, const gbml_boost_params *p, gbml_env *env)
-{
-	if (ds->schema && gbml_schema_n_categorical(ds->schema) > 0 && p->categorical_split == 1)
-		return gbml_error(env, GBML_EUNSUPPORTED, "boost: categorical_split sets is not supported yet when the rows "
-						  "are on other servers (categorical features as one-hot features and target statistics are)");
-	return GBML_OK;
-}
 
 int
 boost_shards_check_loss(trainer *T, bool with_groups)
@@ -359,8 +352,6 @@ boost_shards_setup(trainer *T, const gbml_dataset *ds, int64_t n_eval_here)
 	float	   *rows = NULL;
 	int			rc;
 
-	if ((rc = boost_shards_check(ds, p, env)) != GBML_OK)
-		return rc;
 	if ((B = T->shards = gbml_alloc0(env, sizeof(boost_shards))) == NULL)
 		return env->error_code;
 	T->rows = &boost_shard_rows;
@@ -450,6 +441,10 @@ put_split(gbml_strbuf *m, const trainer *T, int64_t t, int level)
 	gbml_msg_put_i64(m, -1);
 	gbml_msg_put(m, F->feature + at, sizeof(int32_t) << level);
 	gbml_msg_put(m, F->border_index + at, sizeof(int32_t) << level);
+	/* each set split's mask, in node order */
+	for (int k = 0; F->has_sets && k < (1 << level); k++)
+		if (F->border_index[at + (size_t) k] == GBML_BOOST_SET_SPLIT)
+			gbml_msg_put(m, F->set_mask + (at + (size_t) k) * GBML_BOOST_SET_MASK_BYTES, GBML_BOOST_SET_MASK_BYTES);
 }
 
 /* A request that reads the predictions: its code, then what changed them since the last one. */

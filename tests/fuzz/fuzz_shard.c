@@ -7,10 +7,12 @@
  *
  * The input's first byte picks the algorithm (K-Means, the linear models
  * or boosting, by its value mod 3; boosting's trees are Depthwise when its
- * value / 3 is 1 mod 5, its loss MultiClass when 2 mod 5, when 3 mod 5 it
- * holds out eval_fraction 0.3 of its rows as an eval set, and when 4 mod 5
+ * value / 3 is 1 mod 6, its loss MultiClass when 2 mod 6, when 3 mod 6 it
+ * holds out eval_fraction 0.3 of its rows as an eval set, and when 4 mod 6
  * its features 1 and 2 are categorical (11 and 3 categories, some NULL:
- * the categorical requests) with that eval set too; K-Means' and
+ * the categorical requests) with that eval set too, when 5 mod 6 the same
+ * with Depthwise trees that split categories as sets (masks in the
+ * splits); K-Means' and
  * the linear models' shards hold one out when their value / 3 is odd, for
  * the coordinator to gather); the shard
  * opens on a small fixed dataset (300 rows x 3 features, labels 0/1); a
@@ -95,12 +97,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * boosting's variants: symmetric trees, Depthwise (node splits in its
 	 * requests), MultiClass (classes), an eval set (eval terms, the cut)
 	 */
-	int			variant = pick == 2 ? (first / 3) % 5 : (first / 3) % 2 ? 3 : 0;
+	int			variant = pick == 2 ? (first / 3) % 6 : (first / 3) % 2 ? 3 : 0;
 	bool		trace = getenv("FUZZ_SHARD_TRACE") != NULL,
 				has_eval = false;
 	gbml_dataset eval;
 	const gbml_algorithm *algo = gbml_algorithm_by_name(pick == 0 ? "kmeans" : pick == 1 ? "saga" : "boost");
-	gbml_param_value v[3];
+	gbml_param_value v[5];
 	gbml_parsed_params pp;
 	gbml_env	env;
 	gbml_dataset ds;
@@ -109,7 +111,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memset(v, 0, sizeof(v));
 	fuzz_env_init(&env);
-	fill(&ds, &env, variant == 4);
+	fill(&ds, &env, variant >= 4);
 	v[0].key = kmeans ? "k" : pick == 1 ? "loss" : "depth";
 	v[0].kind = pick == 1 ? GBML_VALUE_STRING : GBML_VALUE_NUMBER;
 	v[0].string = pick == 1 ? "logistic" : NULL;
@@ -118,12 +120,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	v[1].kind = variant >= 3 ? GBML_VALUE_NUMBER : GBML_VALUE_STRING;
 	v[1].string = variant == 1 ? "Depthwise" : variant == 2 ? "MultiClass" : NULL;
 	v[1].number = 0.3;
-	/* the categorical variant: tier one-hot, city ordered statistics */
+	/* the categorical variants: tier one-hot, city ordered statistics, or a set */
 	v[2].key = "one_hot_max_size";
 	v[2].kind = GBML_VALUE_NUMBER;
 	v[2].number = 4;
-	FUZZ_CHECK(gbml_parse_training_params(&env, algo, v, variant == 4 ? 3 : variant ? 2 : 1, &pp) == GBML_OK,
-			   "params: %s", env.error);
+	v[3].key = "grow_policy";
+	v[3].kind = GBML_VALUE_STRING;
+	v[3].string = "Depthwise";
+	v[4].key = "categorical_split";
+	v[4].kind = GBML_VALUE_STRING;
+	v[4].string = "sets";
+	FUZZ_CHECK(gbml_parse_training_params(&env, algo, v, variant == 5 ? 5 : variant == 4 ? 3 : variant ? 2 : 1, &pp) ==
+			   GBML_OK, "params: %s", env.error);
 	FUZZ_CHECK(gbml_shard_split_eval(&pp, &ds, &eval, &has_eval, &env) == GBML_OK, "eval split: %s", env.error);
 	gbml_sb_init(&hello, &env);
 	FUZZ_CHECK(algo->shard->open(&ds, has_eval ? &eval : NULL, pp.algo_params, &env, &state, &hello) == GBML_OK,

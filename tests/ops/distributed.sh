@@ -10,7 +10,8 @@
 # union's order, subsample, Logloss with 3 Newton steps per tree, RMSE on
 # number columns, YetiRank with every query on one shard, one shard's rows in
 # temporary files; text, enum and array columns with NULLs and categories only
-# one shard has, with an eval set of either kind; K-Means on an array column);
+# one shard has, with an eval set of either kind, and split as sets; K-Means on
+# an array column);
 # the model records every row; logistic regression reaches
 # the single-server SAGA objective within 1e-6; a statement_timeout (K-Means
 # and boosting) and a shard stopped with `pg_ctl stop -m immediate`
@@ -245,6 +246,8 @@ check "... with eval_fraction and early stopping: the same bytes" t \
   "$(same_models cte "$ct, \"eval_fraction\": 0.2, \"learning_rate\": 0.8, \"iterations\": 200, \"early_stopping_rounds\": 3")"
 check "... with an eval_source holding a category no shard has: the same bytes" t \
   "$(same_models cts "$ct, \"eval_source\": \"SELECT id, price, CASE WHEN id % 2 = 0 THEN upper(region) ELSE region END AS region, device, vec, label FROM cat_local WHERE id % 9 = 4\"")"
+check "... with Depthwise trees splitting categories as sets: the same bytes" t \
+  "$(same_models ctd "$ct, \"grow_policy\": \"Depthwise\", \"categorical_split\": \"sets\"")"
 out=$(q coord postgres "SELECT bool_and(gbml.predict('ct_dist', r) = gbml.predict('ct_one', r)) FROM cat_local r" 2>&1)
 check "the sharded categorical model scores whole rows like the local one" t "$out"
 check "K-Means on a number and an array column across servers: the same bytes" t \

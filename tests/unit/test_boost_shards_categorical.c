@@ -7,8 +7,8 @@
  * with a border sample smaller than the union, subsample, eval_fraction
  * (the shards bin their eval rows with the final statistics) and an
  * eval_source of the coordinator's own; the pages of ids and bins are
- * small here, so every training takes several.  categorical_split sets is
- * refused, naming itself.
+ * small here, so every training takes several; Depthwise trees that split
+ * categories as sets (each set split's mask sent with its level).
  */
 #include "harness.h"
 #include "boost.h"
@@ -235,16 +235,29 @@ TEST(boost_shards_categorical_eval_sets_are_one_servers_bytes)
 	sc_free_schema();
 }
 
-TEST(boost_shards_categorical_sets_are_refused)
+TEST(boost_shards_categorical_sets_are_one_servers_bytes)
 {
-	sc_data		s = {.n = 600, .label = SC_REGRESSION};
-	gbml_param_value v[] = {tu_num("iterations", 3), tu_str("grow_policy", "Depthwise"),
-	tu_str("categorical_split", "sets")};
-	char		error[512];
-	size_t		len;
+	sc_data		s = {.n = 3000, .label = SC_REGRESSION},
+				bin = {.n = 2500, .label = SC_BINARY};
+	/* 40 categories split as sets, 3 one-hot, 300 (beyond a set's limit) a statistic */
+	gbml_param_value v[] = {tu_num("iterations", 10), tu_num("depth", 4), tu_str("grow_policy", "Depthwise"),
+	tu_str("categorical_split", "sets"), tu_num("one_hot_max_size", 4), tu_num("eval_fraction", 0.2)};
+	gbml_param_value lv[] = {tu_num("iterations", 8), tu_num("depth", 5), tu_str("grow_policy", "Depthwise"),
+	tu_str("categorical_split", "sets"), tu_str("loss", "Logloss"), tu_num("leaf_estimation_iterations", 2)};
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *m = NULL;
+	size_t		len = 0;
 
 	sc_make_schema();
-	CHECK(tu_train_sharded("boost", sc_fill, &s, 2, v, 3, 0, &len, error, sizeof(error)) == NULL);
-	CHECK(strstr(error, "categorical_split sets is not supported yet when the rows are on other servers") != NULL);
+	/* the model splits sets (a set feature of its own), and a statistic for the widest column */
+	gbml_env_init_malloc(&env, 2);
+	sc_fill(&ds, &env, -1, 1, false, &s);
+	CHECK(tu_train("boost", &ds, &env, v, 6, &m, &len) == GBML_OK);
+	CHECK(m != NULL && sc_has_derived(m, len, GBML_BOOST_CAT_SET) && sc_has_derived(m, len, GBML_BOOST_CTR_MEAN));
+	gbml_dataset_free(&ds, &env);
+	free(m);
+	tu_check_same_bytes("boost", "categorical sets, eval_fraction", sc_fill, &s, v, 6);
+	tu_check_same_bytes("boost", "categorical sets, Logloss", sc_fill, &bin, lv, 6);
 	sc_free_schema();
 }
