@@ -17,8 +17,9 @@
 # boosting (B_ITERS trees of depth B_DEPTH, RMSE on relevance): seconds per
 # tree and for the borders and bins, round trips and bytes per tree, the
 # coordination per round trip, the same model bytes, and the projected time
-# per tree with a shard per machine; Depthwise trees, the MultiClass loss, an eval set (eval_fraction) and AUC on it
-# (on relevance's five grades) the same way, a row each.  All
+# per tree with a shard per machine; Depthwise trees, the MultiClass loss, an eval set (eval_fraction), AUC on it
+# and a text column of 2,000 categories beside the array (its target statistics computed on the
+# coordinator: the set-up's round trips and bytes printed) (on relevance's five grades) the same way, a row each.  All
 # clusters share this machine's cores, so the sharded time here is a
 # correctness and overhead figure, not a speed-up.
 # Needs gbml installed (make install); starts and removes its own clusters.
@@ -60,6 +61,13 @@ for s in $(seq 1 "$SHARDS"); do
     CREATE FOREIGN TABLE t_$s PARTITION OF t FOR VALUES FROM ($s * 100000000) TO (($s + 1) * 100000000)
       SERVER shard$s OPTIONS (table_name 't')" || bail "partition $s"
 done
+# a text column of 2,000 categories (every row's query's, hashed) for the categorical row below
+for c in $(seq 1 "$SHARDS"); do
+  q shard$c postgres "ALTER TABLE t ADD COLUMN cat text; UPDATE t SET cat = 'g' || ((query * 7919) % 2000)" &&
+    q shard$c postgres "VACUUM ANALYZE t" || bail "shard$c's categorical column"
+done
+q coord postgres "ALTER TABLE t ADD COLUMN cat text; ALTER TABLE t_local ADD COLUMN cat text;
+  UPDATE t_local SET cat = 'g' || ((query * 7919) % 2000)" || bail "the coordinator's categorical column"
 q coord postgres "VACUUM ANALYZE t_local" || bail "analyze"
 note "loaded $SHARDS x $N rows x $D features in $((SECONDS - t0)) s"
 params="{\"k\": $KM_K, \"max_iter\": $KM_ITERS, \"tol\": 0, \"min_frac_changed\": 0, \"features_column\": \"f\", \"random_seed\": 5}"
@@ -86,7 +94,8 @@ check "the sharded boosting model is the single-server model, byte for byte" t "
 variant_rows=""
 for v in "Depthwise:\"grow_policy\": \"Depthwise\"" "MultiClass:\"loss\": \"MultiClass\"" \
          "eval_fraction_0.2:\"eval_fraction\": 0.2" \
-         "AUC_on_eval_fraction_0.2:\"eval_fraction\": 0.2, \"eval_metric\": \"AUC\""; do
+         "AUC_on_eval_fraction_0.2:\"eval_fraction\": 0.2, \"eval_metric\": \"AUC\"" \
+         "a_categorical_column:\"feature_columns\": [\"f\", \"cat\"]"; do
   vname=${v%%:*}
   vparams="{\"iterations\": $B_ITERS, \"depth\": $B_DEPTH, \"features_column\": \"f\", \"label_column\": \"relevance\", ${v#*:}}"
   w1=$(run "v_one_$vname" t_local boost "$vparams") || bail "$vname on one server"
@@ -172,7 +181,8 @@ rows = b1['seconds_per_tree'] - split
 proj = rows / shards + split + (depth + 1) * boh
 print(f"# projected tree, a shard per machine: {rows/shards:.3f} s (one server's row work / {shards}) + {split:.3f} s "
       f"(split search) + {depth + 1} x {1e3*boh:.2f} ms = {proj:.3f} s, {b1['seconds_per_tree']/proj:.2f}x one server")
-print("# | boosting variant | one server s/tree | sharded s/tree | round trips a tree | kB a tree | same bytes |")
+print("# | boosting variant | one server s/tree | sharded s/tree | round trips a tree | kB a tree | set-up round trips | "
+      "set-up MB | borders and bins s, one / sharded | same bytes |")
 for row in sys.argv[12].split():
     name, w1, w2, same = row.split(":")
     v1, v2 = timings("v_one_" + name), timings("v_dist_" + name)
@@ -180,6 +190,7 @@ for row in sys.argv[12].split():
     ntrees = round(v2["boost_seconds"] / v2["seconds_per_tree"]) if v2["seconds_per_tree"] > 0 else 0
     vrt = v2["shard_round_trips"] - v2.get("setup_round_trips", 0)
     print(f"# | {name} | {v1['seconds_per_tree']:.3f} | {v2['seconds_per_tree']:.3f} | {vrt / max(1, ntrees):.1f} | "
-          f"{v2['tree_bytes']/1e3:.1f} | {'yes' if same == 't' else 'NO'} |")
+          f"{v2['tree_bytes']/1e3:.1f} | {v2.get('setup_round_trips', 0)} | {v2.get('setup_bytes', 0)/1e6:.1f} | "
+          f"{v1['quantize_seconds']:.2f} / {v2['quantize_seconds']:.2f} | {'yes' if same == 't' else 'NO'} |")
 PY
 finish
