@@ -37,6 +37,7 @@ typedef struct sc_data
 	int64_t		n;
 	sc_label	label;
 	int64_t		first;			/* rows from this index on (an eval set's: other rows) */
+	bool		constant;		/* every categorical value category 0: no derived feature at all */
 } sc_data;
 
 /* numeric; 40 categories (a tenth NULL); 3 categories (one-hot); 300 categories (almost an id) */
@@ -99,6 +100,8 @@ sc_row(const sc_data *s, int64_t i, float *x, float *label)
 	c = (int) x[1];
 	if (gbml_rng_uniform(&rng) < 0.1)
 		x[1] = NAN;
+	if (s->constant)
+		x[1] = x[2] = x[3] = 0;
 	switch (s->label)
 	{
 		case SC_REGRESSION:
@@ -228,7 +231,11 @@ TEST(boost_shards_categorical_eval_sets_are_one_servers_bytes)
 	gbml_param_value cv[] = {tu_num("iterations", 6), tu_num("depth", 3), tu_str("loss", "MultiClass"),
 	tu_num("eval_fraction", 0.25)};
 
+	sc_data		flat = {.n = 1500, .label = SC_REGRESSION, .constant = true};
+
 	sc_make_schema();
+	/* categorical inputs that derive nothing (one category each): the shards take an empty section */
+	tu_check_same_bytes("boost", "categorical inputs without derived features", sc_fill, &flat, v, 5);
 	tu_check_same_bytes("boost", "categorical, eval_fraction", sc_fill, &s, v, 5);
 	tu_check_same_bytes("boost", "categorical MultiClass, eval_fraction", sc_fill, &cls, cv, 4);
 	tu_check_same_bytes_eval("boost", "categorical, eval_source", sc_fill, &s, sc_fill, &ev, sv, 4);
