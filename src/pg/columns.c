@@ -692,8 +692,11 @@ gbml_column_plan_for_shards(const gbml_common_params *cp, TupleDesc td, bool cat
 							errmsg("%s: column \"%s\" is categorical; across servers categorical columns train with "
 								   "boosting only", what, p->cols[i].name),
 							errhint("Leave it out with \"exclude_columns\", or train on one server.")));
-	if (probe_query(p, "t") == NULL)
-		finish_schema(p);
+	/* without categorical or array columns the schema is known now; else after the shards' probes */
+	for (int i = 0; i < p->n_columns; i++)
+		if (probed(&p->cols[i]))
+			return p;
+	finish_schema(p);
 	return p;
 }
 
