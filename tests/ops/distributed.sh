@@ -74,19 +74,22 @@ CREATE TABLE cols_local AS SELECT * FROM cols;
 CREATE TABLE rk_local AS SELECT * FROM rk;
 SQL
 
+# same_bytes NAME ALGORITHM TABLE PARAMS [CONDITION]: NAME_dist trained on the sharded TABLE and NAME_one on
+# TABLE_local with the same PARAMS (JSON members); t when their model bytes are equal (and CONDITION holds)
+same_bytes() {
+  q coord postgres "SELECT gbml.train('$1_dist', '$2', '$3', '{$4}');
+    SELECT gbml.train('$1_one', '$2', '${3}_local', '{$4}');
+    SELECT (SELECT model FROM gbml.models WHERE name = '$1_dist') = (SELECT model FROM gbml.models WHERE name = '$1_one')${5:+ AND $5}" 2>&1 | tail -1
+}
+
 # --- same model bytes as one server ---
-out=$(q coord postgres "SELECT gbml.train('km_dist', 'kmeans', 'pts', '{\"k\": 6, \"random_seed\": 3}');
-  SELECT gbml.train('km_one', 'kmeans', 'pts_local', '{\"k\": 6, \"random_seed\": 3}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'km_dist') = (SELECT model FROM gbml.models WHERE name = 'km_one')" 2>&1 | tail -1)
-check "k-means++ on a features array: the sharded table gives the single-server model bytes" t "$out"
+check "k-means++ on a features array: the sharded table gives the single-server model bytes" t \
+  "$(same_bytes km kmeans pts "\"k\": 6, \"random_seed\": 3")"
 out=$(q coord postgres "SELECT rows FROM gbml.models WHERE name = 'km_dist'" 2>&1)
 check "the sharded model records every row of both shards" 24010 "$out"
 
-params='{"k": 5, "init": "random", "spherical": true, "n_init": 2, "exclude_columns": ["id"]}'
-out=$(q coord postgres "SELECT gbml.train('kc_dist', 'kmeans', 'cols', '$params');
-  SELECT gbml.train('kc_one', 'kmeans', 'cols_local', '$params');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'kc_dist') = (SELECT model FROM gbml.models WHERE name = 'kc_one')" 2>&1 | tail -1)
-check "number columns (another column order on one shard), random init, spherical: the same bytes" t "$out"
+check "number columns (another column order on one shard), random init, spherical: the same bytes" t \
+  "$(same_bytes kc kmeans cols '"k": 5, "init": "random", "spherical": true, "n_init": 2, "exclude_columns": ["id"]')"
 out2=$(q coord postgres "SELECT bool_and(gbml.kmeans_assign('kc_dist', r) = gbml.kmeans_assign('kc_one', r)) FROM cols_local r" 2>&1)
 check "the sharded columns model scores a row like the local one" t "$out2"
 
@@ -104,72 +107,47 @@ check "... and scores the rows like it" t "$out"
 # --- boosting: the same model bytes as one server ---
 # 24010 rows, a border sample of 5000: drawn over the union's order, gathered from the shards
 bst='"iterations": 30, "depth": 5, "border_sample_size": 5000, "exclude_columns": ["id"]'
-out=$(q coord postgres "SELECT gbml.train('b_dist', 'boost', 'pts', '{$bst}');
-  SELECT gbml.train('b_one', 'boost', 'pts_local', '{$bst}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'b_dist') = (SELECT model FROM gbml.models WHERE name = 'b_one')" 2>&1 | tail -1)
-check "boosting (RMSE, a sampled border set) on the sharded table gives the single-server model bytes" t "$out"
-out=$(q coord postgres "SELECT gbml.train('bl_dist', 'boost', 'pts', '{$bst, \"loss\": \"Logloss\"}');
-  SELECT gbml.train('bl_one', 'boost', 'pts_local', '{$bst, \"loss\": \"Logloss\"}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'bl_dist') = (SELECT model FROM gbml.models WHERE name = 'bl_one')" 2>&1 | tail -1)
-check "boosting with Logloss: the same bytes" t "$out"
+check "boosting (RMSE, a sampled border set) on the sharded table gives the single-server model bytes" t \
+  "$(same_bytes b boost pts "$bst")"
+check "boosting with Logloss: the same bytes" t \
+  "$(same_bytes bl boost pts "$bst, \"loss\": \"Logloss\"")"
 bc='"iterations": 20, "depth": 4, "label_column": "a", "exclude_columns": ["id"]'
-out=$(q coord postgres "SELECT gbml.train('bc_dist', 'boost', 'cols', '{$bc}');
-  SELECT gbml.train('bc_one', 'boost', 'cols_local', '{$bc}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'bc_dist') = (SELECT model FROM gbml.models WHERE name = 'bc_one')" 2>&1 | tail -1)
-check "boosting on number columns (another column order on one shard), every row the border sample: the same bytes" t "$out"
+check "boosting on number columns (another column order on one shard), every row the border sample: the same bytes" t \
+  "$(same_bytes bc boost cols "$bc")"
 out=$(q coord postgres "SELECT (t->>'shards')::int = 2 AND (t->>'shard_round_trips')::int > 20 FROM (SELECT coalesce(timings->'timings', timings) AS t FROM gbml.models WHERE name = 'b_dist') x" 2>&1)
 check "the sharded boosting model's timings report the exchanges with both shards" t "$out"
 rk='"iterations": 15, "depth": 4, "border_sample_size": 5000, "group_column": "qid", "exclude_columns": ["id", "qid_split"]'
-out=$(q coord postgres "SELECT gbml.train('r_dist', 'boost', 'rk', '{$rk}');
-  SELECT gbml.train('r_one', 'boost', 'rk_local', '{$rk}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'r_dist') = (SELECT model FROM gbml.models WHERE name = 'r_one')" 2>&1 | tail -1)
-check "ranking (YetiRank, every query on one shard): the same bytes" t "$out"
+check "ranking (YetiRank, every query on one shard): the same bytes" t \
+  "$(same_bytes r boost rk "$rk")"
 err=$(q_err coord postgres "SELECT gbml.train('rs', 'boost', 'rk', '{\"group_column\": \"qid_split\", \"exclude_columns\": [\"id\", \"qid\"]}')")
 check_match "a query whose rows are on two shards is refused, naming it and both shards" \
   'query [0-9]+ has rows on shards shard1 and shard2; ranking losses need every query.s rows on one shard' "$(errline "$err")"
-out=$(q coord postgres "SELECT gbml.train('bs_dist', 'boost', 'pts', '{$bst, \"subsample\": 0.7}');
-  SELECT gbml.train('bs_one', 'boost', 'pts_local', '{$bst, \"subsample\": 0.7}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'bs_dist') = (SELECT model FROM gbml.models WHERE name = 'bs_one')" 2>&1 | tail -1)
-check "boosting with subsample (rows drawn by their global index): the same bytes" t "$out"
-out=$(q coord postgres "SELECT gbml.train('bl3_dist', 'boost', 'pts', '{$bst, \"loss\": \"Logloss\", \"leaf_estimation_iterations\": 3}');
-  SELECT gbml.train('bl3_one', 'boost', 'pts_local', '{$bst, \"loss\": \"Logloss\", \"leaf_estimation_iterations\": 3}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'bl3_dist') = (SELECT model FROM gbml.models WHERE name = 'bl3_one')" 2>&1 | tail -1)
-check "boosting with Logloss and leaf_estimation_iterations 3: the same bytes" t "$out"
-out=$(q coord postgres "SELECT gbml.train('bn_dist', 'boost', 'pts', '{$bst, \"loss\": \"Logloss\", \"score_function\": \"L2\", \"random_strength\": 1}');
-  SELECT gbml.train('bn_one', 'boost', 'pts_local', '{$bst, \"loss\": \"Logloss\", \"score_function\": \"L2\", \"random_strength\": 1}');
-  SELECT gbml.train('bn0_one', 'boost', 'pts_local', '{$bst, \"loss\": \"Logloss\", \"score_function\": \"L2\"}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'bn_dist') = (SELECT model FROM gbml.models WHERE name = 'bn_one')
-     AND (SELECT model FROM gbml.models WHERE name = 'bn_one') <> (SELECT model FROM gbml.models WHERE name = 'bn0_one')" 2>&1 | tail -1)
+check "boosting with subsample (rows drawn by their global index): the same bytes" t \
+  "$(same_bytes bs boost pts "$bst, \"subsample\": 0.7")"
+check "boosting with Logloss and leaf_estimation_iterations 3: the same bytes" t \
+  "$(same_bytes bl3 boost pts "$bst, \"loss\": \"Logloss\", \"leaf_estimation_iterations\": 3")"
+q coord postgres "SELECT gbml.train('bn0_one', 'boost', 'pts_local', '{$bst, \"loss\": \"Logloss\", \"score_function\": \"L2\"}')" >/dev/null
+out=$(same_bytes bn boost pts "$bst, \"loss\": \"Logloss\", \"score_function\": \"L2\", \"random_strength\": 1" \
+  "(SELECT model FROM gbml.models WHERE name = 'bn_one') <> (SELECT model FROM gbml.models WHERE name = 'bn0_one')")
 check "boosting with random_strength 1 (its noise scale from the shards): the same bytes, not those without noise" t "$out"
-out=$(q coord postgres "SELECT gbml.train('bd_dist', 'boost', 'pts', '{$bst, \"grow_policy\": \"Depthwise\", \"loss\": \"Logloss\", \"subsample\": 0.8}');
-  SELECT gbml.train('bd_one', 'boost', 'pts_local', '{$bst, \"grow_policy\": \"Depthwise\", \"loss\": \"Logloss\", \"subsample\": 0.8}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'bd_dist') = (SELECT model FROM gbml.models WHERE name = 'bd_one')
-     AND (SELECT model FROM gbml.models WHERE name = 'bd_one') <> (SELECT model FROM gbml.models WHERE name = 'bl_one')" 2>&1 | tail -1)
+out=$(same_bytes bd boost pts "$bst, \"grow_policy\": \"Depthwise\", \"loss\": \"Logloss\", \"subsample\": 0.8" \
+  "(SELECT model FROM gbml.models WHERE name = 'bd_one') <> (SELECT model FROM gbml.models WHERE name = 'bl_one')")
 check "boosting with Depthwise trees (each level's node splits sent to the shards), subsample 0.8: the same bytes" t "$out"
 mc='"iterations": 8, "depth": 4, "border_sample_size": 5000, "loss": "MultiClass", "exclude_columns": ["id", "qid", "qid_split"]'
-out=$(q coord postgres "SELECT gbml.train('bm_dist', 'boost', 'rk', '{$mc, \"eval_metric\": \"Accuracy\", \"subsample\": 0.8}');
-  SELECT gbml.train('bm_one', 'boost', 'rk_local', '{$mc, \"eval_metric\": \"Accuracy\", \"subsample\": 0.8}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'bm_dist') = (SELECT model FROM gbml.models WHERE name = 'bm_one')
-     AND (SELECT (gbml.model_info(model) ->> 'classes')::int FROM gbml.models WHERE name = 'bm_dist') = 5" 2>&1 | tail -1)
+out=$(same_bytes bm boost rk "$mc, \"eval_metric\": \"Accuracy\", \"subsample\": 0.8" \
+  "(SELECT (gbml.model_info(model) ->> 'classes')::int FROM gbml.models WHERE name = 'bm_dist') = 5")
 check "boosting with the MultiClass loss (five classes; the union's class count and base scores, a tree a class): the same bytes" t "$out"
 # eval_fraction: each shard holds out the rows one server would (by their contents); the eval metric
 # each tree is an exact sum over the shards, early stopping and the best model's cut are one server's
 ev='"iterations": 200, "depth": 5, "learning_rate": 0.5, "border_sample_size": 5000, "exclude_columns": ["id"], "eval_fraction": 0.2, "early_stopping_rounds": 5'
-out=$(q coord postgres "SELECT gbml.train('be_dist', 'boost', 'pts', '{$ev}');
-  SELECT gbml.train('be_one', 'boost', 'pts_local', '{$ev}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'be_dist') = (SELECT model FROM gbml.models WHERE name = 'be_one')
-     AND (SELECT (i ->> 'stopped_early')::bool AND (i ->> 'trees')::int < (i ->> 'iterations_run')::int
+out=$(same_bytes be boost pts "$ev" "(SELECT (i ->> 'stopped_early')::bool AND (i ->> 'trees')::int < (i ->> 'iterations_run')::int
                  AND (i ->> 'eval_rows')::int BETWEEN 3000 AND 6600 AND i -> 'metrics' ->> 'eval_set' = 'eval'
-          FROM (SELECT gbml.model_info(model) AS i FROM gbml.models WHERE name = 'be_dist') x)" 2>&1 | tail -1)
+          FROM (SELECT gbml.model_info(model) AS i FROM gbml.models WHERE name = 'be_dist') x)")
 check "boosting with eval_fraction, early stopping and the best model's cut: the same bytes as one server" t "$out"
-out=$(q coord postgres "SELECT gbml.train('re_dist', 'boost', 'rk', '{$rk, \"eval_fraction\": 0.25, \"learning_rate\": 0.8, \"early_stopping_rounds\": 3}');
-  SELECT gbml.train('re_one', 'boost', 'rk_local', '{$rk, \"eval_fraction\": 0.25, \"learning_rate\": 0.8, \"early_stopping_rounds\": 3}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 're_dist') = (SELECT model FROM gbml.models WHERE name = 're_one')" 2>&1 | tail -1)
-check "ranking with eval queries (NDCG on the held-out queries, early stopping): the same bytes" t "$out"
-out=$(q coord postgres "SELECT gbml.train('kef_dist', 'kmeans', 'pts', '{\"k\": 4, \"eval_fraction\": 0.2}');
-  SELECT gbml.train('kef_one', 'kmeans', 'pts_local', '{\"k\": 4, \"eval_fraction\": 0.2}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'kef_dist') = (SELECT model FROM gbml.models WHERE name = 'kef_one')
-     AND (SELECT (gbml.model_info(model) ->> 'eval_rows')::int BETWEEN 3000 AND 6600 FROM gbml.models WHERE name = 'kef_dist')" 2>&1 | tail -1)
+check "ranking with eval queries (NDCG on the held-out queries, early stopping): the same bytes" t \
+  "$(same_bytes re boost rk "$rk, \"eval_fraction\": 0.25, \"learning_rate\": 0.8, \"early_stopping_rounds\": 3")"
+out=$(same_bytes kef kmeans pts "\"k\": 4, \"eval_fraction\": 0.2" \
+  "(SELECT (gbml.model_info(model) ->> 'eval_rows')::int BETWEEN 3000 AND 6600 FROM gbml.models WHERE name = 'kef_dist')")
 check "K-Means with eval_fraction (the held-out rows gathered to the coordinator): the same bytes" t "$out"
 # the linear model with an eval set ($2: its params): its eval objective within 1e-6 of one server's at the optimum
 saga_eval_close() {
@@ -182,28 +160,19 @@ check "the linear model with eval_fraction: its eval objective within 1e-6 of on
 # eval_source: the coordinator reads the eval rows itself and scores them every tree (their labels
 # are the training rows' upside down, so the eval error grows and training stops early)
 es='"iterations": 200, "depth": 5, "learning_rate": 0.5, "border_sample_size": 5000, "exclude_columns": ["id"], "early_stopping_rounds": 5, "eval_source": "SELECT features, 1 - label AS label FROM pts_local WHERE id % 7 = 3"'
-out=$(q coord postgres "SELECT gbml.train('bes_dist', 'boost', 'pts', '{$es}');
-  SELECT gbml.train('bes_one', 'boost', 'pts_local', '{$es}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'bes_dist') = (SELECT model FROM gbml.models WHERE name = 'bes_one')
-     AND (SELECT (i ->> 'trees')::int < (i ->> 'iterations_run')::int AND (i ->> 'stopped_early')::bool AND (i ->> 'eval_rows')::int = (SELECT count(*) FROM pts_local WHERE id % 7 = 3)
-          FROM (SELECT gbml.model_info(model) AS i FROM gbml.models WHERE name = 'bes_dist') x)" 2>&1 | tail -1)
+out=$(same_bytes bes boost pts "$es" "(SELECT (i ->> 'trees')::int < (i ->> 'iterations_run')::int AND (i ->> 'stopped_early')::bool AND (i ->> 'eval_rows')::int = (SELECT count(*) FROM pts_local WHERE id % 7 = 3)
+          FROM (SELECT gbml.model_info(model) AS i FROM gbml.models WHERE name = 'bes_dist') x)")
 check "boosting with an eval_source (scored on the coordinator), early stopping and the cut: the same bytes" t "$out"
-out=$(q coord postgres "SELECT gbml.train('bces_dist', 'boost', 'cols', '{$bc, \"eval_source\": \"SELECT * FROM cols_local WHERE id % 5 = 1\"}');
-  SELECT gbml.train('bces_one', 'boost', 'cols_local', '{$bc, \"eval_source\": \"SELECT * FROM cols_local WHERE id % 5 = 1\"}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'bces_dist') = (SELECT model FROM gbml.models WHERE name = 'bces_one')" 2>&1 | tail -1)
-check "boosting on number columns with an eval_source (read through the columns' plan): the same bytes" t "$out"
-out=$(q coord postgres "SELECT gbml.train('kes_dist', 'kmeans', 'pts', '{\"k\": 4, \"eval_source\": \"SELECT * FROM pts_local WHERE id % 3 = 0\"}');
-  SELECT gbml.train('kes_one', 'kmeans', 'pts_local', '{\"k\": 4, \"eval_source\": \"SELECT * FROM pts_local WHERE id % 3 = 0\"}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'kes_dist') = (SELECT model FROM gbml.models WHERE name = 'kes_one')
-     AND (SELECT gbml.model_info(model) -> 'metrics' ->> 'eval_metric' FROM gbml.models WHERE name = 'kes_dist') = 'eval_inertia'" 2>&1 | tail -1)
+check "boosting on number columns with an eval_source (read through the columns' plan): the same bytes" t \
+  "$(same_bytes bces boost cols "$bc, \"eval_source\": \"SELECT * FROM cols_local WHERE id % 5 = 1\"")"
+out=$(same_bytes kes kmeans pts "\"k\": 4, \"eval_source\": \"SELECT * FROM pts_local WHERE id % 3 = 0\"" \
+  "(SELECT gbml.model_info(model) -> 'metrics' ->> 'eval_metric' FROM gbml.models WHERE name = 'kes_dist') = 'eval_inertia'")
 check "K-Means with an eval_source (its inertia on the coordinator): the same bytes" t "$out"
 check "the linear model with an eval_source: its eval objective within 1e-6 of one server's" t \
   "$(saga_eval_close ses '"eval_source": "SELECT * FROM pts_local WHERE id % 3 = 0"')"
 auc='"loss": "Logloss", "eval_metric": "AUC", "iterations": 60, "depth": 5, "learning_rate": 0.5, "border_sample_size": 5000, "eval_fraction": 0.2, "early_stopping_rounds": 4'
-out=$(q coord postgres "SELECT gbml.train('ba_dist', 'boost', 'pts', '{$auc}');
-  SELECT gbml.train('ba_one', 'boost', 'pts_local', '{$auc}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'ba_dist') = (SELECT model FROM gbml.models WHERE name = 'ba_one')
-     AND (SELECT gbml.model_info(model) -> 'metrics' ->> 'eval_metric' FROM gbml.models WHERE name = 'ba_dist') = 'AUC'" 2>&1 | tail -1)
+out=$(same_bytes ba boost pts "$auc" \
+  "(SELECT gbml.model_info(model) -> 'metrics' ->> 'eval_metric' FROM gbml.models WHERE name = 'ba_dist') = 'AUC'")
 check "boosting with AUC on an eval set (the shards' predictions gathered each iteration): the same bytes" t "$out"
 
 # --- categorical columns (text, an enum), an array column and NULLs across servers ---
@@ -232,26 +201,21 @@ CREATE FOREIGN TABLE cat_0 PARTITION OF cat FOR VALUES IN (0) SERVER shard1 OPTI
 CREATE FOREIGN TABLE cat_1 PARTITION OF cat FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'cat');
 CREATE TABLE cat_local AS SELECT * FROM cat;
 SQL
-same_models() { # name; then the params (JSON members) trained on cat and on cat_local; the algorithm (boost)
-  q coord postgres "SELECT gbml.train('$1_dist', '${3:-boost}', 'cat', '{$2}');
-    SELECT gbml.train('$1_one', '${3:-boost}', 'cat_local', '{$2}');
-    SELECT (SELECT model FROM gbml.models WHERE name = '$1_dist') = (SELECT model FROM gbml.models WHERE name = '$1_one')" 2>&1 | tail -1
-}
 ct='"iterations": 25, "depth": 4, "exclude_columns": ["id"], "one_hot_max_size": 4, "ctr_counter": true'
 check "boosting on text, enum and array columns with NULLs (one-hot, ordered target statistics): the same bytes as one server" t \
-  "$(same_models ct "$ct")"
+  "$(same_bytes ct boost cat "$ct")"
 out=$(q coord postgres "SELECT jsonb_array_length(f -> 'categories') FROM gbml.models, jsonb_array_elements(gbml.model_json(model) -> 'feature_schema') AS f WHERE name = 'ct_dist' AND f ->> 'name' = 'region'" 2>&1)
 check "the sharded model's region feature has the union's 40 categories (30, 5 on each shard only)" 40 "$out"
 check "... with eval_fraction and early stopping: the same bytes" t \
-  "$(same_models cte "$ct, \"eval_fraction\": 0.2, \"learning_rate\": 0.8, \"iterations\": 200, \"early_stopping_rounds\": 3")"
+  "$(same_bytes cte boost cat "$ct, \"eval_fraction\": 0.2, \"learning_rate\": 0.8, \"iterations\": 200, \"early_stopping_rounds\": 3")"
 check "... with an eval_source holding a category no shard has: the same bytes" t \
-  "$(same_models cts "$ct, \"eval_source\": \"SELECT id, price, CASE WHEN id % 2 = 0 THEN upper(region) ELSE region END AS region, device, vec, label FROM cat_local WHERE id % 9 = 4\"")"
+  "$(same_bytes cts boost cat "$ct, \"eval_source\": \"SELECT id, price, CASE WHEN id % 2 = 0 THEN upper(region) ELSE region END AS region, device, vec, label FROM cat_local WHERE id % 9 = 4\"")"
 check "... with Depthwise trees splitting categories as sets: the same bytes" t \
-  "$(same_models ctd "$ct, \"grow_policy\": \"Depthwise\", \"categorical_split\": \"sets\"")"
+  "$(same_bytes ctd boost cat "$ct, \"grow_policy\": \"Depthwise\", \"categorical_split\": \"sets\"")"
 out=$(q coord postgres "SELECT bool_and(gbml.predict('ct_dist', r) = gbml.predict('ct_one', r)) FROM cat_local r" 2>&1)
 check "the sharded categorical model scores whole rows like the local one" t "$out"
 check "K-Means on a number and an array column across servers: the same bytes" t \
-  "$(same_models ka '"k": 3, "feature_columns": ["price", "vec"]' kmeans)"
+  "$(same_bytes ka kmeans cat '"k": 3, "feature_columns": ["price", "vec"]')"
 err=$(q_err coord postgres "SELECT gbml.train('kc_bad', 'kmeans', 'cat', '{\"k\": 3, \"exclude_columns\": [\"id\"]}')")
 check_match "K-Means on a categorical column across servers is refused, naming it" \
   'column "region" is categorical; across servers categorical columns train with boosting only' "$(errline "$err")"
@@ -302,10 +266,8 @@ q coord postgres "CREATE TABLE big_local AS SELECT * FROM big" >/dev/null
 temp_bytes() { q shard2 postgres "SELECT temp_bytes FROM pg_stat_database WHERE datname = 'postgres'" 2>&1; }
 temp_before=$(temp_bytes)
 bb='"iterations": 8, "depth": 5, "border_sample_size": 20000, "label_column": "id"'
-out=$(q coord postgres "SELECT gbml.train('bb_dist', 'boost', 'big', '{$bb}');
-  SELECT gbml.train('bb_one', 'boost', 'big_local', '{$bb}');
-  SELECT (SELECT model FROM gbml.models WHERE name = 'bb_dist') = (SELECT model FROM gbml.models WHERE name = 'bb_one')" 2>&1 | tail -1)
-check "boosting with one shard's rows spilled to temporary files: the same bytes" t "$out"
+check "boosting with one shard's rows spilled to temporary files: the same bytes" t \
+  "$(same_bytes bb boost big "$bb")"
 for ((i = 0; i < 50; i++)); do [ "$(temp_bytes)" -gt "$temp_before" ] 2>/dev/null && break; sleep 0.1; done
 [ "$(temp_bytes)" -gt "$temp_before" ] 2>/dev/null && ok "... and that shard did write temporary files ($(( $(temp_bytes) - temp_before )) bytes)" ||
   notok "shard2 wrote no temporary files (temp_bytes $temp_before -> $(temp_bytes))"
