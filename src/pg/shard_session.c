@@ -160,6 +160,12 @@ open_session(shard_session *s, const gbml_algorithm *algo, const char *source, J
 	gbml_plan_spill(algo, &s->env, s->ds);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	/*
+	 * SPI_connect made its procedure context current, which SPI_finish
+	 * deletes: the column plan and the schema the rows keep (ds->schema)
+	 * must live as long as the session, so they go to its context.
+	 */
+	MemoryContextSwitchTo(s->mcxt);
 	gbml_read_source(&s->env, &s->pp, source, s->ds, flags, NULL, given, what);
 	SPI_finish();
 	gbml_dataset_finish_appends(s->ds, &s->env);

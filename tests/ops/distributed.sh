@@ -186,17 +186,17 @@ CREATE TABLE cat AS
 SELECT i AS id, (i % 11) * 0.7 + sin(i) AS price,
        CASE WHEN i % 13 = 0 THEN NULL WHEN i % 17 = 0 THEN '$3' || (i % 5) ELSE 'r' || ((i * 7) % 30) END AS region,
        (ARRAY['phone', 'tablet', 'desktop', 'tv'])[1 + i % 4]::dev AS device,
-       ARRAY[cos(i), (i % 9) / 3.0]::real[] AS vec,
-       ((i * 7) % 30) * 0.4 + (i % 4) * 0.8 + sin(i * 3.3) AS label
+       ARRAY[cos(i), (i % 9) / 3.0]::real[] AS vec, (i * 5) % 23 + 100 * $2 AS store,
+       ((i * 7) % 30) * 0.4 + (i % 4) * 0.8 + ((i * 5) % 23) * 0.05 + sin(i * 3.3) AS label
   FROM generate_series(1, 8000) AS i WHERE i % 2 = $2;
 SQL
 }
 cat_rows 1 0 east
 cat_rows 2 1 west
-q shard2 postgres "CREATE TABLE cat2 AS SELECT vec, label, device, id, region, price FROM cat; DROP TABLE cat; ALTER TABLE cat2 RENAME TO cat" ||
+q shard2 postgres "CREATE TABLE cat2 AS SELECT vec, label, store, device, id, region, price FROM cat; DROP TABLE cat; ALTER TABLE cat2 RENAME TO cat" ||
   bail "reorder shard2's categorical columns"
 q_file coord postgres <<SQL || bail "the categorical table on the coordinator"
-CREATE TABLE cat (id int, price float8, region text, device dev, vec real[], label float8) PARTITION BY LIST ((id % 2));
+CREATE TABLE cat (id int, price float8, region text, device dev, vec real[], store int, label float8) PARTITION BY LIST ((id % 2));
 CREATE FOREIGN TABLE cat_0 PARTITION OF cat FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'cat');
 CREATE FOREIGN TABLE cat_1 PARTITION OF cat FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'cat');
 CREATE TABLE cat_local AS SELECT * FROM cat;
@@ -209,7 +209,10 @@ check "the sharded model's region feature has the union's 40 categories (30, 5 o
 check "... with eval_fraction and early stopping: the same bytes" t \
   "$(same_bytes cte boost cat "$ct, \"eval_fraction\": 0.2, \"learning_rate\": 0.8, \"iterations\": 200, \"early_stopping_rounds\": 3")"
 check "... with an eval_source holding a category no shard has: the same bytes" t \
-  "$(same_bytes cts boost cat "$ct, \"eval_source\": \"SELECT id, price, CASE WHEN id % 2 = 0 THEN upper(region) ELSE region END AS region, device, vec, label FROM cat_local WHERE id % 9 = 4\"")"
+  "$(same_bytes cts boost cat "$ct, \"eval_source\": \"SELECT id, price, CASE WHEN id % 2 = 0 THEN upper(region) ELSE region END AS region, device, vec, store, label FROM cat_local WHERE id % 9 = 4\"")"
+check "... with an integer column made categorical (categorical_columns; each shard's stores its own): the same bytes" t \
+  "$(same_bytes cti boost cat "$ct, \"categorical_columns\": [\"store\"]" \
+     "(SELECT jsonb_array_length(f -> 'categories') FROM gbml.models, jsonb_array_elements(gbml.model_json(model) -> 'feature_schema') AS f WHERE name = 'cti_dist' AND f ->> 'name' = 'store') = 46")"
 check "... with Depthwise trees splitting categories as sets: the same bytes" t \
   "$(same_bytes ctd boost cat "$ct, \"grow_policy\": \"Depthwise\", \"categorical_split\": \"sets\"")"
 out=$(q coord postgres "SELECT bool_and(gbml.predict('ct_dist', r) = gbml.predict('ct_one', r)) FROM cat_local r" 2>&1)
