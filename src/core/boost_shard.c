@@ -594,7 +594,7 @@ bs_scores(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	first = gbml_msg_get_i64(r);
 	count = gbml_msg_get_i64(r);
 	if (r->bad || r->p != r->end || (eval != 0 && eval != 1) || first < 0 || count < 1 ||
-		count > BS_SCORES_PAGE_ROWS || T->n_classes > 0 || sh->phase == BS_ROWS ||
+		count > BS_SCORES_PAGE_ROWS || T->n_classes > 0 || sh->phase <= BS_CATEGORIES ||
 		(sh->phase == BS_BINNED && pm.kind != BS_PENDING_BASE))
 	{
 		r->bad = true;

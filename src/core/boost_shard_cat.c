@@ -140,7 +140,7 @@ int
 boost_cat_take_inputs(trainer *T, const gbml_feature_schema *schema, gbml_msg_reader *r)
 {
 	gbml_env   *env = T->env;
-	int64_t		len = gbml_msg_get_count(r, (int64_t) (r->end - r->p)),
+	int64_t		len = gbml_msg_get_i64(r),
 				nd;
 	const uint8_t *section = r->p;
 	gbml_boost_inputs in;
@@ -149,7 +149,8 @@ boost_cat_take_inputs(trainer *T, const gbml_feature_schema *schema, gbml_msg_re
 	int			rc = GBML_OK;
 
 	memset(&in, 0, sizeof(in));
-	if (r->bad || T->cat.keep.out == NULL)
+	/* the section's length against what is left after it was read (not before: 8 bytes more) */
+	if (r->bad || len < 0 || len > (int64_t) (r->end - r->p) || T->cat.keep.out == NULL)
 	{
 		r->bad = true;
 		return GBML_OK;
