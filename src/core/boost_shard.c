@@ -594,8 +594,7 @@ bs_scores(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	first = gbml_msg_get_i64(r);
 	count = gbml_msg_get_i64(r);
 	if (r->bad || r->p != r->end || (eval != 0 && eval != 1) || first < 0 || count < 1 ||
-		count > BS_SCORES_PAGE_ROWS || T->n_classes > 0 || sh->phase <= BS_CATEGORIES ||
-		(sh->phase == BS_BINNED && pm.kind != BS_PENDING_BASE))
+		count > BS_SCORES_PAGE_ROWS || T->n_classes > 0 || (sh->phase == BS_BINNED && pm.kind != BS_PENDING_BASE))
 	{
 		r->bad = true;
 		return GBML_OK;
@@ -879,6 +878,18 @@ bs_level(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	return GBML_OK;
 }
 
+/*
+ * Whether request op reads the row side's arrays (bins, predictions): none
+ * may come before the borders, nor with categorical inputs before every
+ * derived feature's bins; one place for every such request.
+ */
+static bool
+bs_reads_bins(int64_t op)
+{
+	return (op >= BS_OP_TERM_MAX && op <= BS_OP_LEVEL) || op == BS_OP_NEWTON || op == BS_OP_REFINE ||
+		op == BS_OP_GRADIENT_SQUARES || op == BS_OP_SCORES;
+}
+
 static int
 bs_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 {
@@ -890,7 +901,7 @@ bs_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 	/* a shard without rows is left out of every step (the coordinator skips its replies) */
 	if (sh->ds->n_rows == 0)
 		return GBML_OK;
-	if (op >= BS_OP_TERM_MAX && op <= BS_OP_LEVEL && sh->phase <= BS_CATEGORIES)
+	if (bs_reads_bins(op) && sh->phase <= BS_CATEGORIES)
 		return gbml_error(sh->env, GBML_EINVAL, "boost shard: request %lld before the borders%s", (long long) op,
 						  sh->phase == BS_CATEGORIES ? " and the categorical features" : "");
 	switch (op)

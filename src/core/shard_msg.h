@@ -93,7 +93,8 @@ gbml_msg_put_f64(gbml_strbuf *sb, double v)
  * random_strength's squares request; 3: Depthwise node splits in boosting's
  * split fields, a dropped tree's pending kind, MultiClass's class count and
  * base scores with the start and its term kinds; 4: boosting's eval rows in
- * its hello, eval terms and the best model's cut).
+ * its hello, eval terms and the best model's cut; 5: AUC's scores,
+ * boosting's categorical requests and set splits' masks).
  */
 #define GBML_SHARD_HELLO_VERSION 5
 #define GBML_SHARD_HELLO_HEAD 24
