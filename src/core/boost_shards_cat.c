@@ -116,61 +116,49 @@ positions_by_query(trainer *T, boost_shards *B, int64_t *group_off)
 	return GBML_OK;
 }
 
+/* What a page of ids (gather_ids) or of derived bins (send_bins) reads or writes. */
+typedef struct cat_pages
+{
+	trainer    *T;
+	boost_shards *B;
+	float	   *label;			/* gather: every row's, at its global position */
+	float	   *buf;			/* gather: a page's ids and labels */
+	const gbml_boost_bins *D;	/* send: every row's derived bins, at its global position */
+} cat_pages;
+
+/* Shard s's page of ids and labels (each input's count ids, then the labels) to their global positions. */
+static int
+take_ids(void *arg, int s, int64_t first, int64_t count, gbml_msg_reader *r)
+{
+	cat_pages  *P = arg;
+	int			nc = P->T->cat.n_cat;
+	int64_t		n = P->T->n_global;
+
+	r->bad |= gbml_msg_get_i64(r) != count;
+	gbml_msg_get(r, P->buf, sizeof(float) * (size_t) count * (size_t) (nc + 1));
+	for (int64_t i = 0; i < count && !r->bad; i++)
+	{
+		int64_t		g = P->B->global_of[s][first + i];
+
+		for (int k = 0; k < nc; k++)
+			P->T->cat.keep.out[(size_t) k * (size_t) n + (size_t) g] = P->buf[(size_t) k * (size_t) count + (size_t) i];
+		P->label[g] = P->buf[(size_t) nc * (size_t) count + (size_t) i];
+	}
+	return GBML_OK;
+}
+
 /* Every training row's ids (into T->cat.keep) and label (into label[]), at their global positions. */
 static int
 gather_ids(trainer *T, boost_shards *B, float *label)
 {
-	gbml_env   *env = T->env;
-	gbml_shard_channel *ch = &B->ch;
-	int			nc = T->cat.n_cat;
-	int64_t		n = T->n_global,
-				page = CAT_PAGE_BYTES / ((int64_t) (nc + 1) * (int64_t) sizeof(float)),
-			   *got = gbml_alloc0(env, sizeof(int64_t) * (size_t) ch->n_shards);
-	float	   *buf = gbml_alloc_array(env, (size_t) page * (size_t) (nc + 1), sizeof(float));
-	bool		more = true;
-	int			rc = GBML_OK;
+	int64_t		page = CAT_PAGE_BYTES / ((int64_t) (T->cat.n_cat + 1) * (int64_t) sizeof(float));
+	cat_pages	P = {.T = T,.B = B,.label = label};
+	int			rc;
 
-	if (got == NULL || buf == NULL)
-		rc = env->error_code;
-	while (rc == GBML_OK && more)
-	{
-		more = false;
-		for (int s = 0; s < ch->n_shards; s++)
-		{
-			gbml_strbuf *m = gbml_shard_request_to(ch, s, BS_OP_CAT_ROWS);
-
-			gbml_msg_put_i64(m, got[s] < ch->n_rows[s] ? got[s] : ch->n_rows[s]);
-			gbml_msg_put_i64(m, got[s] < ch->n_rows[s] ? page : 0);
-		}
-		if ((rc = gbml_shard_send_each(ch)) != GBML_OK)
-			break;
-		for (int s = 0; s < ch->n_shards && rc == GBML_OK; s++)
-		{
-			gbml_msg_reader r;
-			int64_t		want = ch->n_rows[s] - got[s] < page ? ch->n_rows[s] - got[s] : page,
-						m;
-
-			if (!gbml_shard_reply(ch, s, &r))
-				continue;
-			m = gbml_msg_get_count(&r, want);
-			r.bad |= m != want;
-			gbml_msg_get(&r, buf, sizeof(float) * (size_t) m * (size_t) (nc + 1));
-			if ((rc = gbml_shard_reply_done(ch, s, &r)) != GBML_OK)
-				break;
-			for (int64_t i = 0; i < m; i++)
-			{
-				int64_t		g = B->global_of[s][got[s] + i];
-
-				for (int k = 0; k < nc; k++)
-					T->cat.keep.out[(size_t) k * (size_t) n + (size_t) g] = buf[(size_t) k * (size_t) m + (size_t) i];
-				label[g] = buf[(size_t) nc * (size_t) m + (size_t) i];
-			}
-			got[s] += m;
-			more |= got[s] < ch->n_rows[s];
-		}
-	}
-	gbml_free(env, got);
-	gbml_free(env, buf);
+	if ((P.buf = gbml_alloc_array(T->env, (size_t) page * (size_t) (T->cat.n_cat + 1), sizeof(float))) == NULL)
+		return T->env->error_code;
+	rc = gbml_shard_pages(&B->ch, BS_OP_CAT_ROWS, page, NULL, take_ids, &P);
+	gbml_free(T->env, P.buf);
 	return rc;
 }
 
@@ -205,47 +193,31 @@ send_inputs(trainer *T, boost_shards *B)
 	return gbml_shard_send(&B->ch);
 }
 
-/* Every shard's training rows' derived bins, in pages of its rows, derived feature by feature. */
+/* Shard s's page of derived bins, derived feature by feature (a shard done gets an empty page). */
+static void
+put_bins(void *arg, gbml_strbuf *m, int s, int64_t first, int64_t count)
+{
+	const cat_pages *P = arg;
+	const gbml_boost_bins *D = P->D;
+
+	for (int d = 0; d < D->n_features; d++)
+		for (int64_t i = 0; i < count; i++)
+		{
+			int64_t		g = P->B->global_of[s][first + i],
+						blk = g / D->block_rows;
+			int64_t		len = gbml_boost_block_len(D, blk);
+
+			gbml_msg_put(m, D->blocks[blk] + (size_t) d * (size_t) len + (size_t) (g - blk * D->block_rows), 1);
+		}
+}
+
+/* Every shard's training rows' derived bins, in pages of its rows. */
 static int
 send_bins(trainer *T, boost_shards *B, const gbml_boost_bins *D)
 {
-	gbml_shard_channel *ch = &B->ch;
-	int			nd = D->n_features;
-	int64_t		page = CAT_PAGE_BYTES / nd,
-			   *sent = gbml_alloc0(T->env, sizeof(int64_t) * (size_t) ch->n_shards);
-	bool		more = true;
-	int			rc = GBML_OK;
+	cat_pages	P = {.T = T,.B = B,.D = D};
 
-	if (sent == NULL)
-		return T->env->error_code;
-	while (rc == GBML_OK && more)
-	{
-		more = false;
-		for (int s = 0; s < ch->n_shards; s++)
-		{
-			int64_t		count = ch->n_rows[s] - sent[s] < page ? ch->n_rows[s] - sent[s] : page;
-			gbml_strbuf *m = gbml_shard_request_to(ch, s, BS_OP_CAT_BINS);
-
-			/* a shard done (or without rows) gets an empty page, which it does not read */
-			gbml_msg_put_i64(m, sent[s]);
-			gbml_msg_put_i64(m, count);
-			for (int d = 0; d < nd; d++)
-				for (int64_t i = 0; i < count; i++)
-				{
-					int64_t		g = B->global_of[s][sent[s] + i],
-								blk = g / D->block_rows;
-					int64_t		len = gbml_boost_block_len(D, blk);
-					uint8_t		bin = D->blocks[blk][(size_t) d * (size_t) len + (size_t) (g - blk * D->block_rows)];
-
-					gbml_msg_put(m, &bin, 1);
-				}
-			sent[s] += count;
-			more |= sent[s] < ch->n_rows[s];
-		}
-		rc = gbml_shard_send_each(ch);
-	}
-	gbml_free(T->env, sent);
-	return rc;
+	return gbml_shard_pages(&B->ch, BS_OP_CAT_BINS, CAT_PAGE_BYTES / D->n_features, put_bins, NULL, &P);
 }
 
 int

@@ -222,6 +222,47 @@ gbml_shard_reply_done(const gbml_shard_channel *ch, int s, const gbml_msg_reader
 					  ch->link->name(ch->link->ctx, s));
 }
 
+int
+gbml_shard_pages(gbml_shard_channel *ch, int64_t op, int64_t page, gbml_shard_page_put put,
+				 gbml_shard_page_take take, void *arg)
+{
+	int64_t    *done = gbml_alloc0(ch->env, sizeof(int64_t) * (size_t) (ch->n_shards > 0 ? ch->n_shards : 1));
+	bool		more = true;
+	int			rc = GBML_OK;
+
+	if (done == NULL)
+		return ch->env->error_code;
+	while (rc == GBML_OK && more)
+	{
+		more = false;
+		for (int s = 0; s < ch->n_shards; s++)
+		{
+			int64_t		count = ch->n_rows[s] - done[s] < page ? ch->n_rows[s] - done[s] : page;
+			gbml_strbuf *m = gbml_shard_request_to(ch, s, op);
+
+			gbml_msg_put_i64(m, done[s]);
+			gbml_msg_put_i64(m, count);
+			if (put)
+				put(arg, m, s, done[s], count);
+		}
+		if ((rc = gbml_shard_send_each(ch)) != GBML_OK)
+			break;
+		for (int s = 0; s < ch->n_shards && rc == GBML_OK; s++)
+		{
+			int64_t		count = ch->n_rows[s] - done[s] < page ? ch->n_rows[s] - done[s] : page;
+			gbml_msg_reader r;
+
+			if (take && count > 0 && gbml_shard_reply(ch, s, &r) &&
+				(rc = take(arg, s, done[s], count, &r)) == GBML_OK)
+				rc = gbml_shard_reply_done(ch, s, &r);
+			done[s] += count;
+			more |= done[s] < ch->n_rows[s];
+		}
+	}
+	gbml_free(ch->env, done);
+	return rc;
+}
+
 /* The fold of gbml_shard_send_sum_* and _max: each reply n values, into acc. */
 typedef enum shard_fold
 {

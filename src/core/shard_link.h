@@ -159,6 +159,18 @@ bool		gbml_shard_reply(const gbml_shard_channel *ch, int s, gbml_msg_reader *r);
 /* GBML_OK when *r read shard s's reply to its end, else an error naming the shard. */
 int			gbml_shard_reply_done(const gbml_shard_channel *ch, int s, const gbml_msg_reader *r);
 
+/*
+ * Every shard's n_rows rows in pages of at most `page`: each round trip
+ * sends every shard its next page's request (op, i64 first, i64 count —
+ * count 0 once its rows are all done — then what put adds, may be NULL),
+ * and take (may be NULL: the replies are empty) reads shard s's reply to a
+ * page of count > 0 rows from first; until every shard's rows are done.
+ */
+typedef void (*gbml_shard_page_put) (void *arg, gbml_strbuf *m, int s, int64_t first, int64_t count);
+typedef int (*gbml_shard_page_take) (void *arg, int s, int64_t first, int64_t count, gbml_msg_reader *r);
+int			gbml_shard_pages(gbml_shard_channel *ch, int64_t op, int64_t page, gbml_shard_page_put put,
+							 gbml_shard_page_take take, void *arg);
+
 /* ch->msg to every shard; each reply is n int64 values, added into acc[n]. */
 int			gbml_shard_send_sum_i64(gbml_shard_channel *ch, int64_t *acc, size_t n);
 /* ... n doubles, added into acc[n] (in shard order). */
