@@ -469,7 +469,7 @@ probe_query(const gbml_column_plan *p, const char *from)
 		if (c->kind == COL_CATEGORICAL && !c->given)
 			appendStringInfo(&q, "%sarray_agg(DISTINCT s.%s) FILTER (WHERE s.%s IS NOT NULL), NULL::int, NULL::int",
 							 any ? ", " : "", id, id);
-		else if (c->kind == COL_ARRAY)
+		else if (c->kind == COL_ARRAY && !c->given)
 			appendStringInfo(&q, "%sNULL::int[], min(cardinality(s.%s%s)), max(cardinality(s.%s%s))", any ? ", " : "",
 							 id, OidIsValid(c->castfunc) ? "::real[]" : "", id, OidIsValid(c->castfunc) ? "::real[]" : "");
 		else
@@ -486,7 +486,7 @@ probe_query(const gbml_column_plan *p, const char *from)
 static bool
 probed(const gbml_column *c)
 {
-	return (c->kind == COL_CATEGORICAL && !c->given) || c->kind == COL_ARRAY;
+	return (c->kind == COL_CATEGORICAL || c->kind == COL_ARRAY) && !c->given;
 }
 
 /* An array column's length from its rows' shortest and longest (null_min: it has no non-NULL value). */
@@ -629,12 +629,23 @@ plan_columns(const gbml_common_params *cp, TupleDesc td, bool by_projection, con
 }
 
 /*
- * Column c's categories as given (a shard's, from its coordinator): they
- * must be what set_categories makes, strictly ascending by strcmp.
+ * Column c as given (a shard's, from its coordinator): an array's length,
+ * or categories, which must be what set_categories makes, strictly
+ * ascending by strcmp.
  */
 static void
-give_categories(gbml_column *c, const gbml_given_categories *given, int g, const char *what)
+give_column(gbml_column *c, const gbml_given_columns *given, int g, const char *what)
 {
+	if (given->width[g] > 0)
+	{
+		if (c->kind != COL_ARRAY)
+			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+							errmsg("%s: column \"%s\" is an array on the coordinator but has type %s here", what,
+								   c->name, format_type_be(c->typid))));
+		c->width = given->width[g];
+		c->given = true;
+		return;
+	}
 	if (c->kind != COL_CATEGORICAL)
 		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
 						errmsg("%s: column \"%s\" is categorical on the coordinator but has type %s here", what,
@@ -655,7 +666,7 @@ give_categories(gbml_column *c, const gbml_given_categories *given, int g, const
 
 gbml_column_plan *
 gbml_column_plan_for_source(const gbml_common_params *cp, TupleDesc td, const char *base,
-							const gbml_given_categories *given, const char *what)
+							const gbml_given_columns *given, const char *what)
 {
 	gbml_column_plan *p = plan_columns(cp, td, true, what);
 
@@ -667,15 +678,15 @@ gbml_column_plan_for_source(const gbml_common_params *cp, TupleDesc td, const ch
 			i++;
 		if (i == p->n_columns)
 			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
-							errmsg("%s: categories were given for \"%s\", which is not a feature column here", what,
+							errmsg("%s: the coordinator described \"%s\", which is not a feature column here", what,
 								   given->names[g])));
-		give_categories(&p->cols[i], given, g, what);
+		give_column(&p->cols[i], given, g, what);
 	}
 	for (int i = 0; given && i < p->n_columns; i++)
-		if (p->cols[i].kind == COL_CATEGORICAL && !p->cols[i].given)
+		if (probed(&p->cols[i]))
 			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-							errmsg("%s: column \"%s\" is categorical here but not on the coordinator", what,
-								   p->cols[i].name)));
+							errmsg("%s: column \"%s\" is %s here but not on the coordinator", what, p->cols[i].name,
+								   p->cols[i].kind == COL_ARRAY ? "an array" : "categorical")));
 	probe_columns(p, base, what);
 	finish_schema(p);
 	return p;

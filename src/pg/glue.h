@@ -110,27 +110,31 @@ const gbml_scorer *gbml_named_scorer_in(FunctionCallInfo fcinfo, const char *fna
 typedef struct gbml_column_plan gbml_column_plan;
 struct gbml_feature_schema;
 /*
- * Categorical columns' values given by name (a shard's, from its
- * coordinator: shard_session.c), each list sorted by strcmp and distinct.
+ * What a shard's coordinator already read about its columns (the union's
+ * probe, shard_session.c), by name: a categorical column's values (width
+ * 0; sorted by strcmp and distinct), or an array column's length (width
+ * > 0, no values).  The shard then scans its source for neither.
  */
-typedef struct gbml_given_categories
+typedef struct gbml_given_columns
 {
 	int			n;
 	char	  **names;
+	int		   *width;
 	int		   *n_values;
 	char	 ***values;
-} gbml_given_categories;
+} gbml_given_columns;
 
 /*
  * The feature columns of a source whose tuple descriptor is td (`base` is
  * its SELECT): those in feature_columns, else every column but the label,
  * group, weight and excluded ones; their kinds; and, from one scan of the
- * source, each categorical column's values (unless given: then exactly the
- * given columns are categorical) and each array column's length.  ERROR
+ * source, each categorical column's values and each array column's
+ * length (unless given: then exactly the given columns are categorical or
+ * arrays, and the source is not scanned for them).  ERROR
  * for an unusable column, naming it.  palloc'd in the current context.
  */
 gbml_column_plan *gbml_column_plan_for_source(const gbml_common_params *cp, TupleDesc td, const char *base,
-											  const gbml_given_categories *given, const char *what);
+											  const gbml_given_columns *given, const char *what);
 /* Appends the plan's columns as a select list over alias "s" (cast to the training types). */
 void		gbml_column_plan_select(const gbml_column_plan *p, StringInfo q);
 /*
@@ -191,7 +195,7 @@ int			gbml_attno(TupleDesc td, const char *name);
  */
 gbml_column_plan *gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source,
 								   gbml_dataset *ds, unsigned input_flags, gbml_column_plan *columns,
-								   const gbml_given_categories *given, const char *what);
+								   const gbml_given_columns *given, const char *what);
 
 /*
  * Training across servers (shards.c): the shards behind source when it

@@ -136,7 +136,7 @@ source_row(const source_reader *sr, HeapTuple tup, TupleDesc rtd, int64 rowno, g
  */
 gbml_column_plan *
 gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source, gbml_dataset *ds,
-			unsigned input_flags, gbml_column_plan *columns, const gbml_given_categories *given,
+			unsigned input_flags, gbml_column_plan *columns, const gbml_given_columns *given,
 			const char *what)
 {
 	const gbml_common_params *cp = &pp->common;

@@ -68,20 +68,33 @@ strbuf_to_bytea(gbml_strbuf *sb)
 	return out;
 }
 
-/* One member's value of "_categories" (the token after its key) as a list of strings. */
+/*
+ * One member's value of "_columns" (the token after its key): an array
+ * column's length (a number), or a categorical column's values (strings).
+ */
 static void
-given_values(JsonbIterator **outer, gbml_given_categories *g, int at, const char *what)
+given_column(JsonbIterator **outer, gbml_given_columns *g, int at, const char *what)
 {
 	JsonbValue	v;
 	JsonbIterator *it;
 	JsonbIteratorToken tok = JsonbIteratorNext(outer, &v, true);
 	int			cap = 16;
 
+	g->width[at] = 0;
+	g->n_values[at] = 0;
+	g->values[at] = NULL;
+	if (tok == WJB_VALUE && v.type == jbvNumeric)
+	{
+		g->width[at] = DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v.val.numeric)));
+		if (g->width[at] < 1)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("%s: \"_columns\" gives \"%s\" a length below 1", what, g->names[at])));
+		return;
+	}
 	if (tok != WJB_VALUE || v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("%s: \"_categories\" of \"%s\" is not an array", what, g->names[at])));
+						errmsg("%s: \"_columns\" of \"%s\" is neither a length nor an array", what, g->names[at])));
 	g->values[at] = palloc(sizeof(char *) * cap);
-	g->n_values[at] = 0;
 	it = JsonbIteratorInit(v.val.binary.data);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
@@ -89,7 +102,7 @@ given_values(JsonbIterator **outer, gbml_given_categories *g, int at, const char
 			continue;
 		if (v.type != jbvString)
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							errmsg("%s: \"_categories\" of \"%s\" holds a value that is not a string", what,
+							errmsg("%s: \"_columns\" of \"%s\" holds a value that is not a string", what,
 								   g->names[at])));
 		if (g->n_values[at] == cap)
 			g->values[at] = repalloc(g->values[at], sizeof(char *) * (cap *= 2));
@@ -98,15 +111,16 @@ given_values(JsonbIterator **outer, gbml_given_categories *g, int at, const char
 }
 
 /*
- * The union's categories a coordinator gives its shards (params'
- * "_categories": {"column": ["value", ...], ...}, sorted), taken out of
- * params; NULL without them.
+ * What a coordinator gives its shards about their columns (params'
+ * "_columns": {"column": ["value", ...] or length, ...}: the union's
+ * categories, sorted, and the arrays' lengths), taken out of params; NULL
+ * without it.
  */
-static gbml_given_categories *
-take_given_categories(Jsonb **params, const char *what)
+static gbml_given_columns *
+take_given_columns(Jsonb **params, const char *what)
 {
-	JsonbValue *obj = *params ? getKeyJsonValueFromContainer(&(*params)->root, "_categories", 11, NULL) : NULL;
-	gbml_given_categories *g;
+	JsonbValue *obj = *params ? getKeyJsonValueFromContainer(&(*params)->root, "_columns", 8, NULL) : NULL;
+	gbml_given_columns *g;
 	JsonbIterator *it;
 	JsonbValue	v;
 	JsonbIteratorToken tok;
@@ -115,9 +129,10 @@ take_given_categories(Jsonb **params, const char *what)
 	if (obj == NULL)
 		return NULL;
 	if (obj->type != jbvBinary || !JsonContainerIsObject(obj->val.binary.data))
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s: \"_categories\" is not an object", what)));
-	g = palloc0(sizeof(gbml_given_categories));
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s: \"_columns\" is not an object", what)));
+	g = palloc0(sizeof(gbml_given_columns));
 	g->names = palloc(sizeof(char *) * cap);
+	g->width = palloc(sizeof(int) * cap);
 	g->n_values = palloc(sizeof(int) * cap);
 	g->values = palloc(sizeof(char **) * cap);
 	it = JsonbIteratorInit(obj->val.binary.data);
@@ -129,14 +144,15 @@ take_given_categories(Jsonb **params, const char *what)
 		{
 			cap *= 2;
 			g->names = repalloc(g->names, sizeof(char *) * cap);
+			g->width = repalloc(g->width, sizeof(int) * cap);
 			g->n_values = repalloc(g->n_values, sizeof(int) * cap);
 			g->values = repalloc(g->values, sizeof(char **) * cap);
 		}
 		g->names[g->n] = pnstrdup(v.val.string.val, v.val.string.len);
-		given_values(&it, g, g->n++, what);
+		given_column(&it, g, g->n++, what);
 	}
 	*params = DatumGetJsonbP(DirectFunctionCall2(jsonb_delete, JsonbPGetDatum(*params),
-												 CStringGetTextDatum("_categories")));
+												 CStringGetTextDatum("_columns")));
 	return g;
 }
 
@@ -145,9 +161,9 @@ static void
 open_session(shard_session *s, const gbml_algorithm *algo, const char *source, Jsonb *params, const char *what)
 {
 	unsigned	flags;
-	gbml_given_categories *given;
+	gbml_given_columns *given;
 
-	given = take_given_categories(&params, what);
+	given = take_given_columns(&params, what);
 	gbml_env_bind(&s->env, s->mcxt, what);
 	gbml_parse_params_or_error(&s->env, algo, params, NULL, 0, &s->pp, what);
 	gbml_env_configure(&s->env, &s->pp.common, what);

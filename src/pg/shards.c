@@ -516,20 +516,34 @@ start_shards(gbml_shard_set *ss, gbml_env *env, const char *algorithm, const cha
 /* Training                                                            */
 /* ------------------------------------------------------------------ */
 
-/* The union's categories of the schema's categorical features, as the shards take them ("_categories"). */
+/*
+ * What the coordinator's probe read of the schema's columns, as the shards
+ * take it ("_columns": each categorical column's union of values, each
+ * array column's length), so that no shard scans its partition for them.
+ */
 static void
-append_categories(StringInfo out, const gbml_feature_schema *schema)
+append_given_columns(StringInfo out, const gbml_feature_schema *schema)
 {
 	bool		any = false;
 
 	for (int j = 0; j < schema->n_features; j++)
 	{
 		const gbml_feature_def *f = &schema->features[j];
+		int			width = 0;
 
-		if (f->kind != GBML_FEATURE_CATEGORICAL)
-			continue;
-		appendStringInfoString(out, any ? ", " : ", \"_categories\": {");
+		if (f->kind != GBML_FEATURE_CATEGORICAL && f->element != 1)
+			continue;			/* a number, or an array's later element */
+		appendStringInfoString(out, any ? ", " : ", \"_columns\": {");
 		escape_json(out, f->column);
+		any = true;
+		if (f->element == 1)
+		{
+			while (j + width < schema->n_features && schema->features[j + width].element == width + 1 &&
+				   strcmp(schema->features[j + width].column, f->column) == 0)
+				width++;
+			appendStringInfo(out, ": %d", width);
+			continue;
+		}
 		appendStringInfoString(out, ": [");
 		for (int c = 0; c < f->n_categories; c++)
 		{
@@ -538,7 +552,6 @@ append_categories(StringInfo out, const gbml_feature_schema *schema)
 			escape_json(out, f->categories[c]);
 		}
 		appendStringInfoString(out, "]");
-		any = true;
 	}
 	if (any)
 		appendStringInfoString(out, "}");
@@ -546,8 +559,8 @@ append_categories(StringInfo out, const gbml_feature_schema *schema)
 
 /*
  * The params the shards get: the caller's, with the feature columns named
- * in the coordinator's order (each array column once), the union's
- * categories of its categorical columns, and with an eval set of the
+ * in the coordinator's order (each array column once), what its probe read
+ * of their categories and array lengths, and with an eval set of the
  * coordinator's own (eval_source) no eval_fraction (one server ignores it
  * then too).
  */
@@ -578,7 +591,7 @@ shard_params(Jsonb *params, const gbml_feature_schema *schema, bool eval_here)
 				any = true;
 			}
 			appendStringInfoString(&cols, "]");
-			append_categories(&cols, schema);
+			append_given_columns(&cols, schema);
 		}
 		appendStringInfoString(&cols, "}");
 		named = DirectFunctionCall1(jsonb_in, CStringGetDatum(cols.data));
