@@ -85,5 +85,6 @@ UNIT_TEST_SOURCES = \
 	tests/unit/test_boost_spill.c \
 	tests/unit/test_boost_categorical.c \
 	tests/unit/test_boost_shards_categorical.c \
+	tests/unit/test_onehot_shards.c \
 	tests/unit/test_boost_depthwise.c \
 	tests/unit/test_boost_multiclass.c

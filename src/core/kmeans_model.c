@@ -15,6 +15,7 @@
 #include "kmeans.h"
 #include "kmeans_shards.h"
 #include "kmeans_kernels.h"
+#include "kmeans_internal.h"
 #include "chunk_prefetch.h"
 #include "onehot.h"
 
@@ -267,22 +268,34 @@ km_refuse_categorical(const gbml_feature_schema *s, gbml_env *env)
 	return gbml_hint(env, "Pass \"one_hot\": true to give each of its categories (NULL included) a 0/1 column, or leave the column out.");
 }
 
+int
+km_one_hot(const gbml_dataset *ds, const gbml_dataset *eval, const gbml_kmeans_params *p, bool union_counts,
+		   gbml_env *env, gbml_onehot **enc, gbml_dataset *xds, gbml_dataset *xeval)
+{
+	gbml_onehot_options o = {.algo = &gbml_algorithm_kmeans,.max_categories = 0,.other = false,
+	.union_counts = union_counts};
+
+	*enc = NULL;
+	if (!p->one_hot)
+		return km_refuse_categorical(ds->schema, env);
+	if (p->init.choice < 0)
+		return gbml_error(env, GBML_EINVAL, "kmeans: \"init\" as an array of centroids cannot go with one_hot: "
+						  "the encoded columns are known only once the rows are read");
+	return gbml_onehot_prepare(ds, eval, &o, env, enc, xds, xeval);
+}
+
 /* Categorical features with one_hot: the encoding learned from the training rows, the fit on the encoded rows. */
 static int
 km_train_encoded(const gbml_dataset *ds, gbml_train_context *ctx)
 {
-	const gbml_kmeans_params *p = ctx->params;
-	gbml_onehot_options o = {.algo = &gbml_algorithm_kmeans,.max_categories = 0,.other = false};
 	gbml_train_context sub = *ctx;
 	gbml_onehot *enc;
 	gbml_dataset xds,
 				xeval;
 	int			rc;
 
-	if (p->init.choice < 0)
-		return gbml_error(ctx->env, GBML_EINVAL, "kmeans: \"init\" as an array of centroids cannot go with one_hot: "
-						  "the encoded columns are known only once the rows are read");
-	if ((rc = gbml_onehot_prepare(ds, ctx->eval, &o, ctx->env, &enc, &xds, &xeval)) != GBML_OK)
+	/* on shards, each encoded its rows by the union's counts (kmeans_shard.c), as this server does */
+	if ((rc = km_one_hot(ds, ctx->eval, ctx->params, ds->shards != NULL, ctx->env, &enc, &xds, &xeval)) != GBML_OK)
 		return rc;
 	sub.eval = ctx->eval ? &xeval : NULL;
 	rc = km_train_rows(&xds, &sub, enc);
@@ -295,7 +308,6 @@ km_train_encoded(const gbml_dataset *ds, gbml_train_context *ctx)
 static int
 kmeans_train(const gbml_dataset *ds, gbml_train_context *ctx)
 {
-	const gbml_kmeans_params *p = ctx->params;
 	int			rc;
 
 	if (gbml_schema_n_categorical(ds->schema) == 0)
@@ -305,8 +317,6 @@ kmeans_train(const gbml_dataset *ds, gbml_train_context *ctx)
 			return rc;
 		return km_train_rows(ds, ctx, NULL);
 	}
-	if (!p->one_hot)
-		return km_refuse_categorical(ds->schema, ctx->env);
 	return km_train_encoded(ds, ctx);
 }
 

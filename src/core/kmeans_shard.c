@@ -11,6 +11,7 @@
 #include "shard_order.h"
 #include "kmeans_internal.h"
 #include "kmeans_exact.h"
+#include "onehot.h"
 
 #include <float.h>
 #include <math.h>
@@ -21,6 +22,10 @@ typedef struct km_shard
 	gbml_env   *env;
 	const gbml_dataset *ds;
 	const gbml_dataset *eval;	/* the rows eval_fraction held out (the coordinator gathers them), or NULL */
+	/* categorical inputs (one_hot): the encoding by the union's counts, the rows trained on (ds, eval) */
+	gbml_onehot *onehot;
+	gbml_dataset xds,
+				xeval;
 	km_work		w;
 	gbml_shard_ranks ranks;		/* per local row (canonical order): its global index, ascending */
 	gbml_shard_hashes hashes;	/* per local row: canonical hash, content hash, until ranked */
@@ -69,10 +74,10 @@ km_shard_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo
 	int			rc;
 
 	*out = NULL;
-	if (ds->has_missing)
-		return gbml_error(env, GBML_EINVAL, "kmeans: features must be finite (NaN or infinity found)");
 	if (p->k <= 0 || p->k > GBML_KM_MAX_K)
 		return gbml_error(env, GBML_EINVAL, "kmeans: parameter \"k\" is required (the number of clusters, at least 1)");
+	if (gbml_schema_n_categorical(ds->schema) == 0 && ds->has_missing)
+		return gbml_error(env, GBML_EINVAL, "kmeans: features must be finite (NaN or infinity found)");
 	sh = gbml_alloc0(env, sizeof(*sh));
 	if (sh == NULL)
 		return env->error_code;
@@ -80,13 +85,20 @@ km_shard_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo
 	sh->ds = ds;
 	sh->eval = eval;
 	sh->far_max = -1;
-	if (ds->n_rows > 0)
+	gbml_dataset_init(&sh->xds, false);
+	gbml_dataset_init(&sh->xeval, false);
+	/* the global order is the raw rows' (one server's is too: it encodes them in their canonical order) */
+	if (ds->n_rows > 0 && (rc = gbml_shard_hashes_build(&sh->hashes, ds, env)) != GBML_OK)
+		goto fail;
+	if (gbml_schema_n_categorical(ds->schema) > 0 && ds->n_rows > 0)
 	{
-		if ((rc = km_setup(&sh->w, ds, p, env)) != GBML_OK)
+		if ((rc = km_one_hot(ds, eval, p, true, env, &sh->onehot, &sh->xds, &sh->xeval)) != GBML_OK)
 			goto fail;
-		if ((rc = gbml_shard_hashes_build(&sh->hashes, ds, env)) != GBML_OK)
-			goto fail;
+		sh->ds = ds = &sh->xds;
+		sh->eval = eval && sh->xeval.n_rows > 0 ? &sh->xeval : NULL;
 	}
+	if (ds->n_rows > 0 && (rc = km_setup(&sh->w, ds, p, env)) != GBML_OK)
+		goto fail;
 	gbml_shard_hello_head(hello, KM_SHARD_MAGIC, ds->n_rows, ds->n_features);
 	gbml_msg_put_f64(hello, ds->n_rows > 0 ? sh->w.xnorm_max : 0);
 	if ((rc = gbml_sb_status(hello)) != GBML_OK)
@@ -110,6 +122,9 @@ km_shard_close(void *state)
 	km_work_free(&sh->w);
 	gbml_shard_ranks_free(&sh->ranks, env);
 	gbml_shard_hashes_free(&sh->hashes, env);
+	gbml_onehot_free(sh->onehot, env);
+	gbml_dataset_free(&sh->xds, env);
+	gbml_dataset_free(&sh->xeval, env);
 	gbml_free(env, sh->block_pot);
 	gbml_free(env, sh->mn);
 	gbml_free(env, sh->mx);
@@ -601,6 +616,8 @@ const gbml_shard_ops gbml_kmeans_shard_ops = {
 	.takes_eval_source = true,	/* (the coordinator scores it: its inertia under the model) */
 	.takes_eval_split = true,
 	.gathers_eval_split = true,
+	.takes_categorical = true,
+	.counts_categories = true,
 	.open = km_shard_open,
 	.step = km_shard_step,
 	.close = km_shard_close,

@@ -89,6 +89,12 @@ typedef struct gbml_onehot_options
 	const gbml_algorithm *algo; /* its name in messages; where its encoded rows may spill */
 	int64_t		max_categories; /* kept per feature at most; 0 = no cap */
 	bool		other;			/* an other column per block */
+	/*
+	 * Count the categories by the schema's category_counts (the union's,
+	 * across servers: the rows are one shard's, or none on the coordinator)
+	 * instead of by the rows; an error when a categorical feature has none.
+	 */
+	bool		union_counts;
 } gbml_onehot_options;
 
 /*
@@ -103,6 +109,12 @@ typedef struct gbml_onehot_options
  * spill to temporary files past the budget (gbml_plan_spill) like any
  * trainer's, and from the start when the source's rows are in files.  On
  * failure everything is freed and *enc is NULL.
+ */
+/*
+ * With union_counts and ds's rows on shards (the coordinator), *xds is the
+ * shards' encoded rows as the trainer sees them (their link, rows, the
+ * encoding's columns, checked against the shards' hellos) and only the
+ * eval set is encoded here.
  */
 int			gbml_onehot_prepare(const gbml_dataset *ds, const gbml_dataset *eval,
 								const gbml_onehot_options *o, gbml_env *env, gbml_onehot **enc,

@@ -15,6 +15,7 @@
 #include "onehot_internal.h"
 #include "chunk_prefetch.h"
 #include "chunk_store_file.h"
+#include "shard_link.h"
 
 #include <string.h>
 
@@ -129,6 +130,31 @@ free_counts(int64_t **counts, int n, gbml_env *env)
 	gbml_free(env, counts);
 }
 
+/*
+ * The schema's counts instead (the union's, across servers): every row is
+ * still checked as the encoding writes it (encode_rows).
+ */
+static int
+given_counts(const gbml_onehot *e, int64_t **counts, const char *algo, gbml_env *env)
+{
+	for (int k = 0; k < e->n_blocks; k++)
+	{
+		const gbml_feature_def *f = &e->schema->features[e->blocks[k].input];
+
+		if (f->category_counts == NULL)
+			return gbml_error(env, GBML_EINVAL, "%s: column \"%s\" has no category counts from the coordinator",
+							  algo, feature_name(e->schema, e->blocks[k].input));
+		for (int c = 0; c <= f->n_categories; c++)
+		{
+			if (f->category_counts[c] < 0)
+				return gbml_error(env, GBML_EINVAL, "%s: column \"%s\" has a negative category count", algo,
+								  feature_name(e->schema, e->blocks[k].input));
+			counts[k][c] = f->category_counts[c];
+		}
+	}
+	return GBML_OK;
+}
+
 /* The blocks' inputs, the counts, the kept slots and the layout. */
 static int
 learn_blocks(const gbml_dataset *ds, const gbml_onehot_options *o, gbml_onehot *e, gbml_env *env)
@@ -149,7 +175,7 @@ learn_blocks(const gbml_dataset *ds, const gbml_onehot_options *o, gbml_onehot *
 			k++;
 		}
 	if (rc == GBML_OK)
-		rc = count_pass(ds, e, counts, o->algo->name, env);
+		rc = o->union_counts ? given_counts(e, counts, o->algo->name, env) : count_pass(ds, e, counts, o->algo->name, env);
 	for (k = 0; rc == GBML_OK && k < e->n_blocks; k++)
 		rc = gbml_onehot_keep(&e->blocks[k], counts[k], o->max_categories, env);
 	free_counts(counts, e->n_blocks, env);
@@ -270,6 +296,31 @@ check_eval_schema(const gbml_onehot *e, const gbml_dataset *eval, const char *al
 	return GBML_OK;
 }
 
+/*
+ * The coordinator's view of its shards' encoded rows: each shard encoded
+ * its own with the same union counts, so their hellos must give the
+ * encoding's width.
+ */
+static int
+shards_encoded(const gbml_onehot *e, const gbml_dataset *ds, const gbml_onehot_options *o, gbml_env *env,
+			   gbml_dataset *xds)
+{
+	int64_t		n;
+	int			d,
+				rc;
+
+	if ((rc = gbml_shards_describe(ds->shards, o->algo->shard->hello_magic, env, &n, &d)) != GBML_OK)
+		return rc;
+	if (d != e->n_cols || n != ds->n_rows)
+		return gbml_error(env, GBML_EINVAL, "%s: the shards encoded %lld rows into %d columns, the coordinator "
+						  "expected %lld rows of %d", o->algo->name, (long long) n, d, (long long) ds->n_rows,
+						  e->n_cols);
+	xds->shards = ds->shards;
+	xds->n_rows = ds->n_rows;
+	xds->n_features = e->n_cols;
+	return GBML_OK;
+}
+
 int
 gbml_onehot_prepare(const gbml_dataset *ds, const gbml_dataset *eval, const gbml_onehot_options *o,
 					gbml_env *env, gbml_onehot **enc, gbml_dataset *xds, gbml_dataset *xeval)
@@ -278,9 +329,15 @@ gbml_onehot_prepare(const gbml_dataset *ds, const gbml_dataset *eval, const gbml
 
 	gbml_dataset_init(xds, false);
 	gbml_dataset_init(xeval, false);
+	if (ds->shards && !o->union_counts)
+		return gbml_error(env, GBML_EINVAL, "%s: one-hot encoding rows on shards needs the union's counts", o->algo->name);
 	if ((rc = learn(ds, o, env, enc)) != GBML_OK)
 		return rc;
-	if ((rc = encode_set(*enc, ds, o, "the training set", env, xds)) == GBML_OK && eval && eval->n_rows > 0 &&
+	if (ds->shards)
+		rc = shards_encoded(*enc, ds, o, env, xds);
+	else
+		rc = encode_set(*enc, ds, o, "the training set", env, xds);
+	if (rc == GBML_OK && eval && eval->n_rows > 0 &&
 		(rc = check_eval_schema(*enc, eval, o->algo->name, env)) == GBML_OK)
 		rc = encode_set(*enc, eval, o, "the eval set", env, xeval);
 	if (rc != GBML_OK)

@@ -1181,7 +1181,7 @@ gbml_saga_local_weights(const gbml_dataset *ds, gbml_env *env, const gbml_saga_p
  * written as on one server.
  */
 static int
-train_on_shards(const gbml_dataset *ds, gbml_train_context *ctx, saga_state *st)
+train_on_shards(const gbml_dataset *ds, gbml_train_context *ctx, saga_state *st, const gbml_onehot *enc)
 {
 	gbml_saga_shards_result res;
 	gbml_saga_gpu_result none;
@@ -1190,6 +1190,7 @@ train_on_shards(const gbml_dataset *ds, gbml_train_context *ctx, saga_state *st)
 	memset(&res, 0, sizeof(res));
 	memset(&none, 0, sizeof(none));
 	res.w = st->w;
+	res.n_scaled = st->n_scaled;
 	res.mean = st->mean;
 	res.std = st->std;
 	res.trace_iter = st->trace_epoch;
@@ -1217,7 +1218,8 @@ train_on_shards(const gbml_dataset *ds, gbml_train_context *ctx, saga_state *st)
 	st->L = st->step = NAN;
 	st->t_stats = res.t_stats;
 	st->t_solver = res.t_solver;
-	if ((rc = write_section(st, ctx, res.label_encoding)) == GBML_OK)
+	if ((rc = write_section(st, ctx, res.label_encoding)) == GBML_OK &&
+		(enc == NULL || (rc = gbml_onehot_add_section(enc, ctx->writer, ctx->env)) == GBML_OK))
 		rc = write_meta(st, ctx, res.label_encoding, &none);
 	st->shards = NULL;
 	return rc;
@@ -1242,7 +1244,7 @@ train_rows(const gbml_dataset *ds, gbml_train_context *ctx, const gbml_onehot *e
 	if (ds->shards)
 	{
 		if ((rc = alloc_state(&st)) == GBML_OK)
-			rc = train_on_shards(ds, ctx, &st);
+			rc = train_on_shards(ds, ctx, &st, enc);
 		goto done;
 	}
 	if ((rc = check_input(ds, ctx, p->loss, &label_enc)) != GBML_OK)
@@ -1268,18 +1270,28 @@ done:
  * rows (an indicator per kept category and an "other" one per feature),
  * the training and eval rows encoded, and the training on those.
  */
+int
+gbml_saga_one_hot(const gbml_dataset *ds, const gbml_dataset *eval, const gbml_saga_params *p, bool union_counts,
+				  gbml_env *env, gbml_onehot **enc, gbml_dataset *xds, gbml_dataset *xeval)
+{
+	gbml_onehot_options o = {.algo = &gbml_algorithm_saga,.max_categories = p->max_categories,.other = true,
+	.union_counts = union_counts};
+
+	return gbml_onehot_prepare(ds, eval, &o, env, enc, xds, xeval);
+}
+
 static int
 train_encoded(const gbml_dataset *ds, gbml_train_context *ctx)
 {
-	const gbml_saga_params *p = ctx->params;
-	gbml_onehot_options o = {.algo = &gbml_algorithm_saga,.max_categories = p->max_categories,.other = true};
 	gbml_train_context sub = *ctx;
 	gbml_onehot *enc;
 	gbml_dataset xds,
 				xeval;
 	int			rc;
 
-	if ((rc = gbml_onehot_prepare(ds, ctx->eval, &o, ctx->env, &enc, &xds, &xeval)) != GBML_OK)
+	/* on shards, each encoded its rows by the union's counts (saga_shard.c), as this server does */
+	if ((rc = gbml_saga_one_hot(ds, ctx->eval, ctx->params, ds->shards != NULL, ctx->env, &enc, &xds, &xeval)) !=
+		GBML_OK)
 		return rc;
 	sub.eval = ctx->eval ? &xeval : NULL;
 	rc = train_rows(&xds, &sub, enc);

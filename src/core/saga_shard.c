@@ -9,6 +9,7 @@
 #include "saga_kernels.h"
 #include "saga_shard_msg.h"
 #include "chunk_prefetch.h"
+#include "onehot.h"
 
 #include <math.h>
 #include <string.h>
@@ -19,10 +20,16 @@ typedef struct sg_shard
 {
 	const gbml_dataset *ds;
 	const gbml_dataset *eval;	/* the rows eval_fraction held out (the coordinator gathers them), or NULL */
+	/* categorical inputs: the encoding by the union's counts, the rows worked on (ds, eval) */
+	gbml_onehot *onehot;
+	gbml_dataset xds,
+				xeval;
 	gbml_env   *env;
 	gbml_saga_params p;			/* a copy: the opener's params may go before the steps */
 	int			dp;				/* padded feature count */
 } sg_shard;
+
+static void sg_close(void *state);
 
 static int
 sg_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_params, gbml_env *env, void **state,
@@ -34,15 +41,32 @@ sg_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_param
 	sg_shard   *sh;
 
 	*state = NULL;
-	if (ds->has_missing)
-		return gbml_error(env, GBML_EINVAL, "saga: features must be finite (NaN or infinite values found)");
-	if (p->loss == GBML_SAGA_LOSS_LOGISTIC)
-		classes = gbml_saga_label_classes(ds, &other);
 	if ((sh = gbml_alloc0(env, sizeof(*sh))) == NULL)
 		return env->error_code;
+	gbml_dataset_init(&sh->xds, false);
+	gbml_dataset_init(&sh->xeval, false);
+	sh->env = env;
+	if (gbml_schema_n_categorical(ds->schema) > 0 && ds->n_rows > 0)
+	{
+		int			rc = gbml_saga_one_hot(ds, eval, p, true, env, &sh->onehot, &sh->xds, &sh->xeval);
+
+		if (rc != GBML_OK)
+		{
+			sg_close(sh);
+			return rc;
+		}
+		ds = &sh->xds;
+		eval = eval && sh->xeval.n_rows > 0 ? &sh->xeval : NULL;
+	}
+	if (ds->has_missing)
+	{
+		sg_close(sh);
+		return gbml_error(env, GBML_EINVAL, "saga: features must be finite (NaN or infinite values found)");
+	}
+	if (p->loss == GBML_SAGA_LOSS_LOGISTIC)
+		classes = gbml_saga_label_classes(ds, &other);
 	sh->ds = ds;
 	sh->eval = eval;
-	sh->env = env;
 	sh->p = *p;
 	sh->dp = (int) gbml_saga_padded(ds->n_features);
 	gbml_shard_hello_head(hello, SG_SHARD_MAGIC, ds->n_rows, ds->n_features);
@@ -57,8 +81,12 @@ sg_close(void *state)
 {
 	sg_shard   *sh = state;
 
-	if (sh)
-		gbml_free(sh->env, sh);
+	if (sh == NULL)
+		return;
+	gbml_onehot_free(sh->onehot, sh->env);
+	gbml_dataset_free(&sh->xds, sh->env);
+	gbml_dataset_free(&sh->xeval, sh->env);
+	gbml_free(sh->env, sh);
 }
 
 /* fn(sh, chunk, its features, its rows, arg) for every chunk in order, host or stored. */
@@ -274,6 +302,8 @@ const gbml_shard_ops gbml_saga_shard_ops = {
 	.takes_eval_source = true,	/* (the coordinator scores it) */
 	.takes_eval_split = true,
 	.gathers_eval_split = true,
+	.takes_categorical = true,
+	.counts_categories = true,
 	.hello_magic = SG_SHARD_MAGIC,
 	.open = sg_open,
 	.step = sg_step,

@@ -94,8 +94,10 @@ sg_feature_stats(sg_coord *C)
 	for (int j = 0; j < C->d; j++)
 	{
 		C->out->std[j] = sqrt(C->out->std[j] / (double) C->n);
-		C->scale[j] = C->p->standardize && C->out->std[j] > 0 ? 1.0 / C->out->std[j] : 1.0;
-		C->shift[j] = C->p->standardize ? -C->out->mean[j] * C->scale[j] : 0.0;
+		bool		scaled = C->p->standardize && j < C->out->n_scaled;
+
+		C->scale[j] = scaled && C->out->std[j] > 0 ? 1.0 / C->out->std[j] : 1.0;
+		C->shift[j] = scaled ? -C->out->mean[j] * C->scale[j] : 0.0;
 	}
 	return GBML_OK;
 }

@@ -46,6 +46,13 @@ typedef struct gbml_feature_def
 	uint8_t		kind;			/* gbml_feature_kind */
 	int32_t		n_categories;	/* categorical: ids 0 .. n_categories - 1 */
 	char	  **categories;		/* categorical: the values, sorted bytewise; categories[id] */
+	/*
+	 * categorical, across servers (a shard's, and its coordinator's): the
+	 * union's rows per category, n_categories + 1 (NULL's last), which the
+	 * one-hot encoding keeps categories by; NULL elsewhere.  Never stored
+	 * in a model.
+	 */
+	const int64_t *category_counts;
 } gbml_feature_def;
 
 typedef struct gbml_feature_schema

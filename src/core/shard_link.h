@@ -71,6 +71,12 @@ typedef struct gbml_shard_ops
 	/* categorical columns (their categories the union's, which the coordinator gives every shard) */
 	bool		takes_categorical;
 	/*
+	 * ... which its shards one-hot encode (onehot.h) by the union's rows per
+	 * category: the coordinator's probe counts them (so every row trains:
+	 * no eval_fraction with categorical columns)
+	 */
+	bool		counts_categories;
+	/*
 	 * State over ds (the shard's rows) for a training with algo_params, and
 	 * its eval rows (NULL: none); the hello appended to hello
 	 */

@@ -136,6 +136,9 @@ tu_train_sharded_eval(const char *algorithm, tu_fill_fn fill, void *arg, tu_fill
 	ds.shards = &link;
 	/* as the glue does: the union's schema (the shards' rows follow it) */
 	ds.schema = L->ds[0].schema;
+	/* ... and the raw rows' width (the shards' may be one-hot encoded, wider) */
+	if (ds.schema)
+		ds.n_features = ds.schema->n_features;
 	/* as the glue does: the rows the shards held out gathered here when the algorithm scores them here */
 	CHECK(gbml_parse_training_params(&env, algo, v, nv, &pp) == GBML_OK);
 	if (!eval_fill && pp.common.eval_fraction > 0 && L->ops->gathers_eval_split)
