@@ -110,6 +110,67 @@ given_column(JsonbIterator **outer, gbml_given_columns *g, int at, const char *w
 	}
 }
 
+/* Column `name`'s rows per category (params' "_counts"; the token after its key) into g. */
+static void
+given_counts(JsonbIterator **outer, gbml_given_columns *g, const char *name, const char *what)
+{
+	JsonbValue	v;
+	JsonbIterator *it;
+	JsonbIteratorToken tok = JsonbIteratorNext(outer, &v, true);
+	int			at = 0,
+				n = 0;
+
+	while (at < g->n && (strcmp(g->names[at], name) != 0 || g->width[at] > 0))
+		at++;
+	if (at == g->n || tok != WJB_VALUE || v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s: \"_counts\" of \"%s\" is not an array of a categorical column's counts", what,
+							   name)));
+	g->counts[at] = palloc0(sizeof(int64) * (g->n_values[at] + 1));
+	it = JsonbIteratorInit(v.val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok != WJB_ELEM)
+			continue;
+		if (v.type != jbvNumeric || n > g->n_values[at])
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("%s: \"_counts\" of \"%s\" is not %d numbers", what, name, g->n_values[at] + 1)));
+		g->counts[at][n] = DatumGetInt64(DirectFunctionCall1(numeric_int8, NumericGetDatum(v.val.numeric)));
+		if (g->counts[at][n++] < 0)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("%s: \"_counts\" of \"%s\" holds a negative count", what, name)));
+	}
+	if (n != g->n_values[at] + 1)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s: \"_counts\" of \"%s\" is not %d numbers", what, name, g->n_values[at] + 1)));
+}
+
+/*
+ * The union's rows per category of each categorical column (params'
+ * "_counts": {"column": [count per category, ..., NULL's count]}, for the
+ * algorithms that one-hot encode them), taken out of params into g.
+ */
+static void
+take_given_counts(Jsonb **params, gbml_given_columns *g, const char *what)
+{
+	JsonbValue *obj = getKeyJsonValueFromContainer(&(*params)->root, "_counts", 7, NULL);
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+
+	if (obj == NULL)
+		return;
+	if (obj->type != jbvBinary || !JsonContainerIsObject(obj->val.binary.data))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s: \"_counts\" is not an object", what)));
+	g->counts = palloc0(sizeof(int64 *) * (g->n > 0 ? g->n : 1));
+	it = JsonbIteratorInit(obj->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		if (tok == WJB_KEY)
+			given_counts(&it, g, pnstrdup(v.val.string.val, v.val.string.len), what);
+	*params = DatumGetJsonbP(DirectFunctionCall2(jsonb_delete, JsonbPGetDatum(*params),
+												 CStringGetTextDatum("_counts")));
+}
+
 /*
  * What a coordinator gives its shards about their columns (params'
  * "_columns": {"column": ["value", ...] or length, ...}: the union's
@@ -153,6 +214,7 @@ take_given_columns(Jsonb **params, const char *what)
 	}
 	*params = DatumGetJsonbP(DirectFunctionCall2(jsonb_delete, JsonbPGetDatum(*params),
 												 CStringGetTextDatum("_columns")));
+	take_given_counts(params, g, what);
 	return g;
 }
 

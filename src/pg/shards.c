@@ -555,6 +555,24 @@ append_given_columns(StringInfo out, const gbml_feature_schema *schema)
 	}
 	if (any)
 		appendStringInfoString(out, "}");
+	/* the union's rows per category, where the probe counted them (one-hot encoding) */
+	any = false;
+	for (int j = 0; j < schema->n_features; j++)
+	{
+		const gbml_feature_def *f = &schema->features[j];
+
+		if (f->kind != GBML_FEATURE_CATEGORICAL || f->category_counts == NULL)
+			continue;
+		appendStringInfoString(out, any ? ", " : ", \"_counts\": {");
+		escape_json(out, f->column);
+		appendStringInfoString(out, ": [");
+		for (int c = 0; c <= f->n_categories; c++)
+			appendStringInfo(out, c > 0 ? ", " INT64_FORMAT : INT64_FORMAT, f->category_counts[c]);
+		appendStringInfoString(out, "]");
+		any = true;
+	}
+	if (any)
+		appendStringInfoString(out, "}");
 }
 
 /*
@@ -653,6 +671,25 @@ gather_eval_here(gbml_env *env, gbml_parsed_params *pp, const gbml_shard_link *l
 	return eval->n_rows > 0 ? eval : NULL;
 }
 
+/*
+ * K-Means and the linear models keep the categories the training rows have
+ * (the most frequent), counted by the probe over every row: with
+ * eval_fraction the training rows are fewer, which the probe cannot know.
+ */
+static void
+refuse_counted_split(const gbml_parsed_params *pp, const gbml_feature_schema *schema, const char *what)
+{
+	if (!pp->algo->shard->counts_categories || pp->common.eval_fraction <= 0 || pp->common.eval_source)
+		return;
+	for (int j = 0; j < schema->n_features; j++)
+		if (schema->features[j].kind == GBML_FEATURE_CATEGORICAL)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							errmsg("%s: across servers, %s with categorical column \"%s\" does not take eval_fraction",
+								   what, pp->algo->name, schema->features[j].column),
+							errhint("Its one-hot encoding counts the categories over every row of the shards; "
+									"give the eval rows as eval_source, or train on one server.")));
+}
+
 bytea *
 gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jsonb *params, const char *what)
 {
@@ -684,7 +721,8 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jso
 	td = CreateTupleDescCopy(RelationGetDescr(rel));
 	relation_close(rel, AccessShareLock);
 	if (cp->feature_columns.n > 0 || gbml_attno(td, cp->features_column) == 0)
-		plan = gbml_column_plan_for_shards(cp, td, pp->algo->shard->takes_categorical, what);
+		plan = gbml_column_plan_for_shards(cp, td, pp->algo->shard->takes_categorical,
+										   pp->algo->shard->counts_categories, what);
 
 	ds = palloc0(sizeof(gbml_dataset));
 	gbml_dataset_init(ds, false);
@@ -696,6 +734,7 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jso
 			/* the union's categories and array lengths, from the snapshot the shards then train on */
 			probe_shards(ss, env, plan, what);
 			schema = gbml_column_plan_schema(plan);
+			refuse_counted_split(pp, schema, what);
 		}
 		/* an eval set of its own: read here, before any shard is asked to work */
 		if (cp->eval_source)
@@ -708,6 +747,9 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jso
 			eval = gather_eval_here(env, pp, &ss->link, what);
 		ds->shards = &ss->link;
 		ds->schema = schema;
+		/* the shards may train on their rows one-hot encoded (wider): the coordinator's dataset is the raw rows' */
+		if (schema)
+			ds->n_features = schema->n_features;
 		model = gbml_train_to_bytea(env, pp, ds, eval, what);
 	}
 	PG_FINALLY();

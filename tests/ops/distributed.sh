@@ -219,9 +219,27 @@ out=$(q coord postgres "SELECT bool_and(gbml.predict('ct_dist', r) = gbml.predic
 check "the sharded categorical model scores whole rows like the local one" t "$out"
 check "K-Means on a number and an array column across servers: the same bytes" t \
   "$(same_bytes ka kmeans cat '"k": 3, "feature_columns": ["price", "vec"]')"
+# K-Means and the linear models one-hot encode categories by the union's rows per category (the probe counts them)
+ko='"k": 3, "exclude_columns": ["id"], "one_hot": true'
+check "K-Means with one_hot on text, enum and array columns with NULLs across servers: the same bytes" t \
+  "$(same_bytes ko kmeans cat "$ko")"
+out=$(q coord postgres "SELECT bool_and(gbml.kmeans_assign('ko_dist', r) = gbml.kmeans_assign('ko_one', r)) FROM cat_local r" 2>&1)
+check "the sharded one-hot K-Means model assigns whole rows like the local one" t "$out"
+check "... with an integer column made categorical and an eval_source holding a category no shard has: the same bytes" t \
+  "$(same_bytes kos kmeans cat "$ko, \"categorical_columns\": [\"store\"], \"eval_source\": \"SELECT id, price, CASE WHEN id % 2 = 0 THEN upper(region) ELSE region END AS region, device, vec, store, label FROM cat_local WHERE id % 9 = 4\"")"
 err=$(q_err coord postgres "SELECT gbml.train('kc_bad', 'kmeans', 'cat', '{\"k\": 3, \"exclude_columns\": [\"id\"]}')")
-check_match "K-Means on a categorical column across servers is refused, naming it" \
-  'column "region" is categorical; across servers categorical columns train with boosting only' "$(errline "$err")"
+check_match "K-Means on a categorical column without one_hot across servers is refused as on one server, naming it" \
+  'column "region" \(text\) is categorical, and K-Means measures distances between numbers' "$(errline "$err")"
+err=$(q_err coord postgres "SELECT gbml.train('kc_bad', 'kmeans', 'cat', '{$ko, \"eval_fraction\": 0.2}')")
+check_match "... and with eval_fraction (the probe counts every row, not the training rows), naming the column" \
+  'across servers, kmeans with categorical column "region" does not take eval_fraction' "$(errline "$err")"
+lc='"loss": "squared", "alpha": 0.01, "standardize": true, "exclude_columns": ["id"], "max_categories": 12, "categorical_columns": ["store"]'
+out=$(q coord postgres "SELECT gbml.train('lc_dist', 'saga', 'cat', '{$lc}');
+  SELECT gbml.train('lc_one', 'saga', 'cat_local', '{$lc, \"tol\": 1e-12, \"max_iter\": 20000}');
+  SELECT abs(d.obj - o.obj) <= 1e-6 * abs(o.obj) AND gbml.model_json(d.model) -> 'columns' = gbml.model_json(o.model) -> 'columns'
+    FROM (SELECT (metrics->>'objective')::float8 AS obj, model FROM gbml.models WHERE name = 'lc_dist') d,
+         (SELECT (metrics->>'objective')::float8 AS obj, model FROM gbml.models WHERE name = 'lc_one') o" 2>&1 | tail -1)
+check "a linear model on the categorical columns across servers (the 12 most frequent of each, by the union's counts): one server's columns, its objective within 1e-6" t "$out"
 
 # --- no state left on a shard ---
 sessions() { q $1 postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gbml shard'" 2>&1; }
