@@ -60,7 +60,8 @@ CORE_SOURCES = \
 	src/core/owlqn.c \
 	src/core/schema.c \
 	src/core/onehot.c \
-	src/core/onehot_data.c
+	src/core/onehot_data.c \
+	src/core/onehot_counts.c
 
 # Unit tests (tests/unit); main.c, test_util.c, harness.h and test_util.h are always included.
 UNIT_TEST_SOURCES = \

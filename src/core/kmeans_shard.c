@@ -21,11 +21,12 @@ typedef struct km_shard
 {
 	gbml_env   *env;
 	const gbml_dataset *ds;
-	const gbml_dataset *eval;	/* the rows eval_fraction held out (the coordinator gathers them), or NULL */
-	/* categorical inputs (one_hot): the encoding by the union's counts, the rows trained on (ds, eval) */
+	/* the rows eval_fraction held out, raw (the coordinator gathers and encodes them), or NULL */
+	const gbml_dataset *eval;
+	int			eval_d;			/* their width */
+	/* categorical inputs (one_hot): the encoding by the union's counts, the rows trained on (ds) */
 	gbml_onehot *onehot;
-	gbml_dataset xds,
-				xeval;
+	gbml_dataset xds;
 	km_work		w;
 	gbml_shard_ranks ranks;		/* per local row (canonical order): its global index, ascending */
 	gbml_shard_hashes hashes;	/* per local row: canonical hash, content hash, until ranked */
@@ -84,18 +85,19 @@ km_shard_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo
 	sh->env = env;
 	sh->ds = ds;
 	sh->eval = eval;
+	sh->eval_d = ds->n_features;
 	sh->far_max = -1;
 	gbml_dataset_init(&sh->xds, false);
-	gbml_dataset_init(&sh->xeval, false);
 	/* the global order is the raw rows' (one server's is too: it encodes them in their canonical order) */
 	if (ds->n_rows > 0 && (rc = gbml_shard_hashes_build(&sh->hashes, ds, env)) != GBML_OK)
 		goto fail;
 	if (gbml_schema_n_categorical(ds->schema) > 0 && ds->n_rows > 0)
 	{
-		if ((rc = km_one_hot(ds, eval, p, true, env, &sh->onehot, &sh->xds, &sh->xeval)) != GBML_OK)
+		gbml_dataset no_eval;	/* (the eval rows stay raw) */
+
+		if ((rc = km_one_hot(ds, NULL, p, true, env, &sh->onehot, &sh->xds, &no_eval)) != GBML_OK)
 			goto fail;
 		sh->ds = ds = &sh->xds;
-		sh->eval = eval && sh->xeval.n_rows > 0 ? &sh->xeval : NULL;
 	}
 	if (ds->n_rows > 0 && (rc = km_setup(&sh->w, ds, p, env)) != GBML_OK)
 		goto fail;
@@ -124,7 +126,6 @@ km_shard_close(void *state)
 	gbml_shard_hashes_free(&sh->hashes, env);
 	gbml_onehot_free(sh->onehot, env);
 	gbml_dataset_free(&sh->xds, env);
-	gbml_dataset_free(&sh->xeval, env);
 	gbml_free(env, sh->block_pot);
 	gbml_free(env, sh->mn);
 	gbml_free(env, sh->mx);
@@ -535,7 +536,7 @@ km_shard_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 	if (op == GBML_SHARD_OP_EVAL_ROWS)
 	{
 		/* (any time: the coordinator gathers them before the training begins) */
-		if ((rc = gbml_shard_eval_rows_page(sh->eval, sh->ds->n_features, &r, reply, sh->env)) != GBML_OK)
+		if ((rc = gbml_shard_eval_rows_page(sh->eval, sh->eval_d, &r, reply, sh->env)) != GBML_OK)
 			return rc;
 		return r.bad ? gbml_error(sh->env, GBML_EINVAL, "kmeans shard: malformed request %lld", (long long) op)
 			: gbml_sb_status(reply);

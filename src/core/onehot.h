@@ -121,6 +121,15 @@ int			gbml_onehot_prepare(const gbml_dataset *ds, const gbml_dataset *eval,
 								gbml_dataset *xds, gbml_dataset *xeval);
 
 /*
+ * Each categorical feature's rows per category over ds's rows, by its
+ * schema: counts[k] for the k-th categorical feature, n_categories + 1
+ * values (NULL's last; the caller's arrays, set here), every row checked
+ * as learning checks it.  What a shard counts of its training rows for
+ * the union's counts (onehot_counts.h).
+ */
+int			gbml_onehot_count(const gbml_dataset *ds, const char *algo, int64_t *const *counts, gbml_env *env);
+
+/*
  * With ds->has_missing and a schema: the error naming the first numeric
  * column holding NaN or an infinity, with a hint (GBML_OK when only
  * categorical columns are NaN, i.e. NULL).  Without a schema: GBML_OK (the

@@ -155,25 +155,52 @@ given_counts(const gbml_onehot *e, int64_t **counts, const char *algo, gbml_env 
 	return GBML_OK;
 }
 
+/* Each block's input and categories: the schema's categorical features, in order. */
+static void
+set_block_inputs(gbml_onehot *e)
+{
+	for (int j = 0, k = 0; j < e->n_inputs; j++)
+		if (gbml_feature_is_categorical(e->schema, j))
+		{
+			e->blocks[k].input = j;
+			e->blocks[k++].n_categories = e->schema->features[j].n_categories;
+		}
+}
+
+int
+gbml_onehot_count(const gbml_dataset *ds, const char *algo, int64_t *const *counts, gbml_env *env)
+{
+	const gbml_feature_schema *s = ds->schema;
+	gbml_onehot *e;
+	int			rc;
+
+	if (s == NULL || (ds->n_rows > 0 && s->n_features != ds->n_features))
+		return gbml_error(env, GBML_EINVAL, "%s: the feature schema describes %d features, the rows have %d", algo,
+						  s ? s->n_features : 0, ds->n_features);
+	if ((e = gbml_onehot_new(s, gbml_schema_n_categorical(s), false, env)) == NULL)
+		return env->error_code;
+	set_block_inputs(e);
+	for (int k = 0; k < e->n_blocks; k++)
+		memset(counts[k], 0, sizeof(int64_t) * ((size_t) e->blocks[k].n_categories + 1));
+	rc = count_pass(ds, e, (int64_t **) counts, algo, env);
+	gbml_onehot_free(e, env);
+	return rc;
+}
+
 /* The blocks' inputs, the counts, the kept slots and the layout. */
 static int
 learn_blocks(const gbml_dataset *ds, const gbml_onehot_options *o, gbml_onehot *e, gbml_env *env)
 {
 	int64_t   **counts = gbml_alloc0(env, sizeof(int64_t *) * (size_t) e->n_blocks);
-	int			k = 0,
+	int			k,
 				rc = GBML_OK;
 
 	if (counts == NULL)
 		return env->error_code;
-	for (int j = 0; j < e->n_inputs; j++)
-		if (gbml_feature_is_categorical(e->schema, j))
-		{
-			e->blocks[k].input = j;
-			e->blocks[k].n_categories = e->schema->features[j].n_categories;
-			if ((counts[k] = gbml_alloc0(env, sizeof(int64_t) * ((size_t) e->blocks[k].n_categories + 1))) == NULL)
-				rc = env->error_code;
-			k++;
-		}
+	set_block_inputs(e);
+	for (k = 0; k < e->n_blocks; k++)
+		if ((counts[k] = gbml_alloc0(env, sizeof(int64_t) * ((size_t) e->blocks[k].n_categories + 1))) == NULL)
+			rc = env->error_code;
 	if (rc == GBML_OK)
 		rc = o->union_counts ? given_counts(e, counts, o->algo->name, env) : count_pass(ds, e, counts, o->algo->name, env);
 	for (k = 0; rc == GBML_OK && k < e->n_blocks; k++)

@@ -19,11 +19,12 @@
 typedef struct sg_shard
 {
 	const gbml_dataset *ds;
-	const gbml_dataset *eval;	/* the rows eval_fraction held out (the coordinator gathers them), or NULL */
-	/* categorical inputs: the encoding by the union's counts, the rows worked on (ds, eval) */
+	/* the rows eval_fraction held out, raw (the coordinator gathers and encodes them), or NULL */
+	const gbml_dataset *eval;
+	int			eval_d;			/* their width */
+	/* categorical inputs: the encoding by the union's counts, the rows worked on (ds) */
 	gbml_onehot *onehot;
-	gbml_dataset xds,
-				xeval;
+	gbml_dataset xds;
 	gbml_env   *env;
 	gbml_saga_params p;			/* a copy: the opener's params may go before the steps */
 	int			dp;				/* padded feature count */
@@ -44,11 +45,12 @@ sg_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_param
 	if ((sh = gbml_alloc0(env, sizeof(*sh))) == NULL)
 		return env->error_code;
 	gbml_dataset_init(&sh->xds, false);
-	gbml_dataset_init(&sh->xeval, false);
 	sh->env = env;
+	sh->eval_d = ds->n_features;
 	if (gbml_schema_n_categorical(ds->schema) > 0 && ds->n_rows > 0)
 	{
-		int			rc = gbml_saga_one_hot(ds, eval, p, true, env, &sh->onehot, &sh->xds, &sh->xeval);
+		gbml_dataset no_eval;	/* (the eval rows stay raw) */
+		int			rc = gbml_saga_one_hot(ds, NULL, p, true, env, &sh->onehot, &sh->xds, &no_eval);
 
 		if (rc != GBML_OK)
 		{
@@ -56,7 +58,6 @@ sg_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_param
 			return rc;
 		}
 		ds = &sh->xds;
-		eval = eval && sh->xeval.n_rows > 0 ? &sh->xeval : NULL;
 	}
 	if (ds->has_missing)
 	{
@@ -85,7 +86,6 @@ sg_close(void *state)
 		return;
 	gbml_onehot_free(sh->onehot, sh->env);
 	gbml_dataset_free(&sh->xds, sh->env);
-	gbml_dataset_free(&sh->xeval, sh->env);
 	gbml_free(sh->env, sh);
 }
 
@@ -282,7 +282,7 @@ sg_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 	if (sh->ds->n_rows == 0)
 		return GBML_OK;			/* left out: the coordinator skips its replies */
 	if (op == GBML_SHARD_OP_EVAL_ROWS)
-		rc = gbml_shard_eval_rows_page(sh->eval, sh->ds->n_features, &r, reply, sh->env);
+		rc = gbml_shard_eval_rows_page(sh->eval, sh->eval_d, &r, reply, sh->env);
 	else if (op == SG_OP_MOMENTS)
 		rc = sg_moments(sh, &r, reply);
 	else if (op == SG_OP_LOSS_GRAD)

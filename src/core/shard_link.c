@@ -381,6 +381,7 @@ gbml_shard_eval_rows_page(const gbml_dataset *eval, int n_features, gbml_msg_rea
 	}
 	m = first >= n ? 0 : (n - first < count ? n - first : count);
 	gbml_msg_put_i64(reply, eval ? eval->group_state : 0);
+	gbml_msg_put_i64(reply, n_features);
 	gbml_msg_put_i64(reply, m);
 	if (m == 0)
 		return GBML_OK;
@@ -419,20 +420,35 @@ gbml_shard_eval_rows_page(const gbml_dataset *eval, int n_features, gbml_msg_rea
 	return rc;
 }
 
-/* Shard s's page (of at most page rows) into eval; *more: it was full, the shard may have more. */
+/*
+ * Shard s's page (of at most page rows) into eval, its rows' width *d
+ * (the first page's; every page's must agree); *more: it was full, the
+ * shard may have more.
+ */
 static int
-append_eval_page(const gbml_shard_channel *ch, int s, gbml_dataset *eval, int d, int64_t page, float *x, bool *more)
+append_eval_page(const gbml_shard_channel *ch, int s, gbml_dataset *eval, int *d, int64_t page, bool *more)
 {
 	gbml_msg_reader r;
 	int64_t		group_state,
+				width,
 				m;
+	float	   *x = NULL;
 	int			rc = GBML_OK;
 
 	*more = false;
 	if (!gbml_shard_reply(ch, s, &r))
 		return GBML_OK;
 	group_state = gbml_msg_get_i64(&r);
+	width = gbml_msg_get_count(&r, GBML_MAX_FEATURES);
 	m = gbml_msg_get_count(&r, page);
+	if (m > 0 && *d >= 0 && width != *d)
+		r.bad = true;			/* (a malformed reply, below) */
+	if (m > 0 && !r.bad)
+	{
+		*d = (int) width;
+		if ((x = gbml_alloc_array(ch->env, (size_t) (width > 0 ? width : 1), sizeof(float))) == NULL)
+			return ch->env->error_code;
+	}
 	for (int64_t i = 0; i < m && !r.bad && rc == GBML_OK; i++)
 	{
 		gbml_row	row = {0};
@@ -440,15 +456,16 @@ append_eval_page(const gbml_shard_channel *ch, int s, gbml_dataset *eval, int d,
 		gbml_msg_get(&r, &row.label, sizeof(float));
 		row.group = gbml_msg_get_i64(&r);
 		gbml_msg_get(&r, &row.weight, sizeof(float));
-		gbml_msg_get(&r, x, sizeof(float) * (size_t) d);
+		gbml_msg_get(&r, x, sizeof(float) * (size_t) width);
 		if (r.bad)
 			break;
 		/* as the one-server split appends a held-out row (dataset.c) */
 		row.x = x;
-		row.n_features = d;
+		row.n_features = (int) width;
 		row.group_is_null = group_state <= 0;
 		rc = gbml_dataset_append(eval, ch->env, &row, false);
 	}
+	gbml_free(ch->env, x);
 	if (rc != GBML_OK)
 		return rc;
 	if ((rc = gbml_shard_reply_done(ch, s, &r)) != GBML_OK)
@@ -473,8 +490,8 @@ gbml_shards_gather_eval_paged(const gbml_shard_link *link, uint32_t magic, const
 	int64_t    *next = NULL;
 	bool	   *more = NULL,
 				any = true;
-	float	   *x = NULL;
 	int			d,
+				rows_d = -1,
 				rc;
 
 	if ((rc = gbml_shard_channel_open(&ch, link, magic, algo, env)) != GBML_OK)
@@ -491,11 +508,11 @@ gbml_shards_gather_eval_paged(const gbml_shard_link *link, uint32_t magic, const
 		if (ch.n_rows[s] > 0 && read_hello_head(link, s, magic, &n, &fd))
 			d = (int) fd;
 	}
+	/* the rows the shards train on are at least as wide as their eval rows (raw, when they encode): a page fits */
 	page = page_rows > 0 && page_rows < eval_page_rows(d) ? page_rows : eval_page_rows(d);
 	next = gbml_alloc0(env, sizeof(int64_t) * (size_t) ch.n_shards);
 	more = gbml_alloc0(env, sizeof(bool) * (size_t) ch.n_shards);
-	x = gbml_alloc_array(env, (size_t) (d > 0 ? d : 1), sizeof(float));
-	if (next == NULL || more == NULL || x == NULL)
+	if (next == NULL || more == NULL)
 		rc = env->error_code;
 	for (int s = 0; s < ch.n_shards && more; s++)
 		more[s] = true;
@@ -516,14 +533,13 @@ gbml_shards_gather_eval_paged(const gbml_shard_link *link, uint32_t magic, const
 		{
 			if (!more[s])
 				continue;
-			rc = append_eval_page(&ch, s, eval, d, page, x, &more[s]);
+			rc = append_eval_page(&ch, s, eval, &rows_d, page, &more[s]);
 			next[s] += page;
 			any |= more[s];
 		}
 	}
 	gbml_free(env, next);
 	gbml_free(env, more);
-	gbml_free(env, x);
 	gbml_shard_channel_close(&ch);
 	return rc;
 }

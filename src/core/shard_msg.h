@@ -94,9 +94,11 @@ gbml_msg_put_f64(gbml_strbuf *sb, double v)
  * split fields, a dropped tree's pending kind, MultiClass's class count and
  * base scores with the start and its term kinds; 4: boosting's eval rows in
  * its hello, eval terms and the best model's cut; 5: AUC's scores,
- * boosting's categorical requests and set splits' masks).
+ * boosting's categorical requests and set splits' masks; 6: the
+ * categories' counts before a K-Means or linear model's hello
+ * (onehot_counts.h), the eval rows' pages carry their width).
  */
-#define GBML_SHARD_HELLO_VERSION 5
+#define GBML_SHARD_HELLO_VERSION 6
 #define GBML_SHARD_HELLO_HEAD 24
 
 /*

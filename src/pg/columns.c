@@ -59,7 +59,6 @@ typedef struct gbml_column
 	int32		n_categories;	/* a training plan's categorical column: its values, sorted */
 	char	  **categories;
 	bool		given;			/* ... given by the caller (a shard's: the coordinator's), not probed */
-	int64	   *counts;			/* ... across servers, for one-hot encoding: the union's rows per category, NULL's last */
 	struct category_memo_hash *memo;	/* a pass-by-value categorical column: ids by datum */
 } gbml_column;
 
@@ -97,7 +96,6 @@ struct gbml_column_plan
 	gbml_feature_schema *schema;	/* palloc'd with the plan (for a row: the model's) */
 	HTAB	  **dicts;			/* the row aggregates: each categorical column's values so far */
 	bool		sorted;			/* gbml_column_plan_sort_categories ran (a final function may run twice) */
-	bool		want_counts;	/* a sharded plan's probe also counts each category's rows (one-hot encoding) */
 	MemoryContext mcxt;			/* the plan's context: collected values and row buffers live there */
 	Datum	   *values;			/* gbml_column_plan_row: one deformed row (n_values attributes) */
 	bool	   *nulls;
@@ -462,22 +460,13 @@ probe_query(const gbml_column_plan *p, const char *from)
 	bool		any = false;
 
 	initStringInfo(&q);
-	/* counted: each categorical column's rows per value, grouped once (g<i>), read twice */
-	for (int i = 0; p->want_counts && i < p->n_columns; i++)
-		if (p->cols[i].kind == COL_CATEGORICAL && !p->cols[i].given)
-			appendStringInfo(&q, "%sg%d AS (SELECT s.%s AS v, count(*) AS n FROM %s AS s WHERE s.%s IS NOT NULL GROUP BY 1)",
-							 q.len ? ", " : "WITH ", i, quote_identifier(p->cols[i].name), from,
-							 quote_identifier(p->cols[i].name));
-	appendStringInfoString(&q, q.len ? " SELECT " : "SELECT ");
+	appendStringInfoString(&q, "SELECT ");
 	for (int i = 0; i < p->n_columns; i++)
 	{
 		const gbml_column *c = &p->cols[i];
 		const char *id = quote_identifier(c->name);
 
-		if (c->kind == COL_CATEGORICAL && !c->given && p->want_counts)
-			appendStringInfo(&q, "%s(SELECT array_agg(v ORDER BY v) FROM g%d), (SELECT array_agg(n ORDER BY v) FROM g%d), "
-							 "count(*) FILTER (WHERE s.%s IS NULL)", any ? ", " : "", i, i, id);
-		else if (c->kind == COL_CATEGORICAL && !c->given)
+		if (c->kind == COL_CATEGORICAL && !c->given)
 			appendStringInfo(&q, "%sarray_agg(DISTINCT s.%s) FILTER (WHERE s.%s IS NOT NULL), NULL::int, NULL::int",
 							 any ? ", " : "", id, id);
 		else if (c->kind == COL_ARRAY && !c->given)
@@ -565,7 +554,6 @@ describe_column(gbml_column_plan *p, gbml_column *c)
 		f->kind = c->kind == COL_CATEGORICAL ? GBML_FEATURE_CATEGORICAL : GBML_FEATURE_NUMERIC;
 		f->n_categories = c->n_categories;
 		f->categories = c->categories;
-		f->category_counts = c->counts;
 	}
 }
 
@@ -673,7 +661,6 @@ give_column(gbml_column *c, const gbml_given_columns *given, int g, const char *
 							   given->n_values[g], c->name, GBML_SCHEMA_MAX_CATEGORIES)));
 	c->categories = given->values[g];
 	c->n_categories = given->n_values[g];
-	c->counts = given->counts ? given->counts[g] : NULL;
 	c->given = true;
 }
 
@@ -706,12 +693,9 @@ gbml_column_plan_for_source(const gbml_common_params *cp, TupleDesc td, const ch
 }
 
 gbml_column_plan *
-gbml_column_plan_for_shards(const gbml_common_params *cp, TupleDesc td, bool categorical_ok, bool counts,
-							const char *what)
+gbml_column_plan_for_shards(const gbml_common_params *cp, TupleDesc td, bool categorical_ok, const char *what)
 {
 	gbml_column_plan *p = plan_columns(cp, td, true, what);
-
-	p->want_counts = counts;
 
 	for (int i = 0; !categorical_ok && i < p->n_columns; i++)
 		if (p->cols[i].kind == COL_CATEGORICAL)
@@ -764,56 +748,6 @@ merge_shard_categories(gbml_column *c, int n_shards, char *const *const *texts, 
 				   n_all == 0, what);
 }
 
-/*
- * Column c's rows per category (c's feature f: the union's categories
- * known), summed over every shard's values (texts of the column's type's
- * array) and counts (of an int8 array), NULL's rows last.
- */
-static void
-merge_shard_counts(gbml_column *c, const gbml_feature_def *f, int n_shards, char *const *const *texts, int field,
-				   const char *const *shard_names, const char *what)
-{
-	int16		typlen;
-	bool		byval;
-	char		align;
-
-	c->counts = palloc0(sizeof(int64) * (c->n_categories + 1));
-	get_typlenbyvalalign(c->typid, &typlen, &byval, &align);
-	for (int s = 0; s < n_shards; s++)
-	{
-		Datum	   *vals,
-				   *ns;
-		bool	   *nulls;
-		int			n = 0,
-					m = 0;
-
-		if (texts[s][field + 2] != NULL)
-			c->counts[c->n_categories] += pg_strtoint64(texts[s][field + 2]);
-		if (texts[s][field] != NULL)
-			deconstruct_array(DatumGetArrayTypeP(OidInputFunctionCall(F_ARRAY_IN, texts[s][field], c->typid, -1)),
-							  c->typid, typlen, byval, align, &vals, &nulls, &n);
-		if (texts[s][field + 1] != NULL)
-			deconstruct_array(DatumGetArrayTypeP(OidInputFunctionCall(F_ARRAY_IN, texts[s][field + 1], INT8OID, -1)),
-							  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &ns, &nulls, &m);
-		if (n != m)
-			ereport(ERROR, (errmsg("%s: shard \"%s\" counted %d values of column \"%s\" but listed %d", what,
-								   shard_names[s], m, c->name, n)));
-		for (int i = 0; i < n; i++)
-		{
-			size_t		len;
-			const char *v = category_text(c, vals[i], &len);
-			int			id;
-
-			if (memchr(v, '\0', len) != NULL)
-				len = strlen(v);
-			/* every value is one of the union's: its categories were merged from these arrays */
-			if ((id = gbml_schema_category_id(f, v, len)) < 0)
-				elog(ERROR, "%s: column \"%s\": a counted value is not among the categories", what, c->name);
-			c->counts[id] += DatumGetInt64(ns[i]);
-		}
-	}
-}
-
 void
 gbml_column_plan_take_shard_probes(gbml_column_plan *p, int n_shards, char *const *const *texts,
 								   const char *const *shard_names, const char *what)
@@ -848,19 +782,6 @@ gbml_column_plan_take_shard_probes(gbml_column_plan *p, int n_shards, char *cons
 		k++;
 	}
 	finish_schema(p);
-	for (int i = 0, k2 = 0; p->want_counts && i < p->n_columns; i++)
-	{
-		gbml_column *c = &p->cols[i];
-
-		if (!probed(c))
-			continue;
-		if (c->kind == COL_CATEGORICAL)
-		{
-			merge_shard_counts(c, &p->schema->features[c->first], n_shards, texts, 3 * k2, shard_names, what);
-			p->schema->features[c->first].category_counts = c->counts;
-		}
-		k2++;
-	}
 }
 
 void

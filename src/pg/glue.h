@@ -122,8 +122,6 @@ typedef struct gbml_given_columns
 	int		   *width;
 	int		   *n_values;
 	char	 ***values;
-	/* per column: its rows per category on every shard together, NULL's last (n_values + 1), or NULL */
-	int64	  **counts;
 } gbml_given_columns;
 
 /*
@@ -179,13 +177,11 @@ void		gbml_column_plan_sort_categories(gbml_column_plan *p, gbml_dataset *ds);
  * query each shard answers about its partition (relation: its name there;
  * NULL when none is needed), and gbml_column_plan_take_shard_probes takes
  * every shard's answer (texts[s][field], NULL for SQL NULL): the union's
- * categories, each array's length (the same on every shard), and with
- * counts each category's rows on all shards together (the schema's
- * category_counts, which a one-hot encoding keeps categories by).  The
- * schema the shards' rows then follow, in this order, exists after that.
+ * categories, each array's length (the same on every shard).  The schema
+ * the shards' rows then follow, in this order, exists after that.
  */
 gbml_column_plan *gbml_column_plan_for_shards(const gbml_common_params *cp, TupleDesc td, bool categorical_ok,
-											  bool counts, const char *what);
+											  const char *what);
 char	   *gbml_column_plan_shard_probe(const gbml_column_plan *p, const char *relation);
 void		gbml_column_plan_take_shard_probes(gbml_column_plan *p, int n_shards, char *const *const *texts,
 											   const char *const *shard_names, const char *what);

@@ -13,13 +13,18 @@
  * coordinator closes it at the end, after an ERROR or a cancel) or the
  * backend's exit release everything; nothing is written on the shard.
  * The algorithm's shard side (its gbml_shard_ops, shard_link.h) answers
- * the requests.
+ * the requests.  An algorithm that one-hot encodes categorical columns by
+ * the union's counts (counts_categories) answers _shard_open with its
+ * training rows' counts instead of its hello, and opens its state when
+ * the first _shard_step brings the union's (onehot_counts.h): its answer
+ * is the hello.
  */
 #include "glue.h"
 
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "shard_link.h"
+#include "onehot_counts.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
@@ -39,6 +44,7 @@ typedef struct shard_session
 	gbml_dataset *eval;			/* the rows held out by eval_fraction, or NULL */
 	const gbml_shard_ops *ops;	/* the algorithm's shard side */
 	void	   *shard;
+	bool		awaiting_counts;	/* sent its rows' category counts; opens on the union's */
 	MemoryContextCallback forget;
 } shard_session;
 
@@ -110,67 +116,6 @@ given_column(JsonbIterator **outer, gbml_given_columns *g, int at, const char *w
 	}
 }
 
-/* Column `name`'s rows per category (params' "_counts"; the token after its key) into g. */
-static void
-given_counts(JsonbIterator **outer, gbml_given_columns *g, const char *name, const char *what)
-{
-	JsonbValue	v;
-	JsonbIterator *it;
-	JsonbIteratorToken tok = JsonbIteratorNext(outer, &v, true);
-	int			at = 0,
-				n = 0;
-
-	while (at < g->n && (strcmp(g->names[at], name) != 0 || g->width[at] > 0))
-		at++;
-	if (at == g->n || tok != WJB_VALUE || v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("%s: \"_counts\" of \"%s\" is not an array of a categorical column's counts", what,
-							   name)));
-	g->counts[at] = palloc0(sizeof(int64) * (g->n_values[at] + 1));
-	it = JsonbIteratorInit(v.val.binary.data);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		if (tok != WJB_ELEM)
-			continue;
-		if (v.type != jbvNumeric || n > g->n_values[at])
-			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							errmsg("%s: \"_counts\" of \"%s\" is not %d numbers", what, name, g->n_values[at] + 1)));
-		g->counts[at][n] = DatumGetInt64(DirectFunctionCall1(numeric_int8, NumericGetDatum(v.val.numeric)));
-		if (g->counts[at][n++] < 0)
-			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							errmsg("%s: \"_counts\" of \"%s\" holds a negative count", what, name)));
-	}
-	if (n != g->n_values[at] + 1)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("%s: \"_counts\" of \"%s\" is not %d numbers", what, name, g->n_values[at] + 1)));
-}
-
-/*
- * The union's rows per category of each categorical column (params'
- * "_counts": {"column": [count per category, ..., NULL's count]}, for the
- * algorithms that one-hot encode them), taken out of params into g.
- */
-static void
-take_given_counts(Jsonb **params, gbml_given_columns *g, const char *what)
-{
-	JsonbValue *obj = getKeyJsonValueFromContainer(&(*params)->root, "_counts", 7, NULL);
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-
-	if (obj == NULL)
-		return;
-	if (obj->type != jbvBinary || !JsonContainerIsObject(obj->val.binary.data))
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s: \"_counts\" is not an object", what)));
-	g->counts = palloc0(sizeof(int64 *) * (g->n > 0 ? g->n : 1));
-	it = JsonbIteratorInit(obj->val.binary.data);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-		if (tok == WJB_KEY)
-			given_counts(&it, g, pnstrdup(v.val.string.val, v.val.string.len), what);
-	*params = DatumGetJsonbP(DirectFunctionCall2(jsonb_delete, JsonbPGetDatum(*params),
-												 CStringGetTextDatum("_counts")));
-}
-
 /*
  * What a coordinator gives its shards about their columns (params'
  * "_columns": {"column": ["value", ...] or length, ...}: the union's
@@ -214,7 +159,6 @@ take_given_columns(Jsonb **params, const char *what)
 	}
 	*params = DatumGetJsonbP(DirectFunctionCall2(jsonb_delete, JsonbPGetDatum(*params),
 												 CStringGetTextDatum("_columns")));
-	take_given_counts(params, g, what);
 	return g;
 }
 
@@ -264,6 +208,49 @@ open_session(shard_session *s, const gbml_algorithm *algo, const char *source, J
 	}
 }
 
+/* The algorithm's shard state over the session's rows, its hello into *hello. */
+static void
+open_state(shard_session *s, gbml_strbuf *hello, const char *what)
+{
+	ResourceOwner owner = CurrentResourceOwner;
+
+	/* temporary files (encoded rows past the budget) live until the transaction ends */
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	PG_TRY();
+	{
+		GBML_CHECK(&s->env, s->ops->open(s->ds, s->eval, s->pp.algo_params, &s->env, &s->shard, hello), what);
+	}
+	PG_FINALLY();
+	{
+		CurrentResourceOwner = owner;
+	}
+	PG_END_TRY();
+}
+
+/*
+ * The union's category counts (the coordinator's first step, req), set in
+ * the session's schema (which its rows and eval rows share): the state
+ * opens on them; *hello is its hello.
+ */
+static void
+open_on_counts(shard_session *s, const uint8_t *req, size_t len, gbml_strbuf *hello, const char *what)
+{
+	gbml_feature_schema *schema = (gbml_feature_schema *) s->ds->schema;
+	int			n = gbml_schema_n_categorical(schema);
+	int64	  **counts = MemoryContextAllocZero(s->mcxt, sizeof(int64 *) * (n > 0 ? n : 1));
+
+	for (int j = 0, k = 0; j < schema->n_features; j++)
+		if (gbml_feature_is_categorical(schema, j))
+			counts[k++] = MemoryContextAllocZero(s->mcxt, sizeof(int64) * (schema->features[j].n_categories + 1));
+	GBML_CHECK(&s->env, gbml_onehot_counts_add(schema, req, len, (int64_t *const *) counts, "the coordinator",
+											   &s->env), what);
+	for (int j = 0, k = 0; j < schema->n_features; j++)
+		if (gbml_feature_is_categorical(schema, j))
+			schema->features[j].category_counts = counts[k++];
+	s->awaiting_counts = false;
+	open_state(s, hello, what);
+}
+
 Datum
 gbml_shard_open(PG_FUNCTION_ARGS)
 {
@@ -302,14 +289,21 @@ gbml_shard_open(PG_FUNCTION_ARGS)
 	{
 		open_session(s, algo, text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2),
 					 what);
-		gbml_sb_init(&hello, &s->env);
-		GBML_CHECK(&s->env, s->ops->open(s->ds, s->eval, s->pp.algo_params, &s->env, &s->shard, &hello), what);
 	}
 	PG_FINALLY();
 	{
 		CurrentResourceOwner = owner;
 	}
 	PG_END_TRY();
+	gbml_sb_init(&hello, &s->env);
+	if (s->ops->counts_categories && gbml_schema_n_categorical(s->ds->schema) > 0)
+	{
+		/* the training rows' category counts first; the state opens on the union's */
+		GBML_CHECK(&s->env, gbml_onehot_counts_of_rows(s->ds, algo->name, &s->env, &hello), what);
+		s->awaiting_counts = true;
+	}
+	else
+		open_state(s, &hello, what);
 	MemoryContextRegisterResetCallback(mcxt, &s->forget);
 	session = s;
 	MemoryContextSwitchTo(old);
@@ -334,8 +328,11 @@ gbml_shard_step(PG_FUNCTION_ARGS)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s: the request must not be NULL", what)));
 	req = PG_GETARG_BYTEA_PP(0);
 	gbml_sb_init(&reply, &session->env);
-	GBML_CHECK(&session->env, gbml_shard_answer(session->ops, session->shard, (const uint8_t *) VARDATA_ANY(req),
-												VARSIZE_ANY_EXHDR(req), &reply), what);
+	if (session->awaiting_counts)
+		open_on_counts(session, (const uint8_t *) VARDATA_ANY(req), VARSIZE_ANY_EXHDR(req), &reply, what);
+	else
+		GBML_CHECK(&session->env, gbml_shard_answer(session->ops, session->shard, (const uint8_t *) VARDATA_ANY(req),
+													VARSIZE_ANY_EXHDR(req), &reply), what);
 	out = strbuf_to_bytea(&reply);
 	gbml_sb_free(&reply);
 	PG_RETURN_BYTEA_P(out);

@@ -29,6 +29,7 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "shard_link.h"
+#include "onehot_counts.h"
 #include "schema.h"
 #include "storage/latch.h"
 #include "utils/acl.h"
@@ -428,7 +429,6 @@ link_round_trip(void *ctx, const uint8_t *const *req, const size_t *req_len, con
 	return GBML_OK;
 }
 
-/* Every shard begins its read-only transaction and reads its rows; their hellos into the link. */
 /* Every shard connected, in a read-only transaction of one snapshot, its step statement prepared. */
 static void
 connect_shards(gbml_shard_set *ss, gbml_env *env, const char *what)
@@ -481,10 +481,55 @@ probe_shards(gbml_shard_set *ss, gbml_env *env, gbml_column_plan *plan, const ch
 	gbml_column_plan_take_shard_probes(plan, ss->n, (char *const *const *) texts, names, what);
 }
 
-/* Every shard's training state opened (gbml._shard_open), its hello kept; the engine's link set up. */
+/*
+ * The shards answered their opening with their training rows' category
+ * counts (onehot_counts.h): the union's, summed here, go to the schema
+ * (this server's encoding keeps categories by them) and back to every
+ * shard, whose answer is then its hello.
+ */
 static void
-start_shards(gbml_shard_set *ss, gbml_env *env, const char *algorithm, const char *params_json, const char *what)
+exchange_counts(gbml_shard_set *ss, gbml_env *env, gbml_feature_schema *schema, const char *what)
 {
+	int			n = gbml_schema_n_categorical(schema);
+	int64	  **counts = palloc0(sizeof(int64 *) * (n > 0 ? n : 1));
+	gbml_strbuf req;
+
+	for (int j = 0, k = 0; j < schema->n_features; j++)
+		if (gbml_feature_is_categorical(schema, j))
+			counts[k++] = palloc0(sizeof(int64) * (schema->features[j].n_categories + 1));
+	for (int s = 0; s < ss->n; s++)
+		GBML_CHECK(env, gbml_onehot_counts_add(schema, ss->hello[s], ss->hello_len[s], (int64_t *const *) counts,
+											   psprintf("shard \"%s\"", ss->shards[s].server), env), what);
+	for (int j = 0, k = 0; j < schema->n_features; j++)
+		if (gbml_feature_is_categorical(schema, j))
+			schema->features[j].category_counts = counts[k++];
+	gbml_sb_init(&req, env);
+	gbml_onehot_counts_of_schema(schema, &req);
+	GBML_CHECK(env, gbml_sb_status(&req), what);
+	for (int s = 0; s < ss->n; s++)
+		send_step(&ss->shards[s], (const uint8_t *) req.data, req.len);
+	GBML_CHECK(env, wait_shards(ss, env), what);
+	gbml_sb_free(&req);
+	for (int s = 0; s < ss->n; s++)
+	{
+		GBML_CHECK(env, shard_bytea(&ss->shards[s], env, &ss->hello[s], &ss->hello_len[s]), what);
+		PQclear(ss->shards[s].hello);
+		ss->shards[s].hello = ss->shards[s].result;
+		ss->shards[s].result = NULL;
+	}
+}
+
+/*
+ * Every shard's training state opened (gbml._shard_open; with the union's
+ * category counts first where it asks for them), its hello kept; the
+ * engine's link set up.
+ */
+static void
+start_shards(gbml_shard_set *ss, gbml_env *env, const char *algorithm, const char *params_json,
+			 gbml_feature_schema *schema, const char *what)
+{
+	int			counted = 0;
+
 	Oid			types[3] = {TEXTOID, TEXTOID, JSONBOID};
 	int			formats[3] = {0, 0, 0};
 
@@ -503,7 +548,12 @@ start_shards(gbml_shard_set *ss, gbml_env *env, const char *algorithm, const cha
 		/* the hello stays with its result: the next query on this shard would free it */
 		ss->shards[s].hello = ss->shards[s].result;
 		ss->shards[s].result = NULL;
+		counted += gbml_onehot_counts_is(ss->hello[s], ss->hello_len[s]);
 	}
+	if (counted > 0 && (counted < ss->n || schema == NULL))
+		ereport(ERROR, (errmsg("%s: %d of %d shards answered with category counts", what, counted, ss->n)));
+	if (counted > 0)
+		exchange_counts(ss, env, schema, what);
 	ss->link.n_shards = ss->n;
 	ss->link.ctx = ss;
 	ss->link.name = link_name;
@@ -552,24 +602,6 @@ append_given_columns(StringInfo out, const gbml_feature_schema *schema)
 			escape_json(out, f->categories[c]);
 		}
 		appendStringInfoString(out, "]");
-	}
-	if (any)
-		appendStringInfoString(out, "}");
-	/* the union's rows per category, where the probe counted them (one-hot encoding) */
-	any = false;
-	for (int j = 0; j < schema->n_features; j++)
-	{
-		const gbml_feature_def *f = &schema->features[j];
-
-		if (f->kind != GBML_FEATURE_CATEGORICAL || f->category_counts == NULL)
-			continue;
-		appendStringInfoString(out, any ? ", " : ", \"_counts\": {");
-		escape_json(out, f->column);
-		appendStringInfoString(out, ": [");
-		for (int c = 0; c <= f->n_categories; c++)
-			appendStringInfo(out, c > 0 ? ", " INT64_FORMAT : INT64_FORMAT, f->category_counts[c]);
-		appendStringInfoString(out, "]");
-		any = true;
 	}
 	if (any)
 		appendStringInfoString(out, "}");
@@ -662,32 +694,18 @@ read_eval_here(gbml_env *env, gbml_parsed_params *pp, gbml_column_plan *plan)
  * the linear models score them on the coordinator, as an eval_source).
  */
 static gbml_dataset *
-gather_eval_here(gbml_env *env, gbml_parsed_params *pp, const gbml_shard_link *link, const char *what)
+gather_eval_here(gbml_env *env, gbml_parsed_params *pp, const gbml_shard_link *link,
+				 const gbml_feature_schema *schema, const char *what)
 {
 	gbml_dataset *eval = new_eval_here(env, pp);
 
+	/* as one server's split: the training rows' schema, a NULL category a NaN */
+	eval->schema = schema;
+	if (gbml_schema_n_categorical(schema) > 0)
+		eval->allow_missing = true;
 	GBML_CHECK(env, gbml_shards_gather_eval(link, pp->algo->shard->hello_magic, pp->algo->name, eval, env), what);
 	gbml_dataset_finish_appends(eval, env);
 	return eval->n_rows > 0 ? eval : NULL;
-}
-
-/*
- * K-Means and the linear models keep the categories the training rows have
- * (the most frequent), counted by the probe over every row: with
- * eval_fraction the training rows are fewer, which the probe cannot know.
- */
-static void
-refuse_counted_split(const gbml_parsed_params *pp, const gbml_feature_schema *schema, const char *what)
-{
-	if (!pp->algo->shard->counts_categories || pp->common.eval_fraction <= 0 || pp->common.eval_source)
-		return;
-	for (int j = 0; j < schema->n_features; j++)
-		if (schema->features[j].kind == GBML_FEATURE_CATEGORICAL)
-			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-							errmsg("%s: across servers, %s with categorical column \"%s\" does not take eval_fraction",
-								   what, pp->algo->name, schema->features[j].column),
-							errhint("Its one-hot encoding counts the categories over every row of the shards; "
-									"give the eval rows as eval_source, or train on one server.")));
 }
 
 bytea *
@@ -721,8 +739,7 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jso
 	td = CreateTupleDescCopy(RelationGetDescr(rel));
 	relation_close(rel, AccessShareLock);
 	if (cp->feature_columns.n > 0 || gbml_attno(td, cp->features_column) == 0)
-		plan = gbml_column_plan_for_shards(cp, td, pp->algo->shard->takes_categorical,
-										   pp->algo->shard->counts_categories, what);
+		plan = gbml_column_plan_for_shards(cp, td, pp->algo->shard->takes_categorical, what);
 
 	ds = palloc0(sizeof(gbml_dataset));
 	gbml_dataset_init(ds, false);
@@ -734,17 +751,17 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jso
 			/* the union's categories and array lengths, from the snapshot the shards then train on */
 			probe_shards(ss, env, plan, what);
 			schema = gbml_column_plan_schema(plan);
-			refuse_counted_split(pp, schema, what);
 		}
 		/* an eval set of its own: read here, before any shard is asked to work */
 		if (cp->eval_source)
 			eval = read_eval_here(env, pp, plan);
-		start_shards(ss, env, pp->algo->name, shard_params(params, schema, eval != NULL), what);
+		start_shards(ss, env, pp->algo->name, shard_params(params, schema, eval != NULL),
+					 (gbml_feature_schema *) schema, what);
 		GBML_CHECK(env, gbml_shards_describe(&ss->link, pp->algo->shard->hello_magic, env, &ds->n_rows, &ds->n_features), what);
 		if (ds->n_rows == 0)
 			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("%s: the shards of \"%s\" hold no rows", what, ss->source)));
 		if (!cp->eval_source && cp->eval_fraction > 0 && pp->algo->shard->gathers_eval_split)
-			eval = gather_eval_here(env, pp, &ss->link, what);
+			eval = gather_eval_here(env, pp, &ss->link, schema, what);
 		ds->shards = &ss->link;
 		ds->schema = schema;
 		/* the shards may train on their rows one-hot encoded (wider): the coordinator's dataset is the raw rows' */

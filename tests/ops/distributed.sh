@@ -230,9 +230,8 @@ check "... with an integer column made categorical and an eval_source holding a 
 err=$(q_err coord postgres "SELECT gbml.train('kc_bad', 'kmeans', 'cat', '{\"k\": 3, \"exclude_columns\": [\"id\"]}')")
 check_match "K-Means on a categorical column without one_hot across servers is refused as on one server, naming it" \
   'column "region" \(text\) is categorical, and K-Means measures distances between numbers' "$(errline "$err")"
-err=$(q_err coord postgres "SELECT gbml.train('kc_bad', 'kmeans', 'cat', '{$ko, \"eval_fraction\": 0.2}')")
-check_match "... and with eval_fraction (the probe counts every row, not the training rows), naming the column" \
-  'across servers, kmeans with categorical column "region" does not take eval_fraction' "$(errline "$err")"
+check "... with eval_fraction (each shard counts its training rows' categories, the eval rows encoded on the coordinator): the same bytes" t \
+  "$(same_bytes kof kmeans cat "$ko, \"eval_fraction\": 0.2")"
 lc='"loss": "squared", "alpha": 0.01, "standardize": true, "exclude_columns": ["id"], "max_categories": 12, "categorical_columns": ["store"]'
 out=$(q coord postgres "SELECT gbml.train('lc_dist', 'saga', 'cat', '{$lc}');
   SELECT gbml.train('lc_one', 'saga', 'cat_local', '{$lc, \"tol\": 1e-12, \"max_iter\": 20000}');
@@ -240,6 +239,12 @@ out=$(q coord postgres "SELECT gbml.train('lc_dist', 'saga', 'cat', '{$lc}');
     FROM (SELECT (metrics->>'objective')::float8 AS obj, model FROM gbml.models WHERE name = 'lc_dist') d,
          (SELECT (metrics->>'objective')::float8 AS obj, model FROM gbml.models WHERE name = 'lc_one') o" 2>&1 | tail -1)
 check "a linear model on the categorical columns across servers (the 12 most frequent of each, by the union's counts): one server's columns, its objective within 1e-6" t "$out"
+out=$(q coord postgres "SELECT gbml.train('lcf_dist', 'saga', 'cat', '{$lc, \"eval_fraction\": 0.2}');
+  SELECT gbml.train('lcf_one', 'saga', 'cat_local', '{$lc, \"eval_fraction\": 0.2, \"tol\": 1e-12, \"max_iter\": 20000}');
+  SELECT abs(d.e - o.e) <= 1e-4 * abs(o.e) AND gbml.model_json(d.model) -> 'columns' = gbml.model_json(o.model) -> 'columns'
+    FROM (SELECT (gbml.model_info(model) -> 'metrics' ->> 'eval_objective')::float8 AS e, model FROM gbml.models WHERE name = 'lcf_dist') d,
+         (SELECT (gbml.model_info(model) -> 'metrics' ->> 'eval_objective')::float8 AS e, model FROM gbml.models WHERE name = 'lcf_one') o" 2>&1 | tail -1)
+check "... with eval_fraction: one server's columns (the training rows' counts), its eval objective within 1e-4" t "$out"
 
 # --- no state left on a shard ---
 sessions() { q $1 postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gbml shard'" 2>&1; }

@@ -3,6 +3,7 @@
  */
 #include "harness.h"
 #include "test_shards_util.h"
+#include "onehot_counts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,70 @@ typedef struct tu_link
 	int			calls;
 	int			fail_at;		/* > 0: shard 1 fails at this round trip */
 	char		names[TU_MAX_SHARDS][24];
+	bool		has_eval[TU_MAX_SHARDS];
+	int64_t    *counts[64];		/* the union's category counts given to the shards' schema, per categorical feature */
+	int			n_counts;
 } tu_link;
+
+/*
+ * As the glue does for an algorithm that encodes by the union's category
+ * counts: each shard's counts of its training rows as a message, summed
+ * here, sent back as the coordinator's message and read into the schema
+ * the shards share (the test's; tu_forget_counts takes them off again).
+ */
+static void
+tu_exchange_counts(tu_link *L, int n_shards)
+{
+	gbml_feature_schema *schema = (gbml_feature_schema *) L->ds[0].schema;
+	int64_t    *sums[64];
+	gbml_env	env;
+	gbml_strbuf msg;
+	int			k = 0;
+
+	gbml_env_init_malloc(&env, 1);
+	for (int j = 0; j < schema->n_features; j++)
+		if (gbml_feature_is_categorical(schema, j))
+		{
+			CHECK(k < 64);
+			sums[k] = calloc((size_t) schema->features[j].n_categories + 1, sizeof(int64_t));
+			L->counts[k++] = calloc((size_t) schema->features[j].n_categories + 1, sizeof(int64_t));
+		}
+	L->n_counts = k;
+	for (int sh = 0; sh < n_shards; sh++)
+	{
+		gbml_sb_init(&msg, &env);
+		CHECK(gbml_onehot_counts_of_rows(&L->ds[sh], "test", &L->env[sh], &msg) == GBML_OK);
+		CHECK(gbml_onehot_counts_is((const uint8_t *) msg.data, msg.len));
+		CHECK(gbml_onehot_counts_add(schema, (const uint8_t *) msg.data, msg.len, sums, L->names[sh], &env) == GBML_OK);
+		gbml_sb_free(&msg);
+	}
+	for (int j = 0, b = 0; j < schema->n_features; j++)
+		if (gbml_feature_is_categorical(schema, j))
+			schema->features[j].category_counts = sums[b++];
+	gbml_sb_init(&msg, &env);
+	gbml_onehot_counts_of_schema(schema, &msg);
+	CHECK(gbml_onehot_counts_add(schema, (const uint8_t *) msg.data, msg.len, L->counts, "the coordinator", &env) ==
+		  GBML_OK);
+	gbml_sb_free(&msg);
+	for (int j = 0, b = 0; j < schema->n_features; j++)
+		if (gbml_feature_is_categorical(schema, j))
+		{
+			schema->features[j].category_counts = L->counts[b];
+			free(sums[b++]);
+		}
+}
+
+static void
+tu_forget_counts(tu_link *L)
+{
+	gbml_feature_schema *schema = (gbml_feature_schema *) L->ds[0].schema;
+
+	for (int j = 0; L->n_counts > 0 && j < schema->n_features; j++)
+		schema->features[j].category_counts = NULL;
+	for (int k = 0; k < L->n_counts; k++)
+		free(L->counts[k]);
+	L->n_counts = 0;
+}
 
 static const char *
 tu_shard_name(void *ctx, int s)
@@ -86,25 +150,28 @@ tu_train_sharded_eval(const char *algorithm, tu_fill_fn fill, void *arg, tu_fill
 		fill(&L->ds[sh], &L->env[sh], sh, n_shards, sh == 1, arg);
 		CHECK(gbml_dataset_canonicalize(&L->ds[sh], &L->env[sh]) == GBML_OK);
 		CHECK(gbml_parse_training_params(&L->env[sh], algo, v, nv, &pp) == GBML_OK);
+		/* as the glue sends them: with the coordinator's own eval rows, no eval_fraction */
+		if (eval_fill)
+			pp.common.eval_fraction = 0;
+		CHECK(gbml_shard_split_eval(&pp, &L->ds[sh], &L->eval[sh], &L->has_eval[sh], &L->env[sh]) == GBML_OK);
+		gbml_parsed_params_free(&L->env[sh], &pp);
 		gbml_sb_init(&L->hello[sh], &L->env[sh]);
 		gbml_sb_init(&L->reply[sh], &L->env[sh]);
-		{
-			bool		has_eval;
-
-			/* as the glue sends them: with the coordinator's own eval rows, no eval_fraction */
-			if (eval_fill)
-				pp.common.eval_fraction = 0;
-			rc = gbml_shard_split_eval(&pp, &L->ds[sh], &L->eval[sh], &has_eval, &L->env[sh]);
-			if (rc == GBML_OK)
-				rc = L->ops->open(&L->ds[sh], has_eval ? &L->eval[sh] : NULL, pp.algo_params, &L->env[sh],
-								  &L->shard[sh], &L->hello[sh]);
-		}
+	}
+	/* as the glue does: the union's category counts from the shards' before they open */
+	if (L->ops->counts_categories && gbml_schema_n_categorical(L->ds[0].schema) > 0)
+		tu_exchange_counts(L, n_shards);
+	for (int sh = 0; sh < n_shards; sh++)
+	{
+		CHECK(gbml_parse_training_params(&L->env[sh], algo, v, nv, &pp) == GBML_OK);
+		rc = L->ops->open(&L->ds[sh], L->has_eval[sh] ? &L->eval[sh] : NULL, pp.algo_params, &L->env[sh],
+						  &L->shard[sh], &L->hello[sh]);
 		gbml_parsed_params_free(&L->env[sh], &pp);
 		if (rc != GBML_OK)
 		{
 			/* a shard that refuses to open: the glue's error names it */
 			snprintf(error, error_size, "shard %s: %s", L->names[sh], L->env[sh].error);
-			for (int o = 0; o <= sh; o++)
+			for (int o = 0; o < n_shards; o++)
 			{
 				if (L->shard[o])
 					L->ops->close(L->shard[o]);
@@ -114,6 +181,7 @@ tu_train_sharded_eval(const char *algorithm, tu_fill_fn fill, void *arg, tu_fill
 				gbml_dataset_free(&L->eval[o], &L->env[o]);
 				CHECK(L->env[o].memory_used == 0);
 			}
+			tu_forget_counts(L);
 			free(L);
 			return NULL;
 		}
@@ -143,6 +211,9 @@ tu_train_sharded_eval(const char *algorithm, tu_fill_fn fill, void *arg, tu_fill
 	CHECK(gbml_parse_training_params(&env, algo, v, nv, &pp) == GBML_OK);
 	if (!eval_fill && pp.common.eval_fraction > 0 && L->ops->gathers_eval_split)
 	{
+		/* as the glue does: the training rows' schema, a NULL category a NaN */
+		eval.schema = ds.schema;
+		eval.allow_missing = gbml_schema_n_categorical(ds.schema) > 0;
 		/* pages of 97 rows: many round trips, a short last page per shard */
 		CHECK(gbml_shards_gather_eval_paged(&link, L->ops->hello_magic, algorithm, &eval, 97, &env) == GBML_OK);
 		gbml_dataset_finish_appends(&eval, &env);
@@ -154,6 +225,7 @@ tu_train_sharded_eval(const char *algorithm, tu_fill_fn fill, void *arg, tu_fill
 	gbml_dataset_free(&ds, &env);
 	gbml_dataset_free(&eval, &env);
 	CHECK(env.memory_used == 0);
+	tu_forget_counts(L);
 	for (int sh = 0; sh < n_shards; sh++)
 	{
 		L->ops->close(L->shard[sh]);
