@@ -14,7 +14,10 @@
  * with Depthwise trees that split categories as sets (masks in the
  * splits); K-Means' and
  * the linear models' shards hold one out when their value / 3 is odd, for
- * the coordinator to gather); the shard
+ * the coordinator to gather, and take features 1 and 2 as categorical
+ * when their value / 6 is odd (K-Means with one_hot): the first request
+ * is then read as the coordinator's category counts (onehot_counts.h),
+ * and the shard opens on its rows' true counts whatever it held); the shard
  * opens on a small fixed dataset (300 rows x 3 features, labels 0/1); a
  * K-Means shard first gets
  * its rows' global indices (as
@@ -30,6 +33,7 @@
 #include "dataset.h"
 #include "schema.h"
 #include "shard_link.h"
+#include "onehot_counts.h"
 #include "strbuf.h"
 
 #include <math.h>
@@ -67,6 +71,42 @@ fill(gbml_dataset *ds, gbml_env *env, bool categorical)
 	FUZZ_CHECK(gbml_dataset_canonicalize(ds, env) == GBML_OK, "canonicalize");
 }
 
+/*
+ * The union's category counts a K-Means or linear-model shard opens on
+ * (the glue's first step): the input's next request parsed as the
+ * coordinator's counts message (which must not crash, whatever it holds),
+ * then the rows' true counts given to the schema.
+ */
+static int64_t fs_city_counts[12],
+			fs_tier_counts[4];
+
+static void
+give_counts(const gbml_dataset *ds, fuzz_reader *r, gbml_env *env)
+{
+	int64_t		scratch_city[12] = {0},
+				scratch_tier[4] = {0};
+	int64_t    *scratch[2] = {scratch_city, scratch_tier},
+			   *counts[2] = {fs_city_counts, fs_tier_counts};
+	uint8_t		lo = fr_u8(r),
+				hi = fr_u8(r);
+	size_t		len = (size_t) lo | (size_t) hi << 8;
+	uint8_t    *req = malloc(len ? len : 1);
+	gbml_strbuf msg;
+
+	fr_bytes(r, req, len);
+	(void) gbml_onehot_counts_add(&fs_schema, req, len, scratch, "the fuzzer", env);
+	free(req);
+	memset(fs_city_counts, 0, sizeof(fs_city_counts));
+	memset(fs_tier_counts, 0, sizeof(fs_tier_counts));
+	gbml_sb_init(&msg, env);
+	FUZZ_CHECK(gbml_onehot_counts_of_rows(ds, "fuzz", env, &msg) == GBML_OK, "counts: %s", env->error);
+	FUZZ_CHECK(gbml_onehot_counts_add(&fs_schema, (const uint8_t *) msg.data, msg.len, counts, "the rows", env) ==
+			   GBML_OK, "counts back: %s", env->error);
+	gbml_sb_free(&msg);
+	fs_def[1].category_counts = fs_city_counts;
+	fs_def[2].category_counts = fs_tier_counts;
+}
+
 /* The global indices every K-Means coordinator sends first: this shard holds rows 0 .. n-1 (its training rows). */
 static void
 send_ranks(const gbml_shard_ops *ops, void *state, int64_t n, gbml_env *env)
@@ -97,12 +137,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * boosting's variants: symmetric trees, Depthwise (node splits in its
 	 * requests), MultiClass (classes), an eval set (eval terms, the cut)
 	 */
-	int			variant = pick == 2 ? (first / 3) % 6 : (first / 3) % 2 ? 3 : 0;
+	int			variant = pick == 2 ? (first / 3) % 6 : (first / 3) % 2 ? 3 : 0,
+				nv = variant == 5 ? 5 : variant == 4 ? 3 : variant ? 2 : 1;
+	bool		categorical = pick == 2 ? variant >= 4 : (first / 6) % 2 == 1;
 	bool		trace = getenv("FUZZ_SHARD_TRACE") != NULL,
 				has_eval = false;
 	gbml_dataset eval;
 	const gbml_algorithm *algo = gbml_algorithm_by_name(pick == 0 ? "kmeans" : pick == 1 ? "saga" : "boost");
-	gbml_param_value v[5];
+	gbml_param_value v[6];
 	gbml_parsed_params pp;
 	gbml_env	env;
 	gbml_dataset ds;
@@ -111,7 +153,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memset(v, 0, sizeof(v));
 	fuzz_env_init(&env);
-	fill(&ds, &env, variant >= 4);
+	fill(&ds, &env, categorical);
 	v[0].key = kmeans ? "k" : pick == 1 ? "loss" : "depth";
 	v[0].kind = pick == 1 ? GBML_VALUE_STRING : GBML_VALUE_NUMBER;
 	v[0].string = pick == 1 ? "logistic" : NULL;
@@ -130,9 +172,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	v[4].key = "categorical_split";
 	v[4].kind = GBML_VALUE_STRING;
 	v[4].string = "sets";
-	FUZZ_CHECK(gbml_parse_training_params(&env, algo, v, variant == 5 ? 5 : variant == 4 ? 3 : variant ? 2 : 1, &pp) ==
-			   GBML_OK, "params: %s", env.error);
+	if (kmeans && categorical)
+	{
+		v[nv].key = "one_hot";
+		v[nv].kind = GBML_VALUE_BOOL;
+		v[nv++].boolean = true;
+	}
+	FUZZ_CHECK(gbml_parse_training_params(&env, algo, v, nv, &pp) == GBML_OK, "params: %s", env.error);
 	FUZZ_CHECK(gbml_shard_split_eval(&pp, &ds, &eval, &has_eval, &env) == GBML_OK, "eval split: %s", env.error);
+	if (categorical && pick < 2)
+		give_counts(&ds, &r, &env);
 	gbml_sb_init(&hello, &env);
 	FUZZ_CHECK(algo->shard->open(&ds, has_eval ? &eval : NULL, pp.algo_params, &env, &state, &hello) == GBML_OK,
 			   "open: %s", env.error);
@@ -157,6 +206,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(req);
 	}
 	algo->shard->close(state);
+	fs_def[1].category_counts = fs_def[2].category_counts = NULL;
 	gbml_parsed_params_free(&env, &pp);
 	gbml_dataset_free(&ds, &env);
 	gbml_dataset_free(&eval, &env);
