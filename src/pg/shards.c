@@ -528,10 +528,9 @@ static void
 start_shards(gbml_shard_set *ss, gbml_env *env, const char *algorithm, const char *params_json,
 			 gbml_feature_schema *schema, const char *what)
 {
-	int			counted = 0;
-
 	Oid			types[3] = {TEXTOID, TEXTOID, JSONBOID};
-	int			formats[3] = {0, 0, 0};
+	int			formats[3] = {0, 0, 0},
+				counted = 0;
 
 	for (int s = 0; s < ss->n; s++)
 	{
@@ -765,6 +764,10 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jso
 		ds->shards = &ss->link;
 		ds->schema = schema;
 		/* the shards may train on their rows one-hot encoded (wider): the coordinator's dataset is the raw rows' */
+		if (schema && ds->n_features != schema->n_features &&
+			!(pp->algo->shard->counts_categories && gbml_schema_n_categorical(schema) > 0))
+			ereport(ERROR, (errmsg("%s: the shards hold rows of %d features, the columns give %d", what,
+								   ds->n_features, schema->n_features)));
 		if (schema)
 			ds->n_features = schema->n_features;
 		model = gbml_train_to_bytea(env, pp, ds, eval, what);

@@ -19,7 +19,10 @@
 # coordination per round trip, the same model bytes, and the projected time
 # per tree with a shard per machine; Depthwise trees, the MultiClass loss, an eval set (eval_fraction), AUC on it
 # and a text column of 2,000 categories beside the array (its target statistics computed on the
-# coordinator: the set-up's round trips and bytes printed) (on relevance's five grades) the same way, a row each.  All
+# coordinator: the set-up's round trips and bytes printed) (on relevance's five grades) the same way, a row each.
+# Last, K-Means (one_hot) and logistic regression on the array beside a text column of 8
+# categories: one-hot encoded on every shard by the union's counts (wall seconds, the same
+# bytes / the objectives).  All
 # clusters share this machine's cores, so the sharded time here is a
 # correctness and overhead figure, not a speed-up.
 # Needs gbml installed (make install); starts and removes its own clusters.
@@ -63,11 +66,13 @@ for s in $(seq 1 "$SHARDS"); do
 done
 # a text column of 2,000 categories (every row's query's, hashed) for the categorical row below
 for c in $(seq 1 "$SHARDS"); do
-  q shard$c postgres "ALTER TABLE t ADD COLUMN cat text; UPDATE t SET cat = 'g' || ((query * 7919) % 2000)" &&
+  q shard$c postgres "ALTER TABLE t ADD COLUMN cat text, ADD COLUMN tier text;
+    UPDATE t SET cat = 'g' || ((query * 7919) % 2000), tier = 't' || (query % 8)" &&
     q shard$c postgres "VACUUM ANALYZE t" || bail "shard$c's categorical column"
 done
-q coord postgres "ALTER TABLE t ADD COLUMN cat text; ALTER TABLE t_local ADD COLUMN cat text;
-  UPDATE t_local SET cat = 'g' || ((query * 7919) % 2000)" || bail "the coordinator's categorical column"
+q coord postgres "ALTER TABLE t ADD COLUMN cat text, ADD COLUMN tier text;
+  ALTER TABLE t_local ADD COLUMN cat text, ADD COLUMN tier text;
+  UPDATE t_local SET cat = 'g' || ((query * 7919) % 2000), tier = 't' || (query % 8)" || bail "the coordinator's categorical column"
 q coord postgres "VACUUM ANALYZE t_local" || bail "analyze"
 note "loaded $SHARDS x $N rows x $D features in $((SECONDS - t0)) s"
 params="{\"k\": $KM_K, \"max_iter\": $KM_ITERS, \"tol\": 0, \"min_frac_changed\": 0, \"features_column\": \"f\", \"random_seed\": 5}"
@@ -104,6 +109,23 @@ for v in "Depthwise:\"grow_policy\": \"Depthwise\"" "MultiClass:\"loss\": \"Mult
   check "boosting with $vname across the shards gives the single-server model bytes" t "$same"
   variant_rows="$variant_rows $vname:$w1:$w2:$same"
 done
+
+# K-Means (one_hot) and the linear model on the array and a text column of 8 categories
+kmc_params="{\"k\": $KM_K, \"max_iter\": $KM_ITERS, \"tol\": 0, \"min_frac_changed\": 0, \"feature_columns\": [\"f\", \"tier\"], \"one_hot\": true, \"random_seed\": 5}"
+kmc_one=$(run kmc_one t_local kmeans "$kmc_params") || bail "one-hot K-Means on one server"
+kmc_dist=$(run kmc_dist t kmeans "$kmc_params") || bail "one-hot K-Means across the shards"
+same=$(q coord postgres "SELECT (SELECT model FROM gbml.models WHERE name = 'kmc_one') = (SELECT model FROM gbml.models WHERE name = 'kmc_dist')")
+check "one-hot K-Means on a text column across the shards gives the single-server model bytes" t "$same"
+linc_params='{"loss": "logistic", "alpha": 0.0001, "standardize": true, "feature_columns": ["f", "tier"], "label_column": "clicked"}'
+linc_one=$(run linc_one t_local saga "$linc_params") || bail "one-hot SAGA on one server"
+linc_dist=$(run linc_dist t saga "$linc_params") || bail "one-hot OWL-QN across the shards"
+q coord postgres "SELECT 'one-hot K-Means (k $KM_K, $KM_ITERS iterations, ' || (gbml.model_info(model) ->> 'one_hot_columns') || ' columns) wall: one server $kmc_one s, sharded $kmc_dist s'
+    FROM gbml.models WHERE name = 'kmc_dist'" | sed 's/^/# /'
+q coord postgres "SELECT 'one-hot logistic regression wall: one server SAGA $linc_one s, sharded OWL-QN $linc_dist s; objective relative difference '
+    || to_char(((d.metrics->>'objective')::float8 - (o.metrics->>'objective')::float8) / (o.metrics->>'objective')::float8, '9.99EEEE')
+    || ' (SAGA ' || (gbml.model_info(o.model) ->> 'epochs') || ' epochs, OWL-QN ' || (gbml.model_info(d.model) ->> 'epochs') || ' iterations)'
+    || '; the same one-hot columns: ' || (gbml.model_json(d.model) -> 'columns' = gbml.model_json(o.model) -> 'columns')
+    FROM gbml.models d, gbml.models o WHERE d.name = 'linc_dist' AND o.name = 'linc_one'" | sed 's/^/# /'
 
 python3 - "$one_wall" "$dist_wall" "$SHARDS" "$N" "$D" "$KM_K" "$saga_one_wall" "$saga_dist_wall" "$boost_one_wall" "$boost_dist_wall" "$B_DEPTH" "$variant_rows" <<PY
 import json, subprocess, sys
