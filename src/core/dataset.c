@@ -1109,10 +1109,13 @@ static int split_eval_host(gbml_dataset *ds, gbml_dataset *eval, double fraction
 
 int
 gbml_dataset_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
-						uint64_t seed, gbml_env *env)
+						uint64_t seed, bool may_empty, gbml_env *env)
 {
 	int			rc = ds->store ? gbml_ds_stored_split_eval(ds, eval, fraction, seed, env)
 		: split_eval_host(ds, eval, fraction, seed, env);
+
+	if (rc == GBML_OK && ds->n_rows == 0 && !may_empty)
+		rc = gbml_error(env, GBML_EINVAL, "eval_fraction %.3g leaves no training rows", fraction);
 
 	/* a failure part way leaves nothing for the caller to free */
 	if (rc != GBML_OK)
@@ -1182,7 +1185,5 @@ split_eval_host(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t 
 	ds->n_rows -= eval->n_rows;
 	eval->group_state = ds->group_state;
 	eval->schema = ds->schema;
-	if (ds->n_rows == 0)
-		return gbml_error(env, GBML_EINVAL, "eval_fraction %.3g leaves no training rows", fraction);
 	return GBML_OK;
 }

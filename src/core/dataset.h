@@ -356,10 +356,12 @@ gbml_run_of(const int64_t *start, int n, int64_t v)
  * by a seeded hash of its key (the group id, or the row's contents:
  * gbml_ds_eval_key), so the split is reproducible and a row's side does
  * not depend on the other rows.  The training set is compacted
- * in place.  At least one row (group) stays on each side when possible.
- * On failure `eval` holds nothing (it is freed here).
+ * in place.  Every row held out is an error (GBML_EINVAL, "leaves no
+ * training rows") unless may_empty (a shard's part of a split across
+ * servers: the union may still have training rows).  On failure `eval`
+ * holds nothing (it is freed here).
  */
 int			gbml_dataset_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
-									uint64_t seed, gbml_env *env);
+									uint64_t seed, bool may_empty, gbml_env *env);
 
 #endif

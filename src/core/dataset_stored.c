@@ -574,7 +574,7 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 	if ((rc = seal(ds, env)) != GBML_OK)
 		return rc;
 	if (ds->store == NULL)
-		return gbml_dataset_split_eval(ds, eval, fraction, seed, env);	/* back on the host */
+		return gbml_dataset_split_eval(ds, eval, fraction, seed, true, env);	/* back on the host (the caller checks) */
 	kept = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
 	held = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
 	/* no more rows at a time than a chunk: a small budget has small chunks */
@@ -637,8 +637,6 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 		goto done;
 	eval->group_state = ds->group_state;
 	eval->schema = ds->schema;
-	if (ds->n_rows == 0)
-		rc = gbml_error(env, GBML_EINVAL, "eval_fraction %.3g leaves no training rows", fraction);
 done:
 	gbml_free(env, kept);
 	gbml_free(env, held);

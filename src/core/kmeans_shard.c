@@ -530,17 +530,17 @@ km_shard_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 	int64_t		op = gbml_msg_get_i64(&r);
 	int			rc;
 
-	/* a shard without rows is left out of every step (the coordinator skips its replies) */
-	if (sh->ds->n_rows == 0)
-		return GBML_OK;
 	if (op == GBML_SHARD_OP_EVAL_ROWS)
 	{
-		/* (any time: the coordinator gathers them before the training begins) */
+		/* (any time: the coordinator gathers them before the training begins; its only rows, maybe) */
 		if ((rc = gbml_shard_eval_rows_page(sh->eval, sh->eval_d, &r, reply, sh->env)) != GBML_OK)
 			return rc;
 		return r.bad ? gbml_error(sh->env, GBML_EINVAL, "kmeans shard: malformed request %lld", (long long) op)
 			: gbml_sb_status(reply);
 	}
+	/* a shard without training rows is left out of every step (the coordinator skips its replies) */
+	if (sh->ds->n_rows == 0)
+		return GBML_OK;
 	if (op != KM_OP_RANKS && op != KM_OP_HASHES && sh->hashes.hash != NULL)
 		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: a request before the global row order");
 	if ((op == KM_OP_PASS || op == KM_OP_FAR || op == KM_OP_DIST_MAX || op == KM_OP_DIST_SUM) && !sh->grid_set)

@@ -279,10 +279,11 @@ sg_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 	int64_t		op = gbml_msg_get_i64(&r);
 	int			rc;
 
-	if (sh->ds->n_rows == 0)
-		return GBML_OK;			/* left out: the coordinator skips its replies */
+	/* its eval rows, even without training rows (a small partition's may all be held out) */
 	if (op == GBML_SHARD_OP_EVAL_ROWS)
 		rc = gbml_shard_eval_rows_page(sh->eval, sh->eval_d, &r, reply, sh->env);
+	else if (sh->ds->n_rows == 0)
+		return GBML_OK;			/* left out: the coordinator skips its replies */
 	else if (op == SG_OP_MOMENTS)
 		rc = sg_moments(sh, &r, reply);
 	else if (op == SG_OP_LOSS_GRAD)

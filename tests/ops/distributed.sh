@@ -246,6 +246,24 @@ out=$(q coord postgres "SELECT gbml.train('lcf_dist', 'saga', 'cat', '{$lc, \"ev
          (SELECT (gbml.model_info(model) -> 'metrics' ->> 'eval_objective')::float8 AS e, model FROM gbml.models WHERE name = 'lcf_one') o" 2>&1 | tail -1)
 check "... with eval_fraction: one server's columns (the training rows' counts), its eval objective within 1e-4" t "$out"
 
+# --- a shard whose every row eval_fraction holds out (a partition of one row) ---
+# its row: the first that one server's split holds out of a table of it alone
+lone=""
+for v in $(seq 1 60); do
+  err=$(q_err coord postgres "SELECT gbml.train('probe', 'kmeans', 'SELECT ARRAY[$v, -$v]::real[] AS features', '{\"k\": 1, \"eval_fraction\": 0.3}')")
+  case "$err" in *"leaves no training rows"*) lone=$v; break ;; esac
+done
+[ -n "$lone" ] || bail "no row that eval_fraction 0.3 holds out among 60"
+q shard1 postgres "CREATE TABLE few AS SELECT i AS id, ARRAY[cos(i), sin(i * 1.7)]::real[] AS features FROM generate_series(0, 998, 2) AS i" &&
+  q shard2 postgres "CREATE TABLE few AS SELECT 1 AS id, ARRAY[$lone, -$lone]::real[] AS features" &&
+  q coord postgres "CREATE TABLE few (id int, features real[]) PARTITION BY LIST ((id % 2));
+    CREATE FOREIGN TABLE few_0 PARTITION OF few FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'few');
+    CREATE FOREIGN TABLE few_1 PARTITION OF few FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'few');
+    CREATE TABLE few_local AS SELECT * FROM few" || bail "the table with a one-row partition"
+check "K-Means with eval_fraction where one shard's every row is held out: gathered, the same bytes" t \
+  "$(same_bytes kfew kmeans few '"k": 3, "eval_fraction": 0.3' \
+     "(SELECT (gbml.model_info(model) ->> 'eval_rows') = (SELECT gbml.model_info(model) ->> 'eval_rows' FROM gbml.models WHERE name = 'kfew_one') FROM gbml.models WHERE name = 'kfew_dist')")"
+
 # --- no state left on a shard ---
 sessions() { q $1 postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gbml shard'" 2>&1; }
 settled() { # cluster: 0 gbml shard sessions within 10 s

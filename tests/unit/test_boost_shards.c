@@ -413,7 +413,36 @@ TEST(boost_shards_refuses_what_it_cannot_do_yet)
 	CHECK(m == NULL && strstr(error, "subsample below 1 with group ids") != NULL &&
 		  strstr(error, "other servers") != NULL);
 	free(m);
-	(void) s;
+
+	/*
+	 * A shard whose every row eval_fraction holds out (here its only one):
+	 * boosting scores held-out rows where training rows are, so the shard's
+	 * split refuses it, with the count (K-Means and SAGA gather them)
+	 */
+	{
+		gbml_param_value held[] = {tu_num("k", 2), tu_num("eval_fraction", 0.2)};
+		gbml_param_value boost[] = {tu_num("eval_fraction", 0.2)};
+		int64_t		i = tu_first_held_out("kmeans", held, 2, bsh_fill, &s);
+		gbml_env	env;
+		gbml_parsed_params pp;
+		gbml_dataset ds,
+					eval;
+		float		x[3];
+		gbml_row	row = {.x = x,.n_features = 3,.group_is_null = true};
+		bool		has_eval;
+
+		CHECK(i >= 0);
+		gbml_env_init_malloc(&env, 1);
+		bsh_row(&s, i, x, &row.label, &row.weight);
+		gbml_dataset_init(&ds, false);
+		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
+		CHECK(gbml_parse_training_params(&env, gbml_algorithm_by_name("boost"), boost, 1, &pp) == GBML_OK);
+		CHECK(gbml_shard_split_eval(&pp, &ds, &eval, &has_eval, &env) == GBML_EINVAL);
+		CHECK(strstr(env.error, "holds out every one of this shard's 1 rows") != NULL);
+		gbml_parsed_params_free(&env, &pp);
+		gbml_dataset_free(&ds, &env);
+		CHECK(env.memory_used == 0);
+	}
 }
 
 /*

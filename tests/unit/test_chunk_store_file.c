@@ -1220,8 +1220,8 @@ check_canonical_order(bool grouped)
 	CHECK(host.chunks[0]->n_rows == 512 && host.chunks[1]->n_rows == DS_CHUNK_ROWS);
 	CHECK(same_rows(&host, &files, &env));
 	gbml_chunk_store_file_set_permute_budget(files.store, 0);
-	CHECK(gbml_dataset_split_eval(&host, &host_eval, 0.2, 7, &env) == GBML_OK);
-	CHECK(gbml_dataset_split_eval(&files, &files_eval, 0.2, 7, &env) == GBML_OK);
+	CHECK(gbml_dataset_split_eval(&host, &host_eval, 0.2, 7, false, &env) == GBML_OK);
+	CHECK(gbml_dataset_split_eval(&files, &files_eval, 0.2, 7, false, &env) == GBML_OK);
 	CHECK(host.n_rows < n && host_eval.n_rows > 0);
 	CHECK(same_rows(&host, &files, &env));
 	/* a held-out share of rows in files goes to files of its own */

@@ -456,8 +456,8 @@ TEST(eval_split_is_by_group_and_reproducible)
 	gbml_dataset_init(&ds2, false);
 	ds2.chunk_rows = 128;
 	fill_dataset(&ds2, &env, 2000, 3, 5, true);
-	CHECK(gbml_dataset_split_eval(&ds, &ev, 0.2, 9, &env) == GBML_OK);
-	CHECK(gbml_dataset_split_eval(&ds2, &ev2, 0.2, 9, &env) == GBML_OK);
+	CHECK(gbml_dataset_split_eval(&ds, &ev, 0.2, 9, false, &env) == GBML_OK);
+	CHECK(gbml_dataset_split_eval(&ds2, &ev2, 0.2, 9, false, &env) == GBML_OK);
 	CHECK(ds.n_rows + ev.n_rows == 2000);
 	CHECK(ev.n_rows > 200 && ev.n_rows < 600);
 	CHECK(ev.n_rows % 10 == 0);		/* whole groups of 10 */
@@ -562,8 +562,8 @@ TEST(eval_split_without_groups_is_by_row_contents)
 	gbml_dataset_finish_appends(&b, &env);
 	CHECK(gbml_dataset_canonicalize(&a, &env) == GBML_OK);
 	CHECK(gbml_dataset_canonicalize(&b, &env) == GBML_OK);
-	CHECK(gbml_dataset_split_eval(&a, &ea, 0.25, 9, &env) == GBML_OK);
-	CHECK(gbml_dataset_split_eval(&b, &eb, 0.25, 9, &env) == GBML_OK);
+	CHECK(gbml_dataset_split_eval(&a, &ea, 0.25, 9, false, &env) == GBML_OK);
+	CHECK(gbml_dataset_split_eval(&b, &eb, 0.25, 9, false, &env) == GBML_OK);
 	CHECK(ea.n_rows > 200 && ea.n_rows < 500);
 	CHECK(ea.n_rows % 2 == 0);	/* every row of a is there twice: both copies or neither */
 	na = eval_keys_sorted(&ea, ka);

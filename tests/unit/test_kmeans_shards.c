@@ -23,6 +23,7 @@ typedef struct sh_data
 	int			d;
 	int			distinct;		/* > 0: rows repeat this many points */
 	int64_t		first;			/* the rows are those from this index on (an eval set's: other rows) */
+	int64_t		lone;			/* > 0: row lone - 1 alone on the last shard */
 } sh_data;
 
 static void
@@ -53,6 +54,9 @@ sh_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files,
 		/* uneven shares; the last of three shards gets nothing */
 		int			owner = n_shards == 3 ? (int) ((i * 7) % 5 < 3 ? 0 : 1) : (int) ((i * 13) % 3 == 0);
 
+		if (s->lone > 0)
+			owner = i == s->lone - 1 ? n_shards - 1 : 0;
+
 		if (shard >= 0 && owner != shard)
 			continue;
 		sh_row(s, i, x);
@@ -66,7 +70,7 @@ sh_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files,
 
 TEST(kmeans_shards_kmeanspp_n_init_same_bytes)
 {
-	sh_data		s = {9100, 6, 0, 0};
+	sh_data		s = {9100, 6, 0, 0, 0};
 	gbml_param_value v[] = {tu_num("k", 7), tu_num("n_init", 2), tu_num("random_seed", 4)};
 
 	tu_check_same_bytes("kmeans", "k-means++, n_init 2", sh_fill, &s, v, 3);
@@ -74,7 +78,7 @@ TEST(kmeans_shards_kmeanspp_n_init_same_bytes)
 
 TEST(kmeans_shards_random_spherical_same_bytes)
 {
-	sh_data		s = {5000, 9, 0, 0};
+	sh_data		s = {5000, 9, 0, 0, 0};
 	gbml_param_value v[] = {tu_num("k", 5), tu_str("init", "random"), tu_bool("spherical", true),
 	tu_num("n_init", 2)};
 
@@ -84,7 +88,7 @@ TEST(kmeans_shards_random_spherical_same_bytes)
 TEST(kmeans_shards_duplicates_and_empty_clusters_same_bytes)
 {
 	/* 6 distinct points on 3000 rows (each on both shards), k 9: random init takes duplicates */
-	sh_data		s = {3000, 4, 6, 0};
+	sh_data		s = {3000, 4, 6, 0, 0};
 	gbml_param_value v[] = {tu_num("k", 9), tu_str("init", "random"), tu_num("random_seed", 2),
 	tu_num("min_frac_changed", 0)};
 
@@ -94,8 +98,8 @@ TEST(kmeans_shards_duplicates_and_empty_clusters_same_bytes)
 /* An eval set of the coordinator's own (eval_source): its inertia under the model, as one server computes it. */
 TEST(kmeans_shards_eval_source_same_bytes)
 {
-	sh_data		s = {5000, 6, 0, 0};
-	sh_data		e = {800, 6, 0, 100000};
+	sh_data		s = {5000, 6, 0, 0, 0};
+	sh_data		e = {800, 6, 0, 100000, 0};
 	gbml_param_value v[] = {tu_num("k", 5), tu_num("random_seed", 3)};
 
 	tu_check_same_bytes_eval("kmeans", "an eval set of the coordinator's", sh_fill, &s, sh_fill, &e, v, 2);
@@ -108,15 +112,31 @@ TEST(kmeans_shards_eval_source_same_bytes)
  */
 TEST(kmeans_shards_eval_fraction_same_bytes)
 {
-	sh_data		s = {6000, 6, 0, 0};
+	sh_data		s = {6000, 6, 0, 0, 0};
 	gbml_param_value v[] = {tu_num("k", 5), tu_num("random_seed", 3), tu_num("eval_fraction", 0.25)};
 
 	tu_check_same_bytes("kmeans", "eval_fraction, gathered to the coordinator", sh_fill, &s, v, 3);
 }
 
+/*
+ * A shard whose every row eval_fraction holds out (here its only one) has
+ * no training rows but its eval row: the coordinator gathers it as one
+ * server holds it out.
+ */
+TEST(kmeans_shards_a_shard_whose_rows_are_all_held_out)
+{
+	sh_data		s = {3000, 6, 0, 0, 0};
+	gbml_param_value v[] = {tu_num("k", 4), tu_num("random_seed", 3), tu_num("eval_fraction", 0.25)};
+	int64_t		i = tu_first_held_out("kmeans", v, 3, sh_fill, &s);
+
+	CHECK(i >= 0);
+	s.lone = i + 1;
+	tu_check_same_bytes("kmeans", "a shard whose one row is held out", sh_fill, &s, v, 3);
+}
+
 TEST(kmeans_shards_failing_shard_names_it)
 {
-	sh_data		s = {3000, 5, 0, 0};
+	sh_data		s = {3000, 5, 0, 0, 0};
 	gbml_param_value v[] = {tu_num("k", 4)};
 	char		error[512];
 	size_t		len;

@@ -26,6 +26,7 @@ typedef struct sg_data
 	float		bad_label;		/* != 0: row 17's label (logistic) */
 	bool		one_class;
 	int64_t		first;			/* the rows are those from this index on (an eval set's: other rows) */
+	int64_t		lone;			/* > 0: row lone - 1 alone on the last shard */
 } sg_data;
 
 static void
@@ -42,6 +43,9 @@ sg_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files,
 	{
 		gbml_row	row = {0};
 		int			owner = n_shards == 3 ? (int) ((i * 7) % 5 < 3 ? 0 : 1) : (int) ((i * 13) % 3 == 0);
+
+		if (s->lone > 0)
+			owner = i == s->lone - 1 ? n_shards - 1 : 0;
 		gbml_rng	rng;
 		double		z = 0.3;
 
@@ -123,7 +127,7 @@ sg_check_optimum(const char *name, const sg_data *s, const gbml_param_value *v, 
 
 TEST(saga_shards_logistic_ridge_standardized_reaches_the_optimum)
 {
-	sg_data		s = {6000, 6, false, false, 0, false, 0};
+	sg_data		s = {6000, 6, false, false, 0, false, 0, 0};
 	gbml_param_value v[] = {tu_str("loss", "logistic"), tu_num("alpha", 1e-3), tu_bool("standardize", true)};
 
 	sg_check_optimum("logistic, ridge, standardized", &s, v, 3, false);
@@ -131,7 +135,7 @@ TEST(saga_shards_logistic_ridge_standardized_reaches_the_optimum)
 
 TEST(saga_shards_squared_elastic_net_weights_reaches_the_optimum)
 {
-	sg_data		s = {5000, 5, true, true, 0, false, 0};
+	sg_data		s = {5000, 5, true, true, 0, false, 0, 0};
 	gbml_param_value v[] = {tu_str("loss", "squared"), tu_num("alpha", 1e-2), tu_num("l1_ratio", 0.5),
 	tu_bool("standardize", true)};
 
@@ -140,7 +144,7 @@ TEST(saga_shards_squared_elastic_net_weights_reaches_the_optimum)
 
 TEST(saga_shards_lasso_zeroes_weights_at_the_optimum)
 {
-	sg_data		s = {5000, 7, false, false, 0, false, 0};
+	sg_data		s = {5000, 7, false, false, 0, false, 0, 0};
 	gbml_param_value v[] = {tu_str("loss", "logistic"), tu_num("alpha", 2e-2), tu_num("l1_ratio", 1),
 	tu_bool("standardize", true)};
 
@@ -154,9 +158,9 @@ TEST(saga_shards_lasso_zeroes_weights_at_the_optimum)
  */
 TEST(saga_shards_eval_source_is_scored_on_the_coordinator)
 {
-	sg_data		s = {5000, 5, false, false, 0, false, 0};
-	sg_data		e = {900, 5, false, false, 0, false, 70000};
-	sg_data		bad = {900, 5, false, false, 2.0f, false, 70000};
+	sg_data		s = {5000, 5, false, false, 0, false, 0, 0};
+	sg_data		e = {900, 5, false, false, 0, false, 70000, 0};
+	sg_data		bad = {900, 5, false, false, 2.0f, false, 70000, 0};
 	gbml_param_value v[] = {tu_str("loss", "logistic"), tu_num("alpha", 1e-3), tu_bool("standardize", true),
 	tu_num("tol", 1e-12), tu_num("max_iter", 20000)};
 	gbml_env	env;
@@ -193,9 +197,9 @@ TEST(saga_shards_eval_source_is_scored_on_the_coordinator)
 }
 
 /* eval_fraction: the rows the shards held out, gathered and scored on the coordinator, are one server's. */
-TEST(saga_shards_eval_fraction_is_gathered_and_scored)
+static void
+sg_check_eval_fraction(const char *name, const sg_data *s, int64_t min_eval, int64_t max_eval)
 {
-	sg_data		s = {6000, 5, true, true, 0, false, 0};
 	gbml_param_value v[] = {tu_str("loss", "squared"), tu_num("alpha", 1e-3), tu_bool("standardize", true),
 	tu_num("eval_fraction", 0.2), tu_num("tol", 1e-12), tu_num("max_iter", 20000)};
 	gbml_env	env;
@@ -205,32 +209,51 @@ TEST(saga_shards_eval_fraction_is_gathered_and_scored)
 	char		error[512];
 
 	gbml_env_init_malloc(&env, 2);
-	sg_fill(&ds, &env, -1, 1, false, &s);
+	sg_fill(&ds, &env, -1, 1, false, (void *) s);
 	CHECK(tu_train("saga", &ds, &env, v, 6, &ref, &ref_len) == GBML_OK);
 	gbml_dataset_free(&ds, &env);
 	for (int n_shards = 2; n_shards <= 3; n_shards++)
 	{
 		size_t		len = 0;
-		uint8_t    *m = tu_train_sharded("saga", sg_fill, &s, n_shards, v, 4, 0, &len, error, sizeof(error));
+		uint8_t    *m = tu_train_sharded("saga", sg_fill, (void *) s, n_shards, v, 4, 0, &len, error, sizeof(error));
 		double		f = m ? meta(m, len, "eval_objective") : NAN,
 					f_ref = meta(ref, ref_len, "eval_objective");
 
 		CHECK(m != NULL && isfinite(f) && fabs(f - f_ref) <= 1e-6 * fabs(f_ref));
 		CHECK(m != NULL && meta(m, len, "eval_rows") == meta(ref, ref_len, "eval_rows"));
-		CHECK(m != NULL && meta(m, len, "eval_rows") > 900 && meta(m, len, "eval_rows") < 1500);
+		CHECK(m != NULL && meta(m, len, "eval_rows") > min_eval && meta(m, len, "eval_rows") < max_eval);
 		if (m == NULL)
-			fprintf(stderr, "eval_fraction, %d shards: %s\n", n_shards, error);
+			fprintf(stderr, "%s, %d shards: %s\n", name, n_shards, error);
 		free(m);
 	}
 	free(ref);
 }
 
+TEST(saga_shards_eval_fraction_is_gathered_and_scored)
+{
+	sg_data		s = {6000, 5, true, true, 0, false, 0, 0};
+
+	sg_check_eval_fraction("eval_fraction", &s, 900, 1500);
+}
+
+/* A shard whose every row is held out (its only one): the row is gathered as one server holds it out. */
+TEST(saga_shards_a_shard_whose_rows_are_all_held_out)
+{
+	sg_data		s = {3000, 5, true, true, 0, false, 0, 0};
+	gbml_param_value v[] = {tu_str("loss", "squared"), tu_num("eval_fraction", 0.2)};
+	int64_t		i = tu_first_held_out("saga", v, 2, sg_fill, &s);
+
+	CHECK(i >= 0);
+	s.lone = i + 1;
+	sg_check_eval_fraction("a shard whose one row is held out", &s, 450, 750);
+}
+
 TEST(saga_shards_label_errors_and_a_failing_shard)
 {
 	gbml_param_value v[] = {tu_str("loss", "logistic")};
-	sg_data		bad = {2000, 3, false, false, 0.5f, false, 0},
-				one = {2000, 3, false, false, 0, true, 0},
-				good = {2000, 3, false, false, 0, false, 0};
+	sg_data		bad = {2000, 3, false, false, 0.5f, false, 0, 0},
+				one = {2000, 3, false, false, 0, true, 0, 0},
+				good = {2000, 3, false, false, 0, false, 0, 0};
 	char		error[512];
 	size_t		len;
 	uint8_t    *m;

@@ -239,6 +239,46 @@ tu_train_sharded_eval(const char *algorithm, tu_fill_fn fill, void *arg, tu_fill
 	return model;
 }
 
+int64_t
+tu_first_held_out(const char *algorithm, const gbml_param_value *v, int nv, tu_fill_fn fill, void *arg)
+{
+	gbml_env	env;
+	gbml_parsed_params pp;
+	gbml_dataset ds;
+	int64_t		at = 0,
+				found = -1;
+
+	gbml_env_init_malloc(&env, 1);
+	CHECK(gbml_parse_training_params(&env, gbml_algorithm_by_name(algorithm), v, nv, &pp) == GBML_OK);
+	fill(&ds, &env, -1, 1, false, arg);
+	gbml_dataset_finish_appends(&ds, &env);
+	for (int c = 0; c < ds.n_chunks && found < 0; c++)
+	{
+		const gbml_chunk *ch = ds.chunks[c];
+
+		for (int64_t r = 0; r < ch->n_rows && found < 0; r++, at++)
+		{
+			gbml_row	row = {.x = ch->x + r * ds.n_features,.n_features = ds.n_features,.label = ch->label[r],
+			.group = ch->group[r],.group_is_null = ds.group_state <= 0,.weight = ch->weight[r]};
+			gbml_dataset one,
+						eval;
+			bool		has_eval;
+
+			gbml_dataset_init(&one, ds.allow_missing);
+			one.schema = ds.schema;
+			CHECK(gbml_dataset_append(&one, &env, &row, false) == GBML_OK);
+			CHECK(gbml_shard_split_eval(&pp, &one, &eval, &has_eval, &env) == GBML_OK);
+			if (one.n_rows == 0)
+				found = at;
+			gbml_dataset_free(&one, &env);
+			gbml_dataset_free(&eval, &env);
+		}
+	}
+	gbml_dataset_free(&ds, &env);
+	gbml_parsed_params_free(&env, &pp);
+	CHECK(env.memory_used == 0);
+	return found;
+}
 
 void
 tu_check_same_bytes(const char *algorithm, const char *name, tu_fill_fn fill, void *arg,
