@@ -408,7 +408,9 @@ gbml_raise(gbml_env *env, int rc, const char *what)
 					 errhint("Raise temp_file_limit, or gbml.memory_limit (or the \"memory_limit_mb\" parameter) so that fewer rows go to temporary files.")));
 			break;
 		case GBML_EIO:
-			ereport(ERROR, (errcode(ERRCODE_IO_ERROR), errmsg("%s: %s", what, env->error)));
+			/* (a shard's failure comes with the shard's hint) */
+			ereport(ERROR, (errcode(ERRCODE_IO_ERROR), errmsg("%s: %s", what, env->error),
+							env->hint[0] ? errhint("%s", env->hint) : 0));
 			break;
 		case GBML_EDEVICE:
 			ereport(ERROR, (errcode(ERRCODE_SYSTEM_ERROR), errmsg("%s: %s", what, env->error)));

@@ -52,6 +52,7 @@ typedef struct shard_conn
 	PGresult   *result;			/* the last query's result (a step's reply points into it) */
 	PGresult   *hello;			/* _shard_open's result: the engine reads its hello to the end */
 	char	   *error;			/* the last query's failure (palloc'd), or NULL */
+	char	   *hint;			/* ... its HINT, or NULL: the coordinator's error carries it */
 } shard_conn;
 
 typedef struct gbml_shard_set
@@ -276,9 +277,11 @@ read_shard(shard_conn *sc)
 		}
 		if (PQresultStatus(r) != PGRES_TUPLES_OK && PQresultStatus(r) != PGRES_COMMAND_OK && sc->error == NULL)
 		{
-			const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+			const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY),
+					   *h = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT);
 
 			sc->error = pstrdup(m ? m : pchomp(PQerrorMessage(sc->conn)));
+			sc->hint = h ? pstrdup(h) : NULL;
 		}
 		if (sc->result)
 			PQclear(sc->result);
@@ -329,7 +332,13 @@ wait_shards(gbml_shard_set *ss, gbml_env *env)
 	pfree(events);
 	for (int s = 0; s < ss->n; s++)
 		if (ss->shards[s].error)
-			return gbml_error(env, GBML_EIO, "shard \"%s\": %s", ss->shards[s].server, ss->shards[s].error);
+		{
+			int			rc = gbml_error(env, GBML_EIO, "shard \"%s\": %s", ss->shards[s].server,
+										ss->shards[s].error);
+
+			/* what the user can do is the shard's to say (its rows, its refusal) */
+			return ss->shards[s].hint ? gbml_hint(env, "%s", ss->shards[s].hint) : rc;
+		}
 	return GBML_OK;
 }
 
@@ -339,6 +348,7 @@ sent_to_shard(shard_conn *sc, bool sent)
 {
 	sc->busy = sent;
 	sc->error = sent ? NULL : pchomp(PQerrorMessage(sc->conn));
+	sc->hint = NULL;
 }
 
 static void

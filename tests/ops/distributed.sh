@@ -230,6 +230,7 @@ check "... with an integer column made categorical and an eval_source holding a 
 err=$(q_err coord postgres "SELECT gbml.train('kc_bad', 'kmeans', 'cat', '{\"k\": 3, \"exclude_columns\": [\"id\"]}')")
 check_match "K-Means on a categorical column without one_hot across servers is refused as on one server, naming it" \
   'column "region" \(text\) is categorical, and K-Means measures distances between numbers' "$(errline "$err")"
+check_match "... with the shard's hint" 'Pass "one_hot": true' "$(hintline "$err")"
 check "... with eval_fraction (each shard counts its training rows' categories, the eval rows encoded on the coordinator): the same bytes" t \
   "$(same_bytes kof kmeans cat "$ko, \"eval_fraction\": 0.2")"
 lc='"loss": "squared", "alpha": 0.01, "standardize": true, "exclude_columns": ["id"], "max_categories": 12, "categorical_columns": ["store"]'
