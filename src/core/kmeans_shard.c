@@ -65,7 +65,11 @@ km_finite(const double *v, int64_t n, bool positive)
 
 static void km_shard_close(void *state);
 
-/* The shard over ds (canonical order), its rows' hashes for the global order; the hello. */
+/*
+ * The shard over ds (canonical order), its rows' hashes for the global
+ * order, its categorical inputs one-hot encoded by the union's counts
+ * (one_hot); the hello.
+ */
 static int
 km_shard_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_params, gbml_env *env, void **out,
 			  gbml_strbuf *hello)

@@ -109,8 +109,7 @@ typedef struct gbml_onehot_options
  * spill to temporary files past the budget (gbml_plan_spill) like any
  * trainer's, and from the start when the source's rows are in files.  On
  * failure everything is freed and *enc is NULL.
- */
-/*
+ *
  * With union_counts and ds's rows on shards (the coordinator), *xds is the
  * shards' encoded rows as the trainer sees them (their link, rows, the
  * encoding's columns, checked against the shards' hellos) and only the

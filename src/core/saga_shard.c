@@ -4,6 +4,9 @@
  * the standardization) and the loss, its gradient and the metric's
  * statistic at raw-scale weights.  Sums run over fixed blocks of rows
  * added in block order, so an answer does not depend on the thread count.
+ * Categorical inputs are one-hot encoded at the opening by the union's
+ * counts (onehot_counts.h), as one server encodes them; the held-out rows
+ * stay raw for the coordinator to gather and encode.
  */
 #include "saga_shards.h"
 #include "saga_kernels.h"

@@ -72,8 +72,8 @@ typedef struct gbml_shard_ops
 	bool		takes_categorical;
 	/*
 	 * ... which its shards one-hot encode (onehot.h) by the union's rows per
-	 * category: the coordinator's probe counts them (so every row trains:
-	 * no eval_fraction with categorical columns)
+	 * category: each shard's training rows' counts go to the coordinator
+	 * first, the union's come back (onehot_counts.h; the glue's opening)
 	 */
 	bool		counts_categories;
 	/*
