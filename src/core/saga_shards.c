@@ -97,7 +97,14 @@ sg_feature_stats(sg_coord *C)
 		bool		scaled = C->p->standardize && j < C->out->n_scaled;
 
 		C->scale[j] = scaled && C->out->std[j] > 0 ? 1.0 / C->out->std[j] : 1.0;
-		C->shift[j] = scaled ? -C->out->mean[j] * C->scale[j] : 0.0;
+		/*
+		 * An unscaled column is centred too when there is an intercept: the
+		 * same objective (the penalty is on w; the intercept takes the mean,
+		 * given back in sg_model_intercept), but one-hot indicators, whose
+		 * block sums to 1 like the intercept's column, no longer leave the
+		 * solver a direction of curvature alpha alone to crawl along
+		 */
+		C->shift[j] = scaled ? -C->out->mean[j] * C->scale[j] : C->p->fit_intercept ? -C->out->mean[j] : 0.0;
 	}
 	return GBML_OK;
 }
@@ -209,6 +216,22 @@ sg_warm_start(sg_coord *C, double *x)
 	return GBML_OK;
 }
 
+/*
+ * The model's intercept for the solver's (x[d]): the model standardizes
+ * the first n_scaled columns only, so the centring of the others is given
+ * back (b = b' + sum over them of w_j shift_j).
+ */
+static double
+sg_model_intercept(const sg_coord *C, const double *x)
+{
+	double		b = x[C->d];
+
+	for (int j = 0; j < C->d; j++)
+		if (!(C->p->standardize && j < C->out->n_scaled))
+			b += x[j] * C->shift[j];
+	return b;
+}
+
 /* OWL-QN from the shards' averaged solutions; the solution, its objective and the metric at it into out. */
 static int
 sg_solve(sg_coord *C)
@@ -240,7 +263,7 @@ sg_solve(sg_coord *C)
 			 (rc = sg_objective(C, x, &f, g)) == GBML_OK)
 	{
 		memcpy(o->w, x, sizeof(double) * C->d);
-		o->b = C->p->fit_intercept ? x[C->d] : 0;
+		o->b = C->p->fit_intercept ? sg_model_intercept(C, x) : 0;
 		o->objective = res.objective;
 		o->metric = C->p->loss == GBML_SAGA_LOSS_LOGISTIC ? C->sums[1] / (double) C->n
 			: sqrt(C->sums[1] / (double) C->n);
