@@ -229,16 +229,18 @@ int			km_local_cand_pass(km_work *w, int T, int64_t *totals);
 int			km_local_cand_take(km_work *w, int t, int T, float *max_out);
 int			km_local_search(km_work *w, const double *u, int m, int64_t total, int64_t *rows);
 
-/* kmeans_shards.c: w over the rows of the shards behind ds->shards (the coordinator's side). */
 /*
- * A categorical input's one-hot encoding (one_hot; refused without it,
- * naming the column) and ds and eval encoded (onehot.h); union_counts:
- * by the union's counts across servers (a shard, or its coordinator).
+ * kmeans_model.c: a categorical input's one-hot encoding (one_hot; refused
+ * without it, naming the column) and ds and eval encoded (onehot.h);
+ * union_counts: by the union's counts across servers (a shard, or its
+ * coordinator).
  */
 struct gbml_onehot;
 int			km_one_hot(const gbml_dataset *ds, const gbml_dataset *eval, const gbml_kmeans_params *p,
 					   bool union_counts, gbml_env *env, struct gbml_onehot **enc, gbml_dataset *xds,
 					   gbml_dataset *xeval);
+
+/* kmeans_shards.c: w over the rows of the shards behind ds->shards (the coordinator's side). */
 int			km_shards_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env);
 void		km_shards_free(km_work *w);
 /* What the training exchanged with its shards so far. */

@@ -29,6 +29,15 @@ put_head(gbml_strbuf *out, const gbml_feature_schema *schema)
 	gbml_msg_put_i64(out, gbml_schema_n_categorical(schema));
 }
 
+/* Categorical feature j's counts (n_categories + 1 of them). */
+static void
+put_feature(gbml_strbuf *out, const gbml_feature_schema *schema, int j, const int64_t *counts)
+{
+	gbml_msg_put_i64(out, j);
+	gbml_msg_put_i64(out, schema->features[j].n_categories);
+	gbml_msg_put(out, counts, sizeof(int64_t) * ((size_t) schema->features[j].n_categories + 1));
+}
+
 int
 gbml_onehot_counts_of_rows(const gbml_dataset *ds, const char *algo, gbml_env *env, gbml_strbuf *out)
 {
@@ -50,11 +59,7 @@ gbml_onehot_counts_of_rows(const gbml_dataset *ds, const char *algo, gbml_env *e
 		put_head(out, s);
 		for (int j = 0, b = 0; j < s->n_features; j++)
 			if (gbml_feature_is_categorical(s, j))
-			{
-				gbml_msg_put_i64(out, j);
-				gbml_msg_put_i64(out, s->features[j].n_categories);
-				gbml_msg_put(out, counts[b++], sizeof(int64_t) * ((size_t) s->features[j].n_categories + 1));
-			}
+				put_feature(out, s, j, counts[b++]);
 		rc = gbml_sb_status(out);
 	}
 	for (int b = 0; b < k; b++)
@@ -69,12 +74,7 @@ gbml_onehot_counts_of_schema(const gbml_feature_schema *schema, gbml_strbuf *out
 	put_head(out, schema);
 	for (int j = 0; j < schema->n_features; j++)
 		if (gbml_feature_is_categorical(schema, j))
-		{
-			gbml_msg_put_i64(out, j);
-			gbml_msg_put_i64(out, schema->features[j].n_categories);
-			gbml_msg_put(out, schema->features[j].category_counts,
-						 sizeof(int64_t) * ((size_t) schema->features[j].n_categories + 1));
-		}
+			put_feature(out, schema, j, schema->features[j].category_counts);
 }
 
 /* Whether r holds, from its place on, exactly schema's features' counts (all non-negative). */

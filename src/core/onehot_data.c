@@ -131,8 +131,9 @@ free_counts(int64_t **counts, int n, gbml_env *env)
 }
 
 /*
- * The schema's counts instead (the union's, across servers): every row is
- * still checked as the encoding writes it (encode_rows).
+ * The schema's counts instead (the union's, across servers; checked as
+ * they arrived, onehot_counts.c): every row is still checked as the
+ * encoding writes it (encode_rows).
  */
 static int
 given_counts(const gbml_onehot *e, int64_t **counts, const char *algo, gbml_env *env)
@@ -144,13 +145,7 @@ given_counts(const gbml_onehot *e, int64_t **counts, const char *algo, gbml_env 
 		if (f->category_counts == NULL)
 			return gbml_error(env, GBML_EINVAL, "%s: column \"%s\" has no category counts from the coordinator",
 							  algo, feature_name(e->schema, e->blocks[k].input));
-		for (int c = 0; c <= f->n_categories; c++)
-		{
-			if (f->category_counts[c] < 0)
-				return gbml_error(env, GBML_EINVAL, "%s: column \"%s\" has a negative category count", algo,
-								  feature_name(e->schema, e->blocks[k].input));
-			counts[k][c] = f->category_counts[c];
-		}
+		memcpy(counts[k], f->category_counts, sizeof(int64_t) * ((size_t) f->n_categories + 1));
 	}
 	return GBML_OK;
 }

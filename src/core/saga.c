@@ -1265,11 +1265,6 @@ done:
 	return rc;
 }
 
-/*
- * Categorical features: the one-hot encoding learned from the training
- * rows (an indicator per kept category and an "other" one per feature),
- * the training and eval rows encoded, and the training on those.
- */
 int
 gbml_saga_one_hot(const gbml_dataset *ds, const gbml_dataset *eval, const gbml_saga_params *p, bool union_counts,
 				  gbml_env *env, gbml_onehot **enc, gbml_dataset *xds, gbml_dataset *xeval)
@@ -1280,6 +1275,11 @@ gbml_saga_one_hot(const gbml_dataset *ds, const gbml_dataset *eval, const gbml_s
 	return gbml_onehot_prepare(ds, eval, &o, env, enc, xds, xeval);
 }
 
+/*
+ * Categorical features: the one-hot encoding learned from the training
+ * rows (an indicator per kept category and an "other" one per feature),
+ * the training and eval rows encoded, and the training on those.
+ */
 static int
 train_encoded(const gbml_dataset *ds, gbml_train_context *ctx)
 {

@@ -71,6 +71,13 @@ sg_labels(sg_coord *C)
 	return gbml_saga_encoding_of((int) classes, other, where, 0, C->env, &C->out->label_encoding);
 }
 
+/* Whether the model standardizes column j (the numeric ones; one-hot indicators stay 0/1). */
+static bool
+sg_scaled(const sg_coord *C, int j)
+{
+	return C->p->standardize && j < C->out->n_scaled;
+}
+
 /* Population mean and standard deviation of every feature (two sums, as on one server). */
 static int
 sg_feature_stats(sg_coord *C)
@@ -93,9 +100,9 @@ sg_feature_stats(sg_coord *C)
 		return rc;
 	for (int j = 0; j < C->d; j++)
 	{
-		C->out->std[j] = sqrt(C->out->std[j] / (double) C->n);
-		bool		scaled = C->p->standardize && j < C->out->n_scaled;
+		bool		scaled = sg_scaled(C, j);
 
+		C->out->std[j] = sqrt(C->out->std[j] / (double) C->n);
 		C->scale[j] = scaled && C->out->std[j] > 0 ? 1.0 / C->out->std[j] : 1.0;
 		/*
 		 * An unscaled column is centred too when there is an intercept: the
@@ -227,7 +234,7 @@ sg_model_intercept(const sg_coord *C, const double *x)
 	double		b = x[C->d];
 
 	for (int j = 0; j < C->d; j++)
-		if (!(C->p->standardize && j < C->out->n_scaled))
+		if (!sg_scaled(C, j))
 			b += x[j] * C->shift[j];
 	return b;
 }

@@ -43,17 +43,18 @@ typedef struct gbml_saga_shards_result
 	gbml_shard_traffic traffic;
 } gbml_saga_shards_result;
 
-/* Trains on the rows behind ds->shards with params p (alpha resolved); the solution into out. */
 /*
- * Categorical inputs' one-hot encoding (an indicator per kept category, an
- * other column per input; onehot.h), ds and eval encoded; union_counts:
- * by the union's counts across servers (a shard, or its coordinator).
+ * saga.c: categorical inputs' one-hot encoding (an indicator per kept
+ * category, an other column per input; onehot.h), ds and eval encoded;
+ * union_counts: by the union's counts across servers (a shard, or its
+ * coordinator).
  */
 struct gbml_onehot;
 int			gbml_saga_one_hot(const gbml_dataset *ds, const gbml_dataset *eval, const gbml_saga_params *p,
 							  bool union_counts, gbml_env *env, struct gbml_onehot **enc, gbml_dataset *xds,
 							  gbml_dataset *xeval);
 
+/* Trains on the rows behind ds->shards with params p (alpha resolved); the solution into out. */
 int			gbml_saga_shards_train(const gbml_dataset *ds, gbml_env *env, const gbml_saga_params *p, double alpha,
 								   double t_start, gbml_saga_shards_result *out);
 
