@@ -996,6 +996,22 @@ gbml_column_plan_schema(const gbml_column_plan *p)
 	return p->schema;
 }
 
+int64 **
+gbml_column_plan_category_counts(gbml_column_plan *p)
+{
+	gbml_feature_schema *schema = p->schema;
+	int			n = gbml_schema_n_categorical(schema);
+	int64	  **counts = MemoryContextAllocZero(p->mcxt, sizeof(int64 *) * (n > 0 ? n : 1));
+
+	for (int j = 0, k = 0; j < schema->n_features; j++)
+		if (gbml_feature_is_categorical(schema, j))
+		{
+			counts[k] = MemoryContextAllocZero(p->mcxt, sizeof(int64) * (schema->features[j].n_categories + 1));
+			schema->features[j].category_counts = counts[k++];
+		}
+	return counts;
+}
+
 int
 gbml_column_plan_n_features(const gbml_column_plan *p)
 {

@@ -156,6 +156,13 @@ void		gbml_column_plan_args(const gbml_column_plan *p, const NullableDatum *args
 /* Plan column i's 1-based attribute in the row type it was bound to. */
 int			gbml_column_plan_attno(const gbml_column_plan *p, int i);
 const struct gbml_feature_schema *gbml_column_plan_schema(const gbml_column_plan *p);
+/*
+ * Across servers, for one-hot encoding (onehot_counts.h): zeroed arrays of
+ * rows per category, one for each of the schema's categorical features in
+ * order (n_categories + 1, NULL's last), in the plan's context and already
+ * its schema's category_counts; the caller adds the counts into them.
+ */
+int64	  **gbml_column_plan_category_counts(gbml_column_plan *p);
 int			gbml_column_plan_n_features(const gbml_column_plan *p);
 int			gbml_column_plan_n_columns(const gbml_column_plan *p);
 /*

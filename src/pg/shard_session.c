@@ -42,6 +42,7 @@ typedef struct shard_session
 	gbml_parsed_params pp;
 	gbml_dataset *ds;
 	gbml_dataset *eval;			/* the rows held out by eval_fraction, or NULL */
+	gbml_column_plan *plan;		/* its columns (NULL: a features array); the schema the rows keep is its */
 	const gbml_shard_ops *ops;	/* the algorithm's shard side */
 	void	   *shard;
 	bool		awaiting_counts;	/* sent its rows' category counts; opens on the union's */
@@ -188,7 +189,7 @@ open_session(shard_session *s, const gbml_algorithm *algo, const char *source, J
 	 * must live as long as the session, so they go to its context.
 	 */
 	MemoryContextSwitchTo(s->mcxt);
-	gbml_read_source(&s->env, &s->pp, source, s->ds, flags, NULL, given, what);
+	s->plan = gbml_read_source(&s->env, &s->pp, source, s->ds, flags, NULL, given, what);
 	SPI_finish();
 	gbml_dataset_finish_appends(s->ds, &s->env);
 	GBML_CHECK(&s->env, gbml_dataset_canonicalize(s->ds, &s->env), what);
@@ -228,25 +229,17 @@ open_state(shard_session *s, gbml_strbuf *hello, const char *what)
 }
 
 /*
- * The union's category counts (the coordinator's first step, req), set in
- * the session's schema (which its rows and eval rows share): the state
- * opens on them; *hello is its hello.
+ * The union's category counts (the coordinator's first step, req), into
+ * the session's schema (its plan's, which its rows and eval rows share):
+ * the state opens on them; *hello is its hello.
  */
 static void
 open_on_counts(shard_session *s, const uint8_t *req, size_t len, gbml_strbuf *hello, const char *what)
 {
-	gbml_feature_schema *schema = (gbml_feature_schema *) s->ds->schema;
-	int			n = gbml_schema_n_categorical(schema);
-	int64	  **counts = MemoryContextAllocZero(s->mcxt, sizeof(int64 *) * (n > 0 ? n : 1));
+	int64	  **counts = gbml_column_plan_category_counts(s->plan);
 
-	for (int j = 0, k = 0; j < schema->n_features; j++)
-		if (gbml_feature_is_categorical(schema, j))
-			counts[k++] = MemoryContextAllocZero(s->mcxt, sizeof(int64) * (schema->features[j].n_categories + 1));
-	GBML_CHECK(&s->env, gbml_onehot_counts_add(schema, req, len, (int64_t *const *) counts, "the coordinator",
-											   &s->env), what);
-	for (int j = 0, k = 0; j < schema->n_features; j++)
-		if (gbml_feature_is_categorical(schema, j))
-			schema->features[j].category_counts = counts[k++];
+	GBML_CHECK(&s->env, gbml_onehot_counts_add(s->ds->schema, req, len, (int64_t *const *) counts,
+											   "the coordinator", &s->env), what);
 	s->awaiting_counts = false;
 	open_state(s, hello, what);
 }

@@ -498,21 +498,15 @@ probe_shards(gbml_shard_set *ss, gbml_env *env, gbml_column_plan *plan, const ch
  * shard, whose answer is then its hello.
  */
 static void
-exchange_counts(gbml_shard_set *ss, gbml_env *env, gbml_feature_schema *schema, const char *what)
+exchange_counts(gbml_shard_set *ss, gbml_env *env, gbml_column_plan *plan, const char *what)
 {
-	int			n = gbml_schema_n_categorical(schema);
-	int64	  **counts = palloc0(sizeof(int64 *) * (n > 0 ? n : 1));
+	const gbml_feature_schema *schema = gbml_column_plan_schema(plan);
+	int64	  **counts = gbml_column_plan_category_counts(plan);
 	gbml_strbuf req;
 
-	for (int j = 0, k = 0; j < schema->n_features; j++)
-		if (gbml_feature_is_categorical(schema, j))
-			counts[k++] = palloc0(sizeof(int64) * (schema->features[j].n_categories + 1));
 	for (int s = 0; s < ss->n; s++)
 		GBML_CHECK(env, gbml_onehot_counts_add(schema, ss->hello[s], ss->hello_len[s], (int64_t *const *) counts,
 											   psprintf("shard \"%s\"", ss->shards[s].server), env), what);
-	for (int j = 0, k = 0; j < schema->n_features; j++)
-		if (gbml_feature_is_categorical(schema, j))
-			schema->features[j].category_counts = counts[k++];
 	gbml_sb_init(&req, env);
 	gbml_onehot_counts_of_schema(schema, &req);
 	GBML_CHECK(env, gbml_sb_status(&req), what);
@@ -536,7 +530,7 @@ exchange_counts(gbml_shard_set *ss, gbml_env *env, gbml_feature_schema *schema, 
  */
 static void
 start_shards(gbml_shard_set *ss, gbml_env *env, const char *algorithm, const char *params_json,
-			 gbml_feature_schema *schema, const char *what)
+			 gbml_column_plan *plan, const char *what)
 {
 	Oid			types[3] = {TEXTOID, TEXTOID, JSONBOID};
 	int			formats[3] = {0, 0, 0},
@@ -559,10 +553,10 @@ start_shards(gbml_shard_set *ss, gbml_env *env, const char *algorithm, const cha
 		ss->shards[s].result = NULL;
 		counted += gbml_onehot_counts_is(ss->hello[s], ss->hello_len[s]);
 	}
-	if (counted > 0 && (counted < ss->n || schema == NULL))
+	if (counted > 0 && (counted < ss->n || plan == NULL))
 		ereport(ERROR, (errmsg("%s: %d of %d shards answered with category counts", what, counted, ss->n)));
 	if (counted > 0)
-		exchange_counts(ss, env, schema, what);
+		exchange_counts(ss, env, plan, what);
 	ss->link.n_shards = ss->n;
 	ss->link.ctx = ss;
 	ss->link.name = link_name;
@@ -764,8 +758,7 @@ gbml_shards_train(gbml_env *env, gbml_parsed_params *pp, gbml_shard_set *ss, Jso
 		/* an eval set of its own: read here, before any shard is asked to work */
 		if (cp->eval_source)
 			eval = read_eval_here(env, pp, plan);
-		start_shards(ss, env, pp->algo->name, shard_params(params, schema, eval != NULL),
-					 (gbml_feature_schema *) schema, what);
+		start_shards(ss, env, pp->algo->name, shard_params(params, schema, eval != NULL), plan, what);
 		GBML_CHECK(env, gbml_shards_describe(&ss->link, pp->algo->shard->hello_magic, env, &ds->n_rows, &ds->n_features), what);
 		if (ds->n_rows == 0)
 			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("%s: the shards of \"%s\" hold no rows", what, ss->source)));
