@@ -82,47 +82,42 @@ meta(const uint8_t *model, size_t len, const char *key)
 	return tu_meta_number(&env, model, len, key);
 }
 
-/* Sharded OWL-QN reaches the single-server SAGA objective (SAGA run to tol 1e-12) within 1e-6. */
+/* What a sharded linear model is checked for: its rows' width (the lasso's zeros), or its eval rows' count range. */
+typedef struct sg_expect
+{
+	const sg_data *s;
+	bool		lasso;
+	int64_t		min_eval,
+				max_eval;
+} sg_expect;
+
+/* Sharded OWL-QN at the single-server SAGA objective (SAGA run to tol 1e-12) within 1e-6, its pseudo-gradient ~0. */
+static void
+sg_compare_optimum(void *arg, const char *name, int n_shards, const uint8_t *m, size_t len, const uint8_t *ref,
+				   size_t ref_len)
+{
+	const sg_expect *e = arg;
+	double		f = meta(m, len, "objective"),
+				f_ref = meta(ref, ref_len, "objective");
+
+	CHECK(fabs(f - f_ref) <= 1e-6 * fabs(f_ref));
+	/* at the optimum: a small pseudo-gradient */
+	CHECK(meta(m, len, "pg_max") <= 1e-5);
+	CHECK(!e->lasso || meta(m, len, "n_nonzero") < e->s->d);
+	if (!(fabs(f - f_ref) <= 1e-6 * fabs(f_ref)))
+		fprintf(stderr, "%s, %d shards: objective %.12g, one server's SAGA %.12g\n", name, n_shards, f, f_ref);
+}
+
 static void
 sg_check_optimum(const char *name, const sg_data *s, const gbml_param_value *v, int nv, bool lasso)
 {
 	gbml_param_value tight[16];
-	gbml_env	env;
-	gbml_dataset ds;
-	uint8_t    *ref;
-	size_t		ref_len;
-	double		f_ref;
-	char		error[512];
+	sg_expect	e = {s, lasso, 0, 0};
 
 	memcpy(tight, v, sizeof(gbml_param_value) * nv);
 	tight[nv] = tu_num("tol", 1e-12);
 	tight[nv + 1] = tu_num("max_iter", 20000);
-	gbml_env_init_malloc(&env, 2);
-	sg_fill(&ds, &env, -1, 1, false, (void *) s);
-	CHECK(tu_train("saga", &ds, &env, tight, nv + 2, &ref, &ref_len) == GBML_OK);
-	gbml_dataset_free(&ds, &env);
-	f_ref = meta(ref, ref_len, "objective");
-	for (int n_shards = 2; n_shards <= 3; n_shards++)
-	{
-		size_t		len = 0;
-		uint8_t    *m = tu_train_sharded("saga", sg_fill, (void *) s, n_shards, v, nv, 0, &len, error, sizeof(error));
-		double		f = m ? meta(m, len, "objective") : NAN;
-
-		CHECK(m != NULL);
-		if (m == NULL)
-		{
-			fprintf(stderr, "%s, %d shards: %s\n", name, n_shards, error);
-			continue;
-		}
-		CHECK(fabs(f - f_ref) <= 1e-6 * fabs(f_ref));
-		/* at the optimum: a small pseudo-gradient */
-		CHECK(meta(m, len, "pg_max") <= 1e-5);
-		CHECK(!lasso || meta(m, len, "n_nonzero") < s->d);
-		if (!(fabs(f - f_ref) <= 1e-6 * fabs(f_ref)))
-			fprintf(stderr, "%s, %d shards: objective %.12g, one server's SAGA %.12g\n", name, n_shards, f, f_ref);
-		free(m);
-	}
-	free(ref);
+	tu_check_sharded("saga", name, sg_fill, (void *) s, tight, nv + 2, nv, sg_compare_optimum, &e);
 }
 
 TEST(saga_shards_logistic_ridge_standardized_reaches_the_optimum)
@@ -198,35 +193,28 @@ TEST(saga_shards_eval_source_is_scored_on_the_coordinator)
 
 /* eval_fraction: the rows the shards held out, gathered and scored on the coordinator, are one server's. */
 static void
+sg_compare_eval(void *arg, const char *name, int n_shards, const uint8_t *m, size_t len, const uint8_t *ref,
+				size_t ref_len)
+{
+	const sg_expect *e = arg;
+	double		f = meta(m, len, "eval_objective"),
+				f_ref = meta(ref, ref_len, "eval_objective");
+
+	CHECK(isfinite(f) && fabs(f - f_ref) <= 1e-6 * fabs(f_ref));
+	CHECK(meta(m, len, "eval_rows") == meta(ref, ref_len, "eval_rows"));
+	CHECK(meta(m, len, "eval_rows") > e->min_eval && meta(m, len, "eval_rows") < e->max_eval);
+	if (!(fabs(f - f_ref) <= 1e-6 * fabs(f_ref)))
+		fprintf(stderr, "%s, %d shards: eval objective %.12g, one server's %.12g\n", name, n_shards, f, f_ref);
+}
+
+static void
 sg_check_eval_fraction(const char *name, const sg_data *s, int64_t min_eval, int64_t max_eval)
 {
 	gbml_param_value v[] = {tu_str("loss", "squared"), tu_num("alpha", 1e-3), tu_bool("standardize", true),
 	tu_num("eval_fraction", 0.2), tu_num("tol", 1e-12), tu_num("max_iter", 20000)};
-	gbml_env	env;
-	gbml_dataset ds;
-	uint8_t    *ref;
-	size_t		ref_len;
-	char		error[512];
+	sg_expect	e = {s, false, min_eval, max_eval};
 
-	gbml_env_init_malloc(&env, 2);
-	sg_fill(&ds, &env, -1, 1, false, (void *) s);
-	CHECK(tu_train("saga", &ds, &env, v, 6, &ref, &ref_len) == GBML_OK);
-	gbml_dataset_free(&ds, &env);
-	for (int n_shards = 2; n_shards <= 3; n_shards++)
-	{
-		size_t		len = 0;
-		uint8_t    *m = tu_train_sharded("saga", sg_fill, (void *) s, n_shards, v, 4, 0, &len, error, sizeof(error));
-		double		f = m ? meta(m, len, "eval_objective") : NAN,
-					f_ref = meta(ref, ref_len, "eval_objective");
-
-		CHECK(m != NULL && isfinite(f) && fabs(f - f_ref) <= 1e-6 * fabs(f_ref));
-		CHECK(m != NULL && meta(m, len, "eval_rows") == meta(ref, ref_len, "eval_rows"));
-		CHECK(m != NULL && meta(m, len, "eval_rows") > min_eval && meta(m, len, "eval_rows") < max_eval);
-		if (m == NULL)
-			fprintf(stderr, "%s, %d shards: %s\n", name, n_shards, error);
-		free(m);
-	}
-	free(ref);
+	tu_check_sharded("saga", name, sg_fill, (void *) s, v, 6, 4, sg_compare_eval, &e);
 }
 
 TEST(saga_shards_eval_fraction_is_gathered_and_scored)

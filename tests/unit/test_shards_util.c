@@ -239,6 +239,35 @@ tu_train_sharded_eval(const char *algorithm, tu_fill_fn fill, void *arg, tu_fill
 	return model;
 }
 
+void
+tu_check_sharded(const char *algorithm, const char *name, tu_fill_fn fill, void *arg, const gbml_param_value *v,
+				 int nv, int n_sharded, tu_compare_fn compare, void *compare_arg)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *ref;
+	size_t		ref_len;
+	char		error[512];
+
+	gbml_env_init_malloc(&env, 2);
+	fill(&ds, &env, -1, 1, false, arg);
+	CHECK(tu_train(algorithm, &ds, &env, v, nv, &ref, &ref_len) == GBML_OK);
+	gbml_dataset_free(&ds, &env);
+	for (int n_shards = 2; n_shards <= 3; n_shards++)
+	{
+		size_t		len = 0;
+		uint8_t    *m = tu_train_sharded(algorithm, fill, arg, n_shards, v, n_sharded, 0, &len, error, sizeof(error));
+
+		CHECK(m != NULL);
+		if (m == NULL)
+			fprintf(stderr, "%s, %d shards: %s\n", name, n_shards, error);
+		else
+			compare(compare_arg, name, n_shards, m, len, ref, ref_len);
+		free(m);
+	}
+	free(ref);
+}
+
 int64_t
 tu_first_held_out(const char *algorithm, const gbml_param_value *v, int nv, tu_fill_fn fill, void *arg)
 {

@@ -41,6 +41,21 @@ void		tu_check_same_bytes(const char *algorithm, const char *name, tu_fill_fn fi
 void		tu_check_same_bytes_eval(const char *algorithm, const char *name, tu_fill_fn fill, void *arg,
 									 tu_fill_fn eval_fill, void *eval_arg, const gbml_param_value *v, int nv);
 
+/* What a test checks of a sharded model against one server's (ref); name and n_shards label a failure. */
+typedef void (*tu_compare_fn) (void *arg, const char *name, int n_shards, const uint8_t *model, size_t len,
+							   const uint8_t *ref, size_t ref_len);
+
+/*
+ * `algorithm` on every row on one server with v[0 .. nv) (the reference),
+ * then on the rows dealt to 2 and 3 in-process shards with v[0 ..
+ * n_sharded) (a prefix: the reference's tight tolerances left out), each
+ * sharded model handed to compare with the reference; a sharded training
+ * that fails is a failure, its error printed with name.
+ */
+void		tu_check_sharded(const char *algorithm, const char *name, tu_fill_fn fill, void *arg,
+							 const gbml_param_value *v, int nv, int n_sharded, tu_compare_fn compare,
+							 void *compare_arg);
+
 /*
  * The first row (in fill's order, shard -1) that `algorithm` with params
  * v[0 .. nv) holds out of a shard holding it alone (gbml_shard_split_eval,
