@@ -83,9 +83,12 @@ run() { # name source [algorithm params]: prints wall seconds
   t2=$(date +%s.%N)
   echo "$(echo "$t2 - $t1" | bc)"
 }
+same_models() { # name name: t when the two models' bytes are the same
+  q coord postgres "SELECT (SELECT model FROM gbml.models WHERE name = '$1') = (SELECT model FROM gbml.models WHERE name = '$2')"
+}
 one_wall=$(run km_one t_local) || bail "train on one server"
 dist_wall=$(run km_dist t) || bail "train across the shards"
-same=$(q coord postgres "SELECT (SELECT model FROM gbml.models WHERE name = 'km_one') = (SELECT model FROM gbml.models WHERE name = 'km_dist')")
+same=$(same_models km_one km_dist)
 check "the sharded model is the single-server model, byte for byte" t "$same"
 saga_params='{"loss": "logistic", "alpha": 0.0001, "standardize": true, "features_column": "f", "label_column": "clicked"}'
 saga_one_wall=$(run lin_one t_local saga "$saga_params") || bail "SAGA on one server"
@@ -93,7 +96,7 @@ saga_dist_wall=$(run lin_dist t saga "$saga_params") || bail "OWL-QN across the 
 boost_params="{\"iterations\": $B_ITERS, \"depth\": $B_DEPTH, \"features_column\": \"f\", \"label_column\": \"relevance\"}"
 boost_one_wall=$(run b_one t_local boost "$boost_params") || bail "boosting on one server"
 boost_dist_wall=$(run b_dist t boost "$boost_params") || bail "boosting across the shards"
-same=$(q coord postgres "SELECT (SELECT model FROM gbml.models WHERE name = 'b_one') = (SELECT model FROM gbml.models WHERE name = 'b_dist')")
+same=$(same_models b_one b_dist)
 check "the sharded boosting model is the single-server model, byte for byte" t "$same"
 # the other tree shape and the multiclass loss: the same bytes, their cost a tree
 variant_rows=""
@@ -105,7 +108,7 @@ for v in "Depthwise:\"grow_policy\": \"Depthwise\"" "MultiClass:\"loss\": \"Mult
   vparams="{\"iterations\": $B_ITERS, \"depth\": $B_DEPTH, \"features_column\": \"f\", \"label_column\": \"relevance\", ${v#*:}}"
   w1=$(run "v_one_$vname" t_local boost "$vparams") || bail "$vname on one server"
   w2=$(run "v_dist_$vname" t boost "$vparams") || bail "$vname across the shards"
-  same=$(q coord postgres "SELECT (SELECT model FROM gbml.models WHERE name = 'v_one_$vname') = (SELECT model FROM gbml.models WHERE name = 'v_dist_$vname')")
+  same=$(same_models "v_one_$vname" "v_dist_$vname")
   check "boosting with $vname across the shards gives the single-server model bytes" t "$same"
   variant_rows="$variant_rows $vname:$w1:$w2:$same"
 done
@@ -114,7 +117,7 @@ done
 kmc_params="{\"k\": $KM_K, \"max_iter\": $KM_ITERS, \"tol\": 0, \"min_frac_changed\": 0, \"feature_columns\": [\"f\", \"tier\"], \"one_hot\": true, \"random_seed\": 5}"
 kmc_one=$(run kmc_one t_local kmeans "$kmc_params") || bail "one-hot K-Means on one server"
 kmc_dist=$(run kmc_dist t kmeans "$kmc_params") || bail "one-hot K-Means across the shards"
-same=$(q coord postgres "SELECT (SELECT model FROM gbml.models WHERE name = 'kmc_one') = (SELECT model FROM gbml.models WHERE name = 'kmc_dist')")
+same=$(same_models kmc_one kmc_dist)
 check "one-hot K-Means on a text column across the shards gives the single-server model bytes" t "$same"
 linc_params='{"loss": "logistic", "alpha": 0.0001, "standardize": true, "feature_columns": ["f", "tier"], "label_column": "clicked"}'
 linc_one=$(run linc_one t_local saga "$linc_params") || bail "one-hot SAGA on one server"
