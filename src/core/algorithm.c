@@ -439,20 +439,13 @@ gbml_shard_split_eval(const gbml_parsed_params *params, gbml_dataset *ds, gbml_d
 	gbml_dataset_init(eval, ds->allow_missing);
 	if (params->common.eval_fraction <= 0 || ds->n_rows == 0)
 		return GBML_OK;
+	/*
+	 * every row may be held out (a small partition): K-Means' and SAGA's
+	 * coordinator gathers them, boosting's shard keeps them and scores them
+	 * (its eval rows without training rows)
+	 */
 	if ((rc = gbml_dataset_split_eval(ds, eval, params->common.eval_fraction, EVAL_SPLIT_SEED, true, env)) != GBML_OK)
 		return rc;
-	/* every row held out (a small partition): K-Means' and SAGA's coordinator gathers them; boosting's stay */
-	if (ds->n_rows == 0 && !params->algo->shard->gathers_eval_split)
-	{
-		int64_t		held = eval->n_rows;
-
-		gbml_dataset_free(eval, env);
-		gbml_error(env, GBML_EINVAL, "eval_fraction %.3g holds out every one of this shard's %lld rows, and %s "
-				   "across servers scores held-out rows only where training rows are", params->common.eval_fraction,
-				   (long long) held, params->algo->name);
-		return gbml_hint(env, "Train without eval_fraction (or with an eval_source), or move the partition's few rows "
-						 "to another shard.");
-	}
 	gbml_dataset_finish_appends(eval, env);
 	*has_eval = eval->n_rows > 0;
 	return GBML_OK;

@@ -221,7 +221,8 @@ int			gbml_train_report(gbml_env *env, const gbml_parsed_params *params,
  * A shard's rows (canonical order) split as the driver splits one server's:
  * with eval_fraction, the rows (groups) the one-server split would hold out
  * — each by its own key, gbml_ds_eval_key — move into *eval (initialised
- * here).  *has_eval: some did.  A shard without rows splits nothing.
+ * here).  *has_eval: some did.  A shard without rows splits nothing; a
+ * small one may be left without training rows (its eval rows only).
  */
 int			gbml_shard_split_eval(const gbml_parsed_params *params, gbml_dataset *ds, gbml_dataset *eval,
 								  bool *has_eval, gbml_env *env);

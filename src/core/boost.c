@@ -994,11 +994,23 @@ boost_resolve_loss(trainer *T, int group_state)
 static int
 check_labels(trainer *T, const boost_data *d, const char *which)
 {
+	if (T->kind == GBML_LOSS_MULTICLASS && T->shard_part)
+	{
+		/* a shard's classes may be fewer than the union's (or none): the union's count comes with the base score */
+		int			k;
+		int			rc = gbml_boost_multiclass_count(d->label, d->n, T->p->classes_count, which, true, &k, T->env);
+
+		if (d == &T->eval)
+			T->eval_classes = k;
+		else
+			T->n_classes = k > 1 ? k : 1;	/* (at least a column of predictions until then) */
+		return rc;
+	}
 	if (T->kind == GBML_LOSS_MULTICLASS)
 	{
 		int			k;
 		int			rc = gbml_boost_multiclass_count(d->label, d->n, T->n_classes > 0 ? T->n_classes :
-													 T->p->classes_count, which, &k, T->env);
+													 T->p->classes_count, which, false, &k, T->env);
 
 		if (rc == GBML_OK && T->n_classes == 0)
 			T->n_classes = k;
@@ -1234,7 +1246,9 @@ boost_trainer_rows(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval,
 	T->p = p;
 	T->threads = env->threads;
 	T->rows = &boost_local_rows;
-	if ((rc = boost_resolve_loss(T, ds->group_state)) != GBML_OK)
+	T->shard_part = true;
+	/* (a shard whose every row eval_fraction held out: its eval rows say whether the rows have group ids) */
+	if ((rc = boost_resolve_loss(T, ds->n_rows == 0 && eval ? eval->group_state : ds->group_state)) != GBML_OK)
 		return rc;
 	return setup_rows(T, ds, eval);
 }

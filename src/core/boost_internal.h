@@ -165,6 +165,13 @@ typedef struct trainer
 			   *kept_den;
 
 	bool		eval_here;		/* a coordinator's eval rows are its own (eval_source), not the shards' */
+	/*
+	 * A shard's trainer (boost_trainer_rows): its rows are a part of the
+	 * union's, so MultiClass's class count is the union's, which comes with
+	 * the base score; its eval labels' largest + 1 is checked against it then
+	 */
+	bool		shard_part;
+	int			eval_classes;
 
 	bool		on_gpu;			/* the level passes run on the device */
 	gbml_boost_gpu gpu;

@@ -156,6 +156,12 @@ groups_valid(const gbml_boost_problem *p, int64_t *max_group)
 {
 	int64_t		mx = 0;
 
+	/* no rows, no queries (a boosting shard whose every row eval_fraction held out) */
+	if (p->n == 0 && p->n_groups == 0)
+	{
+		*max_group = 0;
+		return true;
+	}
 	if (p->n_groups < 1 || p->group_offsets == NULL)
 		return false;
 	if (p->group_offsets[0] != 0 || p->group_offsets[p->n_groups] != p->n)

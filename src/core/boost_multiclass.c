@@ -10,7 +10,7 @@
 
 int
 gbml_boost_multiclass_count(const float *label, int64_t n, int64_t classes_count, const char *which,
-							int *k_out, gbml_env *env)
+							bool part, int *k_out, gbml_env *env)
 {
 	double		top = -1;
 
@@ -29,7 +29,7 @@ gbml_boost_multiclass_count(const float *label, int64_t n, int64_t classes_count
 			top = y;
 	}
 	*k_out = classes_count > 0 ? (int) classes_count : (int) top + 1;
-	if (*k_out < 2)
+	if (*k_out < 2 && !part)
 		return gbml_error(env, GBML_EINVAL,
 						  "boost: MultiClass needs at least 2 classes; the labels have only class 0 (set classes_count "
 						  "if the others are absent from these rows)");

@@ -26,11 +26,13 @@
 /*
  * The class count of labels label[0 .. n): classes_count when > 0 (then
  * every label must be below it), else the largest label + 1.  An ERROR when
- * a label is not an integer in [0, GBML_BOOST_MAX_CLASSES) or there are
- * fewer than 2 classes; `which` names the rows in it ("", "eval ").
+ * a label is not an integer in [0, GBML_BOOST_MAX_CLASSES) or, unless the
+ * rows are a shard's part of the training (part: the union's count comes
+ * later), there are fewer than 2 classes; `which` names the rows in it ("",
+ * "eval ").
  */
 int			gbml_boost_multiclass_count(const float *label, int64_t n, int64_t classes_count, const char *which,
-										int *k_out, gbml_env *env);
+										bool part, int *k_out, gbml_env *env);
 
 /*
  * Each class's first score from the classes' weights (class_weight, k):

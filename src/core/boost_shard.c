@@ -37,6 +37,7 @@ typedef struct bs_shard
 	gbml_boost_params params;
 	trainer		T;
 	const gbml_dataset *eval;	/* the rows held out for the eval set, or NULL */
+	bool		answers;		/* it has training rows or eval rows: it takes part in the steps */
 	gbml_shard_hashes hashes;
 	gbml_shard_ranks ranks;		/* the rows' global indices: subsample draws by them */
 	bool		needs_ranks;	/* subsample < 1 without queries: the borders wait for the ranks */
@@ -69,14 +70,19 @@ bs_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_param
 	sh->eval = eval;
 	sh->params = *(const gbml_boost_params *) algo_params;
 	sh->next_level = -1;
-	if (ds->n_rows > 0 && (rc = boost_trainer_rows(&sh->T, ds, eval, &sh->params, env)) != GBML_OK)
+	/*
+	 * eval_fraction may hold out every row of a small shard: it trains
+	 * nothing but keeps its eval rows' predictions, metric terms and scores
+	 */
+	sh->answers = ds->n_rows > 0 || (eval != NULL && eval->n_rows > 0);
+	if (sh->answers && (rc = boost_trainer_rows(&sh->T, ds, eval, &sh->params, env)) != GBML_OK)
 		goto fail;
 	if (ds->n_rows > 0 && (rc = boost_shards_check_loss(&sh->T, sh->T.train.n_groups > 0)) != GBML_OK)
 		goto fail;
 	/* this shard's largest weight: what a refinement step's scale must leave room for */
 	for (int64_t i = 0; i < sh->T.train.n; i++)
 		sh->T.max_weight = fmax(sh->T.max_weight, sh->T.train.weight ? fabs((double) sh->T.train.weight[i]) : 1.0);
-	sh->needs_ranks = sh->params.subsample < 1 && sh->T.train.n_groups == 0;
+	sh->needs_ranks = sh->params.subsample < 1 && sh->T.train.n_groups == 0 && sh->T.train.n > 0;
 	missing = gbml_alloc0(env, (size_t) (ds->n_features > 0 ? ds->n_features : 1));
 	if (missing == NULL || (rc = gbml_boost_scan_missing(ds, missing, env)) != GBML_OK)
 	{
@@ -134,6 +140,13 @@ bs_ranks(bs_shard *sh, gbml_msg_reader *r)
 	bool		complete;
 	int			rc;
 
+	if (sh->phase == BS_ROWS && sh->T.train.n == 0)
+	{
+		/* no training rows (its eval rows only): every page is empty */
+		(void) gbml_msg_get_count(r, INT64_MAX / 2);
+		r->bad |= gbml_msg_get_i64(r) != 0 || gbml_msg_get_i64(r) != 0;
+		return GBML_OK;
+	}
 	if (sh->phase != BS_ROWS || !sh->needs_ranks || sh->T.row_rank != NULL)
 		return gbml_error(sh->env, GBML_EINVAL, "boost shard: global row indices out of order");
 	if ((rc = gbml_shard_ranks_receive(&sh->ranks, sh->T.train.n, r, sh->env, &complete)) != GBML_OK)
@@ -437,6 +450,11 @@ bs_apply_pending(bs_shard *sh, const bs_pending_msg *pm)
 
 	if (pm->kind == BS_PENDING_BASE)
 	{
+		/* one server checks the eval labels against the training's class count: the union's */
+		if (sh->T.kind == GBML_LOSS_MULTICLASS && sh->T.has_eval && sh->T.eval_classes > pm->classes)
+			return gbml_error(sh->env, GBML_EINVAL, "boost: eval label %d is not below the class count %lld "
+							  "(classes_count, or the training labels' largest + 1)", sh->T.eval_classes - 1,
+							  (long long) pm->classes);
 		if (sh->T.kind == GBML_LOSS_MULTICLASS &&
 			(rc = boost_trainer_classes(&sh->T, (int) pm->classes, pm->class_base)) != GBML_OK)
 			return rc;
@@ -487,13 +505,15 @@ bs_terms_fit(const bs_shard *sh, boost_terms_kind which, int64_t k)
 {
 	const trainer *T = &sh->T;
 	bool		multiclass = T->kind == GBML_LOSS_MULTICLASS;
+	/* the rows have group ids (a shard whose every row eval_fraction held out: its eval rows do) */
+	bool		queries = T->train.n_groups > 0 || (T->train.n == 0 && T->has_eval && T->eval.n_groups > 0);
 
 	switch (which)
 	{
 		case BOOST_TERMS_QUERY_NDCG:
-			return k > 0 && T->train.n_groups > 0;
+			return k > 0 && queries;
 		case BOOST_TERMS_QUERY_LOSS:
-			return T->train.n_groups > 0;
+			return queries;
 		case BOOST_TERMS_CLASS_COUNT:
 			return multiclass && k == 0;
 		case BOOST_TERMS_CLASSES:
@@ -636,7 +656,8 @@ bs_group_index(bs_shard *sh, gbml_msg_reader *r)
 				count = gbml_msg_get_count(r, d->n_groups);
 	int64_t    *idx;
 
-	if (sh->phase != BS_ROWS || sh->groups_indexed || d->n_groups == 0)
+	/* (a shard with eval rows only has no training queries: its message is empty) */
+	if (sh->phase != BS_ROWS || sh->groups_indexed || (d->n_groups == 0 && d->n > 0))
 		return gbml_error(sh->env, GBML_EINVAL, "boost shard: query indices out of order");
 	if ((idx = gbml_alloc_array(sh->env, (size_t) (d->n_groups > 0 ? d->n_groups : 1), sizeof(int64_t))) == NULL)
 		return sh->env->error_code;
@@ -899,7 +920,7 @@ bs_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 	int			rc;
 
 	/* a shard without rows is left out of every step (the coordinator skips its replies) */
-	if (sh->ds->n_rows == 0)
+	if (!sh->answers)
 		return GBML_OK;
 	if (bs_reads_bins(op) && sh->phase <= BS_CATEGORIES)
 		return gbml_error(sh->env, GBML_EINVAL, "boost shard: request %lld before the borders%s", (long long) op,

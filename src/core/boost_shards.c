@@ -15,7 +15,9 @@
  * an eval set (eval_fraction: each shard holds out its share) two after
  * each iteration for its eval metric, the first carrying the last tree,
  * and use_best_model's cut with the next request; the train metrics at the
- * end (2).
+ * end (2).  A shard whose every row is held out answers every request
+ * (nothing of its own to train: no rows, zero sums, neutral maxima) for
+ * its eval rows' sake.
  *
  * Ranking losses need every query on one shard: the shards' query ids are
  * merged once (a query on two shards is an error naming it and both), and
@@ -199,16 +201,16 @@ hello_tails(trainer *T, boost_shards *B, int d, bool *missing, bool *with_groups
 	for (int s = 0; s < link->n_shards; s++)
 	{
 		gbml_msg_reader r = {link->hello[s] + GBML_SHARD_HELLO_HEAD, link->hello[s] + link->hello_len[s], false};
+		/* a shard that never saw a row has no features' flags */
+		int64_t		flags = B->ch.n_rows[s] > 0 ? d : gbml_shard_hello_features(link, s, BS_SHARD_MAGIC);
 		uint8_t		flag;
 		int64_t		groups,
 					eval_rows,
 					eval_groups;
 
-		if (B->ch.n_rows[s] == 0)
-			continue;
-		if (link->hello_len[s] < GBML_SHARD_HELLO_HEAD)
+		if (link->hello_len[s] < GBML_SHARD_HELLO_HEAD || (flags != d && flags != 0))
 			r.bad = true;
-		for (int f = 0; f < d && !r.bad; f++)
+		for (int f = 0; f < flags && !r.bad; f++)
 		{
 			gbml_msg_get(&r, &flag, 1);
 			missing[f] |= flag != 0;
@@ -222,6 +224,10 @@ hello_tails(trainer *T, boost_shards *B, int d, bool *missing, bool *with_groups
 		B->n_groups[s] = groups;
 		T->n_eval_global += eval_rows;
 		T->n_eval_groups_global += eval_groups;
+		/* a shard whose every row eval_fraction held out answers for its eval rows */
+		B->ch.answers[s] = B->ch.n_rows[s] > 0 || eval_rows > 0;
+		if (B->ch.n_rows[s] == 0)
+			continue;
 		if (seen++ > 0 && (groups > 0) != *with_groups)
 			return gbml_error(T->env, GBML_EINVAL, "boost: some shards' rows have group ids and shard %s's do not "
 							  "(or the other way round)", link->name(link->ctx, s));

@@ -248,7 +248,7 @@ boost_shards_categories(trainer *T, const gbml_boost_ctr_params *cp_in)
 		goto done;
 	/* MultiClass: a statistic per class, the class count as one server's labels give it */
 	if (T->kind == GBML_LOSS_MULTICLASS &&
-		(rc = gbml_boost_multiclass_count(label, n, T->p->classes_count, "", &cp.classes, env)) != GBML_OK)
+		(rc = gbml_boost_multiclass_count(label, n, T->p->classes_count, "", false, &cp.classes, env)) != GBML_OK)
 		goto done;
 	if ((rc = gbml_boost_ctr_finish(&T->cat, &cp, label, G, group_off, &D, 0, T->eval_here ? &T->eval_bins : NULL,
 									&T->borders, T->threads, env)) != GBML_OK ||

@@ -48,6 +48,15 @@ read_hello_head(const gbml_shard_link *link, int s, uint32_t magic, int64_t *n, 
 	return !r.bad && head[0] == magic && head[1] == GBML_SHARD_HELLO_VERSION && *n >= 0 && *d >= 0 && *d <= INT32_MAX;
 }
 
+int64_t
+gbml_shard_hello_features(const gbml_shard_link *link, int s, uint32_t magic)
+{
+	int64_t		n,
+				d;
+
+	return read_hello_head(link, s, magic, &n, &d) ? d : -1;
+}
+
 int
 gbml_shards_describe(const gbml_shard_link *link, uint32_t magic, gbml_env *env, int64_t *n_rows, int *n_features)
 {
@@ -90,12 +99,13 @@ gbml_shard_channel_open(gbml_shard_channel *ch, const gbml_shard_link *link, uin
 	if ((rc = gbml_shards_describe(link, magic, env, &n, &d)) != GBML_OK)
 		return rc;
 	ch->n_rows = gbml_alloc0(env, sizeof(int64_t) * S);
+	ch->answers = gbml_alloc0(env, sizeof(bool) * S);
 	ch->req = gbml_alloc0(env, sizeof(void *) * S);
 	ch->req_len = gbml_alloc0(env, sizeof(size_t) * S);
 	ch->reply = gbml_alloc0(env, sizeof(void *) * S);
 	ch->reply_len = gbml_alloc0(env, sizeof(size_t) * S);
 	ch->each = gbml_alloc0(env, sizeof(gbml_strbuf) * S);
-	if (!ch->n_rows || !ch->req || !ch->req_len || !ch->reply || !ch->reply_len || !ch->each)
+	if (!ch->n_rows || !ch->answers || !ch->req || !ch->req_len || !ch->reply || !ch->reply_len || !ch->each)
 		return env->error_code;
 	for (int s = 0; s < S; s++)
 		gbml_sb_init(&ch->each[s], env);
@@ -104,6 +114,7 @@ gbml_shard_channel_open(gbml_shard_channel *ch, const gbml_shard_link *link, uin
 		int64_t		ds;
 
 		(void) read_hello_head(link, s, magic, &ch->n_rows[s], &ds);	/* checked by describe */
+		ch->answers[s] = ch->n_rows[s] > 0;
 	}
 	return GBML_OK;
 }
@@ -118,6 +129,7 @@ gbml_shard_channel_close(gbml_shard_channel *ch)
 		gbml_sb_free(&ch->each[s]);
 	gbml_free(ch->env, ch->each);
 	gbml_free(ch->env, ch->n_rows);
+	gbml_free(ch->env, ch->answers);
 	gbml_free(ch->env, ch->req);
 	gbml_free(ch->env, ch->req_len);
 	gbml_free(ch->env, ch->reply);
@@ -210,7 +222,7 @@ gbml_shard_reply(const gbml_shard_channel *ch, int s, gbml_msg_reader *r)
 	r->p = ch->reply[s];
 	r->end = ch->reply[s] + ch->reply_len[s];
 	r->bad = false;
-	return ch->n_rows[s] > 0;
+	return ch->answers[s];
 }
 
 int

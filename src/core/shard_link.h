@@ -119,13 +119,17 @@ int			gbml_shards_gather_eval_paged(const gbml_shard_link *link, uint32_t magic,
 /* A hello's common head (shard_msg.h): the algorithm's magic, the version, rows and features. */
 void		gbml_shard_hello_head(gbml_strbuf *hello, uint32_t magic, int64_t n_rows, int64_t n_features);
 
+/* The features shard s's hello gives (0 from a shard that never saw a row); -1 for a malformed hello. */
+int64_t		gbml_shard_hello_features(const gbml_shard_link *link, int s, uint32_t magic);
+
 /* The union's rows and features from the shards' hellos (the coordinator's dataset). */
 int			gbml_shards_describe(const gbml_shard_link *link, uint32_t magic, gbml_env *env,
 								 int64_t *n_rows, int *n_features);
 
 /*
  * A coordinator's side of one training: the link, each shard's row count
- * (a shard without rows is left out of the replies), a request being
+ * (a shard without rows is left out of the replies, unless the algorithm
+ * says it answers: boosting's shard with eval rows only), a request being
  * built, the last replies, the traffic.  `algo` prefixes its messages.
  */
 typedef struct gbml_shard_channel
@@ -135,6 +139,7 @@ typedef struct gbml_shard_channel
 	const char *algo;
 	int			n_shards;
 	int64_t    *n_rows;			/* per shard, from its hello */
+	bool	   *answers;		/* per shard: its replies are read (at first: it has rows) */
 	gbml_strbuf msg;			/* the request for every shard (gbml_shard_request) */
 	gbml_strbuf *each;			/* per shard: its own request (gbml_shard_request_to) */
 	const uint8_t **req;		/* per shard: what the next exchange sends */
@@ -160,7 +165,7 @@ int			gbml_shard_send_each(gbml_shard_channel *ch);
 /* ch->req[s] (each shard its own request) to every shard at once; the replies into ch->reply. */
 int			gbml_shard_exchange(gbml_shard_channel *ch);
 
-/* Shard s's reply to read into *r; false for a shard without rows (no reply to read). */
+/* Shard s's reply to read into *r; false for a shard that does not answer (no reply to read). */
 bool		gbml_shard_reply(const gbml_shard_channel *ch, int s, gbml_msg_reader *r);
 /* GBML_OK when *r read shard s's reply to its end, else an error naming the shard. */
 int			gbml_shard_reply_done(const gbml_shard_channel *ch, int s, const gbml_msg_reader *r);

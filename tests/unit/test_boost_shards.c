@@ -7,10 +7,11 @@
  * sample drawn from the union's order (more rows than border_sample_size)
  * and with every row the sample, and for the ranking losses with every
  * query on one shard (a query on two is an error naming it), for
- * Depthwise trees, for MultiClass and with an eval set (eval_fraction:
- * early stopping and the best model's cut); what cannot
- * train across servers yet is
- * an error naming it; a shard that fails mid-training ends the fit with an
+ * Depthwise trees, for MultiClass (a shard of one class too) and with an
+ * eval set (eval_fraction: early stopping and the best model's cut; a
+ * shard whose every row it holds out; MultiClass eval rows of a class only
+ * another shard trains); what cannot train across servers yet is an error
+ * naming it; a shard that fails mid-training ends the fit with an
  * error naming it and leaves no memory behind.  The exact term sums behind
  * the base score and the train metrics are checked split in pieces.
  */
@@ -36,6 +37,9 @@ typedef struct bsh_data
 	bool		split_queries;	/* deal rows, not queries, to the shards */
 	int			classes;		/* > 0: class ids 0 .. classes - 1 (MultiClass) */
 	int64_t		first;			/* the rows are those from this index on (an eval set's: other rows) */
+	int64_t		lone;			/* > 0: the row lone - 1 (its query) alone on the last shard */
+	bool		lone_joins;		/* ... not alone: with the last shard's share (2 shards) */
+	bool		class0_apart;	/* MultiClass: class 0's rows alone on the last shard */
 } bsh_data;
 
 static void
@@ -84,6 +88,14 @@ bsh_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files
 		/* MultiClass: the top class only on shard 0 (the others see fewer classes than the union) */
 		if (s->classes > 0 && row.label == (float) (s->classes - 1))
 			owner = 0;
+		if (s->class0_apart)
+			owner = row.label == 0 ? n_shards - 1 : 0;
+		if (s->lone > 0)
+		{
+			int64_t		lone_unit = s->query_rows > 0 ? (s->lone - 1) / s->query_rows : s->lone - 1;
+
+			owner = unit == lone_unit ? n_shards - 1 : owner == n_shards - 1 && !s->lone_joins ? 0 : owner;
+		}
 		if (shard >= 0 && owner != shard)
 			continue;
 		if (s->query_rows > 0)
@@ -121,7 +133,7 @@ bsh_bytes_differ(const bsh_data *s, const gbml_param_value *a, int na, const gbm
 TEST(boost_shards_rmse_sampled_borders_same_bytes)
 {
 	/* more rows than border_sample_size: the sample is drawn over the union's order, in pages */
-	bsh_data	s = {4100, 7, false, false, false, 0, 0, false, 0, 0};
+	bsh_data	s = {4100, 7, false, false, false, 0, 0, false, 0, 0, 0, false, false};
 	gbml_param_value v[] = {tu_num("iterations", 12), tu_num("depth", 4), tu_num("border_sample_size", 1500),
 	tu_num("random_seed", 5)};
 
@@ -131,7 +143,7 @@ TEST(boost_shards_rmse_sampled_borders_same_bytes)
 TEST(boost_shards_logloss_weights_missing_same_bytes)
 {
 	/* every row is the sample; weights (unpacked histograms), NaN features (a missing border) */
-	bsh_data	s = {2600, 5, true, true, true, 0, 0, false, 0, 0};
+	bsh_data	s = {2600, 5, true, true, true, 0, 0, false, 0, 0, 0, false, false};
 	gbml_param_value v[] = {tu_num("iterations", 10), tu_num("depth", 5), tu_str("loss", "Logloss"),
 	tu_num("border_count", 20)};
 
@@ -141,7 +153,7 @@ TEST(boost_shards_logloss_weights_missing_same_bytes)
 TEST(boost_shards_logloss_refined_leaves_same_bytes)
 {
 	/* leaf_estimation_iterations 3: two refinement steps per tree, each a round trip */
-	bsh_data	s = {2200, 5, true, true, false, 0, 0, false, 0, 0};
+	bsh_data	s = {2200, 5, true, true, false, 0, 0, false, 0, 0, 0, false, false};
 	gbml_param_value v[] = {tu_num("iterations", 7), tu_num("depth", 4), tu_str("loss", "Logloss"),
 	tu_num("leaf_estimation_iterations", 3)};
 
@@ -151,7 +163,7 @@ TEST(boost_shards_logloss_refined_leaves_same_bytes)
 TEST(boost_shards_logloss_scored_on_weights_same_bytes)
 {
 	/* score_function L2: one Newton step from the shards' hessian sums, then three from the rows */
-	bsh_data	s = {2200, 5, true, true, true, 0, 0, false, 0, 0};
+	bsh_data	s = {2200, 5, true, true, true, 0, 0, false, 0, 0, 0, false, false};
 	gbml_param_value v1[] = {tu_num("iterations", 6), tu_num("depth", 4), tu_str("loss", "Logloss"),
 	tu_str("score_function", "L2")};
 	gbml_param_value v3[] = {tu_num("iterations", 6), tu_num("depth", 4), tu_str("loss", "Logloss"),
@@ -164,7 +176,7 @@ TEST(boost_shards_logloss_scored_on_weights_same_bytes)
 TEST(boost_shards_duplicates_rmse_metric_same_bytes)
 {
 	/* 40 distinct rows repeated on both shards; depth 1 (the root is the only level) */
-	bsh_data	s = {3000, 3, false, false, false, 40, 0, false, 0, 0};
+	bsh_data	s = {3000, 3, false, false, false, 40, 0, false, 0, 0, 0, false, false};
 	gbml_param_value v[] = {tu_num("iterations", 6), tu_num("depth", 1), tu_num("border_sample_size", 1000),
 	tu_str("eval_metric", "Logloss")};
 
@@ -176,7 +188,7 @@ TEST(boost_shards_duplicates_rmse_metric_same_bytes)
 TEST(boost_shards_yetirank_same_bytes)
 {
 	/* queries of 9 rows, each on one shard; the default loss with group ids (YetiRank, its Newton sums) */
-	bsh_data	s = {3600, 6, false, false, false, 0, 9, false, 0, 0};
+	bsh_data	s = {3600, 6, false, false, false, 0, 9, false, 0, 0, 0, false, false};
 	gbml_param_value v[] = {tu_num("iterations", 8), tu_num("depth", 4), tu_num("border_sample_size", 1200),
 	tu_num("random_seed", 3)};
 
@@ -186,7 +198,7 @@ TEST(boost_shards_yetirank_same_bytes)
 TEST(boost_shards_ranking_losses_same_bytes)
 {
 	const char *losses[] = {"QueryRMSE", "PairLogit", "LambdaMART"};
-	bsh_data	s = {1800, 4, false, true, false, 0, 6, false, 0, 0};
+	bsh_data	s = {1800, 4, false, true, false, 0, 6, false, 0, 0, 0, false, false};
 
 	for (int i = 0; i < 3; i++)
 	{
@@ -198,7 +210,7 @@ TEST(boost_shards_ranking_losses_same_bytes)
 
 TEST(boost_shards_query_on_two_shards_is_named)
 {
-	bsh_data	s = {900, 3, false, false, false, 0, 10, true, 0, 0};
+	bsh_data	s = {900, 3, false, false, false, 0, 10, true, 0, 0, 0, false, false};
 	gbml_param_value v[] = {tu_num("iterations", 3)};
 	char		error[512];
 	size_t		len;
@@ -214,10 +226,10 @@ TEST(boost_shards_query_on_two_shards_is_named)
 TEST(boost_shards_subsample_same_bytes)
 {
 	/* rows drawn by their global index: with a sampled border set (the ranks come with the order) and without */
-	bsh_data	s = {3100, 5, false, false, false, 0, 0, false, 0, 0};
+	bsh_data	s = {3100, 5, false, false, false, 0, 0, false, 0, 0, 0, false, false};
 	gbml_param_value v[] = {tu_num("iterations", 8), tu_num("depth", 3), tu_num("subsample", 0.6),
 	tu_num("border_sample_size", 1000), tu_num("random_seed", 9)};
-	bsh_data	q = {2400, 4, false, false, false, 0, 8, false, 0, 0};
+	bsh_data	q = {2400, 4, false, false, false, 0, 8, false, 0, 0, 0, false, false};
 	gbml_param_value w[] = {tu_num("iterations", 6), tu_num("depth", 3), tu_num("subsample", 0.5)};
 
 	tu_check_same_bytes("boost", "RMSE, subsample, sampled borders", bsh_fill, &s, v, 5);
@@ -235,8 +247,8 @@ TEST(boost_shards_subsample_same_bytes)
  */
 TEST(boost_shards_random_strength_same_bytes)
 {
-	bsh_data	s = {2600, 5, true, true, true, 0, 0, false, 0, 0};
-	bsh_data	q = {1800, 4, false, false, false, 0, 6, false, 0, 0};
+	bsh_data	s = {2600, 5, true, true, true, 0, 0, false, 0, 0, 0, false, false};
+	bsh_data	q = {1800, 4, false, false, false, 0, 6, false, 0, 0, 0, false, false};
 	gbml_param_value v[] = {tu_num("iterations", 8), tu_num("depth", 4), tu_str("loss", "Logloss"),
 	tu_str("score_function", "L2"), tu_num("random_seed", 7), tu_num("subsample", 0.7),
 	tu_num("random_strength", 1)};
@@ -256,9 +268,9 @@ TEST(boost_shards_random_strength_same_bytes)
  */
 TEST(boost_shards_depthwise_same_bytes)
 {
-	bsh_data	s = {3100, 5, false, true, true, 0, 0, false, 0, 0};
-	bsh_data	b = {2200, 5, true, true, false, 0, 0, false, 0, 0};
-	bsh_data	q = {1800, 4, false, false, false, 0, 6, false, 0, 0};
+	bsh_data	s = {3100, 5, false, true, true, 0, 0, false, 0, 0, 0, false, false};
+	bsh_data	b = {2200, 5, true, true, false, 0, 0, false, 0, 0, 0, false, false};
+	bsh_data	q = {1800, 4, false, false, false, 0, 6, false, 0, 0, 0, false, false};
 	gbml_param_value v[] = {tu_str("grow_policy", "Depthwise"), tu_num("iterations", 8), tu_num("depth", 5),
 		tu_num("min_child_weight", 40), tu_num("subsample", 0.7), tu_num("random_strength", 1),
 	tu_num("border_sample_size", 1000)};
@@ -286,7 +298,7 @@ TEST(boost_shards_depthwise_same_bytes)
  */
 TEST(boost_shards_root_without_split_same_bytes)
 {
-	bsh_data	s = {900, 3, false, false, false, 1, 0, false, 0, 0};
+	bsh_data	s = {900, 3, false, false, false, 1, 0, false, 0, 0, 0, false, false};
 	gbml_param_value v[] = {tu_num("iterations", 4), tu_num("depth", 3)};
 	gbml_param_value w[] = {tu_num("iterations", 4), tu_num("depth", 1), tu_str("grow_policy", "Depthwise")};
 
@@ -304,8 +316,8 @@ TEST(boost_shards_root_without_split_same_bytes)
  */
 TEST(boost_shards_multiclass_same_bytes)
 {
-	bsh_data	s = {3100, 5, false, true, true, 0, 0, false, 3, 0};
-	bsh_data	four = {2000, 4, false, false, false, 0, 0, false, 4, 0};
+	bsh_data	s = {3100, 5, false, true, true, 0, 0, false, 3, 0, 0, false, false};
+	bsh_data	four = {2000, 4, false, false, false, 0, 0, false, 4, 0, 0, false, false};
 	gbml_param_value v[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 6), tu_num("depth", 4),
 		tu_num("subsample", 0.7), tu_num("random_strength", 1), tu_num("border_sample_size", 1000),
 	tu_str("eval_metric", "Accuracy")};
@@ -344,11 +356,11 @@ bsh_check_eval(const char *name, const bsh_data *s, const gbml_param_value *v, i
 
 TEST(boost_shards_eval_set_same_bytes)
 {
-	bsh_data	r = {3000, 5, false, true, true, 0, 0, false, 0, 0};
-	bsh_data	dup = {2400, 4, false, false, false, 150, 0, false, 0, 0};
-	bsh_data	b = {2500, 5, true, true, false, 0, 0, false, 0, 0};
-	bsh_data	q = {3600, 5, false, false, false, 0, 9, false, 0, 0};
-	bsh_data	mc = {2000, 4, false, false, false, 0, 0, false, 4, 0};
+	bsh_data	r = {3000, 5, false, true, true, 0, 0, false, 0, 0, 0, false, false};
+	bsh_data	dup = {2400, 4, false, false, false, 150, 0, false, 0, 0, 0, false, false};
+	bsh_data	b = {2500, 5, true, true, false, 0, 0, false, 0, 0, 0, false, false};
+	bsh_data	q = {3600, 5, false, false, false, 0, 9, false, 0, 0, 0, false, false};
+	bsh_data	mc = {2000, 4, false, false, false, 0, 0, false, 4, 0, 0, false, false};
 	gbml_param_value rmse[] = {tu_num("iterations", 60), tu_num("depth", 4), tu_num("learning_rate", 0.6),
 		tu_num("eval_fraction", 0.25), tu_num("early_stopping_rounds", 4), tu_num("subsample", 0.8),
 	tu_num("border_sample_size", 1000)};
@@ -380,12 +392,12 @@ TEST(boost_shards_eval_set_same_bytes)
  */
 TEST(boost_shards_eval_source_same_bytes)
 {
-	bsh_data	r = {3000, 5, false, true, true, 0, 0, false, 0, 0};
-	bsh_data	re = {700, 5, false, true, true, 0, 0, false, 0, 50000};
-	bsh_data	q = {3600, 5, false, false, false, 0, 9, false, 0, 0};
-	bsh_data	qe = {900, 5, false, false, false, 0, 9, false, 0, 90000};
-	bsh_data	mc = {2000, 4, false, false, false, 0, 0, false, 4, 0};
-	bsh_data	mce = {600, 4, false, false, false, 0, 0, false, 4, 70000};
+	bsh_data	r = {3000, 5, false, true, true, 0, 0, false, 0, 0, 0, false, false};
+	bsh_data	re = {700, 5, false, true, true, 0, 0, false, 0, 50000, 0, false, false};
+	bsh_data	q = {3600, 5, false, false, false, 0, 9, false, 0, 0, 0, false, false};
+	bsh_data	qe = {900, 5, false, false, false, 0, 9, false, 0, 90000, 0, false, false};
+	bsh_data	mc = {2000, 4, false, false, false, 0, 0, false, 4, 0, 0, false, false};
+	bsh_data	mce = {600, 4, false, false, false, 0, 0, false, 4, 70000, 0, false, false};
 	gbml_param_value rmse[] = {tu_num("iterations", 60), tu_num("depth", 4), tu_num("learning_rate", 0.6),
 	tu_num("early_stopping_rounds", 4), tu_num("border_sample_size", 1000)};
 	gbml_param_value yeti[] = {tu_num("iterations", 30), tu_num("depth", 4), tu_num("learning_rate", 0.9),
@@ -401,8 +413,7 @@ TEST(boost_shards_eval_source_same_bytes)
 
 TEST(boost_shards_refuses_what_it_cannot_do_yet)
 {
-	bsh_data	s = {900, 3, false, false, false, 0, 0, false, 0, 0};
-	bsh_data	q = {900, 3, false, false, false, 0, 10, false, 0, 0};
+	bsh_data	q = {900, 3, false, false, false, 0, 10, false, 0, 0, 0, false, false};
 	gbml_param_value sub[] = {tu_num("subsample", 0.5), tu_str("loss", "RMSE")};
 	char		error[512];
 	size_t		len;
@@ -413,36 +424,97 @@ TEST(boost_shards_refuses_what_it_cannot_do_yet)
 	CHECK(m == NULL && strstr(error, "subsample below 1 with group ids") != NULL &&
 		  strstr(error, "other servers") != NULL);
 	free(m);
+}
 
-	/*
-	 * A shard whose every row eval_fraction holds out (here its only one):
-	 * boosting scores held-out rows where training rows are, so the shard's
-	 * split refuses it, with the count (K-Means and SAGA gather them)
-	 */
+/*
+ * A shard whose every row eval_fraction holds out (a small partition:
+ * here one row, or one query) has no training rows but eval rows: it
+ * takes part in every step with nothing to add to the training's sums
+ * (no gradients, empty histograms) and its eval rows' terms, scores and
+ * best-model cut as one server's, so the bytes are one server's: an eval
+ * metric with early stopping, AUC (gathered), MultiClass, Depthwise with
+ * refined leaves, and a ranking loss's eval queries.
+ */
+static void
+bsh_check_lone(const char *name, bsh_data s, const gbml_param_value *v, int nv)
+{
+	int64_t		i = tu_first_held_out("boost", v, nv, bsh_fill, &s, 0);
+
+	CHECK(i >= 0);
+	s.lone = i + 1;
+	bsh_check_eval(name, &s, v, nv);
+}
+
+TEST(boost_shards_a_shard_whose_rows_are_all_held_out)
+{
+	bsh_data	r = {3000, 5, false, true, true, 0, 0, false, 0, 0, 0, false, false};
+	bsh_data	b = {2500, 5, true, true, false, 0, 0, false, 0, 0, 0, false, false};
+	bsh_data	mc = {2000, 4, false, false, false, 0, 0, false, 4, 0, 0, false, false};
+	bsh_data	q = {3600, 5, false, false, false, 0, 9, false, 0, 0, 0, false, false};
+	gbml_param_value rmse[] = {tu_num("iterations", 60), tu_num("depth", 4), tu_num("learning_rate", 0.6),
+		tu_num("eval_fraction", 0.25), tu_num("early_stopping_rounds", 4), tu_num("subsample", 0.8),
+	tu_num("border_sample_size", 1000)};
+	gbml_param_value auc[] = {tu_str("loss", "Logloss"), tu_str("eval_metric", "AUC"), tu_num("iterations", 40),
+		tu_num("depth", 4), tu_num("learning_rate", 0.8), tu_num("eval_fraction", 0.3),
+	tu_num("early_stopping_rounds", 3)};
+	gbml_param_value depthwise[] = {tu_str("loss", "Logloss"), tu_num("iterations", 40), tu_num("depth", 4),
+		tu_num("learning_rate", 0.7), tu_num("eval_fraction", 0.3), tu_num("early_stopping_rounds", 3),
+	tu_str("grow_policy", "Depthwise"), tu_num("leaf_estimation_iterations", 2)};
+	gbml_param_value multi[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 25), tu_num("depth", 4),
+	tu_num("learning_rate", 0.9), tu_num("eval_fraction", 0.25), tu_num("early_stopping_rounds", 3)};
+	gbml_param_value yeti[] = {tu_num("iterations", 30), tu_num("depth", 4), tu_num("learning_rate", 0.9),
+	tu_num("eval_fraction", 0.3), tu_num("early_stopping_rounds", 3), tu_num("eval_k", 5)};
+
+	bsh_check_lone("a lone held-out row: RMSE, early stopping, subsample, sampled borders", r, rmse, 7);
+	bsh_check_lone("a lone held-out row: Logloss, AUC", b, auc, 7);
+	bsh_check_lone("a lone held-out row: Logloss, Depthwise, refined leaves", b, depthwise, 8);
+	bsh_check_lone("a lone held-out row: MultiClass", mc, multi, 6);
+	bsh_check_lone("a lone held-out query: YetiRank, NDCG@5", q, yeti, 6);
+}
+
+/*
+ * MultiClass: a shard's eval rows may hold a class its training rows do
+ * not (the union's do): its labels are checked against the union's class
+ * count, as one server checks them against its training labels'.  Here
+ * the top class's training rows are all on shard 0, and one of its held-out
+ * rows is on shard 1, beside shard 1's rows of the other classes.
+ */
+TEST(boost_shards_multiclass_eval_class_from_another_shard)
+{
+	bsh_data	mc = {2000, 4, false, false, false, 0, 0, false, 4, 0, 0, true, false};
+	gbml_param_value multi[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 25), tu_num("depth", 4),
+	tu_num("learning_rate", 0.9), tu_num("eval_fraction", 0.25), tu_num("early_stopping_rounds", 3)};
+	int64_t		i = -1;
+
+	/* the first held-out row of the top class */
+	for (int64_t from = 0; from < mc.n; from = i + 1)
 	{
-		gbml_param_value held[] = {tu_num("k", 2), tu_num("eval_fraction", 0.2)};
-		gbml_param_value boost[] = {tu_num("eval_fraction", 0.2)};
-		int64_t		i = tu_first_held_out("kmeans", held, 2, bsh_fill, &s);
-		gbml_env	env;
-		gbml_parsed_params pp;
-		gbml_dataset ds,
-					eval;
-		float		x[3];
-		gbml_row	row = {.x = x,.n_features = 3,.group_is_null = true};
-		bool		has_eval;
+		float		x[4],
+					label,
+					weight;
 
-		CHECK(i >= 0);
-		gbml_env_init_malloc(&env, 1);
-		bsh_row(&s, i, x, &row.label, &row.weight);
-		gbml_dataset_init(&ds, false);
-		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
-		CHECK(gbml_parse_training_params(&env, gbml_algorithm_by_name("boost"), boost, 1, &pp) == GBML_OK);
-		CHECK(gbml_shard_split_eval(&pp, &ds, &eval, &has_eval, &env) == GBML_EINVAL);
-		CHECK(strstr(env.error, "holds out every one of this shard's 1 rows") != NULL);
-		gbml_parsed_params_free(&env, &pp);
-		gbml_dataset_free(&ds, &env);
-		CHECK(env.memory_used == 0);
+		i = tu_first_held_out("boost", multi, 6, bsh_fill, &mc, from);
+		if (i < 0)
+			break;
+		bsh_row(&mc, i, x, &label, &weight);
+		if (label == (float) (mc.classes - 1))
+			break;
 	}
+	CHECK(i >= 0);
+	mc.lone = i + 1;
+	bsh_check_eval("MultiClass, an eval row of a class only another shard trains", &mc, multi, 6);
+}
+
+/* MultiClass: a shard whose rows are all of one class (fewer than 2 are an error only for the union) */
+TEST(boost_shards_multiclass_shard_of_one_class)
+{
+	bsh_data	mc = {2000, 4, false, false, false, 0, 0, false, 3, 0, 0, false, true};
+	gbml_param_value v[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 6), tu_num("depth", 3)};
+	gbml_param_value e[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 25), tu_num("depth", 4),
+	tu_num("learning_rate", 0.9), tu_num("eval_fraction", 0.25), tu_num("early_stopping_rounds", 3)};
+
+	tu_check_same_bytes("boost", "MultiClass, a shard of class 0 only", bsh_fill, &mc, v, 3);
+	bsh_check_eval("MultiClass, a shard of class 0 only, an eval set", &mc, e, 6);
 }
 
 /*
@@ -452,8 +524,8 @@ TEST(boost_shards_refuses_what_it_cannot_do_yet)
  */
 TEST(boost_shards_auc_same_bytes)
 {
-	bsh_data	b = {2600, 5, true, true, true, 0, 0, false, 0, 0};
-	bsh_data	be = {700, 5, true, true, true, 0, 0, false, 0, 40000};
+	bsh_data	b = {2600, 5, true, true, true, 0, 0, false, 0, 0, 0, false, false};
+	bsh_data	be = {700, 5, true, true, true, 0, 0, false, 0, 40000, 0, false, false};
 	gbml_param_value train[] = {tu_str("loss", "Logloss"), tu_str("eval_metric", "AUC"), tu_num("iterations", 6),
 	tu_num("depth", 4)};
 	gbml_param_value split[] = {tu_str("loss", "Logloss"), tu_str("eval_metric", "AUC"), tu_num("iterations", 40),
@@ -469,7 +541,7 @@ TEST(boost_shards_auc_same_bytes)
 
 TEST(boost_shards_failing_shard_names_it)
 {
-	bsh_data	s = {3000, 4, false, false, false, 0, 0, false, 0, 0};
+	bsh_data	s = {3000, 4, false, false, false, 0, 0, false, 0, 0, 0, false, false};
 	gbml_param_value v[] = {tu_num("iterations", 5), tu_num("depth", 3), tu_num("border_sample_size", 1000)};
 	char		error[512];
 	size_t		len;

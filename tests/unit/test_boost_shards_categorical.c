@@ -38,6 +38,7 @@ typedef struct sc_data
 	sc_label	label;
 	int64_t		first;			/* rows from this index on (an eval set's: other rows) */
 	bool		constant;		/* every categorical value category 0: no derived feature at all */
+	int64_t		lone;			/* > 0: the row lone - 1 (its query) alone on the last shard */
 } sc_data;
 
 /* numeric; 40 categories (a tenth NULL); 3 categories (one-hot); 300 categories (almost an id) */
@@ -137,6 +138,9 @@ sc_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files,
 		/* uneven shares; the last of three shards gets nothing */
 		int			owner = n_shards == 3 ? (int) ((unit * 7) % 5 < 3 ? 0 : 1) : (int) ((unit * 13) % 3 == 0);
 
+		if (s->lone > 0)
+			owner = unit == (s->label == SC_RANKING ? (s->lone - 1) / 10 : s->lone - 1) ? n_shards - 1
+				: owner == n_shards - 1 ? 0 : owner;
 		if (shard >= 0 && owner != shard)
 			continue;
 		sc_row(s, i, x, &row.label);
@@ -239,6 +243,29 @@ TEST(boost_shards_categorical_eval_sets_are_one_servers_bytes)
 	tu_check_same_bytes("boost", "categorical, eval_fraction", sc_fill, &s, v, 5);
 	tu_check_same_bytes("boost", "categorical MultiClass, eval_fraction", sc_fill, &cls, cv, 4);
 	tu_check_same_bytes_eval("boost", "categorical, eval_source", sc_fill, &s, sc_fill, &ev, sv, 4);
+	sc_free_schema();
+}
+
+/*
+ * A shard whose every row eval_fraction holds out bins its eval rows with
+ * the final statistics as the others do (it sends no ids, takes no bins):
+ * one server's bytes for a held-out row and a held-out query.
+ */
+TEST(boost_shards_categorical_shard_whose_rows_are_all_held_out)
+{
+	sc_data		s = {.n = 3000, .label = SC_REGRESSION},
+				rank = {.n = 2500, .label = SC_RANKING};
+	gbml_param_value v[] = {tu_num("iterations", 40), tu_num("depth", 4), tu_num("learning_rate", 0.4),
+	tu_num("eval_fraction", 0.2), tu_num("early_stopping_rounds", 3), tu_num("one_hot_max_size", 4)};
+	gbml_param_value rv[] = {tu_num("iterations", 8), tu_num("depth", 4), tu_str("loss", "YetiRank"),
+	tu_num("eval_fraction", 0.3)};
+
+	sc_make_schema();
+	s.lone = tu_first_held_out("boost", v, 6, sc_fill, &s, 0) + 1;
+	rank.lone = tu_first_held_out("boost", rv, 4, sc_fill, &rank, 0) + 1;
+	CHECK(s.lone > 0 && rank.lone > 0);
+	tu_check_same_bytes("boost", "categorical, a lone held-out row", sc_fill, &s, v, 6);
+	tu_check_same_bytes("boost", "categorical YetiRank, a lone held-out query", sc_fill, &rank, rv, 4);
 	sc_free_schema();
 }
 

@@ -127,7 +127,7 @@ TEST(kmeans_shards_a_shard_whose_rows_are_all_held_out)
 {
 	sh_data		s = {3000, 6, 0, 0, 0};
 	gbml_param_value v[] = {tu_num("k", 4), tu_num("random_seed", 3), tu_num("eval_fraction", 0.25)};
-	int64_t		i = tu_first_held_out("kmeans", v, 3, sh_fill, &s);
+	int64_t		i = tu_first_held_out("kmeans", v, 3, sh_fill, &s, 0);
 
 	CHECK(i >= 0);
 	s.lone = i + 1;

@@ -229,7 +229,7 @@ TEST(saga_shards_a_shard_whose_rows_are_all_held_out)
 {
 	sg_data		s = {3000, 5, true, true, 0, false, 0, 0};
 	gbml_param_value v[] = {tu_str("loss", "squared"), tu_num("eval_fraction", 0.2)};
-	int64_t		i = tu_first_held_out("saga", v, 2, sg_fill, &s);
+	int64_t		i = tu_first_held_out("saga", v, 2, sg_fill, &s, 0);
 
 	CHECK(i >= 0);
 	s.lone = i + 1;

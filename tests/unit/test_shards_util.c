@@ -269,7 +269,8 @@ tu_check_sharded(const char *algorithm, const char *name, tu_fill_fn fill, void 
 }
 
 int64_t
-tu_first_held_out(const char *algorithm, const gbml_param_value *v, int nv, tu_fill_fn fill, void *arg)
+tu_first_held_out(const char *algorithm, const gbml_param_value *v, int nv, tu_fill_fn fill, void *arg,
+				  int64_t from)
 {
 	gbml_env	env;
 	gbml_parsed_params pp;
@@ -293,6 +294,8 @@ tu_first_held_out(const char *algorithm, const gbml_param_value *v, int nv, tu_f
 						eval;
 			bool		has_eval;
 
+			if (at < from)
+				continue;
 			gbml_dataset_init(&one, ds.allow_missing);
 			one.schema = ds.schema;
 			CHECK(gbml_dataset_append(&one, &env, &row, false) == GBML_OK);

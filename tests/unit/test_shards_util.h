@@ -57,11 +57,12 @@ void		tu_check_sharded(const char *algorithm, const char *name, tu_fill_fn fill,
 							 void *compare_arg);
 
 /*
- * The first row (in fill's order, shard -1) that `algorithm` with params
- * v[0 .. nv) holds out of a shard holding it alone (gbml_shard_split_eval,
- * as the glue splits a shard's rows), or -1: a row to put alone on a shard
- * whose every row is held out.
+ * The first row from index `from` on (in fill's order, shard -1) that
+ * `algorithm` with params v[0 .. nv) holds out of a shard holding it alone
+ * (gbml_shard_split_eval, as the glue splits a shard's rows), or -1: a row
+ * to put alone on a shard whose every row is held out.
  */
-int64_t		tu_first_held_out(const char *algorithm, const gbml_param_value *v, int nv, tu_fill_fn fill, void *arg);
+int64_t		tu_first_held_out(const char *algorithm, const gbml_param_value *v, int nv, tu_fill_fn fill, void *arg,
+							  int64_t from);
 
 #endif
