@@ -12,7 +12,9 @@
  * its features 1 and 2 are categorical (11 and 3 categories, some NULL:
  * the categorical requests) with that eval set too, when 5 mod 6 the same
  * with Depthwise trees that split categories as sets (masks in the
- * splits); K-Means' and
+ * splits); with an eval set, when its value / 18 is odd, every row of the
+ * shard is held out (a small partition's: no training rows, the eval rows
+ * only); K-Means' and
  * the linear models' shards hold one out when their value / 3 is odd, for
  * the coordinator to gather, and take features 1 and 2 as categorical
  * when their value / 6 is odd (K-Means with one_hot): the first request
@@ -107,6 +109,38 @@ give_counts(const gbml_dataset *ds, fuzz_reader *r, gbml_env *env)
 	fs_def[2].category_counts = fs_tier_counts;
 }
 
+/*
+ * A shard whose every row eval_fraction holds out: its rows become the
+ * rows the split held out, which the same split then holds out again.
+ */
+static void
+hold_out_every_row(gbml_dataset *ds, gbml_dataset *eval, const gbml_parsed_params *pp, gbml_env *env,
+				   bool *has_eval)
+{
+	const gbml_feature_schema *schema = ds->schema;
+	bool		allow_missing = ds->allow_missing;
+
+	gbml_dataset_free(ds, env);
+	gbml_dataset_init(ds, allow_missing);
+	ds->schema = schema;
+	for (int c = 0; c < eval->n_chunks; c++)
+	{
+		const gbml_chunk *ch = eval->chunks[c];
+
+		for (int64_t i = 0; i < ch->n_rows; i++)
+		{
+			gbml_row	row = {.x = ch->x + i * FS_FEATURES,.n_features = FS_FEATURES,.label = ch->label[i],
+			.group_is_null = true,.weight_is_null = true};
+
+			FUZZ_CHECK(gbml_dataset_append(ds, env, &row, true) == GBML_OK, "append");
+		}
+	}
+	gbml_dataset_free(eval, env);
+	FUZZ_CHECK(gbml_dataset_canonicalize(ds, env) == GBML_OK, "canonicalize");
+	FUZZ_CHECK(gbml_shard_split_eval(pp, ds, eval, has_eval, env) == GBML_OK && ds->n_rows == 0 && *has_eval,
+			   "every row held out: %s", env->error);
+}
+
 /* The global indices every K-Means coordinator sends first: this shard holds rows 0 .. n-1 (its training rows). */
 static void
 send_ranks(const gbml_shard_ops *ops, void *state, int64_t n, gbml_env *env)
@@ -180,6 +214,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	FUZZ_CHECK(gbml_parse_training_params(&env, algo, v, nv, &pp) == GBML_OK, "params: %s", env.error);
 	FUZZ_CHECK(gbml_shard_split_eval(&pp, &ds, &eval, &has_eval, &env) == GBML_OK, "eval split: %s", env.error);
+	if (pick == 2 && has_eval && (first / 18) % 2 == 1)
+		hold_out_every_row(&ds, &eval, &pp, &env, &has_eval);
 	if (categorical && pick < 2)
 		give_counts(&ds, &r, &env);
 	gbml_sb_init(&hello, &env);
