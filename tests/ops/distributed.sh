@@ -248,22 +248,41 @@ out=$(q coord postgres "SELECT gbml.train('lcf_dist', 'saga', 'cat', '{$lc, \"ev
 check "... with eval_fraction: one server's columns (the training rows' counts), its eval objective within 1e-4" t "$out"
 
 # --- a shard whose every row eval_fraction holds out (a partition of one row) ---
-# its row: the first that one server's split holds out of a table of it alone
-lone=""
-for v in $(seq 1 60); do
-  err=$(q_err coord postgres "SELECT gbml.train('probe', 'kmeans', 'SELECT ARRAY[$v, -$v]::real[] AS features', '{\"k\": 1, \"eval_fraction\": 0.3}')")
-  case "$err" in *"leaves no training rows"*) lone=$v; break ;; esac
-done
-[ -n "$lone" ] || bail "no row that eval_fraction 0.3 holds out among 60"
-q shard1 postgres "CREATE TABLE few AS SELECT i AS id, ARRAY[cos(i), sin(i * 1.7)]::real[] AS features FROM generate_series(0, 998, 2) AS i" &&
-  q shard2 postgres "CREATE TABLE few AS SELECT 1 AS id, ARRAY[$lone, -$lone]::real[] AS features" &&
-  q coord postgres "CREATE TABLE few (id int, features real[]) PARTITION BY LIST ((id % 2));
-    CREATE FOREIGN TABLE few_0 PARTITION OF few FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'few');
-    CREATE FOREIGN TABLE few_1 PARTITION OF few FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'few');
-    CREATE TABLE few_local AS SELECT * FROM few" || bail "the table with a one-row partition"
+# held_out ALGO COLUMNS PARAMS: the first v in 1..60 whose row (ARRAY[v, -v] AS features, then
+# COLUMNS) one server's split (eval_fraction 0.3) holds out of a table of it alone
+held_out() {
+  local v err
+  for v in $(seq 1 60); do
+    err=$(q_err coord postgres "SELECT gbml.train('probe', '$1', 'SELECT ARRAY[$v, -$v]::real[] AS features$2', '{$3\"eval_fraction\": 0.3}')")
+    case "$err" in *"leaves no training rows"*) echo "$v"; return 0 ;; esac
+  done
+  return 1
+}
+# one_row_partition TABLE V: TABLE (id, features, label) of 500 rows on shard1 and the row
+# (1, ARRAY[V, -V], 0.5) alone on shard2, and TABLE_local, its copy on the coordinator
+one_row_partition() {
+  q shard1 postgres "CREATE TABLE $1 AS SELECT i AS id, ARRAY[cos(i), sin(i * 1.7)]::real[] AS features,
+      (2 * cos(i) + sin(i * 1.7))::real AS label FROM generate_series(0, 998, 2) AS i" &&
+    q shard2 postgres "CREATE TABLE $1 AS SELECT 1 AS id, ARRAY[$2, -$2]::real[] AS features, 0.5::real AS label" &&
+    q coord postgres "CREATE TABLE $1 (id int, features real[], label real) PARTITION BY LIST ((id % 2));
+      CREATE FOREIGN TABLE ${1}_0 PARTITION OF $1 FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name '$1');
+      CREATE FOREIGN TABLE ${1}_1 PARTITION OF $1 FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name '$1');
+      CREATE TABLE ${1}_local AS SELECT * FROM $1"
+}
+# same_eval_rows NAME: the sharded and the local model of NAME have the same eval rows
+same_eval_rows() {
+  echo "(SELECT (gbml.model_info(model) ->> 'eval_rows') = (SELECT gbml.model_info(model) ->> 'eval_rows' FROM gbml.models WHERE name = '${1}_one') FROM gbml.models WHERE name = '${1}_dist')"
+}
+lone=$(held_out kmeans ", 0.5::real AS label" '"k": 1, ') || bail "no row that eval_fraction 0.3 holds out among 60"
+one_row_partition few "$lone" || bail "the table with a one-row partition"
 check "K-Means with eval_fraction where one shard's every row is held out: gathered, the same bytes" t \
-  "$(same_bytes kfew kmeans few '"k": 3, "eval_fraction": 0.3' \
-     "(SELECT (gbml.model_info(model) ->> 'eval_rows') = (SELECT gbml.model_info(model) ->> 'eval_rows' FROM gbml.models WHERE name = 'kfew_one') FROM gbml.models WHERE name = 'kfew_dist')")"
+  "$(same_bytes kfew kmeans few '"k": 3, "eval_fraction": 0.3' "$(same_eval_rows kfew)")"
+# boosting: that shard keeps its eval row, takes part in every step and scores it each tree
+lone=$(held_out boost ", 0.5::real AS label" "") || bail "no labelled row that eval_fraction 0.3 holds out among 60"
+one_row_partition fewb "$lone" || bail "the labelled table with a one-row partition"
+check "boosting with eval_fraction where one shard's every row is held out: it scores its eval row, the same bytes" t \
+  "$(same_bytes bfew boost fewb '"iterations": 40, "learning_rate": 0.5, "eval_fraction": 0.3, "early_stopping_rounds": 3' \
+     "$(same_eval_rows bfew)")"
 
 # --- no state left on a shard ---
 sessions() { q $1 postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gbml shard'" 2>&1; }
