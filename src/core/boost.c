@@ -187,23 +187,6 @@ boost_records_param(const gbml_param_spec *s, const void *params, const gbml_dat
 /* Rows in training order                                             */
 /* ------------------------------------------------------------------ */
 
-typedef struct group_key
-{
-	int64_t		group;
-	int64_t		index;
-} group_key;
-
-static int
-cmp_group_key(const void *pa, const void *pb)
-{
-	const group_key *a = pa,
-			   *b = pb;
-
-	if (a->group != b->group)
-		return a->group < b->group ? -1 : 1;
-	return a->index < b->index ? -1 : (a->index > b->index);
-}
-
 static void
 data_free(boost_data *d, gbml_env *env)
 {
@@ -243,7 +226,7 @@ data_prepare(const gbml_dataset *ds, boost_data *d, gbml_env *env)
 {
 	int64_t		n = ds->n_rows;
 	int64_t		i = 0;
-	group_key  *keys = NULL;
+	gbml_group_order_key *keys = NULL;
 
 	memset(d, 0, sizeof(*d));
 	d->n = n;
@@ -264,16 +247,16 @@ data_prepare(const gbml_dataset *ds, boost_data *d, gbml_env *env)
 		return GBML_OK;
 	}
 
-	keys = gbml_alloc_array(env, (size_t) n, sizeof(group_key));
+	keys = gbml_alloc_array(env, (size_t) n, sizeof(gbml_group_order_key));
 	if (keys == NULL)
 		goto fail;
 	for (int c = 0; c < ds->n_chunks; c++)
 		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++, i++)
 		{
 			keys[i].group = ds->chunks[c]->group[r];
-			keys[i].index = ((int64_t) c << 32) | r;
+			keys[i].pos = ((int64_t) c << 32) | r;
 		}
-	qsort(keys, (size_t) n, sizeof(group_key), cmp_group_key);
+	qsort(keys, (size_t) n, sizeof(gbml_group_order_key), gbml_group_order_cmp);
 	d->n_groups = 0;
 	for (i = 0; i < n; i++)
 		if (i == 0 || keys[i].group != keys[i - 1].group)
@@ -292,7 +275,7 @@ data_prepare(const gbml_dataset *ds, boost_data *d, gbml_env *env)
 				d->group_id[g] = keys[i].group;
 				d->group_off[g++] = i;
 			}
-			gather_row(d, i, ds, (int) (keys[i].index >> 32), keys[i].index & 0xffffffffLL);
+			gather_row(d, i, ds, (int) (keys[i].pos >> 32), keys[i].pos & 0xffffffffLL);
 		}
 		d->group_off[g] = n;
 	}

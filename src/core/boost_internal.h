@@ -431,8 +431,6 @@ int			boost_cat_group_sizes(const trainer *T, gbml_strbuf *reply);
 int			boost_cat_take_inputs(trainer *T, const gbml_feature_schema *schema, gbml_msg_reader *r);
 int			boost_cat_take_bins(trainer *T, gbml_msg_reader *r, int64_t *filled);
 
-/* What training across servers cannot do yet, once the loss is known (with_groups: the rows have query ids). */
-int			boost_shards_check_loss(trainer *T, bool with_groups);
 /*
  * Coordinator side (boost_shards.c): the shards' hellos, the borders from
  * their sample, T->rows; with categorical inputs T->cat begun (n_eval_here:

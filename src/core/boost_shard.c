@@ -77,12 +77,12 @@ bs_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_param
 	sh->answers = ds->n_rows > 0 || (eval != NULL && eval->n_rows > 0);
 	if (sh->answers && (rc = boost_trainer_rows(&sh->T, ds, eval, &sh->params, env)) != GBML_OK)
 		goto fail;
-	if (ds->n_rows > 0 && (rc = boost_shards_check_loss(&sh->T, sh->T.train.n_groups > 0)) != GBML_OK)
-		goto fail;
 	/* this shard's largest weight: what a refinement step's scale must leave room for */
 	for (int64_t i = 0; i < sh->T.train.n; i++)
 		sh->T.max_weight = fmax(sh->T.max_weight, sh->T.train.weight ? fabs((double) sh->T.train.weight[i]) : 1.0);
-	sh->needs_ranks = sh->params.subsample < 1 && sh->T.train.n_groups == 0 && sh->T.train.n > 0;
+	/* subsample draws rows by their global index (queries, with a ranking loss: theirs) */
+	sh->needs_ranks = sh->params.subsample < 1 && sh->T.train.n > 0 &&
+		(sh->T.train.n_groups == 0 || !gbml_boost_loss_is_ranking(sh->T.kind));
 	missing = gbml_alloc0(env, (size_t) (ds->n_features > 0 ? ds->n_features : 1));
 	if (missing == NULL || (rc = gbml_boost_scan_missing(ds, missing, env)) != GBML_OK)
 	{
@@ -120,14 +120,22 @@ bs_close(void *state)
 	gbml_free(sh->env, sh);
 }
 
+/* A page of the rows' hashes: in canonical order, or grouped (the training order with group ids). */
 static int
-bs_hashes(bs_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
+bs_hashes(bs_shard *sh, gbml_msg_reader *r, bool grouped, gbml_strbuf *reply)
 {
 	int			rc;
 
 	if (sh->phase != BS_ROWS)
 		return gbml_error(sh->env, GBML_EINVAL, "boost shard: row hashes asked for after the borders");
-	if (sh->hashes.hash == NULL && (rc = gbml_shard_hashes_build(&sh->hashes, sh->ds, sh->env)) != GBML_OK)
+	if (grouped && sh->ds->group_state <= 0)
+		return gbml_error(sh->env, GBML_EINVAL, "boost shard: grouped row hashes asked for rows without group ids");
+	/* the one kind asked for now (the coordinator merges one order after the other) */
+	if (sh->hashes.hash != NULL && (sh->hashes.words == 3) != grouped)
+		gbml_shard_hashes_free(&sh->hashes, sh->env);
+	if (sh->hashes.hash == NULL &&
+		(rc = grouped ? gbml_shard_hashes_build_grouped(&sh->hashes, sh->ds, sh->env)
+		 : gbml_shard_hashes_build(&sh->hashes, sh->ds, sh->env)) != GBML_OK)
 		return rc;
 	gbml_shard_hashes_page(&sh->hashes, r, reply);
 	return GBML_OK;
@@ -928,7 +936,8 @@ bs_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 	switch (op)
 	{
 		case BS_OP_HASHES:
-			rc = bs_hashes(sh, &r, reply);
+		case BS_OP_GROUP_HASHES:
+			rc = bs_hashes(sh, &r, op == BS_OP_GROUP_HASHES, reply);
 			break;
 		case BS_OP_SAMPLE:
 			rc = bs_sample(sh, &r, reply);

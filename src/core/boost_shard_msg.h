@@ -66,7 +66,14 @@ typedef enum bs_shard_op
 	BS_OP_CAT_GROUP_SIZES,		/* () -> i64 count, i64 x count: each query's rows, in order */
 	BS_OP_CAT_INPUTS,			/* i64 len, len bytes, i64 n_derived, per derived feature i64 count,
 								 * f32 x count -> () */
-	BS_OP_CAT_BINS				/* i64 first, i64 count, u8 x n_derived x count -> () */
+	BS_OP_CAT_BINS,				/* i64 first, i64 count, u8 x n_derived x count -> () */
+	/*
+	 * subsample with group ids and a pointwise loss (the rows drawn by their
+	 * index in the union's training order, a query possibly on several
+	 * shards): pages of (group key, hash, content hash) in the shard's
+	 * training order (shard_order.h), then its rows' indices (BS_OP_RANKS)
+	 */
+	BS_OP_GROUP_HASHES			/* i64 offset, i64 count -> i64 count, u64 x 3 x count */
 } bs_shard_op;
 
 typedef enum bs_pending

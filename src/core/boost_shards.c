@@ -22,10 +22,12 @@
  * Ranking losses need every query on one shard: the shards' query ids are
  * merged once (a query on two shards is an error naming it and both), and
  * each shard gets its queries' indices among the union's (their random
- * streams).  subsample < 1 draws over the union's rows (their global
- * indices, sent with the order) or queries.  Not yet across servers
- * (boost_shards_check_loss): subsample with group ids and a pointwise
- * loss.  Categorical inputs: boost_shards_cat.c.  AUC, which needs every
+ * streams).  A pointwise loss with group ids (for the eval split by query)
+ * takes a query on several shards unless a query metric or categorical
+ * inputs need it whole.  subsample < 1 draws over the union's rows (their
+ * global indices, sent with the canonical order; with group ids, their
+ * indices in the union's training order: by group id, then canonical) or,
+ * with a ranking loss, queries.  Categorical inputs: boost_shards_cat.c.  AUC, which needs every
  * prediction, gathers them (boost_shards_auc: 16 bytes a row, each time it
  * is asked for).  An eval set of the coordinator's own (eval_source) is
  * binned and scored here (boost.c, eval_here); the shards only get the
@@ -46,17 +48,6 @@
 /* Sample rows asked of one shard per round trip: at most about 64 MB of floats. */
 #define SAMPLE_PAGE_BYTES ((size_t) 64 << 20)
 
-
-int
-boost_shards_check_loss(trainer *T, bool with_groups)
-{
-	if (T->p->subsample < 1 && with_groups && !gbml_boost_loss_is_ranking(T->kind))
-		return gbml_error(T->env, GBML_EUNSUPPORTED,
-						  "boost: subsample below 1 with group ids and the %s loss is not supported yet when the rows "
-						  "are on other servers (with a ranking loss, or without group ids, it is)",
-						  gbml_boost_loss_names[T->kind]);
-	return GBML_OK;
-}
 
 /* ------------------------------------------------------------------ */
 /* The border sample                                                  */
@@ -240,11 +231,13 @@ hello_tails(trainer *T, boost_shards *B, int d, bool *missing, bool *with_groups
 
 /*
  * The union's queries: every shard's ids (ascending) merged; a query on two
- * shards is an error naming it and both; each shard gets its queries'
+ * shards is an error naming it and both when something needs every query
+ * whole (needs_whole says what; NULL: a pointwise loss, whose query on
+ * several shards gets one index on each); each shard gets its queries'
  * indices in the merged order.
  */
 static int
-index_groups(trainer *T, boost_shards *B)
+index_groups(trainer *T, boost_shards *B, const char *needs_whole)
 {
 	gbml_env   *env = T->env;
 	gbml_shard_channel *ch = &B->ch;
@@ -290,12 +283,7 @@ index_groups(trainer *T, boost_shards *B)
 			goto done;
 		total += B->n_groups[s];
 	}
-	/* each shard's index message: the union's count (no query on two shards: the sum), its count, its indices */
-	for (int s = 0; s < S; s++)
-	{
-		gbml_msg_put_i64(gbml_shard_request_to(ch, s, BS_OP_GROUP_INDEX), total);
-		gbml_msg_put_i64(&ch->each[s], B->n_groups[s]);
-	}
+	/* the merge: each union query's index to every shard holding it */
 	for (int64_t g = 0; g < total; g++)
 	{
 		int			best = -1;
@@ -304,18 +292,34 @@ index_groups(trainer *T, boost_shards *B)
 		{
 			if (ids[s] == NULL || at[s] == B->n_groups[s])
 				continue;
-			if (best >= 0 && ids[s][at[s]] == ids[best][at[best]])
+			if (best >= 0 && ids[s][at[s]] == ids[best][at[best]] && needs_whole != NULL)
 			{
-				rc = gbml_error(env, GBML_EINVAL, "boost: query %lld has rows on shards %s and %s; ranking losses need "
+				rc = gbml_error(env, GBML_EINVAL, "boost: query %lld has rows on shards %s and %s; %s needs "
 								"every query's rows on one shard (partition the table by its group column)",
-								(long long) ids[s][at[s]], link->name(link->ctx, best), link->name(link->ctx, s));
+								(long long) ids[s][at[s]], link->name(link->ctx, best), link->name(link->ctx, s),
+								needs_whole);
 				goto done;
 			}
 			if (best < 0 || ids[s][at[s]] < ids[best][at[best]])
 				best = s;
 		}
-		gbml_msg_put_i64(&ch->each[best], g);
+		if (best < 0)
+		{
+			total = g;			/* fewer: queries on several shards */
+			break;
+		}
+		for (int s = S - 1; s >= 0; s--)
+			if (ids[s] != NULL && at[s] < B->n_groups[s] && ids[s][at[s]] == ids[best][at[best]] && s != best)
+				B->group_union[s][at[s]++] = g;
 		B->group_union[best][at[best]++] = g;
+	}
+	/* each shard's index message: the union's count, its count, its indices */
+	for (int s = 0; s < S; s++)
+	{
+		gbml_msg_put_i64(gbml_shard_request_to(ch, s, BS_OP_GROUP_INDEX), total);
+		gbml_msg_put_i64(&ch->each[s], B->n_groups[s]);
+		if (B->n_groups[s] > 0)
+			gbml_msg_put(&ch->each[s], B->group_union[s], sizeof(int64_t) * (size_t) B->n_groups[s]);
 	}
 	T->n_groups_global = total;
 	rc = gbml_shard_send_each(ch);
@@ -325,6 +329,30 @@ done:
 	gbml_free(env, ids);
 	gbml_free(env, at);
 	return rc;
+}
+
+/* What needs every query's rows on one shard (the error's words), or NULL: a query may span shards. */
+static const char *
+query_needs_whole(const trainer *T, const gbml_dataset *ds)
+{
+	if (gbml_boost_loss_is_ranking(T->kind))
+		return "a ranking loss";
+	if (T->metric == GBML_BOOST_METRIC_NDCG)
+		return "the NDCG metric";
+	if (gbml_schema_n_categorical(ds->schema) > 0)
+		return "with group ids, categorical inputs' ordered statistics";
+	return NULL;
+}
+
+/*
+ * subsample with group ids and a pointwise loss: one server draws each row
+ * by its index in its training order (by group id, then canonical), which
+ * the shards get from the union's grouped merge.
+ */
+static bool
+draws_rows_by_training_order(const trainer *T, bool with_groups)
+{
+	return T->p->subsample < 1 && with_groups && !gbml_boost_loss_is_ranking(T->kind);
 }
 
 /* The borders to every shard (each bins its rows with them). */
@@ -377,10 +405,11 @@ boost_shards_setup(trainer *T, const gbml_dataset *ds, int64_t n_eval_here)
 		rc = env->error_code;
 	else if ((rc = hello_tails(T, B, d, missing, &with_groups)) == GBML_OK &&
 			 (rc = boost_resolve_loss(T, with_groups ? 1 : 0)) == GBML_OK &&
-			 (rc = boost_shards_check_loss(T, with_groups)) == GBML_OK &&
-			 (!with_groups || (rc = index_groups(T, B)) == GBML_OK) &&
+			 (!with_groups || (rc = index_groups(T, B, query_needs_whole(T, ds))) == GBML_OK) &&
 			 (rc = gbml_boost_ctr_begin(&T->cat, ds->schema, d, T->n_global, n_eval_here, env)) == GBML_OK &&
 			 (rc = sample_lists(T, B, m, p->subsample < 1 && !with_groups, T->cat.n_cat > 0 && !with_groups)) == GBML_OK &&
+			 (!draws_rows_by_training_order(T, with_groups) ||
+			  (rc = gbml_shard_send_grouped_ranks(&B->ch, T->n_global, BS_OP_GROUP_HASHES, BS_OP_RANKS)) == GBML_OK) &&
 			 (rc = gather_sample(T, B, rows, d)) == GBML_OK &&
 			 (rc = gbml_boost_borders_from_sample(rows, m, d, missing, (int) p->border_count,
 												  (gbml_boost_border_type) p->border_type, &T->borders, env)) == GBML_OK &&

@@ -1187,3 +1187,14 @@ split_eval_host(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t 
 	eval->schema = ds->schema;
 	return GBML_OK;
 }
+
+int
+gbml_group_order_cmp(const void *pa, const void *pb)
+{
+	const gbml_group_order_key *a = pa,
+			   *b = pb;
+
+	if (a->group != b->group)
+		return a->group < b->group ? -1 : 1;
+	return a->pos < b->pos ? -1 : (a->pos > b->pos);
+}

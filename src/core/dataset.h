@@ -364,4 +364,18 @@ gbml_run_of(const int64_t *start, int n, int64_t v)
 int			gbml_dataset_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 									uint64_t seed, bool may_empty, gbml_env *env);
 
+/*
+ * The training order with group ids (boosting's, one server's and the
+ * union's across shards): rows by group id, then by canonical position
+ * (pos: any value that orders as the position does, a chunk address too);
+ * gbml_group_order_cmp is qsort's comparator.
+ */
+typedef struct gbml_group_order_key
+{
+	int64_t		group;
+	int64_t		pos;
+} gbml_group_order_key;
+
+int			gbml_group_order_cmp(const void *a, const void *b);
+
 #endif

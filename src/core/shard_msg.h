@@ -96,9 +96,11 @@ gbml_msg_put_f64(gbml_strbuf *sb, double v)
  * its hello, eval terms and the best model's cut; 5: AUC's scores,
  * boosting's categorical requests and set splits' masks; 6: the
  * categories' counts before a K-Means or linear model's hello
- * (onehot_counts.h), the eval rows' pages carry their width).
+ * (onehot_counts.h), the eval rows' pages carry their width; 7: a boosting
+ * shard with eval rows only answers every step, and the grouped hashes'
+ * pages of the training order with group ids).
  */
-#define GBML_SHARD_HELLO_VERSION 6
+#define GBML_SHARD_HELLO_VERSION 7
 #define GBML_SHARD_HELLO_HEAD 24
 
 /*

@@ -7,6 +7,7 @@
 #include "chunk_prefetch.h"
 #include "dataset_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 uint64_t
@@ -39,6 +40,7 @@ gbml_shard_hashes_build(gbml_shard_hashes *h, const gbml_dataset *ds, gbml_env *
 				rc;
 
 	h->n = ds->n_rows;
+	h->words = 2;
 	h->hash = gbml_alloc_array(env, (size_t) (h->n > 0 ? h->n : 1) * 2, sizeof(uint64_t));
 	if (h->hash == NULL)
 		return env->error_code;
@@ -63,6 +65,46 @@ gbml_shard_hashes_build(gbml_shard_hashes *h, const gbml_dataset *ds, gbml_env *
 	return rc < 0 ? rc : GBML_OK;
 }
 
+int
+gbml_shard_hashes_build_grouped(gbml_shard_hashes *h, const gbml_dataset *ds, gbml_env *env)
+{
+	gbml_group_order_key *rows;
+	uint64_t   *triples;
+	int64_t		at = 0;
+	int			rc;
+
+	if ((rc = gbml_shard_hashes_build(h, ds, env)) != GBML_OK)
+		return rc;
+	rows = gbml_alloc_array(env, (size_t) (h->n > 0 ? h->n : 1), sizeof(gbml_group_order_key));
+	triples = gbml_alloc_array(env, (size_t) (h->n > 0 ? h->n : 1) * 3, sizeof(uint64_t));
+	if (rows == NULL || triples == NULL)
+	{
+		gbml_free(env, rows);
+		gbml_free(env, triples);
+		gbml_shard_hashes_free(h, env);
+		return env->error_code;
+	}
+	for (int c = 0; c < ds->n_chunks; c++)
+		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++, at++)
+		{
+			rows[at].group = ds->chunks[c]->group[r];
+			rows[at].pos = at;
+		}
+	qsort(rows, (size_t) h->n, sizeof(gbml_group_order_key), gbml_group_order_cmp);
+	for (int64_t i = 0; i < h->n; i++)
+	{
+		/* the group id as an unsigned key that orders as the signed id does */
+		triples[3 * i] = (uint64_t) rows[i].group ^ ((uint64_t) 1 << 63);
+		triples[3 * i + 1] = h->hash[2 * rows[i].pos];
+		triples[3 * i + 2] = h->hash[2 * rows[i].pos + 1];
+	}
+	gbml_free(env, rows);
+	gbml_free(env, h->hash);
+	h->hash = triples;
+	h->words = 3;
+	return GBML_OK;
+}
+
 void
 gbml_shard_hashes_page(const gbml_shard_hashes *h, gbml_msg_reader *r, gbml_strbuf *reply)
 {
@@ -77,7 +119,7 @@ gbml_shard_hashes_page(const gbml_shard_hashes *h, gbml_msg_reader *r, gbml_strb
 	if (count > h->n - offset)
 		count = h->n - offset;
 	gbml_msg_put_i64(reply, count);
-	gbml_msg_put(reply, h->hash + 2 * offset, sizeof(uint64_t) * 2 * (size_t) count);
+	gbml_msg_put(reply, h->hash + (size_t) h->words * (size_t) offset, sizeof(uint64_t) * (size_t) h->words * (size_t) count);
 }
 
 void
@@ -87,10 +129,14 @@ gbml_shard_hashes_free(gbml_shard_hashes *h, gbml_env *env)
 	h->hash = NULL;
 }
 
-/* The merge's state per shard: a page of its hashes being read. */
+/*
+ * The merge's state per shard: a page of its keys being read, `words` a
+ * row: (hash, content hash), or with the group id first.
+ */
 typedef struct order_cursor
 {
-	uint64_t   *hash;			/* GBML_SHARD_ORDER_PAGE x 2 */
+	int			words;
+	uint64_t   *hash;			/* GBML_SHARD_ORDER_PAGE x words */
 	int64_t		have;			/* rows in the page */
 	int64_t		at;				/* the next row of the page */
 	int64_t		fetched;		/* the shard's rows fetched so far */
@@ -129,7 +175,7 @@ fetch_pages(gbml_shard_channel *ch, order_cursor *o, int64_t op_hashes)
 			r.bad = true;		/* a page it owes: without it the merge would wait forever */
 		if (count > 0 && !r.bad)
 		{
-			gbml_msg_get(&r, o[s].hash, sizeof(uint64_t) * 2 * (size_t) count);
+			gbml_msg_get(&r, o[s].hash, sizeof(uint64_t) * (size_t) o[s].words * (size_t) count);
 			o[s].have = count;
 			o[s].at = 0;
 			o[s].fetched += count;
@@ -154,9 +200,13 @@ merge_pages(gbml_shard_channel *ch, order_cursor *o, int64_t n_global, int64_t *
 	{
 		int			best = -1;
 
+		const uint64_t *b = NULL;	/* the best row's keys */
+
 		for (int s = 0; s < ch->n_shards; s++)
 		{
-			const uint64_t *h = o[s].hash + 2 * o[s].at;
+			int			w = o[s].words;
+			const uint64_t *h = o[s].hash + (size_t) w * (size_t) o[s].at;
+			int			order;
 
 			if (o[s].at == o[s].have)
 			{
@@ -164,14 +214,27 @@ merge_pages(gbml_shard_channel *ch, order_cursor *o, int64_t n_global, int64_t *
 					return true;	/* its next page first */
 				continue;
 			}
-			if (best >= 0 && h[0] == o[best].hash[2 * o[best].at] && h[1] != o[best].hash[2 * o[best].at + 1])
+			if (best < 0)
+			{
+				best = s;
+				b = h;
+				continue;
+			}
+			/* ordered by every word but the last, the content hash, which tells a duplicate from a collision */
+			order = w == 3 && h[0] != b[0] ? (h[0] < b[0] ? -1 : 1) : 0;
+			if (order == 0)
+				order = h[w - 2] == b[w - 2] ? 0 : h[w - 2] < b[w - 2] ? -1 : 1;
+			if (order == 0 && h[w - 1] != b[w - 1])
 			{
 				collided[0] = best;
 				collided[1] = s;
 				return false;
 			}
-			if (best < 0 || h[0] < o[best].hash[2 * o[best].at])
+			if (order < 0)
+			{
 				best = s;
+				b = h;
+			}
 		}
 		if (best < 0)
 			return true;		/* the shards hold fewer rows than promised: the caller stops */
@@ -185,9 +248,10 @@ merge_pages(gbml_shard_channel *ch, order_cursor *o, int64_t n_global, int64_t *
 	return true;
 }
 
-int
-gbml_shard_merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes,
-					   gbml_shard_order_visit visit, gbml_shard_order_flush flush, void *arg)
+/* The merge of pages of `words` keys a row (2, or 3 with the group id first). */
+static int
+merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes, int words,
+			gbml_shard_order_visit visit, gbml_shard_order_flush flush, void *arg)
 {
 	gbml_env   *env = ch->env;
 	const gbml_shard_link *link = ch->link;
@@ -204,8 +268,10 @@ gbml_shard_merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hash
 	}
 	for (int s = 0; s < ch->n_shards; s++)
 	{
+		o[s].words = words;
 		if (ch->n_rows[s] > 0 &&
-			(o[s].hash = gbml_alloc_array(env, (size_t) GBML_SHARD_ORDER_PAGE * 2, sizeof(uint64_t))) == NULL)
+			(o[s].hash = gbml_alloc_array(env, (size_t) GBML_SHARD_ORDER_PAGE * (size_t) words,
+										  sizeof(uint64_t))) == NULL)
 		{
 			rc = env->error_code;
 			goto done;
@@ -236,6 +302,13 @@ done:
 		gbml_free(env, o[s].hash);
 	gbml_free(env, o);
 	return rc;
+}
+
+int
+gbml_shard_merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes,
+					   gbml_shard_order_visit visit, gbml_shard_order_flush flush, void *arg)
+{
+	return merge_order(ch, n_global, op_hashes, 2, visit, flush, arg);
 }
 
 /* The pages of global indices being sent back (gbml_shard_send_ranks). */
@@ -286,9 +359,9 @@ rank_flush(void *arg)
 	return gbml_shard_send_each(ch);
 }
 
-int
-gbml_shard_send_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes, int64_t op_ranks,
-					  void (*also_visit) (void *arg, int shard, int64_t local, int64_t global), void *arg)
+static int
+send_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes, int words, int64_t op_ranks,
+		   void (*also_visit) (void *arg, int shard, int64_t local, int64_t global), void *arg)
 {
 	gbml_env   *env = ch->env;
 	int			S = ch->n_shards;
@@ -307,13 +380,26 @@ gbml_shard_send_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashe
 			rc = env->error_code;
 	}
 	if (rc == GBML_OK)
-		rc = gbml_shard_merge_order(ch, n_global, op_hashes, rank_visit, rank_flush, &P);
+		rc = merge_order(ch, n_global, op_hashes, words, rank_visit, rank_flush, &P);
 	for (int s = 0; P.rank && s < S; s++)
 		gbml_free(env, P.rank[s]);
 	gbml_free(env, P.rank);
 	gbml_free(env, P.filled);
 	gbml_free(env, P.sent);
 	return rc;
+}
+
+int
+gbml_shard_send_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes, int64_t op_ranks,
+					  void (*also_visit) (void *arg, int shard, int64_t local, int64_t global), void *arg)
+{
+	return send_ranks(ch, n_global, op_hashes, 2, op_ranks, also_visit, arg);
+}
+
+int
+gbml_shard_send_grouped_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_grouped_hashes, int64_t op_ranks)
+{
+	return send_ranks(ch, n_global, op_grouped_hashes, 3, op_ranks, NULL, NULL);
 }
 
 int

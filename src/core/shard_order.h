@@ -28,16 +28,23 @@
 /* A second hash of a row's content, independent of the canonical one (duplicates vs collisions). */
 uint64_t	gbml_shard_content_hash(const float *x, int d, float label, int64_t group, float weight);
 
-/* A shard's side: every row's (canonical hash, content hash), in canonical order. */
+/*
+ * A shard's side: every row's (canonical hash, content hash), in canonical
+ * order; or (grouped) every row's (group id, canonical hash, content hash)
+ * in the training order with group ids: by group id, then canonical.
+ */
 typedef struct gbml_shard_hashes
 {
 	int64_t		n;
-	uint64_t   *hash;			/* 2 n */
+	int			words;			/* a row's: 2, or 3 grouped */
+	uint64_t   *hash;			/* words x n */
 } gbml_shard_hashes;
 
 /* The hashes of ds's rows (in memory or in a chunk store). */
 int			gbml_shard_hashes_build(gbml_shard_hashes *h, const gbml_dataset *ds, gbml_env *env);
-/* The answer to a request's (offset, count): count, then count pairs of hashes. */
+/* ... grouped: the group id (as an unsigned key in the signed order) first, in the training order with groups. */
+int			gbml_shard_hashes_build_grouped(gbml_shard_hashes *h, const gbml_dataset *ds, gbml_env *env);
+/* The answer to a request's (offset, count): count, then count rows' hashes (h->words each). */
 void		gbml_shard_hashes_page(const gbml_shard_hashes *h, gbml_msg_reader *r, gbml_strbuf *reply);
 void		gbml_shard_hashes_free(gbml_shard_hashes *h, gbml_env *env);
 
@@ -63,6 +70,15 @@ int			gbml_shard_merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t o
 int			gbml_shard_send_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes, int64_t op_ranks,
 								  void (*also_visit) (void *arg, int shard, int64_t local, int64_t global),
 								  void *arg);
+
+/*
+ * ... in the union's training order with group ids (by group id, then
+ * canonical: a query may span shards): the shards answer op_grouped_hashes
+ * with grouped pages, and each gets its rows' indices in its own training
+ * order (ascending).
+ */
+int			gbml_shard_send_grouped_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_grouped_hashes,
+										  int64_t op_ranks);
 
 /* A shard's side: its rows' global indices, ascending, as the pages arrive. */
 typedef struct gbml_shard_ranks
