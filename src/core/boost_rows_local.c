@@ -20,26 +20,41 @@
 #endif
 
 /*
+ * Unit u's uniform for tree `iteration`: the u-th output of a SplitMix64
+ * sequence started from (seed, iteration), computed directly (its state
+ * after u steps is start + u x the golden increment), so a shard draws its
+ * own rows' without walking the union's.
+ */
+static inline double
+unit_uniform(uint64_t start, int64_t u)
+{
+	uint64_t	x = start + (uint64_t) u * 0x9e3779b97f4a7c15ULL;
+
+	return (double) (gbml_splitmix64(&x) >> 11) * 0x1.0p-53;
+}
+
+/*
  * Row sampling for one tree: leaf[r] = 0 for a drawn row, GBML_BOOST_UNSAMPLED
  * otherwise.  Whole groups are drawn for ranking losses.  One uniform per
- * row (per query) of the whole training, in its order: a shard walks the
- * union's stream and keeps the draws at its rows' global indices (row_rank)
- * or its queries' (group_global), so its rows are drawn as one server
- * draws them; when no row of the union is drawn, every row is.  Returns
- * the number of this process's rows drawn.
+ * row (per query) of the whole training, by its index in the training
+ * order: a shard draws at its rows' global indices (row_rank) or its
+ * queries' (group_global), so its rows are drawn as one server draws them,
+ * at a cost of its own rows; when no row of the union is drawn, every row
+ * is (found by looking for the first drawn index: about 1 / subsample
+ * uniforms).  Returns the number of this process's rows drawn.
  */
 static int64_t
 draw_rows(trainer *T, int64_t iteration)
 {
 	int64_t		n = T->train.n,
 				drawn = 0;
-	gbml_rng	rng;
 	double		q = T->p->subsample;
 	bool		by_group = gbml_boost_loss_is_ranking(T->kind) && T->train.n_groups > 0;
 	const int64_t *mine = by_group ? T->train.group_global : T->row_rank;
 	int64_t		units = by_group ? T->n_groups_global : T->n_global,
-				n_mine = by_group ? T->train.n_groups : n,
-				at = 0;
+				n_mine = by_group ? T->train.n_groups : n;
+	uint64_t	x = ((uint64_t) T->p->random_seed ^ 0x7375627361ULL) + (uint64_t) iteration * 0xd1342543de82ef95ULL,
+				start = gbml_splitmix64(&x);
 	bool		any = false;
 
 	if (q >= 1.0)
@@ -47,14 +62,18 @@ draw_rows(trainer *T, int64_t iteration)
 		memset(T->leaf, 0, sizeof(uint16_t) * (size_t) n);
 		return n;
 	}
-	gbml_rng_stream(&rng, (uint64_t) T->p->random_seed ^ 0x7375627361ULL, (uint64_t) iteration);
-	for (int64_t u = 0; u < units; u++)
+	for (int64_t u = 0; u < units && !any; u++)
+		any = unit_uniform(start, u) < q;
+	if (!any)
 	{
-		uint16_t	v = gbml_rng_uniform(&rng) < q ? 0 : GBML_BOOST_UNSAMPLED;
+		/* tiny data and a small share: take every row rather than an empty tree */
+		memset(T->leaf, 0, sizeof(uint16_t) * (size_t) n);
+		return n;
+	}
+	for (int64_t at = 0; at < n_mine; at++)
+	{
+		uint16_t	v = unit_uniform(start, mine ? mine[at] : at) < q ? 0 : GBML_BOOST_UNSAMPLED;
 
-		any |= v == 0;
-		if (at == n_mine || (mine ? mine[at] : at) != u)
-			continue;			/* another shard's */
 		if (by_group)
 		{
 			for (int64_t r = T->train.group_off[at]; r < T->train.group_off[at + 1]; r++)
@@ -67,13 +86,6 @@ draw_rows(trainer *T, int64_t iteration)
 			T->leaf[at] = v;
 			drawn += v == 0;
 		}
-		at++;
-	}
-	if (!any)
-	{
-		/* tiny data and a small share: take every row rather than an empty tree */
-		memset(T->leaf, 0, sizeof(uint16_t) * (size_t) n);
-		drawn = n;
 	}
 	return drawn;
 }
