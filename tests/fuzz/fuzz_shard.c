@@ -14,7 +14,9 @@
  * with Depthwise trees that split categories as sets (masks in the
  * splits); with an eval set, when its value / 18 is odd, every row of the
  * shard is held out (a small partition's: no training rows, the eval rows
- * only); K-Means' and
+ * only); when its value / 36 is odd, the rows have group ids (queries of
+ * 10) and, but with MultiClass, the loss is RMSE with subsample 0.7 (the
+ * grouped hashes' pages, the training order's ranks); K-Means' and
  * the linear models' shards hold one out when their value / 3 is odd, for
  * the coordinator to gather, and take features 1 and 2 as categorical
  * when their value / 6 is odd (K-Means with one_hot): the first request
@@ -54,7 +56,7 @@ static gbml_feature_def fs_def[FS_FEATURES] = {
 static gbml_feature_schema fs_schema = {.n_features = FS_FEATURES, .features = fs_def};
 
 static void
-fill(gbml_dataset *ds, gbml_env *env, bool categorical)
+fill(gbml_dataset *ds, gbml_env *env, bool categorical, bool groups)
 {
 	gbml_dataset_init(ds, categorical);
 	ds->schema = categorical ? &fs_schema : NULL;
@@ -67,7 +69,9 @@ fill(gbml_dataset *ds, gbml_env *env, bool categorical)
 		row.x = x;
 		row.n_features = FS_FEATURES;
 		row.label = (float) (i % 2);
-		row.group_is_null = row.weight_is_null = true;
+		row.group = i / 10;
+		row.group_is_null = !groups;
+		row.weight_is_null = true;
 		FUZZ_CHECK(gbml_dataset_append(ds, env, &row, true) == GBML_OK, "append");
 	}
 	FUZZ_CHECK(gbml_dataset_canonicalize(ds, env) == GBML_OK, "canonicalize");
@@ -130,7 +134,7 @@ hold_out_every_row(gbml_dataset *ds, gbml_dataset *eval, const gbml_parsed_param
 		for (int64_t i = 0; i < ch->n_rows; i++)
 		{
 			gbml_row	row = {.x = ch->x + i * FS_FEATURES,.n_features = FS_FEATURES,.label = ch->label[i],
-			.group_is_null = true,.weight_is_null = true};
+			.group = ch->group[i],.group_is_null = eval->group_state <= 0,.weight_is_null = true};
 
 			FUZZ_CHECK(gbml_dataset_append(ds, env, &row, true) == GBML_OK, "append");
 		}
@@ -174,11 +178,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int			variant = pick == 2 ? (first / 3) % 6 : (first / 3) % 2 ? 3 : 0,
 				nv = variant == 5 ? 5 : variant == 4 ? 3 : variant ? 2 : 1;
 	bool		categorical = pick == 2 ? variant >= 4 : (first / 6) % 2 == 1;
+	bool		groups = pick == 2 && (first / 36) % 2 == 1;
 	bool		trace = getenv("FUZZ_SHARD_TRACE") != NULL,
 				has_eval = false;
 	gbml_dataset eval;
 	const gbml_algorithm *algo = gbml_algorithm_by_name(pick == 0 ? "kmeans" : pick == 1 ? "saga" : "boost");
-	gbml_param_value v[6];
+	gbml_param_value v[8];
 	gbml_parsed_params pp;
 	gbml_env	env;
 	gbml_dataset ds;
@@ -187,7 +192,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memset(v, 0, sizeof(v));
 	fuzz_env_init(&env);
-	fill(&ds, &env, categorical);
+	fill(&ds, &env, categorical, groups);
 	v[0].key = kmeans ? "k" : pick == 1 ? "loss" : "depth";
 	v[0].kind = pick == 1 ? GBML_VALUE_STRING : GBML_VALUE_NUMBER;
 	v[0].string = pick == 1 ? "logistic" : NULL;
@@ -206,6 +211,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	v[4].key = "categorical_split";
 	v[4].kind = GBML_VALUE_STRING;
 	v[4].string = "sets";
+	if (groups)
+	{
+		/* a pointwise loss with group ids: subsample draws by the union's training order */
+		v[nv].key = "subsample";
+		v[nv].kind = GBML_VALUE_NUMBER;
+		v[nv++].number = 0.7;
+		if (variant != 2)
+		{
+			v[nv].key = "loss";
+			v[nv].kind = GBML_VALUE_STRING;
+			v[nv++].string = "RMSE";
+		}
+	}
 	if (kmeans && categorical)
 	{
 		v[nv].key = "one_hot";
