@@ -120,8 +120,10 @@ rk='"iterations": 15, "depth": 4, "border_sample_size": 5000, "group_column": "q
 check "ranking (YetiRank, every query on one shard): the same bytes" t \
   "$(same_bytes r boost rk "$rk")"
 err=$(q_err coord postgres "SELECT gbml.train('rs', 'boost', 'rk', '{\"group_column\": \"qid_split\", \"exclude_columns\": [\"id\", \"qid\"]}')")
-check_match "a query whose rows are on two shards is refused, naming it and both shards" \
-  'query [0-9]+ has rows on shards shard1 and shard2; ranking losses need every query.s rows on one shard' "$(errline "$err")"
+check_match "a query whose rows are on two shards is refused for a ranking loss, naming it and both shards" \
+  'query [0-9]+ has rows on shards shard1 and shard2; a ranking loss needs every query.s rows on one shard' "$(errline "$err")"
+check "a pointwise loss with group ids, queries on both shards, subsample and an eval set by query: the same bytes" t \
+  "$(same_bytes rp boost rk '"loss": "RMSE", "iterations": 30, "depth": 4, "learning_rate": 0.5, "subsample": 0.7, "eval_fraction": 0.3, "early_stopping_rounds": 3, "border_sample_size": 5000, "group_column": "qid_split", "exclude_columns": ["id", "qid"]')"
 check "boosting with subsample (rows drawn by their global index): the same bytes" t \
   "$(same_bytes bs boost pts "$bst, \"subsample\": 0.7")"
 check "boosting with Logloss and leaf_estimation_iterations 3: the same bytes" t \
