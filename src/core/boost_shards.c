@@ -308,8 +308,8 @@ index_groups(trainer *T, boost_shards *B, const char *needs_whole)
 			total = g;			/* fewer: queries on several shards */
 			break;
 		}
-		for (int s = S - 1; s >= 0; s--)
-			if (ids[s] != NULL && at[s] < B->n_groups[s] && ids[s][at[s]] == ids[best][at[best]] && s != best)
+		for (int s = 0; s < S; s++)
+			if (s != best && ids[s] != NULL && at[s] < B->n_groups[s] && ids[s][at[s]] == ids[best][at[best]])
 				B->group_union[s][at[s]++] = g;
 		B->group_union[best][at[best]++] = g;
 	}

@@ -268,6 +268,16 @@ TEST(boost_spill_yetirank_same_bytes_as_memory)
 	check_case(&c);
 }
 
+TEST(boost_spill_rmse_with_group_ids_subsample_same_bytes_as_memory)
+{
+	/* a pointwise loss with group ids: the rows drawn by their index in the group-sorted training order */
+	spill_case	c = {"RMSE with group ids", SPILL_RANKING, 11000, 5, 0.1, false, false,
+		{NUM("iterations", 10), NUM("depth", 4), STR("loss", "RMSE"), NUM("subsample", 0.7),
+		NUM("border_sample_size", 5000)}, 5};
+
+	check_case(&c);
+}
+
 TEST(boost_spill_pairlogit_weights_early_stopping)
 {
 	spill_case	c = {"PairLogit", SPILL_RANKING, 4000, 5, 0.0, true, false,
