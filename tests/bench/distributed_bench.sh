@@ -17,9 +17,11 @@
 # boosting (B_ITERS trees of depth B_DEPTH, RMSE on relevance): seconds per
 # tree and for the borders and bins, round trips and bytes per tree, the
 # coordination per round trip, the same model bytes, and the projected time
-# per tree with a shard per machine; Depthwise trees, the MultiClass loss, an eval set (eval_fraction), AUC on it
-# and a text column of 2,000 categories beside the array (its target statistics computed on the
-# coordinator: the set-up's round trips and bytes printed) (on relevance's five grades) the same way, a row each.
+# per tree with a shard per machine; Depthwise trees, the MultiClass loss, an eval set (eval_fraction), AUC on it,
+# a text column of 2,000 categories beside the array (its target statistics computed on the
+# coordinator: the set-up's round trips and bytes printed), subsample 0.7, YetiRank on the query ids
+# with subsample 0.7, and RMSE with the query ids and subsample 0.7 (the rows' indices from the
+# grouped merge) (on relevance's five grades) the same way, a row each.
 # Last, K-Means (one_hot) and logistic regression on the array beside a text column of 8
 # categories: one-hot encoded on every shard by the union's counts (wall seconds, the same
 # bytes / the objectives).  All
@@ -58,6 +60,8 @@ for s in $(seq 1 "$SHARDS"); do
   q shard$s postgres "UPDATE t SET query = query + $s * 100000000" && q shard$s postgres "VACUUM ANALYZE t" ||
     bail "shard$s queries"
   "$GEN" "$N" "$D" $((6 + s)) | q coord postgres "COPY t_local FROM STDIN (FORMAT binary)" || bail "load the union"
+  # (the union's copies of this shard's rows take its query range too: the queries are the shards')
+  q coord postgres "UPDATE t_local SET query = query + $s * 100000000 WHERE query < 100000000" || bail "the union's queries"
   q coord postgres "CREATE SERVER shard$s FOREIGN DATA WRAPPER postgres_fdw
       OPTIONS (host '$OPS_WORK/shard$s', port '${OPS_PORT[shard$s]}', dbname 'postgres', extensions 'gbml');
     CREATE USER MAPPING FOR postgres SERVER shard$s OPTIONS (user 'postgres');
@@ -103,7 +107,10 @@ variant_rows=""
 for v in "Depthwise:\"grow_policy\": \"Depthwise\"" "MultiClass:\"loss\": \"MultiClass\"" \
          "eval_fraction_0.2:\"eval_fraction\": 0.2" \
          "AUC_on_eval_fraction_0.2:\"eval_fraction\": 0.2, \"eval_metric\": \"AUC\"" \
-         "a_categorical_column:\"feature_columns\": [\"f\", \"cat\"]"; do
+         "a_categorical_column:\"feature_columns\": [\"f\", \"cat\"]" \
+         "subsample_0.7:\"subsample\": 0.7" \
+         "YetiRank_subsample_0.7:\"group_column\": \"query\", \"subsample\": 0.7" \
+         "RMSE_with_query_ids_subsample_0.7:\"loss\": \"RMSE\", \"group_column\": \"query\", \"subsample\": 0.7"; do
   vname=${v%%:*}
   vparams="{\"iterations\": $B_ITERS, \"depth\": $B_DEPTH, \"features_column\": \"f\", \"label_column\": \"relevance\", ${v#*:}}"
   w1=$(run "v_one_$vname" t_local boost "$vparams") || bail "$vname on one server"
