@@ -13,9 +13,13 @@
  *   3. leaf values are loaded per tree (independent loads overlap);
  *   4. the sum uses the four fixed accumulators of gbml_boost_combine, as
  *      every scorer does, so the score is bit-identical to the scalar one.
- * Needs AVX-512 VBMI (Ice Lake, Zen 4 and later); other CPUs keep the scalar
- * path.  x > border  <=>  bin > border index, because the borders are sorted
- * and unique.
+ * Needs AVX-512 VBMI (Ice Lake, Zen 4 and later), or AVX2 (Haswell, Zen 1
+ * and later: the same layout, 8 features a compare, and each level's 64
+ * bins fetched 32 at a time by PSHUFB from the bins' 16-byte pieces);
+ * other CPUs keep the scalar path.  GBML_FAST_SCORER=avx2 takes the AVX2
+ * kernel on an AVX-512 CPU too (the tests check both against the scalar
+ * scorer), GBML_NO_FAST_SCORER the scalar path.  x > border  <=>  bin >
+ * border index, because the borders are sorted and unique.
  */
 #include "boost_predict.h"
 #include "boost_cat.h"
@@ -33,8 +37,15 @@
 #define MAX_USED 128
 #define MAX_DEPTH 8
 
+typedef enum fast_kernel
+{
+	FAST_AVX512,
+	FAST_AVX2
+} fast_kernel;
+
 typedef struct gbml_boost_fast
 {
+	fast_kernel kernel;
 	int			depth;
 	int			n_blocks;
 	int			stride;			/* borders per feature, padded to a multiple of 16 */
@@ -81,10 +92,12 @@ gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
 	int			max_m = 0;
 	float	   *tmp;
 	int64_t    *off;
+	const char *force = getenv("GBML_FAST_SCORER");
+	bool		avx512 = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") &&
+		!(force && strcmp(force, "avx2") == 0);
 
 	f->fast = NULL;
-	if (getenv("GBML_NO_FAST_SCORER") || !__builtin_cpu_supports("avx512vbmi") ||
-		!__builtin_cpu_supports("avx512bw") || d < 1 || d > MAX_DEPTH ||
+	if (getenv("GBML_NO_FAST_SCORER") || (!avx512 && !__builtin_cpu_supports("avx2")) || d < 1 || d > MAX_DEPTH ||
 		f->n_used < 1 || f->n_used > MAX_USED || f->n_trees < 1 || f->n_classes > 0)
 		return GBML_OK;
 	n_splits = (int64_t) f->n_trees * d;
@@ -124,6 +137,7 @@ gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
 		gbml_free(env, fast);
 		return GBML_OK;			/* border indices would not fit a byte */
 	}
+	fast->kernel = avx512 ? FAST_AVX512 : FAST_AVX2;
 	fast->depth = d;
 	fast->n_blocks = (f->n_trees + BLOCK_TREES - 1) / BLOCK_TREES;
 	fast->stride = (max_m + 15) / 16 * 16;
@@ -203,9 +217,40 @@ model_features(const gbml_boost_forest *f, const float *x, float *out)
 	return out;
 }
 
+/*
+ * Leaf values of the block of trees from `first` (n of them, their leaf
+ * indices in idx_bytes) into acc4's lanes: tree first + j into lane j mod 4
+ * (first is a multiple of 64), in tree order, as every scorer sums them.
+ */
+__attribute__((target("avx,avx2")))
+static __m256d
+add_block_leaves(const gbml_boost_forest *f, int d, int first, int n, const uint8_t *idx_bytes, __m256d acc4)
+{
+	const float *leaf = f->leaf + ((size_t) first << d);
+	double		acc[GBML_BOOST_LANES];
+	int			j = 0;
+
+	for (; j + 4 <= n; j += 4, leaf += (size_t) 4 << d)
+	{
+		__m128		v = _mm_setr_ps(leaf[idx_bytes[j]], leaf[((size_t) 1 << d) + idx_bytes[j + 1]],
+									leaf[((size_t) 2 << d) + idx_bytes[j + 2]],
+									leaf[((size_t) 3 << d) + idx_bytes[j + 3]]);
+
+		acc4 = _mm256_add_pd(acc4, _mm256_cvtps_pd(v));
+	}
+	if (j < n)
+	{
+		_mm256_storeu_pd(acc, acc4);
+		for (; j < n; j++, leaf += (size_t) 1 << d)
+			acc[j & 3] += (double) leaf[idx_bytes[j]];
+		acc4 = _mm256_loadu_pd(acc);
+	}
+	return acc4;
+}
+
 __attribute__((target("avx,avx512f,avx512bw,avx512vl,avx512vbmi")))
-double
-gbml_boost_forest_predict_fast(const gbml_boost_forest *f, const float *x)
+static double
+predict_avx512(const gbml_boost_forest *f, const float *x)
 {
 	const gbml_boost_fast *fast = f->fast;
 	uint8_t		bins[MAX_USED] __attribute__((aligned(64)));
@@ -274,29 +319,121 @@ gbml_boost_forest_predict_fast(const gbml_boost_forest *f, const float *x)
 		 * loads overlap), into accumulator t mod 4 in tree order.
 		 */
 		_mm512_store_si512(idx_bytes, idx);
-		{
-			const float *leaf = f->leaf + ((size_t) first << d);
-			int			j = 0;
-
-			for (; j + 4 <= n; j += 4, leaf += (size_t) 4 << d)
-			{
-				__m128		v = _mm_setr_ps(leaf[idx_bytes[j]], leaf[((size_t) 1 << d) + idx_bytes[j + 1]],
-											leaf[((size_t) 2 << d) + idx_bytes[j + 2]],
-											leaf[((size_t) 3 << d) + idx_bytes[j + 3]]);
-
-				acc4 = _mm256_add_pd(acc4, _mm256_cvtps_pd(v));
-			}
-			if (j < n)
-			{
-				_mm256_storeu_pd(acc, acc4);
-				for (; j < n; j++, leaf += (size_t) 1 << d)
-					acc[j & 3] += (double) leaf[idx_bytes[j]];
-				acc4 = _mm256_loadu_pd(acc);
-			}
-		}
+		acc4 = add_block_leaves(f, d, first, n, idx_bytes, acc4);
 	}
 	_mm256_storeu_pd(acc, acc4);
 	return gbml_boost_combine(f->base_score, acc);
+}
+
+/* 1. (AVX2) bins[u] = how many of used feature u's split borders x[u] exceeds, 8 features a compare. */
+__attribute__((target("avx,avx2")))
+static void
+quantize_avx2(const gbml_boost_fast *fast, const float *x, uint8_t *bins)
+{
+	const size_t step = (size_t) fast->n_used16;
+
+	for (int g = 0; g < fast->n_used16; g += 8)
+	{
+		__m256		xv = _mm256_i32gather_ps(x, _mm256_loadu_si256((const __m256i *) (fast->feature_of + g)), 4);
+		__m256i		even = _mm256_setzero_si256(),
+					odd = _mm256_setzero_si256();
+		const float *bt = fast->borders_t + g;
+		int32_t		count[8];
+
+		/* a compare's true lanes are -1: subtracting counts them (stride is even) */
+		for (int k = 0; k < fast->stride; k += 2)
+		{
+			__m256		gt0 = _mm256_cmp_ps(xv, _mm256_loadu_ps(bt + (size_t) k * step), _CMP_GT_OQ);
+			__m256		gt1 = _mm256_cmp_ps(xv, _mm256_loadu_ps(bt + (size_t) (k + 1) * step), _CMP_GT_OQ);
+
+			even = _mm256_sub_epi32(even, _mm256_castps_si256(gt0));
+			odd = _mm256_sub_epi32(odd, _mm256_castps_si256(gt1));
+		}
+		_mm256_storeu_si256((__m256i *) count, _mm256_add_epi32(even, odd));
+		for (int i = 0; i < 8; i++)
+			bins[g + i] = (uint8_t) count[i];
+	}
+}
+
+/*
+ * 2. (AVX2) one level's bins of 32 trees: bins[pos[j]] for each byte of
+ * pos, from the bins' 16-byte pieces (PSHUFB looks up 16 entries; the
+ * piece is the index's high nibble).
+ */
+__attribute__((target("avx,avx2")))
+static inline __m256i
+level_bins_avx2(const __m256i *pieces, int n_pieces, __m256i pos)
+{
+	const __m256i low = _mm256_set1_epi8(0x0f);
+	__m256i		lo = _mm256_and_si256(pos, low),
+				hi = _mm256_and_si256(_mm256_srli_epi16(pos, 4), low),
+				out = _mm256_setzero_si256();
+
+	for (int c = 0; c < n_pieces; c++)
+		out = _mm256_blendv_epi8(out, _mm256_shuffle_epi8(pieces[c], lo),
+								 _mm256_cmpeq_epi8(hi, _mm256_set1_epi8((char) c)));
+	return out;
+}
+
+__attribute__((target("avx,avx2")))
+static double
+predict_avx2(const gbml_boost_forest *f, const float *x)
+{
+	const gbml_boost_fast *fast = f->fast;
+	uint8_t		bins[MAX_USED] __attribute__((aligned(32)));
+	uint8_t		idx_bytes[BLOCK_TREES] __attribute__((aligned(32)));
+	const int	d = fast->depth,
+				n_pieces = fast->n_used16 / 16;
+	const __m256i flip = _mm256_set1_epi8((char) 0x80);
+	float		computed[MAX_USED];
+	__m256i		pieces[MAX_USED / 16];
+	__m256d		acc4 = _mm256_setzero_pd();
+	double		acc[GBML_BOOST_LANES];
+
+	if (f->inputs)
+		x = model_features(f, x, computed);
+	else
+		for (int i = 0; i < f->n_features; i += 16)
+			__builtin_prefetch(x + i);
+	quantize_avx2(fast, x, bins);
+	/* each 16-byte piece of the bins in both 128-bit lanes (PSHUFB looks up within a lane) */
+	for (int c = 0; c < n_pieces; c++)
+		pieces[c] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (bins + 16 * c)));
+
+	for (int b = 0; b < fast->n_blocks; b++)
+	{
+		int			first = b * BLOCK_TREES;
+		int			n = f->n_trees - first < BLOCK_TREES ? f->n_trees - first : BLOCK_TREES;
+
+		/* 2. leaf index of 64 trees, 32 at a time, one level at a time */
+		for (int half = 0; half < BLOCK_TREES; half += 32)
+		{
+			__m256i		idx = _mm256_setzero_si256();
+
+			for (int l = 0; l < d; l++)
+			{
+				size_t		o = ((size_t) b * d + l) * BLOCK_TREES + (size_t) half;
+				__m256i		tb = level_bins_avx2(pieces, n_pieces,
+												 _mm256_loadu_si256((const __m256i *) (fast->pos + o)));
+				__m256i		thr = _mm256_loadu_si256((const __m256i *) (fast->thr + o));
+				/* bytes compared unsigned: both sides' top bit flipped for the signed compare */
+				__m256i		bit = _mm256_cmpgt_epi8(_mm256_xor_si256(tb, flip), _mm256_xor_si256(thr, flip));
+
+				idx = _mm256_or_si256(idx, _mm256_and_si256(bit, _mm256_set1_epi8((char) (1 << l))));
+			}
+			_mm256_store_si256((__m256i *) (idx_bytes + half), idx);
+		}
+		/* 3.-4. leaf values */
+		acc4 = add_block_leaves(f, d, first, n, idx_bytes, acc4);
+	}
+	_mm256_storeu_pd(acc, acc4);
+	return gbml_boost_combine(f->base_score, acc);
+}
+
+double
+gbml_boost_forest_predict_fast(const gbml_boost_forest *f, const float *x)
+{
+	return ((const gbml_boost_fast *) f->fast)->kernel == FAST_AVX2 ? predict_avx2(f, x) : predict_avx512(f, x);
 }
 #else
 double

@@ -1,10 +1,14 @@
 /*
  * test_boost_fast.c — the single-row fast scorer (boost_predict_fast.c)
  * gives bit-identical scores to the scalar scorer: rows on the borders,
- * NaN, infinities, more than one block of 64 trees, several depths.
+ * NaN, infinities, more than one block of 64 trees, several depths, used
+ * features in one to eight 16-byte pieces; with the CPU's kernel and with
+ * the AVX2 kernel forced (GBML_FAST_SCORER=avx2), each checked to be
+ * taken where the CPU has it.
  */
 #include "harness.h"
 #include "algorithm.h"
+#include "boost.h"
 #include "rng.h"
 #include "test_util.h"
 
@@ -20,8 +24,15 @@ discrete_value(gbml_rng *rng)
 	return k < 10 ? values[k] : (float) gbml_rng_uniform(rng);
 }
 
+/* Whether the scorer took the fast path (its forest has the SIMD layout). */
+static bool
+takes_fast_path(const gbml_scorer *sc)
+{
+	return ((const gbml_boost_model *) sc->handle)->forest.fast != NULL;
+}
+
 static void
-check_depth(int depth, int trees, int features)
+check_kernel(int depth, int trees, int features, bool force_avx2)
 {
 	gbml_env	env;
 	gbml_dataset ds;
@@ -57,7 +68,13 @@ check_depth(int depth, int trees, int features)
 		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
 	}
 	CHECK(gbml_train_values(&env, "boost", v, 3, &ds, NULL, &model, &len) == GBML_OK);
+	if (force_avx2)
+		setenv("GBML_FAST_SCORER", "avx2", 1);
 	CHECK(gbml_scorer_load(&fast, &env, model, len) == GBML_OK);
+	unsetenv("GBML_FAST_SCORER");
+	/* the fast path is there where the CPU has a kernel (at most 128 used features) */
+	if (__builtin_cpu_supports("avx2") && features <= 128)
+		CHECK(takes_fast_path(&fast));
 	setenv("GBML_NO_FAST_SCORER", "1", 1);
 	CHECK(gbml_scorer_load(&slow, &env, model, len) == GBML_OK);
 	unsetenv("GBML_NO_FAST_SCORER");
@@ -82,6 +99,13 @@ check_depth(int depth, int trees, int features)
 	free(x);
 }
 
+static void
+check_depth(int depth, int trees, int features)
+{
+	check_kernel(depth, trees, features, false);
+	check_kernel(depth, trees, features, true);
+}
+
 TEST(boost_fast_scorer_matches_scalar_depth6_many_blocks)
 {
 	check_depth(6, 150, 12);
@@ -91,4 +115,10 @@ TEST(boost_fast_scorer_matches_scalar_shallow_and_deep)
 {
 	check_depth(1, 70, 3);
 	check_depth(8, 65, 130);	/* more than 128 used features may fall back: still equal */
+}
+
+TEST(boost_fast_scorer_matches_scalar_many_used_features)
+{
+	check_depth(6, 200, 40);	/* three 16-byte pieces of bins */
+	check_depth(5, 130, 120);	/* eight */
 }
