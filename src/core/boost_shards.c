@@ -373,11 +373,50 @@ send_borders(trainer *T, boost_shards *B, int d)
 
 extern const boost_row_ops boost_shard_rows;
 
+/*
+ * The union described: the hellos' tails (missing flags, queries, eval
+ * rows), the loss, the union's queries, categorical inputs begun.
+ */
+static int
+setup_union(trainer *T, boost_shards *B, const gbml_dataset *ds, int64_t n_eval_here, bool *missing,
+			bool *with_groups)
+{
+	int			rc;
+
+	if ((rc = hello_tails(T, B, ds->n_features, missing, with_groups)) != GBML_OK ||
+		(rc = boost_resolve_loss(T, *with_groups ? 1 : 0)) != GBML_OK ||
+		(*with_groups && (rc = index_groups(T, B, query_needs_whole(T, ds))) != GBML_OK))
+		return rc;
+	return gbml_boost_ctr_begin(&T->cat, ds->schema, ds->n_features, T->n_global, n_eval_here, T->env);
+}
+
+/*
+ * The borders from the union's sample of m rows (and, where subsample
+ * draws by them, every row's global index on its shard), sent to every
+ * shard; rows: room for the sample.
+ */
+static int
+setup_borders(trainer *T, boost_shards *B, int64_t m, int d, const bool *missing, bool with_groups, float *rows)
+{
+	const gbml_boost_params *p = T->p;
+	int			rc;
+
+	if ((rc = sample_lists(T, B, m, p->subsample < 1 && !with_groups, T->cat.n_cat > 0 && !with_groups)) != GBML_OK ||
+		(draws_rows_by_training_order(T, with_groups) &&
+		 (rc = gbml_shard_send_grouped_ranks(&B->ch, T->n_global, BS_OP_GROUP_HASHES, BS_OP_RANKS)) != GBML_OK) ||
+		(rc = gather_sample(T, B, rows, d)) != GBML_OK ||
+		(rc = gbml_boost_borders_from_sample(rows, m, d, missing, (int) p->border_count,
+											 (gbml_boost_border_type) p->border_type, &T->borders,
+											 T->env)) != GBML_OK ||
+		(T->cat.n_cat > 0 && (rc = gbml_boost_ctr_clear_borders(&T->cat, &T->borders, T->env)) != GBML_OK))
+		return rc;
+	return send_borders(T, B, d);
+}
+
 int
 boost_shards_setup(trainer *T, const gbml_dataset *ds, int64_t n_eval_here)
 {
 	gbml_env   *env = T->env;
-	const gbml_boost_params *p = T->p;
 	boost_shards *B;
 	int			d = ds->n_features;
 	int64_t		m;
@@ -397,24 +436,14 @@ boost_shards_setup(trainer *T, const gbml_dataset *ds, int64_t n_eval_here)
 	if (T->n_global != ds->n_rows)
 		return gbml_error(env, GBML_EINVAL, "boost: the shards hold %lld rows, the coordinator expected %lld",
 						  (long long) T->n_global, (long long) ds->n_rows);
-	m = T->n_global < p->border_sample_size ? T->n_global : p->border_sample_size;
+	m = T->n_global < T->p->border_sample_size ? T->n_global : T->p->border_sample_size;
 	missing = gbml_alloc_array(env, (size_t) (d > 0 ? d : 1), sizeof(bool));
 	rows = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1) * (size_t) (d > 0 ? d : 1), sizeof(float));
 	B->n_groups = gbml_alloc0(env, sizeof(int64_t) * (size_t) B->ch.n_shards);
 	if (missing == NULL || rows == NULL || B->n_groups == NULL)
 		rc = env->error_code;
-	else if ((rc = hello_tails(T, B, d, missing, &with_groups)) == GBML_OK &&
-			 (rc = boost_resolve_loss(T, with_groups ? 1 : 0)) == GBML_OK &&
-			 (!with_groups || (rc = index_groups(T, B, query_needs_whole(T, ds))) == GBML_OK) &&
-			 (rc = gbml_boost_ctr_begin(&T->cat, ds->schema, d, T->n_global, n_eval_here, env)) == GBML_OK &&
-			 (rc = sample_lists(T, B, m, p->subsample < 1 && !with_groups, T->cat.n_cat > 0 && !with_groups)) == GBML_OK &&
-			 (!draws_rows_by_training_order(T, with_groups) ||
-			  (rc = gbml_shard_send_grouped_ranks(&B->ch, T->n_global, BS_OP_GROUP_HASHES, BS_OP_RANKS)) == GBML_OK) &&
-			 (rc = gather_sample(T, B, rows, d)) == GBML_OK &&
-			 (rc = gbml_boost_borders_from_sample(rows, m, d, missing, (int) p->border_count,
-												  (gbml_boost_border_type) p->border_type, &T->borders, env)) == GBML_OK &&
-			 (T->cat.n_cat == 0 || (rc = gbml_boost_ctr_clear_borders(&T->cat, &T->borders, env)) == GBML_OK))
-		rc = send_borders(T, B, d);
+	else if ((rc = setup_union(T, B, ds, n_eval_here, missing, &with_groups)) == GBML_OK)
+		rc = setup_borders(T, B, m, d, missing, with_groups, rows);
 	gbml_free(env, missing);
 	gbml_free(env, rows);
 	if (rc == GBML_OK)

@@ -199,7 +199,6 @@ merge_pages(gbml_shard_channel *ch, order_cursor *o, int64_t n_global, int64_t *
 	for (; *g < n_global; (*g)++)
 	{
 		int			best = -1;
-
 		const uint64_t *b = NULL;	/* the best row's keys */
 
 		for (int s = 0; s < ch->n_shards; s++)

@@ -491,12 +491,17 @@ TEST(boost_shards_a_shard_whose_rows_are_all_held_out)
 	tu_num("learning_rate", 0.9), tu_num("eval_fraction", 0.25), tu_num("early_stopping_rounds", 3)};
 	gbml_param_value yeti[] = {tu_num("iterations", 30), tu_num("depth", 4), tu_num("learning_rate", 0.9),
 	tu_num("eval_fraction", 0.3), tu_num("early_stopping_rounds", 3), tu_num("eval_k", 5)};
+	gbml_param_value pointwise[] = {tu_str("loss", "RMSE"), tu_num("iterations", 30), tu_num("depth", 4),
+		tu_num("learning_rate", 0.9), tu_num("eval_fraction", 0.3), tu_num("early_stopping_rounds", 3),
+	tu_num("subsample", 0.7), tu_num("border_sample_size", 1000)};
 
 	bsh_check_lone("a lone held-out row: RMSE, early stopping, subsample, sampled borders", r, rmse, 7);
 	bsh_check_lone("a lone held-out row: Logloss, AUC", b, auc, 7);
 	bsh_check_lone("a lone held-out row: Logloss, Depthwise, refined leaves", b, depthwise, 8);
 	bsh_check_lone("a lone held-out row: MultiClass", mc, multi, 6);
 	bsh_check_lone("a lone held-out query: YetiRank, NDCG@5", q, yeti, 6);
+	/* a pointwise loss with group ids and subsample: the grouped merge's pages, none from that shard */
+	bsh_check_lone("a lone held-out query: RMSE with group ids, subsample", q, pointwise, 8);
 }
 
 /*
