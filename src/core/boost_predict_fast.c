@@ -52,6 +52,7 @@ typedef struct gbml_boost_fast
 	float	   *borders;		/* n_used * stride, +inf padded */
 	int			n_used16;		/* n_used rounded up to 16 */
 	float	   *borders_t;		/* stride * n_used16: border k of feature u at [k * n_used16 + u] */
+	float	   *coarse;			/* n_used * 16: the last border of each 16-border segment, +inf padded */
 	int32_t    *feature_of;		/* n_used16: the row position of used feature u (0 for padding) */
 	uint8_t    *pos;			/* n_blocks * depth * 64 */
 	uint8_t    *thr;			/* n_blocks * depth * 64 */
@@ -75,6 +76,7 @@ gbml_boost_forest_free_fast(gbml_boost_forest *f, gbml_env *env)
 		return;
 	gbml_free(env, fast->borders);
 	gbml_free(env, fast->borders_t);
+	gbml_free(env, fast->coarse);
 	gbml_free(env, fast->feature_of);
 	gbml_free(env, fast->pos);
 	gbml_free(env, fast->thr);
@@ -155,6 +157,13 @@ gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
 		for (int i = uniq; i < fast->stride; i++)
 			ub[i] = INFINITY;
 	}
+	/* each segment's last border: the AVX2 kernel's first level of a two-level search */
+	if ((fast->coarse = gbml_alloc_array(env, (size_t) f->n_used * 16, sizeof(float))) == NULL)
+		goto oom;
+	for (int u = 0; u < f->n_used; u++)
+		for (int j = 0; j < 16; j++)
+			fast->coarse[(size_t) u * 16 + j] =
+				16 * j < fast->stride ? fast->borders[(size_t) u * fast->stride + 16 * j + 15] : INFINITY;
 	/* transposed borders: 16 features compared at once, one border rank at a time */
 	fast->n_used16 = (f->n_used + 15) / 16 * 16;
 	fast->borders_t = gbml_alloc_array(env, (size_t) fast->stride * fast->n_used16, sizeof(float));
@@ -355,6 +364,38 @@ quantize_avx2(const gbml_boost_fast *fast, const float *x, uint8_t *bins)
 	}
 }
 
+/* The borders of the 16 at seg that are below x (x > border; none for NaN). */
+__attribute__((target("avx,avx2,popcnt")))
+static inline int
+count_below16(const float *seg, __m256 xv)
+{
+	return __builtin_popcount((unsigned) _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(seg), xv, _CMP_LT_OQ))) +
+		__builtin_popcount((unsigned) _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(seg + 8), xv, _CMP_LT_OQ)));
+}
+
+/*
+ * 1. (AVX2, many borders a feature) the same counts by a two-level search:
+ * the segments of 16 borders wholly below x (their last border below it:
+ * the borders are sorted, so a prefix of segments), then the borders below
+ * x in the next segment.  Four compares a feature whatever the borders.
+ */
+__attribute__((target("avx,avx2,popcnt")))
+static void
+quantize_avx2_search(const gbml_boost_fast *fast, int n_used, const float *x, uint8_t *bins)
+{
+	memset(bins, 0, (size_t) fast->n_used16);
+	for (int u = 0; u < n_used; u++)
+	{
+		__m256		xv = _mm256_set1_ps(x[fast->feature_of[u]]);
+		int			below = 16 * count_below16(fast->coarse + (size_t) u * 16, xv);
+
+		/* (below == stride: x is above every border of a feature with stride borders) */
+		if (below < fast->stride)
+			below += count_below16(fast->borders + (size_t) u * fast->stride + below, xv);
+		bins[u] = (uint8_t) below;
+	}
+}
+
 /*
  * 2. (AVX2) one level's bins of 32 trees: bins[pos[j]] for each byte of
  * pos, from the bins' 16-byte pieces (PSHUFB looks up 16 entries; the
@@ -395,7 +436,11 @@ predict_avx2(const gbml_boost_forest *f, const float *x)
 	else
 		for (int i = 0; i < f->n_features; i += 16)
 			__builtin_prefetch(x + i);
-	quantize_avx2(fast, x, bins);
+	/* counting every border (8 features a compare) or searching (four compares a feature): fewer compares */
+	if (fast->stride > 32)
+		quantize_avx2_search(fast, f->n_used, x, bins);
+	else
+		quantize_avx2(fast, x, bins);
 	/* each 16-byte piece of the bins in both 128-bit lanes (PSHUFB looks up within a lane) */
 	for (int c = 0; c < n_pieces; c++)
 		pieces[c] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (bins + 16 * c)));

@@ -2,7 +2,8 @@
  * test_boost_fast.c — the single-row fast scorer (boost_predict_fast.c)
  * gives bit-identical scores to the scalar scorer: rows on the borders,
  * NaN, infinities, more than one block of 64 trees, several depths, used
- * features in one to eight 16-byte pieces; with the CPU's kernel and with
+ * features in one to eight 16-byte pieces, up to 255 distinct borders a
+ * feature (the AVX2 kernel's count and search); with the CPU's kernel and with
  * the AVX2 kernel forced (GBML_FAST_SCORER=avx2), each checked to be
  * taken where the CPU has it.
  */
@@ -15,13 +16,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * A feature value: one of a few (on the borders, NaN, infinities) or
+ * uniform; `fine`: uniform on a grid of 1,000 values most of the time, so
+ * the model has many distinct borders a feature (the two-level search).
+ */
 static float
-discrete_value(gbml_rng *rng)
+feature_value(gbml_rng *rng, bool fine)
 {
 	static const float values[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 0.1f, NAN, INFINITY, -INFINITY, 0.3333f};
-	uint64_t	k = gbml_rng_below(rng, 14);
+	uint64_t	k = gbml_rng_below(rng, fine ? 40 : 14);
 
-	return k < 10 ? values[k] : (float) gbml_rng_uniform(rng);
+	if (k < 10)
+		return values[k];
+	return fine ? (float) gbml_rng_below(rng, 1000) / 1000.0f : (float) gbml_rng_uniform(rng);
 }
 
 /* Whether the scorer took the fast path (its forest has the SIMD layout). */
@@ -32,15 +40,16 @@ takes_fast_path(const gbml_scorer *sc)
 }
 
 static void
-check_kernel(int depth, int trees, int features, bool force_avx2)
+check_kernel(int depth, int trees, int features, bool fine, bool force_avx2)
 {
 	gbml_env	env;
 	gbml_dataset ds;
 	gbml_rng	rng;
-	gbml_param_value v[3] = {
+	gbml_param_value v[4] = {
 		tu_num("iterations", trees),
 		tu_num("depth", depth),
 		tu_num("learning_rate", 0.3),
+		tu_num("border_count", fine ? 255 : 32),	/* (32: the default) */
 	};
 	uint8_t    *model;
 	size_t		len;
@@ -57,17 +66,19 @@ check_kernel(int depth, int trees, int features, bool force_avx2)
 		gbml_row	row = {0};
 
 		for (int j = 0; j < features; j++)
-			x[j] = discrete_value(&rng);
+			x[j] = feature_value(&rng, fine);
 		if (!isfinite(x[0]))
 			x[0] = 0.5f;
 		row.x = x;
 		row.n_features = features;
 		row.label = x[0] * 2 + (isfinite(x[1]) ? x[1] : 0) + (float) gbml_rng_uniform(&rng) * 0.1f;
+		if (fine)				/* wiggly in x[0]: splits at many of its borders */
+			row.label = (float) (sin(x[0] * 800.0) + (isfinite(x[1]) ? sin(x[1] * 500.0) : 0));
 		row.group_is_null = true;
 		row.weight_is_null = true;
 		CHECK(gbml_dataset_append(&ds, &env, &row, true) == GBML_OK);
 	}
-	CHECK(gbml_train_values(&env, "boost", v, 3, &ds, NULL, &model, &len) == GBML_OK);
+	CHECK(gbml_train_values(&env, "boost", v, 4, &ds, NULL, &model, &len) == GBML_OK);
 	if (force_avx2)
 		setenv("GBML_FAST_SCORER", "avx2", 1);
 	CHECK(gbml_scorer_load(&fast, &env, model, len) == GBML_OK);
@@ -84,7 +95,7 @@ check_kernel(int depth, int trees, int features, bool force_avx2)
 					b;
 
 		for (int j = 0; j < features; j++)
-			x[j] = discrete_value(&rng);
+			x[j] = feature_value(&rng, fine);
 		CHECK(gbml_scorer_predict(&fast, &env, x, features, GBML_OUT_SCORE, &a) == GBML_OK);
 		CHECK(gbml_scorer_predict(&slow, &env, x, features, GBML_OUT_SCORE, &b) == GBML_OK);
 		if (memcmp(&a, &b, sizeof(double)) != 0)
@@ -102,8 +113,8 @@ check_kernel(int depth, int trees, int features, bool force_avx2)
 static void
 check_depth(int depth, int trees, int features)
 {
-	check_kernel(depth, trees, features, false);
-	check_kernel(depth, trees, features, true);
+	check_kernel(depth, trees, features, false, false);
+	check_kernel(depth, trees, features, false, true);
 }
 
 TEST(boost_fast_scorer_matches_scalar_depth6_many_blocks)
@@ -121,4 +132,12 @@ TEST(boost_fast_scorer_matches_scalar_many_used_features)
 {
 	check_depth(6, 200, 40);	/* three 16-byte pieces of bins */
 	check_depth(5, 130, 120);	/* eight */
+}
+
+TEST(boost_fast_scorer_matches_scalar_many_borders)
+{
+	/* features on a fine grid: over 32 distinct borders a feature, the AVX2 kernel's two-level search */
+	check_kernel(6, 300, 6, true, false);
+	check_kernel(6, 300, 6, true, true);
+	check_kernel(4, 100, 30, true, true);
 }
