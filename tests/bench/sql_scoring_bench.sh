@@ -4,7 +4,8 @@
 #   B: SELECT id FROM t ORDER BY gbml.predict(m, features) DESC LIMIT 10 (a TREES-tree depth-6 model)
 #   C: SELECT id FROM tc ORDER BY gbml.predict(mc, tc) DESC LIMIT 10      (the same rows as D real
 #      columns c1..cD, scored as whole rows by a model trained on those columns)
-# over N rows x D features (default 1,000,000 x 100, 500 trees), each run by pgbench
+# over N rows x D features (default 1,000,000 x 100, 500 trees, BORDERS 32: the
+# models' border_count, gbml's default), each run by pgbench
 # for TX transactions on one client; prints latencies, B/A (goal: <= 3) and C/B (the
 # row form against the array form, goal: <= 1.5) under the default plan (parallel
 # workers allowed, as the server is configured) and a serial one.
@@ -13,6 +14,7 @@ set -euo pipefail
 N=${N:-1000000}
 D=${D:-100}
 TREES=${TREES:-500}
+BORDERS=${BORDERS:-32}
 TX=${TX:-5}
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d)
@@ -35,13 +37,13 @@ SELECT i AS id, (SELECT array_agg(((i::bigint * 7919 + j * 104729) % 1000003) / 
 \\\\echo training a $TREES-tree depth-6 model on 20,000 rows ...
 CREATE TABLE m AS
 SELECT gbml.boost_fit(features, (features[1] * 3 + features[2] * features[3] + sin(features[4] * 6))::real,
-                      '{\"iterations\": $TREES, \"depth\": 6, \"learning_rate\": 0.05}') AS model
+                      '{\"iterations\": $TREES, \"depth\": 6, \"learning_rate\": 0.05, \"border_count\": $BORDERS}') AS model
   FROM t WHERE id % 50 = 0;
 SELECT (gbml.model_info(model) ->> 'trees') AS trees FROM m;
 \\\\echo the same rows as $D real columns, and a model trained on them ...
 CREATE TABLE tc AS SELECT id, $COLS FROM t;
 CREATE TABLE mc AS
-SELECT gbml.boost_fit(tc, '{\"label_column\": \"y\", \"exclude_columns\": [\"id\"], \"iterations\": $TREES, \"depth\": 6, \"learning_rate\": 0.05}') AS model
+SELECT gbml.boost_fit(tc, '{\"label_column\": \"y\", \"exclude_columns\": [\"id\"], \"iterations\": $TREES, \"depth\": 6, \"learning_rate\": 0.05, \"border_count\": $BORDERS}') AS model
   FROM (SELECT tc.*, (c1 * 3 + c2 * c3 + sin(c4 * 6))::real AS y FROM tc WHERE id % 50 = 0) tc;
 VACUUM ANALYZE tc;
 ALTER TABLE t ADD COLUMN stored_score float8;
