@@ -508,10 +508,8 @@ local_gradients(trainer *T, int64_t iteration, boost_grad_max *m)
 		return GBML_OK;
 	}
 	prob = boost_data_problem(&T->train, gbml_boost_loss_is_ranking(T->kind));
-	/* (a shard whose every row eval_fraction held out has no rows, and no queries, to take gradients of) */
-	rc = T->train.n == 0 ? GBML_OK :
-		gbml_boost_loss_gradients(T->kind, &prob, T->pred, (uint64_t) T->p->random_seed, iteration,
-								  T->grad, T->newton_hess ? T->newton_hess : T->hess, T->env);
+	rc = gbml_boost_loss_gradients(T->kind, &prob, T->pred, (uint64_t) T->p->random_seed, iteration,
+								   T->grad, T->newton_hess ? T->newton_hess : T->hess, T->env);
 	if (rc == GBML_OK)
 		local_gradient_maxima(T, m);
 	return rc;
