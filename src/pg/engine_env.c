@@ -377,6 +377,9 @@ gbml_stream_setup(gbml_env *env, const gbml_parsed_params *params, gbml_dataset 
 void
 gbml_raise(gbml_env *env, int rc, const char *what)
 {
+	/* the engine's own hint (gbml_hint: what to do about this error, a shard's too), where the code has none */
+	const char *hint = env->hint[0] ? env->hint : NULL;
+
 	switch (rc)
 	{
 		case GBML_ECANCELLED:
@@ -390,10 +393,12 @@ gbml_raise(gbml_env *env, int rc, const char *what)
 					 errhint("Raise gbml.memory_limit (or the \"memory_limit_mb\" parameter), or train on fewer rows or features.")));
 			break;
 		case GBML_ENOMEM:
-			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s: %s", what, env->error)));
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s: %s", what, env->error),
+							hint ? errhint("%s", hint) : 0));
 			break;
 		case GBML_ECORRUPT:
-			ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("%s: invalid model: %s", what, env->error)));
+			ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("%s: invalid model: %s", what, env->error),
+							hint ? errhint("%s", hint) : 0));
 			break;
 		case GBML_EGPUBUDGET:
 			ereport(ERROR,
@@ -408,19 +413,20 @@ gbml_raise(gbml_env *env, int rc, const char *what)
 					 errhint("Raise temp_file_limit, or gbml.memory_limit (or the \"memory_limit_mb\" parameter) so that fewer rows go to temporary files.")));
 			break;
 		case GBML_EIO:
-			/* (a shard's failure comes with the shard's hint) */
 			ereport(ERROR, (errcode(ERRCODE_IO_ERROR), errmsg("%s: %s", what, env->error),
-							env->hint[0] ? errhint("%s", env->hint) : 0));
+							hint ? errhint("%s", hint) : 0));
 			break;
 		case GBML_EDEVICE:
-			ereport(ERROR, (errcode(ERRCODE_SYSTEM_ERROR), errmsg("%s: %s", what, env->error)));
+			ereport(ERROR, (errcode(ERRCODE_SYSTEM_ERROR), errmsg("%s: %s", what, env->error),
+							hint ? errhint("%s", hint) : 0));
 			break;
 		case GBML_EUNSUPPORTED:
-			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("%s: %s", what, env->error)));
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("%s: %s", what, env->error),
+							hint ? errhint("%s", hint) : 0));
 			break;
 		default:
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s: %s", what, env->error),
-							env->hint[0] ? errhint("%s", env->hint) : 0));
+							hint ? errhint("%s", hint) : 0));
 	}
 	pg_unreachable();
 }
