@@ -448,8 +448,8 @@ append_eval_page(const gbml_shard_channel *ch, int s, gbml_dataset *eval, int *d
 	int			rc = GBML_OK;
 
 	*more = false;
-	/* every shard answers, one without training rows too: its held-out rows may be all it has */
-	(void) gbml_shard_reply(ch, s, &r);
+	if (!gbml_shard_reply(ch, s, &r))
+		return GBML_OK;
 	group_state = gbml_msg_get_i64(&r);
 	width = gbml_msg_get_count(&r, GBML_MAX_FEATURES);
 	m = gbml_msg_get_count(&r, page);
@@ -519,6 +519,8 @@ gbml_shards_gather_eval_paged(const gbml_shard_link *link, uint32_t magic, const
 
 		if (ch.n_rows[s] > 0 && read_hello_head(link, s, magic, &n, &fd))
 			d = (int) fd;
+		/* every shard answers this request, one without training rows too: its held-out rows may be all it has */
+		ch.answers[s] = true;
 	}
 	/* the rows the shards train on are at least as wide as their eval rows (raw, when they encode): a page fits */
 	page = page_rows > 0 && page_rows < eval_page_rows(d) ? page_rows : eval_page_rows(d);
