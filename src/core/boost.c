@@ -977,25 +977,23 @@ boost_resolve_loss(trainer *T, int group_state)
 static int
 check_labels(trainer *T, const boost_data *d, const char *which)
 {
-	if (T->kind == GBML_LOSS_MULTICLASS && T->shard_part)
-	{
-		/* a shard's classes may be fewer than the union's (or none): the union's count comes with the base score */
-		int			k;
-		int			rc = gbml_boost_multiclass_count(d->label, d->n, T->p->classes_count, which, true, &k, T->env);
-
-		if (d == &T->eval)
-			T->eval_classes = k;
-		else
-			T->n_classes = k > 1 ? k : 1;	/* (at least a column of predictions until then) */
-		return rc;
-	}
 	if (T->kind == GBML_LOSS_MULTICLASS)
 	{
+		/*
+		 * The eval labels are checked against the training's class count; a
+		 * shard's (shard_part) may be fewer than the union's, or none: the
+		 * union's comes with the base score, and its eval labels are checked then
+		 */
+		bool		part = T->shard_part;
 		int			k;
-		int			rc = gbml_boost_multiclass_count(d->label, d->n, T->n_classes > 0 ? T->n_classes :
-													 T->p->classes_count, which, false, &k, T->env);
+		int			rc = gbml_boost_multiclass_count(d->label, d->n, T->n_classes > 0 && !part ? T->n_classes :
+													 T->p->classes_count, which, part, &k, T->env);
 
-		if (rc == GBML_OK && T->n_classes == 0)
+		if (part && d == &T->eval)
+			T->eval_classes = k;
+		else if (part)
+			T->n_classes = k > 1 ? k : 1;	/* (at least a column of predictions until then) */
+		else if (rc == GBML_OK && T->n_classes == 0)
 			T->n_classes = k;
 		return rc;
 	}
