@@ -217,13 +217,35 @@ oom:
 }
 
 #ifdef HAVE_FAST_PATH
-/* The used model features of row x (categorical inputs: boost_cat.h) into out[0 .. n_used). */
+/*
+ * The row the quantizer reads: with categorical inputs, the used model
+ * features computed into out[0 .. n_used) (boost_cat.h); else x itself,
+ * all its cache lines asked for at once (the row usually comes straight
+ * from a heap page: better than missing on them gather by gather).
+ */
 static const float *
-model_features(const gbml_boost_forest *f, const float *x, float *out)
+quantizer_row(const gbml_boost_forest *f, const float *x, float *out)
 {
+	if (f->inputs == NULL)
+	{
+		for (int i = 0; i < f->n_features; i += 16)
+			__builtin_prefetch(x + i);
+		return x;
+	}
 	for (int u = 0; u < f->n_used; u++)
 		out[u] = gbml_boost_input_value(f->inputs, f->used_features[u], x);
 	return out;
+}
+
+/* The score from the four accumulators' lanes, as every scorer combines them. */
+__attribute__((target("avx")))
+static double
+lanes_score(const gbml_boost_forest *f, __m256d acc4)
+{
+	double		acc[GBML_BOOST_LANES];
+
+	_mm256_storeu_pd(acc, acc4);
+	return gbml_boost_combine(f->base_score, acc);
 }
 
 /*
@@ -267,20 +289,11 @@ predict_avx512(const gbml_boost_forest *f, const float *x)
 	const int	d = fast->depth;
 	float		computed[MAX_USED];
 	__m256d		acc4 = _mm256_setzero_pd();
-	double		acc[GBML_BOOST_LANES];
 	__m512i		tbl_lo,
 				tbl_hi;
 
-	/*
-	 * 1. quantize the used features, 16 at a time: count the borders each
-	 * exceeds.  The row usually comes straight from a heap page: ask for all
-	 * its cache lines at once rather than miss on them gather by gather.
-	 */
-	if (f->inputs)
-		x = model_features(f, x, computed);
-	else
-		for (int i = 0; i < f->n_features; i += 16)
-			__builtin_prefetch(x + i);
+	/* 1. quantize the used features, 16 at a time: count the borders each exceeds */
+	x = quantizer_row(f, x, computed);
 	memset(bins, 0, sizeof(bins));
 	for (int g = 0; g < fast->n_used16; g += 16)
 	{
@@ -330,8 +343,7 @@ predict_avx512(const gbml_boost_forest *f, const float *x)
 		_mm512_store_si512(idx_bytes, idx);
 		acc4 = add_block_leaves(f, d, first, n, idx_bytes, acc4);
 	}
-	_mm256_storeu_pd(acc, acc4);
-	return gbml_boost_combine(f->base_score, acc);
+	return lanes_score(f, acc4);
 }
 
 /* 1. (AVX2) bins[u] = how many of used feature u's split borders x[u] exceeds, 8 features a compare. */
@@ -429,13 +441,8 @@ predict_avx2(const gbml_boost_forest *f, const float *x)
 	float		computed[MAX_USED];
 	__m256i		pieces[MAX_USED / 16];
 	__m256d		acc4 = _mm256_setzero_pd();
-	double		acc[GBML_BOOST_LANES];
 
-	if (f->inputs)
-		x = model_features(f, x, computed);
-	else
-		for (int i = 0; i < f->n_features; i += 16)
-			__builtin_prefetch(x + i);
+	x = quantizer_row(f, x, computed);
 	/* counting every border (8 features a compare) or searching (four compares a feature): fewer compares */
 	if (fast->stride > 32)
 		quantize_avx2_search(fast, f->n_used, x, bins);
@@ -471,8 +478,7 @@ predict_avx2(const gbml_boost_forest *f, const float *x)
 		/* 3.-4. leaf values */
 		acc4 = add_block_leaves(f, d, first, n, idx_bytes, acc4);
 	}
-	_mm256_storeu_pd(acc, acc4);
-	return gbml_boost_combine(f->base_score, acc);
+	return lanes_score(f, acc4);
 }
 
 double
