@@ -354,18 +354,25 @@ bsh_check_eval(const char *name, const bsh_data *s, const gbml_param_value *v, i
 	tu_check_same_bytes("boost", name, bsh_fill, (void *) s, v, nv);
 }
 
-TEST(boost_shards_eval_set_same_bytes)
+/* A check of a training with an eval set: name (prefixed), its rows, its params. */
+typedef void (*bsh_eval_check) (const char *name, bsh_data s, const gbml_param_value *v, int nv);
+
+/*
+ * The eval-set cases every eval check runs, each name after prefix: RMSE
+ * with early stopping, subsample and a sampled border set; Logloss with
+ * Depthwise trees and refined leaves; YetiRank's eval queries with NDCG@5;
+ * MultiClass.
+ */
+static void
+bsh_eval_cases(const char *prefix, bsh_eval_check check)
 {
 	bsh_data	r = {3000, 5, false, true, true, 0, 0, false, 0, 0, 0, false, false};
-	bsh_data	dup = {2400, 4, false, false, false, 150, 0, false, 0, 0, 0, false, false};
 	bsh_data	b = {2500, 5, true, true, false, 0, 0, false, 0, 0, 0, false, false};
 	bsh_data	q = {3600, 5, false, false, false, 0, 9, false, 0, 0, 0, false, false};
 	bsh_data	mc = {2000, 4, false, false, false, 0, 0, false, 4, 0, 0, false, false};
 	gbml_param_value rmse[] = {tu_num("iterations", 60), tu_num("depth", 4), tu_num("learning_rate", 0.6),
 		tu_num("eval_fraction", 0.25), tu_num("early_stopping_rounds", 4), tu_num("subsample", 0.8),
 	tu_num("border_sample_size", 1000)};
-	gbml_param_value dups[] = {tu_num("iterations", 30), tu_num("depth", 5), tu_num("learning_rate", 0.8),
-	tu_num("eval_fraction", 0.3)};
 	gbml_param_value logloss[] = {tu_str("loss", "Logloss"), tu_num("iterations", 40), tu_num("depth", 4),
 		tu_num("learning_rate", 0.7), tu_num("eval_fraction", 0.3), tu_num("early_stopping_rounds", 3),
 	tu_str("grow_policy", "Depthwise"), tu_num("leaf_estimation_iterations", 2)};
@@ -373,15 +380,36 @@ TEST(boost_shards_eval_set_same_bytes)
 	tu_num("eval_fraction", 0.3), tu_num("early_stopping_rounds", 3), tu_num("eval_k", 5)};
 	gbml_param_value multi[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 25), tu_num("depth", 4),
 	tu_num("learning_rate", 0.9), tu_num("eval_fraction", 0.25), tu_num("early_stopping_rounds", 3)};
+	char		name[160];
+
+	snprintf(name, sizeof(name), "%sRMSE, early stopping, subsample, weights, missing, sampled borders", prefix);
+	check(name, r, rmse, 7);
+	snprintf(name, sizeof(name), "%sLogloss, Depthwise, refined leaves, early stopping", prefix);
+	check(name, b, logloss, 8);
+	snprintf(name, sizeof(name), "%sYetiRank, eval queries, NDCG@5, early stopping", prefix);
+	check(name, q, yeti, 6);
+	snprintf(name, sizeof(name), "%sMultiClass, early stopping", prefix);
+	check(name, mc, multi, 6);
+}
+
+static void
+bsh_check_eval_case(const char *name, bsh_data s, const gbml_param_value *v, int nv)
+{
+	bsh_check_eval(name, &s, v, nv);
+}
+
+TEST(boost_shards_eval_set_same_bytes)
+{
+	bsh_data	dup = {2400, 4, false, false, false, 150, 0, false, 0, 0, 0, false, false};
+	bsh_data	mc = {2000, 4, false, false, false, 0, 0, false, 4, 0, 0, false, false};
+	gbml_param_value dups[] = {tu_num("iterations", 30), tu_num("depth", 5), tu_num("learning_rate", 0.8),
+	tu_num("eval_fraction", 0.3)};
 	/* class 5 has no row: iteration 0 is dropped after class 0's tree; the cut then keeps no tree of it */
 	gbml_param_value absent[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 5), tu_num("depth", 3),
 	tu_num("classes_count", 6), tu_num("eval_fraction", 0.25)};
 
-	bsh_check_eval("RMSE, an eval set, early stopping, subsample, weights, missing", &r, rmse, 7);
+	bsh_eval_cases("an eval set: ", bsh_check_eval_case);
 	bsh_check_eval("RMSE, an eval set of duplicate rows", &dup, dups, 4);
-	bsh_check_eval("Logloss, Depthwise, refined leaves, an eval set, early stopping", &b, logloss, 8);
-	bsh_check_eval("YetiRank, eval queries, NDCG@5, early stopping", &q, yeti, 6);
-	bsh_check_eval("MultiClass, an eval set, early stopping", &mc, multi, 6);
 	tu_check_same_bytes("boost", "MultiClass, an eval set, a class without rows", bsh_fill, &mc, absent, 5);
 }
 
@@ -474,32 +502,18 @@ bsh_check_lone(const char *name, bsh_data s, const gbml_param_value *v, int nv)
 
 TEST(boost_shards_a_shard_whose_rows_are_all_held_out)
 {
-	bsh_data	r = {3000, 5, false, true, true, 0, 0, false, 0, 0, 0, false, false};
 	bsh_data	b = {2500, 5, true, true, false, 0, 0, false, 0, 0, 0, false, false};
-	bsh_data	mc = {2000, 4, false, false, false, 0, 0, false, 4, 0, 0, false, false};
 	bsh_data	q = {3600, 5, false, false, false, 0, 9, false, 0, 0, 0, false, false};
-	gbml_param_value rmse[] = {tu_num("iterations", 60), tu_num("depth", 4), tu_num("learning_rate", 0.6),
-		tu_num("eval_fraction", 0.25), tu_num("early_stopping_rounds", 4), tu_num("subsample", 0.8),
-	tu_num("border_sample_size", 1000)};
 	gbml_param_value auc[] = {tu_str("loss", "Logloss"), tu_str("eval_metric", "AUC"), tu_num("iterations", 40),
 		tu_num("depth", 4), tu_num("learning_rate", 0.8), tu_num("eval_fraction", 0.3),
 	tu_num("early_stopping_rounds", 3)};
-	gbml_param_value depthwise[] = {tu_str("loss", "Logloss"), tu_num("iterations", 40), tu_num("depth", 4),
-		tu_num("learning_rate", 0.7), tu_num("eval_fraction", 0.3), tu_num("early_stopping_rounds", 3),
-	tu_str("grow_policy", "Depthwise"), tu_num("leaf_estimation_iterations", 2)};
-	gbml_param_value multi[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 25), tu_num("depth", 4),
-	tu_num("learning_rate", 0.9), tu_num("eval_fraction", 0.25), tu_num("early_stopping_rounds", 3)};
-	gbml_param_value yeti[] = {tu_num("iterations", 30), tu_num("depth", 4), tu_num("learning_rate", 0.9),
-	tu_num("eval_fraction", 0.3), tu_num("early_stopping_rounds", 3), tu_num("eval_k", 5)};
 	gbml_param_value pointwise[] = {tu_str("loss", "RMSE"), tu_num("iterations", 30), tu_num("depth", 4),
 		tu_num("learning_rate", 0.9), tu_num("eval_fraction", 0.3), tu_num("early_stopping_rounds", 3),
 	tu_num("subsample", 0.7), tu_num("border_sample_size", 1000)};
 
-	bsh_check_lone("a lone held-out row: RMSE, early stopping, subsample, sampled borders", r, rmse, 7);
+	/* the eval-set cases (a row, or YetiRank's query, alone on the last shard) */
+	bsh_eval_cases("a lone held-out row or query: ", bsh_check_lone);
 	bsh_check_lone("a lone held-out row: Logloss, AUC", b, auc, 7);
-	bsh_check_lone("a lone held-out row: Logloss, Depthwise, refined leaves", b, depthwise, 8);
-	bsh_check_lone("a lone held-out row: MultiClass", mc, multi, 6);
-	bsh_check_lone("a lone held-out query: YetiRank, NDCG@5", q, yeti, 6);
 	/* a pointwise loss with group ids and subsample: the grouped merge's pages, none from that shard */
 	bsh_check_lone("a lone held-out query: RMSE with group ids, subsample", q, pointwise, 8);
 }
