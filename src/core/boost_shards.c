@@ -27,15 +27,16 @@
  * inputs need it whole.  subsample < 1 draws over the union's rows (their
  * global indices, sent with the canonical order; with group ids, their
  * indices in the union's training order: by group id, then canonical) or,
- * with a ranking loss, queries.  Categorical inputs: boost_shards_cat.c.  AUC, which needs every
- * prediction, gathers them (boost_shards_auc: 16 bytes a row, each time it
- * is asked for).  An eval set of the coordinator's own (eval_source) is
- * binned and scored here (boost.c, eval_here); the shards only get the
- * best model's cut.  Depthwise trees send each level's node splits where
- * symmetric ones send the level's one split (a set split its mask too:
- * categorical_split sets); MultiClass sends the union's class
- * count and base scores with the start, and each tree's class is its
- * stream's (the iteration x classes + class its gradients request names).
+ * with a ranking loss, queries.  Categorical inputs: boost_shards_cat.c.
+ * AUC, which needs every prediction, gathers them (boost_shards_auc: 16
+ * bytes a row, each time it is asked for).  An eval set of the
+ * coordinator's own (eval_source) is binned and scored here (boost.c,
+ * eval_here); the shards only get the best model's cut.  Depthwise trees
+ * send each level's node splits where symmetric ones send the level's one
+ * split (a set split its mask too: categorical_split sets); MultiClass
+ * sends the union's class count and base scores with the start, and each
+ * tree's class is its stream's (the iteration x classes + class its
+ * gradients request names).
  */
 #include "boost_shard_msg.h"
 #include "boost_shards_internal.h"
