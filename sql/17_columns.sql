@@ -110,6 +110,13 @@ SELECT count(*) FILTER (WHERE gbml.predict('cols_wide', w) = gbml.predict('cols_
        count(*) FILTER (WHERE gbml.kmeans_distance('cols_wide_km', w) = gbml.kmeans_distance('cols_wide_km', s)) AS same_distance,
        count(*) AS total
   FROM col_wide w JOIN (SELECT * FROM col_wide WHERE id > 0 OFFSET 0) s USING (id);
+-- the same in a parallel worker: a pack's columns are read where that process's executor left them
+SET force_parallel_mode = on;
+SELECT pg_temp.plan_of('SELECT gbml.predict(''cols_wide'', w) FROM col_wide w') LIKE 'Gather%' AS in_a_worker;
+SELECT count(*) FILTER (WHERE gbml.predict('cols_wide', w) = gbml.predict('cols_wide', s)) AS same_predict_in_a_worker,
+       count(*) AS total
+  FROM col_wide w JOIN (SELECT * FROM col_wide WHERE id > 0 OFFSET 0) s USING (id);
+RESET force_parallel_mode;
 -- packs made by hand may split the columns anywhere; anything else among them is an ERROR
 SELECT format('SELECT count(*) FILTER (WHERE gbml._predict_columns(''cols_wide'', ''col_wide''::regtype, gbml._column_pack(%s), gbml._column_pack(%s)) = gbml.predict(''cols_wide'', s)) AS same_hand_packs FROM col_wide w JOIN (SELECT * FROM col_wide OFFSET 0) s USING (id)',
               string_agg(c, ', ') FILTER (WHERE n <= 40), string_agg(c, ', ') FILTER (WHERE n > 40))

@@ -950,37 +950,29 @@ gbml_column_plan_values(const gbml_column_plan *p, const Datum *values, const bo
 }
 
 /*
- * The columns forms' path: plan column i's value is args[src[i]], numbers
+ * The columns forms' path: plan column i's value is *col[i], numbers
  * converted inline (the per-row cost of scoring by row is mostly this loop).
  */
 void
-gbml_column_plan_args(const gbml_column_plan *p, const NullableDatum *args, const int *src, float *x, const char *what)
+gbml_column_plan_args(const gbml_column_plan *p, const NullableDatum *const *col, float *x, const char *what)
 {
 	if (p->all_float4)
 	{
 		for (int i = 0; i < p->n_columns; i++)
-		{
-			const NullableDatum *a = &args[src[i]];
-
-			x[i] = a->isnull ? NAN : DatumGetFloat4(a->value);
-		}
+			x[i] = col[i]->isnull ? NAN : DatumGetFloat4(col[i]->value);
 		return;
 	}
 	if (p->numeric_types)
 	{
 		for (int i = 0; i < p->n_columns; i++)
-		{
-			const NullableDatum *a = &args[src[i]];
-
-			x[i] = a->isnull ? NAN : gbml_column_number(a->value, p->numeric_types[i]);
-		}
+			x[i] = col[i]->isnull ? NAN : gbml_column_number(col[i]->value, p->numeric_types[i]);
 		return;
 	}
 	for (int i = 0; i < p->n_columns; i++)
 	{
 		const gbml_column *c = &p->cols[i];
 
-		column_value(c, &p->schema->features[c->first], args[src[i]].value, args[src[i]].isnull, x, false, what, 0);
+		column_value(c, &p->schema->features[c->first], col[i]->value, col[i]->isnull, x, false, what, 0);
 	}
 }
 

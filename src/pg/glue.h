@@ -150,9 +150,11 @@ gbml_column_plan *gbml_column_plan_for_row(const struct gbml_feature_schema *sch
 /* A deformed row (values, nulls by attribute) into x[n_features]; unseen categories are GBML_CATEGORY_UNSEEN. */
 void		gbml_column_plan_values(const gbml_column_plan *p, const Datum *values, const bool *nulls, float *x,
 									const char *what);
-/* The same from an argument list: plan column i's value is args[src[i]] (the row scoring's columns forms). */
-void		gbml_column_plan_args(const gbml_column_plan *p, const NullableDatum *args, const int *src, float *x,
+/* The same from argument slots: plan column i's value is *col[i] (the row scoring's columns forms). */
+void		gbml_column_plan_args(const gbml_column_plan *p, const NullableDatum *const *col, float *x,
 								  const char *what);
+/* column_pack.c: the n columns a _column_pack call passed as argument arg of fcinfo's call, read in place; ERROR when it is not this row's. */
+const NullableDatum *gbml_column_pack_args(FunctionCallInfo fcinfo, int arg, int n, const char *fname);
 /* Plan column i's 1-based attribute in the row type it was bound to. */
 int			gbml_column_plan_attno(const gbml_column_plan *p, int i);
 const struct gbml_feature_schema *gbml_column_plan_schema(const gbml_column_plan *p);

@@ -15,9 +15,8 @@
  * most FUNC_MAX_ARGS (100) arguments, so a row of more than 98 columns goes
  * in packs of up to 100: gbml._predict_columns(m, 't'::regtype,
  * gbml._column_pack(t.c1, ..., t.c100), gbml._column_pack(t.c101, ...)),
- * each pack a bytea of the columns' values (by-reference ones copied, never
- * a pointer), unpacked per row into the record path's conversion.  Records
- * that are not a table's rows keep the record path.
+ * whose columns are read where the executor put them (column_pack.c).
+ * Records that are not a table's rows keep the record path.
  */
 #include "glue.h"
 
@@ -55,7 +54,6 @@ PG_FUNCTION_INFO_V1(gbml_predict_columns_name);
 PG_FUNCTION_INFO_V1(gbml_predict_proba_columns_name);
 PG_FUNCTION_INFO_V1(gbml_kmeans_assign_columns_name);
 PG_FUNCTION_INFO_V1(gbml_kmeans_distance_columns_name);
-PG_FUNCTION_INFO_V1(gbml_column_pack);
 PG_FUNCTION_INFO_V1(gbml_predict_classes_row_bytea);
 PG_FUNCTION_INFO_V1(gbml_predict_classes_row_name);
 PG_FUNCTION_INFO_V1(gbml_predict_classes_columns_bytea);
@@ -77,13 +75,11 @@ typedef struct row_cache
 	bool		packed;			/* the columns forms: the columns come in gbml._column_pack arguments */
 	int		   *pack_first;		/* packed: argument i's first live column (0-based) */
 	int		   *pack_n;			/* packed: argument i's number of columns */
-	const char **flags;			/* packed: this row's packs' NULL flags, by argument */
-	const Datum **slots;		/* packed: and their slots */
-	Size	   *pack_size;		/* packed: and their sizes */
+	const NullableDatum **pack_base;	/* packed: where argument i's columns were last row */
 	int		   *col_pack;		/* packed: plan column c's pack (its argument position) */
 	int		   *col_k;			/* packed: and its index in that pack */
-	bool	   *col_byval;		/* packed: plan column c is by value */
-	NullableDatum *vargs;		/* packed: the plan's columns at the columns form's argument positions */
+	const NullableDatum **col;	/* the columns forms: where plan column c's value is */
+	FunctionCallInfo col_fcinfo;	/* unpacked: the argument array `col` points into */
 	Datum	   *values;
 	bool	   *nulls;
 	float	   *x;
@@ -130,6 +126,8 @@ bind_row(row_cache *rc, const gbml_scorer *sc, bool reloaded, Oid type, int32 ty
 	rc->values = palloc(sizeof(Datum) * (rc->natts > 0 ? rc->natts : 1));
 	rc->nulls = palloc(sizeof(bool) * (rc->natts > 0 ? rc->natts : 1));
 	rc->x = palloc(sizeof(float) * (sc->n_features > 0 ? sc->n_features : 1));
+	rc->col = palloc(sizeof(NullableDatum *) * (gbml_column_plan_n_columns(rc->plan) > 0 ? gbml_column_plan_n_columns(rc->plan) : 1));
+	rc->col_fcinfo = NULL;
 	{
 		/* the columns forms pass every live attribute in order after the model and the row type */
 		int		   *arg_of_att = palloc(sizeof(int) * (rc->natts > 0 ? rc->natts : 1));
@@ -205,130 +203,9 @@ score_record(FunctionCallInfo fcinfo, bool by_name, gbml_output what, const char
 }
 
 /*
- * A pack (gbml._column_pack): a bytea of n columns' values, each readable
- * on its own.  After the varlena header, n flag bytes (1: NULL), then from
- * the next multiple of 8 (counted from the header's start) n slots of 8
- * bytes: a by-value column's Datum, or a by-reference one's offset in the
- * pack of its length (8 bytes) and bytes (packed_size), each such copy at a
- * multiple of 8.  No memory address is ever packed.
- */
-#define PACK_NULL 1
-
-static inline Size
-pack_slots(int n)
-{
-	return MAXALIGN(VARHDRSZ + n);
-}
-
-/* Per call site of gbml._column_pack: its arguments' storage. */
-typedef struct pack_types
-{
-	int			n;
-	bool		all_byval;
-	int16	   *typlen;
-	bool	   *byval;
-	/* per row, for the by-reference values: where their bytes are and how many (no palloc a row) */
-	Pointer    *ref;
-	Size	   *len;
-} pack_types;
-
-static const pack_types *
-pack_types_of(FunctionCallInfo fcinfo)
-{
-	pack_types *t = fcinfo->flinfo->fn_extra;
-
-	if (t != NULL)
-		return t;
-	t = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(pack_types));
-	t->n = PG_NARGS();
-	t->all_byval = true;
-	t->typlen = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(int16) * (t->n > 0 ? t->n : 1));
-	t->byval = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(bool) * (t->n > 0 ? t->n : 1));
-	t->ref = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(Pointer) * (t->n > 0 ? t->n : 1));
-	t->len = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(Size) * (t->n > 0 ? t->n : 1));
-	for (int i = 0; i < t->n; i++)
-	{
-		Oid			type = get_fn_expr_argtype(fcinfo->flinfo, i);
-
-		if (!OidIsValid(type))
-			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							errmsg("gbml._column_pack: cannot tell argument %d's type", i + 1)));
-		get_typlenbyval(type, &t->typlen[i], &t->byval[i]);
-		t->all_byval = t->all_byval && t->byval[i];
-	}
-	fcinfo->flinfo->fn_extra = t;
-	return t;
-}
-
-/*
- * The bytes a by-reference value takes in a pack, at *v.  A varlena stored
- * out of line or compressed is packed as it is (its TOAST pointer or its
- * compressed bytes hold no memory address): the model's converters detoast
- * what they read, so a wide value in a column the model does not use costs
- * a copy of a few bytes, not a fetch.  Any other varlena is detoasted.
- */
-static Size
-packed_size(int16 typlen, Datum d, Pointer *v)
-{
-	if (typlen == -1)
-	{
-		struct varlena *stored = (struct varlena *) DatumGetPointer(d);
-
-		*v = VARATT_IS_EXTERNAL_ONDISK(stored) || VARATT_IS_COMPRESSED(stored) ? (Pointer) stored
-			: (Pointer) PG_DETOAST_DATUM_PACKED(d);
-		return VARSIZE_ANY(*v);
-	}
-	*v = DatumGetPointer(d);
-	return typlen == -2 ? strlen(*v) + 1 : (Size) typlen;
-}
-
-Datum
-gbml_column_pack(PG_FUNCTION_ARGS)
-{
-	const pack_types *t = pack_types_of(fcinfo);
-	Size		slots = pack_slots(t->n),
-				size = slots + sizeof(Datum) * (Size) t->n;
-	Pointer    *ref = t->ref;
-	Size	   *len = t->len;
-	char	   *p;
-	Datum	   *slot;
-
-	if (!t->all_byval)
-	{
-		for (int i = 0; i < t->n; i++)
-			if (!t->byval[i] && !PG_ARGISNULL(i))
-				size += sizeof(uint64) + MAXALIGN(len[i] = packed_size(t->typlen[i], PG_GETARG_DATUM(i), &ref[i]));
-	}
-	p = palloc(size);
-	SET_VARSIZE(p, size);
-	slot = (Datum *) (p + slots);
-	for (int i = 0; i < t->n; i++)
-	{
-		p[VARHDRSZ + i] = PG_ARGISNULL(i) ? PACK_NULL : 0;
-		slot[i] = PG_ARGISNULL(i) || !t->byval[i] ? (Datum) 0 : PG_GETARG_DATUM(i);
-	}
-	if (!t->all_byval)
-	{
-		Size		at = slots + sizeof(Datum) * (Size) t->n;
-
-		for (int i = 0; i < t->n; i++)
-			if (!t->byval[i] && !PG_ARGISNULL(i))
-			{
-				uint64		l = len[i];
-
-				slot[i] = (Datum) at;
-				memcpy(p + at, &l, sizeof(uint64));
-				memcpy(p + at + sizeof(uint64), ref[i], len[i]);
-				at += sizeof(uint64) + MAXALIGN(len[i]);
-			}
-	}
-	PG_RETURN_BYTEA_P((bytea *) p);
-}
-
-/*
  * Where the plan's columns are in the packs (bind time, from the call's
  * expression): each pack argument's first live column and count, then per
- * plan column its pack, its index there and whether it is by value.
+ * plan column its pack and its index there.
  */
 static void
 bind_packs(FunctionCallInfo fcinfo, row_cache *rc)
@@ -337,17 +214,12 @@ bind_packs(FunctionCallInfo fcinfo, row_cache *rc)
 	MemoryContext old = MemoryContextSwitchTo(rc->bind_mcxt);
 	int			n = gbml_column_plan_n_columns(rc->plan);
 	int			first = 0;
-	bool	   *byval = palloc(sizeof(bool) * rc->n_args);	/* by columns form argument position */
 
 	rc->pack_first = palloc(sizeof(int) * PG_NARGS());
 	rc->pack_n = palloc(sizeof(int) * PG_NARGS());
-	rc->flags = palloc(sizeof(char *) * PG_NARGS());
-	rc->slots = palloc(sizeof(Datum *) * PG_NARGS());
-	rc->pack_size = palloc(sizeof(Size) * PG_NARGS());
-	rc->vargs = palloc0(sizeof(NullableDatum) * rc->n_args);
+	rc->pack_base = palloc0(sizeof(NullableDatum *) * PG_NARGS());
 	rc->col_pack = palloc(sizeof(int) * (n > 0 ? n : 1));
 	rc->col_k = palloc(sizeof(int) * (n > 0 ? n : 1));
-	rc->col_byval = palloc(sizeof(bool) * (n > 0 ? n : 1));
 	MemoryContextSwitchTo(old);
 
 	for (int i = 2; i < PG_NARGS(); i++)
@@ -356,9 +228,6 @@ bind_packs(FunctionCallInfo fcinfo, row_cache *rc)
 		rc->pack_n[i] = list_length(((FuncExpr *) list_nth(args, i))->args);
 		first += rc->pack_n[i];
 	}
-	for (int a = 0, arg = 2; a < rc->natts; a++)
-		if (!TupleDescAttr(rc->td, a)->attisdropped)
-			byval[arg++] = TupleDescAttr(rc->td, a)->attbyval;
 	for (int c = 0; c < n; c++)
 	{
 		int			i = 2,
@@ -368,67 +237,38 @@ bind_packs(FunctionCallInfo fcinfo, row_cache *rc)
 			i++;
 		rc->col_pack[c] = i;
 		rc->col_k[c] = live - rc->pack_first[i];
-		rc->col_byval[c] = byval[rc->src[c]];
 	}
-}
-
-static void
-damaged_pack(const char *fname)
-{
-	ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("%s: a column pack is damaged", fname)));
-}
-
-/* A by-reference value of pack p (size bytes) from its slot, checked to lie inside the pack. */
-static Datum
-packed_reference(const char *p, Size size, Datum slot, const char *fname)
-{
-	uint64		l;
-
-	if (slot % MAXIMUM_ALIGNOF != 0 || slot > size - sizeof(uint64))
-		damaged_pack(fname);
-	memcpy(&l, p + slot, sizeof(uint64));
-	if (l > size - slot - sizeof(uint64))
-		damaged_pack(fname);
-	return PointerGetDatum(p + slot + sizeof(uint64));
 }
 
 /*
- * The plan's columns from the packs into rc->vargs (at the columns form's
- * argument positions, so gbml_column_plan_args converts them).  Only the
- * plan's columns are read; a pack that does not hold what it should is an
- * ERROR, never a misread.
+ * rc->col for this row of the packed form: each pack's columns where its
+ * call left them (checked to be this row's, every row), re-pointed when a
+ * pack's argument array is not last row's.
  */
 static void
-unpack_columns(FunctionCallInfo fcinfo, row_cache *rc, const char *fname)
+point_packed_columns(FunctionCallInfo fcinfo, row_cache *rc, const char *fname)
 {
-	int			n = gbml_column_plan_n_columns(rc->plan);
+	bool		moved = false;
 
 	for (int i = 2; i < PG_NARGS(); i++)
 	{
-		const char *p;
+		const NullableDatum *base = gbml_column_pack_args(fcinfo, i, rc->pack_n[i], fname);
 
-		if (PG_ARGISNULL(i))
-			damaged_pack(fname);
-		p = (const char *) PG_GETARG_BYTEA_P(i);
-		if (pack_slots(rc->pack_n[i]) + sizeof(Datum) * (Size) rc->pack_n[i] > VARSIZE(p) ||
-			(uintptr_t) p % MAXIMUM_ALIGNOF != 0)
-			damaged_pack(fname);
-		rc->flags[i] = p + VARHDRSZ;
-		rc->slots[i] = (const Datum *) (p + pack_slots(rc->pack_n[i]));
-		rc->pack_size[i] = VARSIZE(p);
+		moved |= base != rc->pack_base[i];
+		rc->pack_base[i] = base;
 	}
-	for (int c = 0; c < n; c++)
-	{
-		int			i = rc->col_pack[c],
-					k = rc->col_k[c];
-		NullableDatum *out = &rc->vargs[rc->src[c]];
-		Datum		d = rc->slots[i][k];
+	if (moved)
+		for (int c = 0; c < gbml_column_plan_n_columns(rc->plan); c++)
+			rc->col[c] = rc->pack_base[rc->col_pack[c]] + rc->col_k[c];
+}
 
-		out->isnull = rc->flags[i][k] == PACK_NULL;
-		if (!out->isnull && !rc->col_byval[c])
-			d = packed_reference(rc->flags[i] - VARHDRSZ, rc->pack_size[i], d, fname);
-		out->value = d;
-	}
+/* rc->col for the unpacked form: plan column c is argument src[c] of the call's argument array. */
+static void
+point_columns(FunctionCallInfo fcinfo, row_cache *rc)
+{
+	for (int c = 0; c < gbml_column_plan_n_columns(rc->plan); c++)
+		rc->col[c] = &fcinfo->args[rc->src[c]];
+	rc->col_fcinfo = fcinfo;
 }
 
 /* gbml._column_pack(VARIADIC "any"), InvalidOid before the extension has it (0.5.0). */
@@ -536,8 +376,10 @@ score_columns(FunctionCallInfo fcinfo, bool by_name, gbml_output what, const cha
 	if (!rc->args_checked)
 		check_column_args(fcinfo, rc, fname);
 	if (rc->packed)
-		unpack_columns(fcinfo, rc, fname);
-	gbml_column_plan_args(rc->plan, rc->packed ? rc->vargs : fcinfo->args, rc->src, rc->x, fname);
+		point_packed_columns(fcinfo, rc, fname);
+	else if (rc->col_fcinfo != fcinfo)
+		point_columns(fcinfo, rc);
+	gbml_column_plan_args(rc->plan, rc->col, rc->x, fname);
 	return score_bound(sc, rc, what, fname);
 }
 
