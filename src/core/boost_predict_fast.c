@@ -54,6 +54,8 @@ typedef struct gbml_boost_fast
 	float	   *borders_t;		/* stride * n_used16: border k of feature u at [k * n_used16 + u] */
 	float	   *coarse;			/* n_used * 16: the last border of each 16-border segment, +inf padded */
 	int32_t    *feature_of;		/* n_used16: the row position of used feature u (0 for padding) */
+	int32_t    *run8;			/* n_used16 / 8: where used features 8g .. 8g + 7 lie in a row one after
+								 * another (a load, not a gather), or -1 */
 	uint8_t    *pos;			/* n_blocks * depth * 64 */
 	uint8_t    *thr;			/* n_blocks * depth * 64 */
 } gbml_boost_fast;
@@ -78,6 +80,7 @@ gbml_boost_forest_free_fast(gbml_boost_forest *f, gbml_env *env)
 	gbml_free(env, fast->borders_t);
 	gbml_free(env, fast->coarse);
 	gbml_free(env, fast->feature_of);
+	gbml_free(env, fast->run8);
 	gbml_free(env, fast->pos);
 	gbml_free(env, fast->thr);
 	gbml_free(env, fast);
@@ -177,6 +180,18 @@ gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
 		for (int k = 0; k < fast->stride; k++)
 			fast->borders_t[(size_t) k * fast->n_used16 + u] =
 				u < f->n_used ? fast->borders[(size_t) u * fast->stride + k] : INFINITY;
+	}
+	/* groups of 8 used features in consecutive row positions, 8 floats inside the row: loaded, not gathered */
+	if ((fast->run8 = gbml_alloc_array(env, (size_t) fast->n_used16 / 8, sizeof(int32_t))) == NULL)
+		goto oom;
+	for (int g = 0; g < fast->n_used16; g += 8)
+	{
+		int			first = fast->feature_of[g];
+		bool		run = first + 8 <= (f->inputs ? f->n_used : f->n_features);
+
+		for (int i = 1; i < 8 && run; i++)
+			run = g + i >= f->n_used ? !f->inputs : fast->feature_of[g + i] == first + i;
+		fast->run8[g / 8] = run ? first : -1;
 	}
 	/* padding trees: feature 0, threshold 255 (never exceeded) */
 	memset(fast->pos, 0, (size_t) fast->n_blocks * d * BLOCK_TREES);
@@ -355,7 +370,8 @@ quantize_avx2(const gbml_boost_fast *fast, const float *x, uint8_t *bins)
 
 	for (int g = 0; g < fast->n_used16; g += 8)
 	{
-		__m256		xv = _mm256_i32gather_ps(x, _mm256_loadu_si256((const __m256i *) (fast->feature_of + g)), 4);
+		__m256		xv = fast->run8[g / 8] >= 0 ? _mm256_loadu_ps(x + fast->run8[g / 8])
+			: _mm256_i32gather_ps(x, _mm256_loadu_si256((const __m256i *) (fast->feature_of + g)), 4);
 		__m256i		even = _mm256_setzero_si256(),
 					odd = _mm256_setzero_si256();
 		const float *bt = fast->borders_t + g;
@@ -409,23 +425,48 @@ quantize_avx2_search(const gbml_boost_fast *fast, int n_used, const float *x, ui
 }
 
 /*
- * 2. (AVX2) one level's bins of 32 trees: bins[pos[j]] for each byte of
- * pos, from the bins' 16-byte pieces (PSHUFB looks up 16 entries; the
- * piece is the index's high nibble).
+ * 2. (AVX2) one level's bins of a block's 64 trees, 32 in each of *out0
+ * and *out1: bins[pos[j]] for each byte of pos0 and pos1, from the bins'
+ * 16-byte pieces (PSHUFB looks up 16 entries; the piece is the index's
+ * high nibble).  Both halves in one pass: two independent chains.
  */
 __attribute__((target("avx,avx2")))
-static inline __m256i
-level_bins_avx2(const __m256i *pieces, int n_pieces, __m256i pos)
+static inline void
+level_bins_avx2(const __m256i *pieces, int n_pieces, __m256i pos0, __m256i pos1, __m256i *out0, __m256i *out1)
 {
-	const __m256i low = _mm256_set1_epi8(0x0f);
-	__m256i		lo = _mm256_and_si256(pos, low),
-				hi = _mm256_and_si256(_mm256_srli_epi16(pos, 4), low),
-				out = _mm256_setzero_si256();
+	const __m256i below_top = _mm256_set1_epi8(0x70),
+				piece = _mm256_set1_epi8(0x10);
+	__m256i		q0 = pos0,
+				q1 = pos1,
+				o0 = _mm256_setzero_si256(),
+				o1 = _mm256_setzero_si256();
 
+	/*
+	 * q = pos - 16 c (bytes, wrapping): in [0, 16) exactly for the
+	 * positions in piece c, which adding 0x70 with unsigned saturation keeps
+	 * below 0x80 with the low nibble intact; every other position ends at
+	 * 0x80 or more (pos < 128), where PSHUFB gives 0.  So each piece is an
+	 * add, a lookup and an OR, no compare or blend chained through `out`.
+	 */
 	for (int c = 0; c < n_pieces; c++)
-		out = _mm256_blendv_epi8(out, _mm256_shuffle_epi8(pieces[c], lo),
-								 _mm256_cmpeq_epi8(hi, _mm256_set1_epi8((char) c)));
-	return out;
+	{
+		o0 = _mm256_or_si256(o0, _mm256_shuffle_epi8(pieces[c], _mm256_adds_epu8(q0, below_top)));
+		o1 = _mm256_or_si256(o1, _mm256_shuffle_epi8(pieces[c], _mm256_adds_epu8(q1, below_top)));
+		q0 = _mm256_sub_epi8(q0, piece);
+		q1 = _mm256_sub_epi8(q1, piece);
+	}
+	*out0 = o0;
+	*out1 = o1;
+}
+
+/* idx with bit l set in the bytes where the bin exceeds the border index (unsigned: bin <= thr iff max(bin, thr) == thr). */
+__attribute__((target("avx,avx2")))
+static inline __m256i
+add_level_bit(__m256i idx, __m256i bins, __m256i thr, int l)
+{
+	__m256i		not_above = _mm256_cmpeq_epi8(_mm256_max_epu8(bins, thr), thr);
+
+	return _mm256_or_si256(idx, _mm256_andnot_si256(not_above, _mm256_set1_epi8((char) (1 << l))));
 }
 
 __attribute__((target("avx,avx2")))
@@ -437,7 +478,6 @@ predict_avx2(const gbml_boost_forest *f, const float *x)
 	uint8_t		idx_bytes[BLOCK_TREES] __attribute__((aligned(32)));
 	const int	d = fast->depth,
 				n_pieces = fast->n_used16 / 16;
-	const __m256i flip = _mm256_set1_epi8((char) 0x80);
 	float		computed[MAX_USED];
 	__m256i		pieces[MAX_USED / 16];
 	__m256d		acc4 = _mm256_setzero_pd();
@@ -457,24 +497,23 @@ predict_avx2(const gbml_boost_forest *f, const float *x)
 		int			first = b * BLOCK_TREES;
 		int			n = f->n_trees - first < BLOCK_TREES ? f->n_trees - first : BLOCK_TREES;
 
-		/* 2. leaf index of 64 trees, 32 at a time, one level at a time */
-		for (int half = 0; half < BLOCK_TREES; half += 32)
+		__m256i		idx0 = _mm256_setzero_si256(),
+					idx1 = _mm256_setzero_si256();
+
+		/* 2. leaf index of 64 trees (32 in each half), one level at a time */
+		for (int l = 0; l < d; l++)
 		{
-			__m256i		idx = _mm256_setzero_si256();
+			const size_t o = ((size_t) b * d + l) * BLOCK_TREES;
+			__m256i		tb0,
+						tb1;
 
-			for (int l = 0; l < d; l++)
-			{
-				size_t		o = ((size_t) b * d + l) * BLOCK_TREES + (size_t) half;
-				__m256i		tb = level_bins_avx2(pieces, n_pieces,
-												 _mm256_loadu_si256((const __m256i *) (fast->pos + o)));
-				__m256i		thr = _mm256_loadu_si256((const __m256i *) (fast->thr + o));
-				/* bytes compared unsigned: both sides' top bit flipped for the signed compare */
-				__m256i		bit = _mm256_cmpgt_epi8(_mm256_xor_si256(tb, flip), _mm256_xor_si256(thr, flip));
-
-				idx = _mm256_or_si256(idx, _mm256_and_si256(bit, _mm256_set1_epi8((char) (1 << l))));
-			}
-			_mm256_store_si256((__m256i *) (idx_bytes + half), idx);
+			level_bins_avx2(pieces, n_pieces, _mm256_loadu_si256((const __m256i *) (fast->pos + o)),
+							_mm256_loadu_si256((const __m256i *) (fast->pos + o + 32)), &tb0, &tb1);
+			idx0 = add_level_bit(idx0, tb0, _mm256_loadu_si256((const __m256i *) (fast->thr + o)), l);
+			idx1 = add_level_bit(idx1, tb1, _mm256_loadu_si256((const __m256i *) (fast->thr + o + 32)), l);
 		}
+		_mm256_store_si256((__m256i *) idx_bytes, idx0);
+		_mm256_store_si256((__m256i *) (idx_bytes + 32), idx1);
 		/* 3.-4. leaf values */
 		acc4 = add_block_leaves(f, d, first, n, idx_bytes, acc4);
 	}

@@ -24,7 +24,7 @@
 
 /* ---- rows with a schema ---- */
 
-#define MAX_COLS 4
+#define MAX_COLS 12
 
 typedef enum
 {
@@ -1333,4 +1333,60 @@ TEST(boost_categorical_sets_same_bytes_and_scorer)
 	CHECK(env.memory_used == 0);
 	free_rows(&tr);
 	free_rows(&ev);
+}
+
+/* ---- (e) the single-row fast scorer on computed inputs ---- */
+
+/* Scores of s's rows with the scorer the environment picks (GBML_FAST_SCORER, GBML_NO_FAST_SCORER). */
+static double *
+score_rows_with(const uint8_t *model, size_t len, const cat_rows *s, const char *var, const char *value, int *n_used)
+{
+	double	   *out;
+	gbml_env	env;
+	gbml_scorer sc;
+
+	if (var)
+		setenv(var, value, 1);
+	gbml_env_init_malloc(&env, 1);
+	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
+	*n_used = ((const gbml_boost_model *) sc.handle)->forest.fast != NULL ? ((const gbml_boost_model *) sc.handle)->forest.n_used : 0;
+	gbml_scorer_free(&sc, &env);
+	out = score_rows(model, len, s);
+	if (var)
+		unsetenv(var);
+	return out;
+}
+
+TEST(boost_categorical_fast_scorer_matches_scalar)
+{
+	/* statistics of two categorical columns and two numbers: more than 8 computed inputs, so the AVX2 kernel
+	 * loads a group of 8 in one piece and gathers the rest */
+	static const col_spec cols[10] = {{COL_NUMERIC, 0, 0}, {COL_CATEGORY, 40, 0.05}, {COL_CATEGORY, 7, 0.1},
+	{COL_NUMERIC, 0, 0.05}, {COL_CATEGORY, 12, 0}, {COL_NUMERIC, 0, 0}, {COL_CATEGORY, 25, 0.02}, {COL_NUMERIC, 0, 0},
+	{COL_CATEGORY, 5, 0}, {COL_NUMERIC, 0, 0.1}};
+	cat_rows	tr;
+	gbml_param_value v[] = {tu_num("iterations", 90), tu_num("depth", 6), tu_num("learning_rate", 0.3)};
+	size_t		len;
+	uint8_t    *m;
+	double	   *fast,
+			   *avx2,
+			   *scalar;
+	int			used_fast,
+				used_avx2,
+				used_scalar;
+
+	make_rows(&tr, cols, 10, 3000, LABEL_REGRESSION, 29);
+	m = fit(&tr, NULL, v, 3, 2, 0, false, &len);
+	fast = score_rows_with(m, len, &tr, NULL, NULL, &used_fast);
+	avx2 = score_rows_with(m, len, &tr, "GBML_FAST_SCORER", "avx2", &used_avx2);
+	scalar = score_rows_with(m, len, &tr, "GBML_NO_FAST_SCORER", "1", &used_scalar);
+	printf("# %d computed inputs used\n", used_fast);
+	CHECK(used_fast > 8 && used_avx2 == used_fast && used_scalar == 0);	/* (0: no fast path) */
+	CHECK(memcmp(fast, scalar, sizeof(double) * (size_t) tr.n) == 0);
+	CHECK(memcmp(avx2, scalar, sizeof(double) * (size_t) tr.n) == 0);
+	free(fast);
+	free(avx2);
+	free(scalar);
+	free(m);
+	free_rows(&tr);
 }
