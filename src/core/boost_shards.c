@@ -79,6 +79,20 @@ sample_visit(void *arg, int shard, int64_t local, int64_t global)
 	return true;
 }
 
+/* The grouped merge's visitor with categorical inputs: every row's position in the union's training order. */
+static void
+position_note(void *arg, int shard, int64_t local, int64_t global)
+{
+	((boost_shards *) arg)->global_of[shard][local] = global;
+}
+
+static bool
+position_visit(void *arg, int shard, int64_t local, int64_t global)
+{
+	position_note(arg, shard, local, global);
+	return true;
+}
+
 /*
  * Which rows of which shard are the sample: every row when the union has
  * at most m rows, else the sampled canonical positions found by merging
@@ -334,14 +348,12 @@ done:
 
 /* What needs every query's rows on one shard (the error's words), or NULL: a query may span shards. */
 static const char *
-query_needs_whole(const trainer *T, const gbml_dataset *ds)
+query_needs_whole(const trainer *T)
 {
 	if (gbml_boost_loss_is_ranking(T->kind))
 		return "a ranking loss";
 	if (T->metric == GBML_BOOST_METRIC_NDCG)
 		return "the NDCG metric";
-	if (gbml_schema_n_categorical(ds->schema) > 0)
-		return "with group ids, categorical inputs' ordered statistics";
 	return NULL;
 }
 
@@ -386,9 +398,31 @@ setup_union(trainer *T, boost_shards *B, const gbml_dataset *ds, int64_t n_eval_
 
 	if ((rc = hello_tails(T, B, ds->n_features, missing, with_groups)) != GBML_OK ||
 		(rc = boost_resolve_loss(T, *with_groups ? 1 : 0)) != GBML_OK ||
-		(*with_groups && (rc = index_groups(T, B, query_needs_whole(T, ds))) != GBML_OK))
+		(*with_groups && (rc = index_groups(T, B, query_needs_whole(T))) != GBML_OK))
 		return rc;
 	return gbml_boost_ctr_begin(&T->cat, ds->schema, ds->n_features, T->n_global, n_eval_here, T->env);
+}
+
+/*
+ * With group ids, the union's training order (by group id, then canonical;
+ * a query may span shards) merged from the shards' grouped pages: every
+ * shard gets its rows' indices where subsample draws by them, and with
+ * categorical inputs the coordinator notes every row's position (the
+ * ordered statistics run along that order).
+ */
+static int
+grouped_order(trainer *T, boost_shards *B, bool with_groups)
+{
+	bool		positions = with_groups && T->cat.n_cat > 0;
+	int			rc;
+
+	if (positions && (rc = boost_shards_alloc_positions(T)) != GBML_OK)
+		return rc;
+	if (draws_rows_by_training_order(T, with_groups))
+		return gbml_shard_send_grouped_ranks(&B->ch, T->n_global, BS_OP_GROUP_HASHES, BS_OP_RANKS,
+											 positions ? position_note : NULL, B);
+	return positions ? gbml_shard_merge_grouped_order(&B->ch, T->n_global, BS_OP_GROUP_HASHES, position_visit, NULL, B)
+		: GBML_OK;
 }
 
 /*
@@ -403,8 +437,7 @@ setup_borders(trainer *T, boost_shards *B, int64_t m, int d, const bool *missing
 	int			rc;
 
 	if ((rc = sample_lists(T, B, m, p->subsample < 1 && !with_groups, T->cat.n_cat > 0 && !with_groups)) != GBML_OK ||
-		(draws_rows_by_training_order(T, with_groups) &&
-		 (rc = gbml_shard_send_grouped_ranks(&B->ch, T->n_global, BS_OP_GROUP_HASHES, BS_OP_RANKS)) != GBML_OK) ||
+		(rc = grouped_order(T, B, with_groups)) != GBML_OK ||
 		(rc = gather_sample(T, B, rows, d)) != GBML_OK ||
 		(rc = gbml_boost_borders_from_sample(rows, m, d, missing, (int) p->border_count,
 											 (gbml_boost_border_type) p->border_type, &T->borders,

@@ -9,8 +9,8 @@
  * what they read — every training row's category ids and label, 4 bytes
  * each, placed at the row's position in the union's training order
  * (without query ids its canonical order, from the merge that drew the
- * border sample; with them the queries in ascending id order, each
- * query's rows as its shard holds them) — and runs the one-server code on
+ * border sample; with them by query id, then canonical, from the grouped
+ * merge, so a query may span shards) — and runs the one-server code on
  * them: the same permutation, sums and borders, so the same bytes.  Back
  * go the model's section and the derived borders (each shard bins its eval
  * rows with the final statistics) and every training row's derived bins,
@@ -60,18 +60,17 @@ boost_shards_free_positions(trainer *T)
 
 /*
  * With query ids: the union's query offsets (group_off, n_groups_global +
- * 1) from each shard's query sizes, and every row's global position.
+ * 1) from each shard's query sizes (a query on several shards: the sum of
+ * its parts).  Every row's global position came with the grouped merge.
  */
 static int
-positions_by_query(trainer *T, boost_shards *B, int64_t *group_off)
+query_offsets(trainer *T, boost_shards *B, int64_t *group_off)
 {
 	gbml_env   *env = T->env;
 	gbml_shard_channel *ch = &B->ch;
 	int64_t		G = T->n_groups_global;
 	int			rc;
 
-	if ((rc = boost_shards_alloc_positions(T)) != GBML_OK)
-		return rc;
 	memset(group_off, 0, sizeof(int64_t) * (size_t) (G + 1));
 	gbml_shard_request(ch, BS_OP_CAT_GROUP_SIZES);
 	if ((rc = gbml_shard_send(ch)) != GBML_OK)
@@ -89,7 +88,7 @@ positions_by_query(trainer *T, boost_shards *B, int64_t *group_off)
 		{
 			int64_t		size = gbml_msg_get_count(&r, ch->n_rows[s]);
 
-			group_off[B->group_union[s][g] + 1] = size;
+			group_off[B->group_union[s][g] + 1] += size;
 			rows += size;
 		}
 		r.bad |= rows != ch->n_rows[s];
@@ -101,18 +100,6 @@ positions_by_query(trainer *T, boost_shards *B, int64_t *group_off)
 	if (group_off[G] != T->n_global)
 		return gbml_error(env, GBML_EINVAL, "boost: the shards' queries hold %lld rows, their hellos %lld",
 						  (long long) group_off[G], (long long) T->n_global);
-	for (int s = 0; s < ch->n_shards; s++)
-	{
-		int64_t		local = 0;
-
-		for (int64_t g = 0; g < B->n_groups[s]; g++)
-		{
-			int64_t		u = B->group_union[s][g];
-
-			for (int64_t at = group_off[u]; at < group_off[u + 1]; at++)
-				B->global_of[s][local++] = at;
-		}
-	}
 	return GBML_OK;
 }
 
@@ -243,7 +230,7 @@ boost_shards_categories(trainer *T, const gbml_boost_ctr_params *cp_in)
 		rc = env->error_code;
 		goto done;
 	}
-	if ((G > 0 && (rc = positions_by_query(T, B, group_off)) != GBML_OK) ||
+	if ((G > 0 && (rc = query_offsets(T, B, group_off)) != GBML_OK) ||
 		(rc = gather_ids(T, B, label)) != GBML_OK)
 		goto done;
 	/* MultiClass: a statistic per class, the class count as one server's labels give it */

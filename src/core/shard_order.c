@@ -396,9 +396,17 @@ gbml_shard_send_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashe
 }
 
 int
-gbml_shard_send_grouped_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_grouped_hashes, int64_t op_ranks)
+gbml_shard_send_grouped_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_grouped_hashes, int64_t op_ranks,
+							  void (*also_visit) (void *arg, int shard, int64_t local, int64_t global), void *arg)
 {
-	return send_ranks(ch, n_global, op_grouped_hashes, 3, op_ranks, NULL, NULL);
+	return send_ranks(ch, n_global, op_grouped_hashes, 3, op_ranks, also_visit, arg);
+}
+
+int
+gbml_shard_merge_grouped_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_grouped_hashes,
+							   gbml_shard_order_visit visit, gbml_shard_order_flush flush, void *arg)
+{
+	return merge_order(ch, n_global, op_grouped_hashes, 3, visit, flush, arg);
 }
 
 int

@@ -78,7 +78,13 @@ int			gbml_shard_send_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op
  * order (ascending).
  */
 int			gbml_shard_send_grouped_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_grouped_hashes,
-										  int64_t op_ranks);
+										  int64_t op_ranks,
+										  void (*also_visit) (void *arg, int shard, int64_t local, int64_t global),
+										  void *arg);
+
+/* The union's training order with group ids merged (the grouped pages), every row to visit; nothing sent back. */
+int			gbml_shard_merge_grouped_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_grouped_hashes,
+										   gbml_shard_order_visit visit, gbml_shard_order_flush flush, void *arg);
 
 /* A shard's side: its rows' global indices, ascending, as the pages arrive. */
 typedef struct gbml_shard_ranks

@@ -219,6 +219,18 @@ check "... with Depthwise trees splitting categories as sets: the same bytes" t 
   "$(same_bytes ctd boost cat "$ct, \"grow_policy\": \"Depthwise\", \"categorical_split\": \"sets\"")"
 out=$(q coord postgres "SELECT bool_and(gbml.predict('ct_dist', r) = gbml.predict('ct_one', r)) FROM cat_local r" 2>&1)
 check "the sharded categorical model scores whole rows like the local one" t "$out"
+# query ids of 10 consecutive ids: every query has rows on both shards (ids alternate between them)
+for c in shard1 shard2; do
+  q $c postgres "ALTER TABLE cat ADD COLUMN qid int; UPDATE cat SET qid = id / 10" >/dev/null || bail "query ids on $c"
+done
+q coord postgres "ALTER TABLE cat ADD COLUMN qid int; ALTER TABLE cat_local ADD COLUMN qid int; UPDATE cat_local SET qid = id / 10" >/dev/null ||
+  bail "query ids on the coordinator"
+check "... with query ids whose queries span both shards (a pointwise loss; the statistics along the union's order), subsample and an eval set by query: the same bytes" t \
+  "$(same_bytes ctq boost cat "$ct, \"loss\": \"RMSE\", \"group_column\": \"qid\", \"subsample\": 0.8, \"eval_fraction\": 0.2, \"early_stopping_rounds\": 3, \"iterations\": 60")"
+for c in coord shard1 shard2; do
+  q $c postgres "ALTER TABLE cat DROP COLUMN qid" >/dev/null || bail "drop the query ids on $c"
+done
+q coord postgres "ALTER TABLE cat_local DROP COLUMN qid" >/dev/null || bail "drop the local query ids"
 check "K-Means on a number and an array column across servers: the same bytes" t \
   "$(same_bytes ka kmeans cat '"k": 3, "feature_columns": ["price", "vec"]')"
 # K-Means and the linear models one-hot encode categories by the union's rows per category (the probe counts them)

@@ -8,7 +8,9 @@
  * (the shards bin their eval rows with the final statistics) and an
  * eval_source of the coordinator's own; the pages of ids and bins are
  * small here, so every training takes several; Depthwise trees that split
- * categories as sets (each set split's mask sent with its level).
+ * categories as sets (each set split's mask sent with its level); a
+ * pointwise loss with query ids whose queries span shards (the statistics
+ * along the union's grouped order).
  */
 #include "harness.h"
 #include "boost.h"
@@ -39,6 +41,7 @@ typedef struct sc_data
 	int64_t		first;			/* rows from this index on (an eval set's: other rows) */
 	bool		constant;		/* every categorical value category 0: no derived feature at all */
 	int64_t		lone;			/* > 0: the row lone - 1 (its query) alone on the last shard */
+	bool		groups;			/* a pointwise label with query ids (queries of 10 rows), dealt row by row */
 } sc_data;
 
 /* numeric; 40 categories (a tenth NULL); 3 categories (one-hot); 300 categories (almost an id) */
@@ -145,7 +148,7 @@ sc_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files,
 			continue;
 		sc_row(s, i, x, &row.label);
 		row.group = 500 + (i / 10) * 7;
-		row.group_is_null = s->label != SC_RANKING;
+		row.group_is_null = s->label != SC_RANKING && !s->groups;
 		row.weight_is_null = true;
 		row.x = x;
 		row.n_features = SC_COLS;
@@ -293,5 +296,34 @@ TEST(boost_shards_categorical_sets_are_one_servers_bytes)
 	free(m);
 	tu_check_same_bytes("boost", "categorical sets, eval_fraction", sc_fill, &s, v, 6);
 	tu_check_same_bytes("boost", "categorical sets, Logloss", sc_fill, &bin, lv, 6);
+	sc_free_schema();
+}
+
+/*
+ * A pointwise loss with query ids, each query's rows dealt to several
+ * shards: the ordered statistics run by query along the union's training
+ * order (by query id, then canonical), which the grouped merge gives the
+ * coordinator; with subsample the same merge sends the shards their ranks.
+ */
+TEST(boost_shards_categorical_queries_on_several_shards)
+{
+	sc_data		s = {.n = 3000, .label = SC_REGRESSION, .groups = true},
+				bin = {.n = 2500, .label = SC_BINARY, .groups = true};
+	/* (with query ids the default loss is a ranking one) */
+	gbml_param_value v[] = {tu_num("iterations", 12), tu_num("depth", 4), tu_num("one_hot_max_size", 4),
+	tu_str("loss", "RMSE")};
+	gbml_param_value sv[] = {tu_num("iterations", 12), tu_num("depth", 4), tu_num("subsample", 0.7),
+	tu_num("border_sample_size", 1000), tu_str("loss", "RMSE")};
+	gbml_param_value ev[] = {tu_num("iterations", 40), tu_num("depth", 4), tu_num("learning_rate", 0.4),
+	tu_num("eval_fraction", 0.2), tu_num("early_stopping_rounds", 3), tu_str("loss", "RMSE")};
+	gbml_param_value lv[] = {tu_num("iterations", 10), tu_num("depth", 4), tu_str("loss", "Logloss"),
+	tu_num("leaf_estimation_iterations", 2)};
+
+	sc_make_schema();
+	sc_check_statistics_used(&s, v, 4);
+	tu_check_same_bytes("boost", "categorical RMSE, queries on several shards", sc_fill, &s, v, 4);
+	tu_check_same_bytes("boost", "categorical RMSE, queries on several shards, subsample", sc_fill, &s, sv, 5);
+	tu_check_same_bytes("boost", "categorical RMSE, queries on several shards, eval by query", sc_fill, &s, ev, 6);
+	tu_check_same_bytes("boost", "categorical Logloss, queries on several shards", sc_fill, &bin, lv, 4);
 	sc_free_schema();
 }
