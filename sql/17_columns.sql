@@ -117,6 +117,12 @@ SELECT count(*) FILTER (WHERE gbml.predict('cols_wide', w) = gbml.predict('cols_
        count(*) AS total
   FROM col_wide w JOIN (SELECT * FROM col_wide WHERE id > 0 OFFSET 0) s USING (id);
 RESET force_parallel_mode;
+-- and compiled by JIT (where the server has it): the packs' argument arrays are the same
+CREATE TEMP TABLE wide_scores AS SELECT id, gbml.predict('cols_wide', w) AS p FROM col_wide w;
+SET jit = on; SET jit_above_cost = 0;
+SELECT count(*) FILTER (WHERE gbml.predict('cols_wide', w) = p) AS same_predict_jit, count(*) AS total
+  FROM col_wide w JOIN wide_scores USING (id);
+RESET jit; RESET jit_above_cost;
 -- packs made by hand may split the columns anywhere; anything else among them is an ERROR
 SELECT format('SELECT count(*) FILTER (WHERE gbml._predict_columns(''cols_wide'', ''col_wide''::regtype, gbml._column_pack(%s), gbml._column_pack(%s)) = gbml.predict(''cols_wide'', s)) AS same_hand_packs FROM col_wide w JOIN (SELECT * FROM col_wide OFFSET 0) s USING (id)',
               string_agg(c, ', ') FILTER (WHERE n <= 40), string_agg(c, ', ') FILTER (WHERE n > 40))

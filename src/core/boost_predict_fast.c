@@ -58,6 +58,8 @@ typedef struct gbml_boost_fast
 								 * another (a load, not a gather), or -1 */
 	uint8_t    *pos;			/* n_blocks * depth * 64 */
 	uint8_t    *thr;			/* n_blocks * depth * 64 */
+	uint8_t    *level_pieces;	/* n_blocks * depth: the 16-feature pieces a block's level reads
+								 * (its largest position's piece + 1; the AVX2 kernel's lookups) */
 } gbml_boost_fast;
 
 static int
@@ -83,6 +85,7 @@ gbml_boost_forest_free_fast(gbml_boost_forest *f, gbml_env *env)
 	gbml_free(env, fast->run8);
 	gbml_free(env, fast->pos);
 	gbml_free(env, fast->thr);
+	gbml_free(env, fast->level_pieces);
 	gbml_free(env, fast);
 	f->fast = NULL;
 }
@@ -213,6 +216,17 @@ gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
 			fast->pos[((size_t) b * d + l) * BLOCK_TREES + j] = (uint8_t) u;
 			fast->thr[((size_t) b * d + l) * BLOCK_TREES + j] = (uint8_t) k;
 		}
+	}
+	/* a model's later trees often split on a few features: a level whose splits use the first pieces only reads those */
+	if ((fast->level_pieces = gbml_alloc_array(env, (size_t) fast->n_blocks * d, 1)) == NULL)
+		goto oom;
+	for (size_t bl = 0; bl < (size_t) fast->n_blocks * d; bl++)
+	{
+		int			top = 0;
+
+		for (int j = 0; j < BLOCK_TREES; j++)
+			top = fast->pos[bl * BLOCK_TREES + j] > top ? fast->pos[bl * BLOCK_TREES + j] : top;
+		fast->level_pieces[bl] = (uint8_t) (top / 16 + 1);
 	}
 	gbml_free(env, off);
 	gbml_free(env, tmp);
@@ -507,7 +521,7 @@ predict_avx2(const gbml_boost_forest *f, const float *x)
 			__m256i		tb0,
 						tb1;
 
-			level_bins_avx2(pieces, n_pieces, _mm256_loadu_si256((const __m256i *) (fast->pos + o)),
+			level_bins_avx2(pieces, fast->level_pieces[(size_t) b * d + l], _mm256_loadu_si256((const __m256i *) (fast->pos + o)),
 							_mm256_loadu_si256((const __m256i *) (fast->pos + o + 32)), &tb0, &tb1);
 			idx0 = add_level_bit(idx0, tb0, _mm256_loadu_si256((const __m256i *) (fast->thr + o)), l);
 			idx1 = add_level_bit(idx1, tb1, _mm256_loadu_si256((const __m256i *) (fast->thr + o + 32)), l);

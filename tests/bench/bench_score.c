@@ -1,0 +1,171 @@
+/*
+ * bench_score.c — the single-row boosting scorer (what `gbml.predict` runs
+ * per row) timed apart from PostgreSQL: the CPU's fast kernel (AVX-512 VBMI
+ * or AVX2), the AVX2 kernel forced, and the scalar walk, on the same model
+ * and rows in one run, with their scores checked equal bit for bit.
+ *
+ *   make -s -f tests/bench/bench.mk tests/bench/bin/bench_score
+ *   tests/bench/bin/bench_score [features=100] [trees=500] [informative=4] [rows=100000]
+ *
+ * The model: depth 6, learning rate 0.05, border_count 32, trained on
+ * 20,000 uniform rows whose label depends on the first `informative`
+ * features (4: the SQL scoring bench's x1 * 3 + x2 * x3 + sin(6 x4); more:
+ * a sum of sines over that many), so its later trees split on a few
+ * features (4) or on most of them (all informative).  Prints ns a row, best
+ * of 5 passes over the rows, and the kernels' ratios to the scalar walk.
+ */
+#include "algorithm.h"
+#include "bench_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double
+now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double) t.tv_sec * 1e9 + (double) t.tv_nsec;
+}
+
+static float
+label_of(const float *x, int informative)
+{
+	double		y = 0;
+
+	if (informative <= 4)
+		return x[0] * 3 + x[1] * x[2] + sinf(x[3] * 6);
+	for (int j = 0; j < informative; j++)
+		y += sin(x[j] * (1 + j % 5)) * (1.0 + j % 3);
+	return (float) y;
+}
+
+/* A pseudo-random float in [0, 1) from a 64-bit state (xorshift; the same rows every run). */
+static float
+next_uniform(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return (float) ((*s >> 40) * (1.0 / 16777216.0));
+}
+
+/* The model loaded with the environment variable var set to value (NULL: none), and its rows' scores timed. */
+static double
+time_scorer(const uint8_t *model, size_t len, const char *var, const char *value, const float *rows, int d, int n,
+			double *scores)
+{
+	gbml_env	env;
+	gbml_scorer sc;
+	double		best = INFINITY;
+
+	if (var)
+		setenv(var, value, 1);
+	gbml_env_init_malloc(&env, 1);
+	if (gbml_scorer_load(&sc, &env, model, len) != GBML_OK)
+	{
+		fprintf(stderr, "bench_score: loading the model: %s\n", env.error);
+		exit(1);
+	}
+	if (var)
+		unsetenv(var);
+	for (int pass = 0; pass < 5; pass++)
+	{
+		double		t0 = now_ns();
+
+		for (int i = 0; i < n; i++)
+			(void) gbml_scorer_predict(&sc, &env, rows + (size_t) i * (size_t) d, d, GBML_OUT_SCORE, &scores[i]);
+		best = fmin(best, (now_ns() - t0) / n);
+	}
+	gbml_scorer_free(&sc, &env);
+	return best;
+}
+
+int
+main(int argc, char **argv)
+{
+	int			d = argc > 1 ? atoi(argv[1]) : 100,
+				trees = argc > 2 ? atoi(argv[2]) : 500,
+				informative = argc > 3 ? atoi(argv[3]) : 4,
+				n = argc > 4 ? atoi(argv[4]) : 100000;
+	gbml_param_value v[4];
+	char		iters[32];
+	gbml_env	env;
+	gbml_dataset ds;
+	uint64_t	state = 88172645463325252ull;
+	float	   *x,
+			   *rows;
+	uint8_t    *model;
+	size_t		len;
+	double	   *fast,
+			   *avx2,
+			   *scalar,
+				t_fast,
+				t_avx2,
+				t_scalar;
+
+	if (d < 4 || trees < 1 || informative < 1 || informative > d || n < 1)
+	{
+		fprintf(stderr, "usage: bench_score [features >= 4] [trees] [informative <= features] [rows]\n");
+		return 2;
+	}
+	snprintf(iters, sizeof(iters), "%d", trees);
+	bu_param_value("iterations", iters, &v[0]);
+	bu_param_value("depth", "6", &v[1]);
+	bu_param_value("learning_rate", "0.05", &v[2]);
+	bu_param_value("border_count", "32", &v[3]);
+	x = malloc(sizeof(float) * (size_t) d);
+	rows = malloc(sizeof(float) * (size_t) d * (size_t) n);
+	fast = malloc(sizeof(double) * (size_t) n);
+	avx2 = malloc(sizeof(double) * (size_t) n);
+	scalar = malloc(sizeof(double) * (size_t) n);
+	gbml_env_init_malloc(&env, 2);
+	gbml_dataset_init(&ds, true);
+	for (int i = 0; i < 20000; i++)
+	{
+		gbml_row	row = {0};
+
+		for (int j = 0; j < d; j++)
+			x[j] = next_uniform(&state);
+		row.x = x;
+		row.n_features = d;
+		row.label = label_of(x, informative);
+		row.group_is_null = true;
+		row.weight_is_null = true;
+		if (gbml_dataset_append(&ds, &env, &row, true) != GBML_OK)
+		{
+			fprintf(stderr, "bench_score: %s\n", env.error);
+			return 1;
+		}
+	}
+	if (gbml_train_values(&env, "boost", v, 4, &ds, NULL, &model, &len) != GBML_OK)
+	{
+		fprintf(stderr, "bench_score: training: %s\n", env.error);
+		return 1;
+	}
+	for (size_t i = 0; i < (size_t) d * (size_t) n; i++)
+		rows[i] = next_uniform(&state);
+	t_fast = time_scorer(model, len, NULL, NULL, rows, d, n, fast);
+	t_avx2 = time_scorer(model, len, "GBML_FAST_SCORER", "avx2", rows, d, n, avx2);
+	t_scalar = time_scorer(model, len, "GBML_NO_FAST_SCORER", "1", rows, d, n, scalar);
+	printf("%d trees of depth 6, %d features (%d informative), %d rows, ns a row (best of 5 passes):\n", trees, d,
+		   informative, n);
+	printf("  the CPU's kernel %8.1f   (scalar / kernel %.2f)\n", t_fast, t_scalar / t_fast);
+	printf("  AVX2 forced      %8.1f   (scalar / AVX2 %.2f)\n", t_avx2, t_scalar / t_avx2);
+	printf("  scalar walk      %8.1f\n", t_scalar);
+	printf("  same scores: %s\n",
+		   memcmp(fast, scalar, sizeof(double) * (size_t) n) == 0 &&
+		   memcmp(avx2, scalar, sizeof(double) * (size_t) n) == 0 ? "yes" : "NO");
+	gbml_free(&env, model);
+	gbml_dataset_free(&ds, &env);
+	free(x);
+	free(rows);
+	free(fast);
+	free(avx2);
+	free(scalar);
+	return 0;
+}
