@@ -473,7 +473,10 @@ level_bins_avx2(const __m256i *pieces, int n_pieces, __m256i pos0, __m256i pos1,
 	*out1 = o1;
 }
 
-/* idx with bit l set in the bytes where the bin exceeds the border index (unsigned: bin <= thr iff max(bin, thr) == thr). */
+/*
+ * idx with bit l set in the bytes where the bin exceeds the border index
+ * (unsigned: bin <= thr iff max(bin, thr) == thr).
+ */
 __attribute__((target("avx,avx2")))
 static inline __m256i
 add_level_bit(__m256i idx, __m256i bins, __m256i thr, int l)
@@ -521,7 +524,8 @@ predict_avx2(const gbml_boost_forest *f, const float *x)
 			__m256i		tb0,
 						tb1;
 
-			level_bins_avx2(pieces, fast->level_pieces[(size_t) b * d + l], _mm256_loadu_si256((const __m256i *) (fast->pos + o)),
+			level_bins_avx2(pieces, fast->level_pieces[(size_t) b * d + l],
+							_mm256_loadu_si256((const __m256i *) (fast->pos + o)),
 							_mm256_loadu_si256((const __m256i *) (fast->pos + o + 32)), &tb0, &tb1);
 			idx0 = add_level_bit(idx0, tb0, _mm256_loadu_si256((const __m256i *) (fast->thr + o)), l);
 			idx1 = add_level_bit(idx1, tb1, _mm256_loadu_si256((const __m256i *) (fast->thr + o + 32)), l);

@@ -128,7 +128,8 @@ not_a_pack(const char *fname, int arg, const char *why)
 {
 	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					errmsg("%s: argument %d is not a current gbml._column_pack result: %s", fname, arg + 1, why),
-					errhint("Pass gbml._column_pack(...) calls directly as the arguments; their results cannot be stored or passed on.")));
+					errhint("Pass gbml._column_pack(...) calls directly as the arguments; "
+							"their results cannot be stored or passed on.")));
 }
 
 /*

@@ -153,7 +153,10 @@ void		gbml_column_plan_values(const gbml_column_plan *p, const Datum *values, co
 /* The same from argument slots: plan column i's value is *col[i] (the row scoring's columns forms). */
 void		gbml_column_plan_args(const gbml_column_plan *p, const NullableDatum *const *col, float *x,
 								  const char *what);
-/* column_pack.c: the n columns a _column_pack call passed as argument arg of fcinfo's call, read in place; ERROR when it is not this row's. */
+/*
+ * column_pack.c: the n columns a _column_pack call passed as argument arg of
+ * fcinfo's call, read in place; an ERROR when they are not this row's.
+ */
 const NullableDatum *gbml_column_pack_args(FunctionCallInfo fcinfo, int arg, int n, const char *fname);
 /* Plan column i's 1-based attribute in the row type it was bound to. */
 int			gbml_column_plan_attno(const gbml_column_plan *p, int i);

@@ -126,7 +126,7 @@ bind_row(row_cache *rc, const gbml_scorer *sc, bool reloaded, Oid type, int32 ty
 	rc->values = palloc(sizeof(Datum) * (rc->natts > 0 ? rc->natts : 1));
 	rc->nulls = palloc(sizeof(bool) * (rc->natts > 0 ? rc->natts : 1));
 	rc->x = palloc(sizeof(float) * (sc->n_features > 0 ? sc->n_features : 1));
-	rc->col = palloc(sizeof(NullableDatum *) * (gbml_column_plan_n_columns(rc->plan) > 0 ? gbml_column_plan_n_columns(rc->plan) : 1));
+	rc->col = palloc(sizeof(NullableDatum *) * Max(gbml_column_plan_n_columns(rc->plan), 1));
 	rc->col_fcinfo = NULL;
 	{
 		/* the columns forms pass every live attribute in order after the model and the row type */
