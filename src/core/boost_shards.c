@@ -260,7 +260,8 @@ index_groups(trainer *T, boost_shards *B, const char *needs_whole)
 	int			S = ch->n_shards;
 	int64_t   **ids = gbml_alloc0(env, sizeof(int64_t *) * (size_t) S);
 	int64_t    *at = gbml_alloc0(env, sizeof(int64_t) * (size_t) S);
-	int64_t		total = 0;
+	int64_t		total = 0,
+				listed;
 	int			rc;
 
 	B->group_union = gbml_alloc0(env, sizeof(int64_t *) * (size_t) S);
@@ -298,7 +299,8 @@ index_groups(trainer *T, boost_shards *B, const char *needs_whole)
 			goto done;
 		total += B->n_groups[s];
 	}
-	/* the merge: each union query's index to every shard holding it */
+	/* the merge: each union query's index to every shard holding it (fewer than listed: some span shards) */
+	listed = total;
 	for (int64_t g = 0; g < total; g++)
 	{
 		int			best = -1;
@@ -337,6 +339,7 @@ index_groups(trainer *T, boost_shards *B, const char *needs_whole)
 			gbml_msg_put(&ch->each[s], B->group_union[s], sizeof(int64_t) * (size_t) B->n_groups[s]);
 	}
 	T->n_groups_global = total;
+	B->queries_span = total < listed;
 	rc = gbml_shard_send_each(ch);
 done:
 	for (int s = 0; ids && s < S; s++)
@@ -407,13 +410,15 @@ setup_union(trainer *T, boost_shards *B, const gbml_dataset *ds, int64_t n_eval_
  * With group ids, the union's training order (by group id, then canonical;
  * a query may span shards) merged from the shards' grouped pages: every
  * shard gets its rows' indices where subsample draws by them, and with
- * categorical inputs the coordinator notes every row's position (the
- * ordered statistics run along that order).
+ * categorical inputs and a query on several shards the coordinator notes
+ * every row's position (the ordered statistics run along that order; with
+ * every query whole on a shard, its queries' sizes place them:
+ * boost_shards_cat.c).
  */
 static int
 grouped_order(trainer *T, boost_shards *B, bool with_groups)
 {
-	bool		positions = with_groups && T->cat.n_cat > 0;
+	bool		positions = with_groups && T->cat.n_cat > 0 && B->queries_span;
 	int			rc;
 
 	if (positions && (rc = boost_shards_alloc_positions(T)) != GBML_OK)

@@ -61,7 +61,9 @@ boost_shards_free_positions(trainer *T)
 /*
  * With query ids: the union's query offsets (group_off, n_groups_global +
  * 1) from each shard's query sizes (a query on several shards: the sum of
- * its parts).  Every row's global position came with the grouped merge.
+ * its parts), and, when every query is whole on a shard, every row's
+ * global position (its query's offset, then its place in the query as its
+ * shard holds it); else the grouped merge placed the rows.
  */
 static int
 query_offsets(trainer *T, boost_shards *B, int64_t *group_off)
@@ -100,6 +102,22 @@ query_offsets(trainer *T, boost_shards *B, int64_t *group_off)
 	if (group_off[G] != T->n_global)
 		return gbml_error(env, GBML_EINVAL, "boost: the shards' queries hold %lld rows, their hellos %lld",
 						  (long long) group_off[G], (long long) T->n_global);
+	if (B->queries_span)
+		return GBML_OK;
+	if ((rc = boost_shards_alloc_positions(T)) != GBML_OK)
+		return rc;
+	for (int s = 0; s < ch->n_shards; s++)
+	{
+		int64_t		local = 0;
+
+		for (int64_t g = 0; g < B->n_groups[s]; g++)
+		{
+			int64_t		u = B->group_union[s][g];
+
+			for (int64_t at = group_off[u]; at < group_off[u + 1]; at++)
+				B->global_of[s][local++] = at;
+		}
+	}
 	return GBML_OK;
 }
 

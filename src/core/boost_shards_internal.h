@@ -17,6 +17,7 @@ typedef struct boost_shards
 	int64_t		tree_bytes_before;	/* the traffic's bytes when the open tree began */
 	int64_t    *n_groups;		/* per shard: its queries (the hello's) */
 	int64_t   **group_union;	/* per shard: its queries' indices among the union's (with group ids) */
+	bool		queries_span;	/* some query has rows on two or more shards */
 	/* the border sample: per shard its rows' local positions, ascending */
 	int64_t   **sample_local;
 	int64_t    *sample_count;
@@ -24,9 +25,11 @@ typedef struct boost_shards
 	int64_t		sample_m;
 	int64_t		sample_next;	/* the merge's next sample position to find */
 	/*
-	 * Categorical inputs without query ids: per shard, each of its rows'
-	 * position in the union's canonical (= training) order, from the merge
-	 * that drew the sample; boost_shards_categories frees it.
+	 * Categorical inputs: per shard, each of its rows' position in the
+	 * union's training order (without query ids the canonical order, from
+	 * the merge that drew the sample; with them by query id, then
+	 * canonical: from the queries' sizes when every query is whole on a
+	 * shard, else from the grouped merge); boost_shards_categories frees it.
 	 */
 	int64_t   **global_of;
 } boost_shards;
