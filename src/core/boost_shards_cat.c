@@ -9,12 +9,12 @@
  * what they read — every training row's category ids and label, 4 bytes
  * each, placed at the row's position in the union's training order
  * (without query ids its canonical order, from the merge that drew the
- * border sample; with them by query id, then canonical, from the grouped
- * merge, so a query may span shards) — and runs the one-server code on
- * them: the same permutation, sums and borders, so the same bytes.  Back
- * go the model's section and the derived borders (each shard bins its eval
- * rows with the final statistics) and every training row's derived bins,
- * one byte a row a derived feature.
+ * border sample; with them by query id, then canonical: from the queries'
+ * sizes when every query is whole on a shard, else from the grouped merge)
+ * — and runs the one-server code on them: the same permutation, sums and
+ * borders, so the same bytes.  Back go the model's section and the derived
+ * borders (each shard bins its eval rows with the final statistics) and
+ * every training row's derived bins, one byte a row a derived feature.
  *
  * Cost: the gathered ids and labels and the derived bins in the
  * coordinator's memory (through the env: its budget), and (inputs + 1) x 4

@@ -20,8 +20,11 @@
 # per tree with a shard per machine; Depthwise trees, the MultiClass loss, an eval set (eval_fraction), AUC on it,
 # a text column of 2,000 categories beside the array (its target statistics computed on the
 # coordinator: the set-up's round trips and bytes printed), subsample 0.7, YetiRank on the query ids
-# with subsample 0.7, and RMSE with the query ids and subsample 0.7 (the rows' indices from the
-# grouped merge) (on relevance's five grades) the same way, a row each.
+# with subsample 0.7, RMSE with the query ids and subsample 0.7 (the rows' indices from the
+# grouped merge), and the text column with the query ids (each query on one shard: its rows
+# placed by the queries' sizes) and with ids shared by every shard (qs = query mod 100,000:
+# each query on every shard, the rows placed by the grouped merge) (on relevance's five
+# grades) the same way, a row each.
 # Last, K-Means (one_hot) and logistic regression on the array beside a text column of 8
 # categories: one-hot encoded on every shard by the union's counts (wall seconds, the same
 # bytes / the objectives).  All
@@ -70,13 +73,14 @@ for s in $(seq 1 "$SHARDS"); do
 done
 # a text column of 2,000 categories (every row's query's, hashed) for the categorical row below
 for c in $(seq 1 "$SHARDS"); do
-  q shard$c postgres "ALTER TABLE t ADD COLUMN cat text, ADD COLUMN tier text;
-    UPDATE t SET cat = 'g' || ((query * 7919) % 2000), tier = 't' || (query % 8)" &&
+  q shard$c postgres "ALTER TABLE t ADD COLUMN cat text, ADD COLUMN tier text, ADD COLUMN qs bigint;
+    UPDATE t SET cat = 'g' || ((query * 7919) % 2000), tier = 't' || (query % 8), qs = query % 100000" &&
     q shard$c postgres "VACUUM ANALYZE t" || bail "shard$c's categorical column"
 done
-q coord postgres "ALTER TABLE t ADD COLUMN cat text, ADD COLUMN tier text;
-  ALTER TABLE t_local ADD COLUMN cat text, ADD COLUMN tier text;
-  UPDATE t_local SET cat = 'g' || ((query * 7919) % 2000), tier = 't' || (query % 8)" || bail "the coordinator's categorical column"
+q coord postgres "ALTER TABLE t ADD COLUMN cat text, ADD COLUMN tier text, ADD COLUMN qs bigint;
+  ALTER TABLE t_local ADD COLUMN cat text, ADD COLUMN tier text, ADD COLUMN qs bigint;
+  UPDATE t_local SET cat = 'g' || ((query * 7919) % 2000), tier = 't' || (query % 8), qs = query % 100000" ||
+  bail "the coordinator's categorical column"
 q coord postgres "VACUUM ANALYZE t_local" || bail "analyze"
 note "loaded $SHARDS x $N rows x $D features in $((SECONDS - t0)) s"
 params="{\"k\": $KM_K, \"max_iter\": $KM_ITERS, \"tol\": 0, \"min_frac_changed\": 0, \"features_column\": \"f\", \"random_seed\": 5}"
@@ -110,7 +114,9 @@ for v in "Depthwise:\"grow_policy\": \"Depthwise\"" "MultiClass:\"loss\": \"Mult
          "a_categorical_column:\"feature_columns\": [\"f\", \"cat\"]" \
          "subsample_0.7:\"subsample\": 0.7" \
          "YetiRank_subsample_0.7:\"group_column\": \"query\", \"subsample\": 0.7" \
-         "RMSE_with_query_ids_subsample_0.7:\"loss\": \"RMSE\", \"group_column\": \"query\", \"subsample\": 0.7"; do
+         "RMSE_with_query_ids_subsample_0.7:\"loss\": \"RMSE\", \"group_column\": \"query\", \"subsample\": 0.7" \
+         "categorical_RMSE_with_query_ids:\"loss\": \"RMSE\", \"group_column\": \"query\", \"feature_columns\": [\"f\", \"cat\"]" \
+         "categorical_RMSE_queries_on_every_shard:\"loss\": \"RMSE\", \"group_column\": \"qs\", \"feature_columns\": [\"f\", \"cat\"]"; do
   vname=${v%%:*}
   vparams="{\"iterations\": $B_ITERS, \"depth\": $B_DEPTH, \"features_column\": \"f\", \"label_column\": \"relevance\", ${v#*:}}"
   w1=$(run "v_one_$vname" t_local boost "$vparams") || bail "$vname on one server"
