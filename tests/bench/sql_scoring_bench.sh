@@ -9,6 +9,9 @@
 # for TX transactions on one client; prints latencies, B/A (goal: <= 3) and C/B (the
 # row form against the array form, goal: <= 1.5) under the default plan (parallel
 # workers allowed, as the server is configured) and a serial one.
+# KMEANS=1 adds the same comparison for K-Means (k KM_K, default 20):
+#   D: ORDER BY gbml.kmeans_distance(km, features), E: ORDER BY gbml.kmeans_distance(kmc, tc)
+# and prints E/D (the row form against the array form).
 # Needs gbml installed; starts its own throwaway cluster.
 set -euo pipefail
 N=${N:-1000000}
@@ -16,6 +19,8 @@ D=${D:-100}
 TREES=${TREES:-500}
 BORDERS=${BORDERS:-32}
 TX=${TX:-5}
+KMEANS=${KMEANS:-0}
+KM_K=${KM_K:-20}
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -23,6 +28,8 @@ chmod 755 "$work"
 echo 'SELECT id FROM t ORDER BY stored_score DESC LIMIT 10;' > "$work/stored.sql"
 echo "SELECT id FROM t ORDER BY gbml.predict((SELECT model FROM m), t.features) DESC LIMIT 10;" > "$work/predict.sql"
 echo "SELECT id FROM tc ORDER BY gbml.predict((SELECT model FROM mc), tc) DESC LIMIT 10;" > "$work/predict_row.sql"
+echo "SELECT id FROM t ORDER BY gbml.kmeans_distance((SELECT model FROM km), t.features) DESC LIMIT 10;" > "$work/km.sql"
+echo "SELECT id FROM tc ORDER BY gbml.kmeans_distance((SELECT model FROM kmc), tc) DESC LIMIT 10;" > "$work/km_row.sql"
 COLS=$(for j in $(seq 1 "$D"); do printf '%sfeatures[%d] AS c%d' "$([ "$j" -gt 1 ] && echo ', ')" "$j" "$j"; done)
 exec pg_virtualenv -v 15 -o shared_buffers=2GB -o max_parallel_workers_per_gather=2 -o work_mem=64MB bash -c "
 set -euo pipefail
@@ -50,6 +57,13 @@ ALTER TABLE t ADD COLUMN stored_score float8;
 UPDATE t SET stored_score = gbml.predict((SELECT model FROM m), features);
 VACUUM ANALYZE t;
 SQL
+if [ $KMEANS = 1 ]; then
+  psql -X -q -v ON_ERROR_STOP=1 <<SQL
+SET gbml.progress_interval = 0;
+CREATE TABLE km AS SELECT gbml.kmeans_fit(features, $KM_K, '{\"random_seed\": 1}') AS model FROM t WHERE id % 50 = 0;
+CREATE TABLE kmc AS SELECT gbml.kmeans_fit(tc, $KM_K, '{\"random_seed\": 1, \"exclude_columns\": [\"id\"]}') AS model FROM tc WHERE id % 50 = 0;
+SQL
+fi
 echo
 # pgb SCRIPT: one pgbench run of TX transactions; its report goes to stdout
 pgb() { pgbench -n -f \"\$1\" -t $TX 2>/dev/null; }
@@ -73,6 +87,15 @@ bs=\$(latency \"\$(PGOPTIONS='-c max_parallel_workers_per_gather=0' pgb $work/pr
 python3 -c \"a=\$a; b=\$b; print('default plan (parallel allowed): stored %.1f ms, predict %.1f ms, ratio B/A = %.2f (goal <= 3)' % (a, b, b/a))\"
 python3 -c \"a=\$as; b=\$bs; print('serial plan (no workers)       : stored %.1f ms, predict %.1f ms, ratio B/A = %.2f' % (a, b, b/a))\"
 python3 -c \"b=\$b; c=\$c; bs=\$bs; cs=\$cs; print('row form: default plan %.1f ms, C/B = %.2f; serial %.1f ms, C/B = %.2f (goal <= 1.5)' % (c, c/b, cs, cs/bs))\"
+if [ $KMEANS = 1 ]; then
+  echo '--- D: ORDER BY gbml.kmeans_distance(model, features)'
+  d=\$(latency \"\$(pgb $work/km.sql)\")
+  ds=\$(latency \"\$(PGOPTIONS='-c max_parallel_workers_per_gather=0' pgb $work/km.sql)\")
+  echo '--- E: ORDER BY gbml.kmeans_distance(model, whole row of D columns)'
+  e=\$(latency \"\$(pgb $work/km_row.sql)\")
+  es=\$(latency \"\$(PGOPTIONS='-c max_parallel_workers_per_gather=0' pgb $work/km_row.sql)\")
+  python3 -c \"d=\$d; e=\$e; ds=\$ds; es=\$es; print('K-Means (k $KM_K): array %.1f ms, row %.1f ms, E/D = %.2f; serial %.1f / %.1f ms, E/D = %.2f (goal <= 1.5)' % (d, e, e/d, ds, es, es/ds))\"
+fi
 psql -X -At -c \"SELECT 'same top-10 scores: ' || ((SELECT array_agg(stored_score ORDER BY stored_score DESC) FROM (SELECT stored_score FROM t ORDER BY stored_score DESC LIMIT 10) s) = (SELECT array_agg(p ORDER BY p DESC) FROM (SELECT gbml.predict((SELECT model FROM m), features) AS p FROM t ORDER BY 1 DESC LIMIT 10) s))\"
 psql -X -c \"EXPLAIN SELECT id FROM t ORDER BY gbml.predict((SELECT model FROM m), t.features) DESC LIMIT 10\"
 "
