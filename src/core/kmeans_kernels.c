@@ -511,6 +511,52 @@ gbml_km_sqdist(const float *x, double scale, const double *c, int d)
 	return s;
 }
 
+typedef double km_v4d __attribute__((vector_size(32)));
+
+/* NG (a constant where it is inlined) groups of 4 centroids: NG independent chains of adds. */
+static inline __attribute__((always_inline)) void
+km_sqdist_groups(const float *x, const double *block, int d, const int NG, double *out)
+{
+	km_v4d		s[4] = {{0}};
+
+	for (int i = 0; i < d; i++)
+	{
+		double		xi = x[i];
+
+		for (int g = 0; g < NG; g++)
+		{
+			km_v4d		c,
+						t;
+
+			memcpy(&c, block + ((size_t) g * d + i) * GBML_KM_ROW_LANES, sizeof(c));
+			t = xi - c;
+			s[g] += t * t;
+		}
+	}
+	memcpy(out, s, sizeof(double) * GBML_KM_ROW_LANES * (size_t) NG);
+}
+
+__attribute__((target_clones("avx2", "default"), optimize("fp-contract=off")))
+void
+gbml_km_sqdist_block(const float *x, const double *block, int d, int n_groups, double *out)
+{
+	switch (n_groups)
+	{
+		case 1:
+			km_sqdist_groups(x, block, d, 1, out);
+			break;
+		case 2:
+			km_sqdist_groups(x, block, d, 2, out);
+			break;
+		case 3:
+			km_sqdist_groups(x, block, d, 3, out);
+			break;
+		default:
+			km_sqdist_groups(x, block, d, 4, out);
+			break;
+	}
+}
+
 /*
  * k-means++ candidates: direct differences (no cancellation, whatever the
  * offset of the data), vectorised over the candidates (2 + ln k <= 16 of

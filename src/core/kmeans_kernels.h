@@ -111,6 +111,17 @@ void		gbml_km_candidate_dist(const float *x, int64_t n, int d, const double *sca
 double		gbml_km_sqdist(const float *x, double scale, const double *c, int d);
 
 /*
+ * One row's squared distances to a block of 4 x n_groups centroids (n_groups
+ * 1..4; scoring: gbml.kmeans_assign and kmeans_distance), each the same
+ * double as gbml_km_sqdist(x, 1, c, d) gives: a centroid's (x_i - c_i)^2
+ * added in feature order, no fused multiply-add.  The centroids come
+ * transposed in groups of 4 (block[(g * d + i) * 4 + lane] = feature i of
+ * centroid 4g + lane); lanes are centroids, so the sums run side by side.
+ */
+#define GBML_KM_ROW_LANES 4
+void		gbml_km_sqdist_block(const float *x, const double *block, int d, int n_groups, double *out);
+
+/*
  * Which register-tile variant gbml_km_assign uses ("avx512", "avx2",
  * "generic"), chosen from the CPU at the first gbml_km_centers_prepare().
  * gbml_km_force_isa() overrides it (tests compare the variants; "panels"

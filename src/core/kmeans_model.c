@@ -38,6 +38,8 @@ typedef struct km_model
 	double		inertia;
 	double	   *c;				/* k x d */
 	double	   *cnorm;			/* k: |c| */
+	double	   *c_t;			/* Euclidean, no encoding: the centroids in groups of 4, transposed
+								 * (gbml_km_sqdist_block's layout, zero-padded to a whole group) */
 	uint64_t   *sizes;
 	gbml_onehot *onehot;		/* categorical features' encoding (d = its columns), or NULL */
 } km_model;
@@ -327,6 +329,7 @@ km_model_free(km_model *m, gbml_env *env)
 		return;
 	gbml_free(env, m->c);
 	gbml_free(env, m->cnorm);
+	gbml_free(env, m->c_t);
 	gbml_free(env, m->sizes);
 	gbml_onehot_free(m->onehot, env);
 	gbml_free(env, m);
@@ -390,6 +393,21 @@ km_read_values(gbml_cursor *cur, km_model *m, gbml_env *env)
 	return GBML_OK;
 }
 
+/* m->c_t from m->c: the single-row scorer's layout (a row against 4 centroids at a time). */
+static int
+km_transpose_centroids(km_model *m, gbml_env *env)
+{
+	int			groups = (m->k + GBML_KM_ROW_LANES - 1) / GBML_KM_ROW_LANES;
+
+	if ((m->c_t = gbml_alloc0(env, sizeof(double) * (size_t) groups * m->d * GBML_KM_ROW_LANES)) == NULL)
+		return env->error_code;
+	for (int j = 0; j < m->k; j++)
+		for (int i = 0; i < m->d; i++)
+			m->c_t[((size_t) (j / GBML_KM_ROW_LANES) * m->d + i) * GBML_KM_ROW_LANES + j % GBML_KM_ROW_LANES] =
+				m->c[(size_t) j * m->d + i];
+	return GBML_OK;
+}
+
 /* The model's one-hot encoding, or NULL; K-Means trains none with "other" columns. */
 static int
 km_load_onehot(const gbml_model_reader *model, gbml_env *env, gbml_onehot **out)
@@ -438,6 +456,8 @@ kmeans_load(const gbml_model_reader *model, gbml_env *env, void **handle)
 	m->cnorm = gbml_alloc_array(env, k, sizeof(double));
 	m->sizes = gbml_alloc_array(env, k, sizeof(uint64_t));
 	rc = m->c == NULL || m->cnorm == NULL || m->sizes == NULL ? env->error_code : km_read_values(&cur, m, env);
+	if (rc == GBML_OK && !m->spherical && m->onehot == NULL)
+		rc = km_transpose_centroids(m, env);
 	if (rc != GBML_OK)
 	{
 		km_model_free(m, env);
@@ -569,6 +589,26 @@ kmeans_predict(const void *handle, const float *x, gbml_output what)
 			}
 		}
 		return what == GBML_OUT_DISTANCE ? best : (double) arg;
+	}
+	if (m->c_t != NULL)
+	{
+		/* 16 centroids a block, side by side: the same doubles as one at a time, in the same order */
+		double		s[4 * GBML_KM_ROW_LANES];
+		int			groups = (m->k + GBML_KM_ROW_LANES - 1) / GBML_KM_ROW_LANES;
+
+		for (int g0 = 0; g0 < groups; g0 += 4)
+		{
+			int			ng = groups - g0 < 4 ? groups - g0 : 4;
+
+			gbml_km_sqdist_block(x, m->c_t + (size_t) g0 * d * GBML_KM_ROW_LANES, d, ng, s);
+			for (int l = 0; l < ng * GBML_KM_ROW_LANES && g0 * GBML_KM_ROW_LANES + l < m->k; l++)
+				if (s[l] < best)
+				{
+					best = s[l];
+					arg = g0 * GBML_KM_ROW_LANES + l;
+				}
+		}
+		return what == GBML_OUT_DISTANCE ? sqrt(best) : (double) arg;
 	}
 	for (int j = 0; j < m->k; j++)
 	{

@@ -14,6 +14,7 @@
 #include "rng.h"
 #include "test_util.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -650,4 +651,117 @@ TEST(kmeans_tol_scale_is_the_mean_feature_variance)
 	gbml_kmeans_result_free(&r, &env);
 	gbml_dataset_free(&ds, &env);
 	CHECK(env.memory_used == 0);
+}
+
+/*
+ * The single-row scorer's block kernel (gbml_km_sqdist_block, 4 centroids a
+ * lane group) gives gbml_km_sqdist's doubles bit for bit, for 1 to 4
+ * groups and any width; and a model's kmeans_distance / kmeans_assign are
+ * the one-at-a-time argmin (ties to the lower index) of those doubles.
+ */
+TEST(kmeans_row_scorer_blocks_match_one_at_a_time)
+{
+	static const int widths[] = {1, 2, 3, 7, 16, 37, 100, 131};
+	gbml_rng	rng;
+
+	gbml_rng_seed(&rng, 41);
+	for (size_t w = 0; w < sizeof(widths) / sizeof(widths[0]); w++)
+	{
+		int			d = widths[w];
+		float	   *x = malloc(sizeof(float) * (size_t) d);
+		double	   *c = malloc(sizeof(double) * 16 * (size_t) d),
+				   *block = malloc(sizeof(double) * 16 * (size_t) d),
+					out[16];
+
+		for (int rep = 0; rep < 20; rep++)
+		{
+			for (int i = 0; i < d; i++)
+				x[i] = (float) ((gbml_rng_uniform(&rng) - 0.5) * (rep % 3 == 0 ? 1e6 : 3));
+			for (int j = 0; j < 16; j++)
+				for (int i = 0; i < d; i++)
+				{
+					c[(size_t) j * d + i] = (gbml_rng_uniform(&rng) - 0.5) * (rep % 2 ? 2e5 : 2.5);
+					block[((size_t) (j / 4) * d + i) * 4 + j % 4] = c[(size_t) j * d + i];
+				}
+			for (int ng = 1; ng <= 4; ng++)
+			{
+				gbml_km_sqdist_block(x, block, d, ng, out);
+				for (int j = 0; j < 4 * ng; j++)
+				{
+					double		ref = gbml_km_sqdist(x, 1.0, c + (size_t) j * d, d);
+
+					CHECK(memcmp(&out[j], &ref, sizeof(double)) == 0);
+				}
+			}
+		}
+		free(x);
+		free(c);
+		free(block);
+	}
+}
+
+TEST(kmeans_row_scorer_is_the_one_at_a_time_argmin)
+{
+	static const int ks[] = {1, 3, 4, 5, 16, 17, 23, 40};
+	const int	d = 37;
+
+	for (size_t t = 0; t < sizeof(ks) / sizeof(ks[0]); t++)
+	{
+		int			k = ks[t];
+		gbml_env	env;
+		gbml_dataset ds;
+		gbml_param_value v[2] = {tu_num("k", k), tu_num("random_seed", 3)};
+		uint8_t    *model;
+		size_t		len,
+					off,
+					slen;
+		gbml_scorer sc;
+		gbml_rng	rng;
+		float		x[37];
+		const double *c;
+
+		gbml_env_init_malloc(&env, 2);
+		gbml_dataset_init(&ds, false);
+		fill_blobs(&ds, &env, 1200, d, k, 5, 7 + (uint64_t) k);
+		CHECK(gbml_train_values(&env, "kmeans", v, 2, &ds, NULL, &model, &len) == GBML_OK);
+		CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
+		CHECK(tu_section_offset(&env, model, len, GBML_TAG('K', 'M', 'N', 'S'), &off, &slen));
+		c = (const double *) (model + off + 24 + 8 * (size_t) k);	/* after the header, inertia and sizes */
+		gbml_rng_seed(&rng, 99);
+		for (int r = 0; r < 2000; r++)
+		{
+			double		best = INFINITY,
+						dist,
+						cluster;
+			int			arg = 0;
+			double		cj[37];
+
+			for (int i = 0; i < d; i++)
+			{
+				/* some rows on a centroid, some halfway between two: exact ties go to the lower index */
+				memcpy(&cj[i], model + off + 24 + 8 * (size_t) k + 8 * ((size_t) (r % k) * d + i), sizeof(double));
+				x[i] = r % 5 == 0 ? (float) cj[i] : (float) ((gbml_rng_uniform(&rng) - 0.5) * 30);
+			}
+			for (int j = 0; j < k; j++)
+			{
+				double		cc[37],
+							s;
+
+				memcpy(cc, (const uint8_t *) c + 8 * (size_t) j * d, sizeof(double) * d);
+				s = gbml_km_sqdist(x, 1.0, cc, d);
+				if (s < best)
+				{
+					best = s;
+					arg = j;
+				}
+			}
+			CHECK(gbml_scorer_predict(&sc, &env, x, d, GBML_OUT_DISTANCE, &dist) == GBML_OK);
+			CHECK(gbml_scorer_predict(&sc, &env, x, d, GBML_OUT_CLUSTER, &cluster) == GBML_OK);
+			CHECK(dist == sqrt(best) && cluster == (double) arg);
+		}
+		gbml_scorer_free(&sc, &env);
+		gbml_free(&env, model);
+		gbml_dataset_free(&ds, &env);
+		CHECK(env.memory_used == 0);
+	}
 }
