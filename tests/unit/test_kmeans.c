@@ -718,7 +718,7 @@ TEST(kmeans_row_scorer_is_the_one_at_a_time_argmin)
 		gbml_scorer sc;
 		gbml_rng	rng;
 		float		x[37];
-		const double *c;
+		const uint8_t *centroids;	/* in the model's bytes (f64, maybe unaligned) */
 
 		gbml_env_init_malloc(&env, 2);
 		gbml_dataset_init(&ds, false);
@@ -726,7 +726,7 @@ TEST(kmeans_row_scorer_is_the_one_at_a_time_argmin)
 		CHECK(gbml_train_values(&env, "kmeans", v, 2, &ds, NULL, &model, &len) == GBML_OK);
 		CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
 		CHECK(tu_section_offset(&env, model, len, GBML_TAG('K', 'M', 'N', 'S'), &off, &slen));
-		c = (const double *) (model + off + 24 + 8 * (size_t) k);	/* after the header, inertia and sizes */
+		centroids = model + off + 24 + 8 * (size_t) k;	/* after the header, inertia and sizes */
 		gbml_rng_seed(&rng, 99);
 		for (int r = 0; r < 2000; r++)
 		{
@@ -738,8 +738,8 @@ TEST(kmeans_row_scorer_is_the_one_at_a_time_argmin)
 
 			for (int i = 0; i < d; i++)
 			{
-				/* some rows on a centroid, some halfway between two: exact ties go to the lower index */
-				memcpy(&cj[i], model + off + 24 + 8 * (size_t) k + 8 * ((size_t) (r % k) * d + i), sizeof(double));
+				/* every fifth row on a centroid (distance 0), the others anywhere */
+				memcpy(&cj[i], centroids + 8 * ((size_t) (r % k) * d + i), sizeof(double));
 				x[i] = r % 5 == 0 ? (float) cj[i] : (float) ((gbml_rng_uniform(&rng) - 0.5) * 30);
 			}
 			for (int j = 0; j < k; j++)
@@ -747,7 +747,7 @@ TEST(kmeans_row_scorer_is_the_one_at_a_time_argmin)
 				double		cc[37],
 							s;
 
-				memcpy(cc, (const uint8_t *) c + 8 * (size_t) j * d, sizeof(double) * d);
+				memcpy(cc, centroids + 8 * (size_t) j * d, sizeof(double) * d);
 				s = gbml_km_sqdist(x, 1.0, cc, d);
 				if (s < best)
 				{
