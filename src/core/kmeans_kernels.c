@@ -513,11 +513,15 @@ gbml_km_sqdist(const float *x, double scale, const double *c, int d)
 
 typedef double km_v4d __attribute__((vector_size(32)));
 
-/* NG (a constant where it is inlined) groups of 4 centroids: NG independent chains of adds. */
+/*
+ * NG (a constant where it is inlined) groups of 4 centroids: NG independent
+ * chains of adds, each lane (x_i - c_i)^2 (sqdist) or x_i * c_i (a dot
+ * product) in feature order.
+ */
 static inline __attribute__((always_inline)) void
-km_sqdist_groups(const float *x, const double *block, int d, const int NG, double *out)
+km_row_groups(const float *x, const double *block, int d, const int NG, const bool dot, double *out)
 {
-	km_v4d		s[4] = {{0}};
+	km_v4d		s[GBML_KM_ROW_GROUPS] = {{0}};
 
 	for (int i = 0; i < d; i++)
 	{
@@ -529,32 +533,52 @@ km_sqdist_groups(const float *x, const double *block, int d, const int NG, doubl
 						t;
 
 			memcpy(&c, block + ((size_t) g * d + i) * GBML_KM_ROW_LANES, sizeof(c));
-			t = xi - c;
-			s[g] += t * t;
+			if (dot)
+				s[g] += xi * c;
+			else
+			{
+				t = xi - c;
+				s[g] += t * t;
+			}
 		}
 	}
 	memcpy(out, s, sizeof(double) * GBML_KM_ROW_LANES * (size_t) NG);
+}
+
+/* n_groups (1..GBML_KM_ROW_GROUPS) made a constant for km_row_groups. */
+static inline __attribute__((always_inline)) void
+km_row_block(const float *x, const double *block, int d, int n_groups, const bool dot, double *out)
+{
+	/* one case a count (the switch is what makes NG a constant) */
+#define KM_ROW_CASE(n) case n: km_row_groups(x, block, d, n, dot, out); break
+	switch (n_groups)
+	{
+		KM_ROW_CASE(1);
+		KM_ROW_CASE(2);
+		KM_ROW_CASE(3);
+		KM_ROW_CASE(4);
+		KM_ROW_CASE(5);
+		KM_ROW_CASE(6);
+		KM_ROW_CASE(7);
+		default:
+			km_row_groups(x, block, d, 8, dot, out);
+			break;
+	}
+#undef KM_ROW_CASE
 }
 
 __attribute__((target_clones("avx2", "default"), optimize("fp-contract=off")))
 void
 gbml_km_sqdist_block(const float *x, const double *block, int d, int n_groups, double *out)
 {
-	switch (n_groups)
-	{
-		case 1:
-			km_sqdist_groups(x, block, d, 1, out);
-			break;
-		case 2:
-			km_sqdist_groups(x, block, d, 2, out);
-			break;
-		case 3:
-			km_sqdist_groups(x, block, d, 3, out);
-			break;
-		default:
-			km_sqdist_groups(x, block, d, 4, out);
-			break;
-	}
+	km_row_block(x, block, d, n_groups, false, out);
+}
+
+__attribute__((target_clones("avx2", "default"), optimize("fp-contract=off")))
+void
+gbml_km_dot_block(const float *x, const double *block, int d, int n_groups, double *out)
+{
+	km_row_block(x, block, d, n_groups, true, out);
 }
 
 /*

@@ -112,14 +112,18 @@ double		gbml_km_sqdist(const float *x, double scale, const double *c, int d);
 
 /*
  * One row's squared distances to a block of 4 x n_groups centroids (n_groups
- * 1..4; scoring: gbml.kmeans_assign and kmeans_distance), each the same
+ * 1..8; scoring: gbml.kmeans_assign and kmeans_distance), each the same
  * double as gbml_km_sqdist(x, 1, c, d) gives: a centroid's (x_i - c_i)^2
  * added in feature order, no fused multiply-add.  The centroids come
  * transposed in groups of 4 (block[(g * d + i) * 4 + lane] = feature i of
  * centroid 4g + lane); lanes are centroids, so the sums run side by side.
  */
 #define GBML_KM_ROW_LANES 4
+#define GBML_KM_ROW_GROUPS 8	/* groups a call at most: independent chains, within 16 vector registers */
 void		gbml_km_sqdist_block(const float *x, const double *block, int d, int n_groups, double *out);
+
+/* The same block's dot products x.c (the spherical mode's cosines): x_i * c_i added in feature order. */
+void		gbml_km_dot_block(const float *x, const double *block, int d, int n_groups, double *out);
 
 /*
  * Which register-tile variant gbml_km_assign uses ("avx512", "avx2",

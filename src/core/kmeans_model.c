@@ -38,7 +38,7 @@ typedef struct km_model
 	double		inertia;
 	double	   *c;				/* k x d */
 	double	   *cnorm;			/* k: |c| */
-	double	   *c_t;			/* Euclidean, no encoding: the centroids in groups of 4, transposed
+	double	   *c_t;			/* no encoding: the centroids in groups of 4, transposed
 								 * (gbml_km_sqdist_block's layout, zero-padded to a whole group) */
 	uint64_t   *sizes;
 	gbml_onehot *onehot;		/* categorical features' encoding (d = its columns), or NULL */
@@ -456,7 +456,7 @@ kmeans_load(const gbml_model_reader *model, gbml_env *env, void **handle)
 	m->cnorm = gbml_alloc_array(env, k, sizeof(double));
 	m->sizes = gbml_alloc_array(env, k, sizeof(uint64_t));
 	rc = m->c == NULL || m->cnorm == NULL || m->sizes == NULL ? env->error_code : km_read_values(&cur, m, env);
-	if (rc == GBML_OK && !m->spherical && m->onehot == NULL)
+	if (rc == GBML_OK && m->onehot == NULL)
 		rc = km_transpose_centroids(m, env);
 	if (rc != GBML_OK)
 	{
@@ -557,6 +557,47 @@ km_dot_row(const km_model *m, const float *x, const double *c)
 }
 
 /*
+ * kmeans_predict without an encoding: 32 centroids a call side by side
+ * (gbml_km_sqdist_block, gbml_km_dot_block), each the same double as one
+ * at a time, taken in the same order (so ties still go to the lower index).
+ */
+static double
+km_predict_blocks(const km_model *m, const float *x, gbml_output what)
+{
+	double		s[GBML_KM_ROW_GROUPS * GBML_KM_ROW_LANES],
+				best = INFINITY,
+				xn = m->spherical ? sqrt(km_dot_row(m, x, NULL)) : 0;
+	int			groups = (m->k + GBML_KM_ROW_LANES - 1) / GBML_KM_ROW_LANES,
+				arg = 0;
+
+	for (int g0 = 0; g0 < groups; g0 += GBML_KM_ROW_GROUPS)
+	{
+		int			ng = groups - g0 < GBML_KM_ROW_GROUPS ? groups - g0 : GBML_KM_ROW_GROUPS;
+		const double *block = m->c_t + (size_t) g0 * m->d * GBML_KM_ROW_LANES;
+
+		if (m->spherical)
+			gbml_km_dot_block(x, block, m->d, ng, s);
+		else
+			gbml_km_sqdist_block(x, block, m->d, ng, s);
+		for (int l = 0; l < ng * GBML_KM_ROW_LANES && g0 * GBML_KM_ROW_LANES + l < m->k; l++)
+		{
+			int			j = g0 * GBML_KM_ROW_LANES + l;
+			double		dist = !m->spherical ? s[l]
+				: (xn > 0 && m->cnorm[j] > 0) ? 1.0 - s[l] / (xn * m->cnorm[j]) : 1.0;
+
+			if (dist < best)
+			{
+				best = dist;
+				arg = j;
+			}
+		}
+	}
+	if (what != GBML_OUT_DISTANCE)
+		return (double) arg;
+	return m->spherical ? best : sqrt(best);
+}
+
+/*
  * Nearest centroid of one row, in double: Euclidean (|x - c|^2 directly, not
  * the expanded form) or cosine.  Ties go to the lower cluster index.  A zero
  * row in the spherical mode has cosine 0 with every centroid: cluster 0 at
@@ -572,6 +613,8 @@ kmeans_predict(const void *handle, const float *x, gbml_output what)
 
 	if (!km_row_finite(m, x))
 		return NAN;
+	if (m->c_t != NULL)
+		return km_predict_blocks(m, x, what);
 	if (m->spherical)
 	{
 		double		xn = sqrt(km_dot_row(m, x, NULL));
@@ -589,26 +632,6 @@ kmeans_predict(const void *handle, const float *x, gbml_output what)
 			}
 		}
 		return what == GBML_OUT_DISTANCE ? best : (double) arg;
-	}
-	if (m->c_t != NULL)
-	{
-		/* 16 centroids a block, side by side: the same doubles as one at a time, in the same order */
-		double		s[4 * GBML_KM_ROW_LANES];
-		int			groups = (m->k + GBML_KM_ROW_LANES - 1) / GBML_KM_ROW_LANES;
-
-		for (int g0 = 0; g0 < groups; g0 += 4)
-		{
-			int			ng = groups - g0 < 4 ? groups - g0 : 4;
-
-			gbml_km_sqdist_block(x, m->c_t + (size_t) g0 * d * GBML_KM_ROW_LANES, d, ng, s);
-			for (int l = 0; l < ng * GBML_KM_ROW_LANES && g0 * GBML_KM_ROW_LANES + l < m->k; l++)
-				if (s[l] < best)
-				{
-					best = s[l];
-					arg = g0 * GBML_KM_ROW_LANES + l;
-				}
-		}
-		return what == GBML_OUT_DISTANCE ? sqrt(best) : (double) arg;
 	}
 	for (int j = 0; j < m->k; j++)
 	{

@@ -654,10 +654,11 @@ TEST(kmeans_tol_scale_is_the_mean_feature_variance)
 }
 
 /*
- * The single-row scorer's block kernel (gbml_km_sqdist_block, 4 centroids a
- * lane group) gives gbml_km_sqdist's doubles bit for bit, for 1 to 4
- * groups and any width; and a model's kmeans_distance / kmeans_assign are
- * the one-at-a-time argmin (ties to the lower index) of those doubles.
+ * The single-row scorer's block kernels (gbml_km_sqdist_block and
+ * gbml_km_dot_block, 4 centroids a lane group) give the one-at-a-time
+ * doubles bit for bit, for 1 to 8 groups and any width; and a model's
+ * kmeans_distance / kmeans_assign (Euclidean and spherical) are the
+ * one-at-a-time argmin (ties to the lower index) of those doubles.
  */
 TEST(kmeans_row_scorer_blocks_match_one_at_a_time)
 {
@@ -669,28 +670,35 @@ TEST(kmeans_row_scorer_blocks_match_one_at_a_time)
 	{
 		int			d = widths[w];
 		float	   *x = malloc(sizeof(float) * (size_t) d);
-		double	   *c = malloc(sizeof(double) * 16 * (size_t) d),
-				   *block = malloc(sizeof(double) * 16 * (size_t) d),
-					out[16];
+		double	   *c = malloc(sizeof(double) * 32 * (size_t) d),
+				   *block = malloc(sizeof(double) * 32 * (size_t) d),
+					out[32];
 
 		for (int rep = 0; rep < 20; rep++)
 		{
 			for (int i = 0; i < d; i++)
 				x[i] = (float) ((gbml_rng_uniform(&rng) - 0.5) * (rep % 3 == 0 ? 1e6 : 3));
-			for (int j = 0; j < 16; j++)
+			for (int j = 0; j < 32; j++)
 				for (int i = 0; i < d; i++)
 				{
 					c[(size_t) j * d + i] = (gbml_rng_uniform(&rng) - 0.5) * (rep % 2 ? 2e5 : 2.5);
 					block[((size_t) (j / 4) * d + i) * 4 + j % 4] = c[(size_t) j * d + i];
 				}
-			for (int ng = 1; ng <= 4; ng++)
+			for (int ng = 1; ng <= GBML_KM_ROW_GROUPS; ng++)
 			{
+				double		dots[32];
+
 				gbml_km_sqdist_block(x, block, d, ng, out);
+				gbml_km_dot_block(x, block, d, ng, dots);
 				for (int j = 0; j < 4 * ng; j++)
 				{
-					double		ref = gbml_km_sqdist(x, 1.0, c + (size_t) j * d, d);
+					double		ref = gbml_km_sqdist(x, 1.0, c + (size_t) j * d, d),
+								dot = 0;
 
+					for (int i = 0; i < d; i++)
+						dot += x[i] * c[(size_t) j * d + i];
 					CHECK(memcmp(&out[j], &ref, sizeof(double)) == 0);
+					CHECK(memcmp(&dots[j], &dot, sizeof(double)) == 0);
 				}
 			}
 		}
@@ -702,15 +710,16 @@ TEST(kmeans_row_scorer_blocks_match_one_at_a_time)
 
 TEST(kmeans_row_scorer_is_the_one_at_a_time_argmin)
 {
-	static const int ks[] = {1, 3, 4, 5, 16, 17, 23, 40};
+	static const int ks[] = {1, 3, 4, 5, 16, 17, 23, 32, 33, 40, 70};
 	const int	d = 37;
 
-	for (size_t t = 0; t < sizeof(ks) / sizeof(ks[0]); t++)
+	for (size_t t = 0; t < 2 * sizeof(ks) / sizeof(ks[0]); t++)
 	{
-		int			k = ks[t];
+		int			k = ks[t % (sizeof(ks) / sizeof(ks[0]))];
+		bool		spherical = t >= sizeof(ks) / sizeof(ks[0]);
 		gbml_env	env;
 		gbml_dataset ds;
-		gbml_param_value v[2] = {tu_num("k", k), tu_num("random_seed", 3)};
+		gbml_param_value v[3] = {tu_num("k", k), tu_num("random_seed", 3), tu_bool("spherical", spherical)};
 		uint8_t    *model;
 		size_t		len,
 					off,
@@ -723,7 +732,7 @@ TEST(kmeans_row_scorer_is_the_one_at_a_time_argmin)
 		gbml_env_init_malloc(&env, 2);
 		gbml_dataset_init(&ds, false);
 		fill_blobs(&ds, &env, 1200, d, k, 5, 7 + (uint64_t) k);
-		CHECK(gbml_train_values(&env, "kmeans", v, 2, &ds, NULL, &model, &len) == GBML_OK);
+		CHECK(gbml_train_values(&env, "kmeans", v, 3, &ds, NULL, &model, &len) == GBML_OK);
 		CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
 		CHECK(tu_section_offset(&env, model, len, GBML_TAG('K', 'M', 'N', 'S'), &off, &slen));
 		centroids = model + off + 24 + 8 * (size_t) k;	/* after the header, inertia and sizes */
@@ -732,7 +741,8 @@ TEST(kmeans_row_scorer_is_the_one_at_a_time_argmin)
 		{
 			double		best = INFINITY,
 						dist,
-						cluster;
+						cluster,
+						xn = 0;
 			int			arg = 0;
 			double		cj[37];
 
@@ -742,13 +752,24 @@ TEST(kmeans_row_scorer_is_the_one_at_a_time_argmin)
 				memcpy(&cj[i], centroids + 8 * ((size_t) (r % k) * d + i), sizeof(double));
 				x[i] = r % 5 == 0 ? (float) cj[i] : (float) ((gbml_rng_uniform(&rng) - 0.5) * 30);
 			}
+			for (int i = 0; i < d; i++)
+				xn += (double) x[i] * x[i];
+			xn = sqrt(xn);
 			for (int j = 0; j < k; j++)
 			{
 				double		cc[37],
-							s;
+							s,
+							dot = 0,
+							cn = 0;
 
 				memcpy(cc, centroids + 8 * (size_t) j * d, sizeof(double) * d);
-				s = gbml_km_sqdist(x, 1.0, cc, d);
+				for (int i = 0; i < d; i++)
+				{
+					dot += x[i] * cc[i];
+					cn += cc[i] * cc[i];
+				}
+				cn = sqrt(cn);
+				s = !spherical ? gbml_km_sqdist(x, 1.0, cc, d) : xn > 0 && cn > 0 ? 1.0 - dot / (xn * cn) : 1.0;
 				if (s < best)
 				{
 					best = s;
@@ -757,7 +778,7 @@ TEST(kmeans_row_scorer_is_the_one_at_a_time_argmin)
 			}
 			CHECK(gbml_scorer_predict(&sc, &env, x, d, GBML_OUT_DISTANCE, &dist) == GBML_OK);
 			CHECK(gbml_scorer_predict(&sc, &env, x, d, GBML_OUT_CLUSTER, &cluster) == GBML_OK);
-			CHECK(dist == sqrt(best) && cluster == (double) arg);
+			CHECK(dist == (spherical ? best : sqrt(best)) && cluster == (double) arg);
 		}
 		gbml_scorer_free(&sc, &env);
 		gbml_free(&env, model);
