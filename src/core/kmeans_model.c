@@ -38,8 +38,8 @@ typedef struct km_model
 	double		inertia;
 	double	   *c;				/* k x d */
 	double	   *cnorm;			/* k: |c| */
-	double	   *c_t;			/* no encoding: the centroids in groups of 4, transposed
-								 * (gbml_km_sqdist_block's layout, zero-padded to a whole group) */
+	double	   *c_t;			/* the centroids in groups of 4, transposed (gbml_km_sqdist_block's
+								 * layout, zero-padded to a whole group), or NULL */
 	uint64_t   *sizes;
 	gbml_onehot *onehot;		/* categorical features' encoding (d = its columns), or NULL */
 } km_model;
@@ -393,6 +393,9 @@ km_read_values(gbml_cursor *cur, km_model *m, gbml_env *env)
 	return GBML_OK;
 }
 
+/* An encoded row of at most this many columns is written out on the stack to be scored through the lanes. */
+#define KM_ENCODED_ROW_MAX 512
+
 /* m->c_t from m->c: the single-row scorer's layout (a row against 4 centroids at a time). */
 static int
 km_transpose_centroids(km_model *m, gbml_env *env)
@@ -456,7 +459,7 @@ kmeans_load(const gbml_model_reader *model, gbml_env *env, void **handle)
 	m->cnorm = gbml_alloc_array(env, k, sizeof(double));
 	m->sizes = gbml_alloc_array(env, k, sizeof(uint64_t));
 	rc = m->c == NULL || m->cnorm == NULL || m->sizes == NULL ? env->error_code : km_read_values(&cur, m, env);
-	if (rc == GBML_OK && m->onehot == NULL)
+	if (rc == GBML_OK && (m->onehot == NULL || m->d <= KM_ENCODED_ROW_MAX))
 		rc = km_transpose_centroids(m, env);
 	if (rc != GBML_OK)
 	{
@@ -557,9 +560,13 @@ km_dot_row(const km_model *m, const float *x, const double *c)
 }
 
 /*
- * kmeans_predict without an encoding: 32 centroids a call side by side
- * (gbml_km_sqdist_block, gbml_km_dot_block), each the same double as one
- * at a time, taken in the same order (so ties still go to the lower index).
+ * kmeans_predict through the centroids' lanes: 32 centroids a call side by
+ * side (gbml_km_sqdist_block, gbml_km_dot_block), each the same double as
+ * one at a time, taken in the same order (so ties still go to the lower
+ * index).  An encoded row is written out first (gbml_onehot_row: its
+ * numbers, then each block's 0/1 columns, the centroids' column order),
+ * whose zero columns add (0 - c)^2 as km_sqdist_encoded does, and 0 * c,
+ * an exact zero, to a dot product that km_dot_row skips them in.
  */
 static double
 km_predict_blocks(const km_model *m, const float *x, gbml_output what)
@@ -569,6 +576,13 @@ km_predict_blocks(const km_model *m, const float *x, gbml_output what)
 				xn = m->spherical ? sqrt(km_dot_row(m, x, NULL)) : 0;
 	int			groups = (m->k + GBML_KM_ROW_LANES - 1) / GBML_KM_ROW_LANES,
 				arg = 0;
+	float		encoded[KM_ENCODED_ROW_MAX];
+
+	if (m->onehot != NULL)
+	{
+		gbml_onehot_row(m->onehot, x, encoded);
+		x = encoded;
+	}
 
 	for (int g0 = 0; g0 < groups; g0 += GBML_KM_ROW_GROUPS)
 	{
