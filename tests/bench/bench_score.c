@@ -16,21 +16,12 @@
  */
 #include "algorithm.h"
 #include "bench_util.h"
+#include "rng.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double
-now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double) t.tv_sec * 1e9 + (double) t.tv_nsec;
-}
 
 static float
 label_of(const float *x, int informative)
@@ -42,16 +33,6 @@ label_of(const float *x, int informative)
 	for (int j = 0; j < informative; j++)
 		y += sin(x[j] * (1 + j % 5)) * (1.0 + j % 3);
 	return (float) y;
-}
-
-/* A pseudo-random float in [0, 1) from a 64-bit state (xorshift; the same rows every run). */
-static float
-next_uniform(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return (float) ((*s >> 40) * (1.0 / 16777216.0));
 }
 
 /* The model loaded with the environment variable var set to value (NULL: none), and its rows' scores timed. */
@@ -75,11 +56,11 @@ time_scorer(const uint8_t *model, size_t len, const char *var, const char *value
 		unsetenv(var);
 	for (int pass = 0; pass < 5; pass++)
 	{
-		double		t0 = now_ns();
+		double		t0 = gbml_now();
 
 		for (int i = 0; i < n; i++)
 			(void) gbml_scorer_predict(&sc, &env, rows + (size_t) i * (size_t) d, d, GBML_OUT_SCORE, &scores[i]);
-		best = fmin(best, (now_ns() - t0) / n);
+		best = fmin(best, (gbml_now() - t0) * 1e9 / n);
 	}
 	gbml_scorer_free(&sc, &env);
 	return best;
@@ -96,7 +77,7 @@ main(int argc, char **argv)
 	char		iters[32];
 	gbml_env	env;
 	gbml_dataset ds;
-	uint64_t	state = 88172645463325252ull;
+	gbml_rng	rng;			/* the same rows every run */
 	float	   *x,
 			   *rows;
 	uint8_t    *model;
@@ -125,12 +106,13 @@ main(int argc, char **argv)
 	scalar = malloc(sizeof(double) * (size_t) n);
 	gbml_env_init_malloc(&env, 2);
 	gbml_dataset_init(&ds, true);
+	gbml_rng_seed(&rng, 1);
 	for (int i = 0; i < 20000; i++)
 	{
 		gbml_row	row = {0};
 
 		for (int j = 0; j < d; j++)
-			x[j] = next_uniform(&state);
+			x[j] = (float) gbml_rng_uniform(&rng);
 		row.x = x;
 		row.n_features = d;
 		row.label = label_of(x, informative);
@@ -148,7 +130,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 	for (size_t i = 0; i < (size_t) d * (size_t) n; i++)
-		rows[i] = next_uniform(&state);
+		rows[i] = (float) gbml_rng_uniform(&rng);
 	t_fast = time_scorer(model, len, NULL, NULL, rows, d, n, fast);
 	t_avx2 = time_scorer(model, len, "GBML_FAST_SCORER", "avx2", rows, d, n, avx2);
 	t_scalar = time_scorer(model, len, "GBML_NO_FAST_SCORER", "1", rows, d, n, scalar);
