@@ -560,55 +560,34 @@ km_dot_row(const km_model *m, const float *x, const double *c)
 }
 
 /*
- * kmeans_predict through the centroids' lanes: 32 centroids a call side by
- * side (gbml_km_sqdist_block, gbml_km_dot_block), each the same double as
- * one at a time, taken in the same order (so ties still go to the lower
- * index).  An encoded row is written out first (gbml_onehot_row: its
- * numbers, then each block's 0/1 columns, the centroids' column order),
- * whose zero columns add (0 - c)^2 as km_sqdist_encoded does, and 0 * c,
- * an exact zero, to a dot product that km_dot_row skips them in.
+ * Centroids j0 .. j0 + n - 1's sums for row x (n <= 32): |x - c|^2, or x.c
+ * in the spherical mode.  Through the centroids' lanes when the model has
+ * them (gbml_km_sqdist_block, gbml_km_dot_block: 32 side by side, each the
+ * same double as one at a time; an encoded row written out first,
+ * gbml_onehot_row, whose zero columns add (0 - c)^2 as km_sqdist_encoded
+ * does, and 0 * c, an exact zero, to a dot product that km_dot_row skips
+ * them in), else one centroid at a time.
  */
-static double
-km_predict_blocks(const km_model *m, const float *x, gbml_output what)
+static void
+km_centroid_sums(const km_model *m, const float *x, const float *encoded, int j0, int n, double *out)
 {
-	double		s[GBML_KM_ROW_GROUPS * GBML_KM_ROW_LANES],
-				best = INFINITY,
-				xn = m->spherical ? sqrt(km_dot_row(m, x, NULL)) : 0;
-	int			groups = (m->k + GBML_KM_ROW_LANES - 1) / GBML_KM_ROW_LANES,
-				arg = 0;
-	float		encoded[KM_ENCODED_ROW_MAX];
-
-	if (m->onehot != NULL)
+	if (m->c_t != NULL)
 	{
-		gbml_onehot_row(m->onehot, x, encoded);
-		x = encoded;
-	}
-
-	for (int g0 = 0; g0 < groups; g0 += GBML_KM_ROW_GROUPS)
-	{
-		int			ng = groups - g0 < GBML_KM_ROW_GROUPS ? groups - g0 : GBML_KM_ROW_GROUPS;
-		const double *block = m->c_t + (size_t) g0 * m->d * GBML_KM_ROW_LANES;
+		const double *block = m->c_t + (size_t) (j0 / GBML_KM_ROW_LANES) * m->d * GBML_KM_ROW_LANES;
+		int			groups = (n + GBML_KM_ROW_LANES - 1) / GBML_KM_ROW_LANES;
 
 		if (m->spherical)
-			gbml_km_dot_block(x, block, m->d, ng, s);
+			gbml_km_dot_block(encoded ? encoded : x, block, m->d, groups, out);
 		else
-			gbml_km_sqdist_block(x, block, m->d, ng, s);
-		for (int l = 0; l < ng * GBML_KM_ROW_LANES && g0 * GBML_KM_ROW_LANES + l < m->k; l++)
-		{
-			int			j = g0 * GBML_KM_ROW_LANES + l;
-			double		dist = !m->spherical ? s[l]
-				: (xn > 0 && m->cnorm[j] > 0) ? 1.0 - s[l] / (xn * m->cnorm[j]) : 1.0;
-
-			if (dist < best)
-			{
-				best = dist;
-				arg = j;
-			}
-		}
+			gbml_km_sqdist_block(encoded ? encoded : x, block, m->d, groups, out);
+		return;
 	}
-	if (what != GBML_OUT_DISTANCE)
-		return (double) arg;
-	return m->spherical ? best : sqrt(best);
+	for (int l = 0; l < n; l++)
+	{
+		const double *c = m->c + (size_t) (j0 + l) * m->d;
+
+		out[l] = m->spherical ? km_dot_row(m, x, c) : km_sqdist_row(m, x, c);
+	}
 }
 
 /*
@@ -621,43 +600,40 @@ static double
 kmeans_predict(const void *handle, const float *x, gbml_output what)
 {
 	const km_model *m = handle;
-	int			d = m->d;
-	double		best = INFINITY;
+	double		sums[GBML_KM_ROW_GROUPS * GBML_KM_ROW_LANES],
+				best = INFINITY,
+				xn;
 	int			arg = 0;
+	float		encoded[KM_ENCODED_ROW_MAX];
+	bool		write_encoded = m->c_t != NULL && m->onehot != NULL;
 
 	if (!km_row_finite(m, x))
 		return NAN;
-	if (m->c_t != NULL)
-		return km_predict_blocks(m, x, what);
-	if (m->spherical)
+	xn = m->spherical ? sqrt(km_dot_row(m, x, NULL)) : 0;
+	if (write_encoded)
+		gbml_onehot_row(m->onehot, x, encoded);
+	for (int j0 = 0; j0 < m->k; j0 += GBML_KM_ROW_GROUPS * GBML_KM_ROW_LANES)
 	{
-		double		xn = sqrt(km_dot_row(m, x, NULL));
+		int			n = m->k - j0 < GBML_KM_ROW_GROUPS * GBML_KM_ROW_LANES ? m->k - j0
+			: GBML_KM_ROW_GROUPS * GBML_KM_ROW_LANES;
 
-		for (int j = 0; j < m->k; j++)
+		km_centroid_sums(m, x, write_encoded ? encoded : NULL, j0, n, sums);
+		for (int l = 0; l < n; l++)
 		{
-			double		dot = km_dot_row(m, x, m->c + (size_t) j * d),
-						dist;
+			int			j = j0 + l;
+			double		dist = !m->spherical ? sums[l]
+				: (xn > 0 && m->cnorm[j] > 0) ? 1.0 - sums[l] / (xn * m->cnorm[j]) : 1.0;
 
-			dist = (xn > 0 && m->cnorm[j] > 0) ? 1.0 - dot / (xn * m->cnorm[j]) : 1.0;
 			if (dist < best)
 			{
 				best = dist;
 				arg = j;
 			}
 		}
-		return what == GBML_OUT_DISTANCE ? best : (double) arg;
 	}
-	for (int j = 0; j < m->k; j++)
-	{
-		double		s = km_sqdist_row(m, x, m->c + (size_t) j * d);
-
-		if (s < best)
-		{
-			best = s;
-			arg = j;
-		}
-	}
-	return what == GBML_OUT_DISTANCE ? sqrt(best) : (double) arg;
+	if (what != GBML_OUT_DISTANCE)
+		return (double) arg;
+	return m->spherical ? best : sqrt(best);
 }
 
 /* With categorical features the centroids run over the encoded columns, which "columns" names. */
