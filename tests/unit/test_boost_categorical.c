@@ -221,9 +221,12 @@ fit(const cat_rows *s, const cat_rows *eval, const gbml_param_value *v, int nv, 
 	return copy;
 }
 
-/* Scores every row of s (in s's order) with the model. */
+/*
+ * Scores every row of s (in s's order) with the model; *fast_used (when
+ * asked for): the used features of the fast scorer's layout, 0 without one.
+ */
 static double *
-score_rows(const uint8_t *model, size_t len, const cat_rows *s)
+score_rows_fast(const uint8_t *model, size_t len, const cat_rows *s, int *fast_used)
 {
 	gbml_env	env;
 	gbml_scorer sc;
@@ -231,11 +234,23 @@ score_rows(const uint8_t *model, size_t len, const cat_rows *s)
 
 	gbml_env_init_malloc(&env, 1);
 	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
+	if (fast_used)
+	{
+		const gbml_boost_forest *f = &((const gbml_boost_model *) sc.handle)->forest;
+
+		*fast_used = f->fast != NULL ? f->n_used : 0;
+	}
 	for (int64_t i = 0; i < s->n; i++)
 		CHECK(gbml_scorer_predict(&sc, &env, s->row[i].x, s->d, GBML_OUT_SCORE, &out[i]) == GBML_OK);
 	gbml_scorer_free(&sc, &env);
 	CHECK(env.memory_used == 0);
 	return out;
+}
+
+static double *
+score_rows(const uint8_t *model, size_t len, const cat_rows *s)
+{
+	return score_rows_fast(model, len, s, NULL);
 }
 
 static float *
@@ -1342,16 +1357,10 @@ static double *
 score_rows_with(const uint8_t *model, size_t len, const cat_rows *s, const char *var, const char *value, int *n_used)
 {
 	double	   *out;
-	gbml_env	env;
-	gbml_scorer sc;
 
 	if (var)
 		setenv(var, value, 1);
-	gbml_env_init_malloc(&env, 1);
-	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
-	*n_used = ((const gbml_boost_model *) sc.handle)->forest.fast != NULL ? ((const gbml_boost_model *) sc.handle)->forest.n_used : 0;
-	gbml_scorer_free(&sc, &env);
-	out = score_rows(model, len, s);
+	out = score_rows_fast(model, len, s, n_used);
 	if (var)
 		unsetenv(var);
 	return out;
