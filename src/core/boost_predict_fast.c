@@ -90,6 +90,52 @@ gbml_boost_forest_free_fast(gbml_boost_forest *f, gbml_env *env)
 	f->fast = NULL;
 }
 
+#ifdef HAVE_FAST_PATH
+/*
+ * What only the AVX2 kernel reads, from the layout built so far: each
+ * 16-border segment's last border (its two-level search), where 8 used
+ * features lie one after another in the row (a load, not a gather), and
+ * the pieces each block's level reads.
+ */
+static int
+prepare_avx2(const gbml_boost_forest *f, gbml_boost_fast *fast, gbml_env *env)
+{
+	const int	d = fast->depth;
+
+	/* each segment's last border: the AVX2 kernel's first level of a two-level search */
+	if ((fast->coarse = gbml_alloc_array(env, (size_t) f->n_used * 16, sizeof(float))) == NULL)
+		return env->error_code;
+	for (int u = 0; u < f->n_used; u++)
+		for (int j = 0; j < 16; j++)
+			fast->coarse[(size_t) u * 16 + j] =
+				16 * j < fast->stride ? fast->borders[(size_t) u * fast->stride + 16 * j + 15] : INFINITY;
+	/* groups of 8 used features in consecutive row positions, 8 floats inside the row: loaded, not gathered */
+	if ((fast->run8 = gbml_alloc_array(env, (size_t) fast->n_used16 / 8, sizeof(int32_t))) == NULL)
+		return env->error_code;
+	for (int g = 0; g < fast->n_used16; g += 8)
+	{
+		int			first = fast->feature_of[g];
+		bool		run = first + 8 <= (f->inputs ? f->n_used : f->n_features);
+
+		for (int i = 1; i < 8 && run; i++)
+			run = g + i >= f->n_used ? !f->inputs : fast->feature_of[g + i] == first + i;
+		fast->run8[g / 8] = run ? first : -1;
+	}
+	/* a model's later trees often split on a few features: a level whose splits use the first pieces only reads those */
+	if ((fast->level_pieces = gbml_alloc_array(env, (size_t) fast->n_blocks * d, 1)) == NULL)
+		return env->error_code;
+	for (size_t bl = 0; bl < (size_t) fast->n_blocks * d; bl++)
+	{
+		int			top = 0;
+
+		for (int j = 0; j < BLOCK_TREES; j++)
+			top = fast->pos[bl * BLOCK_TREES + j] > top ? fast->pos[bl * BLOCK_TREES + j] : top;
+		fast->level_pieces[bl] = (uint8_t) (top / 16 + 1);
+	}
+	return GBML_OK;
+}
+#endif
+
 int
 gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
 {
@@ -163,13 +209,6 @@ gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
 		for (int i = uniq; i < fast->stride; i++)
 			ub[i] = INFINITY;
 	}
-	/* each segment's last border: the AVX2 kernel's first level of a two-level search */
-	if ((fast->coarse = gbml_alloc_array(env, (size_t) f->n_used * 16, sizeof(float))) == NULL)
-		goto oom;
-	for (int u = 0; u < f->n_used; u++)
-		for (int j = 0; j < 16; j++)
-			fast->coarse[(size_t) u * 16 + j] =
-				16 * j < fast->stride ? fast->borders[(size_t) u * fast->stride + 16 * j + 15] : INFINITY;
 	/* transposed borders: 16 features compared at once, one border rank at a time */
 	fast->n_used16 = (f->n_used + 15) / 16 * 16;
 	fast->borders_t = gbml_alloc_array(env, (size_t) fast->stride * fast->n_used16, sizeof(float));
@@ -183,18 +222,6 @@ gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
 		for (int k = 0; k < fast->stride; k++)
 			fast->borders_t[(size_t) k * fast->n_used16 + u] =
 				u < f->n_used ? fast->borders[(size_t) u * fast->stride + k] : INFINITY;
-	}
-	/* groups of 8 used features in consecutive row positions, 8 floats inside the row: loaded, not gathered */
-	if ((fast->run8 = gbml_alloc_array(env, (size_t) fast->n_used16 / 8, sizeof(int32_t))) == NULL)
-		goto oom;
-	for (int g = 0; g < fast->n_used16; g += 8)
-	{
-		int			first = fast->feature_of[g];
-		bool		run = first + 8 <= (f->inputs ? f->n_used : f->n_features);
-
-		for (int i = 1; i < 8 && run; i++)
-			run = g + i >= f->n_used ? !f->inputs : fast->feature_of[g + i] == first + i;
-		fast->run8[g / 8] = run ? first : -1;
 	}
 	/* padding trees: feature 0, threshold 255 (never exceeded) */
 	memset(fast->pos, 0, (size_t) fast->n_blocks * d * BLOCK_TREES);
@@ -217,17 +244,8 @@ gbml_boost_forest_prepare_fast(gbml_boost_forest *f, gbml_env *env)
 			fast->thr[((size_t) b * d + l) * BLOCK_TREES + j] = (uint8_t) k;
 		}
 	}
-	/* a model's later trees often split on a few features: a level whose splits use the first pieces only reads those */
-	if ((fast->level_pieces = gbml_alloc_array(env, (size_t) fast->n_blocks * d, 1)) == NULL)
+	if (fast->kernel == FAST_AVX2 && prepare_avx2(f, fast, env) != GBML_OK)
 		goto oom;
-	for (size_t bl = 0; bl < (size_t) fast->n_blocks * d; bl++)
-	{
-		int			top = 0;
-
-		for (int j = 0; j < BLOCK_TREES; j++)
-			top = fast->pos[bl * BLOCK_TREES + j] > top ? fast->pos[bl * BLOCK_TREES + j] : top;
-		fast->level_pieces[bl] = (uint8_t) (top / 16 + 1);
-	}
 	gbml_free(env, off);
 	gbml_free(env, tmp);
 	f->fast = fast;
