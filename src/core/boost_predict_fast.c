@@ -531,7 +531,6 @@ predict_avx2(const gbml_boost_forest *f, const float *x)
 	{
 		int			first = b * BLOCK_TREES;
 		int			n = f->n_trees - first < BLOCK_TREES ? f->n_trees - first : BLOCK_TREES;
-
 		__m256i		idx0 = _mm256_setzero_si256(),
 					idx1 = _mm256_setzero_si256();
 
