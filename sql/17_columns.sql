@@ -140,6 +140,24 @@ SELECT gbml.kmeans_fit(c, 3, '{"feature_columns": ["price", "ratio"], "random_se
        = (SELECT model FROM gbml.models WHERE name = 'cols_km') AS kmeans_aggregate_same_bytes
   FROM (SELECT price, ratio FROM col_rows WHERE price IS NOT NULL) c;
 SELECT gbml.saga_fit(c, '{"feature_columns": ["price", "flag"], "label_column": "flag"}') FROM col_rows c;
+-- ... and scoring a row: a NULL, NaN or infinite number is an ERROR naming the column (as the array
+-- form refuses NaN and infinities), through the columns form and the composite path alike
+CREATE TABLE col_bad AS SELECT * FROM col_rows WHERE id IN (1, 2, 3, 97);
+UPDATE col_bad SET price = 'NaN' WHERE id = 1;
+UPDATE col_bad SET price = 'Infinity' WHERE id = 2;
+UPDATE col_bad SET ratio = '-Infinity' WHERE id = 3;
+SELECT gbml.kmeans_assign('cols_km', b) FROM col_bad b WHERE id = 1;
+SELECT gbml.kmeans_distance('cols_km', b) FROM col_bad b WHERE id = 2;
+SELECT gbml.kmeans_assign('cols_km', b) FROM col_bad b WHERE id = 3;
+SELECT gbml.kmeans_assign('cols_km', b) FROM col_bad b WHERE id = 97;
+SELECT gbml.kmeans_assign('cols_km', b) FROM (SELECT price, ratio FROM col_bad WHERE id = 2) b;
+SELECT gbml.kmeans_assign('cols_km', ARRAY['Infinity', 1]::real[]);
+SELECT gbml.train('cols_saga', 'saga', 'SELECT price, ratio, flag FROM col_rows WHERE price IS NOT NULL',
+                  '{"label_column": "flag", "loss": "logistic"}') > 0 AS trained;
+SELECT gbml.predict_proba('cols_saga', b) FROM col_bad b WHERE id = 2;
+SELECT gbml.predict('cols_saga', b) FROM (SELECT price, ratio FROM col_bad WHERE id = 97) b;
+SELECT gbml.predict_proba('cols_saga', b) = gbml.predict_proba('cols_saga', ARRAY[b.price, b.ratio]::real[]) AS row_as_array
+  FROM col_rows b WHERE id = 5;
 
 -- parameter and column errors
 SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"feature_columns": ["no_such"]}');

@@ -976,6 +976,27 @@ gbml_column_plan_args(const gbml_column_plan *p, const NullableDatum *const *col
 	}
 }
 
+void
+gbml_column_plan_not_finite(const gbml_column_plan *p, const float *x, int j, const bool *column_null,
+							const char *algo, const char *what)
+{
+	for (int i = 0; i < p->n_columns; i++)
+	{
+		const gbml_column *c = &p->cols[i];
+
+		if (j < c->first || j >= c->first + c->width)
+			continue;
+		if (c->kind == COL_ARRAY)
+			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+							errmsg("%s: element %d of column \"%s\" is NULL, NaN or infinite; a %s model needs "
+								   "finite numbers", what, j - c->first + 1, c->name, algo)));
+		ereport(ERROR, (errcode(column_null[i] ? ERRCODE_NULL_VALUE_NOT_ALLOWED : ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s: column \"%s\" is %s; a %s model needs a finite number in every numeric feature",
+							   what, c->name, column_null[i] ? "NULL" : isnan(x[j]) ? "NaN" : "infinite", algo)));
+	}
+	elog(ERROR, "%s: feature %d is in no column of the row's plan", what, j + 1);
+}
+
 int
 gbml_column_plan_attno(const gbml_column_plan *p, int i)
 {

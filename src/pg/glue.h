@@ -154,6 +154,14 @@ void		gbml_column_plan_values(const gbml_column_plan *p, const Datum *values, co
 void		gbml_column_plan_args(const gbml_column_plan *p, const NullableDatum *const *col, float *x,
 								  const char *what);
 /*
+ * Scoring by row with a model that needs finite numbers: feature j of x is
+ * NULL (column_null: each plan column's NULL flag this row), NaN or
+ * infinite; the ERROR naming its column.
+ */
+pg_attribute_noreturn() void gbml_column_plan_not_finite(const gbml_column_plan *p, const float *x, int j,
+														 const bool *column_null, const char *algo,
+														 const char *what);
+/*
  * column_pack.c: the n columns a _column_pack call passed as argument arg of
  * fcinfo's call, read in place; an ERROR when they are not this row's.
  */

@@ -165,16 +165,31 @@ model_of(FunctionCallInfo fcinfo, row_cache *rc, bool by_name, gbml_output what,
 	return sc;
 }
 
-/* rc->x (converted by the caller) scored. */
+/*
+ * A model without missing values (K-Means, SAGA) and a numeric feature that
+ * is not finite: the ERROR naming its column, NULL told from a NaN value by
+ * the row's flags (from_args: rc->col, the columns forms'; else rc->nulls
+ * by attribute), as the array form refuses a NaN or an infinity.
+ */
+static pg_attribute_noreturn() void
+row_not_finite(const gbml_scorer *sc, row_cache *rc, int j, bool from_args, const char *fname)
+{
+	int			n = gbml_column_plan_n_columns(rc->plan);
+	bool	   *column_null = palloc(sizeof(bool) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		column_null[i] = from_args ? rc->col[i]->isnull : rc->nulls[gbml_column_plan_attno(rc->plan, i) - 1];
+	gbml_column_plan_not_finite(rc->plan, rc->x, j, column_null, sc->algo->name, fname);
+}
+
+/* rc->x (converted by the caller: from_args, from rc->col) scored. */
 static double
-score_bound(const gbml_scorer *sc, row_cache *rc, gbml_output what, const char *fname)
+score_bound(const gbml_scorer *sc, row_cache *rc, gbml_output what, bool from_args, const char *fname)
 {
 	if (!(sc->algo->input_flags & GBML_INPUT_MISSING))
 		for (int j = 0; j < sc->n_features; j++)
-			if (isnan(rc->x[j]) && !gbml_feature_is_categorical(sc->schema, j))
-				ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-								errmsg("%s: feature \"%s\" is NULL; a %s model needs every numeric feature", fname,
-									   sc->schema->features[j].name, sc->algo->name)));
+			if (!isfinite(rc->x[j]) && !gbml_feature_is_categorical(sc->schema, j))
+				row_not_finite(sc, rc, j, from_args, fname);
 	if (what == GBML_OUT_CLASSES)
 	{
 		rc->classes = gbml_class_probabilities(sc, rc->x);
@@ -199,7 +214,7 @@ score_record(FunctionCallInfo fcinfo, bool by_name, gbml_output what, const char
 	tup.t_data = th;
 	heap_deform_tuple(&tup, rc->td, rc->values, rc->nulls);
 	gbml_column_plan_values(rc->plan, rc->values, rc->nulls, rc->x, fname);
-	return score_bound(sc, rc, what, fname);
+	return score_bound(sc, rc, what, false, fname);
 }
 
 /*
@@ -380,7 +395,7 @@ score_columns(FunctionCallInfo fcinfo, bool by_name, gbml_output what, const cha
 	else if (rc->col_fcinfo != fcinfo)
 		point_columns(fcinfo, rc);
 	gbml_column_plan_args(rc->plan, rc->col, rc->x, fname);
-	return score_bound(sc, rc, what, fname);
+	return score_bound(sc, rc, what, true, fname);
 }
 
 Datum
