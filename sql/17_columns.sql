@@ -158,6 +158,15 @@ SELECT gbml.predict_proba('cols_saga', b) FROM col_bad b WHERE id = 2;
 SELECT gbml.predict('cols_saga', b) FROM (SELECT price, ratio FROM col_bad WHERE id = 97) b;
 SELECT gbml.predict_proba('cols_saga', b) = gbml.predict_proba('cols_saga', ARRAY[b.price, b.ratio]::real[]) AS row_as_array
   FROM col_rows b WHERE id = 5;
+-- a numeric past float8's range is an infinity (an ERROR for K-Means naming the column; a value above
+-- every border for boosting), not PostgreSQL's overflow ERROR quoting its digits
+SELECT gbml.kmeans_fit(c, 2, '{}') FROM (SELECT -1e400::numeric AS amount UNION ALL SELECT 2) c;
+SELECT gbml.predict('cols_num', c) = gbml.predict('cols_num', i) AS numeric_overflow_is_infinity
+  FROM (SELECT id, small, big, ratio, price, 1e400::numeric AS amount, flag, emb, emb8 FROM col_rows WHERE id = 1) c,
+       (SELECT id, small, big, ratio, price, 'Infinity'::numeric AS amount, flag, emb, emb8 FROM col_rows WHERE id = 1) i;
+-- an array column of the wrong shape at scoring time: named, without a row number
+SELECT gbml.predict('cols_num', c) FROM (SELECT id, small, big, ratio, price, amount, flag, ARRAY[1]::real[] AS emb, emb8 FROM col_rows WHERE id = 1) c;
+SELECT gbml.predict('cols_num', c) FROM (SELECT id, small, big, ratio, price, amount, flag, ARRAY[[1], [2]]::real[] AS emb, emb8 FROM col_rows WHERE id = 1) c;
 
 -- parameter and column errors
 SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"feature_columns": ["no_such"]}');

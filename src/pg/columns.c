@@ -243,15 +243,20 @@ array_values(const gbml_column *c, Datum d, float *x, const char *what, int64 ro
 	Datum	   *vals;
 	bool	   *nulls;
 	int			n;
+	char		where[64];
 
 	if (OidIsValid(c->castfunc))
 		d = FunctionCall1((FmgrInfo *) &c->cast, d);
 	arr = DatumGetArrayTypeP(d);
 	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
-	if (ARR_NDIM(arr) > 1 || n != c->width)
+	if (ARR_NDIM(arr) > 1)
 		ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-						errmsg("%s: row " INT64_FORMAT ": column \"%s\" has %d elements, the features take %d",
-							   what, rowno, c->name, n, c->width),
+						errmsg("%s: %scolumn \"%s\" is an array of %d dimensions; its features take a one-dimensional array",
+							   what, gbml_row_prefix(where, sizeof(where), rowno), c->name, ARR_NDIM(arr))));
+	if (n != c->width)
+		ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+						errmsg("%s: %scolumn \"%s\" has %d elements, the features take %d",
+							   what, gbml_row_prefix(where, sizeof(where), rowno), c->name, n, c->width),
 						errhint("Every row's \"%s\" must have the same length.", c->name)));
 	if (c->elemtype == FLOAT4OID && !ARR_HASNULL(arr))
 	{

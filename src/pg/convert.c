@@ -205,9 +205,9 @@ prefetch_next_rows(const char *here, size_t bytes)
 	}
 }
 
-/* "row N: " for messages about row N (0: no row number); built only on error. */
-static const char *
-row_prefix(char *buf, size_t size, int64 rowno)
+/* (built only on error) */
+const char *
+gbml_row_prefix(char *buf, size_t size, int64 rowno)
 {
 	buf[0] = '\0';
 	if (rowno > 0)
@@ -222,7 +222,7 @@ gbml_float_array(ArrayType *arr, int *n, const char *what, int64 rowno)
 
 	if (ARR_ELEMTYPE(arr) != FLOAT4OID)
 		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-						errmsg("%s: %sfeatures must be real[]", what, row_prefix(where, sizeof(where), rowno))));
+						errmsg("%s: %sfeatures must be real[]", what, gbml_row_prefix(where, sizeof(where), rowno))));
 	if (ARR_NDIM(arr) == 0)
 	{
 		*n = 0;
@@ -231,7 +231,7 @@ gbml_float_array(ArrayType *arr, int *n, const char *what, int64 rowno)
 	if (ARR_NDIM(arr) != 1)
 		ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 						errmsg("%s: %sfeatures must be a one-dimensional array, got %d dimensions",
-							   what, row_prefix(where, sizeof(where), rowno), ARR_NDIM(arr))));
+							   what, gbml_row_prefix(where, sizeof(where), rowno), ARR_NDIM(arr))));
 	if (ARR_HASNULL(arr))
 	{
 		int			len = ARR_DIMS(arr)[0];
@@ -240,7 +240,7 @@ gbml_float_array(ArrayType *arr, int *n, const char *what, int64 rowno)
 		for (int i = 0; i < len; i++)
 			if (!(bitmap[i / 8] & (1 << (i % 8))))
 				ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-								errmsg("%s: %sfeature %d is NULL", what, row_prefix(where, sizeof(where), rowno), i + 1),
+								errmsg("%s: %sfeature %d is NULL", what, gbml_row_prefix(where, sizeof(where), rowno), i + 1),
 								errhint("Use 'NaN' for a missing value (boosting treats it as missing) or filter the row out.")));
 	}
 	*n = ARR_DIMS(arr)[0];

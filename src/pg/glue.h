@@ -13,6 +13,7 @@
 #include "access/tupdesc.h"
 #include "lib/stringinfo.h"
 #include "catalog/pg_type.h"
+#include "utils/builtins.h"		/* numeric_float8_no_overflow */
 #include "utils/fmgrprotos.h"
 #include "utils/array.h"
 #include "utils/jsonb.h"
@@ -84,6 +85,8 @@ int			gbml_jsonb_to_params(Jsonb *params, const char *what, gbml_param_value **v
  * problem in messages (rowno 0 = no row number).
  */
 const float *gbml_float_array(ArrayType *arr, int *n, const char *what, int64 rowno);
+/* "row N: " for a message about row N, "" for rowno 0 (scoring: no row number); into buf. */
+const char *gbml_row_prefix(char *buf, size_t size, int64 rowno);
 /* A model with classes (sc->n_classes > 0): row x's probabilities as a float8[] (scoring.c). */
 Datum		gbml_class_probabilities(const gbml_scorer *sc, const float *x);
 
@@ -251,7 +254,8 @@ gbml_column_number(Datum d, Oid basetype)
 		case BOOLOID:
 			return DatumGetBool(d) ? 1.0f : 0.0f;
 		case NUMERICOID:
-			return (float) DatumGetFloat8(DirectFunctionCall1(numeric_float8, d));
+			/* past float8's range: an infinity, as a float8 column's value would be (not an ERROR quoting 300 digits) */
+			return (float) DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow, d));
 	}
 	elog(ERROR, "gbml: type %u is not numeric", basetype);
 	return 0;
