@@ -39,6 +39,22 @@ SELECT count(*) AS rows,
 SELECT count(*) FILTER (WHERE gbml.predict('cols_num', s) = gbml.predict('cols_num', c)) AS same_by_record_path
   FROM col_rows c JOIN (SELECT * FROM col_rows WHERE id > 0 OFFSET 0) s USING (id);
 EXPLAIN (VERBOSE, COSTS OFF) SELECT gbml.predict('cols_num', c) FROM col_rows c;
+-- an outer join's missing row is a NULL record, which scores NULL (not as a row of NULL columns):
+-- the nullable side keeps the record path, the other side is rewritten
+SELECT count(*) AS rows, count(gbml.predict('cols_num', c)) AS scored, count(gbml.predict('cols_num', o)) AS scored_outer
+  FROM col_rows o LEFT JOIN col_rows c ON c.id = o.id AND c.id % 2 = 0;
+SELECT gbml.predict('cols_num', c) IS NULL AS missing_row_is_null FROM (SELECT 1) x LEFT JOIN col_rows c ON false;
+SELECT gbml.predict('cols_num', c) IS NULL AS missing_row_is_null FROM col_rows c RIGHT JOIN (SELECT 1) x ON false;
+CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE line text; plan text := '';
+BEGIN
+  FOR line IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || q LOOP plan := plan || line || E'\n'; END LOOP;
+  RETURN plan;
+END $$;
+SELECT plan LIKE '%gbml.predict(''cols_num''::text, c.*)%' AS nullable_side_by_record,
+       plan LIKE '%gbml._predict_columns(''cols_num''::text, ''col_rows''::regtype, o.id, %' AS other_side_by_columns
+  FROM pg_temp.plan_of('SELECT gbml.predict(''cols_num'', c), gbml.predict(''cols_num'', o)
+                          FROM col_rows o LEFT JOIN col_rows c ON c.id = o.id') AS plan;
 -- rank inside ORDER BY
 SELECT id FROM col_rows c ORDER BY gbml.predict('cols_num', c) DESC, id LIMIT 3;
 -- the bytea form, and a row of another table with the columns in another order and extra ones
@@ -96,12 +112,6 @@ SELECT count(*) FILTER (WHERE pg_column_compression(tag) IS NOT NULL) > 0 AS tag
 SELECT gbml.train('cols_wide', 'boost', 'SELECT * FROM col_wide', '{"label_column": "label", "exclude_columns": ["id", "doc"], "iterations": 15}') > 0 AS trained;
 SELECT gbml.train('cols_wide_km', 'kmeans', 'SELECT * FROM col_wide',
                   '{"feature_columns": ["w120", "w3", "amount"], "k": 3, "random_seed": 1}') > 0 AS trained;
-CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE line text; plan text := '';
-BEGIN
-  FOR line IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || q LOOP plan := plan || line || E'\n'; END LOOP;
-  RETURN plan;
-END $$;
 SELECT (SELECT count(*) FROM regexp_matches(pg_temp.plan_of('SELECT gbml.predict(''cols_wide'', w) FROM col_wide w'),
                                             'gbml\._column_pack\(', 'g')) AS packs,
        pg_temp.plan_of('SELECT gbml.predict(''cols_wide'', w) FROM col_wide w') LIKE '%gbml._predict_columns(%' AS rewritten;

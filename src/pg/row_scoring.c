@@ -28,6 +28,7 @@
 #include "funcapi.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "nodes/pathnodes.h"
 #include "nodes/supportnodes.h"
 #include "parser/parse_func.h"
 #include "utils/lsyscache.h"
@@ -595,9 +596,55 @@ pack_columns(List *columns)
 	return packs;
 }
 
+/* Whether jointree node jt holds range table entry varno on the nullable side of an outer join. */
+static bool
+on_nullable_side(Node *jt, int varno, bool nullable)
+{
+	if (jt == NULL)
+		return false;
+	if (IsA(jt, RangeTblRef))
+		return nullable && ((RangeTblRef *) jt)->rtindex == varno;
+	if (IsA(jt, FromExpr))
+	{
+		ListCell   *lc;
+
+		foreach(lc, ((FromExpr *) jt)->fromlist)
+			if (on_nullable_side(lfirst(lc), varno, nullable))
+				return true;
+		return false;
+	}
+	if (IsA(jt, JoinExpr))
+	{
+		JoinExpr   *j = (JoinExpr *) jt;
+
+		return on_nullable_side(j->larg, varno, nullable || j->jointype == JOIN_RIGHT || j->jointype == JOIN_FULL) ||
+			on_nullable_side(j->rarg, varno, nullable || j->jointype == JOIN_LEFT || j->jointype == JOIN_FULL ||
+							 j->jointype == JOIN_ANTI);
+	}
+	return false;
+}
+
+/*
+ * Whether the whole-row Var row may be an outer join's NULL-extended row:
+ * a NULL record, on which the record forms (strict) give NULL, where its
+ * columns would score as a row of NULLs.  Without the query (root NULL: an
+ * expression planned on its own, no join around it) it cannot; a Var of an
+ * outer query whose plan is not at hand might.
+ */
+static bool
+row_may_be_null_extended(PlannerInfo *root, const Var *row)
+{
+	for (Index up = 0; up < row->varlevelsup && root != NULL; up++)
+		root = root->parent_root;
+	if (root == NULL)
+		return row->varlevelsup > 0;
+	return on_nullable_side((Node *) root->parse->jointree, (int) row->varno, false);
+}
+
 /*
  * Planner support for the record forms: a whole-row Var of a table's row
- * type becomes that table's columns, one argument each (see the top).
+ * type becomes that table's columns, one argument each (see the top), unless
+ * an outer join may make it NULL.
  */
 Datum
 gbml_row_support(PG_FUNCTION_ARGS)
@@ -616,7 +663,8 @@ gbml_row_support(PG_FUNCTION_ARGS)
 	if (list_length(f->args) != 2 || !IsA(lsecond(f->args), Var))
 		PG_RETURN_POINTER(NULL);
 	row = lsecond(f->args);
-	if (row->varattno != 0 || !OidIsValid(get_typ_typrelid(row->vartype)))
+	if (row->varattno != 0 || !OidIsValid(get_typ_typrelid(row->vartype)) ||
+		row_may_be_null_extended(((SupportRequestSimplify *) req)->root, row))
 		PG_RETURN_POINTER(NULL);
 	target = columns_function(f->funcid, exprType(linitial(f->args)));
 	if (!OidIsValid(target))
