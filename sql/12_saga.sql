@@ -11,6 +11,8 @@ UPDATE lin SET y = 3 * f[1] - 2 * f[2] + 0.5;
 SELECT round((m -> 'coef' ->> 0)::numeric, 3) AS w1, round((m -> 'coef' ->> 1)::numeric, 3) AS w2,
        round((m ->> 'intercept')::numeric, 3) AS b
   FROM (SELECT gbml.model_json(gbml.saga_fit(f, y, '{"loss": "squared", "alpha": 0, "tol": 1e-8}')) AS m FROM lin) s;
+-- a regression has no probability: predict_proba is an ERROR naming gbml.predict
+SELECT gbml.predict_proba(gbml.saga_fit(f, y, '{"loss": "squared"}'), ARRAY[1, 2]::real[]) FROM lin;
 -- ridge: with standardized... closed form for orthogonal-ish data is not exact; check shrinkage instead
 SELECT abs((m1 -> 'coef' ->> 0)::float8) > abs((m2 -> 'coef' ->> 0)::float8) AS ridge_shrinks
   FROM (SELECT gbml.model_json(gbml.saga_fit(f, y, '{"loss": "squared", "alpha": 0.01}')) AS m1,

@@ -168,6 +168,8 @@ SELECT gbml.predict_proba('cols_saga', b) FROM col_bad b WHERE id = 2;
 SELECT gbml.predict('cols_saga', b) FROM (SELECT price, ratio FROM col_bad WHERE id = 97) b;
 SELECT gbml.predict_proba('cols_saga', b) = gbml.predict_proba('cols_saga', ARRAY[b.price, b.ratio]::real[]) AS row_as_array
   FROM col_rows b WHERE id = 5;
+-- predict_proba of a regression (RMSE) model: an ERROR, not NaN
+SELECT gbml.predict_proba('cols_num', c) FROM col_rows c WHERE id = 1;
 -- a numeric past float8's range is an infinity (an ERROR for K-Means naming the column; a value above
 -- every border for boosting), not PostgreSQL's overflow ERROR quoting its digits
 SELECT gbml.kmeans_fit(c, 2, '{}') FROM (SELECT -1e400::numeric AS amount UNION ALL SELECT 2) c;

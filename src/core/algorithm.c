@@ -668,8 +668,12 @@ gbml_scorer_load(gbml_scorer *s, gbml_env *env, const void *bytes, size_t len)
 	s->reader.schema = s->schema;	/* the algorithm's loader borrows it */
 	if ((rc = s->algo->load(&s->reader, env, &s->handle)) != GBML_OK)
 		gbml_scorer_free(s, env);
-	else if (s->algo->classes)
-		s->n_classes = s->algo->classes(s->handle, NULL, NULL);
+	else
+	{
+		s->n_classes = s->algo->classes ? s->algo->classes(s->handle, NULL, NULL) : 0;
+		s->probability = (s->algo->outputs & GBML_OUT_PROBA) && s->n_classes == 0 &&
+			(s->algo->gives_probability == NULL || s->algo->gives_probability(s->handle));
+	}
 	return rc;
 }
 
@@ -714,6 +718,10 @@ gbml_scorer_check_output(const gbml_scorer *s, gbml_env *env, gbml_output what)
 		return gbml_error(env, GBML_EUNSUPPORTED, "predict_proba gives one probability, and this model has %d classes: "
 						  "gbml.predict_classes gives each class's probability (gbml.predict the most probable class)",
 						  s->n_classes);
+	if (what == GBML_OUT_PROBA && (s->algo->outputs & GBML_OUT_PROBA))
+		return gbml_error(env, GBML_EUNSUPPORTED, "predict_proba needs a model whose loss gives a probability "
+						  "(boost with Logloss, saga with the logistic loss); score this %s model with "
+						  "gbml.predict", s->algo->name);
 	return gbml_error(env, GBML_EUNSUPPORTED, "%s is not available for a %s model", output_name(what),
 					  s->algo->name);
 }

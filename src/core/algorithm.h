@@ -129,6 +129,12 @@ typedef struct gbml_algorithm
 	 * many), row x's probabilities.
 	 */
 	int			(*classes) (const void *handle, const float *x, double *prob);
+	/*
+	 * Optional, with GBML_OUT_PROBA in outputs: whether this model's loss
+	 * gives a probability (boosting's Logloss, SAGA's logistic loss); a
+	 * regression's predict_proba is an ERROR, not NaN.
+	 */
+	bool		(*gives_probability) (const void *handle);
 
 	/* Optional: readable dump as a JSON object body (without braces). */
 	int			(*to_json) (const void *handle, gbml_strbuf *out);
@@ -239,6 +245,7 @@ typedef struct gbml_scorer
 	void	   *handle;
 	int			n_features;
 	int			n_classes;		/* a probability per class (algorithm.classes), or 0 */
+	bool		probability;	/* predict_proba gives one (algorithm.gives_probability) */
 	struct gbml_feature_schema *schema; /* the model's 'SCHM' (feature names, categories), or NULL */
 } gbml_scorer;
 
@@ -246,14 +253,15 @@ int			gbml_scorer_load(gbml_scorer *s, gbml_env *env, const void *bytes, size_t 
 void		gbml_scorer_free(gbml_scorer *s, gbml_env *env);
 /*
  * Whether the model gives `what` (the scorers' per-row test): its kind's
- * outputs, predict_classes only with classes, predict_proba only without.
+ * outputs, predict_classes only with classes, predict_proba only with a
+ * loss that gives a probability.
  */
 static inline bool
 gbml_scorer_gives(const gbml_scorer *s, gbml_output what)
 {
 	if (what == GBML_OUT_CLASSES)
 		return s->n_classes > 0;
-	return (s->algo->outputs & what) && !(what == GBML_OUT_PROBA && s->n_classes > 0);
+	return (s->algo->outputs & what) && (what != GBML_OUT_PROBA || s->probability);
 }
 /* The same as a status: GBML_OK, or an error naming what to call instead. */
 int			gbml_scorer_check_output(const gbml_scorer *s, gbml_env *env, gbml_output what);

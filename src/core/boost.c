@@ -2099,6 +2099,7 @@ const gbml_algorithm gbml_algorithm_boost = {
 	.unload = boost_unload,
 	.predict = boost_predict,
 	.classes = boost_classes,
+	.gives_probability = boost_gives_probability,
 	.to_json = boost_to_json,
 	.importance = boost_importance,
 };

@@ -451,6 +451,13 @@ boost_predict(const void *handle, const float *x, gbml_output what)
 	return s;
 }
 
+/* Logloss's score is a log-odds; the other losses' are not. */
+bool
+boost_gives_probability(const void *handle)
+{
+	return ((const gbml_boost_model *) handle)->loss == GBML_LOSS_LOGLOSS;
+}
+
 int
 boost_classes(const void *handle, const float *x, double *prob)
 {

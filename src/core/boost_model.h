@@ -13,6 +13,7 @@ int			boost_load(const gbml_model_reader *r, gbml_env *env, void **handle);
 void		boost_unload(void *handle, gbml_env *env);
 double		boost_predict(const void *handle, const float *x, gbml_output what);
 int			boost_classes(const void *handle, const float *x, double *prob);
+bool		boost_gives_probability(const void *handle);
 int			boost_to_json(const void *handle, gbml_strbuf *out);
 int			boost_importance(const void *handle, double *out);
 

@@ -194,10 +194,17 @@ encoded_dot(const gbml_onehot *e, const double *w, const float *x)
 	return s;
 }
 
+/* The logistic loss's score is a log-odds; squared loss's is not (its predict_proba: an ERROR). */
+static bool
+saga_gives_probability(const void *handle)
+{
+	return ((const saga_model *) handle)->loss == GBML_SAGA_LOSS_LOGISTIC;
+}
+
 /*
  * SCORE: the linear score x·w + b for squared loss; for logistic the
  * predicted class in the user's encoding (1 when x·w + b > 0, else 0 or -1).
- * PROBA: P(class 1) for logistic, NaN for squared loss.
+ * PROBA: P(class 1) for logistic (the scorer asks only such a model).
  */
 static double
 saga_predict(const void *handle, const float *x, gbml_output what)
@@ -361,6 +368,7 @@ const gbml_algorithm gbml_algorithm_saga = {
 	.load = saga_load,
 	.unload = saga_unload,
 	.predict = saga_predict,
+	.gives_probability = saga_gives_probability,
 	.to_json = saga_to_json,
 	.importance = saga_importance,
 };

@@ -332,12 +332,12 @@ TEST(boost_rmse_learns_and_scorer_matches_trainer)
 		CHECK(strstr(sb.data, "\"borders\":[[") != NULL);
 		gbml_sb_free(&sb);
 	}
-	/* PROBA is NaN for a non-logistic loss */
+	/* PROBA is an error for a non-logistic loss, naming what to call */
 	{
 		double		out;
 
-		CHECK(gbml_scorer_predict(&sc, &env, gbml_dataset_row(&ds, 0, 0), 5, GBML_OUT_PROBA, &out) == GBML_OK);
-		CHECK(isnan(out));
+		CHECK(gbml_scorer_predict(&sc, &env, gbml_dataset_row(&ds, 0, 0), 5, GBML_OUT_PROBA, &out) == GBML_EUNSUPPORTED);
+		CHECK(strstr(env.error, "gbml.predict") != NULL);
 	}
 	gbml_scorer_free(&sc, &env);
 	gbml_free(&env, model);
