@@ -4,7 +4,7 @@
 # 1 GB of float features; tests/bench/gen_rows.c, binary COPY), then for each
 # trainer (boosting with YetiRank by query, K-Means, SAGA logistic) trains
 #   big budget:   memory_limit_mb = BIG (default 16384: K-Means and SAGA in memory)
-#   small budget: memory_limit_mb = LIMIT (default 256: the features are 4x it;
+#   small budget: memory_limit_mb = LIMIT (default 232: the features, 954 MB, are 4.1x it;
 #                 boosting BOOST_LIMIT, default 640: at 100 features its per-row
 #                 state is about as large as its bins; past the budget the bins go
 #                 to a file too: N=1000000 D=256 TRAINERS=boost BOOST_LIMIT=240
@@ -23,7 +23,7 @@
 set -euo pipefail
 N=${N:-2500000}
 D=${D:-100}
-LIMIT=${LIMIT:-256}
+LIMIT=${LIMIT:-232}
 BOOST_LIMIT=${BOOST_LIMIT:-640}
 BIG=${BIG:-16384}
 TRAINERS=${TRAINERS:-boost kmeans saga}
