@@ -181,6 +181,14 @@ SELECT gbml.predict('cols_num', c) FROM (SELECT id, small, big, ratio, price, am
 SELECT gbml.predict('cols_num', c) FROM (SELECT id, small, big, ratio, price, amount, flag, ARRAY[[1], [2]]::real[] AS emb, emb8 FROM col_rows WHERE id = 1) c;
 
 -- parameter and column errors
+-- the label, weight and group columns' types: an ERROR naming the column (not a cast's or an internal one)
+SELECT gbml.train('x', 'boost', 'SELECT price, city AS label FROM col_rows', '{}');
+SELECT gbml.train('x', 'boost', 'SELECT price, label, flag AS weight FROM col_rows', '{}');
+SELECT gbml.boost_fit(c, '{"group_column": "city", "loss": "YetiRank"}') FROM (SELECT price, label, city FROM col_rows) c;
+SELECT gbml.saga_fit(c, '{"label_column": "emb"}') FROM (SELECT price, emb FROM col_rows WHERE price IS NOT NULL) c;
+-- K-Means takes no label: a column named "label" is left out, whatever its type
+SELECT gbml.kmeans_fit(c, 2, '{"random_seed": 1}') = gbml.kmeans_fit(p, 2, '{"random_seed": 1}') AS label_left_out
+  FROM (SELECT ratio, city AS label FROM col_rows) c, LATERAL (SELECT c.ratio) p;
 SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"feature_columns": ["no_such"]}');
 SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"exclude_columns": "id", "iterations": 5}') > 0 AS one_name_is_a_list_of_one;
 SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"exclude_columns": [1, 2]}');

@@ -249,13 +249,15 @@ bind_row_type(fit_state *st, HeapTupleHeader th)
 	heap_deform_tuple(&tup, st->row_td, st->row_values, st->row_nulls);
 	st->columns = gbml_column_plan_for_rows(cp, st->row_td, st->row_values, st->row_nulls, st->what);
 	st->row_x = palloc(sizeof(float) * gbml_column_plan_n_features(st->columns));
-	st->label_att = gbml_attno(st->row_td, cp->label_column);
+	/* a trainer without labels (K-Means) leaves a "label" column out of its features and reads nothing of it */
+	st->label_att = (st->input_flags & GBML_INPUT_LABEL) ? gbml_attno(st->row_td, cp->label_column) : 0;
 	st->group_att = gbml_attno(st->row_td, cp->group_column);
 	st->weight_att = gbml_attno(st->row_td, cp->weight_column);
 	if ((st->input_flags & GBML_INPUT_LABEL) && st->label_att == 0)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 						errmsg("%s: the row has no column \"%s\"", st->what, cp->label_column),
 						errhint("Name the label column \"label\" or pass {\"label_column\": \"...\"}.")));
+	gbml_check_target_columns(cp, st->row_td, (st->input_flags & GBML_INPUT_LABEL) != 0, st->what);
 	st->ds.schema = gbml_column_plan_schema(st->columns);
 	/* categorical ids are rewritten in place before training: those rows stay in host memory */
 	if (gbml_schema_n_categorical(st->ds.schema) > 0 && st->ds.store == NULL)
@@ -277,8 +279,10 @@ group_value(Datum d, Oid type)
 			return DatumGetInt32(d);
 		case INT8OID:
 			return DatumGetInt64(d);
+		case NUMERICOID:		/* as gbml.train's ::bigint: rounded, an ERROR past bigint */
+			return DatumGetInt64(DirectFunctionCall1(numeric_int8, d));
 	}
-	ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH), errmsg("gbml: the group column must be an integer")));
+	elog(ERROR, "gbml: group column of type %u", type);	/* gbml_check_target_columns refused it */
 	return 0;
 }
 

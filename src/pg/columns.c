@@ -125,6 +125,36 @@ is_numeric_type(Oid t)
 		t == NUMERICOID || t == BOOLOID;
 }
 
+/* One target column's type check (gbml_check_target_columns). */
+static void
+check_target_type(TupleDesc td, const char *name, const char *role, const char *must, bool ok_bool, bool integral,
+				  const char *what)
+{
+	int			att = gbml_attno(td, name);
+	Oid			typid,
+				t;
+
+	if (att == 0)
+		return;
+	typid = TupleDescAttr(td, att - 1)->atttypid;
+	t = getBaseType(typid);
+	if (integral ? (t == INT2OID || t == INT4OID || t == INT8OID || t == NUMERICOID)
+		: (is_numeric_type(t) && (ok_bool || t != BOOLOID)))
+		return;
+	ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+					errmsg("%s: the %s column \"%s\" has type %s; %s", what, role, name, format_type_be(typid), must)));
+}
+
+void
+gbml_check_target_columns(const gbml_common_params *cp, TupleDesc td, bool with_label, const char *what)
+{
+	if (with_label)
+		check_target_type(td, cp->label_column, "label", "a label must be a number or boolean", true, false, what);
+	check_target_type(td, cp->weight_column, "weight", "a weight must be a number", false, false, what);
+	check_target_type(td, cp->group_column, "group", "a group id must be an integer (smallint, integer, bigint "
+					  "or numeric)", false, true, what);
+}
+
 static bool
 is_text_type(Oid t)
 {

@@ -159,6 +159,7 @@ gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 						errmsg("%s: source has no column \"%s\"", what, cp->label_column),
 						errhint("Name the label column \"label\" or pass {\"label_column\": \"...\"}.")));
+	gbml_check_target_columns(cp, td, (input_flags & GBML_INPUT_LABEL) != 0, what);
 
 	initStringInfo(&q);
 	appendStringInfoString(&q, "SELECT ");
