@@ -186,6 +186,8 @@ SELECT gbml.train('x', 'boost', 'SELECT price, city AS label FROM col_rows', '{}
 SELECT gbml.train('x', 'boost', 'SELECT price, label, flag AS weight FROM col_rows', '{}');
 SELECT gbml.boost_fit(c, '{"group_column": "city", "loss": "YetiRank"}') FROM (SELECT price, label, city FROM col_rows) c;
 SELECT gbml.saga_fit(c, '{"label_column": "emb"}') FROM (SELECT price, emb FROM col_rows WHERE price IS NOT NULL) c;
+-- an eval source without one of the training source's feature columns: named
+SELECT gbml.train('x', 'boost', 'SELECT price, city, label FROM col_rows', '{"eval_source": "SELECT price, label FROM col_rows"}');
 -- K-Means takes no label: a column named "label" is left out, whatever its type
 SELECT gbml.kmeans_fit(c, 2, '{"random_seed": 1}') = gbml.kmeans_fit(p, 2, '{"random_seed": 1}') AS label_left_out
   FROM (SELECT ratio, city AS label FROM col_rows) c, LATERAL (SELECT c.ratio) p;

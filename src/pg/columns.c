@@ -125,6 +125,18 @@ is_numeric_type(Oid t)
 		t == NUMERICOID || t == BOOLOID;
 }
 
+void
+gbml_column_plan_check_source(const gbml_column_plan *p, TupleDesc td, const char *what)
+{
+	for (int i = 0; i < p->n_columns; i++)
+		if (gbml_attno(td, p->cols[i].name) == 0)
+			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+							errmsg("%s: the source has no column \"%s\", a feature of the training source", what,
+								   p->cols[i].name),
+							errhint("An eval source gives the training source's feature columns, by name (extra "
+									"columns are ignored).")));
+}
+
 /* One target column's type check (gbml_check_target_columns). */
 static void
 check_target_type(TupleDesc td, const char *name, const char *role, const char *must, bool ok_bool, bool integral,

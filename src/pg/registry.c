@@ -167,6 +167,8 @@ gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source
 	{
 		if (columns == NULL)
 			columns = gbml_column_plan_for_source(cp, td, base, given, what);
+		else
+			gbml_column_plan_check_source(columns, td, what);
 		gbml_column_plan_select(columns, &q);
 		sr.columns = columns;
 		sr.n_feature_cols = gbml_column_plan_n_columns(columns);
