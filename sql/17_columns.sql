@@ -149,7 +149,7 @@ SELECT count(DISTINCT gbml.kmeans_assign('cols_km', c)) AS clusters FROM col_row
 SELECT gbml.kmeans_fit(c, 3, '{"feature_columns": ["price", "ratio"], "random_seed": 2}')
        = (SELECT model FROM gbml.models WHERE name = 'cols_km') AS kmeans_aggregate_same_bytes
   FROM (SELECT price, ratio FROM col_rows WHERE price IS NOT NULL) c;
-SELECT gbml.saga_fit(c, '{"feature_columns": ["price", "flag"], "label_column": "flag"}') FROM col_rows c;
+SELECT gbml.saga_fit(c, '{"feature_columns": ["price", "ratio"], "label_column": "flag"}') FROM col_rows c;
 -- ... and scoring a row: a NULL, NaN or infinite number is an ERROR naming the column (as the array
 -- form refuses NaN and infinities), through the columns form and the composite path alike
 CREATE TABLE col_bad AS SELECT * FROM col_rows WHERE id IN (1, 2, 3, 97);
@@ -186,6 +186,17 @@ SELECT gbml.train('x', 'boost', 'SELECT price, city AS label FROM col_rows', '{}
 SELECT gbml.train('x', 'boost', 'SELECT price, label, flag AS weight FROM col_rows', '{}');
 SELECT gbml.boost_fit(c, '{"group_column": "city", "loss": "YetiRank"}') FROM (SELECT price, label, city FROM col_rows) c;
 SELECT gbml.saga_fit(c, '{"label_column": "emb"}') FROM (SELECT price, emb FROM col_rows WHERE price IS NOT NULL) c;
+-- feature_columns naming a column twice or the label (a feature of the label leaks it), a source with two
+-- columns of a feature's name, categorical_columns naming a column that is not a feature, a "features"
+-- column that is not an array: each an ERROR naming it
+SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"feature_columns": ["price", "ratio", "price"]}');
+SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"feature_columns": ["price", "label"]}');
+SELECT gbml.boost_fit(c, '{"feature_columns": ["price", "weight"]}') FROM col_rows c;
+SELECT gbml.train('x', 'boost', 'SELECT price, ratio AS price, label FROM col_rows', '{}');
+SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"categorical_columns": ["id"], "exclude_columns": ["id"]}');
+SELECT gbml.train('x', 'boost', 'SELECT city AS features, label FROM col_rows', '{}');
+SELECT gbml.train('x', 'kmeans', 'SELECT price AS label, ratio FROM col_rows WHERE price IS NOT NULL',
+                  '{"feature_columns": ["label", "ratio"], "k": 2}') > 0 AS kmeans_takes_a_column_named_label;
 -- an eval source without one of the training source's feature columns: named
 SELECT gbml.train('x', 'boost', 'SELECT price, city, label FROM col_rows', '{"eval_source": "SELECT price, label FROM col_rows"}');
 -- K-Means takes no label: a column named "label" is left out, whatever its type

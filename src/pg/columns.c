@@ -137,6 +137,8 @@ gbml_column_plan_check_source(const gbml_column_plan *p, TupleDesc td, const cha
 									"columns are ignored).")));
 }
 
+static bool in_names(const gbml_names *l, const char *name);
+
 /* One target column's type check (gbml_check_target_columns). */
 static void
 check_target_type(TupleDesc td, const char *name, const char *role, const char *must, bool ok_bool, bool integral,
@@ -157,9 +159,22 @@ check_target_type(TupleDesc td, const char *name, const char *role, const char *
 					errmsg("%s: the %s column \"%s\" has type %s; %s", what, role, name, format_type_be(typid), must)));
 }
 
+/* feature_columns must not name a column the training reads as the label, group or weight (a feature of the label leaks it). */
+static void
+check_not_a_feature(const gbml_common_params *cp, TupleDesc td, const char *name, const char *role, const char *what)
+{
+	if (gbml_attno(td, name) != 0 && in_names(&cp->feature_columns, name))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s: feature_columns names \"%s\", the %s column", what, name, role)));
+}
+
 void
 gbml_check_target_columns(const gbml_common_params *cp, TupleDesc td, bool with_label, const char *what)
 {
+	if (with_label)
+		check_not_a_feature(cp, td, cp->label_column, "label", what);
+	check_not_a_feature(cp, td, cp->weight_column, "weight", what);
+	check_not_a_feature(cp, td, cp->group_column, "group", what);
 	if (with_label)
 		check_target_type(td, cp->label_column, "label", "a label must be a number or boolean", true, false, what);
 	check_target_type(td, cp->weight_column, "weight", "a weight must be a number", false, false, what);
@@ -417,6 +432,9 @@ feature_columns(const gbml_common_params *cp, TupleDesc td, const char *what)
 				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 								errmsg("%s: feature_columns names \"%s\", which the source does not have", what,
 									   cp->feature_columns.names[i])));
+			if (list_member_int(cols, attno - 1))
+				ereport(ERROR, (errcode(ERRCODE_DUPLICATE_COLUMN),
+								errmsg("%s: feature_columns names \"%s\" twice", what, cp->feature_columns.names[i])));
 			cols = lappend_int(cols, attno - 1);
 		}
 		return cols;
@@ -432,6 +450,28 @@ feature_columns(const gbml_common_params *cp, TupleDesc td, const char *what)
 		cols = lappend_int(cols, a);
 	}
 	return cols;
+}
+
+/* Feature attribute a's name is the source's only live column of that name (the select list names it). */
+static void
+check_one_column_named(TupleDesc td, int a, const char *what)
+{
+	const char *name = NameStr(TupleDescAttr(td, a)->attname);
+
+	for (int b = 0; b < td->natts; b++)
+		if (b != a && !TupleDescAttr(td, b)->attisdropped && strcmp(NameStr(TupleDescAttr(td, b)->attname), name) == 0)
+			ereport(ERROR, (errcode(ERRCODE_DUPLICATE_COLUMN),
+							errmsg("%s: the source has two columns named \"%s\"", what, name),
+							errhint("Give each column its own name (AS ...) in the source query.")));
+}
+
+static bool
+in_plan(const gbml_column_plan *p, const char *name)
+{
+	for (int i = 0; i < p->n_columns; i++)
+		if (strcmp(p->cols[i].name, name) == 0)
+			return true;
+	return false;
 }
 
 static void
@@ -650,6 +690,8 @@ plan_columns(const gbml_common_params *cp, TupleDesc td, bool by_projection, con
 	check_names_exist(&cp->exclude_columns, td, "exclude_columns", what);
 	check_names_exist(&cp->categorical_columns, td, "categorical_columns", what);
 	atts = feature_columns(cp, td, what);
+	foreach(lc, atts)
+		check_one_column_named(td, lfirst_int(lc), what);
 	if (atts == NIL)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("%s: the source has no feature columns", what),
@@ -672,6 +714,13 @@ plan_columns(const gbml_common_params *cp, TupleDesc td, bool by_projection, con
 			unsupported_column(c, forced, what);
 		c->width = 1;
 	}
+	for (int k = 0; k < cp->categorical_columns.n; k++)
+		if (!in_plan(p, cp->categorical_columns.names[k]))
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("%s: categorical_columns names \"%s\", which is not a feature column", what,
+								   cp->categorical_columns.names[k]),
+							errhint("It is excluded, left out of feature_columns, or the label, group or weight "
+									"column.")));
 	return p;
 }
 
