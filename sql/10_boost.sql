@@ -171,3 +171,9 @@ SELECT gbml.boost_fit(ARRAY[1, NULL]::real[], 1::real);
 SELECT gbml.predict(model, ARRAY[1, 2]::real[]) FROM m_rmse;
 -- a model takes NaN (missing) at scoring too
 SELECT gbml.predict(model, ARRAY['NaN', 'NaN', 'NaN', 'NaN']::real[]) IS NOT NULL AS scores_missing FROM m_rmse;
+-- one aggregate trains one model: params or k that differ between rows are an ERROR (which row's the
+-- model took would depend on the scan order); the same value computed per row is fine
+SELECT gbml.boost_fit(f, y, CASE WHEN i < 5 THEN '{"iterations": 2}'::jsonb ELSE '{"iterations": 3}'::jsonb END) FROM reg;
+SELECT length(gbml.boost_fit(f, y, ('{"iterations": ' || 2 + 0 * i || '}')::jsonb)) > 0 AS same_params_per_row FROM reg;
+SELECT gbml.kmeans_fit(f, 1 + i % 2, '{}') FROM reg;
+SELECT gbml.kmeans_fit(r, 1 + i % 2, '{}') FROM (SELECT i, f[1] AS a FROM reg) r;

@@ -44,6 +44,8 @@ typedef struct fit_state
 	char		what[64];		/* "gbml.boost_fit" */
 	Jsonb	   *params_jsonb;	/* copy, for serialization */
 	int32		k;				/* kmeans_fit's k argument (0 = none) */
+	bool		params_stable;	/* params and k: the same expression value every row (checked once) */
+	bool		k_stable;
 	gbml_parsed_params params;
 	unsigned	input_flags;
 	gbml_dataset ds;
@@ -114,6 +116,50 @@ state_create(MemoryContext aggctx, const gbml_algorithm *algo, Jsonb *params, in
 	return st;
 }
 
+/* Whether two params (NULL: none) are the same jsonb, byte for byte. */
+static bool
+same_params(const Jsonb *a, const Jsonb *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return VARSIZE(a) == VARSIZE(b) && memcmp(a, b, VARSIZE(a)) == 0;
+}
+
+/*
+ * A row after the first: its params and k must be the first row's.  One
+ * aggregate trains one model; which row's arguments it took would depend on
+ * the scan order, and so would the model.  A constant argument (the usual
+ * case) is checked once, not per row.
+ */
+static void
+check_same_arguments(FunctionCallInfo fcinfo, fit_state *st, int params_arg, int k_arg, int64 rowno)
+{
+	if (k_arg >= 0 && !(st->k_stable && rowno > 2) &&
+		(PG_ARGISNULL(k_arg) || PG_GETARG_INT32(k_arg) != st->k))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s: row " INT64_FORMAT ": k differs from the first row's %d", st->what, rowno, st->k),
+						errhint("One aggregate trains one model: give every row the same k (GROUP BY trains one "
+								"model per group).")));
+	if (params_arg >= 0 && !(st->params_stable && rowno > 2))
+	{
+		Jsonb	   *p = PG_ARGISNULL(params_arg) ? NULL : PG_GETARG_JSONB_P(params_arg);
+
+		if (!same_params(p, st->params_jsonb))
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("%s: row " INT64_FORMAT ": params differ from the first row's", st->what, rowno),
+							errhint("One aggregate trains one model: give every row the same params (GROUP BY trains "
+									"one model per group).")));
+	}
+}
+
+/* The first row's arguments: whether the executor gives every row the same (a constant or a parameter). */
+static void
+note_stable_arguments(FunctionCallInfo fcinfo, fit_state *st, int params_arg, int k_arg)
+{
+	st->params_stable = params_arg < 0 || get_fn_expr_arg_stable(fcinfo->flinfo, params_arg);
+	st->k_stable = k_arg < 0 || get_fn_expr_arg_stable(fcinfo->flinfo, k_arg);
+}
+
 static const gbml_algorithm *
 algorithm_or_error(const char *name)
 {
@@ -159,9 +205,12 @@ fit_trans(FunctionCallInfo fcinfo, const char *algo_name, int features_arg, int 
 			bool		partial = aggref == NULL || aggref->aggsplit != AGGSPLIT_SIMPLE;
 
 			st = state_create(aggctx, algorithm_or_error(algo_name), params, k, partial);
+			note_stable_arguments(fcinfo, st, params_arg, k_arg);
 		}
 	}
 	rowno = st->ds.n_rows + 1;
+	if (rowno > 1)
+		check_same_arguments(fcinfo, st, params_arg, k_arg, rowno);
 
 	memset(&row, 0, sizeof(row));
 	if (PG_ARGISNULL(features_arg))
@@ -308,11 +357,14 @@ fit_row_trans(FunctionCallInfo fcinfo, const char *algo_name, int params_arg, in
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 							errmsg("gbml.kmeans_fit: k must be at least 1")));
 		st = state_create(aggctx, algorithm_or_error(algo_name), params, k, false);
+		note_stable_arguments(fcinfo, st, params_arg, k_arg);
 		bind_row_type(st, th);
 	}
 	else if (HeapTupleHeaderGetTypeId(th) != st->row_td->tdtypeid)
 		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH), errmsg("%s: rows of different types", st->what)));
 	rowno = st->ds.n_rows + 1;
+	if (rowno > 1)
+		check_same_arguments(fcinfo, st, params_arg, k_arg, rowno);
 	tup.t_len = HeapTupleHeaderGetDatumLength(th);
 	ItemPointerSetInvalid(&tup.t_self);
 	tup.t_tableOid = InvalidOid;
@@ -398,6 +450,10 @@ gbml_fit_combine(PG_FUNCTION_ARGS)
 		MemoryContextSetParent(b->mcxt, aggctx);
 		PG_RETURN_POINTER(b);
 	}
+	if (a->k != b->k || !same_params(a->params_jsonb, b->params_jsonb))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s: the rows' params or k differ between parallel workers", a->what),
+						errhint("One aggregate trains one model: give every row the same params and k.")));
 	GBML_CHECK(&a->env, gbml_dataset_merge(&a->ds, &b->ds, &a->env), a->what);
 	/* the budget follows the rows: a now frees what b allocated */
 	a->env.memory_used += b->env.memory_used;
