@@ -177,3 +177,9 @@ SELECT gbml.boost_fit(f, y, CASE WHEN i < 5 THEN '{"iterations": 2}'::jsonb ELSE
 SELECT length(gbml.boost_fit(f, y, ('{"iterations": ' || 2 + 0 * i || '}')::jsonb)) > 0 AS same_params_per_row FROM reg;
 SELECT gbml.kmeans_fit(f, 1 + i % 2, '{}') FROM reg;
 SELECT gbml.kmeans_fit(r, 1 + i % 2, '{}') FROM (SELECT i, f[1] AS a FROM reg) r;
+-- relevance labels past 1000 overflow NDCG's gain 2^label - 1 (NaN): an ERROR naming the label, for a
+-- ranking loss, the NDCG metric and the gbml.ndcg aggregate, whose k must be one per query
+SELECT gbml.boost_fit(f, CASE WHEN i = 7 THEN 2000 ELSE y END, g, '{"loss": "LambdaMART", "iterations": 2}') FROM reg;
+SELECT gbml.boost_fit(f, CASE WHEN i = 7 THEN 2000 ELSE y END, g, '{"eval_metric": "NDCG", "loss": "RMSE", "iterations": 2}') FROM reg;
+SELECT gbml.ndcg(i, CASE WHEN i = 7 THEN 2000 ELSE y END, 5) FROM reg;
+SELECT gbml.ndcg(i, y, 1 + i % 2) FROM reg;

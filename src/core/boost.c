@@ -997,6 +997,13 @@ check_labels(trainer *T, const boost_data *d, const char *which)
 			T->n_classes = k;
 		return rc;
 	}
+	if (gbml_boost_loss_is_ranking(T->kind) || T->metric == GBML_BOOST_METRIC_NDCG)
+		for (int64_t i = 0; i < d->n; i++)
+			if (d->label[i] > GBML_NDCG_MAX_LABEL)
+				return gbml_error(T->env, GBML_EINVAL, "boost: %s needs %srelevance labels of at most %d (the "
+								  "gain 2^label - 1); found %g", gbml_boost_loss_is_ranking(T->kind) ?
+								  gbml_boost_loss_names[T->kind] : "eval_metric NDCG", which,
+								  GBML_NDCG_MAX_LABEL, (double) d->label[i]);
 	if (T->kind != GBML_LOSS_LOGLOSS && T->metric != GBML_BOOST_METRIC_LOGLOSS)
 		return GBML_OK;
 	for (int64_t i = 0; i < d->n; i++)

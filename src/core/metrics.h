@@ -15,6 +15,16 @@
 
 #include "env.h"
 
+/*
+ * The largest relevance label NDCG takes: past 1000 the gains' sums
+ * overflow a double within queries of a few million rows (2^1024 is
+ * infinite), and NDCG and LambdaMART's weights become NaN.  (XGBoost and
+ * LightGBM refuse a label past 31 with this gain.)  The gbml.ndcg aggregate
+ * also refuses a negative label; training takes one (PairLogit and YetiRank
+ * order by labels of any sign).
+ */
+#define GBML_NDCG_MAX_LABEL 1000
+
 /* NDCG@k of one query; k <= 0 means all documents. */
 /* The NDCG convention in one place: gain 2^label - 1, discount 1/log2(2 + rank), rank 0 the top. */
 static inline double

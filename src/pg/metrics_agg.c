@@ -82,6 +82,10 @@ gbml_metric_trans(PG_FUNCTION_ARGS)
 		}
 		st = state_new(aggctx, k);
 	}
+	else if (PG_NARGS() > 3 && (PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3)) != st->k)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("gbml.ndcg: k differs between rows of one query (%d, then %d)", st->k,
+							   PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3))));
 	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		PG_RETURN_POINTER(st);
 	state_reserve(st, 1);
@@ -89,7 +93,8 @@ gbml_metric_trans(PG_FUNCTION_ARGS)
 	st->pairs[st->n].label = PG_GETARG_FLOAT4(2);
 	if (isnan(st->pairs[st->n].score) || !isfinite(st->pairs[st->n].label))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("gbml metric: score and label must be numbers (got NaN or infinity)")));
+						errmsg("gbml metric: %s", isnan(st->pairs[st->n].score) ? "a score is NaN"
+							   : "a label is NaN or infinite")));
 	st->n++;
 	PG_RETURN_POINTER(st);
 }
@@ -109,6 +114,9 @@ gbml_metric_combine(PG_FUNCTION_ARGS)
 	{
 		a = state_new(aggctx, b->k);
 	}
+	if (a->k != b->k)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("gbml.ndcg: k differs between rows of one query (%d, then %d)", a->k, b->k)));
 	state_reserve(a, b->n);
 	memcpy(a->pairs + a->n, b->pairs, sizeof(metric_pair) * b->n);
 	a->n += b->n;
@@ -214,9 +222,10 @@ gbml_ndcg_final(PG_FUNCTION_ARGS)
 	if (st == NULL)
 		PG_RETURN_NULL();
 	for (int64 i = 0; i < st->n; i++)
-		if (st->pairs[i].label < 0)
+		if (!(st->pairs[i].label >= 0 && st->pairs[i].label <= GBML_NDCG_MAX_LABEL))
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							errmsg("gbml.ndcg: relevance labels must be >= 0, got %g", st->pairs[i].label)));
+							errmsg("gbml.ndcg: relevance labels must be in [0, %d] (the gain 2^label - 1), got %g",
+								   GBML_NDCG_MAX_LABEL, st->pairs[i].label)));
 	unpack(st, true, &score, &label);
 	{
 		gbml_env	env;
