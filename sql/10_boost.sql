@@ -183,3 +183,9 @@ SELECT gbml.boost_fit(f, CASE WHEN i = 7 THEN 2000 ELSE y END, g, '{"loss": "Lam
 SELECT gbml.boost_fit(f, CASE WHEN i = 7 THEN 2000 ELSE y END, g, '{"eval_metric": "NDCG", "loss": "RMSE", "iterations": 2}') FROM reg;
 SELECT gbml.ndcg(i, CASE WHEN i = 7 THEN 2000 ELSE y END, 5) FROM reg;
 SELECT gbml.ndcg(i, y, 1 + i % 2) FROM reg;
+-- ... while the losses that order by label differences take any label
+SELECT length(gbml.boost_fit(f, (2000 * y)::real, g, '{"loss": "YetiRank", "iterations": 2}')) > 0 AS yetirank_any_label FROM reg;
+-- labels of 1e30: squared gradients past float's range; the model's split gains (float32) are capped,
+-- so the model loads and scores (its gains were infinite, and loading refused the model)
+SELECT gbml.predict(m, ARRAY[0.5, 0.5, 0.5, 0.5]::real[]) IS NOT NULL AS loads
+  FROM (SELECT gbml.boost_fit(f, CASE WHEN i % 2 = 0 THEN 1e30 ELSE -1e30 END::real, '{"iterations": 3}') AS m FROM reg) s;

@@ -997,13 +997,19 @@ check_labels(trainer *T, const boost_data *d, const char *which)
 			T->n_classes = k;
 		return rc;
 	}
-	if (gbml_boost_loss_is_ranking(T->kind) || T->metric == GBML_BOOST_METRIC_NDCG)
+	/*
+	 * LambdaMART's gradients and an asked-for NDCG take the gain 2^label - 1,
+	 * which past GBML_NDCG_MAX_LABEL overflows their sums (NaN weights, a
+	 * garbage model).  The other ranking losses order by label differences,
+	 * any scale; the NDCG they report by default is then NaN, as before.
+	 */
+	if (T->kind == GBML_LOSS_LAMBDAMART || T->p->eval_metric == GBML_BOOST_METRIC_NDCG)
 		for (int64_t i = 0; i < d->n; i++)
 			if (d->label[i] > GBML_NDCG_MAX_LABEL)
 				return gbml_error(T->env, GBML_EINVAL, "boost: %s needs %srelevance labels of at most %d (the "
-								  "gain 2^label - 1); found %g", gbml_boost_loss_is_ranking(T->kind) ?
-								  gbml_boost_loss_names[T->kind] : "eval_metric NDCG", which,
-								  GBML_NDCG_MAX_LABEL, (double) d->label[i]);
+								  "gain 2^label - 1); found %g", T->kind == GBML_LOSS_LAMBDAMART ?
+								  "LambdaMART" : "eval_metric NDCG", which, GBML_NDCG_MAX_LABEL,
+								  (double) d->label[i]);
 	if (T->kind != GBML_LOSS_LOGLOSS && T->metric != GBML_BOOST_METRIC_LOGLOSS)
 		return GBML_OK;
 	for (int64_t i = 0; i < d->n; i++)
@@ -1394,7 +1400,7 @@ boost_set_split(trainer *T, size_t s, int feature, int border, double gain)
 	F->feature[s] = feature;
 	F->border_index[s] = border;
 	F->border[s] = T->borders.values[T->borders.offset[feature] + border];
-	F->gain[s] = (float) fmax(0.0, gain);
+	F->gain[s] = gbml_boost_stored_gain(gain);
 }
 
 /*

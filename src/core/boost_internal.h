@@ -14,6 +14,9 @@
 #ifndef GBML_BOOST_INTERNAL_H
 #define GBML_BOOST_INTERNAL_H
 
+#include <float.h>
+#include <math.h>
+
 #include "boost.h"
 #include "boost_gpu.h"
 #include "boost_histogram.h"
@@ -183,6 +186,18 @@ typedef struct trainer
 				t_eval;
 } trainer;
 
+
+/*
+ * A split's gain as the model stores it (a float32, for the importances):
+ * at least 0, and at most FLT_MAX, so labels of 1e30 (squared gradients past
+ * float's range) still give a model that loads, with its largest gains
+ * tied.
+ */
+static inline float
+gbml_boost_stored_gain(double gain)
+{
+	return (float) fmin(fmax(0.0, gain), FLT_MAX);
+}
 
 /*
  * Where split `node` of `level` of tree t is in the forest's arrays: level

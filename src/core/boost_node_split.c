@@ -103,7 +103,7 @@ set_set_split(trainer *T, size_t s, int l, const gbml_boost_hist_bin *leaf_sum, 
 	F->feature[s] = f;
 	F->border_index[s] = GBML_BOOST_SET_SPLIT;
 	F->border[s] = 0.5f;		/* the set feature's border, once the model is written */
-	F->gain[s] = (float) fmax(0.0, gain);
+	F->gain[s] = gbml_boost_stored_gain(gain);
 	memcpy(F->set_mask + s * GBML_BOOST_SET_MASK_BYTES, mask, GBML_BOOST_SET_MASK_BYTES);
 	right->g = right->h = 0;
 	for (int b = 0; b <= T->borders.count[f]; b++)

@@ -20,8 +20,8 @@
  * overflow a double within queries of a few million rows (2^1024 is
  * infinite), and NDCG and LambdaMART's weights become NaN.  (XGBoost and
  * LightGBM refuse a label past 31 with this gain.)  The gbml.ndcg aggregate
- * also refuses a negative label; training takes one (PairLogit and YetiRank
- * order by labels of any sign).
+ * also refuses a negative label; training takes one, and the losses that
+ * order by label differences (PairLogit, YetiRank, QueryRMSE) take any.
  */
 #define GBML_NDCG_MAX_LABEL 1000
 
