@@ -37,6 +37,11 @@ SELECT gbml.train('m1', 'mean', 'SELECT features, 1::real AS label FROM train_ro
 SELECT version, deployed FROM gbml.models WHERE name = 'm1' ORDER BY version;
 SELECT gbml.train('m1', 'mean', 'train_rows', '{"deploy": "never"}') IS NOT NULL AS trained;
 SELECT version, deployed FROM gbml.models WHERE name = 'm1' ORDER BY version;
+-- ... and compares only the same metric on the same kind of set: another algorithm's metric (or an
+-- eval set's against the training set's) is a NOTICE, the version kept but not deployed
+SELECT gbml.train('m1', 'kmeans', 'train_rows', '{"k": 2, "deploy": "if_better"}') IS NOT NULL AS trained;
+SELECT version, deployed FROM gbml.models WHERE name = 'm1' ORDER BY version;
+SELECT gbml.deploy('m1', NULL);
 
 -- held-out eval share, eval_source, renamed columns, weights
 SELECT gbml.train('m2', 'mean', 'train_rows', '{"eval_fraction": 0.2}') AS id \gset
