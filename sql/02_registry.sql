@@ -62,6 +62,9 @@ SELECT rows, round(gbml.predict(model, ARRAY[0, 0]::real[])::numeric, 6) AS weig
 SELECT timings ? 'train_seconds' AS has_seconds, (timings ->> 'threads')::int AS threads
   FROM gbml.models WHERE id = :id;
 SELECT gbml.last_training_report() ? 'train_seconds' AS session_report;
+-- a training that fails leaves no report (not the one before it)
+SELECT gbml.train('m_fails', 'mean', 'SELECT features FROM train_rows', '{}');
+SELECT gbml.last_training_report() IS NULL AS no_report_after_a_failure;
 
 -- errors
 SELECT gbml.train('m5', 'forest', 'train_rows');

@@ -99,6 +99,8 @@ state_create(MemoryContext aggctx, const gbml_algorithm *algo, Jsonb *params, in
 	MemoryContext mcxt = AllocSetContextCreate(aggctx, "gbml training state", ALLOCSET_DEFAULT_SIZES);
 	fit_state  *st = MemoryContextAllocZero(mcxt, sizeof(fit_state));
 
+	gbml_forget_last_report();
+
 	st->mcxt = mcxt;
 	st->algo = algo;
 	snprintf(st->what, sizeof(st->what), "gbml.%s_fit", algo->name);

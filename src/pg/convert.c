@@ -295,6 +295,14 @@ gbml_last_report(void)
 	return last_report;
 }
 
+void
+gbml_forget_last_report(void)
+{
+	if (last_report)
+		pfree(last_report);
+	last_report = NULL;
+}
+
 bytea *
 gbml_train_to_bytea(gbml_env *env, const gbml_parsed_params *params,
 					gbml_dataset *ds, gbml_dataset *eval, const char *what)

@@ -99,8 +99,10 @@ void		gbml_parse_params_or_error(gbml_env *env, const gbml_algorithm *algo, Json
 bytea	   *gbml_train_to_bytea(gbml_env *env, const gbml_parsed_params *params,
 								gbml_dataset *ds, gbml_dataset *eval, const char *what);
 
-/* JSON text of the last training's run report in this backend (NULL if none). */
+/* JSON text of the last training's run report in this backend (NULL if none, or if it failed). */
 const char *gbml_last_report(void);
+/* A training begins: the previous report goes, so a failed training leaves none, not the one before it. */
+void		gbml_forget_last_report(void);
 
 /* Loads a scorer for a bytea model, cached in fn_extra across calls of one query. */
 const gbml_scorer *gbml_cached_scorer(FunctionCallInfo fcinfo, int argno);

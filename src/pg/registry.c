@@ -287,6 +287,8 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 	int64		id;
 	const char *what = "gbml.train";
 
+	gbml_forget_last_report();
+
 	/*
 	 * gbml.train records a version: say at once that this server cannot,
 	 * rather than after the scan and the training, deep in an INSERT.
