@@ -44,7 +44,7 @@ typedef struct fit_state
 	char		what[64];		/* "gbml.boost_fit" */
 	Jsonb	   *params_jsonb;	/* copy, for serialization */
 	int32		k;				/* kmeans_fit's k argument (0 = none) */
-	bool		params_stable;	/* params and k: the same expression value every row (checked once) */
+	bool		params_stable;	/* params and k: a constant or parameter, the same every row (not compared) */
 	bool		k_stable;
 	gbml_parsed_params params;
 	unsigned	input_flags;
@@ -130,19 +130,19 @@ same_params(const Jsonb *a, const Jsonb *b)
 /*
  * A row after the first: its params and k must be the first row's.  One
  * aggregate trains one model; which row's arguments it took would depend on
- * the scan order, and so would the model.  A constant argument (the usual
- * case) is checked once, not per row.
+ * the scan order, and so would the model.  A constant or parameter
+ * argument (the usual case) is the same every row: not compared.
  */
 static void
 check_same_arguments(FunctionCallInfo fcinfo, fit_state *st, int params_arg, int k_arg, int64 rowno)
 {
-	if (k_arg >= 0 && !(st->k_stable && rowno > 2) &&
+	if (k_arg >= 0 && !st->k_stable &&
 		(PG_ARGISNULL(k_arg) || PG_GETARG_INT32(k_arg) != st->k))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("%s: row " INT64_FORMAT ": k differs from the first row's %d", st->what, rowno, st->k),
 						errhint("One aggregate trains one model: give every row the same k (GROUP BY trains one "
 								"model per group).")));
-	if (params_arg >= 0 && !(st->params_stable && rowno > 2))
+	if (params_arg >= 0 && !st->params_stable)
 	{
 		Jsonb	   *p = PG_ARGISNULL(params_arg) ? NULL : PG_GETARG_JSONB_P(params_arg);
 
