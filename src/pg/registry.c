@@ -75,6 +75,19 @@ select_targets(const gbml_common_params *cp, TupleDesc td, unsigned input_flags,
 		appendStringInfoString(q, ", NULL::real");
 }
 
+/* The array form's features column (features_column) must be an array: else an ERROR naming it, not a cast's. */
+static void
+check_features_array(TupleDesc td, const char *column, const char *what)
+{
+	Oid			typid = TupleDescAttr(td, gbml_attno(td, column) - 1)->atttypid;
+
+	if (!OidIsValid(get_element_type(getBaseType(typid))))
+		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+						errmsg("%s: column \"%s\" has type %s; a source's \"%s\" column is the features array (real[])",
+							   what, column, format_type_be(typid), column),
+						errhint("Rename the column, or name the feature columns with \"feature_columns\".")));
+}
+
 /* How gbml_read_source turns its cursor's rows into dataset rows. */
 typedef struct source_reader
 {
@@ -155,13 +168,8 @@ gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source
 		ereport(ERROR, (errmsg("%s: could not read source", what)));
 	td = CreateTupleDescCopy(SPI_tuptable->tupdesc);
 	by_columns = columns != NULL || cp->feature_columns.n > 0 || gbml_attno(td, cp->features_column) == 0;
-	if (!by_columns && !OidIsValid(get_element_type(getBaseType(TupleDescAttr(td, gbml_attno(td, cp->features_column) - 1)->atttypid))))
-		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-						errmsg("%s: column \"%s\" has type %s; a source's \"%s\" column is the features array (real[])",
-							   what, cp->features_column,
-							   format_type_be(TupleDescAttr(td, gbml_attno(td, cp->features_column) - 1)->atttypid),
-							   cp->features_column),
-						errhint("Rename the column, or name the feature columns with \"feature_columns\".")));
+	if (!by_columns)
+		check_features_array(td, cp->features_column, what);
 	if ((input_flags & GBML_INPUT_LABEL) && gbml_attno(td, cp->label_column) == 0)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 						errmsg("%s: source has no column \"%s\"", what, cp->label_column),
