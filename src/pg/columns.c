@@ -10,7 +10,9 @@
  * value scores exactly as it trained: numbers are cast to float in C, a
  * categorical value is its text (the type's output function; text types
  * as they are, char(n) without its padding, as ::text does) looked up in the
- * sorted values.
+ * sorted values.  Also the checks of the columns around the features: the
+ * label, weight and group columns' types, and that feature_columns and
+ * categorical_columns name features.
  */
 #include "glue.h"
 
