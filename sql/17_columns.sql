@@ -197,6 +197,13 @@ SELECT gbml.train('x', 'boost', 'SELECT * FROM col_rows', '{"categorical_columns
 SELECT gbml.train('x', 'boost', 'SELECT city AS features, label FROM col_rows', '{}');
 SELECT gbml.train('x', 'kmeans', 'SELECT price AS label, ratio FROM col_rows WHERE price IS NOT NULL',
                   '{"feature_columns": ["label", "ratio"], "k": 2}') > 0 AS kmeans_takes_a_column_named_label;
+-- a source naming a table with quoted (schema-)qualified names is a table, not a query; an empty one is refused
+CREATE SCHEMA "Col Schema";
+CREATE TABLE "Col Schema"."Col Rows" AS SELECT price AS "Price", ratio, label FROM col_rows WHERE price IS NOT NULL;
+SELECT gbml.train('cols_quoted', 'boost', '"Col Schema"."Col Rows"', '{"iterations": 5}') > 0 AS trained;
+SELECT gbml.model_info('cols_quoted') -> 'feature_names' AS names;
+SELECT gbml.train('x', 'boost', ' ', '{}');
+DROP SCHEMA "Col Schema" CASCADE;
 -- an eval source without one of the training source's feature columns: named
 SELECT gbml.train('x', 'boost', 'SELECT price, city, label FROM col_rows', '{"eval_source": "SELECT price, label FROM col_rows"}');
 -- K-Means takes no label: a column named "label" is left out, whatever its type

@@ -99,6 +99,12 @@ void		gbml_parse_params_or_error(gbml_env *env, const gbml_algorithm *algo, Json
 bytea	   *gbml_train_to_bytea(gbml_env *env, const gbml_parsed_params *params,
 								gbml_dataset *ds, gbml_dataset *eval, const char *what);
 
+/*
+ * Whether a training source is a table name, (schema-)qualified, quoted
+ * ("My Schema"."My Table") or not, rather than a query; *relid is the
+ * relation it names (InvalidOid: none), looked up with lock.
+ */
+bool		gbml_source_is_name(const char *source, LOCKMODE lock, Oid *relid);
 /* JSON text of the last training's run report in this backend (NULL if none, or if it failed). */
 const char *gbml_last_report(void);
 /* A training begins: the previous report goes, so a failed training leaves none, not the one before it. */

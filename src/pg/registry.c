@@ -20,23 +20,36 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
+#include "utils/varlena.h"
 
 PG_FUNCTION_INFO_V1(gbml_train_registry);
 
 #define FETCH_BATCH 10000
 
+bool
+gbml_source_is_name(const char *source, LOCKMODE lock, Oid *relid)
+{
+	List	   *parts = NIL;
+	List	   *names = NIL;
+	ListCell   *lc;
+
+	*relid = InvalidOid;
+	if (!SplitIdentifierString(pstrdup(source), '.', &parts) || parts == NIL || list_length(parts) > 3)
+		return false;
+	foreach(lc, parts)
+		names = lappend(names, makeString(pstrdup((char *) lfirst(lc))));
+	*relid = RangeVarGetRelid(makeRangeVarFromNameList(names), lock, true);
+	return true;
+}
+
 /* "SELECT ... FROM <table>" when source names a relation, else the query as a subquery. */
 static char *
 source_sql(const char *source)
 {
-	List	   *names;
-	Oid			relid = InvalidOid;
+	Oid			relid;
 
-	/* A table name is a (qualified) identifier; anything else is a query. */
-	if (strpbrk(source, " \t\n()") == NULL)
+	if (gbml_source_is_name(source, NoLock, &relid))
 	{
-		names = stringToQualifiedNameList(source);
-		relid = RangeVarGetRelid(makeRangeVarFromNameList(names), NoLock, true);
 		if (!OidIsValid(relid))
 			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
 							errmsg("gbml.train: source \"%s\" is neither a table nor a query", source)));
@@ -319,6 +332,10 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 	source = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	if (name[0] == '\0')
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("gbml.train: name must not be empty")));
+	if (source[strspn(source, " \t\r\n")] == '\0')
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("gbml.train: source must not be empty"),
+						errhint("Name a table or give a query.")));
 	algo = gbml_algorithm_by_name(algo_name);
 	if (algo == NULL)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -132,7 +132,6 @@ describe_shard(Oid relid, shard_conn *sc, const char *what)
 gbml_shard_set *
 gbml_sharded_source(const char *source, const char *what)
 {
-	List	   *names;
 	Oid			relid;
 	List	   *all;
 	ListCell   *lc;
@@ -140,10 +139,8 @@ gbml_sharded_source(const char *source, const char *what)
 	int			foreign = 0,
 				local = 0;
 
-	if (strpbrk(source, " \t\n()") != NULL)
+	if (!gbml_source_is_name(source, AccessShareLock, &relid))
 		return NULL;			/* a query */
-	names = stringToQualifiedNameList(source);
-	relid = RangeVarGetRelid(makeRangeVarFromNameList(names), AccessShareLock, true);
 	if (!OidIsValid(relid) || get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
 		return NULL;
 	all = find_all_inheritors(relid, AccessShareLock, NULL);
