@@ -104,7 +104,7 @@ const gbml_param_spec gbml_common_param_specs[] = {
 	{"exclude_columns", GBML_PARAM_NAMES, CP(exclude_columns), 0, 0, 0, NULL, NULL,
 	"columns that are not features (ids, timestamps) when features come from the columns"},
 	{"categorical_columns", GBML_PARAM_NAMES, CP(categorical_columns), 0, 0, 0, NULL, NULL,
-	"columns taken as categorical whatever their type (text, varchar and enum columns always are)"},
+	"columns taken as categorical whatever their type (text, varchar and enum columns always are); each must be a feature column"},
 	GBML_PARAM_END
 };
 #undef CP
