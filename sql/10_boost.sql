@@ -189,3 +189,5 @@ SELECT length(gbml.boost_fit(f, (2000 * y)::real, g, '{"loss": "YetiRank", "iter
 -- so the model loads and scores (its gains were infinite, and loading refused the model)
 SELECT gbml.predict(m, ARRAY[0.5, 0.5, 0.5, 0.5]::real[]) IS NOT NULL AS loads
   FROM (SELECT gbml.boost_fit(f, CASE WHEN i % 2 = 0 THEN 1e30 ELSE -1e30 END::real, '{"iterations": 3}') AS m FROM reg) s;
+-- early_stopping_rounds without an eval set has nothing to watch: a NOTICE, every iteration trains
+SELECT (gbml.model_info(gbml.boost_fit(f, y, '{"early_stopping_rounds": 2, "iterations": 7}')) ->> 'trees')::int AS trees FROM reg;

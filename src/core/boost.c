@@ -1128,6 +1128,19 @@ setup_row_arrays(trainer *T, const gbml_dataset *ds)
 	return setup_histograms(T, T->on_gpu ? 1 : T->threads);
 }
 
+/*
+ * early_stopping_rounds without an eval set has nothing to watch: every
+ * iteration trains.  Said once, by the server that decides (one server,
+ * or the coordinator: a shard may hold no eval rows of the union's).
+ */
+void
+boost_note_unwatched_stopping(trainer *T)
+{
+	if (!T->has_eval && T->p->early_stopping_rounds > 0)
+		gbml_notice(T->env, GBML_LOG_NOTICE, "boost: early_stopping_rounds is %d but there is no eval set to watch "
+					"(eval_fraction, eval_source): every iteration trains", (int) T->p->early_stopping_rounds);
+}
+
 /* The eval rows (given, or held out), checked against the training set's n_features, in training order. */
 static int
 setup_eval_rows(trainer *T, const gbml_dataset *eval, int n_features)
@@ -1136,6 +1149,8 @@ setup_eval_rows(trainer *T, const gbml_dataset *eval, int n_features)
 	int			rc;
 
 	T->has_eval = eval != NULL && eval->n_rows > 0;
+	if (!T->shard_part)
+		boost_note_unwatched_stopping(T);
 	if (!T->has_eval)
 		return GBML_OK;
 	if (eval->n_features != n_features)
