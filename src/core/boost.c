@@ -1130,8 +1130,9 @@ setup_row_arrays(trainer *T, const gbml_dataset *ds)
 
 /*
  * early_stopping_rounds without an eval set has nothing to watch: every
- * iteration trains.  Said once, by the server that decides (one server,
- * or the coordinator: a shard may hold no eval rows of the union's).
+ * iteration trains.  Said once, by the server that decides (one server, or
+ * the coordinator once it knows of the shards' held-out rows and its own
+ * eval_source; a shard may hold no eval rows of the union's).
  */
 void
 boost_note_unwatched_stopping(trainer *T)
@@ -1230,6 +1231,8 @@ setup_coordinator(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 			return rc;
 		T->eval_here = true;
 	}
+	else
+		boost_note_unwatched_stopping(T);
 	if (T->cat.n_cat > 0)
 	{
 		gbml_boost_ctr_params cp = ctr_params(T);

@@ -241,7 +241,6 @@ hello_tails(trainer *T, boost_shards *B, int d, bool *missing, bool *with_groups
 	}
 	/* eval_fraction's rows, held out by each shard as one server would (gbml_shard_split_eval) */
 	T->has_eval = T->n_eval_global > 0;
-	boost_note_unwatched_stopping(T);
 	return GBML_OK;
 }
 
