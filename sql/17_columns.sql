@@ -204,6 +204,9 @@ SELECT gbml.train('cols_quoted', 'boost', '"Col Schema"."Col Rows"', '{"iteratio
 SELECT gbml.model_info('cols_quoted') -> 'feature_names' AS names;
 SELECT gbml.train('x', 'boost', ' ', '{}');
 DROP SCHEMA "Col Schema" CASCADE;
+-- weights: every row's 0 is nothing to learn from (it trained a model of NaN metrics)
+SELECT gbml.train('x', 'saga', 'SELECT price, ratio, flag AS label, 0::real AS weight FROM col_rows WHERE price IS NOT NULL', '{}');
+SELECT gbml.kmeans_fit(c, 2, '{}') FROM (SELECT ratio, 0::real AS weight FROM col_rows) c;
 -- an eval source without one of the training source's feature columns: named
 SELECT gbml.train('x', 'boost', 'SELECT price, city, label FROM col_rows', '{"eval_source": "SELECT price, label FROM col_rows"}');
 -- K-Means takes no label: a column named "label" is left out, whatever its type

@@ -381,6 +381,17 @@ recorded_params(const gbml_algorithm *algo, const void *algo_params, const gbml_
 }
 
 /* What no trainer can take: no rows, rows on servers the algorithm cannot reach, categories it does not handle. */
+/* Whether some row weighs more than 0 (the weights stay on the host, spilled or streamed rows too). */
+static bool
+some_weight_positive(const gbml_dataset *ds)
+{
+	for (int c = 0; c < ds->n_chunks; c++)
+		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++)
+			if (ds->chunks[c]->weight[r] > 0)
+				return true;
+	return false;
+}
+
 static int
 check_training_input(gbml_env *env, const gbml_parsed_params *params, const gbml_dataset *ds,
 					 const gbml_dataset *eval)
@@ -389,6 +400,10 @@ check_training_input(gbml_env *env, const gbml_parsed_params *params, const gbml
 
 	if (ds->n_rows == 0)
 		return gbml_error(env, GBML_EINVAL, "%s: no input rows", algo->name);
+	/* (rows on other servers: each shard's part may weigh nothing; the union is not summed here) */
+	if (ds->has_weight && !ds->shards && !some_weight_positive(ds))
+		return gbml_error(env, GBML_EINVAL, "%s: every row's weight is 0: there is nothing to learn from",
+						  algo->name);
 	if (ds->shards && algo->shard == NULL)
 		return gbml_error(env, GBML_EUNSUPPORTED, "%s cannot train on rows held by other servers yet (boost, kmeans and saga can)",
 						  algo->name);
