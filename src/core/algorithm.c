@@ -380,7 +380,6 @@ recorded_params(const gbml_algorithm *algo, const void *algo_params, const gbml_
 	return out;
 }
 
-/* What no trainer can take: no rows, rows on servers the algorithm cannot reach, categories it does not handle. */
 /* Whether some row weighs more than 0 (the weights stay on the host, spilled or streamed rows too). */
 static bool
 some_weight_positive(const gbml_dataset *ds)
@@ -392,6 +391,10 @@ some_weight_positive(const gbml_dataset *ds)
 	return false;
 }
 
+/*
+ * What no trainer can take: no rows, or none that weighs anything, rows on
+ * servers the algorithm cannot reach, categories it does not handle.
+ */
 static int
 check_training_input(gbml_env *env, const gbml_parsed_params *params, const gbml_dataset *ds,
 					 const gbml_dataset *eval)

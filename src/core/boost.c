@@ -1130,12 +1130,12 @@ setup_row_arrays(trainer *T, const gbml_dataset *ds)
 
 /*
  * early_stopping_rounds without an eval set has nothing to watch: every
- * iteration trains.  Said once, by the server that decides (one server, or
- * the coordinator once it knows of the shards' held-out rows and its own
- * eval_source; a shard may hold no eval rows of the union's).
+ * iteration trains.  Said by the server that decides, once its eval set is
+ * known (setup, setup_coordinator; not a shard, which may hold none of the
+ * union's eval rows).
  */
-void
-boost_note_unwatched_stopping(trainer *T)
+static void
+note_unwatched_stopping(trainer *T)
 {
 	if (!T->has_eval && T->p->early_stopping_rounds > 0)
 		gbml_notice(T->env, GBML_LOG_NOTICE, "boost: early_stopping_rounds is %d but there is no eval set to watch "
@@ -1150,8 +1150,6 @@ setup_eval_rows(trainer *T, const gbml_dataset *eval, int n_features)
 	int			rc;
 
 	T->has_eval = eval != NULL && eval->n_rows > 0;
-	if (!T->shard_part)
-		boost_note_unwatched_stopping(T);
 	if (!T->has_eval)
 		return GBML_OK;
 	if (eval->n_features != n_features)
@@ -1201,8 +1199,10 @@ setup(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 
 	T->rows = &boost_local_rows;
 	if ((rc = boost_resolve_loss(T, ds->group_state)) != GBML_OK ||
-		(rc = setup_rows(T, ds, eval)) != GBML_OK ||
-		(rc = quantize(T, ds, eval)) != GBML_OK ||
+		(rc = setup_rows(T, ds, eval)) != GBML_OK)
+		return rc;
+	note_unwatched_stopping(T);
+	if ((rc = quantize(T, ds, eval)) != GBML_OK ||
 		(rc = setup_layout(T)) != GBML_OK)
 		return rc;
 	return setup_row_arrays(T, ds);
@@ -1231,8 +1231,7 @@ setup_coordinator(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval)
 			return rc;
 		T->eval_here = true;
 	}
-	else
-		boost_note_unwatched_stopping(T);
+	note_unwatched_stopping(T);
 	if (T->cat.n_cat > 0)
 	{
 		gbml_boost_ctr_params cp = ctr_params(T);

@@ -394,8 +394,6 @@ int			boost_trainer_classes(trainer *T, int k, const double *base);
 
 /* The loss and eval metric from T's parameters; the checks that need no rows. */
 int			boost_resolve_loss(trainer *T, int group_state);
-/* A NOTICE when early_stopping_rounds has no eval set to watch (boost.c). */
-void		boost_note_unwatched_stopping(trainer *T);
 
 /* Shard side (boost_shard.c): a trainer over a shard's rows and eval rows (or NULL), up to the borders. */
 int			boost_trainer_rows(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval,
