@@ -139,51 +139,6 @@ gbml_column_plan_check_source(const gbml_column_plan *p, TupleDesc td, const cha
 									"columns are ignored).")));
 }
 
-static bool in_names(const gbml_names *l, const char *name);
-
-/* One target column's type check (gbml_check_target_columns). */
-static void
-check_target_type(TupleDesc td, const char *name, const char *role, const char *must, bool ok_bool, bool integral,
-				  const char *what)
-{
-	int			att = gbml_attno(td, name);
-	Oid			typid,
-				t;
-
-	if (att == 0)
-		return;
-	typid = TupleDescAttr(td, att - 1)->atttypid;
-	t = getBaseType(typid);
-	if (integral ? (t == INT2OID || t == INT4OID || t == INT8OID || t == NUMERICOID)
-		: (is_numeric_type(t) && (ok_bool || t != BOOLOID)))
-		return;
-	ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-					errmsg("%s: the %s column \"%s\" has type %s; %s", what, role, name, format_type_be(typid), must)));
-}
-
-/* feature_columns must not name a column the training reads as the label, group or weight (a feature of the label leaks it). */
-static void
-check_not_a_feature(const gbml_common_params *cp, TupleDesc td, const char *name, const char *role, const char *what)
-{
-	if (gbml_attno(td, name) != 0 && in_names(&cp->feature_columns, name))
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("%s: feature_columns names \"%s\", the %s column", what, name, role)));
-}
-
-void
-gbml_check_target_columns(const gbml_common_params *cp, TupleDesc td, bool with_label, const char *what)
-{
-	if (with_label)
-		check_not_a_feature(cp, td, cp->label_column, "label", what);
-	check_not_a_feature(cp, td, cp->weight_column, "weight", what);
-	check_not_a_feature(cp, td, cp->group_column, "group", what);
-	if (with_label)
-		check_target_type(td, cp->label_column, "label", "a label must be a number or boolean", true, false, what);
-	check_target_type(td, cp->weight_column, "weight", "a weight must be a number", false, false, what);
-	check_target_type(td, cp->group_column, "group", "a group id must be an integer (smallint, integer, bigint "
-					  "or numeric)", false, true, what);
-}
-
 static bool
 is_text_type(Oid t)
 {
@@ -257,6 +212,66 @@ in_names(const gbml_names *l, const char *name)
 		if (strcmp(l->names[i], name) == 0)
 			return true;
 	return false;
+}
+
+/* The target columns' types (base types, domains stripped). */
+static bool
+is_label_type(Oid t)
+{
+	return is_numeric_type(t);
+}
+
+static bool
+is_weight_type(Oid t)
+{
+	return is_numeric_type(t) && t != BOOLOID;
+}
+
+static bool
+is_group_type(Oid t)
+{
+	return t == INT2OID || t == INT4OID || t == INT8OID || t == NUMERICOID;
+}
+
+/* One target column's type (when td has it), or an ERROR naming it. */
+static void
+check_target_type(TupleDesc td, const char *name, const char *role, bool (*fits) (Oid), const char *must,
+				  const char *what)
+{
+	int			att = gbml_attno(td, name);
+	Oid			typid;
+
+	if (att == 0)
+		return;
+	typid = TupleDescAttr(td, att - 1)->atttypid;
+	if (!fits(getBaseType(typid)))
+		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+						errmsg("%s: the %s column \"%s\" has type %s; %s", what, role, name, format_type_be(typid),
+							   must)));
+}
+
+/* feature_columns must not name a column the training reads as the label, group or weight (a feature of the label leaks it). */
+static void
+check_not_a_feature(const gbml_common_params *cp, TupleDesc td, const char *name, const char *role, const char *what)
+{
+	if (gbml_attno(td, name) != 0 && in_names(&cp->feature_columns, name))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s: feature_columns names \"%s\", the %s column", what, name, role)));
+}
+
+void
+gbml_check_target_columns(const gbml_common_params *cp, TupleDesc td, bool with_label, const char *what)
+{
+	if (with_label)
+	{
+		check_not_a_feature(cp, td, cp->label_column, "label", what);
+		check_target_type(td, cp->label_column, "label", is_label_type, "a label must be a number or boolean", what);
+	}
+	check_not_a_feature(cp, td, cp->weight_column, "weight", what);
+	check_target_type(td, cp->weight_column, "weight", is_weight_type, "a weight must be a number", what);
+	check_not_a_feature(cp, td, cp->group_column, "group", what);
+	check_target_type(td, cp->group_column, "group", is_group_type,
+					  "a group id must be an integer (smallint, integer, bigint or numeric)", what);
 }
 
 /* ---- values ---- */
