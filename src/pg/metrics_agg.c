@@ -65,27 +65,22 @@ gbml_metric_trans(PG_FUNCTION_ARGS)
 {
 	MemoryContext aggctx;
 	metric_state *st;
+	/* gbml.ndcg's k (NULL: every document), one per query */
+	int32		k = PG_NARGS() > 3 && !PG_ARGISNULL(3) ? PG_GETARG_INT32(3) : 0;
 
 	if (!AggCheckCallContext(fcinfo, &aggctx))
 		elog(ERROR, "gbml metric aggregate called in a non-aggregate context");
 	st = PG_ARGISNULL(0) ? NULL : (metric_state *) PG_GETARG_POINTER(0);
 	if (st == NULL)
 	{
-		int32		k = 0;
-
-		if (PG_NARGS() > 3 && !PG_ARGISNULL(3))
-		{
-			k = PG_GETARG_INT32(3);
-			if (k < 1)
-				ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-								errmsg("gbml.ndcg: k must be at least 1, got %d", k)));
-		}
+		if (PG_NARGS() > 3 && !PG_ARGISNULL(3) && k < 1)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("gbml.ndcg: k must be at least 1, got %d", k)));
 		st = state_new(aggctx, k);
 	}
-	else if (PG_NARGS() > 3 && (PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3)) != st->k)
+	else if (k != st->k)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("gbml.ndcg: k differs between rows of one query (%d, then %d)", st->k,
-							   PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3))));
+						errmsg("gbml.ndcg: k differs between rows of one query (%d, then %d)", st->k, k)));
 	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		PG_RETURN_POINTER(st);
 	state_reserve(st, 1);

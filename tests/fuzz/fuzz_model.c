@@ -93,8 +93,7 @@ exercise(gbml_scorer *s, gbml_env *env, const uint8_t *bytes, size_t len)
 			 * predict_proba refuses a model with classes (one probability per
 			 * class, not one) and one whose loss gives none (a regression)
 			 */
-			if ((s->algo->outputs & kinds[k]) &&
-				(kinds[k] != GBML_OUT_PROBA || (s->n_classes == 0 && s->probability)))
+			if ((s->algo->outputs & kinds[k]) && (kinds[k] != GBML_OUT_PROBA || s->probability))
 				FUZZ_CHECK(rc == GBML_OK, "predict kind %d failed: %s", (int) kinds[k], env->error);
 			else
 				FUZZ_CHECK(rc == GBML_EUNSUPPORTED, "predict kind %d of %s: rc %d", (int) kinds[k],
