@@ -118,13 +118,17 @@ state_create(MemoryContext aggctx, const gbml_algorithm *algo, Jsonb *params, in
 	return st;
 }
 
-/* Whether two params (NULL: none) are the same jsonb, byte for byte. */
+/*
+ * Whether two params (NULL: none) are the same jsonb, byte for byte; either
+ * may have a short (1-byte) header, as a row's value read in place has.
+ */
 static bool
-same_params(const Jsonb *a, const Jsonb *b)
+same_params(const void *a, const void *b)
 {
 	if (a == NULL || b == NULL)
 		return a == b;
-	return VARSIZE(a) == VARSIZE(b) && memcmp(a, b, VARSIZE(a)) == 0;
+	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
 }
 
 /*
@@ -144,7 +148,8 @@ check_same_arguments(FunctionCallInfo fcinfo, fit_state *st, int params_arg, int
 								"model per group).")));
 	if (params_arg >= 0 && !st->params_stable)
 	{
-		Jsonb	   *p = PG_ARGISNULL(params_arg) ? NULL : PG_GETARG_JSONB_P(params_arg);
+		/* read in place (a copy only for a compressed or out-of-line value): no palloc a row */
+		const struct varlena *p = PG_ARGISNULL(params_arg) ? NULL : PG_DETOAST_DATUM_PACKED(PG_GETARG_DATUM(params_arg));
 
 		if (!same_params(p, st->params_jsonb))
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
