@@ -195,14 +195,14 @@ int			gbml_column_plan_n_columns(const gbml_column_plan *p);
  * (gbml_column_plan_collect) and sorted into their final ids, with ds's rows
  * rewritten, by gbml_column_plan_sort_categories before training.
  */
+/* An eval source read with the training plan p: each of its columns is in td, else an ERROR naming it. */
+void		gbml_column_plan_check_source(const gbml_column_plan *p, TupleDesc td, const char *what);
 /*
  * The label (with_label: the trainer takes one), group and weight columns
  * of rows of type td, where present: a label is a number or boolean, a
- * weight a number, a group id an integer (or numeric); else an ERROR naming
- * the column and its type.
+ * weight a number, a group id an integer (or numeric), and none of them in
+ * feature_columns; else an ERROR naming the column.
  */
-/* An eval source read with the training plan p: each of its columns is in td, else an ERROR naming it. */
-void		gbml_column_plan_check_source(const gbml_column_plan *p, TupleDesc td, const char *what);
 void		gbml_check_target_columns(const gbml_common_params *cp, TupleDesc td, bool with_label, const char *what);
 gbml_column_plan *gbml_column_plan_for_rows(const gbml_common_params *cp, TupleDesc td, const Datum *values,
 											const bool *nulls, const char *what);

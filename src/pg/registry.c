@@ -34,10 +34,11 @@ gbml_source_is_name(const char *source, LOCKMODE lock, Oid *relid)
 	ListCell   *lc;
 
 	*relid = InvalidOid;
+	/* (the parts point into the copy, unquoted and folded as the parser folds names) */
 	if (!SplitIdentifierString(pstrdup(source), '.', &parts) || parts == NIL || list_length(parts) > 3)
 		return false;
 	foreach(lc, parts)
-		names = lappend(names, makeString(pstrdup((char *) lfirst(lc))));
+		names = lappend(names, makeString((char *) lfirst(lc)));
 	*relid = RangeVarGetRelid(makeRangeVarFromNameList(names), lock, true);
 	return true;
 }
