@@ -798,8 +798,10 @@ gbml_column_plan_for_source(const gbml_common_params *cp, TupleDesc td, const ch
 	for (int i = 0; given && i < p->n_columns; i++)
 		if (probed(&p->cols[i]))
 			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-							errmsg("%s: column \"%s\" is %s here but not on the coordinator", what, p->cols[i].name,
-								   p->cols[i].kind == COL_ARRAY ? "an array" : "categorical")));
+							errmsg("%s: column \"%s\" is %s here (type %s) but not on the coordinator", what,
+								   p->cols[i].name, p->cols[i].kind == COL_ARRAY ? "an array" : "categorical",
+								   format_type_be(p->cols[i].typid)),
+							errhint("Declare the foreign table's column with the type the shard's column has.")));
 	probe_columns(p, base, what);
 	finish_schema(p);
 	return p;

@@ -45,7 +45,7 @@
 typedef struct shard_conn
 {
 	char	   *server;			/* the foreign server's name, for messages */
-	char	   *remote;			/* the partition's table on the shard, quoted */
+	char	   *remote;			/* what the shard reads: a query on the partition's table there (remote_rows) */
 	List	   *options;		/* the server's and the user mapping's options (DefElem) */
 	PGconn	   *conn;
 	bool		busy;			/* a query sent, its result not all read */
@@ -53,6 +53,7 @@ typedef struct shard_conn
 	PGresult   *hello;			/* _shard_open's result: the engine reads its hello to the end */
 	char	   *error;			/* the last query's failure (palloc'd), or NULL */
 	char	   *hint;			/* ... its HINT, or NULL: the coordinator's error carries it */
+	char		sqlstate[6];	/* ... its SQLSTATE, or "" */
 } shard_conn;
 
 typedef struct gbml_shard_set
@@ -101,7 +102,45 @@ lists_gbml(const char *extensions)
 	return false;
 }
 
-/* One partition's shard: its server, the caller's user mapping, the remote table. */
+/*
+ * What the shard reads for partition relid: its table there, or where a
+ * column of the partition has a "column_name" option, the remote columns
+ * postgres_fdw would read for the partition's, under the partition's names
+ * (which the training's column plan uses).  Without a renamed column the
+ * table itself, so that a column the remote table lacks fails only if the
+ * training reads it, as through postgres_fdw.
+ */
+static char *
+remote_rows(Oid relid, const char *table)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	TupleDesc	td = RelationGetDescr(rel);
+	StringInfoData q;
+	bool		any = false,
+				renamed = false;
+
+	initStringInfo(&q);
+	appendStringInfoString(&q, "(SELECT ");
+	for (int a = 0; a < td->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(td, a);
+		const char *name = NameStr(att->attname),
+				   *remote;
+
+		if (att->attisdropped)
+			continue;
+		remote = option_value(GetForeignColumnOptions(relid, att->attnum), "column_name");
+		renamed |= remote != NULL;
+		appendStringInfo(&q, "%ss.%s AS %s", any ? ", " : "", quote_identifier(remote ? remote : name),
+						 quote_identifier(name));
+		any = true;
+	}
+	appendStringInfo(&q, " FROM %s AS s)", table);
+	relation_close(rel, AccessShareLock);
+	return renamed ? q.data : pstrdup(table);
+}
+
+/* One partition's shard: its server, the caller's user mapping, the rows it reads. */
 static void
 describe_shard(Oid relid, shard_conn *sc, const char *what)
 {
@@ -124,8 +163,9 @@ describe_shard(Oid relid, shard_conn *sc, const char *what)
 								quote_identifier(srv->servername))));
 	um = GetUserMapping(GetUserId(), srv->serverid);
 	sc->server = pstrdup(srv->servername);
-	sc->remote = psprintf("%s.%s", quote_identifier(nsp ? nsp : get_namespace_name(get_rel_namespace(relid))),
-						  quote_identifier(rel ? rel : get_rel_name(relid)));
+	sc->remote = remote_rows(relid, psprintf("%s.%s",
+											 quote_identifier(nsp ? nsp : get_namespace_name(get_rel_namespace(relid))),
+											 quote_identifier(rel ? rel : get_rel_name(relid))));
 	sc->options = list_concat(list_copy(srv->options), um->options);
 }
 
@@ -275,10 +315,12 @@ read_shard(shard_conn *sc)
 		if (PQresultStatus(r) != PGRES_TUPLES_OK && PQresultStatus(r) != PGRES_COMMAND_OK && sc->error == NULL)
 		{
 			const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY),
-					   *h = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT);
+					   *h = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT),
+					   *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
 
 			sc->error = pstrdup(m ? m : pchomp(PQerrorMessage(sc->conn)));
 			sc->hint = h ? pstrdup(h) : NULL;
+			strlcpy(sc->sqlstate, state ? state : "", sizeof(sc->sqlstate));
 		}
 		if (sc->result)
 			PQclear(sc->result);
@@ -346,6 +388,7 @@ sent_to_shard(shard_conn *sc, bool sent)
 	sc->busy = sent;
 	sc->error = sent ? NULL : pchomp(PQerrorMessage(sc->conn));
 	sc->hint = NULL;
+	sc->sqlstate[0] = '\0';
 }
 
 static void
@@ -440,6 +483,8 @@ link_round_trip(void *ctx, const uint8_t *const *req, const size_t *req_len, con
 static void
 connect_shards(gbml_shard_set *ss, gbml_env *env, const char *what)
 {
+	int			rc;
+
 	for (int s = 0; s < ss->n; s++)
 		connect_shard(&ss->shards[s], what);
 	for (int s = 0; s < ss->n; s++)
@@ -447,7 +492,15 @@ connect_shards(gbml_shard_set *ss, gbml_env *env, const char *what)
 	GBML_CHECK(env, wait_shards(ss, env), what);
 	for (int s = 0; s < ss->n; s++)
 		prepare_step(&ss->shards[s]);
-	GBML_CHECK(env, wait_shards(ss, env), what);
+	rc = wait_shards(ss, env);
+	for (int s = 0; rc != GBML_OK && s < ss->n; s++)
+		if (strcmp(ss->shards[s].sqlstate, "42883") == 0 || strcmp(ss->shards[s].sqlstate, "3F000") == 0)
+			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
+							errmsg("%s: shard \"%s\" has no gbml extension (%s)", what, ss->shards[s].server,
+								   ss->shards[s].error),
+							errhint("Run CREATE EXTENSION gbml in the database that foreign server's \"dbname\" "
+									"option names.")));
+	GBML_CHECK(env, rc, what);
 }
 
 /*
@@ -570,12 +623,16 @@ start_shards(gbml_shard_set *ss, gbml_env *env, const char *algorithm, const cha
  * What the coordinator's probe read of the schema's columns, as the shards
  * take it ("_columns": each categorical column's union of values, each
  * array column's length), so that no shard scans its partition for them.
+ * Given always, if empty: a shard then refuses a column that is
+ * categorical or an array there but not here (a remote column of another
+ * type than the foreign table's).
  */
 static void
 append_given_columns(StringInfo out, const gbml_feature_schema *schema)
 {
 	bool		any = false;
 
+	appendStringInfoString(out, ", \"_columns\": {");
 	for (int j = 0; j < schema->n_features; j++)
 	{
 		const gbml_feature_def *f = &schema->features[j];
@@ -583,7 +640,8 @@ append_given_columns(StringInfo out, const gbml_feature_schema *schema)
 
 		if (f->kind != GBML_FEATURE_CATEGORICAL && f->element != 1)
 			continue;			/* a number, or an array's later element */
-		appendStringInfoString(out, any ? ", " : ", \"_columns\": {");
+		if (any)
+			appendStringInfoString(out, ", ");
 		escape_json(out, f->column);
 		any = true;
 		if (f->element == 1)
@@ -603,8 +661,7 @@ append_given_columns(StringInfo out, const gbml_feature_schema *schema)
 		}
 		appendStringInfoString(out, "]");
 	}
-	if (any)
-		appendStringInfoString(out, "}");
+	appendStringInfoString(out, "}");
 }
 
 /*

@@ -20,7 +20,10 @@
 # categorical column, a server that does not list
 # gbml in its "extensions", a partitioned table mixing local and foreign
 # partitions, and a non-superuser whose connection uses no password are
-# refused with errors that name the problem.
+# refused with errors that name the problem; so are a remote column of
+# another kind than its foreign table's and a shard database without gbml;
+# foreign tables whose columns are renamed (column_name) train on the rows
+# postgres_fdw reads.
 # Starts its own throwaway clusters; prints ok/not ok lines and "N passed, N failed".
 cd "$(dirname "$0")" && source ./lib.sh
 
@@ -385,5 +388,39 @@ err=$("$PGBIN/psql" -X -q -At -h "$OPS_WORK/coord" -p "${OPS_PORT[coord]}" -U an
   -c "SELECT gbml.train('x', 'kmeans', 'pts', '{\"k\": 2, \"exclude_columns\": [\"id\"]}')" 2>&1 >/dev/null | sed 's/^psql:[^:]*:[0-9]*: //')
 check_match "a non-superuser whose connection to a shard uses no password is refused (postgres_fdw's rule)" \
   "did not use a password" "$(errline "$err")"
+
+# --- the foreign tables' own settings ---
+# columns renamed by postgres_fdw's column_name option (a and b swapped on both partitions): the shards
+# read the remote columns the foreign tables name, as a query through postgres_fdw does
+q coord postgres "CREATE TABLE cols_ren (id int, a float8, b real, c numeric, d int) PARTITION BY LIST ((id % 2));
+  CREATE FOREIGN TABLE cols_ren_0 PARTITION OF cols_ren FOR VALUES IN (0) SERVER shard1
+    OPTIONS (table_name 'cols');
+  CREATE FOREIGN TABLE cols_ren_1 PARTITION OF cols_ren FOR VALUES IN (1) SERVER shard2
+    OPTIONS (table_name 'cols');
+  ALTER FOREIGN TABLE cols_ren_0 ALTER COLUMN a OPTIONS (column_name 'b'), ALTER COLUMN b OPTIONS (column_name 'a');
+  ALTER FOREIGN TABLE cols_ren_1 ALTER COLUMN a OPTIONS (column_name 'b'), ALTER COLUMN b OPTIONS (column_name 'a');
+  CREATE TABLE cols_ren_local AS SELECT * FROM cols_ren" >/dev/null || notok "the renamed columns' table"
+check "K-Means on foreign tables whose columns are renamed (column_name): the bytes of the rows postgres_fdw reads" t \
+  "$(same_bytes kren kmeans cols_ren '"k": 3, "exclude_columns": ["id"]')"
+check "boosting, its label a renamed column: the same" t \
+  "$(same_bytes bren boost cols_ren '"iterations": 10, "depth": 4, "label_column": "a", "exclude_columns": ["id"]')"
+# a remote column of another type than the foreign table's: text on the shard, numeric here
+q shard1 postgres "CREATE TABLE cols_txt AS SELECT id, a, b, c::text AS c, d FROM cols" >/dev/null
+q coord postgres "CREATE TABLE ctxt (id int, a float8, b real, c numeric, d int) PARTITION BY LIST ((id % 2));
+  CREATE FOREIGN TABLE ctxt_0 PARTITION OF ctxt FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'cols_txt')" >/dev/null
+err=$(q_err coord postgres "SELECT gbml.train('x', 'kmeans', 'ctxt', '{\"k\": 2, \"exclude_columns\": [\"id\"]}')")
+check_match "a remote column of another kind than the foreign table's (text for numeric) is refused, naming it" \
+  'shard "shard1": .*column "c" is categorical here \(type text\) but not on the coordinator' "$(errline "$err")"
+# a shard database without gbml (the server still lists it)
+q shard1 postgres "CREATE DATABASE bare" >/dev/null
+q shard1 bare "CREATE TABLE pts (id int, features real[])" >/dev/null
+q coord postgres "CREATE SERVER bare FOREIGN DATA WRAPPER postgres_fdw
+    OPTIONS (host '$OPS_WORK/shard1', port '${OPS_PORT[shard1]}', dbname 'bare', extensions 'gbml');
+  CREATE USER MAPPING FOR postgres SERVER bare OPTIONS (user 'postgres');
+  CREATE TABLE pbare (id int, features real[]) PARTITION BY LIST ((id % 2));
+  CREATE FOREIGN TABLE pbare_0 PARTITION OF pbare FOR VALUES IN (0) SERVER bare OPTIONS (table_name 'pts')" >/dev/null
+err=$(q_err coord postgres "SELECT gbml.train('x', 'kmeans', 'pbare', '{\"k\": 2, \"exclude_columns\": [\"id\"]}')")
+check_match "a shard database without the gbml extension is named, with the fix" \
+  'shard "bare" has no gbml extension.*HINT: .*CREATE EXTENSION gbml' "$(tr '\n' ' ' <<<"$err")"
 
 finish
