@@ -28,6 +28,7 @@
 #include "libpq-fe.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "shard_cancel.h"
 #include "shard_link.h"
 #include "onehot_counts.h"
 #include "schema.h"
@@ -229,6 +230,37 @@ is_libpq_option(const char *name)
 	return false;
 }
 
+/*
+ * Opens sc->conn with libpq's non-blocking steps, waiting on its socket and
+ * the latch: PQconnectdbParams would wait inside libpq, deaf to a cancel,
+ * statement_timeout or termination, for as long as a server that accepts
+ * the connection and says nothing keeps it (for ever).  An interrupt ends
+ * the wait with its ERROR; the caller's cleanup closes the connection.
+ */
+static void
+start_connection(shard_conn *sc, const char *const *keys, const char *const *vals)
+{
+	PostgresPollingStatusType state = PGRES_POLLING_WRITING;
+
+	sc->conn = PQconnectStartParams(keys, vals, false);
+	if (sc->conn == NULL || PQstatus(sc->conn) == CONNECTION_BAD)
+		return;
+	while (state != PGRES_POLLING_OK && state != PGRES_POLLING_FAILED)
+	{
+		int			io = state == PGRES_POLLING_READING ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+		int			rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | io, PQsocket(sc->conn), -1L,
+										   PG_WAIT_EXTENSION);
+
+		if (rc & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (rc & io)
+			state = PQconnectPoll(sc->conn);
+	}
+}
+
 static void
 connect_shard(shard_conn *sc, const char *what)
 {
@@ -251,7 +283,7 @@ connect_shard(shard_conn *sc, const char *what)
 	vals[i++] = "gbml shard";
 	keys[i] = "client_encoding";
 	vals[i++] = GetDatabaseEncodingName();
-	sc->conn = PQconnectdbParams(keys, vals, false);
+	start_connection(sc, keys, vals);
 	if (sc->conn == NULL || PQstatus(sc->conn) != CONNECTION_OK)
 		ereport(ERROR, (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 						errmsg("%s: could not connect to shard \"%s\": %s", what, sc->server,
@@ -262,25 +294,24 @@ connect_shard(shard_conn *sc, const char *what)
 						errhint("As with postgres_fdw, a non-superuser's user mapping must give a password the shard asks for.")));
 }
 
-/* Every connection closed; a shard still at work is told to cancel first. */
+/* Every connection closed; a shard still at work is told to cancel first (shard_cancel.c). */
 static void
 close_shards(gbml_shard_set *ss)
 {
+	/* malloc: this runs while any ERROR is cleaned up, out of memory too (then no shard is asked) */
+	PGconn	  **busy = malloc(sizeof(PGconn *) * (ss->n > 0 ? ss->n : 1));
+	int			n_busy = 0;
+
+	for (int s = 0; busy != NULL && s < ss->n; s++)
+		if (ss->shards[s].conn != NULL && ss->shards[s].busy)
+			busy[n_busy++] = ss->shards[s].conn;
+	if (n_busy > 0)
+		gbml_cancel_shard_queries(busy, n_busy);
+	free(busy);
 	for (int s = 0; s < ss->n; s++)
 	{
 		shard_conn *sc = &ss->shards[s];
 
-		if (sc->conn != NULL && sc->busy)
-		{
-			PGcancel   *c = PQgetCancel(sc->conn);
-			char		buf[256];
-
-			if (c != NULL)
-			{
-				(void) PQcancel(c, buf, sizeof(buf));
-				PQfreeCancel(c);
-			}
-		}
 		if (sc->result)
 			PQclear(sc->result);
 		if (sc->hello)

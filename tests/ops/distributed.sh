@@ -23,7 +23,9 @@
 # refused with errors that name the problem; so are a remote column of
 # another kind than its foreign table's and a shard database without gbml;
 # foreign tables whose columns are renamed (column_name) train on the rows
-# postgres_fdw reads.
+# postgres_fdw reads; statement_timeout ends a training whose shard accepts
+# the connection and never answers, or whose postmaster stops answering
+# while the shard works (its cancel request is not waited for long).
 # Starts its own throwaway clusters; prints ok/not ok lines and "N passed, N failed".
 cd "$(dirname "$0")" && source ./lib.sh
 
@@ -422,5 +424,52 @@ q coord postgres "CREATE SERVER bare FOREIGN DATA WRAPPER postgres_fdw
 err=$(q_err coord postgres "SELECT gbml.train('x', 'kmeans', 'pbare', '{\"k\": 2, \"exclude_columns\": [\"id\"]}')")
 check_match "a shard database without the gbml extension is named, with the fix" \
   'shard "bare" has no gbml extension.*HINT: .*CREATE EXTENSION gbml' "$(tr '\n' ' ' <<<"$err")"
+
+# --- cancel when a shard does not answer ---
+# a server that accepts connections and never says a word: connecting to it waits on the latch
+mkdir -p "$OPS_WORK/silent"
+perl -MIO::Socket::UNIX -e '$s = IO::Socket::UNIX->new(Type => SOCK_STREAM(), Local => $ARGV[0], Listen => 8) or die;
+  chmod 0777, $ARGV[0]; while (my $c = $s->accept) { push @held, $c }' "$OPS_WORK/silent/.s.PGSQL.5999" &
+OPS_BG_PIDS+=($!)
+q coord postgres "CREATE SERVER silent FOREIGN DATA WRAPPER postgres_fdw
+    OPTIONS (host '$OPS_WORK/silent', port '5999', dbname 'postgres', extensions 'gbml');
+  CREATE USER MAPPING FOR postgres SERVER silent OPTIONS (user 'postgres');
+  CREATE TABLE psilent (id int, features real[]) PARTITION BY LIST ((id % 2));
+  CREATE FOREIGN TABLE psilent_0 PARTITION OF psilent FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'pts');
+  CREATE FOREIGN TABLE psilent_1 PARTITION OF psilent FOR VALUES IN (1) SERVER silent OPTIONS (table_name 'pts')" >/dev/null
+for ((i = 0; i < 50; i++)); do [ -S "$OPS_WORK/silent/.s.PGSQL.5999" ] && break; sleep 0.1; done
+# wait_at_most PID SECONDS: until the background psql PID ends, or SECONDS pass (then it is killed: a
+# build that waits for ever must fail this test, not hang it); the seconds waited in WAITED
+wait_at_most() {
+  local start=$SECONDS
+  while kill -0 "$1" 2>/dev/null && [ $((SECONDS - start)) -lt "$2" ]; do sleep 0.2; done
+  kill "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+  WAITED=$((SECONDS - start))
+}
+bg coord postgres "$OPS_WORK/silent.out" train_silent "SET statement_timeout = '2s'; SELECT gbml.train('x', 'kmeans', 'psilent', '{\"k\": 2, \"exclude_columns\": [\"id\"]}')"
+wait_at_most "$BG_PID" 30
+check_match "statement_timeout ends a training whose shard accepts the connection and never answers" \
+  "canceling statement due to statement timeout" "$(tr '\n' ' ' <"$OPS_WORK/silent.out")"
+[ $WAITED -le 6 ] && ok "... within a few seconds of the timeout ($WAITED s)" || notok "the timeout took $WAITED s"
+# a shard whose postmaster stops answering while its backend is busy (here: waiting for a lock):
+# the cancel request to it is not waited for past about two seconds
+bg shard1 postgres "$OPS_WORK/lock.out" holder "BEGIN; LOCK pts IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(30); COMMIT"
+poll shard1 postgres 10 "SELECT count(*) > 0 FROM pg_locks WHERE mode = 'AccessExclusiveLock' AND relation = 'pts'::regclass" >/dev/null
+pm=$(head -1 "$OPS_WORK/shard1/data/postmaster.pid")
+bg coord postgres "$OPS_WORK/stopped.out" train_stopped "SET statement_timeout = '3s'; SELECT gbml.train('x', 'kmeans', 'pts', '{\"k\": 2, \"exclude_columns\": [\"id\"]}')"
+train_pid=$BG_PID
+poll shard1 postgres 10 "SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'gbml shard' AND wait_event_type = 'Lock'" >/dev/null ||
+  notok "the training never waited for the lock on shard1"
+kill -STOP "$pm"
+wait_at_most "$train_pid" 30
+kill -CONT "$pm"
+check_match "statement_timeout ends a training whose shard's postmaster has stopped answering" \
+  "canceling statement due to statement timeout" "$(tr '\n' ' ' <"$OPS_WORK/stopped.out")"
+[ $WAITED -le 8 ] && ok "... within a few seconds of the timeout ($WAITED s after the shard stopped answering)" ||
+  notok "the timeout took $WAITED s after the shard stopped answering"
+q shard1 postgres "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'holder'" >/dev/null
+settled shard1 && settled shard2 && ok "after it no gbml session is left on either shard" ||
+  notok "gbml sessions left: $(sessions shard1), $(sessions shard2)"
 
 finish
