@@ -23,9 +23,10 @@
 # refused with errors that name the problem; so are a remote column of
 # another kind than its foreign table's and a shard database without gbml;
 # foreign tables whose columns are renamed (column_name) train on the rows
-# postgres_fdw reads; statement_timeout ends a training whose shard accepts
-# the connection and never answers, or whose postmaster stops answering
-# while the shard works (its cancel request is not waited for long).
+# postgres_fdw reads; whole-row scores of foreign rows are computed here,
+# under this server's names; statement_timeout ends a training whose shard
+# accepts the connection and never answers, or whose postmaster stops
+# answering while the shard works (its cancel request is not waited for long).
 # Starts its own throwaway clusters; prints ok/not ok lines and "N passed, N failed".
 cd "$(dirname "$0")" && source ./lib.sh
 
@@ -406,6 +407,22 @@ check "K-Means on foreign tables whose columns are renamed (column_name): the by
   "$(same_bytes kren kmeans cols_ren '"k": 3, "exclude_columns": ["id"]')"
 check "boosting, its label a renamed column: the same" t \
   "$(same_bytes bren boost cols_ren '"iterations": 10, "depth": 4, "label_column": "a", "exclude_columns": ["id"]')"
+# scoring whole rows of a sharded table (a WHERE clause postgres_fdw could ship) where one shard's
+# table has two columns of one type in the other order: scored here, under this server's names
+q shard1 postgres "CREATE TABLE sw AS SELECT id, a, b::float8 AS b FROM cols" >/dev/null
+q shard2 postgres "CREATE TABLE sw AS SELECT id, b::float8 AS b, a FROM cols" >/dev/null
+q coord postgres "CREATE TABLE sw (id int, a float8, b float8) PARTITION BY LIST ((id % 2));
+  CREATE FOREIGN TABLE sw_0 PARTITION OF sw FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'sw');
+  CREATE FOREIGN TABLE sw_1 PARTITION OF sw FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'sw');
+  CREATE TABLE sw_local AS SELECT * FROM sw;
+  SELECT gbml.train('ksw', 'kmeans', 'sw_local', '{\"k\": 3, \"exclude_columns\": [\"id\"]}')" >/dev/null
+ksw="(SELECT model FROM gbml.models WHERE name = 'ksw')"
+out=$(q coord postgres "SELECT (SELECT count(*) FROM sw WHERE gbml.kmeans_assign($ksw, sw) = 0)
+                             = (SELECT count(*) FROM sw_local sw WHERE gbml.kmeans_assign($ksw, sw) = 0)" 2>&1)
+check "a whole-row score in a WHERE clause on a sharded table (columns in another order on a shard) counts the local rows" t "$out"
+out=$(q coord postgres "SELECT (SELECT array_agg(id) FROM (SELECT id FROM sw_1 ORDER BY gbml.kmeans_distance($ksw, sw_1) DESC, id LIMIT 5) x)
+                             = (SELECT array_agg(id) FROM (SELECT id FROM sw_local s WHERE id % 2 = 1 ORDER BY gbml.kmeans_distance($ksw, s) DESC, id LIMIT 5) x)" 2>&1)
+check "... and ORDER BY a whole-row score with LIMIT on one foreign table ranks its rows as the local copy" t "$out"
 # a remote column of another type than the foreign table's: text on the shard, numeric here
 q shard1 postgres "CREATE TABLE cols_txt AS SELECT id, a, b, c::text AS c, d FROM cols" >/dev/null
 q coord postgres "CREATE TABLE ctxt (id int, a float8, b real, c numeric, d int) PARTITION BY LIST ((id % 2));
