@@ -77,12 +77,17 @@ void
 gbml_cancel_shard_queries(PGconn *const *conns, int n)
 {
 	cancel_round *r = malloc(sizeof(cancel_round));
+	pthread_condattr_t attr;
 	struct timespec until;
 
 	if (r == NULL)
 		return;
 	pthread_mutex_init(&r->lock, NULL);
-	pthread_cond_init(&r->done, NULL);
+	/* the wait's deadline on the monotonic clock: a change of the wall clock neither cuts nor stretches it */
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->done, &attr);
+	pthread_condattr_destroy(&attr);
 	r->pending = 0;
 	r->holders = 1;
 	for (int i = 0; i < n; i++)
@@ -113,7 +118,7 @@ gbml_cancel_shard_queries(PGconn *const *conns, int n)
 		r->holders--;
 		pthread_mutex_unlock(&r->lock);
 	}
-	clock_gettime(CLOCK_REALTIME, &until);
+	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += SHARD_CANCEL_WAIT_MS / 1000;
 	until.tv_nsec += (long) (SHARD_CANCEL_WAIT_MS % 1000) * 1000000L;
 	if (until.tv_nsec >= 1000000000L)
