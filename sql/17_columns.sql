@@ -204,6 +204,16 @@ SELECT gbml.train('cols_quoted', 'boost', '"Col Schema"."Col Rows"', '{"iteratio
 SELECT gbml.model_info('cols_quoted') -> 'feature_names' AS names;
 SELECT gbml.train('x', 'boost', ' ', '{}');
 DROP SCHEMA "Col Schema" CASCADE;
+-- a source query as a user types it: a trailing semicolon or comment is no part of it (they were
+-- syntax errors in gbml's wrapping query); two statements, a DELETE and a syntax error are named
+SELECT gbml.train('cols_semi', 'boost', 'SELECT price, ratio, label FROM col_rows;  ', '{"iterations": 5}') > 0 AS trained;
+SELECT gbml.train('cols_semi', 'boost', E'SELECT price, ratio, label FROM col_rows -- the rows', '{"iterations": 5}') > 0 AS trained;
+SELECT gbml.train('cols_semi', 'boost', 'TABLE col_rows; -- all of it', '{"iterations": 5, "exclude_columns": ["id"]}') > 0 AS trained;
+SELECT gbml.train('cols_semi', 'boost', 'SELECT price, ratio, label FROM col_rows',
+                  '{"iterations": 5, "eval_source": "SELECT price, ratio, label FROM col_rows WHERE flag;"}') > 0 AS trained;
+SELECT gbml.train('x', 'boost', 'SELECT price, label FROM col_rows; SELECT 1', '{}');
+SELECT gbml.train('x', 'boost', 'DELETE FROM col_rows RETURNING price, label', '{}');
+SELECT gbml.train('x', 'boost', 'SELECT price, label FRM col_rows', '{}');
 -- weights: every row's 0 is nothing to learn from (it trained a model of NaN metrics)
 SELECT gbml.train('x', 'saga', 'SELECT price, ratio, flag AS label, 0::real AS weight FROM col_rows WHERE price IS NOT NULL', '{}');
 SELECT gbml.kmeans_fit(c, 2, '{}') FROM (SELECT ratio, 0::real AS weight FROM col_rows) c;

@@ -16,6 +16,8 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "parser/parser.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -43,9 +45,55 @@ gbml_source_is_name(const char *source, LOCKMODE lock, Oid *relid)
 	return true;
 }
 
-/* "SELECT ... FROM <table>" when source names a relation, else the query as a subquery. */
+/* A syntax error's position in a source query, shown under that query rather than the caller's statement. */
+static void
+source_error_position(void *arg)
+{
+	int			pos = geterrposition();
+
+	if (pos > 0)
+	{
+		errposition(0);
+		internalerrposition(pos);
+		internalerrquery((const char *) arg);
+	}
+}
+
+/*
+ * A source query's text, parsed here: one query that returns rows, without
+ * a trailing semicolon (or what follows it).  gbml runs it as a subquery,
+ * where a semicolon, a second statement or a DELETE ... RETURNING failed
+ * with a syntax error in gbml's own query.
+ */
 static char *
-source_sql(const char *source)
+source_query(const char *source, const char *what)
+{
+	ErrorContextCallback cb = {.previous = error_context_stack,.callback = source_error_position,.arg = (void *) source};
+	List	   *stmts;
+	RawStmt    *rs;
+
+	error_context_stack = &cb;
+	stmts = raw_parser(source, RAW_PARSE_DEFAULT);
+	error_context_stack = cb.previous;
+	if (list_length(stmts) != 1)
+		ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR),
+						errmsg("%s: the source must be one query; it has %d statements", what, list_length(stmts))));
+	rs = linitial(stmts);
+	if (!IsA(rs->stmt, SelectStmt))
+		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+						errmsg("%s: the source must be a query that returns rows (SELECT, VALUES, TABLE or WITH ... "
+							   "SELECT), not %s", what, GetCommandTagName(CreateCommandTag(rs->stmt)))));
+	/* a length of 0: the statement runs to the end of the string */
+	return rs->stmt_len > 0 ? pnstrdup(source + rs->stmt_location, rs->stmt_len) : pstrdup(source + rs->stmt_location);
+}
+
+/*
+ * "SELECT ... FROM <table>" when source names a relation, else the query as
+ * a subquery (its own line: a trailing -- comment ends before the closing
+ * parenthesis).
+ */
+static char *
+source_sql(const char *source, const char *what)
 {
 	Oid			relid;
 
@@ -57,7 +105,7 @@ source_sql(const char *source)
 		return psprintf("SELECT * FROM %s", quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 																	 get_rel_name(relid)));
 	}
-	return psprintf("SELECT * FROM (%s) AS gbml_source", source);
+	return psprintf("SELECT * FROM (%s\n) AS gbml_source", source_query(source, what));
 }
 
 /* The label, group and weight columns after the features of the projection q builds. */
@@ -167,7 +215,7 @@ gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source
 			const char *what)
 {
 	const gbml_common_params *cp = &pp->common;
-	char	   *base = source_sql(source);
+	char	   *base = source_sql(source, what);
 	char	   *probe = psprintf("%s LIMIT 0", base);
 	TupleDesc	td;
 	StringInfoData q;
