@@ -93,3 +93,13 @@ SELECT i, 'u' || i AS uid, (hashint4(i * 31) % 2 = 0)::int::real AS label FROM g
 SELECT gbml.train('cat_leak', 'boost', 'SELECT uid, label FROM cat_leak',
                   '{"loss": "Logloss", "iterations": 30, "depth": 4, "ctr_counter": false}') > 0 AS trained;
 SELECT gbml.auc(gbml.predict('cat_leak', l), label) < 0.6 AS no_fit_through_the_row_label FROM cat_leak l;
+
+-- a domain over text: a model trained through it scores the base table's plain text, and the
+-- other way round (a view's domain is no other kind of column)
+CREATE DOMAIN city_name AS text CHECK (VALUE <> '');
+CREATE TABLE cat_dom AS SELECT id, x, city::city_name AS city, label FROM cat_rows;
+SELECT gbml.train('cat_dom', 'boost', 'cat_dom', '{"exclude_columns": ["id"], "iterations": 10, "depth": 3}') > 0 AS trained;
+SELECT gbml.train('cat_plain', 'boost', 'SELECT id, x, city, label FROM cat_rows', '{"exclude_columns": ["id"], "iterations": 10, "depth": 3}') > 0 AS trained;
+SELECT bool_and(gbml.predict('cat_dom', r) = gbml.predict('cat_dom', d)) AS domain_model_scores_text,
+       bool_and(gbml.predict('cat_plain', d) = gbml.predict('cat_plain', r)) AS text_model_scores_domain
+  FROM cat_rows r JOIN cat_dom d USING (id);

@@ -955,26 +955,30 @@ gbml_column_plan_row(gbml_column_plan *p, HeapTuple tup, TupleDesc td, float *x,
 
 /* ---- scoring a whole row ---- */
 
-/* Whether the type named t (as format_type_be wrote it) is an enum. */
+/*
+ * Whether the type named t (as format_type_be wrote it at training) gave
+ * categories by their text: a text type or an enum, or a domain over one
+ * (a model trained on a view's domain scores the table's plain text).
+ */
 static bool
-type_name_is_enum(const char *t)
+text_or_enum_type_name(const char *t)
 {
 	Oid			typid;
 	int32		typmod;
 
+	if (strcmp(t, "text") == 0 || strcmp(t, "name") == 0 || strncmp(t, "character", 9) == 0)
+		return true;
 	parseTypeString(t, &typid, &typmod, true);
-	return OidIsValid(typid) && type_is_enum(typid);
-}
-
-static bool
-text_type_name(const char *t)
-{
-	return strcmp(t, "text") == 0 || strcmp(t, "name") == 0 || strncmp(t, "character", 9) == 0;
+	if (!OidIsValid(typid))
+		return false;
+	typid = getBaseType(typid);
+	return is_text_type(typid) || type_is_enum(typid);
 }
 
 /*
  * Whether a row's column can give a categorical feature's values: a text
- * type for one trained from text or an enum (the values are its labels),
+ * type (or a domain over one) for one trained from text or an enum (the
+ * values are its labels), or from a domain over those,
  * else the type it was trained from (categorical_columns on an integer
  * column wants integers, not "3" from some other type).
  */
@@ -987,7 +991,7 @@ category_type_fits(const gbml_column *c, const gbml_feature_def *f)
 		return false;
 	if (strcmp(now, f->source_type) == 0)
 		return true;
-	return c->text_like && (text_type_name(f->source_type) || type_name_is_enum(f->source_type));
+	return c->text_like && text_or_enum_type_name(f->source_type);
 }
 
 /*
