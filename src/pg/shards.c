@@ -261,6 +261,22 @@ start_connection(shard_conn *sc, const char *const *keys, const char *const *val
 	}
 }
 
+/*
+ * postgres_fdw's rule for a non-superuser: the connection must use a
+ * password unless a superuser gave the user mapping password_required
+ * 'false' (only a superuser may set it).
+ */
+static bool
+password_required(List *options)
+{
+	const char *v = option_value(options, "password_required");
+	bool		required = true;
+
+	if (v != NULL && !parse_bool(v, &required))
+		required = true;
+	return required;
+}
+
 static void
 connect_shard(shard_conn *sc, const char *what)
 {
@@ -288,10 +304,11 @@ connect_shard(shard_conn *sc, const char *what)
 		ereport(ERROR, (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 						errmsg("%s: could not connect to shard \"%s\": %s", what, sc->server,
 							   sc->conn ? pchomp(PQerrorMessage(sc->conn)) : "out of memory")));
-	if (!superuser() && !PQconnectionUsedPassword(sc->conn))
+	if (!superuser() && password_required(sc->options) && !PQconnectionUsedPassword(sc->conn))
 		ereport(ERROR, (errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
 						errmsg("%s: the connection to shard \"%s\" did not use a password", what, sc->server),
-						errhint("As with postgres_fdw, a non-superuser's user mapping must give a password the shard asks for.")));
+						errhint("As with postgres_fdw, a non-superuser's user mapping must give a password the shard asks for "
+								"(or a superuser sets password_required 'false' on it).")));
 }
 
 /* Every connection closed; a shard still at work is told to cancel first (shard_cancel.c). */

@@ -391,6 +391,14 @@ err=$("$PGBIN/psql" -X -q -At -h "$OPS_WORK/coord" -p "${OPS_PORT[coord]}" -U an
   -c "SELECT gbml.train('x', 'kmeans', 'pts', '{\"k\": 2, \"exclude_columns\": [\"id\"]}')" 2>&1 >/dev/null | sed 's/^psql:[^:]*:[0-9]*: //')
 check_match "a non-superuser whose connection to a shard uses no password is refused (postgres_fdw's rule)" \
   "did not use a password" "$(errline "$err")"
+# ... unless a superuser gave the mapping password_required 'false', as postgres_fdw allows
+q coord postgres "CREATE ROLE trusted_analyst LOGIN; GRANT USAGE ON SCHEMA gbml TO trusted_analyst; GRANT SELECT ON pts TO trusted_analyst;
+  GRANT INSERT, UPDATE, SELECT ON gbml.models TO trusted_analyst; GRANT USAGE ON SEQUENCE gbml.models_id_seq TO trusted_analyst;
+  CREATE USER MAPPING FOR trusted_analyst SERVER shard1 OPTIONS (user 'postgres', password_required 'false');
+  CREATE USER MAPPING FOR trusted_analyst SERVER shard2 OPTIONS (user 'postgres', password_required 'false')" >/dev/null
+out=$("$PGBIN/psql" -X -q -At -h "$OPS_WORK/coord" -p "${OPS_PORT[coord]}" -U trusted_analyst -d postgres \
+  -c "SELECT gbml.train('pw', 'kmeans', 'pts', '{\"k\": 2, \"exclude_columns\": [\"id\"]}') > 0" 2>&1)
+check "a non-superuser whose mapping has password_required 'false' trains (postgres_fdw's exception)" t "$out"
 
 # --- the foreign tables' own settings ---
 # columns renamed by postgres_fdw's column_name option (a and b swapped on both partitions): the shards
