@@ -46,7 +46,7 @@
 typedef struct shard_conn
 {
 	char	   *server;			/* the foreign server's name, for messages */
-	char	   *remote;			/* what the shard reads: a query on the partition's table there (remote_rows) */
+	char	   *remote;			/* what the shard reads: the partition's table there, or a query on it (remote_rows) */
 	List	   *options;		/* the server's and the user mapping's options (DefElem) */
 	PGconn	   *conn;
 	bool		busy;			/* a query sent, its result not all read */
@@ -541,8 +541,10 @@ connect_shards(gbml_shard_set *ss, gbml_env *env, const char *what)
 	for (int s = 0; s < ss->n; s++)
 		prepare_step(&ss->shards[s]);
 	rc = wait_shards(ss, env);
+	/* the step function, or the gbml schema, is missing there: the extension is */
 	for (int s = 0; rc != GBML_OK && s < ss->n; s++)
-		if (strcmp(ss->shards[s].sqlstate, "42883") == 0 || strcmp(ss->shards[s].sqlstate, "3F000") == 0)
+		if (strcmp(ss->shards[s].sqlstate, unpack_sql_state(ERRCODE_UNDEFINED_FUNCTION)) == 0 ||
+			strcmp(ss->shards[s].sqlstate, unpack_sql_state(ERRCODE_INVALID_SCHEMA_NAME)) == 0)
 			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
 							errmsg("%s: shard \"%s\" has no gbml extension (%s)", what, ss->shards[s].server,
 								   ss->shards[s].error),
