@@ -9,11 +9,11 @@
 #   make NO_CUDA=1  skip the CUDA backend even when nvcc exists
 
 EXTENSION  = gbml
-EXTVERSION = 0.9.0
+EXTVERSION = 0.8.0
 MODULE_big = gbml
 # 0.1.0's script plus the update path: CREATE EXTENSION runs both, so the
 # update path is what every install tests.
-DATA       = gbml--0.1.0.sql gbml--0.1.0--0.2.0.sql gbml--0.2.0--0.3.0.sql gbml--0.3.0--0.4.0.sql gbml--0.4.0--0.5.0.sql gbml--0.5.0--0.6.0.sql gbml--0.6.0--0.7.0.sql gbml--0.7.0--0.8.0.sql gbml--0.8.0--0.9.0.sql
+DATA       = gbml--0.1.0.sql gbml--0.1.0--0.2.0.sql gbml--0.2.0--0.3.0.sql gbml--0.3.0--0.4.0.sql gbml--0.4.0--0.5.0.sql gbml--0.5.0--0.6.0.sql gbml--0.6.0--0.7.0.sql gbml--0.7.0--0.8.0.sql
 PGFILEDESC = "gbml - machine learning inside PostgreSQL"
 
 include core_sources.mk

@@ -211,6 +211,15 @@ SELECT gbml.train('cols_semi', 'boost', E'SELECT price, ratio, label FROM col_ro
 SELECT gbml.train('cols_semi', 'boost', 'TABLE col_rows; -- all of it', '{"iterations": 5, "exclude_columns": ["id"]}') > 0 AS trained;
 SELECT gbml.train('cols_semi', 'boost', 'SELECT price, ratio, label FROM col_rows',
                   '{"iterations": 5, "eval_source": "SELECT price, ratio, label FROM col_rows WHERE flag;"}') > 0 AS trained;
+-- an expression index on a table's whole-row score with a constant model: the planner's columns
+-- form stays IMMUTABLE for a table's rows, which an index expression needs (only a foreign table's
+-- rows get the tableoid that keeps postgres_fdw from shipping the call; tests/ops/distributed.sh)
+DO $$ BEGIN
+  EXECUTE format('CREATE INDEX col_rows_score ON col_rows ((gbml.predict(%L::bytea, col_rows)))',
+                 (SELECT model FROM gbml.models WHERE name = 'cols_semi' AND deployed));
+END $$;
+SELECT count(*) AS score_indexes FROM pg_indexes WHERE indexname = 'col_rows_score';
+DROP INDEX col_rows_score;
 SELECT gbml.train('x', 'boost', 'SELECT price, label FROM col_rows; SELECT 1', '{}');
 SELECT gbml.train('x', 'boost', 'DELETE FROM col_rows RETURNING price, label', '{}');
 SELECT gbml.train('x', 'boost', 'SELECT price, label FRM col_rows', '{}');

@@ -16,7 +16,13 @@
  * in packs of up to 100: gbml._predict_columns(m, 't'::regtype,
  * gbml._column_pack(t.c1, ..., t.c100), gbml._column_pack(t.c101, ...)),
  * whose columns are read where the executor put them (column_pack.c).
- * Records that are not a table's rows keep the record path.
+ * Records that are not a table's rows keep the record path.  The rows of a
+ * foreign table (or of a table with foreign partitions) get one more
+ * argument, the row's tableoid: postgres_fdw ships an immutable call of a
+ * listed extension to the remote server, where 't'::regtype would name that
+ * server's type of the same name, but never a system column other than
+ * ctid, so the call stays here and reads the fetched rows under this
+ * server's names.
  */
 #include "glue.h"
 
@@ -24,6 +30,8 @@
 
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "nodes/makefuncs.h"
@@ -31,6 +39,7 @@
 #include "nodes/pathnodes.h"
 #include "nodes/supportnodes.h"
 #include "parser/parse_func.h"
+#include "parser/parsetree.h"
 #include "utils/lsyscache.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -72,6 +81,7 @@ typedef struct row_cache
 	int			natts;
 	int		   *src;			/* the columns forms: plan column i's argument */
 	int			n_args;			/* the columns forms: 2 + the row type's live attributes */
+	int			n_call_args;	/* the columns forms: the call's arguments but a last tableoid (see the top) */
 	bool		args_checked;	/* the columns forms: the call's argument types match the row type */
 	bool		packed;			/* the columns forms: the columns come in gbml._column_pack arguments */
 	int		   *pack_first;		/* packed: argument i's first live column (0-based) */
@@ -231,14 +241,14 @@ bind_packs(FunctionCallInfo fcinfo, row_cache *rc)
 	int			n = gbml_column_plan_n_columns(rc->plan);
 	int			first = 0;
 
-	rc->pack_first = palloc(sizeof(int) * PG_NARGS());
-	rc->pack_n = palloc(sizeof(int) * PG_NARGS());
-	rc->pack_base = palloc0(sizeof(NullableDatum *) * PG_NARGS());
+	rc->pack_first = palloc(sizeof(int) * rc->n_call_args);
+	rc->pack_n = palloc(sizeof(int) * rc->n_call_args);
+	rc->pack_base = palloc0(sizeof(NullableDatum *) * rc->n_call_args);
 	rc->col_pack = palloc(sizeof(int) * (n > 0 ? n : 1));
 	rc->col_k = palloc(sizeof(int) * (n > 0 ? n : 1));
 	MemoryContextSwitchTo(old);
 
-	for (int i = 2; i < PG_NARGS(); i++)
+	for (int i = 2; i < rc->n_call_args; i++)
 	{
 		rc->pack_first[i] = first;
 		rc->pack_n[i] = list_length(((FuncExpr *) list_nth(args, i))->args);
@@ -249,7 +259,7 @@ bind_packs(FunctionCallInfo fcinfo, row_cache *rc)
 		int			i = 2,
 					live = rc->src[c] - 2;
 
-		while (i < PG_NARGS() - 1 && live >= rc->pack_first[i] + rc->pack_n[i])
+		while (i < rc->n_call_args - 1 && live >= rc->pack_first[i] + rc->pack_n[i])
 			i++;
 		rc->col_pack[c] = i;
 		rc->col_k[c] = live - rc->pack_first[i];
@@ -266,7 +276,7 @@ point_packed_columns(FunctionCallInfo fcinfo, row_cache *rc, const char *fname)
 {
 	bool		moved = false;
 
-	for (int i = 2; i < PG_NARGS(); i++)
+	for (int i = 2; i < rc->n_call_args; i++)
 	{
 		const NullableDatum *base = gbml_column_pack_args(fcinfo, i, rc->pack_n[i], fname);
 
@@ -313,7 +323,7 @@ check_packed_args(FunctionCallInfo fcinfo, row_cache *rc, const char *fname)
 
 	if (call == NULL || !IsA(call, FuncExpr) || !OidIsValid(pack))
 		return false;
-	for (int i = 2; i < list_length(((FuncExpr *) call)->args); i++)
+	for (int i = 2; i < rc->n_call_args; i++)
 	{
 		Node	   *arg = list_nth(((FuncExpr *) call)->args, i);
 
@@ -347,6 +357,19 @@ check_packed_args(FunctionCallInfo fcinfo, row_cache *rc, const char *fname)
 	return true;
 }
 
+/* Whether the call's last argument is a row's tableoid, the support function's mark of foreign rows. */
+static bool
+ends_with_tableoid(FunctionCallInfo fcinfo)
+{
+	Node	   *call = fcinfo->flinfo->fn_expr;
+	Node	   *last;
+
+	if (call == NULL || !IsA(call, FuncExpr) || list_length(((FuncExpr *) call)->args) != PG_NARGS())
+		return false;
+	last = llast(((FuncExpr *) call)->args);
+	return IsA(last, Var) && ((Var *) last)->varattno == TableOidAttributeNumber;
+}
+
 /*
  * The columns forms are callable by hand too: their arguments must be the
  * row type's live columns with its types, or a value would be read as
@@ -356,11 +379,12 @@ check_packed_args(FunctionCallInfo fcinfo, row_cache *rc, const char *fname)
 static void
 check_column_args(FunctionCallInfo fcinfo, row_cache *rc, const char *fname)
 {
-	if (PG_NARGS() != rc->n_args && check_packed_args(fcinfo, rc, fname))
+	rc->n_call_args = PG_NARGS() - (ends_with_tableoid(fcinfo) ? 1 : 0);
+	if (rc->n_call_args != rc->n_args && check_packed_args(fcinfo, rc, fname))
 		return;
-	if (PG_NARGS() != rc->n_args)
+	if (rc->n_call_args != rc->n_args)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("%s: %d columns passed for row type %s of %d columns", fname, PG_NARGS() - 2,
+						errmsg("%s: %d columns passed for row type %s of %d columns", fname, rc->n_call_args - 2,
 							   format_type_be(rc->row_type), rc->n_args - 2)));
 	for (int a = 0, arg = 2; a < rc->natts; a++)
 	{
@@ -642,9 +666,38 @@ row_may_be_null_extended(PlannerInfo *root, const Var *row)
 }
 
 /*
+ * Whether the whole-row Var row reads a foreign table's rows: a foreign
+ * table's own, or a table's with a foreign partition or child (their Vars
+ * are translated to each of them).  Without the query at hand, not.
+ */
+static bool
+row_of_foreign_rows(PlannerInfo *root, const Var *row)
+{
+	RangeTblEntry *rte;
+	ListCell   *lc;
+
+	for (Index up = 0; up < row->varlevelsup && root != NULL; up++)
+		root = root->parent_root;
+	if (root == NULL || row->varno < 1 || row->varno > (int) list_length(root->parse->rtable))
+		return false;
+	rte = rt_fetch(row->varno, root->parse->rtable);
+	if (rte->rtekind != RTE_RELATION)
+		return false;
+	if (rte->relkind == RELKIND_FOREIGN_TABLE)
+		return true;
+	if (!rte->inh || !has_subclass(rte->relid))
+		return false;
+	/* (the planner locks the children when it expands them; this only looks at their kind) */
+	foreach(lc, find_all_inheritors(rte->relid, NoLock, NULL))
+		if (get_rel_relkind(lfirst_oid(lc)) == RELKIND_FOREIGN_TABLE)
+			return true;
+	return false;
+}
+
+/*
  * Planner support for the record forms: a whole-row Var of a table's row
  * type becomes that table's columns, one argument each (see the top), unless
- * an outer join may make it NULL.
+ * an outer join may make it NULL; a foreign table's rows add their tableoid.
  */
 Datum
 gbml_row_support(PG_FUNCTION_ARGS)
@@ -656,6 +709,7 @@ gbml_row_support(PG_FUNCTION_ARGS)
 	List	   *args;
 	Oid			target;
 	int			live = 0;
+	bool		foreign;
 
 	if (!IsA(req, SupportRequestSimplify))
 		PG_RETURN_POINTER(NULL);
@@ -674,7 +728,8 @@ gbml_row_support(PG_FUNCTION_ARGS)
 		live += !TupleDescAttr(td, a)->attisdropped;
 	args = list_make2(linitial(f->args),
 					  makeConst(REGTYPEOID, -1, InvalidOid, sizeof(Oid), ObjectIdGetDatum(row->vartype), false, true));
-	if (live + 2 <= FUNC_MAX_ARGS)
+	foreign = row_of_foreign_rows(((SupportRequestSimplify *) req)->root, row);
+	if (live + 2 + foreign <= FUNC_MAX_ARGS)
 		args = list_concat(args, column_vars(td, row));
 	else
 	{
@@ -688,6 +743,8 @@ gbml_row_support(PG_FUNCTION_ARGS)
 		args = list_concat(args, packs);
 	}
 	ReleaseTupleDesc(td);
+	if (foreign)
+		args = lappend(args, makeVar(row->varno, TableOidAttributeNumber, OIDOID, -1, InvalidOid, row->varlevelsup));
 	{
 		FuncExpr   *n = makeFuncExpr(target, f->funcresulttype, args, InvalidOid, f->inputcollid, COERCE_EXPLICIT_CALL);
 

@@ -431,6 +431,22 @@ check "a whole-row score in a WHERE clause on a sharded table (columns in anothe
 out=$(q coord postgres "SELECT (SELECT array_agg(id) FROM (SELECT id FROM sw_1 ORDER BY gbml.kmeans_distance($ksw, sw_1) DESC, id LIMIT 5) x)
                              = (SELECT array_agg(id) FROM (SELECT id FROM sw_local s WHERE id % 2 = 1 ORDER BY gbml.kmeans_distance($ksw, s) DESC, id LIMIT 5) x)" 2>&1)
 check "... and ORDER BY a whole-row score with LIMIT on one foreign table ranks its rows as the local copy" t "$out"
+# the same with 120 columns (the columns go in gbml._column_pack calls, the tableoid after them),
+# shard2's in the reverse order
+wcols=$(for i in $(seq 1 120); do printf ', sin(id * %d) AS c%d' "$i" "$i"; done)
+rcols=$(for i in $(seq 120 -1 1); do printf ', c%d' "$i"; done)
+q shard1 postgres "CREATE TABLE wide AS SELECT id $wcols FROM generate_series(0, 3998, 2) AS id" >/dev/null
+q shard2 postgres "CREATE TABLE wide0 AS SELECT id $wcols FROM generate_series(1, 3999, 2) AS id;
+  CREATE TABLE wide AS SELECT id $rcols FROM wide0" >/dev/null
+q coord postgres "CREATE TABLE wide (id int $(for i in $(seq 1 120); do printf ', c%d float8' "$i"; done)) PARTITION BY LIST ((id % 2));
+  CREATE FOREIGN TABLE wide_0 PARTITION OF wide FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'wide');
+  CREATE FOREIGN TABLE wide_1 PARTITION OF wide FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'wide');
+  CREATE TABLE wide_local AS SELECT * FROM wide;
+  SELECT gbml.train('kwide', 'kmeans', 'wide_local', '{\"k\": 3, \"exclude_columns\": [\"id\"]}')" >/dev/null
+kwide="(SELECT model FROM gbml.models WHERE name = 'kwide')"
+out=$(q coord postgres "SELECT (SELECT count(*) FROM wide WHERE gbml.kmeans_assign($kwide, wide) = 0)
+                             = (SELECT count(*) FROM wide_local wide WHERE gbml.kmeans_assign($kwide, wide) = 0)" 2>&1)
+check "... on 120 columns, reversed on a shard (the packed columns form): the local rows' count" t "$out"
 # a remote column of another type than the foreign table's: text on the shard, numeric here
 q shard1 postgres "CREATE TABLE cols_txt AS SELECT id, a, b, c::text AS c, d FROM cols" >/dev/null
 q coord postgres "CREATE TABLE ctxt (id int, a float8, b real, c numeric, d int) PARTITION BY LIST ((id % 2));
