@@ -419,12 +419,17 @@ check "boosting, its label a renamed column: the same" t \
 # table has two columns of one type in the other order: scored here, under this server's names
 q shard1 postgres "CREATE TABLE sw AS SELECT id, a, b::float8 AS b FROM cols" >/dev/null
 q shard2 postgres "CREATE TABLE sw AS SELECT id, b::float8 AS b, a FROM cols" >/dev/null
-q coord postgres "CREATE TABLE sw (id int, a float8, b float8) PARTITION BY LIST ((id % 2));
-  CREATE FOREIGN TABLE sw_0 PARTITION OF sw FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'sw');
-  CREATE FOREIGN TABLE sw_1 PARTITION OF sw FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'sw');
-  CREATE TABLE sw_local AS SELECT * FROM sw;
-  SELECT gbml.train('ksw', 'kmeans', 'sw_local', '{\"k\": 3, \"exclude_columns\": [\"id\"]}')" >/dev/null
-ksw="(SELECT model FROM gbml.models WHERE name = 'ksw')"
+# sharded_kmeans NAME "COLUMNS": the coordinator's NAME over both shards' NAME, its local copy, and
+# K-Means model kNAME (k 3) trained on that copy; prints the model's subquery
+sharded_kmeans() {
+  q coord postgres "CREATE TABLE $1 ($2) PARTITION BY LIST ((id % 2));
+    CREATE FOREIGN TABLE $1_0 PARTITION OF $1 FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name '$1');
+    CREATE FOREIGN TABLE $1_1 PARTITION OF $1 FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name '$1');
+    CREATE TABLE $1_local AS SELECT * FROM $1;
+    SELECT gbml.train('k$1', 'kmeans', '$1_local', '{\"k\": 3, \"exclude_columns\": [\"id\"]}')" >/dev/null
+  echo "(SELECT model FROM gbml.models WHERE name = 'k$1')"
+}
+ksw=$(sharded_kmeans sw "id int, a float8, b float8")
 out=$(q coord postgres "SELECT (SELECT count(*) FROM sw WHERE gbml.kmeans_assign($ksw, sw) = 0)
                              = (SELECT count(*) FROM sw_local sw WHERE gbml.kmeans_assign($ksw, sw) = 0)" 2>&1)
 check "a whole-row score in a WHERE clause on a sharded table (columns in another order on a shard) counts the local rows" t "$out"
@@ -438,12 +443,7 @@ rcols=$(for i in $(seq 120 -1 1); do printf ', c%d' "$i"; done)
 q shard1 postgres "CREATE TABLE wide AS SELECT id $wcols FROM generate_series(0, 3998, 2) AS id" >/dev/null
 q shard2 postgres "CREATE TABLE wide0 AS SELECT id $wcols FROM generate_series(1, 3999, 2) AS id;
   CREATE TABLE wide AS SELECT id $rcols FROM wide0" >/dev/null
-q coord postgres "CREATE TABLE wide (id int $(for i in $(seq 1 120); do printf ', c%d float8' "$i"; done)) PARTITION BY LIST ((id % 2));
-  CREATE FOREIGN TABLE wide_0 PARTITION OF wide FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'wide');
-  CREATE FOREIGN TABLE wide_1 PARTITION OF wide FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'wide');
-  CREATE TABLE wide_local AS SELECT * FROM wide;
-  SELECT gbml.train('kwide', 'kmeans', 'wide_local', '{\"k\": 3, \"exclude_columns\": [\"id\"]}')" >/dev/null
-kwide="(SELECT model FROM gbml.models WHERE name = 'kwide')"
+kwide=$(sharded_kmeans wide "id int $(for i in $(seq 1 120); do printf ', c%d float8' "$i"; done)")
 out=$(q coord postgres "SELECT (SELECT count(*) FROM wide WHERE gbml.kmeans_assign($kwide, wide) = 0)
                              = (SELECT count(*) FROM wide_local wide WHERE gbml.kmeans_assign($kwide, wide) = 0)" 2>&1)
 check "... on 120 columns, reversed on a shard (the packed columns form): the local rows' count" t "$out"
