@@ -716,7 +716,7 @@ append_given_columns(StringInfo out, const gbml_feature_schema *schema)
 
 /*
  * The params the shards get: the caller's, with the feature columns named
- * in the coordinator's order (each array column once), what its probe read
+ * in the coordinator's order (each array column once, no exclusions), what its probe read
  * of their categories and array lengths, and with an eval set of the
  * coordinator's own (eval_source) no eval_fraction (one server ignores it
  * then too).
@@ -747,7 +747,8 @@ shard_params(Jsonb *params, const gbml_feature_schema *schema, bool eval_here)
 				escape_json(&cols, schema->features[j].column);
 				any = true;
 			}
-			appendStringInfoString(&cols, "]");
+			/* the features are named: the caller's exclusions, made here, are not the shards' to check */
+			appendStringInfoString(&cols, "], \"exclude_columns\": []");
 			append_given_columns(&cols, schema);
 		}
 		appendStringInfoString(&cols, "}");

@@ -454,6 +454,16 @@ q coord postgres "CREATE TABLE ctxt (id int, a float8, b real, c numeric, d int)
 err=$(q_err coord postgres "SELECT gbml.train('x', 'kmeans', 'ctxt', '{\"k\": 2, \"exclude_columns\": [\"id\"]}')")
 check_match "a remote column of another kind than the foreign table's (text for numeric) is refused, naming it" \
   'shard "shard1": .*column "c" is categorical here \(type text\) but not on the coordinator' "$(errline "$err")"
+# a foreign table declaring a column its remote table lacks, left out with exclude_columns: trains
+# on the other columns, as a query through postgres_fdw reads them (the shard had checked the
+# caller's exclude_columns against its own table)
+q shard1 postgres "CREATE TABLE cols_less AS SELECT id, a, b, d FROM cols" >/dev/null
+q coord postgres "CREATE TABLE cless (id int, a float8, b real, c numeric, d int) PARTITION BY LIST ((id % 2));
+  CREATE FOREIGN TABLE cless_0 PARTITION OF cless FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'cols_less')" >/dev/null
+out=$(q coord postgres "SELECT gbml.train('cless_dist', 'kmeans', 'cless', '{\"k\": 3, \"exclude_columns\": [\"id\", \"c\"]}');
+  SELECT gbml.train('cless_one', 'kmeans', 'SELECT id, a, b, d FROM cless', '{\"k\": 3, \"exclude_columns\": [\"id\"]}');
+  SELECT (SELECT model FROM gbml.models WHERE name = 'cless_dist') = (SELECT model FROM gbml.models WHERE name = 'cless_one')" 2>&1 | tail -1)
+check "a foreign table's column the remote table lacks, excluded: the bytes of the other columns read through postgres_fdw" t "$out"
 # a shard database without gbml (the server still lists it)
 q shard1 postgres "CREATE DATABASE bare" >/dev/null
 q shard1 bare "CREATE TABLE pts (id int, features real[])" >/dev/null
