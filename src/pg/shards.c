@@ -50,6 +50,7 @@ typedef struct shard_conn
 	List	   *options;		/* the server's and the user mapping's options (DefElem) */
 	PGconn	   *conn;
 	bool		busy;			/* a query sent, its result not all read */
+	bool		flushing;		/* ... and part of the query still in libpq's buffer (non-blocking) */
 	PGresult   *result;			/* the last query's result (a step's reply points into it) */
 	PGresult   *hello;			/* _shard_open's result: the engine reads its hello to the end */
 	char	   *error;			/* the last query's failure (palloc'd), or NULL */
@@ -304,6 +305,13 @@ connect_shard(shard_conn *sc, const char *what)
 		ereport(ERROR, (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 						errmsg("%s: could not connect to shard \"%s\": %s", what, sc->server,
 							   sc->conn ? pchomp(PQerrorMessage(sc->conn)) : "out of memory")));
+	/*
+	 * Queries are sent without blocking (sent_to_shard, wait_shards): a shard
+	 * that stops reading would otherwise hold a request larger than the
+	 * socket's buffer inside libpq's send, deaf to interrupts.
+	 */
+	if (PQsetnonblocking(sc->conn, 1) != 0)
+		ereport(ERROR, (errmsg("%s: shard \"%s\": %s", what, sc->server, pchomp(PQerrorMessage(sc->conn)))));
 	if (!superuser() && password_required(sc->options) && !PQconnectionUsedPassword(sc->conn))
 		ereport(ERROR, (errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
 						errmsg("%s: the connection to shard \"%s\" did not use a password", what, sc->server),
@@ -377,6 +385,24 @@ read_shard(shard_conn *sc)
 }
 
 /*
+ * Sends what libpq still holds of shard sc's query, as much as the socket
+ * takes now; the rest when wait_shards sees the socket writable.
+ */
+static void
+flush_shard(shard_conn *sc)
+{
+	int			r = PQflush(sc->conn);
+
+	if (r == 0)
+		sc->flushing = false;
+	else if (r < 0)
+	{
+		sc->error = pchomp(PQerrorMessage(sc->conn));
+		sc->busy = sc->flushing = false;
+	}
+}
+
+/*
  * Waits until every shard has answered its query, the latch watched too:
  * returns GBML_OK, GBML_ECANCELLED on a cancel or timeout here (the caller
  * closes the connections, which cancels the shards' work), or GBML_EIO
@@ -404,16 +430,20 @@ wait_shards(gbml_shard_set *ss, gbml_env *env)
 		AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 		for (int s = 0; s < ss->n; s++)
 			if (ss->shards[s].busy)
-				AddWaitEventToSet(set, WL_SOCKET_READABLE, PQsocket(ss->shards[s].conn), NULL,
-								  &ss->shards[s]);
+				AddWaitEventToSet(set, WL_SOCKET_READABLE | (ss->shards[s].flushing ? WL_SOCKET_WRITEABLE : 0),
+								  PQsocket(ss->shards[s].conn), NULL, &ss->shards[s]);
 		got = WaitEventSetWait(set, -1, events, busy + 2, PG_WAIT_EXTENSION);
 		FreeWaitEventSet(set);
 		for (int e = 0; e < got; e++)
 		{
+			shard_conn *sc = events[e].user_data;
+
 			if (events[e].events & WL_LATCH_SET)
 				ResetLatch(MyLatch);
-			else if (events[e].events & WL_SOCKET_READABLE)
-				read_shard((shard_conn *) events[e].user_data);
+			if ((events[e].events & WL_SOCKET_WRITEABLE) && sc->flushing)
+				flush_shard(sc);
+			if ((events[e].events & WL_SOCKET_READABLE) && sc->busy)
+				read_shard(sc);
 		}
 	}
 	pfree(events);
@@ -434,9 +464,12 @@ static void
 sent_to_shard(shard_conn *sc, bool sent)
 {
 	sc->busy = sent;
+	sc->flushing = sent;
 	sc->error = sent ? NULL : pchomp(PQerrorMessage(sc->conn));
 	sc->hint = NULL;
 	sc->sqlstate[0] = '\0';
+	if (sent)
+		flush_shard(sc);
 }
 
 static void

@@ -25,8 +25,9 @@
 # foreign tables whose columns are renamed (column_name) train on the rows
 # postgres_fdw reads; whole-row scores of foreign rows are computed here,
 # under this server's names; statement_timeout ends a training whose shard
-# accepts the connection and never answers, or whose postmaster stops
-# answering while the shard works (its cancel request is not waited for long).
+# accepts the connection and never answers, whose postmaster stops
+# answering while the shard works (its cancel request is not waited for
+# long), or that stops reading before a request larger than a socket buffer.
 # Starts its own throwaway clusters; prints ok/not ok lines and "N passed, N failed".
 cd "$(dirname "$0")" && source ./lib.sh
 
@@ -520,6 +521,33 @@ check_match "statement_timeout ends a training whose shard's postmaster has stop
 [ $WAITED -le 8 ] && ok "... within a few seconds of the timeout ($WAITED s after the shard stopped answering)" ||
   notok "the timeout took $WAITED s after the shard stopped answering"
 q shard1 postgres "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'holder'" >/dev/null
+settled shard1 && settled shard2 && ok "after it no gbml session is left on either shard" ||
+  notok "gbml sessions left: $(sessions shard1), $(sessions shard2)"
+# a shard that stops reading (its backend stopped) while the coordinator reads its eval_source (a
+# 4 s sleep), then is sent a request larger than a socket's buffer (the union's 100,000 categories
+# of 64 characters, about 7 MB, in its open): the send waits on the latch, not inside libpq
+for s in 1 2; do
+  q shard$s postgres "CREATE TABLE bigcat AS SELECT i AS id, sin(i) AS a, md5(i::text) || md5((i * 7)::text) AS cat,
+    (i % 3)::real AS label FROM generate_series($s, 200000, 2) AS i" >/dev/null
+done
+q coord postgres "CREATE TABLE bigcat (id int, a float8, cat text, label real) PARTITION BY LIST ((id % 2));
+  CREATE FOREIGN TABLE bigcat_1 PARTITION OF bigcat FOR VALUES IN (1) SERVER shard1 OPTIONS (table_name 'bigcat');
+  CREATE FOREIGN TABLE bigcat_0 PARTITION OF bigcat FOR VALUES IN (0) SERVER shard2 OPTIONS (table_name 'bigcat');
+  CREATE TABLE bigcat_eval AS SELECT * FROM bigcat LIMIT 100;
+  CREATE FUNCTION slow_true() RETURNS boolean LANGUAGE plpgsql AS 'BEGIN PERFORM pg_sleep(4); RETURN true; END'" >/dev/null
+bg coord postgres "$OPS_WORK/unread.out" train_unread "SET statement_timeout = '6s'; SELECT gbml.train('x', 'boost', 'bigcat',
+  '{\"iterations\": 3, \"exclude_columns\": [\"id\"], \"eval_source\": \"SELECT * FROM bigcat_eval WHERE (SELECT slow_true())\"}')"
+train_pid=$BG_PID
+poll coord postgres 20 "SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'train_unread' AND wait_event = 'PgSleep'" >/dev/null ||
+  notok "the training never read its eval_source"
+shard_pid=$(q shard2 postgres "SELECT pid FROM pg_stat_activity WHERE application_name = 'gbml shard'")
+kill -STOP $shard_pid
+wait_at_most "$train_pid" 30
+kill -CONT $shard_pid
+check_match "statement_timeout ends a training whose shard stopped reading before a large request" \
+  "canceling statement due to statement timeout" "$(tr '\n' ' ' <"$OPS_WORK/unread.out")"
+[ $WAITED -le 10 ] && ok "... within a few seconds of the timeout ($WAITED s after the shard stopped reading)" ||
+  notok "the timeout took $WAITED s after the shard stopped reading"
 settled shard1 && settled shard2 && ok "after it no gbml session is left on either shard" ||
   notok "gbml sessions left: $(sessions shard1), $(sessions shard2)"
 
