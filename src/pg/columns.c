@@ -966,8 +966,6 @@ text_or_enum_type_name(const char *t)
 	Oid			typid;
 	int32		typmod;
 
-	if (strcmp(t, "text") == 0 || strcmp(t, "name") == 0 || strncmp(t, "character", 9) == 0)
-		return true;
 	parseTypeString(t, &typid, &typmod, true);
 	if (!OidIsValid(typid))
 		return false;
@@ -977,10 +975,11 @@ text_or_enum_type_name(const char *t)
 
 /*
  * Whether a row's column can give a categorical feature's values: a text
- * type (or a domain over one) for one trained from text or an enum (the
- * values are its labels), or from a domain over those,
- * else the type it was trained from (categorical_columns on an integer
- * column wants integers, not "3" from some other type).
+ * type (or a domain over one) where the feature was trained from a text
+ * type, an enum or a domain over either (the values are its labels; see
+ * text_or_enum_type_name), else the type it was trained from
+ * (categorical_columns on an integer column wants integers, not "3" from
+ * some other type).
  */
 static bool
 category_type_fits(const gbml_column *c, const gbml_feature_def *f)
