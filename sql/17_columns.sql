@@ -223,6 +223,14 @@ DROP INDEX col_rows_score;
 SELECT gbml.train('x', 'boost', 'SELECT price, label FROM col_rows; SELECT 1', '{}');
 SELECT gbml.train('x', 'boost', 'DELETE FROM col_rows RETURNING price, label', '{}');
 SELECT gbml.train('x', 'boost', 'SELECT price, label FRM col_rows', '{}');
+-- a name that is no table's: said so (it was PostgreSQL's error on gbml's internal query)
+CREATE TYPE col_pair AS (price float8, label real);
+CREATE INDEX col_rows_id ON col_rows (id);
+SELECT gbml.train('x', 'boost', 'col_pair', '{}');
+SELECT gbml.train('x', 'boost', 'col_rows_id', '{}');
+SELECT gbml.train('x', 'boost', 'SELECT price, label FROM col_rows', '{"eval_source": "no_such_eval"}');
+DROP INDEX col_rows_id;
+DROP TYPE col_pair;
 -- weights: every row's 0 is nothing to learn from (it trained a model of NaN metrics)
 SELECT gbml.train('x', 'saga', 'SELECT price, ratio, flag AS label, 0::real AS weight FROM col_rows WHERE price IS NOT NULL', '{}');
 SELECT gbml.kmeans_fit(c, 2, '{}') FROM (SELECT ratio, 0::real AS weight FROM col_rows) c;

@@ -13,6 +13,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -87,6 +88,31 @@ source_query(const char *source, const char *what)
 	return rs->stmt_len > 0 ? pnstrdup(source + rs->stmt_location, rs->stmt_len) : pstrdup(source + rs->stmt_location);
 }
 
+/* A named source must be something rows are read from: not an index, a composite type, a TOAST table. */
+static void
+check_readable_relation(Oid relid, const char *source, const char *what)
+{
+	const char *kind;
+
+	switch (get_rel_relkind(relid))
+	{
+		case RELKIND_INDEX:
+		case RELKIND_PARTITIONED_INDEX:
+			kind = "an index";
+			break;
+		case RELKIND_COMPOSITE_TYPE:
+			kind = "a composite type";
+			break;
+		case RELKIND_TOASTVALUE:
+			kind = "a TOAST table";
+			break;
+		default:
+			return;
+	}
+	ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					errmsg("%s: source \"%s\" is %s, not a table, view or query", what, source, kind)));
+}
+
 /*
  * "SELECT ... FROM <table>" when source names a relation, else the query as
  * a subquery (its own line: a trailing -- comment ends before the closing
@@ -101,7 +127,8 @@ source_sql(const char *source, const char *what)
 	{
 		if (!OidIsValid(relid))
 			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
-							errmsg("gbml.train: source \"%s\" is neither a table nor a query", source)));
+							errmsg("%s: source \"%s\" is neither a table nor a query", what, source)));
+		check_readable_relation(relid, source, what);
 		return psprintf("SELECT * FROM %s", quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 																	 get_rel_name(relid)));
 	}
