@@ -26,13 +26,16 @@
 
 #define SHARD_CANCEL_WAIT_MS 2000
 
-/* What the backend and the request threads share; the last of them to let go frees it. */
+/*
+ * What the backend and the request threads share: freed by whichever lets
+ * go last, the backend (done waiting) or the last thread to return.
+ */
 typedef struct cancel_round
 {
 	pthread_mutex_t lock;
 	pthread_cond_t done;
-	int			pending;		/* requests not yet answered */
-	int			holders;		/* the backend and each thread still running */
+	int			pending;		/* threads whose request has not returned */
+	bool		backend_gone;	/* the backend stopped waiting */
 } cancel_round;
 
 typedef struct cancel_request
@@ -41,12 +44,12 @@ typedef struct cancel_request
 	PGcancel   *cancel;
 } cancel_request;
 
+/* Called with r->lock held, which it releases. */
 static void
 let_go(cancel_round *r)
 {
-	bool		last;
+	bool		last = r->pending == 0 && r->backend_gone;
 
-	last = --r->holders == 0;
 	pthread_mutex_unlock(&r->lock);
 	if (last)
 	{
@@ -89,7 +92,7 @@ gbml_cancel_shard_queries(PGconn *const *conns, int n)
 	pthread_cond_init(&r->done, &attr);
 	pthread_condattr_destroy(&attr);
 	r->pending = 0;
-	r->holders = 1;
+	r->backend_gone = false;
 	for (int i = 0; i < n; i++)
 	{
 		cancel_request *req = malloc(sizeof(cancel_request));
@@ -103,7 +106,6 @@ gbml_cancel_shard_queries(PGconn *const *conns, int n)
 		req->round = r;
 		pthread_mutex_lock(&r->lock);
 		r->pending++;
-		r->holders++;
 		pthread_mutex_unlock(&r->lock);
 		if (gbml_thread_start(&thread, send_cancel, req))
 		{
@@ -115,7 +117,6 @@ gbml_cancel_shard_queries(PGconn *const *conns, int n)
 		free(req);
 		pthread_mutex_lock(&r->lock);
 		r->pending--;
-		r->holders--;
 		pthread_mutex_unlock(&r->lock);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &until);
@@ -130,5 +131,6 @@ gbml_cancel_shard_queries(PGconn *const *conns, int n)
 	while (r->pending > 0)
 		if (pthread_cond_timedwait(&r->done, &r->lock, &until) != 0)
 			break;
+	r->backend_gone = true;
 	let_go(r);
 }
