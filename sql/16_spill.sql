@@ -124,6 +124,12 @@ RESET temp_file_limit;
 -- too small even for the per-row state: the budget ERROR, with the figures
 SELECT gbml.kmeans_fit(f, 8, '{"memory_limit_mb": 1}') FROM spill_rows;
 
+-- the same from gbml.train, after its rows went to files: the files are
+-- closed as the ERROR unwinds the training (it crashed the server once: the
+-- file store closed them through gbml.train's stack, gone by then)
+SELECT gbml.train('spill_budget', 'boost', 'spill_rows',
+                  '{"label_column": "relevance", "group_column": "query", "iterations": 2, "memory_limit_mb": 4}');
+SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
 -- an ERROR caught in a subtransaction, then a training in the same transaction
 BEGIN;
 DO $$

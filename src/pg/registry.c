@@ -377,7 +377,7 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 	const gbml_algorithm *algo;
 	MemoryContext train_mcxt,
 				old;
-	gbml_env	env;
+	gbml_env   *env;
 	gbml_parsed_params pp;
 	gbml_shard_set *shards;
 	bytea	   *model;
@@ -420,18 +420,25 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 
 	train_mcxt = AllocSetContextCreate(CurrentMemoryContext, "gbml.train", ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(train_mcxt);
-	gbml_env_bind(&env, train_mcxt, what);
-	gbml_parse_params_or_error(&env, algo, params, NULL, 0, &pp, what);
-	gbml_env_configure(&env, &pp.common, what);
+
+	/*
+	 * The env lives in train_mcxt, not in this frame: a dataset's temporary
+	 * file store keeps a pointer to it, and after an ERROR the store is
+	 * closed by train_mcxt's reset callback, when this frame is long gone.
+	 */
+	env = MemoryContextAllocZero(train_mcxt, sizeof(gbml_env));
+	gbml_env_bind(env, train_mcxt, what);
+	gbml_parse_params_or_error(env, algo, params, NULL, 0, &pp, what);
+	gbml_env_configure(env, &pp.common, what);
 	if ((shards = gbml_sharded_source(source, what)) != NULL)
 	{
 		/* a partitioned table of postgres_fdw partitions: the shards train where the rows are */
-		model = gbml_shards_train(&env, &pp, shards, params, what);
+		model = gbml_shards_train(env, &pp, shards, params, what);
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
 	}
 	else
-		model = train_here(&env, &pp, algo, source, train_mcxt, what);
+		model = train_here(env, &pp, algo, source, train_mcxt, what);
 
 	/* Record the version and deploy it per policy, in SQL. */
 	{
