@@ -1079,6 +1079,40 @@ setup_histograms(trainer *T, int sets)
 	return T->thist && T->hist_cur && T->hist_parent && T->feature_best ? GBML_OK : env->error_code;
 }
 
+/*
+ * What setup_row_arrays allocates, against the budget before it does: the
+ * per-row state and the histograms stay in memory whatever went to files,
+ * so past the budget the error says so, with their size.
+ */
+static int
+check_row_state_budget(trainer *T, int64_t n, size_t cols)
+{
+	size_t		sets = T->on_gpu ? 1 : (size_t) T->threads,
+				row_bytes = cols * sizeof(double) + 4 * sizeof(double) + sizeof(uint16_t),
+				rows,
+				hist,
+				other;
+
+	if (T->n_classes > 0)
+		row_bytes += cols * sizeof(double);		/* prob */
+	if (boost_structure_by_weight(T))
+		row_bytes += sizeof(double);	/* newton_hess */
+	rows = (size_t) n * row_bytes;
+	/* setup_histograms: each set's slots, the level's and its parent's */
+	hist = (sets * (size_t) T->max_slots + 2 * ((size_t) 1 << (T->depth - 1))) * (size_t) T->total_bins *
+		sizeof(gbml_boost_hist_bin);
+	other = (size_t) T->threads * BLOCK_ROWS * (sizeof(uint16_t) + 2 * sizeof(int64_t)) +
+		(size_t) T->threads * (size_t) (T->max_slots + 1) * sizeof(int64_t) +
+		(T->has_eval ? (size_t) T->eval.n * cols * sizeof(double) : 0);
+	/* bins in a file are walked through two buffers of at least a block each (boost_bins_walk.c) */
+	if (T->bins.stored)
+		other += 2 * (size_t) T->bins.block_rows * (size_t) T->bins.n_features;
+	return gbml_budget_check(T->env, rows + hist + other,
+							 "boosting's per-row state (%zu bytes a row for %lld rows: predictions, gradients, leaf indexes) and its histograms (%.1f MB)%s",
+							 row_bytes, (long long) n, (double) hist / 1048576.0,
+							 T->bins.stored ? ", with two blocks of the bins read back from their file" : "");
+}
+
 /* The row side's per-row arrays and scratch, once the bins are made. */
 static int
 setup_row_arrays(trainer *T, const gbml_dataset *ds)
@@ -1088,7 +1122,8 @@ setup_row_arrays(trainer *T, const gbml_dataset *ds)
 	size_t		cols = T->n_classes > 0 ? (size_t) T->n_classes : 1;	/* MultiClass: a prediction per class */
 	int			rc;
 
-	if ((rc = setup_device(T, ds)) != GBML_OK)
+	if ((rc = setup_device(T, ds)) != GBML_OK ||
+		(rc = check_row_state_budget(T, n, cols)) != GBML_OK)
 		return rc;
 	T->pred = gbml_alloc_array(env, (size_t) n * cols, sizeof(double));
 	T->grad = gbml_alloc_array(env, (size_t) n, sizeof(double));

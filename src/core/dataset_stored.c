@@ -504,6 +504,22 @@ order_ties(gbml_dataset *ds, gbml_env *env, row_key *keys, int64_t n)
 	return rc;
 }
 
+/*
+ * The most gbml_ds_stored_canonicalize holds at once per row beside the
+ * dataset: its two sort keys; or, when the order becomes a map
+ * (keep_rows_as_map), one key's room as addresses, the map's addresses and
+ * the rebuilt label, group, weight and hash while the old ones still exist.
+ */
+static size_t
+canonicalize_row_bytes(const gbml_dataset *ds)
+{
+	size_t		keys = 2 * sizeof(row_key),
+				map = sizeof(row_key) + sizeof(int64_t) + sizeof(float) + sizeof(int64_t) + sizeof(float) +
+		sizeof(uint64_t);
+
+	return ds->reorder_as_map && strcmp(ds->store->residence, "file") == 0 && map > keys ? map : keys;
+}
+
 int
 gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env)
 {
@@ -520,6 +536,10 @@ gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env)
 		return rc;
 	if (ds->store == NULL)
 		return gbml_dataset_canonicalize(ds, env);	/* the last chunk did not fit: on the host now */
+	if ((rc = gbml_budget_check(env, (size_t) n * canonicalize_row_bytes(ds),
+								"ordering the %lld rows canonically (%zu bytes a row: sort keys, addresses)",
+								(long long) n, canonicalize_row_bytes(ds))) != GBML_OK)
+		return rc;
 	keys = gbml_alloc_array(env, (size_t) n, sizeof(row_key));
 	tmp = gbml_alloc_array(env, (size_t) n, sizeof(row_key));
 	if (keys == NULL || tmp == NULL)

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -209,6 +210,26 @@ gbml_hint(gbml_env *env, const char *fmt,...)
 	vsnprintf(env->hint, sizeof(env->hint), fmt, ap);
 	va_end(ap);
 	return env->error_code;
+}
+
+int
+gbml_budget_check(gbml_env *env, size_t bytes, const char *fmt,...)
+{
+	char		what[300];
+	va_list		ap;
+	double		mb = 1048576.0;
+
+	if (env->memory_limit == 0 || env->memory_used + bytes <= env->memory_limit)
+		return GBML_OK;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	gbml_error(env, GBML_EBUDGET,
+			   "memory limit exceeded by what stays in memory whatever goes to temporary files: %s: %.1f MB; %.1f MB are in use and the limit is %.1f MB",
+			   what, (double) bytes / mb, (double) env->memory_used / mb, (double) env->memory_limit / mb);
+	/* whole megabytes, rounded up: the figure is a limit the user can type */
+	return gbml_hint(env, "Raise the \"memory_limit_mb\" parameter (or gbml.memory_limit) to at least %.0f MB for this step (a later one may need more), or train on fewer rows.",
+					 ceil((double) (env->memory_used + bytes) / mb));
 }
 
 void *

@@ -185,6 +185,16 @@ int			gbml_error_prefix(gbml_env *env, int code, const char *prefix);
 int			gbml_hint(gbml_env *env, const char *fmt,...)
 			__attribute__((format(printf, 2, 3)));
 
+/*
+ * A trainer's state that stays in memory whatever goes to temporary files
+ * (its per-row arrays, its histograms), checked against the budget before
+ * it is allocated: past the budget the error names that state and its size
+ * (what, a phrase such as "boosting's per-row state ..."), and the hint the
+ * limit that would hold it.  GBML_OK, or GBML_EBUDGET.
+ */
+int			gbml_budget_check(gbml_env *env, size_t bytes, const char *fmt,...)
+			__attribute__((format(printf, 3, 4)));
+
 /* Formats a message and hands it to notice_fn (if any). */
 void		gbml_notice(gbml_env *env, int level, const char *fmt,...)
 			__attribute__((format(printf, 3, 4)));

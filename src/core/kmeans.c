@@ -311,6 +311,8 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 {
 	size_t		kd;
 	size_t		slot_cap;
+	size_t		row_bytes,
+				reader;
 	int			zero_row_chunk = -1;
 	int64_t		zero_row = -1;
 	int			rc;
@@ -333,6 +335,22 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 	if (w->max_slots < 1)
 		w->max_slots = 1;
 
+	/*
+	 * The per-row state stays in memory whatever went to files, kept to the
+	 * end (km_work_free): labels, norms, the inertia's distances, the
+	 * spherical scales, k-means++' closest distances and candidates.  Past
+	 * the budget, say so before any of it.
+	 */
+	row_bytes = sizeof(int32_t) + 2 * sizeof(double) + (w->spherical ? sizeof(double) : 0);
+	if (p->init.choice == GBML_KM_INIT_KMEANSPP)
+		row_bytes += sizeof(float) * (size_t) (1 + km_kpp_trials(w->k));
+	/* rows in files are read back a chunk at a time, the next one read ahead */
+	reader = ds->store ? 2 * (size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float) : 0;
+	if ((rc = gbml_budget_check(env, (size_t) ds->n_rows * row_bytes + reader,
+								"K-Means' per-row state (%zu bytes a row for %lld rows: cluster labels, norms and distances)%s",
+								row_bytes, (long long) ds->n_rows,
+								reader ? ", with two chunks of rows read back from temporary files" : "")) != GBML_OK)
+		return rc;
 	w->labels = km_alloc_chunks(w, sizeof(int32_t), true);
 	if (!km_chunks_ok(w, (void **) w->labels))
 		return env->error_code;

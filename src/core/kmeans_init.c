@@ -370,7 +370,7 @@ km_init_kmeanspp(km_work *w, gbml_rng *rng, double *centers)
 {
 	gbml_env   *env = w->env;
 	int			d = w->d;
-	int			T = 2 + (int) log((double) w->k);
+	int			T = km_kpp_trials(w->k);
 	int64_t		idx[GBML_KM_CAND_LANES],
 				totals[GBML_KM_CAND_LANES];
 	double		u[GBML_KM_CAND_LANES];

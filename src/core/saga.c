@@ -674,14 +674,27 @@ alloc_solver(saga_state *st)
 {
 	const gbml_dataset *ds = st->ds;
 	gbml_env   *env = st->env;
+	size_t		groups = 0,
+				scratch;
+	int			rc;
 
+	if (gbml_saga_plan_init(&st->plan, ds, env) != GBML_OK)
+		return env->error_code;
+	/* what stays in memory whatever went to files (the group's scratch below too): past the budget, say so */
+	for (int c = 0; c < ds->n_chunks && groups == 0; c++)
+		if (ds->chunks[c]->x == NULL)
+			groups = 2 * gbml_saga_slices_group_bytes(ds, &st->plan);
+	scratch = (size_t) st->plan.group_rows * (sizeof(float *) + 2 * sizeof(float) + sizeof(double));
+	if ((rc = gbml_budget_check(env, (size_t) ds->n_rows * sizeof(double) + groups + scratch,
+								"the linear model's per-row state (a stored gradient, 8 bytes a row for %lld rows) and "
+								"its two groups of rows read back from temporary files (%.1f MB)",
+								(long long) ds->n_rows, (double) groups / 1048576.0)) != GBML_OK)
+		return rc;
 	if ((st->memory = gbml_alloc0(env, sizeof(double *) * (size_t) (ds->n_chunks > 0 ? ds->n_chunks : 1))) == NULL)
 		return env->error_code;
 	for (int c = 0; c < ds->n_chunks; c++)
 		if ((st->memory[c] = gbml_alloc0(env, sizeof(double) * (size_t) ds->chunks[c]->n_rows)) == NULL)
 			return env->error_code;
-	if (gbml_saga_plan_init(&st->plan, ds, env) != GBML_OK)
-		return env->error_code;
 	/* rows within padded(d) floats of their chunk's end: at most this many per chunk, each once an epoch */
 	st->pad_rows = (st->dp - st->d + st->d - 1) / st->d * ds->n_chunks;
 	st->pad_rows = st->pad_rows < st->plan.group_rows ? st->pad_rows : st->plan.group_rows;

@@ -37,11 +37,18 @@ struct gbml_saga_slices
 	int			pending;		/* the buffer it fills (-1: none) */
 };
 
+size_t
+gbml_saga_slices_group_bytes(const gbml_dataset *ds, const gbml_saga_plan *pl)
+{
+	return ((size_t) pl->group_rows * (size_t) ds->n_features + (size_t) gbml_saga_padded(ds->n_features)) *
+		sizeof(float);
+}
+
 gbml_saga_slices *
 gbml_saga_slices_open(const gbml_dataset *ds, gbml_env *env, const gbml_saga_plan *pl)
 {
 	gbml_saga_slices *r = gbml_alloc0(env, sizeof(gbml_saga_slices));
-	size_t		floats = (size_t) pl->group_rows * (size_t) ds->n_features + (size_t) gbml_saga_padded(ds->n_features);
+	size_t		floats = gbml_saga_slices_group_bytes(ds, pl) / sizeof(float);
 
 	if (r == NULL)
 		return NULL;

@@ -390,6 +390,7 @@ gbml_raise(gbml_env *env, int rc, const char *what)
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("%s: %s", what, env->error),
+					 hint ? errhint("%s", hint) :
 					 errhint("Raise gbml.memory_limit (or the \"memory_limit_mb\" parameter), or train on fewer rows or features.")));
 			break;
 		case GBML_ENOMEM:
