@@ -161,6 +161,20 @@ SELECT gbml.kmeans_fit(f, 8, '{"random_seed": 4, "max_iter": 20, "memory_limit_m
   FROM spill_rows;
 COMMIT;
 
+-- a training aggregate's rows with categorical columns stay in memory (their
+-- first-seen category ids are renumbered once all rows are seen): past the
+-- budget the hint says so and names gbml.train, which spills them
+CREATE TABLE spill_cats AS
+SELECT i, 'city ' || (hashint4(i) & 63) AS city,
+       ARRAY(SELECT ((hashint4(i * 31 + j) % 1000) / 100.0)::real FROM generate_series(1, 40) AS j) AS f,
+       (hashint4(i * 3) & 1)::real AS y
+  FROM generate_series(1, 30000) AS i;
+SELECT gbml.boost_fit(s, '{"label_column": "y", "exclude_columns": ["i"], "iterations": 2, "memory_limit_mb": 6}')
+  FROM spill_cats s;
+SELECT gbml.train('spill_cats', 'boost', 'spill_cats',
+                  '{"label_column": "y", "exclude_columns": ["i"], "iterations": 2, "memory_limit_mb": 6}') > 0 AS train_spills_them;
+SELECT (r ->> 'spilled_rows')::bigint AS spilled_rows FROM gbml.last_training_report() AS r;
+
 -- a cancelled training (statement_timeout) while it reads its files back
 SET statement_timeout = '1s';
 SELECT gbml.kmeans_fit(f, 16, '{"memory_limit_mb": 7.5, "max_iter": 100000, "tol": 0, "min_frac_changed": 0}') FROM spill_rows;

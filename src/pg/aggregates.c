@@ -45,6 +45,7 @@ typedef struct fit_state
 	Jsonb	   *params_jsonb;	/* copy, for serialization */
 	int32		k;				/* kmeans_fit's k argument (0 = none) */
 	bool		params_stable;	/* params and k: a constant or parameter, the same every row (not compared) */
+	bool		partial;		/* a parallel plan's partial state: its rows stay in memory */
 	bool		k_stable;
 	gbml_parsed_params params;
 	unsigned	input_flags;
@@ -106,6 +107,12 @@ state_create(MemoryContext aggctx, const gbml_algorithm *algo, Jsonb *params, in
 	snprintf(st->what, sizeof(st->what), "gbml.%s_fit", algo->name);
 	gbml_env_bind(&st->env, mcxt, st->what);
 	st->k = k;
+	st->partial = partial;
+	if (partial)
+		gbml_env_budget_hint(&st->env,
+							 "The rows of a parallel plan's partial state stay in memory (it goes to the leader whole): "
+							 "SET max_parallel_workers_per_gather = 0 lets them go to temporary files; or raise the "
+							 "\"memory_limit_mb\" parameter (or gbml.memory_limit).");
 	if (params)
 	{
 		MemoryContext old = MemoryContextSwitchTo(mcxt);
@@ -317,7 +324,15 @@ bind_row_type(fit_state *st, HeapTupleHeader th)
 	st->ds.schema = gbml_column_plan_schema(st->columns);
 	/* categorical ids are rewritten in place before training: those rows stay in host memory */
 	if (gbml_schema_n_categorical(st->ds.schema) > 0 && st->ds.store == NULL)
+	{
 		st->ds.store_open = NULL;
+		if (!st->partial)
+			gbml_env_budget_hint(&st->env,
+								 "A training aggregate keeps the rows of a source with categorical columns in memory "
+								 "(their categories are numbered once every row is seen). gbml.train reads the "
+								 "categories first and lets the rows go to temporary files: use it, or raise the "
+								 "\"memory_limit_mb\" parameter (or gbml.memory_limit).");
+	}
 	/* a NULL category arrives as NaN, its own category (numbers are checked by column) */
 	if (gbml_schema_n_categorical(st->ds.schema) > 0)
 		st->ds.allow_missing = true;

@@ -68,6 +68,7 @@ typedef struct binding
 	MemoryContext mcxt;
 	big_block	blocks;			/* circular list head */
 	gpu_guard  *gpu_open;		/* device contexts to destroy at reset */
+	const char *budget_hint;	/* gbml_env_budget_hint's, or NULL */
 	MemoryContextCallback cb;
 } binding;
 
@@ -279,6 +280,12 @@ gbml_env_bind(gbml_env *env, MemoryContext mcxt, const char *what)
 	gbml_env_bind_temp_files(env, mcxt);
 }
 
+void
+gbml_env_budget_hint(gbml_env *env, const char *hint)
+{
+	((binding *) env->alloc_ctx)->budget_hint = hint;
+}
+
 const gbml_backend *
 gbml_gpu_backend(char *reason, size_t reason_len)
 {
@@ -379,6 +386,10 @@ gbml_raise(gbml_env *env, int rc, const char *what)
 {
 	/* the engine's own hint (gbml_hint: what to do about this error, a shard's too), where the code has none */
 	const char *hint = env->hint[0] ? env->hint : NULL;
+
+	/* a bound env's rows that cannot spill say why (gbml_env_budget_hint) */
+	if (hint == NULL && rc == GBML_EBUDGET && env->alloc_fn == mcxt_alloc)
+		hint = ((binding *) env->alloc_ctx)->budget_hint;
 
 	switch (rc)
 	{

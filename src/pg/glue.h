@@ -43,6 +43,13 @@ void		gbml_define_settings(void);
 void		gbml_env_bind(gbml_env *env, MemoryContext mcxt, const char *what);
 
 /*
+ * The hint of a budget ERROR that has no more specific one: for a bound env
+ * whose rows cannot go to temporary files, why, and what else to do.  hint
+ * must outlive the env (a string literal).
+ */
+void		gbml_env_budget_hint(gbml_env *env, const char *hint);
+
+/*
  * The engine's temporary files as PostgreSQL temporary files (tempfile.c):
  * temp_tablespaces, temp_file_limit, deleted at abort and exit, counted in
  * temp_bytes.  Handles are allocated in `mcxt`.  Called by gbml_env_bind.
