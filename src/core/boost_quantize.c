@@ -367,14 +367,26 @@ draw_sample(const gbml_dataset *ds, int64_t m, uint64_t seed, const float **samp
 /* Bytes of stored sample rows fetched at a time by sample_columns. */
 #define SAMPLE_FETCH_BYTES ((size_t) 1 << 20)
 
+/* Progress of the border sample (its rows fetched and sorted) and a cancel check: GBML_OK or GBML_ECANCELLED. */
+static int
+sample_progress(gbml_env *env, int64_t done, int64_t total)
+{
+	gbml_progress_info info = {"borders", done, total, NULL, 0};
+
+	return gbml_progress(env, &info) ? gbml_error(env, GBML_ECANCELLED, "canceled") : GBML_OK;
+}
+
 /*
  * The sample's features f0 .. f0 + fb as columns: colbuf[j * m + i] is
  * feature f0 + j of sample row i.  Stored rows are fetched a piece at a
- * time, so the sample is never held twice (as rows and as columns).
+ * time, so the sample is never held twice (as rows and as columns); each
+ * piece is a random read of the files, so progress and cancel go between
+ * pieces (fetched: the sample rows fetched by earlier batches, of
+ * fetch_total in all).
  */
 static int
 sample_columns(const gbml_dataset *ds, const float **sample, const int64_t *addr, int64_t m, int64_t f0,
-			   int64_t fb, float *colbuf, gbml_env *env)
+			   int64_t fb, float *colbuf, int64_t fetched, int64_t fetch_total, gbml_env *env)
 {
 	size_t		d = (size_t) ds->n_features;
 	int64_t		piece = (int64_t) (SAMPLE_FETCH_BYTES / (d * sizeof(float)));
@@ -394,7 +406,8 @@ sample_columns(const gbml_dataset *ds, const float **sample, const int64_t *addr
 	{
 		int64_t		k = m - i0 < piece ? m - i0 : piece;
 
-		if (gbml_dataset_fetch_rows(ds, addr + i0, k, rows, env) != GBML_OK)
+		if (gbml_dataset_fetch_rows(ds, addr + i0, k, rows, env) != GBML_OK ||
+			sample_progress(env, fetched + i0 + k, fetch_total) != GBML_OK)
 		{
 			gbml_free(env, rows);
 			return env->error_code;
@@ -579,10 +592,14 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, gbml_boost_bo
 	for (int64_t f0 = 0; f0 < d; f0 += batch)
 	{
 		int64_t		fb = d - f0 < batch ? d - f0 : batch;
+		int64_t		batches = (d + batch - 1) / batch;
 
-		if ((rc = sample_columns(ds, sample, addr, m, f0, fb, colbuf, env)) != GBML_OK)
+		if ((rc = sample_columns(ds, sample, addr, m, f0, fb, colbuf, f0 / batch * m, batches * m, env)) != GBML_OK)
 			goto done;
 		choice_batch(&bc, colbuf, m, f0, fb, scratch, threads);
+		/* a batch's sorts take a while too: a cancel is seen before the next */
+		if ((rc = sample_progress(env, (f0 / batch + 1) * m, batches * m)) != GBML_OK)
+			goto done;
 	}
 
 done:

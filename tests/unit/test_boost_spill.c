@@ -647,6 +647,43 @@ TEST(boost_spill_progress_and_cancel_between_chunks)
 }
 
 /*
+ * The border sample of rows in files is fetched a piece of 1 MB of rows at
+ * a time (random reads): a report after each piece and after each batch's
+ * sorts, so a cancel is seen within a piece, not after the whole sample
+ * (it was seen only once binning began: over a second at 500,000 rows).
+ * 300 features: pieces of 873 rows, five for the 4,000-row sample.
+ */
+TEST(boost_spill_borders_progress_and_cancel_between_sample_pieces)
+{
+	spill_rows	rows;
+	gbml_param_value v[] = {NUM("iterations", 1), NUM("depth", 2)};
+
+	make_rows(&rows, SPILL_REGRESSION, 4000, 300, 21, 0.0, false);
+	for (int cancel_at = 0; cancel_at <= 3; cancel_at += 3)
+	{
+		gbml_env	env;
+		gbml_dataset ds;
+		uint8_t    *model = NULL;
+		size_t		len;
+		phase_progress q = {"borders", 0, cancel_at, 0};
+
+		gbml_env_init_malloc(&env, 2);
+		load_rows(&ds, &env, &rows, true, 5);
+		env.progress_fn = count_phase;
+		env.progress_ctx = &q;
+		CHECK(gbml_train_values(&env, "boost", v, 2, &ds, NULL, &model, &len) ==
+			  (cancel_at ? GBML_ECANCELLED : GBML_OK));
+		/* five pieces and one batch: six reports, or the cancel at the third */
+		CHECK(q.reports == (cancel_at ? cancel_at : 6));
+		CHECK(q.total == 4000);
+		gbml_free(&env, model);
+		gbml_dataset_free(&ds, &env);
+		CHECK(env.memory_used == 0);
+	}
+	free_rows(&rows);
+}
+
+/*
  * Bins in files: the tree's passes check for a cancel between runs of
  * blocks (several reports a tree, not one), and a cancel inside a tree
  * ends the fit with nothing left behind.
