@@ -615,6 +615,32 @@ count_phase(void *ctx, const gbml_progress_info *info)
 	return ++q->reports == q->cancel_at;
 }
 
+/*
+ * Boosting on rows in files (stored in a shuffled order), q watching one
+ * phase's reports: the training's code, the dataset's chunk count, and
+ * every byte given back (a CHECK).
+ */
+static int
+train_watching_phase(const spill_rows *rows, const gbml_param_value *v, int nv, phase_progress *q, int *n_chunks)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	uint8_t    *model = NULL;
+	size_t		len;
+	int			rc;
+
+	gbml_env_init_malloc(&env, 2);
+	load_rows(&ds, &env, rows, true, 5);
+	env.progress_fn = count_phase;
+	env.progress_ctx = q;
+	rc = gbml_train_values(&env, "boost", v, nv, &ds, NULL, &model, &len);
+	*n_chunks = ds.n_chunks;
+	gbml_free(&env, model);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+	return rc;
+}
+
 TEST(boost_spill_progress_and_cancel_between_chunks)
 {
 	spill_rows	rows;
@@ -623,25 +649,12 @@ TEST(boost_spill_progress_and_cancel_between_chunks)
 	make_rows(&rows, SPILL_REGRESSION, 3500, 4, 12, 0.0, false);
 	for (int cancel_at = 0; cancel_at <= 2; cancel_at += 2)
 	{
-		gbml_env	env;
-		gbml_dataset ds;
-		uint8_t    *model = NULL;
-		size_t		len;
 		phase_progress q = {"quantize", 0, cancel_at, 0};
 		int			n_chunks;
 
-		gbml_env_init_malloc(&env, 2);
-		load_rows(&ds, &env, &rows, true, 5);
-		env.progress_fn = count_phase;
-		env.progress_ctx = &q;
-		CHECK(gbml_train_values(&env, "boost", v, 2, &ds, NULL, &model, &len) ==
-			  (cancel_at ? GBML_ECANCELLED : GBML_OK));
-		n_chunks = ds.n_chunks;
+		CHECK(train_watching_phase(&rows, v, 2, &q, &n_chunks) == (cancel_at ? GBML_ECANCELLED : GBML_OK));
 		/* a report per chunk, the last one stopping it when asked */
 		CHECK(n_chunks > 2 && q.total == n_chunks && q.reports == (cancel_at ? cancel_at : n_chunks));
-		gbml_free(&env, model);
-		gbml_dataset_free(&ds, &env);
-		CHECK(env.memory_used == 0);
 	}
 	free_rows(&rows);
 }
@@ -661,24 +674,12 @@ TEST(boost_spill_borders_progress_and_cancel_between_sample_pieces)
 	make_rows(&rows, SPILL_REGRESSION, 4000, 300, 21, 0.0, false);
 	for (int cancel_at = 0; cancel_at <= 3; cancel_at += 3)
 	{
-		gbml_env	env;
-		gbml_dataset ds;
-		uint8_t    *model = NULL;
-		size_t		len;
 		phase_progress q = {"borders", 0, cancel_at, 0};
+		int			n_chunks;
 
-		gbml_env_init_malloc(&env, 2);
-		load_rows(&ds, &env, &rows, true, 5);
-		env.progress_fn = count_phase;
-		env.progress_ctx = &q;
-		CHECK(gbml_train_values(&env, "boost", v, 2, &ds, NULL, &model, &len) ==
-			  (cancel_at ? GBML_ECANCELLED : GBML_OK));
+		CHECK(train_watching_phase(&rows, v, 2, &q, &n_chunks) == (cancel_at ? GBML_ECANCELLED : GBML_OK));
 		/* five pieces and one batch: six reports, or the cancel at the third */
-		CHECK(q.reports == (cancel_at ? cancel_at : 6));
-		CHECK(q.total == 4000);
-		gbml_free(&env, model);
-		gbml_dataset_free(&ds, &env);
-		CHECK(env.memory_used == 0);
+		CHECK(q.reports == (cancel_at ? cancel_at : 6) && q.total == 4000);
 	}
 	free_rows(&rows);
 }
@@ -699,25 +700,14 @@ TEST(boost_spill_bins_in_files_cancel_inside_a_tree)
 	make_rows(&rows, SPILL_REGRESSION, 40000, 4, 12, 0.0, false);
 	for (int cancel_at = 0; cancel_at <= 7; cancel_at += 7)
 	{
-		gbml_env	env;
-		gbml_dataset ds;
-		uint8_t    *model = NULL;
-		size_t		len;
 		phase_progress q = {"train", 0, cancel_at, 0};
+		int			n_chunks;
 
-		gbml_env_init_malloc(&env, 2);
-		load_rows(&ds, &env, &rows, true, 5);
-		env.progress_fn = count_phase;
-		env.progress_ctx = &q;
-		CHECK(gbml_train_values(&env, "boost", v, 2, &ds, NULL, &model, &len) ==
-			  (cancel_at ? GBML_ECANCELLED : GBML_OK));
+		CHECK(train_watching_phase(&rows, v, 2, &q, &n_chunks) == (cancel_at ? GBML_ECANCELLED : GBML_OK));
 		if (cancel_at == 0)
 			reports = q.reports;
 		else
 			CHECK(q.reports == cancel_at);
-		gbml_free(&env, model);
-		gbml_dataset_free(&ds, &env);
-		CHECK(env.memory_used == 0);
 	}
 	/* 5 runs a pass, 4 passes a tree (3 levels, the leaf values), 2 trees, and one report after each tree */
 	CHECK(reports == 2 * 4 * 5 + 2);
