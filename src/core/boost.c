@@ -1104,6 +1104,9 @@ check_row_state_budget(trainer *T, int64_t n, size_t cols)
 	other = (size_t) T->threads * BLOCK_ROWS * (sizeof(uint16_t) + 2 * sizeof(int64_t)) +
 		(size_t) T->threads * (size_t) (T->max_slots + 1) * sizeof(int64_t) +
 		(T->has_eval ? (size_t) T->eval.n * cols * sizeof(double) : 0);
+	/* a ranking metric's per-query terms, for the larger set's queries (local_query_terms) */
+	other += 2 * sizeof(double) *
+		(size_t) (T->train.n_groups > T->eval.n_groups ? T->train.n_groups : T->eval.n_groups);
 	/* bins in a file are walked through two buffers of at least a block each (boost_bins_walk.c) */
 	if (T->bins.stored)
 		other += 2 * (size_t) T->bins.block_rows * (size_t) T->bins.n_features;
