@@ -116,6 +116,28 @@ seal(gbml_dataset *ds, gbml_env *env)
 
 static int start_streaming(gbml_dataset *ds, gbml_env *env);
 
+/*
+ * The features go to files, but every row's label, group, weight and hash
+ * stay in memory (24 bytes a row): past the budget while rows still come,
+ * say that, with what the rows so far hold, rather than the one chunk's
+ * allocation that failed.
+ */
+static void
+say_meta_past_budget(const gbml_dataset *ds, gbml_env *env, int64_t cap)
+{
+	size_t		row_bytes = sizeof(float) + sizeof(int64_t) + sizeof(float) + sizeof(uint64_t);
+
+	gbml_error(env, GBML_EBUDGET,
+			   "memory limit exceeded by what stays in memory whatever goes to temporary files: each row's label, "
+			   "group, weight and hash (%zu bytes a row: %.1f MB for the %lld rows so far, and the next chunk's "
+			   "%lld rows); %.1f MB are in use and the limit is %.1f MB",
+			   row_bytes, (double) ((size_t) ds->n_rows * row_bytes) / 1048576.0, (long long) ds->n_rows,
+			   (long long) cap, (double) env->memory_used / 1048576.0, (double) env->memory_limit / 1048576.0);
+	gbml_hint(env, "Raise the \"memory_limit_mb\" parameter (or gbml.memory_limit) by %zu bytes for every row of the "
+			  "source (about %.0f MB for a million rows) beside what the training needs, or train on fewer rows.",
+			  row_bytes, (double) row_bytes * 1e6 / 1048576.0);
+}
+
 gbml_chunk *
 gbml_ds_stored_writable_chunk(gbml_dataset *ds, gbml_env *env)
 {
@@ -137,7 +159,11 @@ gbml_ds_stored_writable_chunk(gbml_dataset *ds, gbml_env *env)
 	/* the serial layout, so the store's chunks are the ones a host dataset would have */
 	cap = ds->n_chunks == 0 ? gbml_ds_first_chunk_limit(ds) : ds->chunk_rows;
 	if ((c = meta_chunk_alloc(env, cap)) == NULL)
+	{
+		if (env->error_code == GBML_EBUDGET)
+			say_meta_past_budget(ds, env, cap);
 		return NULL;
+	}
 	c->x = ds->store->buffer(ds->store, cap, ds->n_features);
 	c->x_from_store = true;
 	if (c->x == NULL)
@@ -506,18 +532,42 @@ order_ties(gbml_dataset *ds, gbml_env *env, row_key *keys, int64_t n)
 
 /*
  * The most gbml_ds_stored_canonicalize holds at once per row beside the
- * dataset: its two sort keys; or, when the order becomes a map
- * (keep_rows_as_map), one key's room as addresses, the map's addresses and
- * the rebuilt label, group, weight and hash while the old ones still exist.
+ * dataset: its two sort keys; then one key's room as addresses, with the
+ * rank arrays (keep_rows_as_ranks), or the rebuilt label, group, weight and
+ * hash while the old ones still exist (a rewrite), and the map's addresses
+ * besides (keep_rows_as_map).
  */
 static size_t
 canonicalize_row_bytes(const gbml_dataset *ds)
 {
 	size_t		keys = 2 * sizeof(row_key),
-				map = sizeof(row_key) + sizeof(int64_t) + sizeof(float) + sizeof(int64_t) + sizeof(float) +
-		sizeof(uint64_t);
+				meta = sizeof(float) + sizeof(int64_t) + sizeof(float) + sizeof(uint64_t),
+				after;
+	bool		file = strcmp(ds->store->residence, "file") == 0;
 
-	return ds->reorder_as_map && strcmp(ds->store->residence, "file") == 0 && map > keys ? map : keys;
+	if (ds->reorder_as_map && file)
+		after = sizeof(row_key) + sizeof(int64_t) + meta;
+	else if (ds->reorder_as_ranks && file && ds->stored_addr == NULL)
+		after = sizeof(row_key) + 2 * sizeof(uint32_t);
+	else
+		after = sizeof(row_key) + meta;
+	return after > keys ? after : keys;
+}
+
+/*
+ * The most gbml_ds_stored_split_eval holds at once per row beside the
+ * dataset: the kept and held addresses; and, when the kept rows' order
+ * becomes a map, its addresses and their rebuilt label, group, weight and
+ * hash while the old ones still exist.
+ */
+static size_t
+split_row_bytes(const gbml_dataset *ds)
+{
+	size_t		lists = 2 * sizeof(int64_t);
+
+	if (ds->reorder_as_map && strcmp(ds->store->residence, "file") == 0)
+		lists += sizeof(int64_t) + sizeof(float) + sizeof(int64_t) + sizeof(float) + sizeof(uint64_t);
+	return lists;
 }
 
 int
@@ -595,6 +645,14 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 		return rc;
 	if (ds->store == NULL)
 		return gbml_dataset_split_eval(ds, eval, fraction, seed, true, env);	/* back on the host (the caller checks) */
+	/* beside the lists: the eval rows' label, group, weight and hash, the chunk they fill and the rows fetched */
+	if ((rc = gbml_budget_check(env, (size_t) n * split_row_bytes(ds) +
+								(size_t) (fraction * (double) n + 1) * (2 * sizeof(float) + sizeof(int64_t) + sizeof(uint64_t)) +
+								2 * (size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float),
+								"splitting the %lld rows in temporary files into training and eval sets (%zu bytes a row, "
+								"and the eval rows' own)",
+								(long long) n, split_row_bytes(ds))) != GBML_OK)
+		return rc;
 	kept = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
 	held = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
 	/* no more rows at a time than a chunk: a small budget has small chunks */

@@ -227,9 +227,13 @@ gbml_budget_check(gbml_env *env, size_t bytes, const char *fmt,...)
 	gbml_error(env, GBML_EBUDGET,
 			   "memory limit exceeded by what stays in memory whatever goes to temporary files: %s: %.1f MB; %.1f MB are in use and the limit is %.1f MB",
 			   what, (double) bytes / mb, (double) env->memory_used / mb, (double) env->memory_limit / mb);
-	/* whole megabytes, rounded up: the figure is a limit the user can type */
+	/*
+	 * Whole megabytes, rounded up: a limit the user can type.  A sixteenth
+	 * more for the small allocations that follow (the model's bytes, a
+	 * report), which no check counts.
+	 */
 	return gbml_hint(env, "Raise the \"memory_limit_mb\" parameter (or gbml.memory_limit) to at least %.0f MB for this step (a later one may need more), or train on fewer rows.",
-					 ceil((double) (env->memory_used + bytes) / mb));
+					 ceil((double) (env->memory_used + bytes) * 17.0 / 16.0 / mb));
 }
 
 void *
