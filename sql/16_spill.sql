@@ -176,6 +176,20 @@ SELECT gbml.train('spill_cats', 'boost', 'spill_cats',
                   '{"label_column": "y", "exclude_columns": ["i"], "iterations": 2, "memory_limit_mb": 6}') > 0 AS train_spills_them;
 SELECT (r ->> 'spilled_rows')::bigint AS spilled_rows FROM gbml.last_training_report() AS r;
 
+-- one-hot encoded rows past the budget go to files though the source's fit
+-- in memory: the report counts them (it said 0 rows, 0 MB), and the model is
+-- the in-memory one
+CREATE TABLE spill_shops AS
+SELECT i, 'shop ' || (hashint4(i) & 255) AS shop, (hashint4(i * 3) % 100) / 10.0 AS x1, (i % 13)::float8 AS x2,
+       (hashint4(i * 7) & 1) AS y
+  FROM generate_series(1, 30000) AS i;
+SELECT gbml.train('spill_shops', 'saga', 'spill_shops', '{"label_column": "y", "exclude_columns": ["i"], "max_iter": 3}') > 0 AS trained;
+SELECT gbml.train('spill_shops', 'saga', 'spill_shops',
+                  '{"label_column": "y", "exclude_columns": ["i"], "max_iter": 3, "memory_limit_mb": 20}') > 0 AS trained;
+SELECT (r ->> 'spilled_rows')::bigint AS spilled_rows, (r ->> 'temp_written_mb')::float8 > 10 AS wrote_the_encoding
+  FROM gbml.last_training_report() AS r;
+SELECT count(DISTINCT model) AS models FROM gbml.models WHERE name = 'spill_shops';
+
 -- a cancelled training (statement_timeout) while it reads its files back
 SET statement_timeout = '1s';
 SELECT gbml.kmeans_fit(f, 16, '{"memory_limit_mb": 7.5, "max_iter": 100000, "tol": 0, "min_frac_changed": 0}') FROM spill_rows;

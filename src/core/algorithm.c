@@ -355,6 +355,9 @@ report_spill(gbml_strbuf *report, const gbml_env *env, const gbml_dataset *ds, c
 			total.bytes_discarded += one.bytes_discarded;
 			total.reorders_in_place += one.reorders_in_place;
 		}
+	/* rows only the trainer's files held (one-hot encoded rows past the budget) spilled too */
+	if (env->trainer_temp_rows > total.rows_spilled)
+		total.rows_spilled = env->trainer_temp_rows;
 	gbml_sb_printf(report, "\"spilled_rows\":%lld,\"temp_written_mb\":%.1f,\"temp_read_mb\":%.1f,"
 				   "\"temp_discarded_mb\":%.1f,\"temp_reorders_in_place\":%d,",
 				   (long long) total.rows_spilled, (double) total.bytes_written / 1048576.0,
@@ -441,7 +444,7 @@ settle_device(gbml_env *env, const gbml_parsed_params *params)
 					"%s: training on the CPU: %s", algo->name, env->device_note);
 	}
 	env->gpu_memory_peak = env->gpu_h2d_bytes = env->gpu_wait_seconds = 0;
-	env->trainer_temp_written = env->trainer_temp_read = 0;
+	env->trainer_temp_written = env->trainer_temp_read = env->trainer_temp_rows = 0;
 }
 
 /* The eval split's seed (every training's, so a shard splits as one server does). */

@@ -883,8 +883,11 @@ gbml_cfs_permute(gbml_chunk_store *s, const int64_t *src, int64_t n, int64_t fir
 		rc = gbml_cfs_store_fail_env(f);
 	if (rc == 0)
 	{
-		size_t		budget = window_budget(f);
+		/* the windows' share leaves room for permute_buffers' slot of every row */
+		size_t		budget = window_budget(f),
+					slots = (size_t) n * sizeof(uint32_t);
 
+		budget = budget > 2 * slots ? budget - slots : budget / 2;
 		rc = plan_layout(f, &st.plan, n, first_rows, chunk_rows, budget);
 		if (rc == 0)
 			rc = permute_buffers(&st, budget);

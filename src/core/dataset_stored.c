@@ -556,18 +556,18 @@ canonicalize_row_bytes(const gbml_dataset *ds)
 
 /*
  * The most gbml_ds_stored_split_eval holds at once per row beside the
- * dataset: the kept and held addresses; and, when the kept rows' order
- * becomes a map, its addresses and their rebuilt label, group, weight and
- * hash while the old ones still exist.
+ * dataset: the kept and held addresses, and the kept rows' rebuilt label,
+ * group, weight and hash while the old ones still exist (and, when their
+ * order becomes a map, its addresses).
  */
 static size_t
 split_row_bytes(const gbml_dataset *ds)
 {
-	size_t		lists = 2 * sizeof(int64_t);
+	size_t		meta = sizeof(float) + sizeof(int64_t) + sizeof(float) + sizeof(uint64_t);
 
-	if (ds->reorder_as_map && strcmp(ds->store->residence, "file") == 0)
-		lists += sizeof(int64_t) + sizeof(float) + sizeof(int64_t) + sizeof(float) + sizeof(uint64_t);
-	return lists;
+	/* a map's addresses; or a rewrite's, whose permute (12 bytes a row) comes before the rebuild */
+	return 2 * sizeof(int64_t) + meta +
+		(ds->reorder_as_map && strcmp(ds->store->residence, "file") == 0 ? sizeof(int64_t) : 0);
 }
 
 int

@@ -145,9 +145,14 @@ typedef struct gbml_env
 	double		gpu_memory_peak;
 	double		gpu_h2d_bytes;
 	double		gpu_wait_seconds;
-	/* bytes the trainer's own temporary files took (boosting's stored bins), beside the rows' (run report) */
+	/*
+	 * What the trainer's own temporary files took (boosting's stored bins,
+	 * one-hot encoded rows), beside the rows' (run report); rows: the most
+	 * rows one of its files held (the encoded rows are the source's again).
+	 */
 	int64_t		trainer_temp_written;
 	int64_t		trainer_temp_read;
+	int64_t		trainer_temp_rows;
 
 	char		error[512];
 	int			error_code;		/* code of the last gbml_error() */

@@ -120,6 +120,13 @@ int			gbml_onehot_prepare(const gbml_dataset *ds, const gbml_dataset *eval,
 								gbml_dataset *xds, gbml_dataset *xeval);
 
 /*
+ * After the training on them: what the encoded sets' temporary files took
+ * goes into env's trainer figures (the run report), and the sets and the
+ * encoding are freed.
+ */
+void		gbml_onehot_finish(gbml_onehot *enc, gbml_dataset *xds, gbml_dataset *xeval, gbml_env *env);
+
+/*
  * Each categorical feature's rows per category over ds's rows, by its
  * schema: counts[k] for the k-th categorical feature, n_categories + 1
  * values (NULL's last; the caller's arrays, set here), every row checked

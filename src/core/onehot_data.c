@@ -271,6 +271,19 @@ encode_set(const gbml_onehot *e, const gbml_dataset *src, const gbml_onehot_opti
 
 	gbml_dataset_init(out, false);
 	gbml_plan_spill(o->algo, env, out);
+	/*
+	 * The plan's threshold is a share of the whole budget, but src's rows
+	 * are still held: the encoded rows spill once they would take half of
+	 * what is free now.
+	 */
+	if (out->store_open != NULL && env->memory_limit > 0)
+	{
+		int64_t		free_values = (int64_t) ((env->memory_limit > env->memory_used ?
+											  env->memory_limit - env->memory_used : 0) / 2 / sizeof(float));
+
+		if (free_values < out->stream_from)
+			out->stream_from = free_values;
+	}
 	/* rows that went to files encode to more floats still: those go to files from the start */
 	if (out->store_open == NULL && env->temp_create && src->store && strcmp(src->store->residence, "file") == 0)
 		gbml_dataset_stream_to(out, gbml_chunk_store_file_open, 0, false);
@@ -370,6 +383,28 @@ gbml_onehot_prepare(const gbml_dataset *ds, const gbml_dataset *eval, const gbml
 		*enc = NULL;
 	}
 	return rc;
+}
+
+void
+gbml_onehot_finish(gbml_onehot *enc, gbml_dataset *xds, gbml_dataset *xeval, gbml_env *env)
+{
+	gbml_dataset *sets[2] = {xds, xeval};
+	gbml_spill_stats st;
+
+	for (int i = 0; i < 2; i++)
+	{
+		if (sets[i] == NULL)
+			continue;
+		if (gbml_chunk_store_file_stats(sets[i]->store, &st))
+		{
+			env->trainer_temp_written += (int64_t) st.bytes_written;
+			env->trainer_temp_read += (int64_t) st.bytes_read;
+			if (i == 0 && st.rows_spilled > env->trainer_temp_rows)
+				env->trainer_temp_rows = st.rows_spilled;
+		}
+		gbml_dataset_free(sets[i], env);
+	}
+	gbml_onehot_free(enc, env);
 }
 
 /* The first numeric column of rows x[0 .. rows) holding a non-finite value, or -1. */

@@ -1308,9 +1308,7 @@ train_encoded(const gbml_dataset *ds, gbml_train_context *ctx)
 		return rc;
 	sub.eval = ctx->eval ? &xeval : NULL;
 	rc = train_rows(&xds, &sub, enc);
-	gbml_dataset_free(&xds, ctx->env);
-	gbml_dataset_free(&xeval, ctx->env);
-	gbml_onehot_free(enc, ctx->env);
+	gbml_onehot_finish(enc, &xds, &xeval, ctx->env);
 	return rc;
 }
 
