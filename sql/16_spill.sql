@@ -190,6 +190,26 @@ SELECT (r ->> 'spilled_rows')::bigint AS spilled_rows, (r ->> 'temp_written_mb')
   FROM gbml.last_training_report() AS r;
 SELECT count(DISTINCT model) AS models FROM gbml.models WHERE name = 'spill_shops';
 
+-- temp_tablespaces: the files go there (they went to the database's own
+-- tablespace); the eval source, read after the training rows went to files,
+-- looks at the tablespace's temporary directory
+SET allow_in_place_tablespaces = on;
+CREATE TABLESPACE gbml_spill_ts LOCATION '';
+RESET allow_in_place_tablespaces;
+CREATE TABLE temp_seen (files bigint);
+CREATE FUNCTION see_temp_files() RETURNS boolean LANGUAGE sql AS $$
+  INSERT INTO temp_seen
+  SELECT count(*) FROM pg_ls_tmpdir((SELECT oid FROM pg_tablespace WHERE spcname = 'gbml_spill_ts'));
+  SELECT true $$;
+SET temp_tablespaces = gbml_spill_ts;
+SELECT gbml.train('spill_ts', 'kmeans', 'spill_rows',
+                  '{"k": 4, "max_iter": 2, "memory_limit_mb": 7.5,
+                    "eval_source": "SELECT * FROM spill_rows WHERE i <= 3 AND see_temp_files()"}') > 0 AS trained;
+SELECT min(files) > 0 AS files_in_temp_tablespace FROM temp_seen;
+RESET temp_tablespaces;
+SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir((SELECT oid FROM pg_tablespace WHERE spcname = 'gbml_spill_ts'));
+DROP TABLESPACE gbml_spill_ts;
+
 -- a cancelled training (statement_timeout) while it reads its files back
 SET statement_timeout = '1s';
 SELECT gbml.kmeans_fit(f, 16, '{"memory_limit_mb": 7.5, "max_iter": 100000, "tol": 0, "min_frac_changed": 0}') FROM spill_rows;

@@ -3,7 +3,9 @@
  * PostgreSQL temporary files, for chunks of rows past the memory budget
  * (src/core/chunk_store_file.c).
  *
- * OpenTemporaryFile(false) makes the file: in temp_tablespaces, deleted at
+ * OpenTemporaryFile(false) makes the file: in temp_tablespaces (read by
+ * PrepareTempTablespaces first, as tuplesort does; else the database's own
+ * tablespace), deleted at
  * transaction end and abort (ERROR, cancel) and at backend exit, its size
  * counted in pg_stat_database.temp_bytes (and log_temp_files) when it is
  * closed.  Writes go through FileWrite, which enforces temp_file_limit; a
@@ -53,6 +55,7 @@
 #include "write_behind.h"
 
 #include "access/xact.h"
+#include "commands/tablespace.h"
 #include "lib/ilist.h"
 #include "storage/fd.h"
 #include "utils/memutils.h"
@@ -141,6 +144,8 @@ open_temp(pg_temp_file *t, char *msg, size_t msg_len)
 
 	PG_TRY();
 	{
+		/* as tuplesort does: OpenTemporaryFile uses temp_tablespaces only once they are prepared */
+		PrepareTempTablespaces();
 		file = OpenTemporaryFile(false);
 		/* read-write for gbml_temp_discard's punch hole and the background writes (pg_temp_write_start) */
 		fd = OpenTransientFile(FilePathName(file), O_RDWR | PG_BINARY);
