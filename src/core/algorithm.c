@@ -494,21 +494,18 @@ order_rows(gbml_env *env, const gbml_parsed_params *params, gbml_dataset *ds, gb
 	/* on the CPU, a trainer whose passes run in any order keeps stored rows as written (no eval split: it reorders) */
 	ds->reorder_as_ranks = algo->passes_in_any_order && env->device == GBML_DEVICE_CPU &&
 		params->common.eval_fraction <= 0;
-	if ((rc = gbml_dataset_canonicalize(ds, env)) != GBML_OK)
-		return rc;
 	if (*eval && (*eval)->n_rows > 0)
-		return gbml_dataset_canonicalize(*eval, env);
+		return (rc = gbml_dataset_canonicalize(ds, env)) != GBML_OK ? rc : gbml_dataset_canonicalize(*eval, env);
 	*eval = NULL;
 	/* (rows on shards: each shard splits its own, gbml_shard_split_eval) */
-	if (params->common.eval_fraction > 0 && ds->shards == NULL)
-	{
-		if ((rc = gbml_dataset_split_eval(ds, split_eval, params->common.eval_fraction, EVAL_SPLIT_SEED, false, env)) !=
-			GBML_OK)
-			return rc;
-		gbml_dataset_finish_appends(split_eval, env);
-		*own_eval = true;
-		*eval = split_eval->n_rows > 0 ? split_eval : NULL;
-	}
+	if (params->common.eval_fraction <= 0 || ds->shards != NULL)
+		return gbml_dataset_canonicalize(ds, env);
+	if ((rc = gbml_dataset_canonicalize_split(ds, split_eval, params->common.eval_fraction, EVAL_SPLIT_SEED,
+											  env)) != GBML_OK)
+		return rc;
+	gbml_dataset_finish_appends(split_eval, env);
+	*own_eval = true;
+	*eval = split_eval->n_rows > 0 ? split_eval : NULL;
 	return GBML_OK;
 }
 

@@ -1123,6 +1123,30 @@ gbml_dataset_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 	return rc;
 }
 
+int
+gbml_dataset_canonicalize_split(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
+								gbml_env *env)
+{
+	int			rc;
+
+	/*
+	 * Rows grouped by hash as they spilled (SAGA's) are reordered in place
+	 * as a whole, which measured faster than one reorder of the kept rows
+	 * out of place (0.47 s against 0.60 s at 500,000 x 100): they keep the
+	 * two steps.
+	 */
+	if (ds->store == NULL || ds->shards != NULL || ds->rank_of_row != NULL || ds->spill_by_hash)
+		return (rc = gbml_dataset_canonicalize(ds, env)) != GBML_OK ? rc :
+			gbml_dataset_split_eval(ds, eval, fraction, seed, false, env);
+	rc = gbml_ds_stored_canonicalize_split(ds, eval, fraction, seed, env);
+	if (rc == GBML_OK && ds->n_rows == 0)
+		rc = gbml_error(env, GBML_EINVAL, "eval_fraction %.3g leaves no training rows", fraction);
+	/* a failure part way leaves nothing for the caller to free */
+	if (rc != GBML_OK)
+		gbml_dataset_free(eval, env);
+	return rc;
+}
+
 static int
 split_eval_host(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed, gbml_env *env)
 {

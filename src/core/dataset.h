@@ -365,6 +365,16 @@ int			gbml_dataset_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fract
 									uint64_t seed, bool may_empty, gbml_env *env);
 
 /*
+ * gbml_dataset_canonicalize, then gbml_dataset_split_eval (may_empty
+ * false): the same rows on each side, in the same order.  Rows in
+ * temporary files written as they came (not grouped by hash) are reordered
+ * once for both (the kept ones, in canonical order), not once as a whole
+ * and again without the held-out ones.
+ */
+int			gbml_dataset_canonicalize_split(gbml_dataset *ds, gbml_dataset *eval, double fraction,
+											uint64_t seed, gbml_env *env);
+
+/*
  * The training order with group ids (boosting's, one server's and the
  * union's across shards): rows by group id, then by canonical position
  * (pos: any value that orders as the position does, a chunk address too);

@@ -45,6 +45,9 @@ bool		gbml_ds_held_out(uint64_t key, uint64_t seed, double fraction);
 bool		gbml_ds_stored_should_start(const gbml_dataset *ds);
 gbml_chunk *gbml_ds_stored_writable_chunk(gbml_dataset *ds, gbml_env *env);
 int			gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env);
+/* gbml_dataset_canonicalize_split for stored rows */
+int			gbml_ds_stored_canonicalize_split(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
+											  gbml_env *env);
 int			gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
 									  gbml_env *env);
 void		gbml_ds_stored_free(gbml_dataset *ds, gbml_env *env);

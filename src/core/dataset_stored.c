@@ -570,8 +570,44 @@ split_row_bytes(const gbml_dataset *ds)
 		(ds->reorder_as_map && strcmp(ds->store->residence, "file") == 0 ? sizeof(int64_t) : 0);
 }
 
+/* An eval share to split from the rows as they are ordered (gbml_ds_stored_canonicalize_split). */
+typedef struct pending_split
+{
+	gbml_dataset *eval;
+	double		fraction;
+	uint64_t	seed;
+} pending_split;
+
+static int	order_stored(gbml_dataset *ds, gbml_env *env, const pending_split *split);
+static void split_eval_init(const gbml_dataset *ds, gbml_dataset *eval);
+static int	check_split_budget(const gbml_dataset *ds, double fraction, gbml_env *env);
+static int	split_rows(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed, const int64_t *order,
+					   gbml_env *env);
+
 int
 gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env)
+{
+	return order_stored(ds, env, NULL);
+}
+
+int
+gbml_ds_stored_canonicalize_split(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
+								  gbml_env *env)
+{
+	pending_split split = {eval, fraction, seed};
+
+	split_eval_init(ds, eval);
+	return order_stored(ds, env, &split);
+}
+
+/*
+ * The canonical order of ds's rows (sorted by hash, ties by content), kept
+ * by keep_rows or as ranks; with a split, the order is walked once into
+ * the eval set's rows and the kept ones (split_rows): the kept rows are
+ * reordered once, not once as a whole and again without the held-out ones.
+ */
+static int
+order_stored(gbml_dataset *ds, gbml_env *env, const pending_split *split)
 {
 	int64_t		n = ds->n_rows,
 				i = 0;
@@ -581,11 +617,17 @@ gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env)
 	int			rc;
 
 	if (ds->rank_of_row != NULL)
-		return GBML_OK;			/* ranked already */
+		return split ? gbml_error(env, GBML_EINVAL, "rows kept in their written order cannot be split (internal)")
+			: GBML_OK;			/* ranked already */
 	if ((rc = seal(ds, env)) != GBML_OK || n == 0)
-		return rc;
+		return rc;				/* (no rows: an empty eval set) */
 	if (ds->store == NULL)
-		return gbml_dataset_canonicalize(ds, env);	/* the last chunk did not fit: on the host now */
+	{
+		/* the last chunk did not fit: on the host now */
+		if ((rc = gbml_dataset_canonicalize(ds, env)) != GBML_OK || split == NULL)
+			return rc;
+		return gbml_dataset_split_eval(ds, split->eval, split->fraction, split->seed, true, env);
+	}
 	if ((rc = gbml_budget_check(env, (size_t) n * canonicalize_row_bytes(ds),
 								"ordering the %lld rows canonically (%zu bytes a row: sort keys, addresses)",
 								(long long) n, canonicalize_row_bytes(ds))) != GBML_OK)
@@ -614,8 +656,13 @@ gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env)
 	/* the keys are spent: their room goes to the reorder's window */
 	gbml_free(env, keys);
 	keys = NULL;
-	if (ds->reorder_as_ranks && strcmp(ds->store->residence, "file") == 0 && ds->stored_addr == NULL &&
-		n < (int64_t) UINT32_MAX)
+	if (split)
+	{
+		if ((rc = check_split_budget(ds, split->fraction, env)) == GBML_OK)
+			rc = split_rows(ds, split->eval, split->fraction, split->seed, src, env);
+	}
+	else if (ds->reorder_as_ranks && strcmp(ds->store->residence, "file") == 0 && ds->stored_addr == NULL &&
+			 n < (int64_t) UINT32_MAX)
 		rc = keep_rows_as_ranks(ds, env, src, n);
 	else
 		rc = keep_rows(ds, env, src, n);
@@ -625,9 +672,41 @@ done:
 	return rc;
 }
 
-int
-gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
-						  gbml_env *env)
+/* An empty eval set for rows split from ds. */
+static void
+split_eval_init(const gbml_dataset *ds, gbml_dataset *eval)
+{
+	gbml_dataset_init(eval, ds->allow_missing);
+	eval->chunk_rows = ds->chunk_rows;
+	eval->chunk_bytes = ds->chunk_bytes;
+}
+
+/*
+ * The split's memory against the budget: beside the lists, the eval rows'
+ * label, group, weight and hash, the chunk they fill and the rows fetched.
+ */
+static int
+check_split_budget(const gbml_dataset *ds, double fraction, gbml_env *env)
+{
+	int64_t		n = ds->n_rows;
+
+	return gbml_budget_check(env, (size_t) n * split_row_bytes(ds) +
+							 (size_t) (fraction * (double) n + 1) * (2 * sizeof(float) + sizeof(int64_t) + sizeof(uint64_t)) +
+							 2 * (size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float),
+							 "splitting the %lld rows in temporary files into training and eval sets (%zu bytes a row, "
+							 "and the eval rows' own)",
+							 (long long) n, split_row_bytes(ds));
+}
+
+/*
+ * Splits ds's stored rows, walked in `order` (addresses; NULL: as they lie
+ * in the chunks), into the held-out rows, appended to eval in that order,
+ * and the kept ones, which ds keeps in that order (keep_rows): one reorder
+ * for both when order is the canonical one.
+ */
+static int
+split_rows(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed, const int64_t *order,
+		   gbml_env *env)
 {
 	int64_t		n = ds->n_rows,
 				n_kept = 0,
@@ -638,21 +717,6 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 	float	   *rows = NULL;
 	int			rc;
 
-	gbml_dataset_init(eval, ds->allow_missing);
-	eval->chunk_rows = ds->chunk_rows;
-	eval->chunk_bytes = ds->chunk_bytes;
-	if ((rc = seal(ds, env)) != GBML_OK)
-		return rc;
-	if (ds->store == NULL)
-		return gbml_dataset_split_eval(ds, eval, fraction, seed, true, env);	/* back on the host (the caller checks) */
-	/* beside the lists: the eval rows' label, group, weight and hash, the chunk they fill and the rows fetched */
-	if ((rc = gbml_budget_check(env, (size_t) n * split_row_bytes(ds) +
-								(size_t) (fraction * (double) n + 1) * (2 * sizeof(float) + sizeof(int64_t) + sizeof(uint64_t)) +
-								2 * (size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float),
-								"splitting the %lld rows in temporary files into training and eval sets (%zu bytes a row, "
-								"and the eval rows' own)",
-								(long long) n, split_row_bytes(ds))) != GBML_OK)
-		return rc;
 	kept = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
 	held = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
 	/* no more rows at a time than a chunk: a small budget has small chunks */
@@ -670,11 +734,11 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 			rc = gbml_error(env, GBML_EINVAL, "eval split: stored rows without their hashes (internal)");
 			goto done;
 		}
-	for (int c = 0; c < ds->n_chunks; c++)
-		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++)
+	for (int c = 0, i = 0; c < ds->n_chunks; c++)
+		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++, i++)
 		{
-			uint64_t	key = gbml_ds_eval_key(ds, ds->chunks[c], r);
-			int64_t		addr = ((int64_t) c << 32) | r;
+			int64_t		addr = order ? order[i] : ((int64_t) c << 32) | r;
+			uint64_t	key = gbml_ds_eval_key(ds, ds->chunks[addr >> 32], addr & 0xffffffffLL);
 
 			if (gbml_ds_held_out(key, seed, fraction))
 				held[n_held++] = addr;
@@ -720,6 +784,22 @@ done:
 	gbml_free(env, held);
 	gbml_free(env, rows);
 	return rc;
+}
+
+int
+gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
+						  gbml_env *env)
+{
+	int			rc;
+
+	split_eval_init(ds, eval);
+	if ((rc = seal(ds, env)) != GBML_OK)
+		return rc;
+	if (ds->store == NULL)
+		return gbml_dataset_split_eval(ds, eval, fraction, seed, true, env);	/* back on the host (the caller checks) */
+	if ((rc = check_split_budget(ds, fraction, env)) != GBML_OK)
+		return rc;
+	return split_rows(ds, eval, fraction, seed, NULL, env);
 }
 
 int
