@@ -381,15 +381,24 @@ sample_progress(gbml_env *env, int64_t done, int64_t total)
  * feature f0 + j of sample row i.  Stored rows are fetched a piece at a
  * time, so the sample is never held twice (as rows and as columns); each
  * piece is a random read of the files, so progress and cancel go between
- * pieces (fetched: the sample rows fetched by earlier batches, of
- * fetch_total in all).
+ * pieces (fetched: the pieces fetched by earlier batches, of fetch_total
+ * in all).
  */
+/* The sample rows sample_columns fetches at a time (at least one, at most m). */
+static int64_t
+sample_piece_rows(const gbml_dataset *ds, int64_t m)
+{
+	int64_t		piece = (int64_t) (SAMPLE_FETCH_BYTES / ((size_t) ds->n_features * sizeof(float)));
+
+	return piece < 1 ? 1 : piece > m ? (m > 0 ? m : 1) : piece;
+}
+
 static int
 sample_columns(const gbml_dataset *ds, const float **sample, const int64_t *addr, int64_t m, int64_t f0,
 			   int64_t fb, float *colbuf, int64_t fetched, int64_t fetch_total, gbml_env *env)
 {
 	size_t		d = (size_t) ds->n_features;
-	int64_t		piece = (int64_t) (SAMPLE_FETCH_BYTES / (d * sizeof(float)));
+	int64_t		piece = sample_piece_rows(ds, m);
 	float	   *rows;
 
 	if (addr == NULL)
@@ -399,15 +408,14 @@ sample_columns(const gbml_dataset *ds, const float **sample, const int64_t *addr
 				colbuf[j * m + i] = sample[i][f0 + j];
 		return GBML_OK;
 	}
-	piece = piece < 1 ? 1 : piece > m ? m : piece;
-	if ((rows = gbml_alloc_array(env, (size_t) (piece > 0 ? piece : 1) * d, sizeof(float))) == NULL)
+	if ((rows = gbml_alloc_array(env, (size_t) piece * d, sizeof(float))) == NULL)
 		return env->error_code;
 	for (int64_t i0 = 0; i0 < m; i0 += piece)
 	{
 		int64_t		k = m - i0 < piece ? m - i0 : piece;
 
 		if (gbml_dataset_fetch_rows(ds, addr + i0, k, rows, env) != GBML_OK ||
-			sample_progress(env, fetched + i0 + k, fetch_total) != GBML_OK)
+			sample_progress(env, fetched + i0 / piece + 1, fetch_total) != GBML_OK)
 		{
 			gbml_free(env, rows);
 			return env->error_code;
@@ -592,13 +600,16 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, gbml_boost_bo
 	for (int64_t f0 = 0; f0 < d; f0 += batch)
 	{
 		int64_t		fb = d - f0 < batch ? d - f0 : batch;
-		int64_t		batches = (d + batch - 1) / batch;
+		int64_t		batches = (d + batch - 1) / batch,
+					pieces = addr ? (m + sample_piece_rows(ds, m) - 1) / sample_piece_rows(ds, m) : 1;
 
-		if ((rc = sample_columns(ds, sample, addr, m, f0, fb, colbuf, f0 / batch * m, batches * m, env)) != GBML_OK)
+		/* progress in pieces fetched (one a batch for host rows) */
+		if ((rc = sample_columns(ds, sample, addr, m, f0, fb, colbuf, f0 / batch * pieces, batches * pieces, env)) !=
+			GBML_OK)
 			goto done;
 		choice_batch(&bc, colbuf, m, f0, fb, scratch, threads);
 		/* a batch's sorts take a while too: a cancel is seen before the next */
-		if ((rc = sample_progress(env, (f0 / batch + 1) * m, batches * m)) != GBML_OK)
+		if ((rc = sample_progress(env, (f0 / batch + 1) * pieces, batches * pieces)) != GBML_OK)
 			goto done;
 	}
 
