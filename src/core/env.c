@@ -96,7 +96,7 @@ plain_temp_write(void *ctx, void *handle, const void *buf, size_t len, uint64_t 
 	if (e != 0)
 	{
 		snprintf(msg, msg_len, "could not write to a temporary file: %s", strerror(e));
-		return GBML_EIO;
+		return e == ENOSPC ? GBML_EDISKFULL : GBML_EIO;
 	}
 	return GBML_OK;
 }
@@ -123,7 +123,7 @@ plain_temp_write_wait(void *ctx, void *handle, char *msg, size_t msg_len)
 	if (e != 0)
 	{
 		snprintf(msg, msg_len, "could not write to a temporary file: %s", strerror(e));
-		return GBML_EIO;
+		return e == ENOSPC ? GBML_EDISKFULL : GBML_EIO;
 	}
 	return GBML_OK;
 }

@@ -37,7 +37,8 @@ enum
 	GBML_EUNSUPPORTED = -7,		/* operation not supported by this model */
 	GBML_EGPUBUDGET = -8,		/* allocation would exceed the GPU memory budget */
 	GBML_EIO = -9,				/* a temporary file could not be created, written or read */
-	GBML_ETEMPLIMIT = -10		/* temporary files would exceed their limit (temp_file_limit) */
+	GBML_ETEMPLIMIT = -10,		/* temporary files would exceed their limit (temp_file_limit) */
+	GBML_EDISKFULL = -11		/* the temporary files' filesystem is full (ENOSPC) */
 };
 
 /* Levels of gbml_notice(). */

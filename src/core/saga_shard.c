@@ -239,7 +239,7 @@ sg_loss_grad(sg_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
  * SAGA on this shard's rows alone, for at most `epochs` epochs: the
  * solution at the raw scale, the coordinator's starting point.  A local
  * solve that fails (a shard with one class diverges) answers "not solved";
- * a cancel or the memory budget is an error.
+ * a cancel, the memory budget or a temporary file that failed is an error.
  */
 static int
 sg_local(sg_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
@@ -262,7 +262,8 @@ sg_local(sg_shard *sh, gbml_msg_reader *r, gbml_strbuf *reply)
 	}
 	p.max_iter = epochs;
 	rc = gbml_saga_local_weights(sh->ds, sh->env, &p, alpha, w, &b);
-	if (rc == GBML_ECANCELLED || rc == GBML_EBUDGET || rc == GBML_ENOMEM || rc == GBML_EIO)
+	if (rc == GBML_ECANCELLED || rc == GBML_EBUDGET || rc == GBML_ENOMEM || rc == GBML_EIO || rc == GBML_ETEMPLIMIT ||
+		rc == GBML_EDISKFULL)
 	{
 		gbml_free(sh->env, w);
 		return rc;

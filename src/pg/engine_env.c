@@ -424,6 +424,14 @@ gbml_raise(gbml_env *env, int rc, const char *what)
 					 errmsg("%s: %s", what, env->error),
 					 errhint("Raise temp_file_limit, or gbml.memory_limit (or the \"memory_limit_mb\" parameter) so that fewer rows go to temporary files.")));
 			break;
+		case GBML_EDISKFULL:
+			ereport(ERROR,
+					(errcode(ERRCODE_DISK_FULL),
+					 errmsg("%s: %s", what, env->error),
+					 errhint("The filesystem of the temporary files (temp_tablespaces, else the database's tablespace) is full: "
+							 "free space there, point temp_tablespaces at a larger one, or raise gbml.memory_limit (or the "
+							 "\"memory_limit_mb\" parameter) so that fewer rows go to temporary files.")));
+			break;
 		case GBML_EIO:
 			ereport(ERROR, (errcode(ERRCODE_IO_ERROR), errmsg("%s: %s", what, env->error),
 							hint ? errhint("%s", hint) : 0));

@@ -217,9 +217,10 @@ write_piece(pg_temp_file *t, const char *buf, int amount, off_t offset, char *ms
 	PG_END_TRY();
 	if (code == GBML_OK && written != amount)
 	{
-		snprintf(msg, msg_len, "could not write to temporary file \"%s\": %s", FilePathName(t->file),
-				 strerror(errno ? errno : ENOSPC));
-		code = GBML_EIO;
+		int			e = errno ? errno : ENOSPC;
+
+		snprintf(msg, msg_len, "could not write to temporary file \"%s\": %s", FilePathName(t->file), strerror(e));
+		code = e == ENOSPC ? GBML_EDISKFULL : GBML_EIO;
 	}
 	return code;
 }
@@ -294,7 +295,7 @@ pg_temp_write_wait(void *ctx, void *handle, char *msg, size_t msg_len)
 	if (e != 0)
 	{
 		snprintf(msg, msg_len, "could not write to temporary file \"%s\": %s", FilePathName(t->file), strerror(e));
-		return GBML_EIO;
+		return e == ENOSPC ? GBML_EDISKFULL : GBML_EIO;
 	}
 	return GBML_OK;
 }
