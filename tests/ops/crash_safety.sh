@@ -14,6 +14,8 @@
 #      version is already flagged false and the target's row is locked by
 #      another session, so the second UPDATE waits (deterministic);
 #   5. during a gbml.train of a model name that has no committed version yet.
+# Then a training whose temporary files fill their filesystem (a 1 MB tmpfs
+# as temp_tablespaces, where mounting one is allowed): disk_full, not a crash.
 # Starts its own throwaway cluster; prints ok/not ok lines and "N passed, N failed".
 cd "$(dirname "$0")" && source ./lib.sh
 
@@ -195,5 +197,24 @@ check "after the crashes its id is new" t "$(q main $DB "SELECT ${new_id:-0} > m
 q main $DB "SELECT gbml.deploy('ranker', 2)" >/dev/null
 check "after the crashes gbml.deploy rolls back to v2, one deployed per name, same scores" \
   "clusters=1 lin=1 ranker=1|$scores_before" "$(q main $DB "$ONE_DEPLOYED_SQL")|$(q main $DB "$SCORES_SQL")"
+
+# 6. a full filesystem under the temporary files (a 1 MB tmpfs as
+# temp_tablespaces; skipped where mounting is refused): disk_full with a
+# hint, nothing left there, the server up
+TS_DIR=$OPS_WORK/small_tmp
+mkdir -p "$TS_DIR"
+if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=1m tmpfs "$TS_DIR" 2>/dev/null; then
+  chown postgres: "$TS_DIR"
+  q main $DB "CREATE TABLESPACE small_tmp LOCATION '$TS_DIR'"
+  out=$(OPS_VERBOSITY=verbose q_err main $DB "SET temp_tablespaces = small_tmp; SELECT gbml.train('full', 'kmeans', 'SELECT features FROM t', '{\"k\": 4, \"memory_limit_mb\": 2}')")
+  check "a full filesystem under the temporary files: SQLSTATE 53100 (disk_full), its hint naming temp_tablespaces" \
+    "53100|yes" "$(sqlstate "$out")|$(hintline "$out" | grep -q temp_tablespaces && echo yes)"
+  check "... no temporary file left there, no version recorded" "0|0" \
+    "$(q main $DB "SELECT count(*) FROM pg_ls_tmpdir((SELECT oid FROM pg_tablespace WHERE spcname = 'small_tmp'))")|$(q main $DB "SELECT count(*) FROM gbml.models WHERE name = 'full'")"
+  q main $DB "DROP TABLESPACE small_tmp"
+  umount "$TS_DIR"
+else
+  note "no tmpfs could be mounted: the full-filesystem check skipped"
+fi
 
 finish
