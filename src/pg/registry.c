@@ -367,6 +367,45 @@ train_here(gbml_env *env, gbml_parsed_params *pp, const gbml_algorithm *algo, co
 	return model;
 }
 
+/*
+ * Runs gbml._record_model.  It numbers the version under an advisory lock,
+ * which serializes trainings of a name under READ COMMITTED; a transaction
+ * with one snapshot (REPEATABLE READ, SERIALIZABLE) cannot see a version
+ * committed after it began, so its INSERT may meet that version's number:
+ * that is a serialization failure (which clients retry), said so, not the
+ * unique index's message.
+ */
+static int
+record_model(Datum *values, Oid *argtypes, const char *nulls, const char *name)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	int			rc = 0;
+
+	PG_TRY();
+	{
+		rc = SPI_execute_with_args("SELECT gbml._record_model($1, $2, $3, $4, $5)", 5, argtypes, values, nulls,
+								   false, 1);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION || !IsolationUsesXactSnapshot() ||
+			edata->constraint_name == NULL || strcmp(edata->constraint_name, "models_name_version_key") != 0)
+			PG_RE_THROW();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("gbml.train: another session recorded a version of \"%s\" after this transaction's snapshot was taken", name),
+				 errdetail("%s", edata->detail ? edata->detail : edata->message),
+				 errhint("Retry the transaction, or train under READ COMMITTED, where trainings of one name take their turns.")));
+	}
+	PG_END_TRY();
+	return rc;
+}
+
 Datum
 gbml_train_registry(PG_FUNCTION_ARGS)
 {
@@ -454,8 +493,7 @@ gbml_train_registry(PG_FUNCTION_ARGS)
 		values[2] = PointerGetDatum(model);
 		values[3] = CStringGetTextDatum(policies[pp.common.deploy]);
 		values[4] = nulls_any ? (Datum) 0 : DirectFunctionCall1(jsonb_in, CStringGetDatum(gbml_last_report()));
-		if (SPI_execute_with_args("SELECT gbml._record_model($1, $2, $3, $4, $5)", 5, argtypes, values, nulls, false, 1)
-			!= SPI_OK_SELECT || SPI_processed != 1)
+		if (record_model(values, argtypes, nulls, name) != SPI_OK_SELECT || SPI_processed != 1)
 			ereport(ERROR, (errmsg("gbml.train: could not record the model")));
 		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}

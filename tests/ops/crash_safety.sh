@@ -15,7 +15,9 @@
 #      another session, so the second UPDATE waits (deterministic);
 #   5. during a gbml.train of a model name that has no committed version yet.
 # Then a training whose temporary files fill their filesystem (a 1 MB tmpfs
-# as temp_tablespaces, where mounting one is allowed): disk_full, not a crash.
+# as temp_tablespaces, where mounting one is allowed): disk_full, not a crash;
+# and a REPEATABLE READ training that meets a newer version of its name: a
+# serialization failure.
 # Starts its own throwaway cluster; prints ok/not ok lines and "N passed, N failed".
 cd "$(dirname "$0")" && source ./lib.sh
 
@@ -216,5 +218,19 @@ if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=1m tmpfs "$TS_DIR" 2>/dev/null; 
 else
   note "no tmpfs could be mounted: the full-filesystem check skipped"
 fi
+
+# 7. gbml.train in a REPEATABLE READ transaction whose snapshot predates a
+# version another session recorded: a serialization failure (40001, which
+# clients retry) with a hint, not the unique index's message
+q main $DB "SELECT gbml.train('rr', 'kmeans', 'SELECT features FROM t WHERE id % 50 = 0', '{\"k\": 2}')" >/dev/null
+bg main $DB "$OPS_WORK/rr.out" rr_session "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM gbml.models; SELECT pg_sleep(2); SELECT gbml.train('rr', 'kmeans', 'SELECT features FROM t WHERE id % 50 = 1', '{\"k\": 2}'); COMMIT"
+sleep 0.5
+q main $DB "SELECT gbml.train('rr', 'kmeans', 'SELECT features FROM t WHERE id % 50 = 2', '{\"k\": 2}')" >/dev/null
+wait "$BG_PID"
+rr_out=$(sed 's/^psql:[^:]*:[0-9]*: //' "$OPS_WORK/rr.out")
+check "a REPEATABLE READ gbml.train meeting a newer version of its name: a serialization failure, with its hint" \
+  "serialization failure|yes" \
+  "$(grep -q 'another session recorded a version of "rr"' <<<"$rr_out" && echo 'serialization failure')|$(hintline "$rr_out" | grep -q 'Retry the transaction' && echo yes)"
+check "... the registry holds versions 1 and 2 of rr" "1,2" "$(q main $DB "SELECT string_agg(version::text, ',' ORDER BY version) FROM gbml.models WHERE name = 'rr'")"
 
 finish
