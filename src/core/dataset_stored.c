@@ -734,10 +734,10 @@ split_rows(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
 			rc = gbml_error(env, GBML_EINVAL, "eval split: stored rows without their hashes (internal)");
 			goto done;
 		}
-	for (int c = 0, i = 0; c < ds->n_chunks; c++)
+	for (int64_t c = 0, i = 0; c < ds->n_chunks; c++)
 		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++, i++)
 		{
-			int64_t		addr = order ? order[i] : ((int64_t) c << 32) | r;
+			int64_t		addr = order ? order[i] : (c << 32) | r;
 			uint64_t	key = gbml_ds_eval_key(ds, ds->chunks[addr >> 32], addr & 0xffffffffLL);
 
 			if (gbml_ds_held_out(key, seed, fraction))
