@@ -1107,20 +1107,35 @@ gbml_ds_eval_key(const gbml_dataset *ds, const gbml_chunk *ch, int64_t r)
 static int split_eval_host(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
 							gbml_env *env);
 
+void
+gbml_ds_split_eval_init(const gbml_dataset *ds, gbml_dataset *eval)
+{
+	gbml_dataset_init(eval, ds->allow_missing);
+	eval->chunk_rows = ds->chunk_rows;
+	eval->chunk_bytes = ds->chunk_bytes;
+}
+
+/*
+ * A split's outcome rc: every row held out is an error unless may_empty;
+ * a failure part way leaves nothing for the caller to free.
+ */
+static int
+split_done(gbml_dataset *ds, gbml_dataset *eval, double fraction, bool may_empty, int rc, gbml_env *env)
+{
+	if (rc == GBML_OK && ds->n_rows == 0 && !may_empty)
+		rc = gbml_error(env, GBML_EINVAL, "eval_fraction %.3g leaves no training rows", fraction);
+	if (rc != GBML_OK)
+		gbml_dataset_free(eval, env);
+	return rc;
+}
+
 int
 gbml_dataset_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 						uint64_t seed, bool may_empty, gbml_env *env)
 {
-	int			rc = ds->store ? gbml_ds_stored_split_eval(ds, eval, fraction, seed, env)
-		: split_eval_host(ds, eval, fraction, seed, env);
-
-	if (rc == GBML_OK && ds->n_rows == 0 && !may_empty)
-		rc = gbml_error(env, GBML_EINVAL, "eval_fraction %.3g leaves no training rows", fraction);
-
-	/* a failure part way leaves nothing for the caller to free */
-	if (rc != GBML_OK)
-		gbml_dataset_free(eval, env);
-	return rc;
+	return split_done(ds, eval, fraction, may_empty,
+					  ds->store ? gbml_ds_stored_split_eval(ds, eval, fraction, seed, env)
+					  : split_eval_host(ds, eval, fraction, seed, env), env);
 }
 
 int
@@ -1138,13 +1153,7 @@ gbml_dataset_canonicalize_split(gbml_dataset *ds, gbml_dataset *eval, double fra
 	if (ds->store == NULL || ds->shards != NULL || ds->rank_of_row != NULL || ds->spill_by_hash)
 		return (rc = gbml_dataset_canonicalize(ds, env)) != GBML_OK ? rc :
 			gbml_dataset_split_eval(ds, eval, fraction, seed, false, env);
-	rc = gbml_ds_stored_canonicalize_split(ds, eval, fraction, seed, env);
-	if (rc == GBML_OK && ds->n_rows == 0)
-		rc = gbml_error(env, GBML_EINVAL, "eval_fraction %.3g leaves no training rows", fraction);
-	/* a failure part way leaves nothing for the caller to free */
-	if (rc != GBML_OK)
-		gbml_dataset_free(eval, env);
-	return rc;
+	return split_done(ds, eval, fraction, false, gbml_ds_stored_canonicalize_split(ds, eval, fraction, seed, env), env);
 }
 
 static int
@@ -1155,9 +1164,7 @@ split_eval_host(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t 
 	size_t		d = (size_t) ds->n_features;
 	int			rc;
 
-	gbml_dataset_init(eval, ds->allow_missing);
-	eval->chunk_rows = ds->chunk_rows;
-	eval->chunk_bytes = ds->chunk_bytes;
+	gbml_ds_split_eval_init(ds, eval);
 	for (int c = 0; c < ds->n_chunks; c++)
 	{
 		gbml_chunk *ch = ds->chunks[c];

@@ -45,6 +45,8 @@ bool		gbml_ds_held_out(uint64_t key, uint64_t seed, double fraction);
 bool		gbml_ds_stored_should_start(const gbml_dataset *ds);
 gbml_chunk *gbml_ds_stored_writable_chunk(gbml_dataset *ds, gbml_env *env);
 int			gbml_ds_stored_canonicalize(gbml_dataset *ds, gbml_env *env);
+/* An empty eval set for rows split from ds (its chunk sizes). */
+void		gbml_ds_split_eval_init(const gbml_dataset *ds, gbml_dataset *eval);
 /* gbml_dataset_canonicalize_split for stored rows */
 int			gbml_ds_stored_canonicalize_split(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
 											  gbml_env *env);

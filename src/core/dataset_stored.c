@@ -29,6 +29,9 @@ gbml_dataset_store_error(const gbml_dataset *ds, gbml_env *env, const char *what
 	return gbml_error(env, s->error_code(s), "%s (rows in %s): %s", what, s->where, s->error(s));
 }
 
+/* What meta_chunk_alloc gives each row in host memory: its label, group, weight and hash. */
+#define META_ROW_BYTES (sizeof(float) + sizeof(int64_t) + sizeof(float) + sizeof(uint64_t))
+
 /* A chunk with host room for the per-row state only; x comes from the store. */
 static gbml_chunk *
 meta_chunk_alloc(gbml_env *env, int64_t capacity)
@@ -125,7 +128,7 @@ static int start_streaming(gbml_dataset *ds, gbml_env *env);
 static void
 say_meta_past_budget(const gbml_dataset *ds, gbml_env *env, int64_t cap)
 {
-	size_t		row_bytes = sizeof(float) + sizeof(int64_t) + sizeof(float) + sizeof(uint64_t);
+	size_t		row_bytes = META_ROW_BYTES;
 
 	gbml_error(env, GBML_EBUDGET,
 			   "memory limit exceeded by what stays in memory whatever goes to temporary files: each row's label, "
@@ -541,16 +544,15 @@ static size_t
 canonicalize_row_bytes(const gbml_dataset *ds)
 {
 	size_t		keys = 2 * sizeof(row_key),
-				meta = sizeof(float) + sizeof(int64_t) + sizeof(float) + sizeof(uint64_t),
 				after;
 	bool		file = strcmp(ds->store->residence, "file") == 0;
 
 	if (ds->reorder_as_map && file)
-		after = sizeof(row_key) + sizeof(int64_t) + meta;
+		after = sizeof(row_key) + sizeof(int64_t) + META_ROW_BYTES;
 	else if (ds->reorder_as_ranks && file && ds->stored_addr == NULL)
 		after = sizeof(row_key) + 2 * sizeof(uint32_t);
 	else
-		after = sizeof(row_key) + meta;
+		after = sizeof(row_key) + META_ROW_BYTES;
 	return after > keys ? after : keys;
 }
 
@@ -563,10 +565,8 @@ canonicalize_row_bytes(const gbml_dataset *ds)
 static size_t
 split_row_bytes(const gbml_dataset *ds)
 {
-	size_t		meta = sizeof(float) + sizeof(int64_t) + sizeof(float) + sizeof(uint64_t);
-
 	/* a map's addresses; or a rewrite's, whose permute (12 bytes a row) comes before the rebuild */
-	return 2 * sizeof(int64_t) + meta +
+	return 2 * sizeof(int64_t) + META_ROW_BYTES +
 		(ds->reorder_as_map && strcmp(ds->store->residence, "file") == 0 ? sizeof(int64_t) : 0);
 }
 
@@ -579,7 +579,6 @@ typedef struct pending_split
 } pending_split;
 
 static int	order_stored(gbml_dataset *ds, gbml_env *env, const pending_split *split);
-static void split_eval_init(const gbml_dataset *ds, gbml_dataset *eval);
 static int	check_split_budget(const gbml_dataset *ds, double fraction, gbml_env *env);
 static int	split_rows(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed, const int64_t *order,
 					   gbml_env *env);
@@ -596,7 +595,7 @@ gbml_ds_stored_canonicalize_split(gbml_dataset *ds, gbml_dataset *eval, double f
 {
 	pending_split split = {eval, fraction, seed};
 
-	split_eval_init(ds, eval);
+	gbml_ds_split_eval_init(ds, eval);
 	return order_stored(ds, env, &split);
 }
 
@@ -672,15 +671,6 @@ done:
 	return rc;
 }
 
-/* An empty eval set for rows split from ds. */
-static void
-split_eval_init(const gbml_dataset *ds, gbml_dataset *eval)
-{
-	gbml_dataset_init(eval, ds->allow_missing);
-	eval->chunk_rows = ds->chunk_rows;
-	eval->chunk_bytes = ds->chunk_bytes;
-}
-
 /*
  * The split's memory against the budget: beside the lists, the eval rows'
  * label, group, weight and hash, the chunk they fill and the rows fetched.
@@ -691,7 +681,7 @@ check_split_budget(const gbml_dataset *ds, double fraction, gbml_env *env)
 	int64_t		n = ds->n_rows;
 
 	return gbml_budget_check(env, (size_t) n * split_row_bytes(ds) +
-							 (size_t) (fraction * (double) n + 1) * (2 * sizeof(float) + sizeof(int64_t) + sizeof(uint64_t)) +
+							 (size_t) (fraction * (double) n + 1) * META_ROW_BYTES +
 							 2 * (size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float),
 							 "splitting the %lld rows in temporary files into training and eval sets (%zu bytes a row, "
 							 "and the eval rows' own)",
@@ -792,7 +782,7 @@ gbml_ds_stored_split_eval(gbml_dataset *ds, gbml_dataset *eval, double fraction,
 {
 	int			rc;
 
-	split_eval_init(ds, eval);
+	gbml_ds_split_eval_init(ds, eval);
 	if ((rc = seal(ds, env)) != GBML_OK)
 		return rc;
 	if (ds->store == NULL)
