@@ -96,7 +96,7 @@ plain_temp_write(void *ctx, void *handle, const void *buf, size_t len, uint64_t 
 	if (e != 0)
 	{
 		snprintf(msg, msg_len, "could not write to a temporary file: %s", strerror(e));
-		return e == ENOSPC ? GBML_EDISKFULL : GBML_EIO;
+		return gbml_temp_write_code(e);
 	}
 	return GBML_OK;
 }
@@ -123,7 +123,7 @@ plain_temp_write_wait(void *ctx, void *handle, char *msg, size_t msg_len)
 	if (e != 0)
 	{
 		snprintf(msg, msg_len, "could not write to a temporary file: %s", strerror(e));
-		return e == ENOSPC ? GBML_EDISKFULL : GBML_EIO;
+		return gbml_temp_write_code(e);
 	}
 	return GBML_OK;
 }
@@ -210,6 +210,12 @@ gbml_hint(gbml_env *env, const char *fmt,...)
 	vsnprintf(env->hint, sizeof(env->hint), fmt, ap);
 	va_end(ap);
 	return env->error_code;
+}
+
+int
+gbml_temp_write_code(int e)
+{
+	return e == ENOSPC ? GBML_EDISKFULL : GBML_EIO;
 }
 
 int

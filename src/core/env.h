@@ -191,6 +191,9 @@ int			gbml_error_prefix(gbml_env *env, int code, const char *prefix);
 int			gbml_hint(gbml_env *env, const char *fmt,...)
 			__attribute__((format(printf, 2, 3)));
 
+/* The code of a temporary file's failed write with errno e: GBML_EDISKFULL for ENOSPC, else GBML_EIO. */
+int			gbml_temp_write_code(int e);
+
 /*
  * A trainer's state that stays in memory whatever goes to temporary files
  * (its per-row arrays, its histograms), checked against the budget before

@@ -220,7 +220,7 @@ write_piece(pg_temp_file *t, const char *buf, int amount, off_t offset, char *ms
 		int			e = errno ? errno : ENOSPC;
 
 		snprintf(msg, msg_len, "could not write to temporary file \"%s\": %s", FilePathName(t->file), strerror(e));
-		code = e == ENOSPC ? GBML_EDISKFULL : GBML_EIO;
+		code = gbml_temp_write_code(e);
 	}
 	return code;
 }
@@ -295,7 +295,7 @@ pg_temp_write_wait(void *ctx, void *handle, char *msg, size_t msg_len)
 	if (e != 0)
 	{
 		snprintf(msg, msg_len, "could not write to temporary file \"%s\": %s", FilePathName(t->file), strerror(e));
-		return e == ENOSPC ? GBML_EDISKFULL : GBML_EIO;
+		return gbml_temp_write_code(e);
 	}
 	return GBML_OK;
 }
