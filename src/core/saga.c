@@ -674,16 +674,14 @@ alloc_solver(saga_state *st)
 {
 	const gbml_dataset *ds = st->ds;
 	gbml_env   *env = st->env;
-	size_t		groups = 0,
+	size_t		groups,
 				scratch;
 	int			rc;
 
 	if (gbml_saga_plan_init(&st->plan, ds, env) != GBML_OK)
 		return env->error_code;
 	/* what stays in memory whatever went to files (the group's scratch below too): past the budget, say so */
-	for (int c = 0; c < ds->n_chunks && groups == 0; c++)
-		if (ds->chunks[c]->x == NULL)
-			groups = 2 * gbml_saga_slices_group_bytes(ds, &st->plan);
+	groups = gbml_saga_slices_buffer_bytes(ds, &st->plan);
 	scratch = (size_t) st->plan.group_rows * (sizeof(float *) + 2 * sizeof(float) + sizeof(double));
 	if ((rc = gbml_budget_check(env, (size_t) ds->n_rows * sizeof(double) + groups + scratch,
 								"the linear model's per-row state (a stored gradient, 8 bytes a row for %lld rows) and "

@@ -37,18 +37,34 @@ struct gbml_saga_slices
 	int			pending;		/* the buffer it fills (-1: none) */
 };
 
-size_t
-gbml_saga_slices_group_bytes(const gbml_dataset *ds, const gbml_saga_plan *pl)
+/* Whether some chunk lives in a store: then every group is read into a buffer. */
+static bool
+any_stored(const gbml_dataset *ds)
 {
-	return ((size_t) pl->group_rows * (size_t) ds->n_features + (size_t) gbml_saga_padded(ds->n_features)) *
-		sizeof(float);
+	for (int c = 0; c < ds->n_chunks; c++)
+		if (ds->chunks[c]->x == NULL)
+			return true;
+	return false;
+}
+
+/* One group's buffer, in floats: group_rows rows and the last row's padding. */
+static size_t
+group_floats(const gbml_dataset *ds, const gbml_saga_plan *pl)
+{
+	return (size_t) pl->group_rows * (size_t) ds->n_features + (size_t) gbml_saga_padded(ds->n_features);
+}
+
+size_t
+gbml_saga_slices_buffer_bytes(const gbml_dataset *ds, const gbml_saga_plan *pl)
+{
+	return any_stored(ds) ? 2 * group_floats(ds, pl) * sizeof(float) : 0;
 }
 
 gbml_saga_slices *
 gbml_saga_slices_open(const gbml_dataset *ds, gbml_env *env, const gbml_saga_plan *pl)
 {
 	gbml_saga_slices *r = gbml_alloc0(env, sizeof(gbml_saga_slices));
-	size_t		floats = gbml_saga_slices_group_bytes(ds, pl) / sizeof(float);
+	size_t		floats = group_floats(ds, pl);
 
 	if (r == NULL)
 		return NULL;
@@ -58,8 +74,7 @@ gbml_saga_slices_open(const gbml_dataset *ds, gbml_env *env, const gbml_saga_pla
 	r->row_floats = (size_t) ds->n_features;
 	r->cur = -1;
 	r->pending = -1;
-	for (int c = 0; c < ds->n_chunks; c++)
-		r->stored = r->stored || ds->chunks[c]->x == NULL;
+	r->stored = any_stored(ds);
 	if (!r->stored)
 		return r;
 	r->async = ds->store->read_any_thread && ds->store->read_rows != NULL;

@@ -29,8 +29,8 @@
 
 typedef struct gbml_saga_slices gbml_saga_slices;
 
-/* The bytes of one group's buffer (a reader of rows in a store holds two). */
-size_t		gbml_saga_slices_group_bytes(const gbml_dataset *ds, const gbml_saga_plan *pl);
+/* The bytes a reader's group buffers take: two groups when some chunk is in a store, else none. */
+size_t		gbml_saga_slices_buffer_bytes(const gbml_dataset *ds, const gbml_saga_plan *pl);
 
 /* A reader of pl's epochs over ds; NULL with env's error set (memory). */
 gbml_saga_slices *gbml_saga_slices_open(const gbml_dataset *ds, gbml_env *env, const gbml_saga_plan *pl);
