@@ -376,14 +376,6 @@ sample_progress(gbml_env *env, int64_t done, int64_t total)
 	return gbml_progress(env, &info) ? gbml_error(env, GBML_ECANCELLED, "canceled") : GBML_OK;
 }
 
-/*
- * The sample's features f0 .. f0 + fb as columns: colbuf[j * m + i] is
- * feature f0 + j of sample row i.  Stored rows are fetched a piece at a
- * time, so the sample is never held twice (as rows and as columns); each
- * piece is a random read of the files, so progress and cancel go between
- * pieces (fetched: the pieces fetched by earlier batches, of fetch_total
- * in all).
- */
 /* The sample rows sample_columns fetches at a time (at least one, at most m). */
 static int64_t
 sample_piece_rows(const gbml_dataset *ds, int64_t m)
@@ -393,6 +385,14 @@ sample_piece_rows(const gbml_dataset *ds, int64_t m)
 	return piece < 1 ? 1 : piece > m ? (m > 0 ? m : 1) : piece;
 }
 
+/*
+ * The sample's features f0 .. f0 + fb as columns: colbuf[j * m + i] is
+ * feature f0 + j of sample row i.  Stored rows are fetched a piece at a
+ * time, so the sample is never held twice (as rows and as columns); each
+ * piece is a random read of the files, so progress and cancel go between
+ * pieces (fetched: the pieces fetched by earlier batches, of fetch_total
+ * in all).
+ */
 static int
 sample_columns(const gbml_dataset *ds, const float **sample, const int64_t *addr, int64_t m, int64_t f0,
 			   int64_t fb, float *colbuf, int64_t fetched, int64_t fetch_total, gbml_env *env)
@@ -537,7 +537,9 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, gbml_boost_bo
 	float	   *colbuf = NULL;
 	uint32_t   *scratch = NULL;
 	int			threads = env->threads;
-	int64_t		batch;
+	int64_t		batch,
+				batches,
+				pieces;
 	border_choice bc;
 	int			rc;
 
@@ -597,13 +599,13 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, gbml_boost_bo
 		goto done;
 	}
 
+	/* progress in pieces fetched, batch after batch (one a batch for host rows) */
+	batches = (d + batch - 1) / batch;
+	pieces = addr ? (m + sample_piece_rows(ds, m) - 1) / sample_piece_rows(ds, m) : 1;
 	for (int64_t f0 = 0; f0 < d; f0 += batch)
 	{
 		int64_t		fb = d - f0 < batch ? d - f0 : batch;
-		int64_t		batches = (d + batch - 1) / batch,
-					pieces = addr ? (m + sample_piece_rows(ds, m) - 1) / sample_piece_rows(ds, m) : 1;
 
-		/* progress in pieces fetched (one a batch for host rows) */
 		if ((rc = sample_columns(ds, sample, addr, m, f0, fb, colbuf, f0 / batch * pieces, batches * pieces, env)) !=
 			GBML_OK)
 			goto done;

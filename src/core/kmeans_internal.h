@@ -21,12 +21,12 @@
 #define GBML_KMEANS_INTERNAL_H
 
 #include "kmeans.h"
-
-#include <math.h>
 #include "kmeans_backend.h"
 #include "kmeans_balance.h"
 #include "kmeans_kernels.h"
 #include "backend.h"
+
+#include <math.h>
 
 typedef struct km_task
 {
@@ -225,15 +225,15 @@ int			km_threads_for(const km_work *w, double work);
 
 /* kmeans_init.c: run r's first centres into w->c by p's init, from the run's own random stream. */
 int			km_init_centres(km_work *w, const gbml_kmeans_params *p, int r);
-/* kmeans_init.c: k-means++'s operations on this server's rows (km_local_rows; km_rows_ops says what each does). */
-int			km_local_kpp_start(km_work *w, int T);
-
-/* k-means++' candidates per step (scikit-learn's 2 + ln k) */
+/* k-means++' candidates per step (scikit-learn's 2 + ln k): kmeans_init.c's draw, km_setup's budget */
 static inline int
 km_kpp_trials(int k)
 {
 	return 2 + (int) log((double) k);
 }
+
+/* kmeans_init.c: k-means++'s operations on this server's rows (km_local_rows; km_rows_ops says what each does). */
+int			km_local_kpp_start(km_work *w, int T);
 int			km_local_cand_pass(km_work *w, int T, int64_t *totals);
 int			km_local_cand_take(km_work *w, int t, int T, float *max_out);
 int			km_local_search(km_work *w, const double *u, int m, int64_t total, int64_t *rows);
