@@ -641,21 +641,36 @@ train_watching_phase(const spill_rows *rows, const gbml_param_value *v, int nv, 
 	return rc;
 }
 
+/*
+ * The same training twice, watching phase: whole (*full: its reports, and
+ * *n_chunks), then stopped at the cancel_at-th report (*cut).
+ */
+static void
+train_then_cancel(const spill_rows *rows, const gbml_param_value *v, const char *phase, int cancel_at,
+				  phase_progress *full, phase_progress *cut, int *n_chunks)
+{
+	int			cut_chunks;
+
+	*full = (phase_progress) {phase, 0, 0, 0};
+	*cut = (phase_progress) {phase, 0, cancel_at, 0};
+	CHECK(train_watching_phase(rows, v, 2, full, n_chunks) == GBML_OK);
+	CHECK(train_watching_phase(rows, v, 2, cut, &cut_chunks) == GBML_ECANCELLED);
+}
+
 TEST(boost_spill_progress_and_cancel_between_chunks)
 {
 	spill_rows	rows;
 	gbml_param_value v[] = {NUM("iterations", 3), NUM("depth", 3)};
 
-	make_rows(&rows, SPILL_REGRESSION, 3500, 4, 12, 0.0, false);
-	for (int cancel_at = 0; cancel_at <= 2; cancel_at += 2)
-	{
-		phase_progress q = {"quantize", 0, cancel_at, 0};
-		int			n_chunks;
+	phase_progress full,
+				cut;
+	int			n_chunks;
 
-		CHECK(train_watching_phase(&rows, v, 2, &q, &n_chunks) == (cancel_at ? GBML_ECANCELLED : GBML_OK));
-		/* a report per chunk, the last one stopping it when asked */
-		CHECK(n_chunks > 2 && q.total == n_chunks && q.reports == (cancel_at ? cancel_at : n_chunks));
-	}
+	make_rows(&rows, SPILL_REGRESSION, 3500, 4, 12, 0.0, false);
+	train_then_cancel(&rows, v, "quantize", 2, &full, &cut, &n_chunks);
+	/* a report per chunk, the last one stopping it when asked */
+	CHECK(n_chunks > 2 && full.total == n_chunks && full.reports == n_chunks);
+	CHECK(cut.total == n_chunks && cut.reports == 2);
 	free_rows(&rows);
 }
 
@@ -671,16 +686,15 @@ TEST(boost_spill_borders_progress_and_cancel_between_sample_pieces)
 	spill_rows	rows;
 	gbml_param_value v[] = {NUM("iterations", 1), NUM("depth", 2)};
 
-	make_rows(&rows, SPILL_REGRESSION, 4000, 300, 21, 0.0, false);
-	for (int cancel_at = 0; cancel_at <= 3; cancel_at += 3)
-	{
-		phase_progress q = {"borders", 0, cancel_at, 0};
-		int			n_chunks;
+	phase_progress full,
+				cut;
+	int			n_chunks;
 
-		CHECK(train_watching_phase(&rows, v, 2, &q, &n_chunks) == (cancel_at ? GBML_ECANCELLED : GBML_OK));
-		/* five pieces and one batch: six reports of five pieces, or the cancel at the third */
-		CHECK(q.reports == (cancel_at ? cancel_at : 6) && q.total == 5);
-	}
+	make_rows(&rows, SPILL_REGRESSION, 4000, 300, 21, 0.0, false);
+	train_then_cancel(&rows, v, "borders", 3, &full, &cut, &n_chunks);
+	/* five pieces and one batch: six reports of five pieces, or the cancel at the third */
+	CHECK(full.reports == 6 && full.total == 5);
+	CHECK(cut.reports == 3 && cut.total == 5);
 	free_rows(&rows);
 }
 
@@ -694,23 +708,16 @@ TEST(boost_spill_bins_in_files_cancel_inside_a_tree)
 	spill_rows	rows;
 	gbml_param_value v[] = {NUM("iterations", 2), NUM("depth", 3)};
 	size_t		run_was = gbml_boost_bins_test_sizes((size_t) 8192 * 4);
-	int			reports = 0;
+	phase_progress full,
+				cut;
+	int			n_chunks;
 
 	gbml_boost_bins_test_window = (size_t) 8192 * 4 * 2;
 	make_rows(&rows, SPILL_REGRESSION, 40000, 4, 12, 0.0, false);
-	for (int cancel_at = 0; cancel_at <= 7; cancel_at += 7)
-	{
-		phase_progress q = {"train", 0, cancel_at, 0};
-		int			n_chunks;
-
-		CHECK(train_watching_phase(&rows, v, 2, &q, &n_chunks) == (cancel_at ? GBML_ECANCELLED : GBML_OK));
-		if (cancel_at == 0)
-			reports = q.reports;
-		else
-			CHECK(q.reports == cancel_at);
-	}
+	train_then_cancel(&rows, v, "train", 7, &full, &cut, &n_chunks);
+	CHECK(cut.reports == 7);
 	/* 5 runs a pass, 4 passes a tree (3 levels, the leaf values), 2 trees, and one report after each tree */
-	CHECK(reports == 2 * 4 * 5 + 2);
+	CHECK(full.reports == 2 * 4 * 5 + 2);
 	gbml_boost_bins_test_window = 0;
 	gbml_boost_bins_test_sizes(run_was);
 	free_rows(&rows);
