@@ -58,13 +58,10 @@ typedef struct file_store
 	 */
 	int64_t    *place;
 	int64_t		place_cap;
-	float	   *stage;			/* HASH_GROUPS + 1 slots of stage_rows rows */
+	float	   *stage;			/* per group: stage_rows rows */
 	int64_t    *stage_row;		/* per group: the staged rows' indices into place */
 	int64_t		stage_rows;
 	int64_t		staged[HASH_GROUPS];
-	int64_t		stage_limit[HASH_GROUPS];	/* a group's run is written at this many rows */
-	uint8_t		stage_slot[HASH_GROUPS];	/* group g stages in slot stage_slot[g] ... */
-	uint8_t		spare_slot;		/* ... and this one is written in the background, or free */
 	/*
 	 * The runs written while rows are grouped (place non-NULL): run k starts
 	 * at file row run_at[k] and holds rows of hash group run_group[k] (-1: a
