@@ -15,18 +15,37 @@ gbml_row_pieces_apply(const gbml_dataset *ds)
 	return stored && ds->store != NULL && ds->store->read_any_thread && ds->store->read_rows != NULL;
 }
 
+static size_t
+row_bytes_of(const gbml_dataset *ds)
+{
+	return (size_t) (ds->n_features > 0 ? ds->n_features : 1) * sizeof(float);
+}
+
+/* Rows a piece: as many as GBML_ROW_PIECE_BYTES holds, one at least. */
+static int64_t
+piece_rows_of(const gbml_dataset *ds)
+{
+	int64_t		rows = (int64_t) (GBML_ROW_PIECE_BYTES / row_bytes_of(ds));
+
+	return rows > 0 ? rows : 1;
+}
+
+size_t
+gbml_row_pieces_buffer_bytes(const gbml_dataset *ds, int threads)
+{
+	if (!gbml_row_pieces_apply(ds))
+		return 0;
+	return (size_t) (threads > 0 ? threads : 1) * (size_t) piece_rows_of(ds) * row_bytes_of(ds);
+}
+
 int
 gbml_row_pieces_open(gbml_row_pieces *rp, const gbml_dataset *ds, gbml_env *env, int threads)
 {
-	size_t		row_bytes = (size_t) (ds->n_features > 0 ? ds->n_features : 1) * sizeof(float);
-
 	rp->ds = ds;
 	rp->rc = 0;
 	rp->failed_chunk = -1;
-	rp->piece_rows = (int64_t) (GBML_ROW_PIECE_BYTES / row_bytes);
-	if (rp->piece_rows < 1)
-		rp->piece_rows = 1;
-	rp->buf = gbml_alloc_array(env, (size_t) (threads > 0 ? threads : 1) * (size_t) rp->piece_rows, row_bytes);
+	rp->piece_rows = piece_rows_of(ds);
+	rp->buf = gbml_alloc_array(env, (size_t) (threads > 0 ? threads : 1) * (size_t) rp->piece_rows, row_bytes_of(ds));
 	return rp->buf == NULL ? env->error_code : GBML_OK;
 }
 

@@ -48,6 +48,9 @@ typedef struct gbml_row_pieces
  */
 bool		gbml_row_pieces_apply(const gbml_dataset *ds);
 
+/* What open allocates for `threads` threads (0 where the rows do not come in pieces), for a budget check. */
+size_t		gbml_row_pieces_buffer_bytes(const gbml_dataset *ds, int threads);
+
 /* Buffers for `threads` threads; a GBML_* code with env's error set (memory). */
 int			gbml_row_pieces_open(gbml_row_pieces *rp, const gbml_dataset *ds, gbml_env *env, int threads);
 

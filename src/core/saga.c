@@ -681,11 +681,13 @@ alloc_solver(saga_state *st)
 	if (gbml_saga_plan_init(&st->plan, ds, env) != GBML_OK)
 		return env->error_code;
 	/* what stays in memory whatever went to files (the group's scratch below too): past the budget, say so */
-	groups = gbml_saga_slices_buffer_bytes(ds, &st->plan);
+	/* the two groups an epoch reads, and the pieces of rows (a thread's each) the other passes read */
+	groups = gbml_saga_slices_buffer_bytes(ds, &st->plan) + gbml_row_pieces_buffer_bytes(ds, env->threads);
 	scratch = (size_t) st->plan.group_rows * (sizeof(float *) + 2 * sizeof(float) + sizeof(double));
 	if ((rc = gbml_budget_check(env, (size_t) ds->n_rows * sizeof(double) + groups + scratch,
 								"the linear model's per-row state (a stored gradient, 8 bytes a row for %lld rows) and "
-								"its two groups of rows read back from temporary files (%.1f MB)",
+								"its buffers for rows read back from temporary files (two groups, and a piece a "
+								"thread: %.1f MB)",
 								(long long) ds->n_rows, (double) groups / 1048576.0)) != GBML_OK)
 		return rc;
 	if ((st->memory = gbml_alloc0(env, sizeof(double *) * (size_t) (ds->n_chunks > 0 ? ds->n_chunks : 1))) == NULL)
