@@ -28,6 +28,7 @@ CORE_SOURCES = \
 	src/core/strbuf.c \
 	src/core/dataset.c \
 	src/core/dataset_stored.c \
+	src/core/dataset_renumber.c \
 	src/core/chunk_store_gpu.c \
 	src/core/chunk_store_file.c \
 	src/core/chunk_store_permute.c \

@@ -162,19 +162,37 @@ SELECT gbml.kmeans_fit(f, 8, '{"random_seed": 4, "max_iter": 20, "memory_limit_m
   FROM spill_rows;
 COMMIT;
 
--- a training aggregate's rows with categorical columns stay in memory (their
--- first-seen category ids are renumbered once all rows are seen): past the
--- budget the hint says so and names gbml.train, which spills them
+-- a training aggregate's whole rows with categorical columns go to files
+-- past the budget too (they stayed in memory): their first-seen category ids
+-- are renumbered as the rows are read back, so the model is the in-memory
+-- one, gbml.train's, and the same in another scan order (other first-seen ids)
 CREATE TABLE spill_cats AS
 SELECT i, 'city ' || (hashint4(i) & 63) AS city,
        ARRAY(SELECT ((hashint4(i * 31 + j) % 1000) / 100.0)::real FROM generate_series(1, 40) AS j) AS f,
        (hashint4(i * 3) & 1)::real AS y
   FROM generate_series(1, 30000) AS i;
-SELECT gbml.boost_fit(s, '{"label_column": "y", "exclude_columns": ["i"], "iterations": 2, "memory_limit_mb": 6}')
+CREATE TABLE cat_fits AS
+SELECT gbml.boost_fit(s, '{"label_column": "y", "exclude_columns": ["i"], "iterations": 2, "memory_limit_mb": 6}') AS m
   FROM spill_cats s;
+SELECT (r ->> 'spilled_rows')::bigint AS spilled_rows FROM gbml.last_training_report() AS r;
+SELECT gbml.boost_fit(s, '{"label_column": "y", "exclude_columns": ["i"], "iterations": 2, "memory_limit_mb": 6}')
+       = (SELECT m FROM cat_fits) AS same_bytes_other_order
+  FROM (SELECT * FROM spill_cats ORDER BY i DESC) s;
+SELECT gbml.boost_fit(s, '{"label_column": "y", "exclude_columns": ["i"], "iterations": 2}')
+       = (SELECT m FROM cat_fits) AS same_bytes_in_memory
+  FROM spill_cats s;
+SELECT (r ->> 'spilled_rows')::bigint AS spilled_rows FROM gbml.last_training_report() AS r;
 SELECT gbml.train('spill_cats', 'boost', 'spill_cats',
                   '{"label_column": "y", "exclude_columns": ["i"], "iterations": 2, "memory_limit_mb": 6}') > 0 AS train_spills_them;
+SELECT model = (SELECT m FROM cat_fits) AS same_bytes_as_train
+  FROM gbml.models WHERE name = 'spill_cats' ORDER BY version DESC LIMIT 1;
+-- K-Means on their one-hot encoding, from files and in memory
+UPDATE cat_fits SET m = (SELECT gbml.kmeans_fit(s, 5, '{"exclude_columns": ["i", "y"], "one_hot": true}') FROM spill_cats s);
+SELECT gbml.kmeans_fit(s, 5, '{"exclude_columns": ["i", "y"], "one_hot": true, "memory_limit_mb": 4}')
+       = (SELECT m FROM cat_fits) AS kmeans_same_bytes
+  FROM (SELECT * FROM spill_cats ORDER BY i DESC) s;
 SELECT (r ->> 'spilled_rows')::bigint AS spilled_rows FROM gbml.last_training_report() AS r;
+DROP TABLE cat_fits;
 
 -- one-hot encoded rows past the budget go to files though the source's fit
 -- in memory: the report counts them (it said 0 rows, 0 MB), and the model is

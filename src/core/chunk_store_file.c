@@ -561,8 +561,74 @@ gbml_cfs_read_chunk(gbml_chunk_store *s, int index, float *out)
 	return read_at(f, out, (size_t) f->chunks[index].n_rows * gbml_cfs_row_bytes(f), f->chunks[index].offset, what);
 }
 
+/* ---- categories renumbered on read (renumber_on_read) ---- */
+
 static int
-fs_read_rows(gbml_chunk_store *s, int index, int64_t first, int64_t n, float *out)
+fs_renumber_on_read(gbml_chunk_store *s, const int32_t *const *ids, const int32_t *n_ids)
+{
+	file_store *f = (file_store *) s;
+
+	if (f->renumber != NULL || f->n_features == 0)
+		return gbml_cfs_store_fail(f, GBML_EINVAL, "categories renumbered %s", f->renumber ? "twice" : "before any row");
+	if ((f->renumber = gbml_alloc0(f->env, sizeof(int32_t *) * (size_t) f->n_features)) == NULL ||
+		(f->renumber_n = gbml_alloc0(f->env, sizeof(int32_t) * (size_t) f->n_features)) == NULL)
+		return gbml_cfs_store_fail_env(f);
+	for (int j = 0; j < f->n_features; j++)
+	{
+		if (ids[j] == NULL)
+			continue;
+		if ((f->renumber[j] = gbml_alloc_array(f->env, (size_t) (n_ids[j] > 0 ? n_ids[j] : 1), sizeof(int32_t))) == NULL)
+			return gbml_cfs_store_fail_env(f);
+		memcpy(f->renumber[j], ids[j], sizeof(int32_t) * (size_t) n_ids[j]);
+		f->renumber_n[j] = n_ids[j];
+	}
+	return 0;
+}
+
+static void
+free_renumber(file_store *f)
+{
+	for (int j = 0; f->renumber != NULL && j < f->n_features; j++)
+		gbml_free(f->env, f->renumber[j]);
+	gbml_free(f->env, f->renumber);
+	gbml_free(f->env, f->renumber_n);
+	f->renumber = NULL;
+	f->renumber_n = NULL;
+}
+
+/* Rows just read (rc: the read's result) as renumber_on_read asked; any thread. */
+static int
+renumber_rows(file_store *f, float *x, int64_t n, int rc)
+{
+	size_t		d = (size_t) f->n_features;
+
+	for (int j = 0; rc == 0 && f->renumber != NULL && j < f->n_features; j++)
+		for (int64_t r = 0; f->renumber[j] != NULL && r < n; r++)
+		{
+			float	   *v = &x[(size_t) r * d + (size_t) j];
+
+			if (isnan(*v))
+				continue;
+			if (!(*v >= 0 && *v < (float) f->renumber_n[j]))
+				return gbml_cfs_store_fail(f, GBML_EINVAL, "feature %d: stored category id %g is not renumbered (internal)",
+										   j + 1, (double) *v);
+			*v = (float) f->renumber[j][(int32_t) *v];
+		}
+	return rc;
+}
+
+/* The store's read_chunk: gbml_cfs_read_chunk (what permute reads: the bytes as stored), renumbered. */
+static int
+fs_read_chunk(gbml_chunk_store *s, int index, float *out)
+{
+	file_store *f = (file_store *) s;
+	int			rc = gbml_cfs_read_chunk(s, index, out);
+
+	return renumber_rows(f, out, rc == 0 ? f->chunks[index].n_rows : 0, rc);
+}
+
+static int
+read_rows_as_stored(gbml_chunk_store *s, int index, int64_t first, int64_t n, float *out)
 {
 	file_store *f = (file_store *) s;
 	char		what[64];
@@ -581,6 +647,12 @@ fs_read_rows(gbml_chunk_store *s, int index, int64_t first, int64_t n, float *ou
 		return read_positions(f, f->chunks[index].first_row + first, n, out, what);
 	return read_at(f, out, (size_t) n * gbml_cfs_row_bytes(f), f->chunks[index].offset + (uint64_t) first * gbml_cfs_row_bytes(f),
 				   what);
+}
+
+static int
+fs_read_rows(gbml_chunk_store *s, int index, int64_t first, int64_t n, float *out)
+{
+	return renumber_rows((file_store *) s, out, n, read_rows_as_stored(s, index, first, n, out));
 }
 
 /* ---- fetch: rows by address ---- */
@@ -723,7 +795,7 @@ fs_fetch(gbml_chunk_store *s, const int64_t *src, int64_t n, float *out)
 
 	if (gbml_cfs_check_addresses(f, src, n) != 0 || gbml_cfs_settle(f) != 0)
 		return 1;
-	return gbml_cfs_fetch_rows(f, src, n, out, NULL);
+	return renumber_rows(f, out, n, gbml_cfs_fetch_rows(f, src, n, out, NULL));
 }
 
 /* Gives back buffer()'s chunk buffers (none may be in flight); a later buffer() makes one. */
@@ -796,6 +868,7 @@ fs_destroy(gbml_chunk_store *s)
 	file_store *f = (file_store *) s;
 
 	fs_release(s);
+	free_renumber(f);
 	gbml_free(f->env, f->chunks);
 	gbml_free(f->env, f->missing);
 	pthread_mutex_destroy(&f->error_lock);
@@ -835,8 +908,9 @@ gbml_chunk_store_file_open(gbml_env *env)
 	f->base.put = fs_put;
 	f->base.put_hashed = fs_put_hashed;
 	f->base.fetch = fs_fetch;
-	f->base.read_chunk = gbml_cfs_read_chunk;
+	f->base.read_chunk = fs_read_chunk;
 	f->base.read_rows = fs_read_rows;
+	f->base.renumber_on_read = fs_renumber_on_read;
 	f->base.flush = fs_flush;
 	f->base.out_of_room = fs_out_of_room;
 	f->base.permute = gbml_cfs_permute;

@@ -58,6 +58,9 @@ typedef struct file_store
 	 */
 	int64_t    *place;
 	int64_t		place_cap;
+	/* renumber_on_read: feature j's values v read as renumber[j][v] (NULL: as stored), v below renumber_n[j] */
+	int32_t   **renumber;
+	int32_t    *renumber_n;
 	float	   *stage;			/* per group: stage_rows rows */
 	int64_t    *stage_row;		/* per group: the staged rows' indices into place */
 	int64_t		stage_rows;

@@ -88,6 +88,14 @@ struct gbml_chunk_store
 							int64_t chunk_rows);
 	/* out[f] = some stored row has NaN or -Infinity in feature f. */
 	int			(*missing) (gbml_chunk_store *s, bool *out);
+	/*
+	 * Optional (NULL: not supported): every read from now on (read_chunk,
+	 * read_rows, fetch) gives feature j's value v as ids[j][v] where ids[j]
+	 * is not NULL (v an integer below n_ids[j]; NaN stays NaN).  The stored
+	 * bytes do not change, and nor does what permute writes.  The tables
+	 * are copied.  Main thread, before the reads.
+	 */
+	int			(*renumber_on_read) (gbml_chunk_store *s, const int32_t *const *ids, const int32_t *n_ids);
 	/* The features are not needed any more (a trainer has what it needs). */
 	void		(*release) (gbml_chunk_store *s);
 	void		(*destroy) (gbml_chunk_store *s);
@@ -267,6 +275,21 @@ void		gbml_dataset_close_files(gbml_dataset *ds);
  * it after the last row.  In host memory it only stops the pre-faulting.
  */
 int			gbml_dataset_seal(gbml_dataset *ds, gbml_env *env);
+
+/*
+ * Categorical ids renumbered after the rows came, before the canonical
+ * order (the training aggregates number a column's values as first seen
+ * and sort them once every row is in): feature j's id v becomes ids[j][v]
+ * where ids[j] is not NULL (v below n_ids[j]; NaN, a missing category,
+ * stays).  Rows in host memory are rewritten; rows in a store are
+ * renumbered as they are read (renumber_on_read) and their canonical-order
+ * hashes computed again from the new ids, so the order, and the model, are
+ * those of the same rows collected with the final ids.  Seals ds first.
+ * Rows grouped by hash as they arrived (spill_by_hash) cannot be: ds must
+ * not set it.
+ */
+int			gbml_dataset_renumber_categories(gbml_dataset *ds, gbml_env *env, const int32_t *const *ids,
+											 const int32_t *n_ids);
 
 /* The store's last failure as env's error: "what (rows in temporary files): why"; returns the code. */
 int			gbml_dataset_store_error(const gbml_dataset *ds, gbml_env *env, const char *what);

@@ -20,6 +20,7 @@
 #include "utils/jsonb.h"
 #include "utils/typcache.h"
 
+#include "chunk_store_file.h"
 #include "schema.h"
 
 PG_FUNCTION_INFO_V1(gbml_boost_fit_trans);
@@ -322,16 +323,26 @@ bind_row_type(fit_state *st, HeapTupleHeader th)
 						errhint("Name the label column \"label\" or pass {\"label_column\": \"...\"}.")));
 	gbml_check_target_columns(cp, st->row_td, (st->input_flags & GBML_INPUT_LABEL) != 0, st->what);
 	st->ds.schema = gbml_column_plan_schema(st->columns);
-	/* categorical ids are rewritten in place before training: those rows stay in host memory */
-	if (gbml_schema_n_categorical(st->ds.schema) > 0 && st->ds.store == NULL)
+	/*
+	 * Categorical ids are numbered as first seen and renumbered before
+	 * training (gbml_column_plan_sort_categories).  Rows past the budget
+	 * still go to temporary files, which renumber them as they are read,
+	 * but not grouped by hash as they come (a row's hash changes with its
+	 * ids); the GPU's store does not renumber: streamed there, they stay
+	 * on the host.
+	 */
+	if (gbml_schema_n_categorical(st->ds.schema) > 0)
 	{
-		st->ds.store_open = NULL;
-		if (!st->partial)
+		st->ds.spill_by_hash = false;
+		if (st->ds.store_open != NULL && st->ds.store_open != gbml_chunk_store_file_open)
+		{
+			st->ds.store_open = NULL;
 			gbml_env_budget_hint(&st->env,
-								 "A training aggregate keeps the rows of a source with categorical columns in memory "
-								 "(their categories are numbered once every row is seen). gbml.train reads the "
-								 "categories first and lets the rows go to temporary files: use it, or raise the "
+								 "A training aggregate keeps the rows of a source with categorical columns on the host "
+								 "when it trains on the GPU (their categories are numbered once every row is seen). "
+								 "gbml.train reads the categories first and streams the rows: use it, or raise the "
 								 "\"memory_limit_mb\" parameter (or gbml.memory_limit).");
+		}
 	}
 	/* a NULL category arrives as NaN, its own category (numbers are checked by column) */
 	if (gbml_schema_n_categorical(st->ds.schema) > 0)
@@ -450,7 +461,7 @@ gbml_fit_final(PG_FUNCTION_ARGS)
 	{
 		MemoryContext old = MemoryContextSwitchTo(st->mcxt);
 
-		gbml_column_plan_sort_categories(st->columns, &st->ds);
+		gbml_column_plan_sort_categories(st->columns, &st->ds, &st->env, st->what);
 		MemoryContextSwitchTo(old);
 	}
 	model = gbml_train_to_bytea(&st->env, &st->params, &st->ds, NULL, st->what);

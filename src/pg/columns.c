@@ -1284,31 +1284,36 @@ cmp_entry_text(const void *a, const void *b)
 
 /*
  * Gives every categorical column its values sorted bytewise (the ids
- * gbml.train would give) and rewrites the collected first-seen ids of ds's
- * rows (all in host memory: a plan with categorical columns keeps its rows
- * there) into them, before the rows' canonical order is computed.
+ * gbml.train would give) and has the engine renumber the collected
+ * first-seen ids of ds's rows into them (rewritten in memory, renumbered as
+ * read back from temporary files), before the rows' canonical order is
+ * computed.
  */
 void
-gbml_column_plan_sort_categories(gbml_column_plan *p, gbml_dataset *ds)
+gbml_column_plan_sort_categories(gbml_column_plan *p, gbml_dataset *ds, gbml_env *env, const char *what)
 {
+	int32	  **ids;
+	int32	   *n_ids;
+
 	if (p->sorted)
 		return;
 	p->sorted = true;
+	ids = palloc0(sizeof(int32 *) * Max(ds->n_features, 1));
+	n_ids = palloc0(sizeof(int32) * Max(ds->n_features, 1));
 	for (int i = 0; i < p->n_columns; i++)
 	{
 		const gbml_column *c = &p->cols[i];
 		gbml_feature_def *f = &p->schema->features[c->first];
 		int32		n = f->n_categories;
 		category_entry **sorted;
-		int32	   *remap;
 		HASH_SEQ_STATUS seq;
 		category_entry *e;
-		int			d = ds->n_features;
 
 		if (c->kind != COL_CATEGORICAL)
 			continue;
 		sorted = palloc(sizeof(category_entry *) * (n > 0 ? n : 1));
-		remap = palloc(sizeof(int32) * (n > 0 ? n : 1));
+		ids[c->first] = palloc(sizeof(int32) * (n > 0 ? n : 1));
+		n_ids[c->first] = n;
 		hash_seq_init(&seq, p->dicts[i]);
 		while ((e = hash_seq_search(&seq)) != NULL)
 			sorted[e->id] = e;
@@ -1317,19 +1322,8 @@ gbml_column_plan_sort_categories(gbml_column_plan *p, gbml_dataset *ds)
 		for (int32 k = 0; k < n; k++)
 		{
 			f->categories[k] = (char *) sorted[k]->key.s;
-			remap[sorted[k]->id] = k;
-		}
-		for (int ch = 0; ch < ds->n_chunks; ch++)
-		{
-			gbml_chunk *chunk = ds->chunks[ch];
-
-			for (int64 r = 0; r < chunk->n_rows; r++)
-			{
-				float	   *v = &chunk->x[r * d + c->first];
-
-				if (!isnan(*v))
-					*v = (float) remap[(int32) *v];
-			}
+			ids[c->first][sorted[k]->id] = k;
 		}
 	}
+	GBML_CHECK(env, gbml_dataset_renumber_categories(ds, env, (const int32 *const *) ids, n_ids), what);
 }

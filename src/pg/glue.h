@@ -199,8 +199,10 @@ int			gbml_column_plan_n_columns(const gbml_column_plan *p);
 /*
  * The row aggregates' plan for rows of type td (the first row's values set
  * array lengths); categorical values are collected as rows come
- * (gbml_column_plan_collect) and sorted into their final ids, with ds's rows
- * rewritten, by gbml_column_plan_sort_categories before training.
+ * (gbml_column_plan_collect) and sorted into their final ids, ds's rows
+ * renumbered (in memory and in temporary files alike), by
+ * gbml_column_plan_sort_categories before training; an ERROR (`what`) if
+ * that fails.
  */
 /* An eval source read with the training plan p: each of its columns is in td, else an ERROR naming it. */
 void		gbml_column_plan_check_source(const gbml_column_plan *p, TupleDesc td, const char *what);
@@ -215,7 +217,7 @@ gbml_column_plan *gbml_column_plan_for_rows(const gbml_common_params *cp, TupleD
 											const bool *nulls, const char *what);
 void		gbml_column_plan_collect(gbml_column_plan *p, const Datum *values, const bool *nulls, float *x,
 									 bool allow_missing, const char *what, int64 rowno);
-void		gbml_column_plan_sort_categories(gbml_column_plan *p, gbml_dataset *ds);
+void		gbml_column_plan_sort_categories(gbml_column_plan *p, gbml_dataset *ds, gbml_env *env, const char *what);
 /*
  * The feature columns of a table sharded across servers (td: the
  * coordinator's partitioned table), without reading it (categorical ones

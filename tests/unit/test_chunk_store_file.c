@@ -1238,6 +1238,129 @@ TEST(file_store_dataset_keeps_the_canonical_order)
 	check_canonical_order(true);
 }
 
+/*
+ * Categorical ids numbered as first seen, then renumbered (the training
+ * aggregates' whole rows): features 0 and 5 hold a category (5 sometimes
+ * none: NaN) whose final id the row fixes; the rows arrive shuffled and get
+ * first-seen ids, in memory or streamed to files, and are renumbered.
+ */
+#define CAT_A 13
+#define CAT_B 29
+
+static void
+set_final_categories(int64_t i, float *x)
+{
+	int64_t		g = i % 7 == 6 ? i / 2 : i;	/* make_row's copies stay copies */
+
+	x[0] = (float) (g % CAT_A);
+	x[5] = g % 17 == 2 ? NAN : (float) ((g * 7) % CAT_B);
+}
+
+/* Rows in perm's order with first-seen ids; ids[j][first-seen] = final id for the renumbering. */
+static void
+fill_first_seen(gbml_dataset *ds, gbml_env *env, int64_t n, const int64_t *perm, int32_t *ids[6], int32_t n_ids[6])
+{
+	float	   *x = malloc(sizeof(float) * DS_FEATURES);
+	int32_t		seen[6][CAT_B];
+	gbml_row	row;
+
+	memset(seen, 0xff, sizeof(seen));
+	n_ids[0] = n_ids[5] = 0;
+	for (int64_t i = 0; i < n; i++)
+	{
+		make_row(perm[i], x, &row);
+		set_final_categories(perm[i], x);
+		for (int j = 0; j <= 5; j += 5)
+		{
+			int32_t		final = (int32_t) x[j];
+
+			if (isnan(x[j]))
+				continue;
+			if (seen[j][final] < 0)
+			{
+				seen[j][final] = n_ids[j]++;
+				ids[j][seen[j][final]] = final;
+			}
+			x[j] = (float) seen[j][final];
+		}
+		CHECK(gbml_dataset_append(ds, env, &row, true) == GBML_OK);
+	}
+	free(x);
+}
+
+static void
+check_renumbered(bool to_files)
+{
+	gbml_env	env;
+	gbml_dataset final,
+				renumbered,
+				final_eval,
+				renumbered_eval;
+	int64_t		n = 3001;
+	int64_t    *perm = tu_shuffled(n, 5);
+	int32_t		a[CAT_A],
+				b[CAT_B],
+				n_ids[DS_FEATURES] = {0};
+	int32_t    *ids[DS_FEATURES] = {a, NULL, NULL, NULL, NULL, b};
+	float	   *x = malloc(sizeof(float) * DS_FEATURES);
+	gbml_row	row;
+
+	gbml_env_init_malloc(&env, 2);
+	init_ds(&final, false);
+	init_ds(&renumbered, to_files);
+	for (int64_t i = 0; i < n; i++)
+	{
+		make_row(i, x, &row);
+		set_final_categories(i, x);
+		CHECK(gbml_dataset_append(&final, &env, &row, true) == GBML_OK);
+	}
+	fill_first_seen(&renumbered, &env, n, perm, ids, n_ids);
+	CHECK(n_ids[0] == CAT_A && n_ids[5] == CAT_B && a[0] != 0);	/* first seen is not sorted */
+	CHECK(gbml_dataset_renumber_categories(&renumbered, &env, (const int32_t *const *) ids, n_ids) == GBML_OK);
+	CHECK((renumbered.store != NULL) == to_files);
+	CHECK(gbml_dataset_canonicalize(&final, &env) == GBML_OK);
+	CHECK(gbml_dataset_canonicalize(&renumbered, &env) == GBML_OK);
+	CHECK(same_rows(&final, &renumbered, &env));
+	CHECK(gbml_dataset_split_eval(&final, &final_eval, 0.2, 7, false, &env) == GBML_OK);
+	CHECK(gbml_dataset_split_eval(&renumbered, &renumbered_eval, 0.2, 7, false, &env) == GBML_OK);
+	CHECK(final_eval.n_rows > 0 && same_rows(&final, &renumbered, &env) && same_rows(&final_eval, &renumbered_eval, &env));
+	gbml_dataset_free(&final, &env);
+	gbml_dataset_free(&renumbered, &env);
+	gbml_dataset_free(&final_eval, &env);
+	gbml_dataset_free(&renumbered_eval, &env);
+	CHECK(env.memory_used == 0);
+	free(perm);
+	free(x);
+}
+
+TEST(dataset_renumbered_categories_give_the_final_ids_order)
+{
+	check_renumbered(false);
+	check_renumbered(true);
+}
+
+/* Rows grouped by hash as they came cannot be renumbered (their grouping follows the old ids): an error, not a wrong order. */
+TEST(dataset_renumber_refuses_rows_grouped_by_hash)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	int64_t    *perm = tu_shuffled(900, 3);
+	int32_t		a[CAT_A],
+				b[CAT_B],
+				n_ids[DS_FEATURES] = {0};
+	int32_t    *ids[DS_FEATURES] = {a, NULL, NULL, NULL, NULL, b};
+
+	gbml_env_init_malloc(&env, 1);
+	init_ds(&ds, true);
+	ds.spill_by_hash = true;
+	fill_first_seen(&ds, &env, 900, perm, ids, n_ids);
+	CHECK(gbml_dataset_renumber_categories(&ds, &env, (const int32_t *const *) ids, n_ids) == GBML_EUNSUPPORTED);
+	CHECK(strstr(env.error, "grouped by hash") != NULL);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+	free(perm);
+}
+
 /* Walks ds with the prefetcher; every chunk must equal its own read (or its host rows). */
 static bool
 prefetch_matches_order(const gbml_dataset *ds, gbml_env *env, const int *order, int n)

@@ -1,0 +1,102 @@
+/*
+ * dataset_renumber.c — categorical ids renumbered after the rows came
+ * (gbml_dataset_renumber_categories, dataset.h): the training aggregates
+ * number a categorical column's values as first seen and know their sorted
+ * ids only once every row is in, by which time rows past the budget are in
+ * a store.  Host rows are rewritten in place; stored rows keep their bytes
+ * and the store renumbers them as they are read, and their canonical-order
+ * hashes, taken from the first-seen ids as they were written, are taken
+ * again from the new ids, one chunk read back at a time.
+ */
+#include "dataset_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* v through ids (NaN stays); 0, or -1 for an id past the table. */
+static int
+renumbered(float *v, const int32_t *ids, int32_t n_ids)
+{
+	if (isnan(*v))
+		return 0;
+	if (!(*v >= 0 && *v < (float) n_ids))
+		return -1;
+	*v = (float) ids[(int32_t) *v];
+	return 0;
+}
+
+/* A host chunk's rows rewritten in place. */
+static int
+renumber_host_chunk(const gbml_dataset *ds, gbml_chunk *c, gbml_env *env, const int32_t *const *ids,
+					const int32_t *n_ids)
+{
+	for (int j = 0; j < ds->n_features; j++)
+		for (int64_t r = 0; ids[j] != NULL && r < c->n_rows; r++)
+			if (renumbered(&c->x[(size_t) r * (size_t) ds->n_features + (size_t) j], ids[j], n_ids[j]) != 0)
+				return gbml_error(env, GBML_EINVAL, "feature %d: a category id past the %d renumbered (internal)",
+								  j + 1, (int) n_ids[j]);
+	return GBML_OK;
+}
+
+/* Stored chunk c's canonical-order hashes taken again from its rows as the store now reads them. */
+static int
+rehash_stored_chunk(const gbml_dataset *ds, int c, float *x, gbml_env *env)
+{
+	gbml_chunk *ch = ds->chunks[c];
+	size_t		d = (size_t) ds->n_features;
+
+	if (ch->n_rows > 0 && ds->store->read_chunk(ds->store, c, x) != 0)
+		return gbml_dataset_store_error(ds, env, "reading rows back to renumber their categories");
+	for (int64_t r = 0; r < ch->n_rows; r++)
+		ch->hash[r] = gbml_ds_hash_row(x + (size_t) r * d, d, ch->label[r], ch->group[r], ch->weight[r]);
+	return GBML_OK;
+}
+
+/* The store renumbers from now on; each stored chunk's hashes taken again, a chunk read back at a time. */
+static int
+renumber_stored(gbml_dataset *ds, gbml_env *env, const int32_t *const *ids, const int32_t *n_ids)
+{
+	int64_t		widest = 0;
+	float	   *x;
+	int			rc;
+
+	if (ds->spill_by_hash || ds->store->renumber_on_read == NULL)
+		return gbml_error(env, GBML_EUNSUPPORTED, "categories renumbered over rows in %s%s (internal)",
+						  ds->store->where, ds->spill_by_hash ? " grouped by hash" : "");
+	if (ds->store->renumber_on_read(ds->store, ids, n_ids) != 0)
+		return gbml_dataset_store_error(ds, env, "renumbering categories");
+	for (int c = 0; c < ds->n_chunks; c++)
+		if (ds->chunks[c]->x == NULL && ds->chunks[c]->n_rows > widest)
+			widest = ds->chunks[c]->n_rows;
+	if ((rc = gbml_budget_check(env, (size_t) widest * (size_t) ds->n_features * sizeof(float),
+								"a chunk of %lld rows read back from %s to renumber its categories",
+								(long long) widest, ds->store->where)) != GBML_OK)
+		return rc;
+	if ((x = gbml_alloc_array(env, (size_t) (widest > 0 ? widest : 1) * (size_t) ds->n_features, sizeof(float))) == NULL)
+		return env->error_code;
+	for (int c = 0; rc == GBML_OK && c < ds->n_chunks; c++)
+	{
+		gbml_progress_info info = {.phase = "renumbering categories",.iteration = c + 1,.total = ds->n_chunks};
+
+		if (ds->chunks[c]->x != NULL)
+			continue;			/* a host chunk: renumbered in place */
+		rc = rehash_stored_chunk(ds, c, x, env);
+		if (rc == GBML_OK && gbml_progress(env, &info))
+			rc = gbml_error(env, GBML_ECANCELLED, "canceled while renumbering categories");
+	}
+	gbml_free(env, x);
+	return rc;
+}
+
+int
+gbml_dataset_renumber_categories(gbml_dataset *ds, gbml_env *env, const int32_t *const *ids, const int32_t *n_ids)
+{
+	int			rc = gbml_dataset_seal(ds, env);
+
+	for (int c = 0; rc == GBML_OK && c < ds->n_chunks; c++)
+		if (ds->chunks[c]->x != NULL)
+			rc = renumber_host_chunk(ds, ds->chunks[c], env, ids, n_ids);
+	if (rc == GBML_OK && ds->store != NULL)
+		rc = renumber_stored(ds, env, ids, n_ids);
+	return rc;
+}
