@@ -271,6 +271,8 @@ encode_set(const gbml_onehot *e, const gbml_dataset *src, const gbml_onehot_opti
 
 	gbml_dataset_init(out, false);
 	gbml_plan_spill(o->algo, env, out);
+	/* the rows keep src's canonical order as written (its ranks): grouped by hash, every read would be a gather */
+	out->spill_by_hash = false;
 	/*
 	 * The plan's threshold is a share of the whole budget, but src's rows
 	 * are still held: the encoded rows spill once they would take half of

@@ -359,6 +359,20 @@ typedef struct saga_pass
 	int			next;			/* pieces: the next chunk */
 } saga_pass;
 
+/* What pass_begin's reader holds for threads: a piece of rows a thread, or the reader's two chunks of stored rows. */
+static size_t
+pass_buffer_bytes(const gbml_dataset *ds, int threads)
+{
+	int64_t		widest = 0;
+
+	if (gbml_row_pieces_apply(ds))
+		return gbml_row_pieces_buffer_bytes(ds, threads);
+	for (int c = 0; c < ds->n_chunks; c++)
+		if (ds->chunks[c]->x == NULL && ds->chunks[c]->n_rows > widest)
+			widest = ds->chunks[c]->n_rows;
+	return 2 * (size_t) widest * (size_t) ds->n_features * sizeof(float);
+}
+
 /* threads: how many may read pieces at once. */
 static int
 pass_begin(saga_state *st, const gbml_dataset *ds, saga_pass *p, int threads)
@@ -681,8 +695,8 @@ alloc_solver(saga_state *st)
 	if (gbml_saga_plan_init(&st->plan, ds, env) != GBML_OK)
 		return env->error_code;
 	/* what stays in memory whatever went to files (the group's scratch below too): past the budget, say so */
-	/* the two groups an epoch reads, and the pieces of rows (a thread's each) the other passes read */
-	groups = gbml_saga_slices_buffer_bytes(ds, &st->plan) + gbml_row_pieces_buffer_bytes(ds, env->threads);
+	/* the two groups an epoch reads, and what the other passes read rows into */
+	groups = gbml_saga_slices_buffer_bytes(ds, &st->plan) + pass_buffer_bytes(ds, env->threads);
 	scratch = (size_t) st->plan.group_rows * (sizeof(float *) + 2 * sizeof(float) + sizeof(double));
 	if ((rc = gbml_budget_check(env, (size_t) ds->n_rows * sizeof(double) + groups + scratch,
 								"the linear model's per-row state (a stored gradient, 8 bytes a row for %lld rows) and "

@@ -14,6 +14,7 @@
 #include "chunk_store_file.h"
 #include "onehot.h"
 #include "saga.h"
+#include "saga_shards.h"
 #include "rng.h"
 #include "test_util.h"
 
@@ -423,6 +424,41 @@ mixed_rows(cat_rows *t, int64_t n, uint64_t seed)
 		t->label[i] = gbml_rng_uniform(&rng) < 1 / (1 + exp(-z)) ? 1.0f : 0.0f;
 		t->weight[i] = (float) (0.5 + gbml_rng_uniform(&rng));
 	}
+}
+
+/*
+ * The one-hot encoding of rows in files goes to files too, in the source's
+ * canonical order as written: never grouped by hash (it was, for SAGA, so
+ * every pass over the encoded rows gathered them on the main thread
+ * through the reader's two chunks, and a one-hot SAGA of 500,000 rows at
+ * 64 MB failed on those buffers).
+ */
+TEST(saga_categorical_encoded_rows_in_files_are_not_grouped)
+{
+	static const char *const names[] = {"n1", "c1", "n2", "c2"};
+	int			ncat[] = {0, 6, 0, 20};
+	gbml_feature_schema *s = tu_schema(4, names, ncat);
+	gbml_saga_params p = {.max_categories = 8};
+	cat_rows	t;
+	gbml_env	env;
+	gbml_dataset ds,
+				xds,
+				xeval;
+	gbml_onehot *enc = NULL;
+
+	mixed_rows(&t, 70000, 9);	/* more than a chunk of encoded rows (65,536) */
+	gbml_env_init_malloc(&env, 2);
+	env.memory_limit = (size_t) 8 << 20;	/* the encoding (5.3 MB) spills by the budget's plan */
+	build(&ds, &env, &t, s, NULL, 512, true);
+	CHECK(gbml_dataset_canonicalize(&ds, &env) == GBML_OK);
+	CHECK(gbml_saga_one_hot(&ds, NULL, &p, false, &env, &enc, &xds, &xeval) == GBML_OK);
+	CHECK(xds.store != NULL && strcmp(xds.store->residence, "file") == 0 && !xds.spill_by_hash);
+	CHECK(xds.store->read_any_thread);
+	gbml_onehot_finish(enc, &xds, &xeval, &env);
+	gbml_dataset_free(&ds, &env);
+	rows_free(&t);
+	tu_schema_free(s);
+	CHECK(env.memory_used == 0);
 }
 
 TEST(saga_categorical_same_bytes_any_threads_order_chunks_or_files)
