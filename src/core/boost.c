@@ -697,16 +697,24 @@ histogram_bytes(const trainer *T, int n_features)
  * Categorical inputs keep their bins on the host (their statistics are
  * added as columns).
  */
+/* What binning n stored rows holds beside the bins: their positions and the reader's two chunks. */
+static size_t
+binning_transient_bytes(const gbml_dataset *ds, int64_t n)
+{
+	size_t		chunk = ds->chunk_bytes > 0 ? ds->chunk_bytes :
+		(size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float);
+
+	return (size_t) n * BINNING_ROW_BYTES + 2 * chunk;
+}
+
 static size_t
 bins_window(const trainer *T, const gbml_dataset *ds, int64_t n, const gbml_boost_keep *keep)
 {
 	const gbml_env *env = T->env;
 	size_t		bins = (size_t) n * (size_t) ds->n_features;
 	size_t		state = (size_t) n * ROW_STATE_BYTES + histogram_bytes(T, ds->n_features);
-	size_t		chunk = ds->chunk_bytes > 0 ? ds->chunk_bytes :
-		(size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float);
 	size_t		room,
-				transient = (size_t) n * BINNING_ROW_BYTES + 2 * chunk,	/* the positions, the reader's two chunks */
+				transient = binning_transient_bytes(ds, n),
 				w;
 
 	if (keep == NULL && gbml_boost_bins_test_window > 0)
@@ -736,6 +744,7 @@ bin_rows(trainer *T, const gbml_dataset *ds, boost_data *d, gbml_boost_bins *out
 {
 	gbml_env   *env = T->env;
 	const gbml_boost_keep *keep = T->cat.n_cat == 0 ? NULL : training ? &T->cat.keep : &T->cat.eval_keep;
+	size_t		window;
 	int			rc;
 
 	/* (a categorical input's statistics need its ids on the host: those rows are binned here) */
@@ -747,9 +756,19 @@ bin_rows(trainer *T, const gbml_dataset *ds, boost_data *d, gbml_boost_bins *out
 		out->blocks = gbml_alloc0(env, sizeof(uint8_t *) * (size_t) (out->n_blocks > 0 ? out->n_blocks : 1));
 		return out->blocks ? GBML_OK : env->error_code;
 	}
+	window = ds->store && training ? bins_window(T, ds, d->n, keep) : 0;
+	/* bins made in memory (with categorical features always: their statistics add columns): past the budget, say so */
+	if (window == 0 &&
+		(rc = gbml_budget_check(env, (size_t) d->n * (size_t) ds->n_features +
+								(ds->store ? binning_transient_bytes(ds, d->n) : 0),
+								"boosting's %sbins (a byte a feature: %d bytes a row for %lld rows)%s%s",
+								training ? "" : "eval set's ", ds->n_features, (long long) d->n,
+								keep != NULL ? ", which stay in memory with categorical features (their statistics add "
+								"columns to the bins)" : "",
+								ds->store ? ", made from rows read back a chunk at a time" : "")) != GBML_OK)
+		return rc;
 	if (ds->store)
-		rc = gbml_boost_bins_from_chunks(ds, d->n_groups > 0 ? d->src : NULL, &T->borders, BLOCK_ROWS, keep,
-										 training ? bins_window(T, ds, d->n, keep) : 0,
+		rc = gbml_boost_bins_from_chunks(ds, d->n_groups > 0 ? d->src : NULL, &T->borders, BLOCK_ROWS, keep, window,
 										 training ? "quantize" : "quantize eval", out, env);
 	else
 	{
