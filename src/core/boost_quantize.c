@@ -591,6 +591,14 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, gbml_boost_bo
 		batch = 1;
 	if (batch > d)
 		batch = d;
+	/* what the sample's sorts hold whatever the batch (a column at least): past the budget, say so */
+	if ((rc = gbml_budget_check(env, (size_t) batch * (size_t) (m > 0 ? m : 1) * sizeof(float) +
+								(size_t) threads * 2 * (size_t) (m > 0 ? m : 1) * sizeof(uint32_t) +
+								(addr ? (size_t) sample_piece_rows(ds, m) * (size_t) d * sizeof(float) : 0),
+								"choosing borders from a sample of %lld rows (%lld of its columns at a time, %d "
+								"threads' sort scratch%s)", (long long) m, (long long) batch, threads,
+								addr ? " and a piece of its rows read back from temporary files" : "")) != GBML_OK)
+		goto done;
 	colbuf = gbml_alloc_array(env, (size_t) batch * (size_t) m, sizeof(float));
 	scratch = gbml_alloc_array(env, (size_t) threads * 2 * (size_t) (m > 0 ? m : 1), sizeof(uint32_t));
 	if (colbuf == NULL || scratch == NULL)
