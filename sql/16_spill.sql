@@ -189,6 +189,10 @@ SELECT model = (SELECT m FROM cat_fits) AS same_bytes_as_train
 -- a budget too small for the border sample says so (it was the plain message)
 SELECT gbml.boost_fit(s, '{"label_column": "y", "exclude_columns": ["i"], "iterations": 2, "threads": 2, "memory_limit_mb": 3}')
   FROM spill_cats s;
+-- K-Means on their one-hot encoding: too small a budget names its per-row
+-- state (its walk's buffers failed first, with the plain message)
+SELECT gbml.kmeans_fit(s, 6, '{"exclude_columns": ["i", "y"], "one_hot": true, "threads": 2, "memory_limit_mb": 2}')
+  FROM spill_cats s;
 -- K-Means on their one-hot encoding, from files and in memory
 UPDATE cat_fits SET m = (SELECT gbml.kmeans_fit(s, 5, '{"exclude_columns": ["i", "y"], "one_hot": true}') FROM spill_cats s);
 SELECT gbml.kmeans_fit(s, 5, '{"exclude_columns": ["i", "y"], "one_hot": true, "memory_limit_mb": 4}')

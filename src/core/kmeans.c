@@ -319,7 +319,7 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 
 	km_work_init(w, ds, p, env, &km_local_rows);
 	kd = (size_t) w->k * (size_t) w->d;
-	if ((rc = km_plan(w)) != GBML_OK || (rc = km_walk_setup(w)) != GBML_OK)
+	if ((rc = km_plan(w)) != GBML_OK)
 		return rc;
 
 	/*
@@ -347,10 +347,11 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 	/* rows in files are read back a chunk at a time, the next one read ahead */
 	reader = ds->store && strcmp(ds->store->residence, "file") == 0 ?
 		2 * (size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float) : 0;
-	if ((rc = gbml_budget_check(env, (size_t) ds->n_rows * row_bytes + reader,
+	if ((rc = gbml_budget_check(env, (size_t) ds->n_rows * row_bytes + reader + km_walk_bytes(w),
 								"K-Means' per-row state (%zu bytes a row for %lld rows: cluster labels, norms and distances)%s",
 								row_bytes, (long long) ds->n_rows,
-								reader ? ", with two chunks of rows read back from temporary files" : "")) != GBML_OK)
+								reader ? ", with two chunks of rows read back from temporary files" : "")) != GBML_OK ||
+		(rc = km_walk_setup(w)) != GBML_OK)
 		return rc;
 	w->labels = km_alloc_chunks(w, sizeof(int32_t), true);
 	if (!km_chunks_ok(w, (void **) w->labels))

@@ -293,6 +293,8 @@ int			km_walk(km_work *w, int t0, int t1, km_walk_fn fn, void *arg);
 
 /* Walk scratch (after km_plan): chunk pointers, chunk order, the fetch buffer. */
 int			km_walk_setup(km_work *w);
+/* What km_walk_setup allocates (for the budget check before it). */
+size_t		km_walk_bytes(const km_work *w);
 void		km_walk_free(km_work *w);
 
 /* Chunk and row of row i of the dataset's order (a global row's km_dataset_row). */

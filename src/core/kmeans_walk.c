@@ -21,17 +21,31 @@
 #define KM_FETCH_FLOATS ((size_t) 1 << 18)
 #define KM_FETCH_ROWS_MAX 256
 
+/* Rows of the fetch buffer for rows of d features. */
+static int
+fetch_rows_for(int d)
+{
+	int			rows = (int) (KM_FETCH_FLOATS / (size_t) (d > 0 ? d : 1));
+
+	return rows > KM_FETCH_ROWS_MAX ? KM_FETCH_ROWS_MAX : rows < 1 ? 1 : rows;
+}
+
+size_t
+km_walk_bytes(const km_work *w)
+{
+	size_t		nc = (size_t) (w->ds->n_chunks > 0 ? w->ds->n_chunks : 1);
+
+	return nc * (sizeof(float *) + sizeof(int)) +
+		(size_t) fetch_rows_for(w->d) * ((size_t) w->d * sizeof(float) + sizeof(int64_t));
+}
+
 int
 km_walk_setup(km_work *w)
 {
 	gbml_env   *env = w->env;
 	int			nc = w->ds->n_chunks;
 
-	w->fetch_rows = (int) (KM_FETCH_FLOATS / (size_t) w->d);
-	if (w->fetch_rows > KM_FETCH_ROWS_MAX)
-		w->fetch_rows = KM_FETCH_ROWS_MAX;
-	if (w->fetch_rows < 1)
-		w->fetch_rows = 1;
+	w->fetch_rows = fetch_rows_for(w->d);
 	w->chunk_x = gbml_alloc0(env, sizeof(float *) * (size_t) (nc > 0 ? nc : 1));
 	w->walk_order = gbml_alloc_array(env, (size_t) (nc > 0 ? nc : 1), sizeof(int));
 	w->fetch_x = gbml_alloc_array(env, (size_t) w->fetch_rows * (size_t) w->d, sizeof(float));
