@@ -3,10 +3,13 @@
  * a spilled dataset's features, its chunk table, the grouping of rows by
  * hash as they arrive (put_hashed), the tables of where rows are in the
  * file (runs while grouped, segments after an in-place reorder) and the
- * reads: read_chunk, read_rows and fetch (rows by address).  The reorder
- * (permute) that gives the rows their canonical order on disk is
- * chunk_store_permute.c's; the store's state and what the two files share
- * are in chunk_store_file_internal.h.
+ * reads: read_chunk, read_rows and fetch (rows by address), which give
+ * categorical ids renumbered once renumber_on_read has been asked (the
+ * bytes on disk keep the ids they were written with, and permute, which
+ * reads through gbml_cfs_read_chunk and gbml_cfs_fetch_rows, moves them
+ * as they are).  The reorder (permute) that gives the rows their canonical
+ * order on disk is chunk_store_permute.c's; the store's state and what the
+ * two files share are in chunk_store_file_internal.h.
  *
  * Threads: put, put_hashed, fetch, permute, buffer, release and destroy run
  * on the main thread (they allocate through env, and writes go through
