@@ -1339,6 +1339,42 @@ TEST(dataset_renumbered_categories_give_the_final_ids_order)
 	check_renumbered(true);
 }
 
+/* Stops at the renumbering's k-th report (counting them in *ctx's second int). */
+static bool
+stop_renumbering_at(void *ctx, const gbml_progress_info *info)
+{
+	int		   *at = ctx;
+
+	if (strcmp(info->phase, "renumbering categories") != 0)
+		return false;
+	at[1]++;
+	return at[1] == at[0];
+}
+
+/* The renumbering reports each chunk read back and stops there when asked: canceled, nothing leaked. */
+TEST(dataset_renumber_reports_progress_and_cancels)
+{
+	gbml_env	env;
+	gbml_dataset ds;
+	int64_t    *perm = tu_shuffled(3001, 4);
+	int32_t		a[CAT_A],
+				b[CAT_B],
+				n_ids[DS_FEATURES] = {0};
+	int32_t    *ids[DS_FEATURES] = {a, NULL, NULL, NULL, NULL, b};
+	int			at[2] = {2, 0};
+
+	gbml_env_init_malloc(&env, 1);
+	init_ds(&ds, true);
+	fill_first_seen(&ds, &env, 3001, perm, ids, n_ids);
+	env.progress_fn = stop_renumbering_at;
+	env.progress_ctx = at;
+	CHECK(gbml_dataset_renumber_categories(&ds, &env, (const int32_t *const *) ids, n_ids) == GBML_ECANCELLED);
+	CHECK(at[1] == 2 && ds.n_chunks > 2 && strstr(env.error, "canceled while renumbering categories") != NULL);
+	gbml_dataset_free(&ds, &env);
+	CHECK(env.memory_used == 0);
+	free(perm);
+}
+
 /* Rows grouped by hash as they came cannot be renumbered (their grouping follows the old ids): an error, not a wrong order. */
 TEST(dataset_renumber_refuses_rows_grouped_by_hash)
 {
