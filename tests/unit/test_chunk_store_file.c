@@ -1258,7 +1258,7 @@ set_final_categories(int64_t i, float *x)
 
 /* Rows in perm's order with first-seen ids; ids[j][first-seen] = final id for the renumbering. */
 static void
-fill_first_seen(gbml_dataset *ds, gbml_env *env, int64_t n, const int64_t *perm, int32_t *ids[6], int32_t n_ids[6])
+fill_first_seen(gbml_dataset *ds, gbml_env *env, int64_t n, const int64_t *perm, int32_t **ids, int32_t *n_ids)
 {
 	float	   *x = malloc(sizeof(float) * DS_FEATURES);
 	int32_t		seen[6][CAT_B];
@@ -1288,6 +1288,37 @@ fill_first_seen(gbml_dataset *ds, gbml_env *env, int64_t n, const int64_t *perm,
 	free(x);
 }
 
+/* The renumbering of features 0 and 5 that fill_first_seen records. */
+typedef struct first_seen_ids
+{
+	int32_t		a[CAT_A],
+				b[CAT_B];
+	int32_t    *ids[DS_FEATURES];
+	int32_t		n_ids[DS_FEATURES];
+} first_seen_ids;
+
+/* n rows shuffled by seed, with first-seen ids, into ds (initialised here: in files or not, grouped by hash or not). */
+static void
+first_seen_rows(gbml_dataset *ds, gbml_env *env, int64_t n, uint64_t seed, bool to_files, bool grouped,
+				first_seen_ids *fs)
+{
+	int64_t    *perm = tu_shuffled(n, seed);
+
+	memset(fs, 0, sizeof(*fs));
+	fs->ids[0] = fs->a;
+	fs->ids[5] = fs->b;
+	init_ds(ds, to_files);
+	ds->spill_by_hash = grouped;
+	fill_first_seen(ds, env, n, perm, fs->ids, fs->n_ids);
+	free(perm);
+}
+
+static int
+renumber(gbml_dataset *ds, gbml_env *env, const first_seen_ids *fs)
+{
+	return gbml_dataset_renumber_categories(ds, env, (const int32_t *const *) fs->ids, fs->n_ids);
+}
+
 static void
 check_renumbered(bool to_files)
 {
@@ -1297,26 +1328,21 @@ check_renumbered(bool to_files)
 				final_eval,
 				renumbered_eval;
 	int64_t		n = 3001;
-	int64_t    *perm = tu_shuffled(n, 5);
-	int32_t		a[CAT_A],
-				b[CAT_B],
-				n_ids[DS_FEATURES] = {0};
-	int32_t    *ids[DS_FEATURES] = {a, NULL, NULL, NULL, NULL, b};
+	first_seen_ids fs;
 	float	   *x = malloc(sizeof(float) * DS_FEATURES);
 	gbml_row	row;
 
 	gbml_env_init_malloc(&env, 2);
 	init_ds(&final, false);
-	init_ds(&renumbered, to_files);
 	for (int64_t i = 0; i < n; i++)
 	{
 		make_row(i, x, &row);
 		set_final_categories(i, x);
 		CHECK(gbml_dataset_append(&final, &env, &row, true) == GBML_OK);
 	}
-	fill_first_seen(&renumbered, &env, n, perm, ids, n_ids);
-	CHECK(n_ids[0] == CAT_A && n_ids[5] == CAT_B && a[0] != 0);	/* first seen is not sorted */
-	CHECK(gbml_dataset_renumber_categories(&renumbered, &env, (const int32_t *const *) ids, n_ids) == GBML_OK);
+	first_seen_rows(&renumbered, &env, n, 5, to_files, false, &fs);
+	CHECK(fs.n_ids[0] == CAT_A && fs.n_ids[5] == CAT_B && fs.a[0] != 0);	/* first seen is not sorted */
+	CHECK(renumber(&renumbered, &env, &fs) == GBML_OK);
 	CHECK((renumbered.store != NULL) == to_files);
 	CHECK(gbml_dataset_canonicalize(&final, &env) == GBML_OK);
 	CHECK(gbml_dataset_canonicalize(&renumbered, &env) == GBML_OK);
@@ -1329,7 +1355,6 @@ check_renumbered(bool to_files)
 	gbml_dataset_free(&final_eval, &env);
 	gbml_dataset_free(&renumbered_eval, &env);
 	CHECK(env.memory_used == 0);
-	free(perm);
 	free(x);
 }
 
@@ -1356,23 +1381,17 @@ TEST(dataset_renumber_reports_progress_and_cancels)
 {
 	gbml_env	env;
 	gbml_dataset ds;
-	int64_t    *perm = tu_shuffled(3001, 4);
-	int32_t		a[CAT_A],
-				b[CAT_B],
-				n_ids[DS_FEATURES] = {0};
-	int32_t    *ids[DS_FEATURES] = {a, NULL, NULL, NULL, NULL, b};
+	first_seen_ids fs;
 	int			at[2] = {2, 0};
 
 	gbml_env_init_malloc(&env, 1);
-	init_ds(&ds, true);
-	fill_first_seen(&ds, &env, 3001, perm, ids, n_ids);
+	first_seen_rows(&ds, &env, 3001, 4, true, false, &fs);
 	env.progress_fn = stop_renumbering_at;
 	env.progress_ctx = at;
-	CHECK(gbml_dataset_renumber_categories(&ds, &env, (const int32_t *const *) ids, n_ids) == GBML_ECANCELLED);
+	CHECK(renumber(&ds, &env, &fs) == GBML_ECANCELLED);
 	CHECK(at[1] == 2 && ds.n_chunks > 2 && strstr(env.error, "canceled while renumbering categories") != NULL);
 	gbml_dataset_free(&ds, &env);
 	CHECK(env.memory_used == 0);
-	free(perm);
 }
 
 /* Rows grouped by hash as they came cannot be renumbered (their grouping follows the old ids): an error, not a wrong order. */
@@ -1380,21 +1399,14 @@ TEST(dataset_renumber_refuses_rows_grouped_by_hash)
 {
 	gbml_env	env;
 	gbml_dataset ds;
-	int64_t    *perm = tu_shuffled(900, 3);
-	int32_t		a[CAT_A],
-				b[CAT_B],
-				n_ids[DS_FEATURES] = {0};
-	int32_t    *ids[DS_FEATURES] = {a, NULL, NULL, NULL, NULL, b};
+	first_seen_ids fs;
 
 	gbml_env_init_malloc(&env, 1);
-	init_ds(&ds, true);
-	ds.spill_by_hash = true;
-	fill_first_seen(&ds, &env, 900, perm, ids, n_ids);
-	CHECK(gbml_dataset_renumber_categories(&ds, &env, (const int32_t *const *) ids, n_ids) == GBML_EUNSUPPORTED);
+	first_seen_rows(&ds, &env, 900, 3, true, true, &fs);
+	CHECK(renumber(&ds, &env, &fs) == GBML_EUNSUPPORTED);
 	CHECK(strstr(env.error, "grouped by hash") != NULL);
 	gbml_dataset_free(&ds, &env);
 	CHECK(env.memory_used == 0);
-	free(perm);
 }
 
 /* Walks ds with the prefetcher; every chunk must equal its own read (or its host rows). */
