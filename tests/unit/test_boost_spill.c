@@ -235,6 +235,37 @@ TEST(boost_spill_rmse_same_bytes_as_memory)
 	check_case(&c);
 }
 
+/*
+ * The border sample of shuffled rows in files is fetched in the order the
+ * file keeps them: about one read of the file for the sample and one for
+ * the bins.  Fetched in canonical order, each 1 MB piece of the sample read
+ * spans over the whole file (here 8 pieces: about 8 reads of it).
+ */
+TEST(boost_spill_border_sample_reads_the_file_about_once)
+{
+	spill_rows	rows;
+	gbml_env	env;
+	gbml_dataset ds;
+	gbml_param_value v[] = {NUM("iterations", 1), NUM("depth", 3)};
+	gbml_spill_stats st;
+	uint8_t    *model = NULL;
+	size_t		len;
+
+	make_rows(&rows, SPILL_REGRESSION, 20000, 100, 8, 0, false);
+	gbml_env_init_malloc(&env, 2);
+	load_rows(&ds, &env, &rows, true, 12);
+	CHECK(gbml_train_values(&env, "boost", v, 2, &ds, NULL, &model, &len) == GBML_OK);
+	CHECK(gbml_chunk_store_file_stats(ds.store, &st));
+	if (!(st.bytes_read <= 3 * st.bytes_written))
+		printf("# %.1f MB read for %.1f MB written\n", (double) st.bytes_read / 1048576.0,
+			   (double) st.bytes_written / 1048576.0);
+	CHECK(st.bytes_written >= (uint64_t) 20000 * 100 * sizeof(float) && st.bytes_read <= 3 * st.bytes_written);
+	gbml_free(&env, model);
+	gbml_dataset_free(&ds, &env);
+	free_rows(&rows);
+	CHECK(env.memory_used == 0);
+}
+
 TEST(boost_spill_logloss_eval_split_early_stopping)
 {
 	spill_case	c = {"Logloss", SPILL_BINARY, 5000, 6, 0.05, false, false,
