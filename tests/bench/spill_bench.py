@@ -7,6 +7,7 @@ env = os.environ
 N, D, LIMIT, BIG = int(env["N"]), int(env["D"]), env["LIMIT"], env["BIG"]
 # boosting holds its bins (a quarter of the features) and per-row state whatever the budget
 LIMITS = {"boost": env.get("BOOST_LIMIT", "640"), "kmeans": LIMIT, "saga": LIMIT}
+CATEGORICAL = env.get("CATEGORICAL", "0") == "1"
 fits = {
     "boost": "gbml.boost_fit(f, relevance, query, %s)",
     "kmeans": "gbml.kmeans_fit(f, " + env["KM_K"] + ", %s)",
@@ -17,11 +18,19 @@ params = {
     "kmeans": {"max_iter": int(env["KM_ITERS"]), "random_seed": 3, "min_frac_changed": 0, "tol": 0},
     "saga": {"loss": "logistic", "alpha": 1e-4, "max_iter": int(env["SAGA_EPOCHS"]), "tol": 0},
 }
+if CATEGORICAL:
+    # the whole-row forms over tc (t's columns and two text ones), the same trainings otherwise
+    fits = {"boost": "gbml.boost_fit(s, %s)", "kmeans": "gbml.kmeans_fit(s, " + env["KM_K"] + ", %s)",
+            "saga": "gbml.saga_fit(s, %s)"}
+    params["boost"].update({"label_column": "relevance", "group_column": "query", "exclude_columns": ["id", "clicked"]})
+    params["kmeans"].update({"one_hot": True, "exclude_columns": ["id", "query", "relevance", "clicked"]})
+    params["saga"].update({"label_column": "clicked", "exclude_columns": ["id", "query", "relevance"]})
+SOURCE = "tc s" if CATEGORICAL else "t"
 def run(trainer, limit):
     p = dict(params[trainer])
     if limit is not None:
         p["memory_limit_mb"] = float(limit)
-    sql = ("SELECT md5(m) FROM (SELECT " + fits[trainer] % ("'" + json.dumps(p) + "'") + " AS m FROM t) s;"
+    sql = ("SELECT md5(m) FROM (SELECT " + fits[trainer] % ("'" + json.dumps(p) + "'") + " AS m FROM " + SOURCE + ") q;"
            " SELECT gbml.last_training_report();")
     t = time.perf_counter()
     out = subprocess.run(["psql", "-X", "-At", "-c", sql], check=True, capture_output=True, text=True).stdout
@@ -33,6 +42,8 @@ def run(trainer, limit):
             "wrote": rep.get("temp_written_mb", 0), "read": rep.get("temp_read_mb", 0),
             "gone": rep.get("temp_discarded_mb", 0)}
 print(f"\n{N:,} rows x {D} features = {N * D * 4 / 2**20:,.0f} MB of float features")
+if CATEGORICAL:
+    print("with two text columns (city: 64 values, device: 8), the aggregates' whole-row forms")
 hdr = f"{'trainer':8} {'run':22} {'wall s':>8} {'prep s':>7} {'train s':>8} {'peak MB':>8} {'rows spilled':>13} {'temp W MB':>10} {'temp R MB':>10} {'given back MB':>14}"
 print(hdr); print("-" * len(hdr))
 # Page freshness swings a run's time on a virtual machine (pages the host has taken back fault in

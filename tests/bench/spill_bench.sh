@@ -19,7 +19,12 @@
 # TRAINERS (default "boost kmeans saga") picks some; BOOST_ITERS, KM_K,
 # KM_ITERS, SAGA_EPOCHS size the work.  ONLY_DEFAULT=1 skips the in-memory
 # run and trains once with the default gbml.memory_limit (the 10M x 100 run:
-# N=10000000 ONLY_DEFAULT=1).  Needs gbml installed; starts its own cluster.
+# N=10000000 ONLY_DEFAULT=1).  CATEGORICAL=1 adds two text columns (city:
+# 64 values, device: 8) to a copy of the table and trains the aggregates'
+# whole-row forms on it instead (boosting by ordered target statistics,
+# K-Means and SAGA on the one-hot encoding; the first-seen category ids of
+# the rows in files renumbered as they are read back): N=1000000 CATEGORICAL=1.
+# Needs gbml installed; starts its own cluster.
 set -euo pipefail
 N=${N:-2500000}
 D=${D:-100}
@@ -32,10 +37,11 @@ KM_K=${KM_K:-32}
 KM_ITERS=${KM_ITERS:-15}
 SAGA_EPOCHS=${SAGA_EPOCHS:-5}
 ONLY_DEFAULT=${ONLY_DEFAULT:-0}
+CATEGORICAL=${CATEGORICAL:-0}
 cd "$(dirname "$0")/../.."
 make -s -f tests/bench/bench.mk tests/bench/bin/gen_rows
 REPEAT=${REPEAT:-3}
-export N D LIMIT BOOST_LIMIT BIG TRAINERS BOOST_ITERS KM_K KM_ITERS SAGA_EPOCHS ONLY_DEFAULT REPEAT
+export N D LIMIT BOOST_LIMIT BIG TRAINERS BOOST_ITERS KM_K KM_ITERS SAGA_EPOCHS ONLY_DEFAULT REPEAT CATEGORICAL
 exec pg_virtualenv -v 15 -o shared_buffers=256MB -o max_parallel_workers_per_gather=0 -o work_mem=64MB \
 	-o temp_file_limit=-1 bash -c '
 set -euo pipefail
@@ -46,5 +52,10 @@ t0=$(date +%s.%N)
 tests/bench/bin/gen_rows "$N" "$D" 7 | psql -X -q -v ON_ERROR_STOP=1 -c "COPY t FROM STDIN (FORMAT binary)"
 psql -X -q -v ON_ERROR_STOP=1 -c "VACUUM ANALYZE t"
 echo "loaded in $(echo "$(date +%s.%N) - $t0" | bc) s; table $(psql -X -At -c "SELECT pg_size_pretty(pg_total_relation_size('"'"'t'"'"'))")"
+if [ "$CATEGORICAL" = 1 ]; then
+  psql -X -q -v ON_ERROR_STOP=1 -c "CREATE TABLE tc AS SELECT id, query, f, relevance, clicked,
+      '"'"'city '"'"' || (hashint8(id) & 63) AS city, '"'"'device '"'"' || (hashint8(id * 7) & 7) AS device FROM t" \
+    -c "VACUUM ANALYZE tc"
+fi
 python3 tests/bench/spill_bench.py
 '
