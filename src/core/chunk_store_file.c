@@ -603,20 +603,13 @@ free_renumber(file_store *f)
 static int
 renumber_rows(file_store *f, float *x, int64_t n, int rc)
 {
-	size_t		d = (size_t) f->n_features;
+	float		bad;
 
 	for (int j = 0; rc == 0 && f->renumber != NULL && j < f->n_features; j++)
-		for (int64_t r = 0; f->renumber[j] != NULL && r < n; r++)
-		{
-			float	   *v = &x[(size_t) r * d + (size_t) j];
-
-			if (isnan(*v))
-				continue;
-			if (!(*v >= 0 && *v < (float) f->renumber_n[j]))
-				return gbml_cfs_store_fail(f, GBML_EINVAL, "feature %d: stored category id %g is not renumbered (internal)",
-										   j + 1, (double) *v);
-			*v = (float) f->renumber[j][(int32_t) *v];
-		}
+		if (f->renumber[j] != NULL &&
+			gbml_renumber_column(x, n, f->n_features, j, f->renumber[j], f->renumber_n[j], &bad) != 0)
+			return gbml_cfs_store_fail(f, GBML_EINVAL, "feature %d: stored category id %g is not renumbered (internal)",
+									   j + 1, (double) bad);
 	return rc;
 }
 

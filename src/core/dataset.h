@@ -291,6 +291,13 @@ int			gbml_dataset_seal(gbml_dataset *ds, gbml_env *env);
 int			gbml_dataset_renumber_categories(gbml_dataset *ds, gbml_env *env, const int32_t *const *ids,
 											 const int32_t *n_ids);
 
+/*
+ * Feature j of rows x[0..n) (d floats a row) renumbered through ids (NaN
+ * stays): 0, or -1 at the first value that is no id below n_ids (*bad: it).
+ * Any thread (the file store's reads use it too).
+ */
+int			gbml_renumber_column(float *x, int64_t n, int d, int j, const int32_t *ids, int32_t n_ids, float *bad);
+
 /* The store's last failure as env's error: "what (rows in temporary files): why"; returns the code. */
 int			gbml_dataset_store_error(const gbml_dataset *ds, gbml_env *env, const char *what);
 

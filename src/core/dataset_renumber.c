@@ -13,15 +13,22 @@
 #include <math.h>
 #include <stdio.h>
 
-/* v through ids (NaN stays); 0, or -1 for an id past the table. */
-static int
-renumbered(float *v, const int32_t *ids, int32_t n_ids)
+int
+gbml_renumber_column(float *x, int64_t n, int d, int j, const int32_t *ids, int32_t n_ids, float *bad)
 {
-	if (isnan(*v))
-		return 0;
-	if (!(*v >= 0 && *v < (float) n_ids))
-		return -1;
-	*v = (float) ids[(int32_t) *v];
+	for (int64_t r = 0; r < n; r++)
+	{
+		float	   *v = &x[(size_t) r * (size_t) d + (size_t) j];
+
+		if (isnan(*v))
+			continue;
+		if (!(*v >= 0 && *v < (float) n_ids))
+		{
+			*bad = *v;
+			return -1;
+		}
+		*v = (float) ids[(int32_t) *v];
+	}
 	return 0;
 }
 
@@ -30,11 +37,12 @@ static int
 renumber_host_chunk(const gbml_dataset *ds, gbml_chunk *c, gbml_env *env, const int32_t *const *ids,
 					const int32_t *n_ids)
 {
+	float		bad;
+
 	for (int j = 0; j < ds->n_features; j++)
-		for (int64_t r = 0; ids[j] != NULL && r < c->n_rows; r++)
-			if (renumbered(&c->x[(size_t) r * (size_t) ds->n_features + (size_t) j], ids[j], n_ids[j]) != 0)
-				return gbml_error(env, GBML_EINVAL, "feature %d: a category id past the %d renumbered (internal)",
-								  j + 1, (int) n_ids[j]);
+		if (ids[j] != NULL && gbml_renumber_column(c->x, c->n_rows, ds->n_features, j, ids[j], n_ids[j], &bad) != 0)
+			return gbml_error(env, GBML_EINVAL, "feature %d: category id %g is not renumbered (internal)",
+							  j + 1, (double) bad);
 	return GBML_OK;
 }
 
