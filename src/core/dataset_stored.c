@@ -709,8 +709,15 @@ split_rows(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
 
 	kept = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
 	held = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
-	/* no more rows at a time than a chunk: a small budget has small chunks */
-	batch = ds->chunk_rows < FETCH_BATCH ? ds->chunk_rows : FETCH_BATCH;
+	/*
+	 * A chunk's worth of held-out rows at a time (what check_split_budget
+	 * counts; a small budget has small chunks): in canonical order they lie
+	 * all over the file, and a batch of 4,096 of them was fetched row by
+	 * row (1M rows, a fifth held out: 3.6 GB read, 0.45-0.53 s to prepare),
+	 * where a chunk's worth is close enough to read in spans (2.0 GB,
+	 * 0.30-0.41 s).
+	 */
+	batch = ds->chunk_rows;
 	rows = gbml_alloc_array(env, (size_t) batch * (size_t) ds->n_features, sizeof(float));
 	if (kept == NULL || held == NULL || rows == NULL)
 	{
@@ -762,6 +769,9 @@ split_rows(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
 				goto done;
 		}
 	}
+	/* the fetch buffer goes before the kept rows' reorder, whose windows take half of what is free */
+	gbml_free(env, rows);
+	rows = NULL;
 	if ((rc = keep_rows(ds, env, kept, n_kept)) != GBML_OK)
 		goto done;
 	/* the eval set's last chunk goes to its store too: trainers read it from there */
