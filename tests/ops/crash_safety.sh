@@ -213,6 +213,12 @@ if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=1m tmpfs "$TS_DIR" 2>/dev/null; 
     "53100|yes" "$(sqlstate "$out")|$(hintline "$out" | grep -q temp_tablespaces && echo yes)"
   check "... no temporary file left there, no version recorded" "0|0" \
     "$(q main $DB "SELECT count(*) FROM pg_ls_tmpdir((SELECT oid FROM pg_tablespace WHERE spcname = 'small_tmp'))")|$(q main $DB "SELECT count(*) FROM gbml.models WHERE name = 'full'")"
+  # SAGA's rows go to the file grouped by hash, each group's run written at
+  # once (120 floats a row, 24 MB: past half the budget, with room left for
+  # the groups' staging, at least 32 KB a group)
+  out=$(OPS_VERBOSITY=verbose q_err main $DB "SET temp_tablespaces = small_tmp; SELECT gbml.train('full', 'saga', 'SELECT features || features || features || features || features || features AS f, label FROM t', '{\"label_column\": \"label\", \"memory_limit_mb\": 40}')")
+  check "... SAGA's runs grouped by hash on it: 53100 too, nothing left there" "53100|0" \
+    "$(sqlstate "$out")|$(q main $DB "SELECT count(*) FROM pg_ls_tmpdir((SELECT oid FROM pg_tablespace WHERE spcname = 'small_tmp'))")"
   q main $DB "DROP TABLESPACE small_tmp"
   umount "$TS_DIR"
 else
