@@ -337,64 +337,26 @@ gbml_boost_sample_positions(int64_t n, int64_t m, uint64_t seed, int64_t *pos)
 	return taken;
 }
 
-/* A sample row's address in the dataset and where its store keeps it. */
-typedef struct sample_address
-{
-	int64_t		stored;
-	int64_t		addr;
-} sample_address;
-
 static int
-cmp_stored(const void *a, const void *b)
+cmp_address(const void *a, const void *b)
 {
-	int64_t		x = ((const sample_address *) a)->stored,
-				y = ((const sample_address *) b)->stored;
+	int64_t		x = *(const int64_t *) a,
+				y = *(const int64_t *) b;
 
 	return (x > y) - (x < y);
 }
 
 /*
- * addr[0..m) reordered by where the store keeps each row, when the budget
- * has room for the sort (it only saves reads: left as it is otherwise).
- */
-static int
-sort_by_stored_place(const gbml_dataset *ds, int64_t *addr, int64_t m, gbml_env *env)
-{
-	size_t		need = (size_t) (m > 0 ? m : 1) * (sizeof(sample_address) + sizeof(int64_t));
-	sample_address *sa;
-	int64_t    *at;
-
-	if (env->memory_limit > 0 && env->memory_used + need + need / 8 > env->memory_limit)
-		return GBML_OK;
-	sa = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(sample_address));
-	at = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(int64_t));
-	if (sa == NULL || at == NULL || gbml_dataset_store_addresses(ds, addr, m, at, env) != GBML_OK)
-	{
-		gbml_free(env, sa);
-		gbml_free(env, at);
-		return env->error_code;
-	}
-	for (int64_t i = 0; i < m; i++)
-		sa[i] = (sample_address) {at[i], addr[i]};
-	qsort(sa, (size_t) m, sizeof(sample_address), cmp_stored);
-	for (int64_t i = 0; i < m; i++)
-		addr[i] = sa[i].addr;
-	gbml_free(env, sa);
-	gbml_free(env, at);
-	return GBML_OK;
-}
-
-/*
  * The sample's rows (gbml_boost_sample_positions over the canonical order)
- * as pointers into the host chunks (sample[]), or as addresses (chunk << 32
- * | row) when a chunk store holds the rows (addr[] not NULL;
- * sample_columns fetches them).  Returns the number taken, or -1.
- * Addresses are put in the order the store keeps the rows: the canonical
- * order (through boosting's map) scatters them over the file, and each
- * piece sample_columns fetches read spans across all of it (500,000 rows
- * of 52 features: 3.2 GB read for a 95 MB file); sorted, a piece is one
- * stretch of the file.  Every column is sorted before its borders are
- * chosen, so the rows' order in the sample changes nothing.
+ * as pointers into the host chunks (sample[]), or, when a chunk store
+ * holds the rows (addr[] not NULL; sample_columns fetches them), as the
+ * store's own addresses (chunk << 32 | row, through boosting's map),
+ * sorted.  Returns the number taken, or -1.  In canonical order they lie
+ * all over the file, and each piece sample_columns fetches read spans
+ * across all of it (500,000 rows of 52 features: 3.2 GB read for a 95 MB
+ * file); sorted, a piece is one stretch of the file.  Every column is
+ * sorted before its borders are chosen, so the rows' order in the sample
+ * changes nothing.
  */
 static int64_t
 draw_sample(const gbml_dataset *ds, int64_t m, uint64_t seed, const float **sample, int64_t *addr,
@@ -407,16 +369,13 @@ draw_sample(const gbml_dataset *ds, int64_t m, uint64_t seed, const float **samp
 		return -1;
 	taken = gbml_boost_sample_positions(ds->n_rows, m, seed, pos);
 	gbml_dataset_addresses(ds, pos, taken, pos);
-	for (int64_t i = 0; i < taken; i++)
-	{
-		if (addr)
-			addr[i] = pos[i];
-		else
-			sample[i] = ds->chunks[pos[i] >> 32]->x + (size_t) (pos[i] & 0xffffffffLL) * ds->n_features;
-	}
+	if (addr && gbml_dataset_store_addresses(ds, pos, taken, addr, env) != GBML_OK)
+		taken = -1;
+	else if (addr)
+		qsort(addr, (size_t) taken, sizeof(int64_t), cmp_address);
+	for (int64_t i = 0; addr == NULL && i < taken; i++)
+		sample[i] = ds->chunks[pos[i] >> 32]->x + (size_t) (pos[i] & 0xffffffffLL) * ds->n_features;
 	gbml_free(env, pos);
-	if (addr && sort_by_stored_place(ds, addr, taken, env) != GBML_OK)
-		return -1;
 	return taken;
 }
 
@@ -444,10 +403,10 @@ sample_piece_rows(const gbml_dataset *ds, int64_t m)
 /*
  * The sample's features f0 .. f0 + fb as columns: colbuf[j * m + i] is
  * feature f0 + j of sample row i.  Stored rows are fetched a piece at a
- * time, so the sample is never held twice (as rows and as columns); each
- * piece is a random read of the files, so progress and cancel go between
- * pieces (fetched: the pieces fetched by earlier batches, of fetch_total
- * in all).
+ * time from the store (addr: its addresses), so the sample is never held
+ * twice (as rows and as columns); each piece is a read of the files, so
+ * progress and cancel go between pieces (fetched: the pieces fetched by
+ * earlier batches, of fetch_total in all).
  */
 static int
 sample_columns(const gbml_dataset *ds, const float **sample, const int64_t *addr, int64_t m, int64_t f0,
@@ -469,12 +428,14 @@ sample_columns(const gbml_dataset *ds, const float **sample, const int64_t *addr
 	for (int64_t i0 = 0; i0 < m; i0 += piece)
 	{
 		int64_t		k = m - i0 < piece ? m - i0 : piece;
+		int			rc = ds->store->fetch(ds->store, addr + i0, k, rows) != 0 ?
+			gbml_dataset_store_error(ds, env, "fetching the border sample") :
+			sample_progress(env, fetched + i0 / piece + 1, fetch_total);
 
-		if (gbml_dataset_fetch_rows(ds, addr + i0, k, rows, env) != GBML_OK ||
-			sample_progress(env, fetched + i0 / piece + 1, fetch_total) != GBML_OK)
+		if (rc != GBML_OK)
 		{
 			gbml_free(env, rows);
-			return env->error_code;
+			return rc;
 		}
 		for (int64_t i = 0; i < k; i++)
 			for (int64_t j = 0; j < fb; j++)
