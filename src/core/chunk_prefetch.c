@@ -156,6 +156,17 @@ unconstify_dataset(const gbml_dataset *ds)
 	return u.m;
 }
 
+size_t
+gbml_chunk_prefetch_buffer_bytes(const gbml_dataset *ds)
+{
+	int64_t		widest = 0;
+
+	for (int c = 0; c < ds->n_chunks; c++)
+		if (stored(ds, c) && ds->chunks[c]->n_rows > widest)
+			widest = ds->chunks[c]->n_rows;
+	return 2 * (size_t) widest * (size_t) ds->n_features * sizeof(float);
+}
+
 /*
  * The two buffers, as big as the largest visit not handed over in place:
  * the dataset's kept pair when no other reader holds it, else our own.

@@ -27,6 +27,12 @@
 
 typedef struct gbml_chunk_prefetch gbml_chunk_prefetch;
 
+/*
+ * What a reader of ds's chunks holds beside them, for a budget check: two
+ * buffers as big as the largest chunk in a store (0 when none is).
+ */
+size_t		gbml_chunk_prefetch_buffer_bytes(const gbml_dataset *ds);
+
 /* A reader of ds's chunks from the first; NULL with env's error set (memory). */
 gbml_chunk_prefetch *gbml_chunk_prefetch_open(const gbml_dataset *ds, gbml_env *env);
 

@@ -713,9 +713,9 @@ split_rows(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
 	 * A chunk's worth of held-out rows at a time (what check_split_budget
 	 * counts; a small budget has small chunks): in canonical order they lie
 	 * all over the file, and a batch of 4,096 of them was fetched row by
-	 * row (1M rows, a fifth held out: 3.6 GB read, 0.45-0.53 s to prepare),
-	 * where a chunk's worth is close enough to read in spans (2.0 GB,
-	 * 0.30-0.41 s).
+	 * row (boosting, 1M rows, a fifth held out: 3.6 GB read, 0.48-0.51 s
+	 * to prepare), where a chunk's worth is close enough to read in spans
+	 * (2.0 GB, 0.25-0.32 s).
 	 */
 	batch = ds->chunk_rows;
 	rows = gbml_alloc_array(env, (size_t) batch * (size_t) ds->n_features, sizeof(float));

@@ -28,6 +28,7 @@
  * than "converged" one more assignment makes the labels match the centroids.
  */
 #include "kmeans_internal.h"
+#include "chunk_prefetch.h"
 #include "kmeans_exact.h"
 
 #include <math.h>
@@ -345,8 +346,7 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 	if (p->init.choice == GBML_KM_INIT_KMEANSPP)
 		row_bytes += sizeof(float) * (size_t) (1 + km_kpp_trials(w->k));
 	/* rows in files are read back a chunk at a time, the next one read ahead */
-	reader = ds->store && strcmp(ds->store->residence, "file") == 0 ?
-		2 * (size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float) : 0;
+	reader = ds->store && strcmp(ds->store->residence, "file") == 0 ? gbml_chunk_prefetch_buffer_bytes(ds) : 0;
 	if ((rc = gbml_budget_check(env, (size_t) ds->n_rows * row_bytes + reader + km_walk_bytes(w),
 								"K-Means' per-row state (%zu bytes a row for %lld rows: cluster labels, norms and distances)%s",
 								row_bytes, (long long) ds->n_rows,

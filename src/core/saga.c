@@ -359,18 +359,11 @@ typedef struct saga_pass
 	int			next;			/* pieces: the next chunk */
 } saga_pass;
 
-/* What pass_begin's reader holds for threads: a piece of rows a thread, or the reader's two chunks of stored rows. */
+/* What pass_begin's reader holds for threads: a piece of rows a thread, or the chunk reader's two buffers. */
 static size_t
 pass_buffer_bytes(const gbml_dataset *ds, int threads)
 {
-	int64_t		widest = 0;
-
-	if (gbml_row_pieces_apply(ds))
-		return gbml_row_pieces_buffer_bytes(ds, threads);
-	for (int c = 0; c < ds->n_chunks; c++)
-		if (ds->chunks[c]->x == NULL && ds->chunks[c]->n_rows > widest)
-			widest = ds->chunks[c]->n_rows;
-	return 2 * (size_t) widest * (size_t) ds->n_features * sizeof(float);
+	return gbml_row_pieces_apply(ds) ? gbml_row_pieces_buffer_bytes(ds, threads) : gbml_chunk_prefetch_buffer_bytes(ds);
 }
 
 /* threads: how many may read pieces at once. */
@@ -694,8 +687,11 @@ alloc_solver(saga_state *st)
 
 	if (gbml_saga_plan_init(&st->plan, ds, env) != GBML_OK)
 		return env->error_code;
-	/* what stays in memory whatever went to files (the group's scratch below too): past the budget, say so */
-	/* the two groups an epoch reads, and what the other passes read rows into */
+	/*
+	 * What stays in memory whatever went to files, past the budget said
+	 * so: the stored gradients, the two groups an epoch reads, what the
+	 * other passes read rows into, and the group's scratch below.
+	 */
 	groups = gbml_saga_slices_buffer_bytes(ds, &st->plan) + pass_buffer_bytes(ds, env->threads);
 	scratch = (size_t) st->plan.group_rows * (sizeof(float *) + 2 * sizeof(float) + sizeof(double));
 	if ((rc = gbml_budget_check(env, (size_t) ds->n_rows * sizeof(double) + groups + scratch,
