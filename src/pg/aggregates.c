@@ -343,10 +343,9 @@ bind_row_type(fit_state *st, HeapTupleHeader th)
 								 "gbml.train reads the categories first and streams the rows: use it, or raise the "
 								 "\"memory_limit_mb\" parameter (or gbml.memory_limit).");
 		}
-	}
-	/* a NULL category arrives as NaN, its own category (numbers are checked by column) */
-	if (gbml_schema_n_categorical(st->ds.schema) > 0)
+		/* a NULL category arrives as NaN, its own category (numbers are checked by column) */
 		st->ds.allow_missing = true;
+	}
 	MemoryContextSwitchTo(old);
 }
 

@@ -707,7 +707,7 @@ TEST(boost_spill_progress_and_cancel_between_chunks)
 
 /*
  * The border sample of rows in files is fetched a piece of 1 MB of rows at
- * a time (random reads): a report after each piece and after each batch's
+ * a time (a read of the files each): a report after each piece and after each batch's
  * sorts, so a cancel is seen within a piece, not after the whole sample
  * (it was seen only once binning began: over a second at 500,000 rows).
  * 300 features: pieces of 873 rows, five for the 4,000-row sample.
