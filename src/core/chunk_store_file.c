@@ -21,10 +21,11 @@
  *
  * put writes a chunk that fills one of buffer()'s two buffers in the
  * background (env's temp_write_start): the scan fills the other meanwhile.
- * put_hashed writes a group's full run at once (runs are at most
- * GROUP_STAGE_BYTES, and handing each to a thread cost more than it saved:
- * SAGA's collect at 1M x 100 and 96 MB, 0.84-0.94 s behind, 0.53-0.70 s at
- * once).  One write is in flight at most; the next put, and every main-thread call
+ * put_hashed copies a group's full run into one of two batch buffers and
+ * writes a full batch in the background (runs are at most
+ * GROUP_STAGE_BYTES; handing each to a thread of its own cost more than it
+ * saved: SAGA's collect at 1M x 100 and 96 MB, 0.84-0.94 s behind, 0.53-0.70 s
+ * at once).  One write is in flight at most; the next put, and every main-thread call
  * that reads or changes the file, waits for it first (drain_write), and
  * read_any_thread is false while it is in flight.  A background write that
  * failed leaves the file not whole: the next call reports it, and reads
@@ -46,6 +47,8 @@
 
 /* Staging bytes a group at most (gbml_chunk_store_file_test_group_stage changes it). */
 static size_t group_stage_bytes = GROUP_STAGE_BYTES;
+/* A batch of runs at most (gbml_chunk_store_file_test_run_batch changes it). */
+static size_t run_batch_bytes = RUN_BATCH_BYTES;
 
 static const char *const file_residence = "file";
 
@@ -370,7 +373,54 @@ fs_put(gbml_chunk_store *s, const float *x, int64_t n_rows, int n_features)
 
 /* ---- rows grouped by hash as they arrive (put_hashed) ---- */
 
-/* The staging buffers, if the budget leaves each group GROUP_STAGE_MIN_BYTES (else none). */
+/* The batch buffers (flush_group), when the budget has room for them; else runs are written at once. */
+static int
+alloc_batches(file_store *f)
+{
+	size_t		cap = gbml_cfs_free_budget(f) / 32,
+				run = (size_t) f->stage_rows * gbml_cfs_row_bytes(f);
+
+	if (cap > run_batch_bytes)
+		cap = run_batch_bytes;
+	cap -= cap % sizeof(float);
+	if (cap < 2 * run)
+		return 0;
+	for (int k = 0; k < 2; k++)
+		if ((f->batch[k] = gbml_alloc_array(f->env, cap / sizeof(float), sizeof(float))) == NULL)
+			return gbml_cfs_store_fail_env(f);
+	f->batch_cap = cap;
+	f->batch_len = 0;
+	f->batch_cur = 0;
+	return 0;
+}
+
+/* Gives back the batch buffers (none may be in flight). */
+static void
+free_batches(file_store *f)
+{
+	for (int k = 0; k < 2; k++)
+	{
+		gbml_free(f->env, f->batch[k]);
+		f->batch[k] = NULL;
+	}
+	f->batch_cap = f->batch_len = 0;
+}
+
+/* Starts writing the filling batch (if it holds runs) after the write in flight; the other one fills next. */
+static int
+write_batch(file_store *f)
+{
+	if (f->batch_len == 0)
+		return 0;
+	if (drain_write(f) != 0 ||
+		write_start(f, f->batch[f->batch_cur], f->batch_len, f->batch_at, "rows grouped by hash") != 0)
+		return 1;
+	f->batch_cur ^= 1;
+	f->batch_len = 0;
+	return 0;
+}
+
+/* The staging buffers, if the budget leaves each group GROUP_STAGE_MIN_BYTES (else none), and the batches. */
 static int
 alloc_stage(file_store *f)
 {
@@ -395,7 +445,7 @@ alloc_stage(file_store *f)
 		f->stage_row = NULL;
 		return gbml_cfs_store_fail_env(f);
 	}
-	return 0;
+	return alloc_batches(f);
 }
 
 /* Group g's staging memory. */
@@ -405,26 +455,40 @@ group_stage(const file_store *f, int g)
 	return (float *) ((char *) f->stage + (size_t) g * (size_t) f->stage_rows * gbml_cfs_row_bytes(f));
 }
 
-/* Writes group g's staged rows as one run at the end of the file, at once (a plain put's write waited for first). */
+/*
+ * Group g's staged rows as one run at the end of the file: copied into the
+ * filling batch (a full batch's write started first), or, without batches,
+ * written at once (a plain put's write waited for first).
+ */
 static int
 flush_group(file_store *f, int g)
 {
-	size_t		rb = gbml_cfs_row_bytes(f);
+	size_t		rb = gbml_cfs_row_bytes(f),
+				len = (size_t) f->staged[g] * rb;
 	int64_t		at,
 				m = f->staged[g];
 	const int64_t *rows = f->stage_row + (size_t) g * (size_t) f->stage_rows;
 
 	if (m == 0)
 		return 0;
-	if (drain_write(f) != 0)
-		return 1;
 	at = (int64_t) (f->end / rb);
-	if (gbml_cfs_write_at(f, &f->file, group_stage(f, g), (size_t) m * rb, f->end, "rows grouped by hash") != 0 ||
-		note_run(f, at, g) != 0)
+	if (f->batch[0] != NULL)
+	{
+		if (f->batch_len + len > f->batch_cap && write_batch(f) != 0)
+			return 1;
+		if (f->batch_len == 0)
+			f->batch_at = f->end;
+		memcpy((char *) f->batch[f->batch_cur] + f->batch_len, group_stage(f, g), len);
+		f->batch_len += len;
+	}
+	else if (drain_write(f) != 0 ||
+			 gbml_cfs_write_at(f, &f->file, group_stage(f, g), len, f->end, "rows grouped by hash") != 0)
+		return 1;
+	if (note_run(f, at, g) != 0)
 		return 1;
 	for (int64_t k = 0; k < m; k++)
 		f->place[rows[k]] = at + k;
-	f->end += (uint64_t) m * rb;
+	f->end += (uint64_t) len;
 	f->staged[g] = 0;
 	return 0;
 }
@@ -433,13 +497,14 @@ flush_group(file_store *f, int g)
 int
 gbml_cfs_settle(file_store *f)
 {
-	if (drain_write(f) != 0)
-		return 1;
 	if (f->stage == NULL)
-		return 0;
+		return drain_write(f);
 	for (int g = 0; g < HASH_GROUPS; g++)
 		if (flush_group(f, g) != 0)
 			return 1;
+	if (write_batch(f) != 0 || drain_write(f) != 0)
+		return 1;
+	free_batches(f);
 	gbml_free(f->env, f->stage);
 	gbml_free(f->env, f->stage_row);
 	f->stage = NULL;
@@ -845,6 +910,7 @@ fs_release(gbml_chunk_store *s)
 	gbml_temp_close(f->env, &f->file);
 	f->writing = false;
 	free_buffers(f);
+	free_batches(f);
 	gbml_free(f->env, f->stage);
 	gbml_free(f->env, f->stage_row);
 	gbml_free(f->env, f->place);
@@ -949,5 +1015,14 @@ gbml_chunk_store_file_test_group_stage(size_t bytes)
 	size_t		was = group_stage_bytes;
 
 	group_stage_bytes = bytes > 0 ? bytes : GROUP_STAGE_BYTES;
+	return was;
+}
+
+size_t
+gbml_chunk_store_file_test_run_batch(size_t bytes)
+{
+	size_t		was = run_batch_bytes;
+
+	run_batch_bytes = bytes > 0 ? bytes : RUN_BATCH_BYTES;
 	return was;
 }

@@ -64,6 +64,13 @@ void		gbml_chunk_store_file_set_permute_budget(gbml_chunk_store *s, size_t bytes
 size_t		gbml_chunk_store_file_test_group_stage(size_t bytes);
 
 /*
+ * The bytes of full runs gathered for one background write at most (4 MB)
+ * for the unit tests, whose runs are small: a few runs a batch; 0 restores
+ * the default.  Returns the size before.  Not thread-safe: tests only.
+ */
+size_t		gbml_chunk_store_file_test_run_batch(size_t bytes);
+
+/*
  * The unit (64 KB) in which permute gives back rows read for the last time,
  * for the unit tests, whose files are a few KB; 0 restores the default.
  * Returns the size before.  Not thread-safe: tests only.

@@ -31,6 +31,15 @@ typedef struct file_chunk
 #define HASH_GROUPS (1 << HASH_GROUP_BITS)
 #define GROUP_STAGE_BYTES ((size_t) 512 << 10)
 #define GROUP_STAGE_MIN_BYTES ((size_t) 32 << 10)
+/*
+ * Full runs are gathered into buffers of up to RUN_BATCH_BYTES and written
+ * in the background, each batch one write: the copy into the page cache,
+ * the collect's largest cost past the budget, leaves the backend's thread
+ * (the runs themselves, at most GROUP_STAGE_BYTES, are too small to hand
+ * to a thread one by one).  Two buffers, each at most a 32nd of the
+ * free budget and room for two runs at least, or none.
+ */
+#define RUN_BATCH_BYTES ((size_t) 4 << 20)
 
 typedef struct file_store
 {
@@ -65,6 +74,17 @@ typedef struct file_store
 	int64_t    *stage_row;		/* per group: the staged rows' indices into place */
 	int64_t		stage_rows;
 	int64_t		staged[HASH_GROUPS];
+	/*
+	 * Full runs gathered for one background write (flush_group):
+	 * batch[batch_cur] holds batch_len bytes of runs that follow on in the
+	 * file from batch_at; the other buffer may be in flight.  NULL: each run
+	 * is written at once (no room for the buffers).
+	 */
+	float	   *batch[2];
+	size_t		batch_cap;
+	size_t		batch_len;
+	uint64_t	batch_at;
+	int			batch_cur;
 	/*
 	 * The runs written while rows are grouped (place non-NULL): run k starts
 	 * at file row run_at[k] and holds rows of hash group run_group[k] (-1: a
