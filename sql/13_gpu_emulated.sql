@@ -141,6 +141,26 @@ SELECT gbml.boost_fit(f, y, '{"iterations": 2, "device": "gpu"}') FROM gpu_rows;
 SELECT count(*) AS devices FROM gbml.devices();
 SET gbml.cuda_library = 'gbml_cuda_emu';
 
+-- small host budgets: a training aggregate's whole rows with a text column go
+-- to temporary files on the GPU too (they stayed on the host: an ERROR past
+-- the budget) and give the CPU's bytes in any scan order; a budget too small
+-- names the step (a chunk as large as the default's failed with the plain
+-- "memory limit exceeded")
+CREATE TABLE gpu_cats AS
+SELECT i, 'city ' || (hashint4(i) & 63) AS city,
+       ARRAY(SELECT ((hashint4(i * 31 + j) % 1000) / 100.0)::real FROM generate_series(1, 40) AS j) AS f,
+       (hashint4(i * 3) & 1)::real AS y
+  FROM generate_series(1, 30000) AS i;
+CREATE TABLE gpu_cat_fits AS
+SELECT gbml.boost_fit(s, '{"label_column": "y", "exclude_columns": ["i"], "iterations": 3, "device": "cpu"}') AS m
+  FROM gpu_cats s;
+SELECT gbml.boost_fit(s, '{"label_column": "y", "exclude_columns": ["i"], "iterations": 3, "device": "gpu", "memory_limit_mb": 8}')
+       = (SELECT m FROM gpu_cat_fits) AS gpu_spilled_same_bytes
+  FROM (SELECT * FROM gpu_cats ORDER BY i DESC) s;
+SELECT r ->> 'device' AS device, (r ->> 'spilled_rows')::bigint AS spilled_rows FROM gbml.last_training_report() AS r;
+SELECT gbml.boost_fit(f, y, '{"iterations": 2, "device": "gpu", "threads": 2, "memory_limit_mb": 2}') FROM gpu_cats;
+DROP TABLE gpu_cats, gpu_cat_fits;
+
 -- this backend asked: the emulation is loaded now (and only here, never in the postmaster)
 SELECT pg_read_file('/proc/' || pg_backend_pid() || '/maps') ~ 'gbml_cuda_emu' AS emulation_loaded,
        pg_read_file('/proc/' || split_part(pg_read_file('postmaster.pid'), E'\n', 1) || '/maps') ~ 'gbml_cuda' AS in_postmaster;

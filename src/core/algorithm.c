@@ -296,6 +296,19 @@ gbml_train(gbml_env *env, const gbml_parsed_params *params,
 }
 
 void
+gbml_plan_chunk_bytes(const gbml_env *env, gbml_dataset *ds)
+{
+	/*
+	 * Out of core a training holds about three chunks of features (the one
+	 * being filled or written, and the reader's two), so small budgets get
+	 * small chunks.  No trainer's result depends on the chunk layout on the
+	 * CPU, nor boosting's on the GPU (its sums are exact).
+	 */
+	if (env->memory_limit > 0)
+		ds->chunk_bytes = env->memory_limit / 16 > 65536 ? env->memory_limit / 16 : 65536;
+}
+
+void
 gbml_plan_spill(const gbml_algorithm *algo, const gbml_env *env, gbml_dataset *ds)
 {
 	int64_t		budget_values = (int64_t) (env->memory_limit / sizeof(float));
@@ -313,13 +326,7 @@ gbml_plan_spill(const gbml_algorithm *algo, const gbml_env *env, gbml_dataset *d
 		from = budget_values / 2;
 	else
 		return;
-	/*
-	 * Out of core a training holds about three chunks of features (the one
-	 * being filled or written, and the reader's two), so small budgets get
-	 * small chunks.  No trainer's result depends on the chunk layout.
-	 */
-	if (env->memory_limit > 0)
-		ds->chunk_bytes = env->memory_limit / 16 > 65536 ? env->memory_limit / 16 : 65536;
+	gbml_plan_chunk_bytes(env, ds);
 	ds->reorder_window_quarter = algo->quantizes_rows;
 	/* rows read as written (boosting's map, K-Means' ranks) must stay in arrival order */
 	ds->spill_by_hash = !algo->quantizes_rows && !algo->passes_in_any_order;

@@ -154,6 +154,15 @@ typedef struct gbml_algorithm
 #define GBML_SPILL_QUANTIZED_VALUES ((int64_t) 8 << 20)
 void		gbml_plan_spill(const gbml_algorithm *algo, const gbml_env *env, gbml_dataset *ds);
 
+/*
+ * Small chunks for a small budget: a chunk holds at most 1/16 of env's
+ * budget (64 KB at least), since a training that streams its rows (to
+ * temporary files, or to the GPU) holds about three chunks on the host at
+ * a time.  gbml_plan_spill does it; the GPU's streaming too.  Call before
+ * the first row.
+ */
+void		gbml_plan_chunk_bytes(const gbml_env *env, gbml_dataset *ds);
+
 /* Scales non-negative scores to shares that sum to 1 (all 0 when the total is 0 or not finite). */
 void		gbml_importance_normalize(double *out, int n);
 

@@ -697,14 +697,24 @@ histogram_bytes(const trainer *T, int n_features)
  * Categorical inputs keep their bins on the host (their statistics are
  * added as columns).
  */
-/* What binning n stored rows holds beside the bins: their positions and the reader's two chunks. */
+/*
+ * What binning n stored rows holds beside the bins: their positions and the
+ * reader's two chunks, as large as the largest chunk stored (through a map:
+ * as the store wrote them), not the largest a chunk may grow to (a GPU's
+ * chunk of 65,536 rows for 30,000).
+ */
 static size_t
 binning_transient_bytes(const gbml_dataset *ds, int64_t n)
 {
-	size_t		chunk = ds->chunk_bytes > 0 ? ds->chunk_bytes :
-		(size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float);
+	int64_t		widest = 0;
 
-	return (size_t) n * BINNING_ROW_BYTES + 2 * chunk;
+	for (int c = 0; c < ds->n_chunks; c++)
+		if (ds->chunks[c]->n_rows > widest)
+			widest = ds->chunks[c]->n_rows;
+	for (int c = 0; ds->stored_addr != NULL && c < ds->stored_n_chunks; c++)
+		if (ds->stored_chunk_rows[c] > widest)
+			widest = ds->stored_chunk_rows[c];
+	return (size_t) n * BINNING_ROW_BYTES + 2 * (size_t) widest * (size_t) ds->n_features * sizeof(float);
 }
 
 static size_t

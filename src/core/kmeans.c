@@ -306,6 +306,25 @@ km_work_init(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gb
 	w->rows = rows;
 }
 
+/*
+ * What km_setup allocates beside the per-row state (the centroids, their
+ * sums, the passes' slots and panels) and what a device's blocks take on
+ * the host (a block's row and label scratch): small, but a check that
+ * leaves them out passes a budget that the next allocation then fails.
+ */
+static size_t
+centroid_state_bytes(const km_work *w)
+{
+	size_t		kd = (size_t) w->k * (size_t) w->d,
+				padded = (size_t) gbml_km_padded(w->k);
+
+	return kd * (2 * sizeof(double) + sizeof(int64_t)) + (size_t) w->d * sizeof(double) +
+		(size_t) w->max_slots * (kd + (size_t) w->k) * sizeof(int64_t) +
+		padded * (size_t) w->d * (sizeof(float) + sizeof(double)) + padded * sizeof(float) +
+		(size_t) w->k * (sizeof(int64_t) + sizeof(double)) +
+		(size_t) w->max_block_rows * (sizeof(float) + sizeof(int32_t));
+}
+
 /* Allocations, tasks, blocks, row norms, the fixed-point grid; checks the input. */
 int
 km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env)
@@ -347,8 +366,9 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 		row_bytes += sizeof(float) * (size_t) (1 + km_kpp_trials(w->k));
 	/* rows in files are read back a chunk at a time, the next one read ahead */
 	reader = ds->store && strcmp(ds->store->residence, "file") == 0 ? gbml_chunk_prefetch_buffer_bytes(ds) : 0;
-	if ((rc = gbml_budget_check(env, (size_t) ds->n_rows * row_bytes + reader + km_walk_bytes(w),
-								"K-Means' per-row state (%zu bytes a row for %lld rows: cluster labels, norms and distances)%s",
+	if ((rc = gbml_budget_check(env, (size_t) ds->n_rows * row_bytes + reader + km_walk_bytes(w) +
+								centroid_state_bytes(w),
+								"K-Means' per-row state (%zu bytes a row for %lld rows: cluster labels, norms and distances), its centroids' sums%s",
 								row_bytes, (long long) ds->n_rows,
 								reader ? ", with two chunks of rows read back from temporary files" : "")) != GBML_OK ||
 		(rc = km_walk_setup(w)) != GBML_OK)

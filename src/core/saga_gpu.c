@@ -166,6 +166,37 @@ free_host(saga_gpu *g)
 	gbml_free(g->env, g->stream_map);
 }
 
+/*
+ * What the host holds beside the rows, past the budget said so: the
+ * epochs' two orders, the groups' maps and, for rows in temporary files,
+ * the chunk reader's two buffers (the passes, and the upload of resident
+ * rows).  Streamed rows' groups are checked once the device says it
+ * streams (check_groups_budget).
+ */
+static int
+check_host_budget(saga_gpu *g)
+{
+	size_t		reads = gbml_chunk_prefetch_buffer_bytes(g->ds),
+				maps = ((size_t) g->env->threads + 1) * (size_t) g->plan.group_rows * sizeof(int64_t);
+
+	return gbml_budget_check(g->env, (size_t) g->n * 2 * sizeof(int64_t) + maps + reads,
+							 "the GPU linear model's host state (its epochs' row orders, 16 bytes a row for %lld rows, "
+							 "and its groups' maps) and two chunks of rows read back from temporary files (%.1f MB)",
+							 (long long) g->n, (double) reads / 1048576.0);
+}
+
+/* Streamed rows in temporary files: the two groups an epoch reads, beside what is held already. */
+static int
+check_groups_budget(saga_gpu *g)
+{
+	size_t		groups = gbml_saga_slices_buffer_bytes(g->ds, &g->plan);
+
+	return gbml_budget_check(g->env, groups + gbml_chunk_prefetch_buffer_bytes(g->ds),
+							 "the two groups of rows (%.1f MB) a GPU epoch reads back from temporary files when "
+							 "the rows stream to the device, and the passes' two chunks",
+							 (double) groups / 1048576.0);
+}
+
 static int
 alloc_host(saga_gpu *g)
 {
@@ -173,13 +204,14 @@ alloc_host(saga_gpu *g)
 	const gbml_dataset *ds = g->ds;
 	size_t		d1 = (size_t) g->d + 1;
 
+	if (gbml_saga_plan_init(&g->plan, ds, env) != GBML_OK || check_host_budget(g) != GBML_OK)
+		return env->error_code;
 	if ((g->vec = gbml_alloc0(env, sizeof(double) * d1)) == NULL ||
 		(g->w1 = gbml_alloc0(env, sizeof(double) * d1)) == NULL ||
 		(g->scale = gbml_alloc0(env, sizeof(double) * d1)) == NULL ||
 		(g->shift = gbml_alloc0(env, sizeof(double) * d1)) == NULL ||
 		(g->order = gbml_alloc_array(env, (size_t) g->n, sizeof(int64_t))) == NULL ||
 		(g->next_order = gbml_alloc_array(env, (size_t) g->n, sizeof(int64_t))) == NULL ||
-		gbml_saga_plan_init(&g->plan, ds, env) != GBML_OK ||
 		(g->maps = gbml_alloc_array(env, (size_t) env->threads * (size_t) g->plan.group_rows, sizeof(int64_t))) == NULL ||
 		(g->stream_map = gbml_alloc_array(env, (size_t) g->plan.group_rows, sizeof(int64_t))) == NULL)
 		return env->error_code;
@@ -789,9 +821,10 @@ gbml_saga_gpu_train(const gbml_dataset *ds, gbml_env *env, const gbml_saga_param
 		goto done;
 	}
 	/* streamed rows: the epochs read them a group at a time */
-	if (g.streamed && (g.slices = gbml_saga_slices_open(ds, env, &g.plan)) == NULL)
+	if (g.streamed && ((rc = check_groups_budget(&g)) != GBML_OK ||
+					   (g.slices = gbml_saga_slices_open(ds, env, &g.plan)) == NULL))
 	{
-		rc = env->error_code;
+		rc = rc != GBML_OK ? rc : env->error_code;
 		goto done;
 	}
 	out->on_gpu = true;

@@ -336,12 +336,10 @@ bind_row_type(fit_state *st, HeapTupleHeader th)
 		st->ds.spill_by_hash = false;
 		if (st->ds.store_open != NULL && st->ds.store_open != gbml_chunk_store_file_open)
 		{
+			/* to temporary files instead, as on the CPU: the GPU trains from them */
 			st->ds.store_open = NULL;
-			gbml_env_budget_hint(&st->env,
-								 "A training aggregate keeps the rows of a source with categorical columns on the host "
-								 "when it trains on the GPU (their categories are numbered once every row is seen). "
-								 "gbml.train reads the categories first and streams the rows: use it, or raise the "
-								 "\"memory_limit_mb\" parameter (or gbml.memory_limit).");
+			gbml_plan_spill(st->params.algo, &st->env, &st->ds);
+			st->ds.spill_by_hash = false;
 		}
 		/* a NULL category arrives as NaN, its own category (numbers are checked by column) */
 		st->ds.allow_missing = true;

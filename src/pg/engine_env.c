@@ -370,8 +370,12 @@ gbml_stream_setup(gbml_env *env, const gbml_parsed_params *params, gbml_dataset 
 	 */
 	if (env->device == GBML_DEVICE_GPU && algo->gpu_streams && algo->gpu_trains && !partial &&
 		env->gpu != NULL && env->gpu->chunk_put != NULL)
+	{
+		/* the chunk being filled is on the host: as small as the budget wants (the default's is 64 MB) */
+		gbml_plan_chunk_bytes(env, ds);
 		gbml_dataset_stream_to(ds, gbml_chunk_store_gpu_open,
 							   env->device_auto ? GBML_BOOST_GPU_AUTO_MIN_BYTES : 0, env->device_auto);
+	}
 	/*
 	 * Otherwise past the memory budget (or, for boosting, early) the rows
 	 * go to temporary files.  A parallel plan's partial states do not: they
