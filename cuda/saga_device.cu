@@ -54,7 +54,7 @@
 #define GBML_PLANT 0
 #endif
 
-#define ROWS 256				/* rows of one block of the step and pass kernels */
+#define ROWS GBML_SAGA_DEVICE_ROWS	/* rows of one block of the step and pass kernels */
 #define THREADS 256				/* threads of every block */
 #define STAGE_RING 2
 
@@ -97,8 +97,7 @@ typedef struct gpu_saga_state
 	bool		scaled;
 	double	   *d_vec;			/* a pass's input vector, d + 1 */
 	double	   *d_scratch;		/* a chunk's pass partials, groups x (d + 3) */
-	double	   *d_chunk_tot;	/* per chunk, n_chunks x (d + 3) */
-	double	   *d_total;		/* d + 3 */
+	double	   *d_total;		/* d + 3: the pass's running sums, block after block across the chunks */
 
 	cudaStream_t copy;
 	stage_slot	ring[STAGE_RING];
@@ -513,15 +512,17 @@ saga_pass_kernel(pass_args a)
 }
 
 /*
- * out[j] = the sum over items 0..n-1 of in[item * width + j], in item order
- * (the maximum for column max_col).  One block.
+ * out[j] += the sum over items 0..n-1 of in[item * width + j], in item order
+ * (the maximum for column max_col): the pass's running sums go on from the
+ * previous chunk's last block, so the sum is over every block in order
+ * whatever the chunks.  One block.
  */
 __global__ static void
 combine_kernel(const double *in, int64_t n, int width, int max_col, double *out)
 {
 	for (int j = threadIdx.x; j < width; j += blockDim.x)
 	{
-		double		t = 0;
+		double		t = out[j];
 
 		for (int64_t i = 0; i < n; i++)
 		{
@@ -638,7 +639,6 @@ alloc_state(gbml_gpu_ctx *ctx, gpu_saga_state *s)
 		(s->d_vec = (double *) gpu_alloc_device(ctx, sizeof(double) * d1, "a pass vector")) == NULL ||
 		(s->d_scratch = (double *) gpu_alloc_device(ctx, sizeof(double) * (size_t) blocks_of(max_chunk_rows(s)) * (d1 + 2),
 													 "the pass partials")) == NULL ||
-		(s->d_chunk_tot = (double *) gpu_alloc_device(ctx, sizeof(double) * (size_t) s->n_chunks * (d1 + 2), "the pass partials")) == NULL ||
 		(s->d_total = (double *) gpu_alloc_device(ctx, sizeof(double) * (d1 + 2), "the pass result")) == NULL)
 		return 1;
 	return gpu_check(cudaMemsetAsync(s->d_memory, 0, sizeof(double) * n, ctx->stream), "cudaMemsetAsync(stored gradients)") ||
@@ -756,7 +756,6 @@ gpu_saga_end(gbml_gpu_ctx *ctx)
 	gpu_release(ctx, s->d_shift);
 	gpu_release(ctx, s->d_vec);
 	gpu_release(ctx, s->d_scratch);
-	gpu_release(ctx, s->d_chunk_tot);
 	gpu_release(ctx, s->d_total);
 	gpu_release(ctx, (void *) s->copy);
 	free(s);
@@ -926,6 +925,9 @@ gpu_saga_pass_begin(gbml_gpu_ctx *ctx, gbml_saga_pass_kind kind, const double *v
 	s->pass_kind = (int) kind;
 	s->pass_extra = extra;
 	s->pass_next = 0;
+	if (gpu_check(cudaMemsetAsync(s->d_total, 0, sizeof(double) * (size_t) (s->d + 3), ctx->stream),
+				  "cudaMemsetAsync(pass sums)"))
+		return 1;
 	if (kind == GBML_SAGA_PASS_SQDEV || kind == GBML_SAGA_PASS_POWER)
 	{
 		if (vec == NULL)
@@ -962,7 +964,7 @@ pass_arguments(const gpu_saga_state *s, int c, const float *x)
 	return a;
 }
 
-/* Combines n items of d + 3 values from in into out (NORM's scalar 0 is a maximum). */
+/* Adds n items of d + 3 values from in to out, in order (NORM's scalar 0 is a maximum). */
 static int
 launch_combine(gbml_gpu_ctx *ctx, const gpu_saga_state *s, const double *in, int64_t n, double *out)
 {
@@ -993,13 +995,12 @@ gpu_saga_pass_chunk(gbml_gpu_ctx *ctx, int chunk, const float *x)
 	s->pass_next++;
 	blocks = blocks_of(s->chunk_rows[chunk]);
 	if (blocks == 0)
-		return gpu_check(cudaMemsetAsync(s->d_chunk_tot + (size_t) chunk * (s->d + 3), 0,
-										 sizeof(double) * (size_t) (s->d + 3), ctx->stream), "cudaMemsetAsync(pass partials)");
+		return slot >= 0 ? mark_used(ctx, s, slot) : 0;
 	rows = slot >= 0 ? s->ring[slot].dev : s->chunk_x[chunk];
 	GBML_LAUNCH(saga_pass_kernel, dim3((unsigned) blocks), dim3(THREADS), s->pass_shared, ctx->stream,
 				pass_arguments(s, chunk, rows));
 	if (gpu_check(cudaGetLastError(), "saga_pass_kernel launch") ||
-		launch_combine(ctx, s, s->d_scratch, blocks, s->d_chunk_tot + (size_t) chunk * (s->d + 3)))
+		launch_combine(ctx, s, s->d_scratch, blocks, s->d_total))
 		return 1;
 	return slot >= 0 ? mark_used(ctx, s, slot) : 0;
 }
@@ -1018,8 +1019,7 @@ gpu_saga_pass_end(gbml_gpu_ctx *ctx, double *out, double *scalars)
 	host = (double *) malloc(sizeof(double) * (size_t) (s->d + 3));
 	if (host == NULL)
 		return gpu_fail("out of host memory for a pass result");
-	rc = launch_combine(ctx, s, s->d_chunk_tot, s->n_chunks, s->d_total) ||
-		gpu_check(cudaMemcpyAsync(host, s->d_total, sizeof(double) * (size_t) (s->d + 3), cudaMemcpyDeviceToHost,
+	rc = gpu_check(cudaMemcpyAsync(host, s->d_total, sizeof(double) * (size_t) (s->d + 3), cudaMemcpyDeviceToHost,
 								  ctx->stream), "cudaMemcpyAsync(pass result)") ||
 		gpu_sync(ctx, "saga pass");
 	if (rc == 0)

@@ -79,6 +79,23 @@ SELECT gbml.saga_fit(f, cls, '{"device": "gpu", "batch_size": 2000000}') FROM sa
 SELECT gbml.saga_fit(f, cls, '{"device": "gpu", "batch_size": "big"}') FROM saga_rows;
 SELECT gbml.saga_fit(f, cls, '{"device": "gpu", "gpu_memory_limit_mb": 0.001}') FROM saga_rows;
 
+-- past a small memory budget the rows go to temporary files, in smaller chunks:
+-- the same bytes as in memory (the device's chunks fall every 256 rows; they
+-- followed the dataset's, and a budget's chunks gave other sums); too small a
+-- budget names what the host holds (it was the plain "memory limit exceeded")
+CREATE TABLE saga_wide AS
+SELECT i, ARRAY(SELECT ((hashint4(i * 31 + j) % 1000) / 100.0)::real FROM generate_series(1, 40) AS j) AS f,
+       (hashint4(i * 3) & 1)::real AS y
+  FROM generate_series(1, 30000) AS i;
+CREATE TABLE saga_budget AS
+SELECT gbml.saga_fit(f, y, '{"device": "gpu", "max_iter": 3, "tol": 0}') AS m FROM saga_wide;
+SELECT gbml.saga_fit(f, y, '{"device": "gpu", "max_iter": 3, "tol": 0, "memory_limit_mb": 4}')
+       = (SELECT m FROM saga_budget) AS same_bytes_from_files
+  FROM saga_wide;
+SELECT r ->> 'device' AS device, (r ->> 'spilled_rows')::bigint AS spilled_rows FROM gbml.last_training_report() AS r;
+SELECT gbml.saga_fit(f, y, '{"device": "gpu", "threads": 2, "memory_limit_mb": 2}') FROM saga_wide;
+DROP TABLE saga_wide, saga_budget;
+
 -- auto never picks the emulation
 SELECT length(gbml.saga_fit(f, cls, '{"device": "auto"}')) > 0 AS trained,
        gbml.last_training_report() ->> 'device' AS device FROM saga_rows;

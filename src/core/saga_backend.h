@@ -6,7 +6,7 @@
  * The device holds one training's solver state — the weights w and the
  * average gradient A (d entries plus the intercept at index d), one stored
  * gradient scalar per row, the rows' labels and weights — and the rows'
- * features either resident (one device chunk per dataset chunk, uploaded
+ * features either resident (device chunks of consecutive rows, uploaded
  * once) or, when they do not fit the budget, streamed: the host fills a
  * pinned staging buffer (one of a ring of two) with the next rows while the
  * device works on the previous buffer, whose copy ran on a second stream.
@@ -14,10 +14,13 @@
  * every result is the same either way, bit for bit: the arithmetic never
  * depends on where a row came from.
  *
- * Rows are addressed as the dataset addresses them: chunk << 32 | row.
- * Every sum the device computes runs in a fixed order (fixed blocks of rows,
- * combined in block order), so a training's results depend only on the
- * rows, the params and the seed, never on timing.
+ * Rows are addressed by the device's chunks: chunk << 32 | row.  Every sum
+ * the device computes runs in a fixed order (blocks of
+ * GBML_SAGA_DEVICE_ROWS rows from each chunk's first, combined in block
+ * order across the chunks), so a training's results depend only on the
+ * rows, the params and the seed, never on timing; and, with every chunk but
+ * the last a multiple of GBML_SAGA_DEVICE_ROWS rows (saga_gpu.c cuts them
+ * so), not on where the chunks fall either.
  *
  * Every call returns 0 on success, nonzero on a device error or a budget
  * refusal (the reason in the backend's last_error, the kind in
@@ -31,13 +34,16 @@
 
 typedef struct gbml_gpu_ctx gbml_gpu_ctx;
 
+/* Rows of one block of the device's kernels: the grain of its sums. */
+#define GBML_SAGA_DEVICE_ROWS 256
+
 /* One training's shape. */
 typedef struct gbml_saga_device_shape
 {
 	int64_t		n_rows;
 	int			n_features;		/* d */
 	int			n_chunks;
-	const int64_t *chunk_rows;	/* n_chunks: the dataset's chunks */
+	const int64_t *chunk_rows;	/* n_chunks: the device's chunks, all but the last GBML_SAGA_DEVICE_ROWS-aligned */
 	int			loss;			/* gbml_saga_loss */
 	bool		fit_intercept;
 	bool		has_weight;
@@ -46,7 +52,7 @@ typedef struct gbml_saga_device_shape
 } gbml_saga_device_shape;
 
 /*
- * Passes over every row, chunk by chunk in dataset order.  Each returns a
+ * Passes over every row, chunk by chunk in order.  Each returns a
  * vector out[d + 1] and two scalars; slot d of the vector is the intercept's
  * column (1 for every row) where it applies, else 0.  z is a row's features
  * after the scaling set by set_scaling (none: the raw features), s its weight.

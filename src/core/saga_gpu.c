@@ -96,6 +96,12 @@ typedef struct saga_gpu
 	const float *stream_x;		/* its rows from the reader, or NULL: in host chunks */
 	int64_t    *stream_map;		/* its row addresses in group order */
 	int64_t		stream_end;		/* the position after its last */
+	/* the device's chunks (set_device_chunks) */
+	int64_t		vrows;			/* rows of each but the last */
+	int			n_vchunks;
+	int64_t    *chunk_first;	/* the dataset's chunk c starts at row chunk_first[c] (n_chunks + 1) */
+	float	   *labels;			/* every row's, in order: uploaded a device chunk at a time */
+	float	   *weights;		/* the same, or NULL (all 1) */
 } saga_gpu;
 
 static int
@@ -164,6 +170,9 @@ free_host(saga_gpu *g)
 	gbml_saga_plan_free(&g->plan, g->env);
 	gbml_free(g->env, g->maps);
 	gbml_free(g->env, g->stream_map);
+	gbml_free(g->env, g->chunk_first);
+	gbml_free(g->env, g->labels);
+	gbml_free(g->env, g->weights);
 }
 
 /*
@@ -179,9 +188,10 @@ check_host_budget(saga_gpu *g)
 	size_t		reads = gbml_chunk_prefetch_buffer_bytes(g->ds),
 				maps = ((size_t) g->env->threads + 1) * (size_t) g->plan.group_rows * sizeof(int64_t);
 
-	return gbml_budget_check(g->env, (size_t) g->n * 2 * sizeof(int64_t) + maps + reads,
-							 "the GPU linear model's host state (its epochs' row orders, 16 bytes a row for %lld rows, "
-							 "and its groups' maps) and two chunks of rows read back from temporary files (%.1f MB)",
+	return gbml_budget_check(g->env, (size_t) g->n * (2 * sizeof(int64_t) + 2 * sizeof(float)) + maps + reads,
+							 "the GPU linear model's host state (its epochs' row orders and the labels and weights it "
+							 "uploads, 24 bytes a row for %lld rows, and its groups' maps) and two chunks of rows "
+							 "read back from temporary files (%.1f MB)",
 							 (long long) g->n, (double) reads / 1048576.0);
 }
 
@@ -213,7 +223,10 @@ alloc_host(saga_gpu *g)
 		(g->order = gbml_alloc_array(env, (size_t) g->n, sizeof(int64_t))) == NULL ||
 		(g->next_order = gbml_alloc_array(env, (size_t) g->n, sizeof(int64_t))) == NULL ||
 		(g->maps = gbml_alloc_array(env, (size_t) env->threads * (size_t) g->plan.group_rows, sizeof(int64_t))) == NULL ||
-		(g->stream_map = gbml_alloc_array(env, (size_t) g->plan.group_rows, sizeof(int64_t))) == NULL)
+		(g->stream_map = gbml_alloc_array(env, (size_t) g->plan.group_rows, sizeof(int64_t))) == NULL ||
+		(g->chunk_first = gbml_alloc_array(env, (size_t) ds->n_chunks + 1, sizeof(int64_t))) == NULL ||
+		(g->labels = gbml_alloc_array(env, (size_t) (g->n > 0 ? g->n : 1), sizeof(float))) == NULL ||
+		(ds->has_weight && (g->weights = gbml_alloc_array(env, (size_t) (g->n > 0 ? g->n : 1), sizeof(float))) == NULL))
 		return env->error_code;
 	return GBML_OK;
 }
@@ -238,88 +251,126 @@ copy_bytes(const gbml_env *env, void *dst, const void *src, size_t bytes)
 	}
 }
 
-/* A chunk's features (n_rows x d) in a staging buffer; NULL with env's error set. */
-static float *
-stage_chunk(saga_gpu *g, const float *x, int64_t n_rows)
+/*
+ * The device's chunks: the rows in their order, cut every vrows rows (the
+ * last chunk shorter), vrows a multiple of GBML_SAGA_DEVICE_ROWS: the
+ * passes' sums then do not depend on how the dataset's chunks fell (the
+ * memory budget, files or memory), so neither do the model bytes.  vrows
+ * is the dataset's widest chunk rounded down (GBML_SAGA_DEVICE_ROWS at
+ * least), so the staging buffers are about as large as before.
+ */
+static void
+set_device_chunks(saga_gpu *g)
 {
-	float	   *buf = g->k->stage(g->ctx);
+	const gbml_dataset *ds = g->ds;
+	int64_t		widest = 0;
 
-	if (buf == NULL)
+	g->chunk_first[0] = 0;
+	for (int c = 0; c < ds->n_chunks; c++)
 	{
-		backend_error(g, "staging");
-		return NULL;
+		g->chunk_first[c + 1] = g->chunk_first[c] + ds->chunks[c]->n_rows;
+		widest = ds->chunks[c]->n_rows > widest ? ds->chunks[c]->n_rows : widest;
+		memcpy(g->labels + g->chunk_first[c], ds->chunks[c]->label, sizeof(float) * (size_t) ds->chunks[c]->n_rows);
+		if (g->weights)
+			memcpy(g->weights + g->chunk_first[c], ds->chunks[c]->weight,
+				   sizeof(float) * (size_t) ds->chunks[c]->n_rows);
 	}
-	copy_bytes(g->env, buf, x, sizeof(float) * (size_t) n_rows * (size_t) g->d);
-	return buf;
+	g->vrows = widest / GBML_SAGA_DEVICE_ROWS * GBML_SAGA_DEVICE_ROWS;
+	if (g->vrows < GBML_SAGA_DEVICE_ROWS)
+		g->vrows = GBML_SAGA_DEVICE_ROWS;
+	g->n_vchunks = (int) ((g->n + g->vrows - 1) / g->vrows);
 }
 
-/*
- * Chunk c's labels and weights, and its features too when they stay
- * resident (x: the chunk's features as the reader handed them).
- */
-static int
-load_chunk(saga_gpu *g, int c, const float *x, int64_t n_rows)
+/* Rows of device chunk v. */
+static int64_t
+vchunk_rows(const saga_gpu *g, int v)
 {
-	const gbml_chunk *ch = g->ds->chunks[c];
-	float	   *buf;
+	int64_t		first = (int64_t) v * g->vrows;
 
-	if (g->k->put_rows(g->ctx, c, ch->label, g->ds->has_weight ? ch->weight : NULL) != 0)
-		return backend_error(g, "labels upload");
-	if (g->streamed)
-		return GBML_OK;
-	if ((buf = stage_chunk(g, x, n_rows)) == NULL)
-		return g->env->error_code;
-	return g->k->put_chunk(g->ctx, c, buf) != 0 ? backend_error(g, "rows upload") : GBML_OK;
+	return g->n - first < g->vrows ? g->n - first : g->vrows;
+}
+
+/* The device's address of row r of dataset chunk c. */
+static int64_t
+device_address(const saga_gpu *g, int c, int64_t r)
+{
+	int64_t		i = g->chunk_first[c] + r;
+
+	return ((i / g->vrows) << 32) | (i % g->vrows);
 }
 
 /*
- * Every chunk in chunk order through a chunk reader (host chunks as they
- * are, stored ones read ahead into the buffers the dataset keeps),
- * each handed to fn; a pass over resident rows needs no features and calls
- * fn with x NULL.
+ * Every device chunk's rows in turn in a staging buffer, handed to fn:
+ * the dataset's chunks through a chunk reader (stored ones read ahead into
+ * the buffers the dataset keeps), copied in where the device chunk wants
+ * them.
  */
 static int
-each_chunk(saga_gpu *g, bool features, int (*fn) (saga_gpu *g, int c, const float *x, int64_t n_rows))
+each_device_chunk(saga_gpu *g, int (*fn) (saga_gpu *g, int v, const float *buf))
 {
 	gbml_chunk_prefetch *rd;
 	const float *x;
-	int64_t		rows;
-	int			c,
+	float	   *buf = NULL;
+	const size_t d = (size_t) g->d;
+	int64_t		rows,
+				filled = 0;
+	int			v = 0,
+				c,
 				rc;
 
-	if (!features)
-	{
-		for (c = 0; c < g->ds->n_chunks; c++)
-			if ((rc = fn(g, c, NULL, g->ds->chunks[c]->n_rows)) != GBML_OK)
-				return rc;
-		return GBML_OK;
-	}
 	if ((rd = gbml_chunk_prefetch_open(g->ds, g->env)) == NULL)
 		return g->env->error_code;
 	while ((rc = gbml_chunk_prefetch_next(rd, &x, &rows, &c)) > 0)
-		if ((rc = fn(g, c, x, rows)) != GBML_OK)
-			break;
+	{
+		for (int64_t r = 0, m; r < rows; r += m)
+		{
+			if (buf == NULL && (buf = g->k->stage(g->ctx)) == NULL)
+			{
+				rc = backend_error(g, "staging");
+				goto done;
+			}
+			m = vchunk_rows(g, v) - filled < rows - r ? vchunk_rows(g, v) - filled : rows - r;
+			copy_bytes(g->env, buf + (size_t) filled * d, x + (size_t) r * d, sizeof(float) * (size_t) m * d);
+			if ((filled += m) == vchunk_rows(g, v))
+			{
+				if ((rc = fn(g, v++, buf)) != GBML_OK)
+					goto done;
+				buf = NULL;
+				filled = 0;
+			}
+		}
+	}
+done:
 	gbml_chunk_prefetch_close(rd);
-	return rc;
+	return rc < 0 ? rc : GBML_OK;
 }
 
-/* Labels and weights of every chunk, and the features too when they stay resident. */
+static int
+put_device_chunk(saga_gpu *g, int v, const float *buf)
+{
+	return g->k->put_chunk(g->ctx, v, buf) != 0 ? backend_error(g, "rows upload") : GBML_OK;
+}
+
+/* Labels and weights of every device chunk, and the features too when they stay resident. */
 static int
 load_rows(saga_gpu *g)
 {
+	for (int v = 0; v < g->n_vchunks; v++)
+	{
+		size_t		first = (size_t) v * (size_t) g->vrows;
+
+		if (g->k->put_rows(g->ctx, v, g->labels + first, g->weights ? g->weights + first : NULL) != 0)
+			return backend_error(g, "labels upload");
+	}
 	/* streamed: labels only, no chunk to read */
-	return each_chunk(g, !g->streamed, load_chunk);
+	return g->streamed ? GBML_OK : each_device_chunk(g, put_device_chunk);
 }
 
-/* One chunk of a pass: from the staging buffer when streamed, else resident (x NULL). */
+/* One device chunk of a pass, from the staging buffer (streamed). */
 static int
-pass_one(saga_gpu *g, int c, const float *x, int64_t n_rows)
+pass_staged(saga_gpu *g, int v, const float *buf)
 {
-	float	   *buf = NULL;
-
-	if (x != NULL && (buf = stage_chunk(g, x, n_rows)) == NULL)
-		return g->env->error_code;
-	return g->k->pass_chunk(g->ctx, c, buf) != 0 ? backend_error(g, "pass") : GBML_OK;
+	return g->k->pass_chunk(g->ctx, v, buf) != 0 ? backend_error(g, "pass") : GBML_OK;
 }
 
 /* One pass over every row (saga_backend.h's kinds): out[d + 1], scalars[2]. */
@@ -330,8 +381,11 @@ run_pass(saga_gpu *g, gbml_saga_pass_kind kind, const double *vec, double extra,
 
 	if (g->k->pass_begin(g->ctx, kind, vec, extra) != 0)
 		return backend_error(g, "pass");
-	if ((rc = each_chunk(g, g->streamed, pass_one)) != GBML_OK)
+	if (g->streamed && (rc = each_device_chunk(g, pass_staged)) != GBML_OK)
 		return rc;
+	for (int v = 0; !g->streamed && v < g->n_vchunks; v++)
+		if (g->k->pass_chunk(g->ctx, v, NULL) != 0)
+			return backend_error(g, "pass");
 	return g->k->pass_end(g->ctx, out, scalars) != 0 ? backend_error(g, "pass") : GBML_OK;
 }
 
@@ -491,7 +545,7 @@ map_piece(void *arg, int c, int64_t r, int64_t i, int64_t n)
 
 /*
  * An epoch's order: the plan's groups (saga_plan.h, the CPU solver's) as
- * row addresses, the groups on the threads, so a ten-million-row epoch is
+ * the device's row addresses, the groups on the threads, so a ten-million-row epoch is
  * planned in a few milliseconds instead of holding the device up; the
  * order does not depend on the thread count.
  */
@@ -511,7 +565,11 @@ plan_epoch(saga_gpu *g, gbml_rng *rng, int64_t *order)
 		{
 			gbml_saga_plan_pieces(pl, j, map_piece, map);
 			for (int64_t p = pl->group_pos[j]; p < pl->group_pos[j + 1]; p++)
-				order[p] = map[pl->perm[p]];
+			{
+				int64_t		a = map[pl->perm[p]];
+
+				order[p] = device_address(g, (int) (a >> 32), a & 0xffffffffLL);
+			}
 		}
 	}
 }
@@ -743,19 +801,19 @@ begin(saga_gpu *g)
 	int64_t		widest = 0;
 	int			rc = GBML_OK;
 
-	if ((rows = gbml_alloc_array(g->env, (size_t) ds->n_chunks, sizeof(int64_t))) == NULL)
+	if ((rows = gbml_alloc_array(g->env, (size_t) (g->n_vchunks > 0 ? g->n_vchunks : 1), sizeof(int64_t))) == NULL)
 		return g->env->error_code;
-	for (int c = 0; c < ds->n_chunks; c++)
+	for (int v = 0; v < g->n_vchunks; v++)
 	{
-		rows[c] = ds->chunks[c]->n_rows;
-		widest = rows[c] > widest ? rows[c] : widest;
+		rows[v] = vchunk_rows(g, v);
+		widest = rows[v] > widest ? rows[v] : widest;
 	}
 	g->stage_rows = widest > g->batch ? widest : g->batch;
 	g->work_rows = g->stage_rows / g->batch * g->batch;
 	memset(&shape, 0, sizeof(shape));
 	shape.n_rows = g->n;
 	shape.n_features = g->d;
-	shape.n_chunks = ds->n_chunks;
+	shape.n_chunks = g->n_vchunks;
 	shape.chunk_rows = rows;
 	shape.loss = g->p->loss;
 	shape.fit_intercept = g->p->fit_intercept;
@@ -809,6 +867,7 @@ gbml_saga_gpu_train(const gbml_dataset *ds, gbml_env *env, const gbml_saga_param
 	g.batch = gbml_saga_gpu_batch(p->batch_size, ds->n_rows);
 	if ((rc = alloc_host(&g)) != GBML_OK)
 		goto done;
+	set_device_chunks(&g);
 	if ((g.ctx = gbml_gpu_ctx_open(env)) == NULL)
 	{
 		rc = env->error_code;

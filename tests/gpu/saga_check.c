@@ -381,6 +381,9 @@ optimum_checks(bool quick)
 
 static const saga_data same_data = {4000, 12, true, true, true, 500};
 static const saga_data same_data_stored = {4000, 12, true, true, true, 500, true};
+/* the same rows in other chunks (in memory, and in files as a small budget cuts them) */
+static const saga_data same_data_other_chunks = {4000, 12, true, true, true, 700};
+static const saga_data same_data_small_chunks = {4000, 12, true, true, true, 333, true};
 
 static int
 same_params(gbml_param_value *p, int epochs)
@@ -417,7 +420,9 @@ determinism_checks(void)
 				c,
 				s,
 				fr,
-				fs;
+				fs,
+				o7,
+				o3;
 
 	train(&same_data, 9, p, np, &two, &a);
 	train(&same_data, 9, p, np, &two, &b);
@@ -425,6 +430,8 @@ determinism_checks(void)
 	train(&same_data, 9, p, np, &small, &s);
 	train(&same_data_stored, 9, p, np, &two, &fr);
 	train(&same_data_stored, 9, p, np, &small, &fs);
+	train(&same_data_other_chunks, 9, p, np, &two, &o7);
+	train(&same_data_small_chunks, 9, p, np, &small, &o3);
 	if (fr.rc != GBML_OK || fs.rc != GBML_OK)
 		printf("# trainings from temporary files: %s / %s\n", fr.error, fs.error);
 	if (s.rc != GBML_OK)
@@ -449,12 +456,18 @@ determinism_checks(void)
 	gc_check(fs.rc == GBML_OK && fs.report && strstr(fs.report, "\"rows_on_device\":\"streamed\"") &&
 			 a.len == fs.len && memcmp(a.model, fs.model, a.len) == 0,
 			 "SAGA on the GPU: rows in temporary files, streamed a group of slices at a time, give the same bytes");
+	gc_check(o7.rc == GBML_OK && o3.rc == GBML_OK && a.len == o7.len && memcmp(a.model, o7.model, a.len) == 0 &&
+			 a.len == o3.len && memcmp(a.model, o3.model, a.len) == 0,
+			 "SAGA on the GPU: the same rows in chunks of 700, or of 333 in temporary files and streamed, give the "
+			 "bytes of chunks of 500 (the device's chunks are cut every 256 rows)");
 	run_free(&a);
 	run_free(&b);
 	run_free(&c);
 	run_free(&s);
 	run_free(&fr);
 	run_free(&fs);
+	run_free(&o7);
+	run_free(&o3);
 	gc_check(gc_no_resources(), "no GPU resources left after the streamed trainings");
 	{
 		/* a clean run counts the streamed training's chunk reads; then they fail half way */
