@@ -159,6 +159,14 @@ SELECT gbml.boost_fit(s, '{"label_column": "y", "exclude_columns": ["i"], "itera
   FROM (SELECT * FROM gpu_cats ORDER BY i DESC) s;
 SELECT r ->> 'device' AS device, (r ->> 'spilled_rows')::bigint AS spilled_rows FROM gbml.last_training_report() AS r;
 SELECT gbml.boost_fit(f, y, '{"iterations": 2, "device": "gpu", "threads": 2, "memory_limit_mb": 2}') FROM gpu_cats;
+-- and no budget gives the plain message on the GPU (budgets_named: 00_setup)
+SELECT shape, budgets_named(fit) AS outcome FROM (VALUES
+  ('boost, eval share', $q$SELECT gbml.boost_fit(f, y, '{"iterations": 2, "eval_fraction": 0.2, "device": "gpu", "threads": 2, "memory_limit_mb": %s}') FROM gpu_cats$q$),
+  ('boost rows, eval share', $q$SELECT gbml.boost_fit(s, '{"label_column": "y", "exclude_columns": ["i"], "iterations": 2, "eval_fraction": 0.2, "device": "gpu", "threads": 2, "memory_limit_mb": %s}') FROM gpu_cats s$q$),
+  ('kmeans one-hot', $q$SELECT gbml.kmeans_fit(s, 6, '{"exclude_columns": ["i", "y"], "one_hot": true, "device": "gpu", "threads": 2, "memory_limit_mb": %s}') FROM gpu_cats s$q$),
+  ('saga arrays', $q$SELECT gbml.saga_fit(f, y, '{"max_iter": 2, "device": "gpu", "threads": 2, "memory_limit_mb": %s}') FROM gpu_cats$q$),
+  ('saga one-hot', $q$SELECT gbml.saga_fit(s, '{"label_column": "y", "exclude_columns": ["i"], "max_iter": 2, "device": "gpu", "threads": 2, "memory_limit_mb": %s}') FROM gpu_cats s$q$)
+) AS shapes (shape, fit);
 DROP TABLE gpu_cats, gpu_cat_fits;
 
 -- this backend asked: the emulation is loaded now (and only here, never in the postmaster)

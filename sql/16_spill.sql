@@ -215,6 +215,23 @@ SELECT (r ->> 'spilled_rows')::bigint AS spilled_rows, (r ->> 'temp_written_mb')
   FROM gbml.last_training_report() AS r;
 SELECT count(DISTINCT model) AS models FROM gbml.models WHERE name = 'spill_shops';
 
+-- every budget either trains or names the step that does not fit, never the
+-- plain "memory limit exceeded: X MB needed" of an allocation no check counted
+-- (whole rows of 100 floats and two text columns, 256 and 8 categories:
+-- SAGA's one-hot passed its check 5 kB short of 32 MB, then failed plainly;
+-- budgets_named is 00_setup's)
+CREATE TABLE wide_cats AS
+SELECT i, 'city ' || (hashint4(i) & 255) AS city, 'device ' || (hashint4(i * 7) & 7) AS device,
+       ARRAY(SELECT ((hashint4(i * 31 + j) % 1000) / 100.0)::real FROM generate_series(1, 100) AS j) AS f,
+       (hashint4(i * 3) & 1)::real AS y
+  FROM generate_series(1, 30000) AS i;
+SELECT shape, budgets_named(fit) AS outcome FROM (VALUES
+  ('boost, eval share', $q$SELECT gbml.boost_fit(s, '{"label_column": "y", "exclude_columns": ["i"], "iterations": 2, "eval_fraction": 0.2, "threads": 2, "memory_limit_mb": %s}') FROM wide_cats s$q$),
+  ('kmeans one-hot', $q$SELECT gbml.kmeans_fit(s, 6, '{"exclude_columns": ["i", "y"], "one_hot": true, "threads": 2, "memory_limit_mb": %s}') FROM wide_cats s$q$),
+  ('saga one-hot', $q$SELECT gbml.saga_fit(s, '{"label_column": "y", "exclude_columns": ["i"], "max_iter": 2, "threads": 2, "memory_limit_mb": %s}') FROM wide_cats s$q$),
+  ('saga arrays, eval share', $q$SELECT gbml.saga_fit(f, y, '{"max_iter": 2, "eval_fraction": 0.2, "threads": 2, "memory_limit_mb": %s}') FROM wide_cats$q$)
+) AS shapes (shape, fit);
+
 -- temp_tablespaces: the files go there (they went to the database's own
 -- tablespace); the eval source, read after the training rows went to files,
 -- looks at the tablespace's temporary directory

@@ -470,6 +470,29 @@ add_derived(gbml_boost_ctr_fit *fit, ctr_work *w, int d, gbml_boost_bins *bins, 
 	return GBML_OK;
 }
 
+/*
+ * What the derived columns add before they are made, past the budget said
+ * so: a byte a row for each in the training bins and the eval bins (which
+ * stay in memory), a block's old copy as it is widened, and the working arrays (each row's value, the ordered
+ * statistics' permutation and its shuffle, a border sample and its sort).
+ */
+static int
+check_budget(const gbml_boost_ctr_fit *fit, const gbml_boost_bins *train_bins, int eval_columns, gbml_env *env)
+{
+	int64_t		n = fit->keep.n_rows,
+				ne = fit->eval_keep.n_rows;
+	int			nd = fit->model.n_derived;
+	size_t		bins = (size_t) n * (size_t) nd + (size_t) ne * (size_t) eval_columns,
+				/* a block is widened by a realloc: its old copy lives until the new one is filled */
+				block = (size_t) train_bins->block_rows * (size_t) (train_bins->n_features + nd),
+				work = (size_t) (n + ne) * sizeof(float) + (size_t) n * (2 * sizeof(int64_t) + 2 * sizeof(float));
+
+	return gbml_budget_check(env, bins + block + work,
+							 "the categorical features' %d derived columns of bins (a byte a row each, for %lld rows "
+							 "and %lld eval rows: %.1f MB) and the working arrays that make them",
+							 nd, (long long) n, (long long) ne, (double) bins / 1048576.0);
+}
+
 int
 gbml_boost_ctr_finish(gbml_boost_ctr_fit *fit, const gbml_boost_ctr_params *p, const float *label,
 					  int64_t n_groups, const int64_t *group_off, gbml_boost_bins *bins,
@@ -491,7 +514,8 @@ gbml_boost_ctr_finish(gbml_boost_ctr_fit *fit, const gbml_boost_ctr_params *p, c
 		mean_target(label, fit->keep.n_rows, p->binary_target);
 	fit->model.prior_weight = p->prior_weight;
 	width = gbml_boost_inputs_width(&fit->model);
-	if ((rc = work_alloc(fit, &w, n_groups, group_off, env)) != GBML_OK ||
+	if ((rc = check_budget(fit, bins, eval_bins ? width - fit->n_inputs : 0, env)) != GBML_OK ||
+		(rc = work_alloc(fit, &w, n_groups, group_off, env)) != GBML_OK ||
 		(rc = gbml_boost_bins_widen(bins, bins_first, bins_first + fit->model.n_derived, env)) != GBML_OK ||
 		(eval_bins && (rc = gbml_boost_bins_widen(eval_bins, fit->n_inputs, width, env)) != GBML_OK))
 		goto done;

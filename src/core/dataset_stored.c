@@ -678,14 +678,19 @@ done:
 static int
 check_split_budget(const gbml_dataset *ds, double fraction, gbml_env *env)
 {
-	int64_t		n = ds->n_rows;
+	int64_t		n = ds->n_rows,
+				held = (int64_t) (fraction * (double) n + 1);
+	size_t		row = (size_t) ds->n_features * sizeof(float);
+	/* rows not in files (a GPU's): the eval set's features go to the host, a chunk of growth beside them */
+	bool		host = strcmp(ds->store->residence, "file") != 0;
 
-	return gbml_budget_check(env, (size_t) n * split_row_bytes(ds) +
-							 (size_t) (fraction * (double) n + 1) * META_ROW_BYTES +
-							 2 * (size_t) ds->chunk_rows * (size_t) ds->n_features * sizeof(float),
-							 "splitting the %lld rows in temporary files into training and eval sets (%zu bytes a row, "
-							 "and the eval rows' own)",
-							 (long long) n, split_row_bytes(ds));
+	return gbml_budget_check(env, (size_t) n * split_row_bytes(ds) + (size_t) held * META_ROW_BYTES +
+							 2 * (size_t) ds->chunk_rows * row +
+							 (host ? (size_t) (held + ds->chunk_rows) * row : 0),
+							 "splitting the %lld rows in %s into training and eval sets (%zu bytes a row, "
+							 "and the eval rows' own%s)",
+							 (long long) n, ds->store->where, split_row_bytes(ds),
+							 host ? ", their features in host memory" : "");
 }
 
 /*

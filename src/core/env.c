@@ -218,6 +218,8 @@ gbml_temp_write_code(int e)
 	return e == ENOSPC ? GBML_EDISKFULL : GBML_EIO;
 }
 
+#define BUDGET_SLACK_BYTES ((size_t) 64 << 10)
+
 int
 gbml_budget_check(gbml_env *env, size_t bytes, const char *fmt,...)
 {
@@ -225,7 +227,13 @@ gbml_budget_check(gbml_env *env, size_t bytes, const char *fmt,...)
 	va_list		ap;
 	double		mb = 1048576.0;
 
-	if (env->memory_limit == 0 || env->memory_used + bytes <= env->memory_limit)
+	/*
+	 * Room for the small allocations that follow the checked ones (arrays
+	 * of pointers, a model's bytes) too: a check that passes within a few
+	 * kilobytes of the limit lets the next allocation fail with the plain
+	 * message (SAGA one-hot at 32 MB: 5 kB to spare, then 0.5 MB short).
+	 */
+	if (env->memory_limit == 0 || env->memory_used + bytes + bytes / 64 + BUDGET_SLACK_BYTES <= env->memory_limit)
 		return GBML_OK;
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
@@ -236,10 +244,10 @@ gbml_budget_check(gbml_env *env, size_t bytes, const char *fmt,...)
 	/*
 	 * Whole megabytes, rounded up: a limit the user can type.  A sixteenth
 	 * more for the small allocations that follow (the model's bytes, a
-	 * report), which no check counts.
+	 * report), which no check counts, beside the check's own room.
 	 */
 	return gbml_hint(env, "Raise the \"memory_limit_mb\" parameter (or gbml.memory_limit) to at least %.0f MB for this step (a later one may need more), or train on fewer rows.",
-					 ceil((double) (env->memory_used + bytes) * 17.0 / 16.0 / mb));
+					 ceil((double) (env->memory_used + bytes + bytes / 64 + BUDGET_SLACK_BYTES) * 17.0 / 16.0 / mb));
 }
 
 void *
