@@ -199,7 +199,9 @@ int			gbml_temp_write_code(int e);
  * (its per-row arrays, its histograms), checked against the budget before
  * it is allocated: past the budget the error names that state and its size
  * (what, a phrase such as "boosting's per-row state ..."), and the hint the
- * limit that would hold it.  GBML_OK, or GBML_EBUDGET.
+ * limit that would hold it.  The check keeps a little room beside `bytes`
+ * (a 64th of them and 64 kB) for the small allocations no check counts.
+ * GBML_OK, or GBML_EBUDGET.
  */
 int			gbml_budget_check(gbml_env *env, size_t bytes, const char *fmt,...)
 			__attribute__((format(printf, 3, 4)));
