@@ -710,6 +710,7 @@ split_rows(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
 			   *held;
 	int64_t		batch;
 	float	   *rows = NULL;
+	bool		eval_as_map = ds->reorder_as_map && strcmp(ds->store->residence, "file") == 0;
 	int			rc;
 
 	kept = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
@@ -736,21 +737,33 @@ split_rows(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
 			rc = gbml_error(env, GBML_EINVAL, "eval split: stored rows without their hashes (internal)");
 			goto done;
 		}
+	/*
+	 * The kept rows in canonical order.  The held-out ones too, unless the
+	 * trainer reads rows through a map (boosting): then in the order they
+	 * were written, so that the batches below read the file about once, and
+	 * the eval set is given its canonical order as a map once it is whole
+	 * (1M rows of 100 floats, a fifth held out: 2.0 GB read for the 382 MB
+	 * file in canonical order, 1.2 GB so).  A rewrite of the eval set
+	 * (K-Means, SAGA) cost as much as the reads it saved.
+	 */
 	for (int64_t c = 0, i = 0; c < ds->n_chunks; c++)
 		for (int64_t r = 0; r < ds->chunks[c]->n_rows; r++, i++)
 		{
 			int64_t		addr = order ? order[i] : (c << 32) | r;
-			uint64_t	key = gbml_ds_eval_key(ds, ds->chunks[addr >> 32], addr & 0xffffffffLL);
+			bool		out = gbml_ds_held_out(gbml_ds_eval_key(ds, ds->chunks[addr >> 32], addr & 0xffffffffLL),
+											   seed, fraction);
 
-			if (gbml_ds_held_out(key, seed, fraction))
-				held[n_held++] = addr;
-			else
+			if (!out)
 				kept[n_kept++] = addr;
+			else if (!eval_as_map)
+				held[n_held++] = addr;
+			if (eval_as_map && gbml_ds_held_out(gbml_ds_eval_key(ds, ds->chunks[c], r), seed, fraction))
+				held[n_held++] = (c << 32) | r;
 		}
 	/*
-	 * The held-out rows, in order: to temporary files of their own when
-	 * the rows are in files (the eval set is as big a share of the budget
-	 * as the training set), else to the host as a plain dataset.
+	 * The held-out rows: to temporary files of their own when the rows are
+	 * in files (the eval set is as big a share of the budget as the
+	 * training set), else to the host as a plain dataset.
 	 */
 	if (strcmp(ds->store->residence, "file") == 0)
 		gbml_dataset_stream_to(eval, ds->store_open, 0, false);
@@ -784,6 +797,12 @@ split_rows(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
 		goto done;
 	eval->group_state = ds->group_state;
 	eval->schema = ds->schema;
+	/* held out in the order written: their canonical order, as a map */
+	if (eval_as_map)
+	{
+		eval->reorder_as_map = true;
+		rc = gbml_dataset_canonicalize(eval, env);
+	}
 done:
 	gbml_free(env, kept);
 	gbml_free(env, held);

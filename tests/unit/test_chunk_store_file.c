@@ -1188,13 +1188,55 @@ init_ds(gbml_dataset *ds, bool to_files)
 		gbml_dataset_stream_to(ds, gbml_chunk_store_file_open, 0, false);
 }
 
+/* n rows in host memory, and the same rows shuffled by perm streamed to files (grouped by hash, in runs of 5, or not). */
+static void
+host_and_files(gbml_dataset *host, gbml_dataset *files, gbml_env *env, int64_t n, const int64_t *perm, bool grouped)
+{
+	init_ds(host, false);
+	init_ds(files, true);
+	files->spill_by_hash = grouped;
+	gbml_chunk_store_file_test_group_stage(grouped ? 5 * DS_FEATURES * sizeof(float) : 0);
+	fill_rows(host, env, n, NULL);
+	fill_rows(files, env, n, perm);
+	gbml_chunk_store_file_test_group_stage(0);
+}
+
+/* Frees the four datasets; nothing is left in env. */
+static void
+free_four(gbml_dataset *a, gbml_dataset *b, gbml_dataset *c, gbml_dataset *d, gbml_env *env)
+{
+	gbml_dataset_free(a, env);
+	gbml_dataset_free(b, env);
+	gbml_dataset_free(c, env);
+	gbml_dataset_free(d, env);
+	CHECK(env->memory_used == 0);
+}
+
+/*
+ * An eval share split from rows read through a map (boosting's) with the
+ * canonical order: the held-out rows are fetched in the order they were
+ * written and given their canonical order afterwards, as a map of their
+ * own: the host's training and eval rows, in the host's order.
+ */
+static void
+check_split_through_a_map(gbml_dataset *host, gbml_dataset *files, gbml_dataset *host_eval, gbml_dataset *files_eval,
+						  gbml_env *env)
+{
+	host->reorder_as_map = files->reorder_as_map = true;
+	CHECK(gbml_dataset_canonicalize_split(host, host_eval, 0.2, 7, env) == GBML_OK);
+	CHECK(gbml_dataset_canonicalize_split(files, files_eval, 0.2, 7, env) == GBML_OK);
+	CHECK(host_eval->n_rows > 0 && files->stored_addr != NULL && files_eval->stored_addr != NULL);
+	CHECK(same_rows(host, files, env));
+	CHECK(same_rows(host_eval, files_eval, env));
+}
+
 /*
  * A dataset streamed to files (grouped by hash as it arrives, in runs of 5
  * rows, or not) gives the host's rows in the host's order, then the same
- * eval split.
+ * eval split (through_map: check_split_through_a_map instead).
  */
 static void
-check_canonical_order(bool grouped)
+check_canonical_order(bool grouped, bool through_map)
 {
 	gbml_env	env;
 	gbml_dataset host,
@@ -1205,13 +1247,14 @@ check_canonical_order(bool grouped)
 	int64_t    *perm = tu_shuffled(n, 9);
 
 	gbml_env_init_malloc(&env, 2);
-	init_ds(&host, false);
-	init_ds(&files, true);
-	files.spill_by_hash = grouped;
-	gbml_chunk_store_file_test_group_stage(grouped ? 5 * DS_FEATURES * sizeof(float) : 0);
-	fill_rows(&host, &env, n, NULL);
-	fill_rows(&files, &env, n, perm);
-	gbml_chunk_store_file_test_group_stage(0);
+	host_and_files(&host, &files, &env, n, perm, grouped);
+	if (through_map)
+	{
+		check_split_through_a_map(&host, &files, &host_eval, &files_eval, &env);
+		free_four(&host, &files, &host_eval, &files_eval, &env);
+		free(perm);
+		return;
+	}
 	CHECK(files.store != NULL && strcmp(files.store->residence, "file") == 0);
 	/* sealed (the last chunk stored, every write done): reads on any thread unless grouped */
 	CHECK(gbml_dataset_seal(&files, &env) == GBML_OK);
@@ -1230,18 +1273,19 @@ check_canonical_order(bool grouped)
 	/* a held-out share of rows in files goes to files of its own */
 	CHECK(files_eval.store != NULL && strcmp(files_eval.store->residence, "file") == 0);
 	CHECK(same_rows(&host_eval, &files_eval, &env));
-	gbml_dataset_free(&host, &env);
-	gbml_dataset_free(&files, &env);
-	gbml_dataset_free(&host_eval, &env);
-	gbml_dataset_free(&files_eval, &env);
-	CHECK(env.memory_used == 0);
+	free_four(&host, &files, &host_eval, &files_eval, &env);
 	free(perm);
 }
 
 TEST(file_store_dataset_keeps_the_canonical_order)
 {
-	check_canonical_order(false);
-	check_canonical_order(true);
+	check_canonical_order(false, false);
+	check_canonical_order(true, false);
+}
+
+TEST(file_store_eval_split_through_a_map_keeps_the_canonical_order)
+{
+	check_canonical_order(false, true);
 }
 
 /*
