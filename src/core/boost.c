@@ -66,6 +66,7 @@
 #include "boost_internal.h"
 #include "boost_bins_walk.h"
 #include "boost_model.h"
+#include "chunk_prefetch.h"
 #include "chunk_store_gpu.h"
 #include "metrics.h"
 #include "rng.h"
@@ -699,22 +700,21 @@ histogram_bytes(const trainer *T, int n_features)
  */
 /*
  * What binning n stored rows holds beside the bins: their positions and the
- * reader's two chunks, as large as the largest chunk stored (through a map:
- * as the store wrote them), not the largest a chunk may grow to (a GPU's
- * chunk of 65,536 rows for 30,000).
+ * chunk reader's two buffers, as large as the largest chunk stored (through
+ * a map, the store's chunks as written: the reader reads those), not the
+ * largest a chunk may grow to (a GPU's chunk of 65,536 rows for 30,000).
  */
 static size_t
 binning_transient_bytes(const gbml_dataset *ds, int64_t n)
 {
 	int64_t		widest = 0;
 
-	for (int c = 0; c < ds->n_chunks; c++)
-		if (ds->chunks[c]->n_rows > widest)
-			widest = ds->chunks[c]->n_rows;
 	for (int c = 0; ds->stored_addr != NULL && c < ds->stored_n_chunks; c++)
 		if (ds->stored_chunk_rows[c] > widest)
 			widest = ds->stored_chunk_rows[c];
-	return (size_t) n * BINNING_ROW_BYTES + 2 * (size_t) widest * (size_t) ds->n_features * sizeof(float);
+	return (size_t) n * BINNING_ROW_BYTES + (ds->stored_addr != NULL ?
+											 2 * (size_t) widest * (size_t) ds->n_features * sizeof(float) :
+											 gbml_chunk_prefetch_buffer_bytes(ds));
 }
 
 static size_t

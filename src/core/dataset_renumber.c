@@ -6,9 +6,10 @@
  * a store.  Host rows are rewritten in place; stored rows keep their bytes
  * and the store renumbers them as they are read, and their canonical-order
  * hashes, taken from the first-seen ids as they were written, are taken
- * again from the new ids, one chunk read back at a time.
+ * again from the new ids, the chunks read back through the chunk reader.
  */
 #include "dataset_internal.h"
+#include "chunk_prefetch.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -46,54 +47,51 @@ renumber_host_chunk(const gbml_dataset *ds, gbml_chunk *c, gbml_env *env, const 
 	return GBML_OK;
 }
 
-/* Stored chunk c's canonical-order hashes taken again from its rows as the store now reads them. */
-static int
-rehash_stored_chunk(const gbml_dataset *ds, int c, float *x, gbml_env *env)
-{
-	gbml_chunk *ch = ds->chunks[c];
-	size_t		d = (size_t) ds->n_features;
-
-	if (ch->n_rows > 0 && ds->store->read_chunk(ds->store, c, x) != 0)
-		return gbml_dataset_store_error(ds, env, "reading rows back to renumber their categories");
-	for (int64_t r = 0; r < ch->n_rows; r++)
-		ch->hash[r] = gbml_ds_hash_row(x + (size_t) r * d, d, ch->label[r], ch->group[r], ch->weight[r]);
-	return GBML_OK;
-}
-
-/* The store renumbers from now on; each stored chunk's hashes taken again, a chunk read back at a time. */
+/*
+ * The store renumbers from now on; each stored chunk's hashes are taken
+ * again from its rows as the store now reads them, through the chunk
+ * reader (the next chunk read while this one is hashed), whose buffers go
+ * afterwards: the steps that follow size themselves by what is free.
+ */
 static int
 renumber_stored(gbml_dataset *ds, gbml_env *env, const int32_t *const *ids, const int32_t *n_ids)
 {
-	int64_t		widest = 0;
-	float	   *x;
-	int			rc;
+	size_t		d = (size_t) ds->n_features;
+	gbml_chunk_prefetch *rd;
+	const float *x;
+	int64_t		rows;
+	int			c,
+				rc;
 
 	if (ds->spill_by_hash || ds->store->renumber_on_read == NULL)
 		return gbml_error(env, GBML_EUNSUPPORTED, "categories renumbered over rows in %s%s (internal)",
 						  ds->store->where, ds->spill_by_hash ? " grouped by hash" : "");
 	if (ds->store->renumber_on_read(ds->store, ids, n_ids) != 0)
 		return gbml_dataset_store_error(ds, env, "renumbering categories");
-	for (int c = 0; c < ds->n_chunks; c++)
-		if (ds->chunks[c]->x == NULL && ds->chunks[c]->n_rows > widest)
-			widest = ds->chunks[c]->n_rows;
-	if ((rc = gbml_budget_check(env, (size_t) widest * (size_t) ds->n_features * sizeof(float),
-								"a chunk of %lld rows read back from %s to renumber its categories",
-								(long long) widest, ds->store->where)) != GBML_OK)
+	if ((rc = gbml_budget_check(env, gbml_chunk_prefetch_buffer_bytes(ds),
+								"two chunks of rows read back from %s to renumber their categories",
+								ds->store->where)) != GBML_OK)
 		return rc;
-	if ((x = gbml_alloc_array(env, (size_t) (widest > 0 ? widest : 1) * (size_t) ds->n_features, sizeof(float))) == NULL)
+	if ((rd = gbml_chunk_prefetch_open(ds, env)) == NULL)
 		return env->error_code;
-	for (int c = 0; rc == GBML_OK && c < ds->n_chunks; c++)
+	while ((rc = gbml_chunk_prefetch_next(rd, &x, &rows, &c)) > 0)
 	{
+		gbml_chunk *ch = ds->chunks[c];
 		gbml_progress_info info = {.phase = "renumbering categories",.iteration = c + 1,.total = ds->n_chunks};
 
-		if (ds->chunks[c]->x != NULL)
-			continue;			/* a host chunk: renumbered in place */
-		rc = rehash_stored_chunk(ds, c, x, env);
-		if (rc == GBML_OK && gbml_progress(env, &info))
+		if (ch->x != NULL)
+			continue;			/* a host chunk: renumbered in place, hashed with the host rows */
+		for (int64_t r = 0; r < rows; r++)
+			ch->hash[r] = gbml_ds_hash_row(x + (size_t) r * d, d, ch->label[r], ch->group[r], ch->weight[r]);
+		if (gbml_progress(env, &info))
+		{
 			rc = gbml_error(env, GBML_ECANCELLED, "canceled while renumbering categories");
+			break;
+		}
 	}
-	gbml_free(env, x);
-	return rc;
+	gbml_chunk_prefetch_close(rd);
+	gbml_dataset_release_reader_buffers(ds, env);
+	return rc < 0 ? rc : GBML_OK;
 }
 
 int

@@ -328,19 +328,18 @@ bind_row_type(fit_state *st, HeapTupleHeader th)
 	 * training (gbml_column_plan_sort_categories).  Rows past the budget
 	 * still go to temporary files, which renumber them as they are read,
 	 * but not grouped by hash as they come (a row's hash changes with its
-	 * ids); the GPU's store does not renumber: streamed there, they stay
-	 * on the host.
+	 * ids).  The GPU's store does not renumber: rows that would stream to
+	 * it go to temporary files instead, as on the CPU (the GPU trains from
+	 * them).
 	 */
 	if (gbml_schema_n_categorical(st->ds.schema) > 0)
 	{
-		st->ds.spill_by_hash = false;
 		if (st->ds.store_open != NULL && st->ds.store_open != gbml_chunk_store_file_open)
 		{
-			/* to temporary files instead, as on the CPU: the GPU trains from them */
 			st->ds.store_open = NULL;
 			gbml_plan_spill(st->params.algo, &st->env, &st->ds);
-			st->ds.spill_by_hash = false;
 		}
+		st->ds.spill_by_hash = false;
 		/* a NULL category arrives as NaN, its own category (numbers are checked by column) */
 		st->ds.allow_missing = true;
 	}
