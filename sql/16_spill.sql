@@ -232,6 +232,26 @@ SELECT shape, budgets_named(fit) AS outcome FROM (VALUES
   ('saga arrays, eval share', $q$SELECT gbml.saga_fit(f, y, '{"max_iter": 2, "eval_fraction": 0.2, "threads": 2, "memory_limit_mb": %s}') FROM wide_cats$q$)
 ) AS shapes (shape, fit);
 
+-- narrow rows (whose label, group, weight and sort keys outweigh their
+-- features: 1 and 2 MB gave K-Means' one-hot rows the plain message ordering
+-- them in memory; the rows now go to files on what each row costs in memory),
+-- and a border sample fetched from files (3 MB gave it: the fetch's places
+-- were not counted)
+CREATE TABLE narrow_cats AS
+SELECT i, ((hashint4(i * 3 + 1) % 1000) / 100.0)::real AS x1, ((hashint4(i * 4 + 1) % 1000) / 100.0)::float8 AS x2,
+       'kind ' || (abs(hashint4(i * 11 + 5)) % 12) AS kind
+  FROM generate_series(1, 40000) AS i;
+CREATE TABLE mixed_cats AS
+SELECT i, ARRAY(SELECT ((hashint4(i * 31 + j) % 1000) / 100.0)::real FROM generate_series(1, 12) AS j) AS f,
+       'a' || (abs(hashint4(i * 11 + 5)) % 60) AS a, 'b' || (abs(hashint4(i * 12 + 5)) % 300) AS b,
+       'c' || (abs(hashint4(i * 13 + 5)) % 3) AS c,
+       (i % 4000)::bigint AS g, (1 + i % 3)::real AS w, (abs(hashint4(i * 13)) % 3)::real AS y
+  FROM generate_series(1, 20000) AS i;
+SELECT shape, budgets_named(fit) AS outcome FROM (VALUES
+  ('kmeans one-hot, narrow rows', $q$SELECT gbml.kmeans_fit(s, 5, '{"exclude_columns": ["i"], "one_hot": true, "max_iter": 2, "threads": 2, "memory_limit_mb": %s}') FROM narrow_cats s$q$),
+  ('boost LambdaMART, eval share', $q$SELECT gbml.boost_fit(s, '{"label_column": "y", "group_column": "g", "weight_column": "w", "loss": "LambdaMART", "exclude_columns": ["i"], "iterations": 2, "eval_fraction": 0.2, "border_count": 8, "subsample": 0.5, "threads": 2, "memory_limit_mb": %s}') FROM mixed_cats s$q$)
+) AS shapes (shape, fit);
+
 -- temp_tablespaces: the files go there (they went to the database's own
 -- tablespace); the eval source, read after the training rows went to files,
 -- looks at the tablespace's temporary directory

@@ -592,7 +592,8 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, gbml_boost_bo
 		 * of what is free, and each batch fetches the sample rows again.
 		 */
 		size_t		column = (size_t) (m > 0 ? m : 1) * sizeof(float);
-		size_t		sort_room = (size_t) threads * 2 * column + SAMPLE_FETCH_BYTES;
+		size_t		sort_room = (size_t) threads * 2 * column +
+			(size_t) sample_piece_rows(ds, m) * ((size_t) d * sizeof(float) + GBML_STORE_FETCH_ROW_BYTES);
 
 		batch = d;
 		if (env->memory_limit > 0)
@@ -611,7 +612,8 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, gbml_boost_bo
 	/* what the sample's sorts hold whatever the batch (a column at least): past the budget, say so */
 	if ((rc = gbml_budget_check(env, (size_t) batch * (size_t) (m > 0 ? m : 1) * sizeof(float) +
 								(size_t) threads * 2 * (size_t) (m > 0 ? m : 1) * sizeof(uint32_t) +
-								(addr ? (size_t) sample_piece_rows(ds, m) * (size_t) d * sizeof(float) : 0),
+								(addr ? (size_t) sample_piece_rows(ds, m) *
+								 ((size_t) d * sizeof(float) + GBML_STORE_FETCH_ROW_BYTES) : 0),
 								"choosing borders from a sample of %lld rows (%lld of its columns at a time, %d "
 								"threads' sort scratch%s)", (long long) m, (long long) batch, threads,
 								addr ? " and a piece of its rows read back from temporary files" : "")) != GBML_OK)

@@ -812,12 +812,14 @@ gbml_cfs_fetch_rows(file_store *f, const int64_t *src, int64_t n, float *out, di
 		return 0;
 	/* some row is stored, so the rows have features */
 	rb = gbml_cfs_row_bytes(f);
+	/* the places first: the span buffer is sized by what they leave free */
+	_Static_assert(sizeof(place_slot) == GBML_STORE_FETCH_ROW_BYTES, "fetch's places as dataset.h counts them");
+	o = gbml_alloc_array(f->env, (size_t) n, sizeof(place_slot));
 	span_rows = (int64_t) (gbml_cfs_fetch_span_bytes(f) / rb);
 	gap_rows = (int64_t) (FETCH_GAP_BYTES / rb);
 	if (gap_rows > span_rows)
 		gap_rows = span_rows;
-	o = gbml_alloc_array(f->env, (size_t) n, sizeof(place_slot));
-	span = gbml_alloc_array(f->env, (size_t) span_rows, rb);
+	span = o != NULL ? gbml_alloc_array(f->env, (size_t) span_rows, rb) : NULL;
 	if (o == NULL || span == NULL)
 		rc = gbml_cfs_store_fail_env(f);
 	for (int64_t i = 0; rc == 0 && i < n; i++)

@@ -33,6 +33,15 @@
 
 #define GBML_CHUNK_ROWS 65536
 #define GBML_MAX_FEATURES 1000000
+/*
+ * What a row in host memory costs beside its features, in 4-byte values:
+ * label, group and weight (16 bytes) and the canonical order's two sort
+ * keys (2 x 16 bytes, gbml_dataset_canonicalize).  Counted when deciding
+ * whether rows stream to a store (gbml_ds_stored_should_start).
+ */
+#define GBML_HOST_ROW_OVERHEAD_VALUES 12
+/* What a store's fetch holds a row asked for (the rows' places, sorted), beside the rows. */
+#define GBML_STORE_FETCH_ROW_BYTES 16
 
 typedef struct gbml_chunk
 {
@@ -69,7 +78,11 @@ struct gbml_chunk_store
 	 */
 	int			(*put_hashed) (gbml_chunk_store *s, const float *x, const uint64_t *hash, int64_t n_rows,
 							   int n_features);
-	/* Copies the rows at src[0..n) into out (n x n_features). */
+	/*
+	 * Copies the rows at src[0..n) into out (n x n_features).  Holds
+	 * GBML_STORE_FETCH_ROW_BYTES a row asked for while it runs, and a read
+	 * buffer sized by what the budget has free after that.
+	 */
 	int			(*fetch) (gbml_chunk_store *s, const int64_t *src, int64_t n, float *out);
 	/* Copies stored chunk `index` (all its rows) into out; any thread when read_any_thread. */
 	int			(*read_chunk) (gbml_chunk_store *s, int index, float *out);
@@ -121,7 +134,8 @@ typedef struct gbml_dataset
 	gbml_chunk_store *store;	/* where full chunks' features go, or NULL (host memory) */
 	/* opens the store to stream to; NULL: stay in host memory */
 	gbml_chunk_store *(*store_open) (gbml_env *env);
-	int64_t		stream_from;	/* start streaming at a chunk boundary once rows x features >= this */
+	int64_t		stream_from;	/* start streaming at a chunk boundary once rows x (features +
+								 * GBML_HOST_ROW_OVERHEAD_VALUES) >= this */
 	bool		stream_fallback;	/* out of room in the store: rows back to the host, not an error */
 	bool		stream_fell_back;	/* that happened */
 	/*

@@ -964,10 +964,15 @@ gbml_ds_stored_should_start(const gbml_dataset *ds)
 {
 	const gbml_chunk *c = ds->n_chunks > 0 ? ds->chunks[ds->n_chunks - 1] : NULL;
 
-	/* a chunk boundary of the serial layout: the last chunk is full at its final size */
+	/*
+	 * A chunk boundary of the serial layout: the last chunk is full at its
+	 * final size.  A row held in memory costs its features and its state
+	 * (label, group, weight) and, when the rows are put in canonical order,
+	 * two sort keys: narrow rows reach the budget on that, not their features.
+	 */
 	return ds->store == NULL && ds->store_open != NULL && c != NULL && c->n_rows == c->capacity &&
 		c->capacity == (ds->n_chunks == 1 ? gbml_ds_first_chunk_limit(ds) : ds->chunk_rows) &&
-		ds->n_rows * (int64_t) ds->n_features >= ds->stream_from;
+		ds->n_rows * ((int64_t) ds->n_features + GBML_HOST_ROW_OVERHEAD_VALUES) >= ds->stream_from;
 }
 
 /*
