@@ -542,6 +542,27 @@ choice_finish(border_choice *bc, int rc, gbml_env *env)
 	return rc;
 }
 
+/*
+ * The border sample's memory past what is in use: batch of its columns,
+ * threads' sort scratch, with stored rows a piece of them fetched (and the
+ * fetch's places), and `beside` bytes more.  Past the budget, an ERROR
+ * that names the step.
+ */
+static int
+check_sample_budget(const gbml_dataset *ds, int64_t m, int64_t batch, int threads, size_t beside, gbml_env *env)
+{
+	size_t		rows = (size_t) (m > 0 ? m : 1);
+	size_t		piece = ds->store ? (size_t) sample_piece_rows(ds, m) *
+		((size_t) ds->n_features * sizeof(float) + GBML_STORE_FETCH_ROW_BYTES) : 0;
+
+	return gbml_budget_check(env, beside + (size_t) batch * rows * sizeof(float) +
+							 (size_t) threads * 2 * rows * sizeof(uint32_t) + piece,
+							 "choosing borders from a sample of %lld rows (%s%lld of its columns at a time, %d "
+							 "threads' sort scratch%s)", (long long) m, beside ? "their places, " : "",
+							 (long long) batch, threads,
+							 ds->store ? " and a piece of its rows read back from temporary files" : "");
+}
+
 int
 gbml_boost_borders_build(const gbml_dataset *ds, int border_count, gbml_boost_border_type type,
 						 int64_t sample_size, uint64_t seed, gbml_boost_borders *out, gbml_env *env)
@@ -561,6 +582,9 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, gbml_boost_bo
 	int			rc;
 
 	if ((rc = choice_begin(&bc, out, d, border_count, type, env)) != GBML_OK)
+		goto done;
+	/* before the draw: its rows' places and addresses (8 + 8 bytes a row), and a column's sorts after */
+	if ((rc = check_sample_budget(ds, m, 1, threads, (size_t) (m > 0 ? m : 1) * 2 * sizeof(int64_t), env)) != GBML_OK)
 		goto done;
 	if (ds->store)
 		addr = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1), sizeof(int64_t));
@@ -610,13 +634,7 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, gbml_boost_bo
 	if (batch > d)
 		batch = d;
 	/* what the sample's sorts hold whatever the batch (a column at least): past the budget, say so */
-	if ((rc = gbml_budget_check(env, (size_t) batch * (size_t) (m > 0 ? m : 1) * sizeof(float) +
-								(size_t) threads * 2 * (size_t) (m > 0 ? m : 1) * sizeof(uint32_t) +
-								(addr ? (size_t) sample_piece_rows(ds, m) *
-								 ((size_t) d * sizeof(float) + GBML_STORE_FETCH_ROW_BYTES) : 0),
-								"choosing borders from a sample of %lld rows (%lld of its columns at a time, %d "
-								"threads' sort scratch%s)", (long long) m, (long long) batch, threads,
-								addr ? " and a piece of its rows read back from temporary files" : "")) != GBML_OK)
+	if ((rc = check_sample_budget(ds, m, batch, threads, 0, env)) != GBML_OK)
 		goto done;
 	colbuf = gbml_alloc_array(env, (size_t) batch * (size_t) m, sizeof(float));
 	scratch = gbml_alloc_array(env, (size_t) threads * 2 * (size_t) (m > 0 ? m : 1), sizeof(uint32_t));
