@@ -61,7 +61,8 @@ SELECT c.name,
   FROM (VALUES ('RMSE', jsonb_build_object('loss', 'RMSE', 'iterations', 8)),
                ('RMSE depth 9, subsample', jsonb_build_object('loss', 'RMSE', 'iterations', 4, 'depth', 9, 'subsample', 0.8, 'min_child_weight', 0)),
                ('Logloss, random_strength', jsonb_build_object('loss', 'Logloss', 'iterations', 10, 'random_strength', 1)),
-               ('MultiClass', jsonb_build_object('loss', 'MultiClass', 'iterations', 5))) AS c(name, params)
+               ('MultiClass', jsonb_build_object('loss', 'MultiClass', 'iterations', 5)),
+               ('MultiClass, XGBoost''s hessian', jsonb_build_object('loss', 'MultiClass', 'iterations', 5, 'multiclass_hessian_factor', 2))) AS c(name, params)
  ORDER BY 1;
 -- categories split as sets by each node, from a table's columns (the device applies each node's set)
 CREATE TABLE gpu_cats AS

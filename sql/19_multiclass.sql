@@ -50,6 +50,22 @@ SELECT round(p::numeric, 3) AS p
   FROM unnest(gbml.predict_classes((SELECT gbml.boost_fit(f, y, '{"loss": "MultiClass", "iterations": 20, "depth": 3}')
                                       FROM jobs_arrays), ARRAY[0.5, 3]::real[])) AS p;
 
+-- multiclass_hessian_factor: the hessian's K/(K-1) by default (LightGBM's); the same
+-- factor asked for gives the same trees (the model records it, so other bytes),
+-- XGBoost's 2 smaller Newton steps: each first tree's leaves about 2/3 of the default's
+CREATE TABLE jobs_factor AS
+SELECT hf, (SELECT gbml.boost_fit(f, y, jsonb_build_object('loss', 'MultiClass', 'iterations', 1, 'depth', 2, 'l2_leaf_reg', 0)
+                                  || coalesce(jsonb_build_object('multiclass_hessian_factor', hf), '{}'))
+              FROM jobs_arrays) AS model
+  FROM (VALUES (NULL::float8), (4.0 / 3), (2)) AS v(hf);
+SELECT coalesce(hf::text, 'default') AS factor, gbml.model_info(model) -> 'params' -> 'multiclass_hessian_factor' AS recorded,
+       (SELECT array_agg(round(p::numeric, 4)) FROM unnest(gbml.predict_classes(model, ARRAY[1.5, 7]::real[])) AS p) AS probabilities
+  FROM jobs_factor ORDER BY hf NULLS FIRST;
+SELECT round(((SELECT (gbml.model_json(model) -> 'trees' -> 0 -> 'leaf_values' ->> 0)::float8 FROM jobs_factor WHERE hf = 2) /
+              (SELECT (gbml.model_json(model) -> 'trees' -> 0 -> 'leaf_values' ->> 0)::float8 FROM jobs_factor WHERE hf IS NULL))::numeric, 4)
+       AS first_leaf_ratio;
+SELECT gbml.boost_fit(f, y, '{"loss": "RMSE", "multiclass_hessian_factor": 2}') FROM jobs_arrays;
+
 -- the aggregate's whole-row form: gbml.train's bytes on the same rows, in any order (queue one-hot)
 SELECT gbml.train('jobs_agg', 'boost', 'SELECT * FROM jobs',
        '{"label_column": "class", "exclude_columns": ["id"], "loss": "MultiClass", "iterations": 10, "depth": 3,

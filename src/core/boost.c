@@ -159,6 +159,9 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 	"beyond)"},
 	{"classes_count", GBML_PARAM_INT, BP(classes_count), 0, GBML_BOOST_MAX_CLASSES, 0, NULL, NULL,
 	"MultiClass: the number of classes, when some class has no training row; 0: the largest label + 1"},
+	{"multiclass_hessian_factor", GBML_PARAM_REAL, BP(multiclass_hessian_factor), 0, 100, 0, NULL, NULL,
+	"MultiClass: the factor f of each class's hessian w f p (1 - p), which sets the size of the leaves' "
+	"Newton steps; 0: K/(K-1) (Friedman's, LightGBM's); XGBoost's multi:softprob takes 2"},
 	GBML_PARAM_END
 };
 
@@ -180,6 +183,8 @@ boost_records_param(const gbml_param_spec *s, const void *params, const gbml_dat
 		return ((const gbml_boost_params *) params)->loss == 1 + GBML_LOSS_MULTICLASS;
 	if (s->offset == BP(categorical_split))
 		return ((const gbml_boost_params *) params)->categorical_split != 0;
+	if (s->offset == BP(multiclass_hessian_factor))
+		return ((const gbml_boost_params *) params)->multiclass_hessian_factor != 0;
 	return s->offset < BP(one_hot_max_size) || gbml_schema_n_categorical(ds->schema) > 0;
 }
 #undef BP
@@ -989,6 +994,8 @@ boost_resolve_loss(trainer *T, int group_state)
 		(T->metric == GBML_BOOST_METRIC_MULTICLASS || T->metric == GBML_BOOST_METRIC_ACCURACY))
 		return gbml_error(env, GBML_EINVAL, "boost: the MultiClass loss takes the eval_metric MultiClass or Accuracy, "
 						  "and they are for the MultiClass loss only");
+	if (p->multiclass_hessian_factor != 0 && T->kind != GBML_LOSS_MULTICLASS)
+		return gbml_error(env, GBML_EINVAL, "boost: multiclass_hessian_factor is for the MultiClass loss only");
 	if (T->metric == GBML_BOOST_METRIC_NDCG && group_state <= 0)
 		return gbml_error(env, GBML_EINVAL, "boost: eval_metric NDCG needs a group_id per row");
 	T->depth = (int) p->depth;

@@ -70,6 +70,8 @@ typedef struct gbml_boost_params
 	int			categorical_split;
 	/* MultiClass: the number of classes (0: the largest label + 1); recorded with MultiClass only */
 	int64_t		classes_count;
+	/* MultiClass: the hessian's factor f in w f p (1 - p) (0: K/(K-1)); recorded only when set */
+	double		multiclass_hessian_factor;
 } gbml_boost_params;
 
 /* Choices of "grow_policy": how a tree's nodes split. */

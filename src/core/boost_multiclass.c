@@ -154,10 +154,10 @@ gbml_boost_multiclass_probs(const double *pred, int64_t n, int k, double *prob, 
 
 void
 gbml_boost_multiclass_gradients(const double *prob, const float *label, const float *weight, int64_t n,
-								int k, int c, double *grad, double *hess, int threads)
+								int k, int c, double hessian_factor, double *grad, double *hess, int threads)
 {
 	const double *pc = prob + (size_t) c * (size_t) n;
-	double		factor = (double) k / (double) (k - 1);
+	double		factor = hessian_factor > 0 ? hessian_factor : (double) k / (double) (k - 1);
 
 #pragma omp parallel for schedule(static) num_threads(threads)
 	for (int64_t r = 0; r < n; r++)

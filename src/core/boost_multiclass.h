@@ -71,12 +71,14 @@ void		gbml_boost_multiclass_probs(const double *pred, int64_t n, int k, double *
 
 /*
  * Class c's gradient and hessian of every row from the iteration's
- * probabilities: g = w (p_c - [y = c]), h = w K/(K-1) p_c (1 - p_c) (at
- * least 1e-16 w): the diagonal Newton step with Friedman's (K-1)/K factor,
- * as LightGBM takes it.
+ * probabilities: g = w (p_c - [y = c]), h = w f p_c (1 - p_c) (at least
+ * 1e-16 w), f = hessian_factor, or when that is 0 K/(K-1): the diagonal
+ * Newton step with Friedman's (K-1)/K factor, as LightGBM takes it
+ * (XGBoost's softmax takes f = 2).
  */
 void		gbml_boost_multiclass_gradients(const double *prob, const float *label, const float *weight, int64_t n,
-											int k, int c, double *grad, double *hess, int threads);
+											int k, int c, double hessian_factor, double *grad, double *hess,
+											int threads);
 
 /* One row's class scores (k) into probabilities, in place; returns the most probable class (ties: lowest). */
 int			gbml_boost_softmax_row(double *score, int k);

@@ -503,7 +503,7 @@ local_gradients(trainer *T, int64_t iteration, boost_grad_max *m)
 		if (T->cls == 0)
 			gbml_boost_multiclass_probs(T->pred_all, T->train.n, T->n_classes, T->prob, T->threads);
 		gbml_boost_multiclass_gradients(T->prob, T->train.label, T->train.weight, T->train.n, T->n_classes, T->cls,
-										T->grad, T->hess, T->threads);
+										T->p->multiclass_hessian_factor, T->grad, T->hess, T->threads);
 		local_gradient_maxima(T, m);
 		return GBML_OK;
 	}

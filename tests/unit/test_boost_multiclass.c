@@ -100,7 +100,12 @@ TEST(boost_multiclass_gradients_are_the_softmax_derivative)
 	}
 	for (int c = 0; c < K; c++)
 	{
-		gbml_boost_multiclass_gradients(prob, label, weight, N, K, c, grad, hess, 1);
+		double		grad2[N],
+					hess2[N];
+
+		gbml_boost_multiclass_gradients(prob, label, weight, N, K, c, 0, grad, hess, 1);
+		/* an asked-for factor (XGBoost's 2) scales the hessians only */
+		gbml_boost_multiclass_gradients(prob, label, weight, N, K, c, 2, grad2, hess2, 1);
 		for (int r = 0; r < N; r++)
 		{
 			/* d/d pred[c][r] of the weighted sum of -log p(label), by central differences */
@@ -118,6 +123,8 @@ TEST(boost_multiclass_gradients_are_the_softmax_derivative)
 			/* the diagonal Newton hessian with Friedman's K/(K-1) */
 			CHECK_NEAR(hess[r], weight[r] * (double) K / (K - 1) * prob[c * N + r] * (1 - prob[c * N + r]), 1e-15);
 			CHECK(hess[r] > 0);
+			CHECK(grad2[r] == grad[r]);
+			CHECK_NEAR(hess2[r], weight[r] * 2 * prob[c * N + r] * (1 - prob[c * N + r]), 1e-15);
 		}
 	}
 	/* accuracy: the highest score's class */
