@@ -418,9 +418,13 @@ km_setup(km_work *w, const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_e
 		}
 	w->xnorm_max = sqrt(w->xnorm_max);
 	if (w->spherical && zero_row >= 0)
-		return gbml_error(env, GBML_EINVAL,
-						  "kmeans: spherical mode needs non-zero rows, but row %lld (in training order) is all zeros",
-						  (long long) (km_global_row(w, w->chunk_start[zero_row_chunk] + zero_row) + 1));
+	{
+		gbml_error(env, GBML_EINVAL,
+				   "kmeans: spherical mode needs non-zero rows, but row %lld (in training order) is all zeros",
+				   (long long) (km_global_row(w, w->chunk_start[zero_row_chunk] + zero_row) + 1));
+		/* a zero row has no direction: cosine distance is undefined for it */
+		return gbml_hint(env, "Filter the all-zero rows out of the source query, or train without \"spherical\".");
+	}
 	w->fix_bits = gbml_km_fix_bits(w->n);
 	return GBML_OK;
 }
