@@ -58,14 +58,8 @@ shard_rows 2 1
 q shard2 postgres "CREATE TABLE cols2 AS SELECT d, c, id, b, a FROM cols; DROP TABLE cols; ALTER TABLE cols2 RENAME TO cols" ||
   bail "reorder shard2's columns"
 
+fdw_shards coord shard1 shard2 || bail "postgres_fdw servers on the coordinator"
 q_file coord postgres <<SQL || bail "set up the coordinator"
-CREATE EXTENSION postgres_fdw;
-CREATE SERVER shard1 FOREIGN DATA WRAPPER postgres_fdw
-  OPTIONS (host '$OPS_WORK/shard1', port '${OPS_PORT[shard1]}', dbname 'postgres', extensions 'gbml');
-CREATE SERVER shard2 FOREIGN DATA WRAPPER postgres_fdw
-  OPTIONS (host '$OPS_WORK/shard2', port '${OPS_PORT[shard2]}', dbname 'postgres', extensions 'gbml');
-CREATE USER MAPPING FOR postgres SERVER shard1 OPTIONS (user 'postgres');
-CREATE USER MAPPING FOR postgres SERVER shard2 OPTIONS (user 'postgres');
 CREATE TABLE pts (id int, features real[], label real) PARTITION BY LIST ((id % 2));
 CREATE FOREIGN TABLE pts_0 PARTITION OF pts FOR VALUES IN (0) SERVER shard1 OPTIONS (table_name 'pts');
 CREATE FOREIGN TABLE pts_1 PARTITION OF pts FOR VALUES IN (1) SERVER shard2 OPTIONS (table_name 'pts');

@@ -160,3 +160,17 @@ bg() {
   BG_PID=$!
   OPS_BG_PIDS+=("$BG_PID")
 }
+
+# fdw_shards COORD SHARD...: on COORD, postgres_fdw and a server named after each
+# SHARD cluster (its database postgres, extensions 'gbml') with a user mapping
+fdw_shards() {
+  local coord=$1 s; shift
+  {
+    echo "CREATE EXTENSION postgres_fdw;"
+    for s in "$@"; do
+      echo "CREATE SERVER $s FOREIGN DATA WRAPPER postgres_fdw"
+      echo "  OPTIONS (host '$OPS_WORK/$s', port '${OPS_PORT[$s]}', dbname 'postgres', extensions 'gbml');"
+      echo "CREATE USER MAPPING FOR postgres SERVER $s OPTIONS (user 'postgres');"
+    done
+  } | q_file "$coord" postgres
+}

@@ -6,6 +6,7 @@
 #   replica.sh       scoring and (refused) training on a hot standby
 #   upgrade.sh       ALTER EXTENSION gbml UPDATE from 0.1.0
 #   distributed.sh   training across servers: a coordinator and two shards
+# (and, only when named, differential.sh: the randomized differential probe)
 # Needs PostgreSQL 15 (/usr/lib/postgresql/15/bin, or PGBIN) and gbml installed
 # (make install); run as root (servers run as postgres) or as an ordinary user.
 # Prints every script's lines, its wall time, then the combined
