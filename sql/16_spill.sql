@@ -235,7 +235,10 @@ SELECT shape, budgets_named(fit) AS outcome FROM (VALUES
 -- narrow rows (whose label, group, weight and sort keys outweigh their
 -- features: 1 and 2 MB gave K-Means' one-hot rows the plain message ordering
 -- them in memory; the rows now go to files on what each row costs in memory),
--- a border sample fetched from files (3 MB gave it: the fetch's places
+-- SAGA's whole rows without a text column (past the budget they are grouped
+-- by hash, and the aggregate's renumbering of categories, with none to
+-- renumber, refused them: an internal ERROR), a border sample fetched from
+-- files (3 MB gave it: the fetch's places
 -- were not counted), and one drawn from 40,000 rows (3 MB gave it: the
 -- sample's addresses were taken before its check)
 CREATE TABLE narrow_cats AS
@@ -250,6 +253,7 @@ SELECT i, ARRAY(SELECT ((hashint4(i * 31 + j) % 1000) / 100.0)::real FROM genera
   FROM generate_series(1, 20000) AS i;
 SELECT shape, budgets_named(fit) AS outcome FROM (VALUES
   ('kmeans one-hot, narrow rows', $q$SELECT gbml.kmeans_fit(s, 5, '{"exclude_columns": ["i"], "one_hot": true, "max_iter": 2, "threads": 2, "memory_limit_mb": %s}') FROM narrow_cats s$q$),
+  ('saga whole rows, no text column', $q$SELECT gbml.saga_fit(s, '{"label_column": "x1", "exclude_columns": ["i", "kind"], "loss": "squared", "max_iter": 2, "threads": 2, "memory_limit_mb": %s}') FROM narrow_cats s$q$),
   ('boost LambdaMART, eval share', $q$SELECT gbml.boost_fit(s, '{"label_column": "y", "group_column": "g", "weight_column": "w", "loss": "LambdaMART", "exclude_columns": ["i"], "iterations": 2, "eval_fraction": 0.2, "border_count": 8, "subsample": 0.5, "threads": 2, "memory_limit_mb": %s}') FROM mixed_cats s$q$),
   ('boost QueryRMSE, 40,000 rows', $q$SELECT gbml.boost_fit(s, '{"label_column": "y", "group_column": "g", "weight_column": "w", "loss": "QueryRMSE", "exclude_columns": ["i"], "iterations": 2, "subsample": 0.5, "threads": 2, "memory_limit_mb": %s}') FROM (SELECT * FROM mixed_cats UNION ALL SELECT i + 20000, f, a, b, c, g + 4000, w, y FROM mixed_cats) s$q$)
 ) AS shapes (shape, fit);

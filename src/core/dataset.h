@@ -300,7 +300,7 @@ int			gbml_dataset_seal(gbml_dataset *ds, gbml_env *env);
  * hashes computed again from the new ids, so the order, and the model, are
  * those of the same rows collected with the final ids.  Seals ds first.
  * Rows grouped by hash as they arrived (spill_by_hash) cannot be: ds must
- * not set it.
+ * not set it when some ids[j] is not NULL (with none, only the seal).
  */
 int			gbml_dataset_renumber_categories(gbml_dataset *ds, gbml_env *env, const int32_t *const *ids,
 											 const int32_t *n_ids);

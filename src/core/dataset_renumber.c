@@ -98,7 +98,13 @@ int
 gbml_dataset_renumber_categories(gbml_dataset *ds, gbml_env *env, const int32_t *const *ids, const int32_t *n_ids)
 {
 	int			rc = gbml_dataset_seal(ds, env);
+	bool		any = false;
 
+	/* rows without a categorical feature have nothing to renumber (their store may group them by hash) */
+	for (int f = 0; f < ds->n_features; f++)
+		any = any || ids[f] != NULL;
+	if (!any)
+		return rc;
 	for (int c = 0; rc == GBML_OK && c < ds->n_chunks; c++)
 		if (ds->chunks[c]->x != NULL)
 			rc = renumber_host_chunk(ds, ds->chunks[c], env, ids, n_ids);
