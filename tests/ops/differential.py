@@ -21,6 +21,8 @@ every path and compares the bytes:
                         its own: the column form's model also keeps names).
                         SAGA on the GPU is another algorithm (mini-batch
                         SAGA): its two GPU paths must agree with each other.
+                        An eval set given by eval_source: in memory,
+                        spilled and on the GPU spilled (a group of its own).
                         And twice a training under a statement_timeout: it
                         ends cleanly, leaving no temporary file of its own.
   --distributed         the table on one server against the same rows
@@ -40,8 +42,8 @@ Usage (a server with gbml and gbml_cuda_emu installed, as a superuser; PG*
 variables, or DIFF_COORD / DIFF_SHARD1 / DIFF_SHARD2 as psql connection
 options for --distributed):
     tests/ops/differential.py [--distributed] SEED [CASES] [--only N]
-Prints a line per case and "SUMMARY seed {...}"; exits 1 if any case is not
-OK.  The same seed gives the same cases (--only N reruns case N alone, its
+Prints a line per case (DIFF_VERBOSE=1: every path's outcome too) and
+"SUMMARY seed {...}"; exits 1 if any case is not OK.  The same seed gives the same cases (--only N reruns case N alone, its
 table left behind as dt<SEED> or ds<SEED>).
 """
 import json
@@ -280,6 +282,13 @@ def run_case(case, tbl, shape):
             pp["batch_size"] = gpu_batch
         results[name] = train(name, alg, source, pp)
     if not DISTRIBUTED:
+        # an eval set given by eval_source (the rows the training source leaves out): a group of its own
+        ev = {k: v for k, v in base.items() if k != "eval_fraction"}
+        ev["eval_source"] = f"SELECT {src_cols} FROM {tbl} WHERE id % 5 = 0"
+        train_src = f"{src} WHERE id % 5 <> 0"
+        for name, extra in (("evsrc", {}), ("evsrc_spill", {"memory_limit_mb": small}),
+                            ("evsrc_gpu_spill", {"device": "gpu", "memory_limit_mb": small})):
+            results[name] = train(name, alg, train_src, dict(ev, **extra))
         for name, extra, ms in (("cancel", {"memory_limit_mb": small}, timeouts[0]),
                                 ("cancel_gpu", {"memory_limit_mb": small, "device": "gpu"}, timeouts[1])):
             bad = cancelled(alg, src, dict(base, **extra), ms)
@@ -300,15 +309,15 @@ def run_case(case, tbl, shape):
     for name, v in results.items():
         if v.startswith("ERR"):
             continue
-        g = ("arr" if name.startswith("arr") else
-             "gpu" if alg == "saga" and name.startswith("gpu") else "main")
+        g = ("arr" if name.startswith("arr") else "evsrc_gpu" if alg == "saga" and name == "evsrc_gpu_spill" else
+             "evsrc" if name.startswith("evsrc") else "gpu" if alg == "saga" and name.startswith("gpu") else "main")
         groups.setdefault(g, set()).add(v)
     bad = {k: v for k, v in results.items()
            if v.startswith("ERR") and ("HINT" not in v or PLAIN.search(v) or "files of its own left" in v)}
     verdict = ("MISMATCH" if any(len(v) > 1 for v in groups.values()) else "ERROR" if bad else "OK")
     print(f"case {case} {verdict} alg={alg} label={label} shape={shape} small={small} params={json.dumps(base)}",
           flush=True)
-    if verdict != "OK":
+    if verdict != "OK" or os.environ.get("DIFF_VERBOSE"):
         for k, v in results.items():
             print(f"    {k}: {v[:400]}", flush=True)
     return verdict
