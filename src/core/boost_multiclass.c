@@ -23,8 +23,13 @@ gbml_boost_multiclass_count(const float *label, int64_t n, int64_t classes_count
 							  "boost: MultiClass needs %slabels that are class ids 0, 1, 2, ... (below %d); found %g",
 							  which, GBML_BOOST_MAX_CLASSES, y);
 		if (classes_count > 0 && y >= (double) classes_count)
-			return gbml_error(env, GBML_EINVAL, "boost: %slabel %g is not below the class count %lld (classes_count, "
-							  "or the training labels' largest + 1)", which, y, (long long) classes_count);
+		{
+			gbml_error(env, GBML_EINVAL, "boost: %slabel %g is not below the class count %lld (classes_count, "
+					   "or the training labels' largest + 1)", which, y, (long long) classes_count);
+			/* an eval share split from the rows can hold a rare class's every row */
+			return gbml_hint(env, "Set \"classes_count\" to the number of classes; a class need not have a "
+							 "training row.");
+		}
 		if (y > top)
 			top = y;
 	}
