@@ -42,6 +42,8 @@ Usage (a server with gbml and gbml_cuda_emu installed, as a superuser; PG*
 variables, or DIFF_COORD / DIFF_SHARD1 / DIFF_SHARD2 as psql connection
 options for --distributed):
     tests/ops/differential.py [--distributed] SEED [CASES] [--only N]
+DIFF_BIG=1 makes tables of 100,000 to 400,000 rows and budgets of 12 to 48
+MB (the reorders' windows, many chunks; minutes a case).
 Prints a line per case (DIFF_VERBOSE=1: every path's outcome too) and
 "SUMMARY seed {...}"; exits 1 if any case is not OK.  The same seed gives the same cases (--only N reruns case N alone, its
 table left behind as dt<SEED> or ds<SEED>).
@@ -64,6 +66,7 @@ SEED = int(args[0]) if args else 1
 COUNT = int(args[1]) if len(args) > 1 else 20
 rnd = random.Random(SEED)
 DRY = [False]
+BIG = bool(os.environ.get("DIFF_BIG"))   # 100,000 to 400,000 rows, budgets of 12 to 48 MB
 PLAIN = re.compile(r"memory limit exceeded: [0-9.]+ [kM]?B needed")
 TARGETS = {"COORD": os.environ.get("DIFF_COORD", "").split(),
            "SHARD1": os.environ.get("DIFF_SHARD1", "").split(),
@@ -83,7 +86,7 @@ def outcome(rc, out, err):
 
 
 def make_table(name):
-    n = rnd.choice([40, 200, 1500, 6000, 20000, 40000])
+    n = rnd.choice([100000, 200000, 400000] if BIG else [40, 200, 1500, 6000, 20000, 40000])
     cols, exprs = [], []
     nnum = rnd.randint(0, 12)
     ncat = rnd.randint(0, 3)
@@ -254,7 +257,7 @@ def run_case(case, tbl, shape):
     if rnd.random() < 0.3:
         base["weight_column"] = "w"
         excl.remove("w")
-    small = rnd.choice([2, 3, 4, 6, 8, 12])
+    small = rnd.choice([12, 24, 48] if BIG else [2, 3, 4, 6, 8, 12])
     gpu_batch = rnd.choice([0, 0, 1, 7, 256, 5000])
     timeouts = [rnd.choice([20, 60, 150, 400]) for _ in range(2)]
     if DRY[0]:
