@@ -24,7 +24,10 @@ every path and compares the bytes:
                         An eval set given by eval_source: in memory,
                         spilled and on the GPU spilled (a group of its own).
                         And twice a training under a statement_timeout: it
-                        ends cleanly, leaving no temporary file of its own.
+                        ends cleanly, leaving no temporary file of its own;
+                        and the in-memory model scores the table's rows
+                        (the columns passed one by one) exactly as the same
+                        rows as records (the composite path).
   --distributed         the table on one server against the same rows
                         partitioned over two postgres_fdw shards (groups kept
                         on one shard), in memory and with a small budget;
@@ -223,6 +226,18 @@ def cancelled(alg, src, params, ms):
     return ""
 
 
+def scores_differ(alg, label, tbl):
+    """The deployed model (the one just trained) scores a table's rows (the columns passed one by one)
+    as it scores the same rows as records (the composite path): '' when every score is the same."""
+    fn = ("gbml.kmeans_distance" if alg == "kmeans" else "gbml.predict_classes" if label == "lcls" else "gbml.predict")
+    sql = (f"SELECT (SELECT md5(string_agg({fn}('diff{SEED}', t)::text, ',' ORDER BY id)) FROM {tbl} t) = "
+           f"(SELECT md5(string_agg({fn}('diff{SEED}', r)::text, ',' ORDER BY (r).id)) FROM (SELECT * FROM {tbl} OFFSET 0) r)")
+    rc, out, err = psql(f"{PRE}{sql}")
+    if rc != 0:
+        return "ERR: scoring: " + err.replace("\n", " | ")
+    return "" if out == "t" else "ERR: a table's rows and the same rows as records score differently"
+
+
 def array_paths(alg, base, label, grouped, shape, small, tbl):
     """The aggregates' array form (features from the numeric columns), serial, parallel and spilled."""
     fill = "'NaN'::real" if alg == "boost" else "0::real"
@@ -284,6 +299,10 @@ def run_case(case, tbl, shape):
         if alg == "saga" and name.startswith("gpu") and gpu_batch:
             pp["batch_size"] = gpu_batch
         results[name] = train(name, alg, source, pp)
+        if name == "mem" and not results[name].startswith("ERR"):
+            bad = scores_differ(alg, label, tbl)
+            if bad:
+                results["scores"] = bad
     if not DISTRIBUTED:
         # an eval set given by eval_source (the rows the training source leaves out): a group of its own
         ev = {k: v for k, v in base.items() if k != "eval_fraction"}
