@@ -258,6 +258,15 @@ SELECT shape, budgets_named(fit) AS outcome FROM (VALUES
   ('boost QueryRMSE, 40,000 rows', $q$SELECT gbml.boost_fit(s, '{"label_column": "y", "group_column": "g", "weight_column": "w", "loss": "QueryRMSE", "exclude_columns": ["i"], "iterations": 2, "subsample": 0.5, "threads": 2, "memory_limit_mb": %s}') FROM (SELECT * FROM mixed_cats UNION ALL SELECT i + 20000, f, a, b, c, g + 4000, w, y FROM mixed_cats) s$q$)
 ) AS shapes (shape, fit);
 
+-- gbml.train with an eval_source, read after the training rows: its rows go
+-- to files from half of what the training rows leave free, and a budget with
+-- no room for a chunk of them names the step (1 MB gave the plain message)
+SELECT shape, budgets_named(fit) AS outcome FROM (VALUES
+  ('kmeans one-hot', $q$SELECT gbml.train('nc_ev', 'kmeans', 'SELECT * FROM narrow_cats WHERE i %% 5 <> 0', '{"k": 3, "max_iter": 2, "one_hot": true, "exclude_columns": ["i"], "eval_source": "SELECT * FROM narrow_cats WHERE i %% 5 = 0", "memory_limit_mb": %s}')$q$),
+  ('saga one-hot', $q$SELECT gbml.train('nc_ev', 'saga', 'SELECT * FROM narrow_cats WHERE i %% 5 <> 0', '{"label_column": "x1", "loss": "squared", "max_iter": 2, "exclude_columns": ["i"], "eval_source": "SELECT * FROM narrow_cats WHERE i %% 5 = 0", "memory_limit_mb": %s}')$q$),
+  ('boost', $q$SELECT gbml.train('nc_ev', 'boost', 'SELECT * FROM narrow_cats WHERE i %% 5 <> 0', '{"label_column": "x1", "iterations": 2, "exclude_columns": ["i"], "eval_source": "SELECT * FROM narrow_cats WHERE i %% 5 = 0", "memory_limit_mb": %s}')$q$)
+) AS shapes (shape, fit);
+
 -- temp_tablespaces: the files go there (they went to the database's own
 -- tablespace); the eval source, read after the training rows went to files,
 -- looks at the tablespace's temporary directory

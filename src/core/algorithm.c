@@ -333,6 +333,22 @@ gbml_plan_spill(const gbml_algorithm *algo, const gbml_env *env, gbml_dataset *d
 	gbml_dataset_stream_to(ds, gbml_chunk_store_file_open, from, false);
 }
 
+int
+gbml_plan_spill_after(gbml_env *env, gbml_dataset *ds, const char *what)
+{
+	size_t		free_bytes;
+	size_t		chunk;
+
+	if (ds->store_open == NULL || env->memory_limit == 0)
+		return GBML_OK;
+	free_bytes = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
+	if ((int64_t) (free_bytes / 2 / sizeof(float)) < ds->stream_from)
+		ds->stream_from = (int64_t) (free_bytes / 2 / sizeof(float));
+	/* streaming, it holds a chunk being filled (and its rows' state, which grows with them) */
+	chunk = ds->chunk_bytes > 0 ? ds->chunk_bytes : (size_t) 64 << 20;
+	return gbml_budget_check(env, chunk, "%s: a chunk of its rows", what);
+}
+
 /*
  * "spilled_rows", "temp_written_mb", "temp_read_mb": what went through
  * temporary files (the training set's, the eval set's and the trainer's

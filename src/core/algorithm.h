@@ -155,6 +155,16 @@ typedef struct gbml_algorithm
 void		gbml_plan_spill(const gbml_algorithm *algo, const gbml_env *env, gbml_dataset *ds);
 
 /*
+ * ds, planned by gbml_plan_spill, is read after another dataset that still
+ * holds memory (gbml.train's eval source, after the training rows): its
+ * rows go to temporary files from half of what is free now, if that is
+ * sooner, and when not even a chunk of them fits beside what is held, an
+ * ERROR that names the step (what: "reading the eval set ...").  Call
+ * before its first row.
+ */
+int			gbml_plan_spill_after(gbml_env *env, gbml_dataset *ds, const char *what);
+
+/*
  * Small chunks for a small budget: a chunk holds at most 1/16 of env's
  * budget (64 KB at least), since a training that streams its rows (to
  * temporary files, or to the GPU) holds about three chunks on the host at
