@@ -51,6 +51,8 @@ SELECT (gbml.model_info(model) ->> 'eval_rows')::int BETWEEN 2000 AND 6000 AS ev
 SELECT gbml.train('m3', 'mean', 'train_rows',
                   '{"eval_source": "SELECT features, label FROM train_rows LIMIT 7"}') AS id \gset
 SELECT gbml.model_info(model) ->> 'eval_rows' AS eval_rows FROM gbml.models WHERE id = :id;
+-- an eval_source with no rows is an ERROR that says so
+SELECT gbml.train('m3', 'mean', 'train_rows', '{"eval_source": "SELECT features, label FROM train_rows WHERE false"}');
 CREATE TABLE renamed AS SELECT features AS x, label AS y, (1 + (label > 2)::int)::real AS w FROM train_rows;
 SELECT gbml.train('m4', 'mean', 'public.renamed',
                   '{"features_column": "x", "label_column": "y", "weight_column": "w"}') AS id \gset

@@ -360,7 +360,8 @@ train_here(gbml_env *env, gbml_parsed_params *pp, const gbml_algorithm *algo, co
 				   "gbml.train (eval_source)");
 		gbml_read_source(env, pp, pp->common.eval_source, eval, flags, columns, NULL, "gbml.train (eval_source)");
 		if (eval->n_rows == 0)
-			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("gbml.train: eval_source returned no rows")));
+			ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("gbml.train: eval_source returned no rows"),
+						errhint("An eval set needs rows; leave eval_source out to train without one.")));
 	}
 	MemoryContextSwitchTo(train_mcxt);
 	model = gbml_train_to_bytea(env, pp, ds, pp->common.eval_source ? eval : NULL, what);

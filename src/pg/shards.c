@@ -826,7 +826,8 @@ read_eval_here(gbml_env *env, gbml_parsed_params *pp, gbml_column_plan *plan)
 	SPI_finish();
 	MemoryContextSwitchTo(here);
 	if (eval->n_rows == 0)
-		ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("gbml.train: eval_source returned no rows")));
+		ereport(ERROR, (errcode(ERRCODE_NO_DATA), errmsg("gbml.train: eval_source returned no rows"),
+						errhint("An eval set needs rows; leave eval_source out to train without one.")));
 	return eval;
 }
 

@@ -4,8 +4,8 @@ paths that must give the same model bytes (not part of `make test`: a tool
 for looking for bugs; tests/ops/differential.sh starts its servers).
 
 Each case makes a random table (numeric columns of every type, NULLs, text
-categories of 1 to 300 values, an array column, groups, weights; 40 to 40,000
-rows) and random params for a random trainer (boosting with every loss,
+categories of 1 to 300 values, an array column, groups, weights; 1 to 40,000
+rows, sometimes few distinct rows and many duplicates) and random params for a random trainer (boosting with every loss,
 symmetric or Depthwise trees, sets, subsample, border types, one-hot sizes,
 MultiClass hessian factors, eval shares; K-Means with one-hot, spherical,
 n_init; SAGA with penalties, standardize, category caps), then trains it on
@@ -89,7 +89,9 @@ def outcome(rc, out, err):
 
 
 def make_table(name):
-    n = rnd.choice([100000, 200000, 400000] if BIG else [40, 200, 1500, 6000, 20000, 40000])
+    n = rnd.choice([100000, 200000, 400000] if BIG else [1, 3, 40, 200, 1500, 6000, 20000, 40000])
+    # rows from i, or from i % m: few distinct rows, many duplicates (and ties in the canonical order)
+    v = "i" if rnd.random() < 0.8 else f"(i % {rnd.choice([2, 7, 50])})"
     cols, exprs = [], []
     nnum = rnd.randint(0, 12)
     ncat = rnd.randint(0, 3)
@@ -99,7 +101,7 @@ def make_table(name):
     for j in range(nnum):
         t = rnd.choice(["real", "float8", "int4", "int8", "numeric", "bool", "int2"])
         nullp = rnd.choice([0, 0, 0.05, 0.3]) if nulls else 0
-        base = f"((hashint4(i * {j + 3} + {SEED}) % 1000) / 100.0)"
+        base = f"((hashint4({v} * {j + 3} + {SEED}) % 1000) / 100.0)"
         if t == "bool":
             e = f"({base} > 5)"
         elif t in ("int4", "int8", "int2"):
@@ -113,7 +115,7 @@ def make_table(name):
     for j in range(ncat):
         card = rnd.choice([1, 2, 3, 5, 12, 60, 300])
         nullp = rnd.choice([0, 0, 0.1])
-        e = f"'v' || (abs(hashint4(i * {j + 11} + 5)) % {card})::text"
+        e = f"'v' || (abs(hashint4({v} * {j + 11} + 5)) % {card})::text"
         if nullp:
             e = f"CASE WHEN (hashint4(i + {j * 91}) % 100) < {int(nullp * 100)} THEN NULL ELSE {e} END"
         cols.append((f"c{j}", "text"))
@@ -121,7 +123,7 @@ def make_table(name):
     if rnd.random() < 0.2:
         exprs.append("ARRAY[(i % 7)::real, ((hashint4(i) % 100) / 10.0)::real] AS arr")
     ngroups = max(2, n // rnd.choice([5, 20, 100]))
-    exprs.append(f"((hashint4(i * 13 + {SEED}) % 1000) / 1000.0 + (i % 7) / 7.0)::real AS yr")
+    exprs.append(f"((hashint4({v} * 13 + {SEED}) % 1000) / 1000.0 + ({v} % 7) / 7.0)::real AS yr")
     # a group's rows share i % 2, so a group stays on one shard
     exprs.append(f"((i % {ngroups}) * 2 + i % 2)::int8 AS group_id")
     exprs.append("(1 + (i % 3))::real AS w")
