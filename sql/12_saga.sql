@@ -67,3 +67,4 @@ SELECT gbml.saga_fit(f, y, '{"loss": "hinge"}') FROM lin;
 SELECT gbml.saga_fit(f, y, '{"l1_ratio": 2}') FROM lin;
 SELECT gbml.saga_fit(f, y, -1::real, '{"loss": "squared"}') FROM lin;
 SELECT gbml.predict(gbml.saga_fit(f, y, '{"loss": "squared"}'), ARRAY[1]::real[]) FROM lin;
+SELECT gbml.saga_fit(f, 0::real) FROM lin;

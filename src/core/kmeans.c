@@ -1282,8 +1282,11 @@ km_check(const gbml_dataset *ds, const gbml_kmeans_params *p, gbml_env *env)
 	if (ds->n_rows < 1)
 		return gbml_error(env, GBML_EINVAL, "kmeans: no input rows");
 	if (p->k > ds->n_rows)
-		return gbml_error(env, GBML_EINVAL, "kmeans: k = %lld is more than the %lld rows (at most one cluster per row)",
-						  (long long) p->k, (long long) ds->n_rows);
+	{
+		gbml_error(env, GBML_EINVAL, "kmeans: k = %lld is more than the %lld rows (at most one cluster per row)",
+				   (long long) p->k, (long long) ds->n_rows);
+		return gbml_hint(env, "Lower \"k\" to at most the number of rows.");
+	}
 	if (ds->n_features < 1)
 		return gbml_error(env, GBML_EINVAL, "kmeans: rows have no features");
 	if (ds->has_missing)

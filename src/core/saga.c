@@ -322,9 +322,11 @@ gbml_saga_encoding_of(int classes, double other, const char *what, int want, gbm
 		return GBML_OK;
 	}
 	if (!has_pos || !(has_zero || has_neg))
-		return gbml_error(env, GBML_EINVAL,
-						  "saga: loss \"logistic\" needs rows of both classes, but every row has label %s",
-						  has_pos ? "1" : has_neg ? "-1" : "0");
+	{
+		gbml_error(env, GBML_EINVAL, "saga: loss \"logistic\" needs rows of both classes, but every row has label %s",
+				   has_pos ? "1" : has_neg ? "-1" : "0");
+		return gbml_hint(env, "Check the source query's rows, or use loss \"squared\" for a numeric target.");
+	}
 	*enc = has_neg ? GBML_SAGA_LABELS_PM1 : GBML_SAGA_LABELS_01;
 	return GBML_OK;
 }
