@@ -89,5 +89,6 @@ SELECT gbml.predict_proba('jobs', j) FROM jobs j LIMIT 1;
 SELECT gbml.predict_classes(gbml.boost_fit(f, y, '{"iterations": 2}'), ARRAY[1, 2]::real[]) FROM jobs_arrays;
 SELECT gbml.boost_fit(f, (y + 0.5)::real, '{"loss": "MultiClass"}') FROM jobs_arrays;
 SELECT gbml.boost_fit(f, y, '{"loss": "MultiClass", "classes_count": 3}') FROM jobs_arrays;
+SELECT gbml.boost_fit(f, 0::real, '{"loss": "MultiClass"}') FROM jobs_arrays;
 SELECT gbml.boost_fit(f, y, '{"loss": "MultiClass", "eval_metric": "AUC"}') FROM jobs_arrays;
 SELECT gbml.boost_fit(f, y, '{"loss": "RMSE", "eval_metric": "Accuracy"}') FROM jobs_arrays;

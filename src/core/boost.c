@@ -1730,8 +1730,10 @@ union_class_count(trainer *T)
 		return rc;
 	T->n_classes = T->p->classes_count > 0 ? (int) T->p->classes_count : (int) top;
 	if (T->n_classes < 2)
-		return gbml_error(T->env, GBML_EINVAL, "boost: MultiClass needs at least 2 classes; the labels have only "
-						  "class 0 (set classes_count if the others are absent from these rows)");
+	{
+		gbml_error(T->env, GBML_EINVAL, "boost: MultiClass needs at least 2 classes; the labels have only class 0");
+		return gbml_hint(T->env, "Set \"classes_count\" if the other classes are absent from these rows.");
+	}
 	if ((T->class_base = gbml_alloc_array(T->env, (size_t) T->n_classes, sizeof(double))) == NULL)
 		return T->env->error_code;
 	return GBML_OK;

@@ -35,9 +35,10 @@ gbml_boost_multiclass_count(const float *label, int64_t n, int64_t classes_count
 	}
 	*k_out = classes_count > 0 ? (int) classes_count : (int) top + 1;
 	if (*k_out < 2 && !part)
-		return gbml_error(env, GBML_EINVAL,
-						  "boost: MultiClass needs at least 2 classes; the labels have only class 0 (set classes_count "
-						  "if the others are absent from these rows)");
+	{
+		gbml_error(env, GBML_EINVAL, "boost: MultiClass needs at least 2 classes; the labels have only class 0");
+		return gbml_hint(env, "Set \"classes_count\" if the other classes are absent from these rows.");
+	}
 	return GBML_OK;
 }
 
