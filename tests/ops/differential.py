@@ -3,8 +3,9 @@
 paths that must give the same model bytes (not part of `make test`: a tool
 for looking for bugs; tests/ops/differential.sh starts its servers).
 
-Each case makes a random table (numeric columns of every type, NULLs, text
-categories of 1 to 300 values, an array column, groups, weights; 1 to 40,000
+Each case makes a random table (numeric columns of every type, NULLs,
+categories of 1 to 300 values in text, varchar and integer columns (those
+through categorical_columns), a real[] or float8[] column, groups, weights; 1 to 40,000
 rows, sometimes few distinct rows and many duplicates) and random params for a random trainer (boosting with every loss,
 symmetric or Depthwise trees, sets, subsample, border types, one-hot sizes,
 MultiClass hessian factors, eval shares; K-Means with one-hot, spherical,
@@ -112,16 +113,23 @@ def make_table(name):
             e = f"CASE WHEN (hashint4(i + {j * 77}) % 1000) < {int(nullp * 1000)} THEN NULL ELSE {e} END"
         cols.append((f"x{j}", t))
         exprs.append(f"{e} AS x{j}")
+    int_cats = []
     for j in range(ncat):
         card = rnd.choice([1, 2, 3, 5, 12, 60, 300])
         nullp = rnd.choice([0, 0, 0.1])
-        e = f"'v' || (abs(hashint4({v} * {j + 11} + 5)) % {card})::text"
+        kind = rnd.choice(["text", "text", "varchar", "int"])
+        code = f"(abs(hashint4({v} * {j + 11} + 5)) % {card})"
+        # an int column is categorical when categorical_columns names it
+        e = code if kind == "int" else f"('v' || {code}::text)::{kind}"
+        if kind == "int":
+            int_cats.append(f"c{j}")
         if nullp:
             e = f"CASE WHEN (hashint4(i + {j * 91}) % 100) < {int(nullp * 100)} THEN NULL ELSE {e} END"
         cols.append((f"c{j}", "text"))
         exprs.append(f"{e} AS c{j}")
     if rnd.random() < 0.2:
-        exprs.append("ARRAY[(i % 7)::real, ((hashint4(i) % 100) / 10.0)::real] AS arr")
+        elem = rnd.choice(["real", "float8"])
+        exprs.append(f"ARRAY[(i % 7)::{elem}, ((hashint4(i) % 100) / 10.0)::{elem}] AS arr")
     ngroups = max(2, n // rnd.choice([5, 20, 100]))
     exprs.append(f"((hashint4({v} * 13 + {SEED}) % 1000) / 1000.0 + ({v} % 7) / 7.0)::real AS yr")
     # a group's rows share i % 2, so a group stays on one shard
@@ -143,7 +151,7 @@ def make_table(name):
                 f"CREATE FOREIGN TABLE {name}_d1 PARTITION OF {name}_d FOR VALUES IN (1) SERVER shard2 "
                 f"OPTIONS (table_name '{name}')")
             assert rc == 0, err
-    return dict(n=n, nnum=nnum, ncat=ncat, types=[t for _, t in cols if t != "text"])
+    return dict(n=n, nnum=nnum, ncat=ncat, types=[t for _, t in cols if t != "text"], int_cats=int_cats)
 
 
 def boost_params(shape, p):
@@ -271,6 +279,8 @@ def run_case(case, tbl, shape):
     src_cols = f"*, {LABELS[label]} AS label"
     excl = ["id", "yr", "w"] + ([] if grouped else ["group_id"])
     base = dict(p, exclude_columns=excl)
+    if shape["int_cats"]:
+        base["categorical_columns"] = shape["int_cats"]
     if rnd.random() < 0.3:
         base["weight_column"] = "w"
         excl.remove("w")
