@@ -7,7 +7,8 @@ Each case makes a random table (numeric columns of every type, NULLs,
 categories of 1 to 300 values in text, varchar and integer columns (those
 through categorical_columns), a real[] or float8[] column, groups, weights; 1 to 40,000
 rows, sometimes few distinct rows and many duplicates) and random params for a random trainer (boosting with every loss,
-symmetric or Depthwise trees, sets, subsample, border types, one-hot sizes,
+symmetric or Depthwise trees, sets, subsample, border types and samples,
+early stopping, one-hot sizes,
 MultiClass hessian factors, eval shares; K-Means with one-hot, spherical,
 n_init; SAGA with penalties, standardize, category caps), then trains it on
 every path and compares the bytes:
@@ -179,6 +180,10 @@ def boost_params(shape, p):
         p["leaf_estimation_iterations"] = 3
     if loss in ("Logloss", "YetiRank") and rnd.random() < 0.3:
         p["score_function"] = "L2"
+    if rnd.random() < 0.2:
+        p["border_sample_size"] = 1000   # borders from a sample of the rows, not all of them
+    if rnd.random() < 0.3:
+        p["early_stopping_rounds"] = rnd.randint(1, 3)   # with an eval set: the best iteration kept
     return {"Logloss": "lbin", "MultiClass": "lcls", "RMSE": "yr"}.get(loss, "lrank")
 
 
