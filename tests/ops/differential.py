@@ -5,13 +5,13 @@ for looking for bugs; tests/ops/differential.sh starts its servers).
 
 Each case makes a random table (numeric columns of every type, NULLs,
 categories of 1 to 300 values in text, varchar and integer columns (those
-through categorical_columns), a real[] or float8[] column, groups, weights; 1 to 40,000
-rows, sometimes few distinct rows and many duplicates) and random params for a random trainer (boosting with every loss,
-symmetric or Depthwise trees, sets, subsample, border types and samples,
-early stopping, one-hot sizes,
-MultiClass hessian factors, eval shares; K-Means with one-hot, spherical,
-n_init; SAGA with penalties, standardize, category caps), then trains it on
-every path and compares the bytes:
+through categorical_columns), a real[] or float8[] column, groups, weights; 1
+to 40,000 rows, sometimes few distinct rows and many duplicates) and random
+params for a random trainer (boosting with every loss, symmetric or Depthwise
+trees, sets, subsample, border types and samples, early stopping, one-hot
+sizes, MultiClass hessian factors, eval shares; K-Means with one-hot,
+spherical, n_init; SAGA with penalties, standardize, category caps), then
+trains it on every path and compares the bytes:
 
   one server (default)  in memory; past a small memory budget (2-12 MB: the
                         rows in temporary files); two other scan orders; one
