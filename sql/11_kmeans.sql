@@ -61,3 +61,5 @@ SELECT bool_and(gbml.kmeans_assign('blob_clusters', f) = gbml.kmeans_assign(m.mo
 SELECT gbml.kmeans_assign('live'::bytea, ARRAY[1, 2]::real[]);
 SELECT gbml.kmeans_assign('no_such_model', ARRAY[1, 2]::real[]);
 DELETE FROM gbml.models WHERE name = 'blob_clusters';
+-- an eval share is drawn by the rows' contents: 100 equal rows all held out say so
+SELECT gbml.kmeans_fit(ARRAY[2, 1]::real[], 1, '{"eval_fraction": 0.5}') FROM generate_series(1, 100);

@@ -1123,7 +1123,12 @@ static int
 split_done(gbml_dataset *ds, gbml_dataset *eval, double fraction, bool may_empty, int rc, gbml_env *env)
 {
 	if (rc == GBML_OK && ds->n_rows == 0 && !may_empty)
-		rc = gbml_error(env, GBML_EINVAL, "eval_fraction %.3g leaves no training rows", fraction);
+	{
+		gbml_error(env, GBML_EINVAL, "eval_fraction %.3g leaves no training rows", fraction);
+		/* the split goes by the rows' contents (or groups): equal rows fall on one side */
+		rc = gbml_hint(env, "The share is drawn by the rows' contents (or groups), so a few distinct rows may all be "
+					   "held out: lower \"eval_fraction\", or pass the eval rows yourself (gbml.train's eval_source).");
+	}
 	if (rc != GBML_OK)
 		gbml_dataset_free(eval, env);
 	return rc;
