@@ -266,6 +266,17 @@ SELECT shape, budgets_named(fit) AS outcome FROM (VALUES
   ('saga one-hot', $q$SELECT gbml.train('nc_ev', 'saga', 'SELECT * FROM narrow_cats WHERE i %% 5 <> 0', '{"label_column": "x1", "loss": "squared", "max_iter": 2, "exclude_columns": ["i"], "eval_source": "SELECT * FROM narrow_cats WHERE i %% 5 = 0", "memory_limit_mb": %s}')$q$),
   ('boost', $q$SELECT gbml.train('nc_ev', 'boost', 'SELECT * FROM narrow_cats WHERE i %% 5 <> 0', '{"label_column": "x1", "iterations": 2, "exclude_columns": ["i"], "eval_source": "SELECT * FROM narrow_cats WHERE i %% 5 = 0", "memory_limit_mb": %s}')$q$)
 ) AS shapes (shape, fit);
+-- ... and its one-hot encoding, made beside the training rows' (3 MB gave
+-- the plain message growing its first chunk)
+CREATE TABLE onehot_ev AS
+SELECT i, ((hashint4(i * 3 + 7) % 1000) / 100.0)::float8 AS x0, ((hashint4(i * 4 + 7) % 1000) / 100.0)::float8 AS x1,
+       ((hashint4(i * 5 + 7) % 1000) / 100.0)::float8 AS x2, ((hashint4(i * 6 + 7) % 1000) / 100.0)::float8 AS x3,
+       ((hashint4(i * 7 + 7) % 1000) / 100.0)::float8 AS x4, abs(hashint4(i * 11 + 5)) % 5 AS c0,
+       'v' || (abs(hashint4(i * 12 + 5)) % 12) AS c1,
+       CASE WHEN hashint4(i + 182) % 100 < 10 THEN NULL ELSE 'v' || (abs(hashint4(i * 13 + 5)) % 5) END AS c2
+  FROM generate_series(1, 40000) AS i;
+SELECT budgets_named($q$SELECT gbml.train('oh_ev', 'kmeans', 'SELECT * FROM onehot_ev WHERE i %% 5 <> 0', '{"k": 4, "max_iter": 2, "one_hot": true, "exclude_columns": ["i"], "categorical_columns": ["c0"], "eval_source": "SELECT * FROM onehot_ev WHERE i %% 5 = 0", "threads": 2, "memory_limit_mb": %s}')$q$)
+       AS kmeans_one_hot_eval_source;
 
 -- temp_tablespaces: the files go there (they went to the database's own
 -- tablespace); the eval source, read after the training rows went to files,

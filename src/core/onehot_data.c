@@ -17,6 +17,7 @@
 #include "chunk_store_file.h"
 #include "shard_link.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const char *
@@ -268,6 +269,7 @@ encode_set(const gbml_onehot *e, const gbml_dataset *src, const gbml_onehot_opti
 	int64_t		rows;
 	int			c,
 				rc;
+	char		step[64];
 
 	gbml_dataset_init(out, false);
 	gbml_plan_spill(o->algo, env, out);
@@ -276,16 +278,11 @@ encode_set(const gbml_onehot *e, const gbml_dataset *src, const gbml_onehot_opti
 	/*
 	 * The plan's threshold is a share of the whole budget, but src's rows
 	 * are still held: the encoded rows spill once they would take half of
-	 * what is free now.
+	 * what is free now, and without room for a chunk of them, a named ERROR.
 	 */
-	if (out->store_open != NULL && env->memory_limit > 0)
-	{
-		int64_t		free_values = (int64_t) ((env->memory_limit > env->memory_used ?
-											  env->memory_limit - env->memory_used : 0) / 2 / sizeof(float));
-
-		if (free_values < out->stream_from)
-			out->stream_from = free_values;
-	}
+	snprintf(step, sizeof(step), "one-hot encoding %s", what);
+	if ((rc = gbml_plan_spill_after(env, out, step)) != GBML_OK)
+		return rc;
 	/* rows that went to files encode to more floats still: those go to files from the start */
 	if (out->store_open == NULL && env->temp_create && src->store && strcmp(src->store->residence, "file") == 0)
 		gbml_dataset_stream_to(out, gbml_chunk_store_file_open, 0, false);
