@@ -226,6 +226,7 @@ gbml_budget_check(gbml_env *env, size_t bytes, const char *fmt,...)
 	char		what[300];
 	va_list		ap;
 	double		mb = 1048576.0;
+	size_t		need;
 
 	/*
 	 * Room for the small allocations that follow the checked ones (arrays
@@ -233,7 +234,8 @@ gbml_budget_check(gbml_env *env, size_t bytes, const char *fmt,...)
 	 * kilobytes of the limit lets the next allocation fail with the plain
 	 * message (SAGA one-hot at 32 MB: 5 kB to spare, then 0.5 MB short).
 	 */
-	if (env->memory_limit == 0 || env->memory_used + bytes + bytes / 64 + BUDGET_SLACK_BYTES <= env->memory_limit)
+	need = env->memory_used + bytes + bytes / 64 + BUDGET_SLACK_BYTES;
+	if (env->memory_limit == 0 || need <= env->memory_limit)
 		return GBML_OK;
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
@@ -247,7 +249,7 @@ gbml_budget_check(gbml_env *env, size_t bytes, const char *fmt,...)
 	 * report), which no check counts, beside the check's own room.
 	 */
 	return gbml_hint(env, "Raise the \"memory_limit_mb\" parameter (or gbml.memory_limit) to at least %.0f MB for this step (a later one may need more), or train on fewer rows.",
-					 ceil((double) (env->memory_used + bytes + bytes / 64 + BUDGET_SLACK_BYTES) * 17.0 / 16.0 / mb));
+					 ceil((double) need * 17.0 / 16.0 / mb));
 }
 
 void *
