@@ -400,6 +400,13 @@ sample_piece_rows(const gbml_dataset *ds, int64_t m)
 	return piece < 1 ? 1 : piece > m ? (m > 0 ? m : 1) : piece;
 }
 
+/* What a piece of stored sample rows holds while it is fetched: the rows and the fetch's places. */
+static size_t
+sample_piece_bytes(const gbml_dataset *ds, int64_t m)
+{
+	return (size_t) sample_piece_rows(ds, m) * ((size_t) ds->n_features * sizeof(float) + GBML_STORE_FETCH_ROW_BYTES);
+}
+
 /*
  * The sample's features f0 .. f0 + fb as columns: colbuf[j * m + i] is
  * feature f0 + j of sample row i.  Stored rows are fetched a piece at a
@@ -552,8 +559,7 @@ static int
 check_sample_budget(const gbml_dataset *ds, int64_t m, int64_t batch, int threads, size_t beside, gbml_env *env)
 {
 	size_t		rows = (size_t) (m > 0 ? m : 1);
-	size_t		piece = ds->store ? (size_t) sample_piece_rows(ds, m) *
-		((size_t) ds->n_features * sizeof(float) + GBML_STORE_FETCH_ROW_BYTES) : 0;
+	size_t		piece = ds->store ? sample_piece_bytes(ds, m) : 0;
 
 	return gbml_budget_check(env, beside + (size_t) batch * rows * sizeof(float) +
 							 (size_t) threads * 2 * rows * sizeof(uint32_t) + piece,
@@ -616,8 +622,7 @@ gbml_boost_borders_build(const gbml_dataset *ds, int border_count, gbml_boost_bo
 		 * of what is free, and each batch fetches the sample rows again.
 		 */
 		size_t		column = (size_t) (m > 0 ? m : 1) * sizeof(float);
-		size_t		sort_room = (size_t) threads * 2 * column +
-			(size_t) sample_piece_rows(ds, m) * ((size_t) d * sizeof(float) + GBML_STORE_FETCH_ROW_BYTES);
+		size_t		sort_room = (size_t) threads * 2 * column + sample_piece_bytes(ds, m);
 
 		batch = d;
 		if (env->memory_limit > 0)
