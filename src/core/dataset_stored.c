@@ -32,6 +32,13 @@ gbml_dataset_store_error(const gbml_dataset *ds, gbml_env *env, const char *what
 /* What meta_chunk_alloc gives each row in host memory: its label, group, weight and hash. */
 #define META_ROW_BYTES (sizeof(float) + sizeof(int64_t) + sizeof(float) + sizeof(uint64_t))
 
+/* Whether ds's rows are in temporary files (not on a GPU): only files reorder, map and split as below. */
+static inline bool
+in_files(const gbml_dataset *ds)
+{
+	return ds->store != NULL && strcmp(ds->store->residence, "file") == 0;
+}
+
 /* A chunk with host room for the per-row state only; x comes from the store. */
 static gbml_chunk *
 meta_chunk_alloc(gbml_env *env, int64_t capacity)
@@ -64,7 +71,7 @@ stored_progress(const gbml_dataset *ds, gbml_env *env)
 {
 	gbml_progress_info info = {.phase = "collect (rows to temporary files)",.iteration = ds->n_chunks};
 
-	if (strcmp(ds->store->residence, "file") != 0)
+	if (!in_files(ds))
 		return GBML_OK;
 	if (gbml_progress(env, &info))
 		return gbml_error(env, GBML_ECANCELLED, "canceled while writing rows to %s", ds->store->where);
@@ -407,7 +414,7 @@ keep_rows_as_ranks(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t 
 static int
 keep_rows(gbml_dataset *ds, gbml_env *env, const int64_t *src, int64_t n)
 {
-	if (ds->reorder_as_map && strcmp(ds->store->residence, "file") == 0)
+	if (ds->reorder_as_map && in_files(ds))
 		return keep_rows_as_map(ds, env, src, n);
 	if (ds->rank_of_row != NULL)
 		return gbml_error(env, GBML_EINVAL, "rows kept in their written order cannot be reordered again");
@@ -545,7 +552,7 @@ canonicalize_row_bytes(const gbml_dataset *ds)
 {
 	size_t		keys = 2 * sizeof(row_key),
 				after;
-	bool		file = strcmp(ds->store->residence, "file") == 0;
+	bool		file = in_files(ds);
 
 	if (ds->reorder_as_map && file)
 		after = sizeof(row_key) + sizeof(int64_t) + META_ROW_BYTES;
@@ -567,7 +574,7 @@ split_row_bytes(const gbml_dataset *ds)
 {
 	/* a map's addresses; or a rewrite's, whose permute (12 bytes a row) comes before the rebuild */
 	return 2 * sizeof(int64_t) + META_ROW_BYTES +
-		(ds->reorder_as_map && strcmp(ds->store->residence, "file") == 0 ? sizeof(int64_t) : 0);
+		(ds->reorder_as_map && in_files(ds) ? sizeof(int64_t) : 0);
 }
 
 /* An eval share to split from the rows as they are ordered (gbml_ds_stored_canonicalize_split). */
@@ -660,7 +667,7 @@ order_stored(gbml_dataset *ds, gbml_env *env, const pending_split *split)
 		if ((rc = check_split_budget(ds, split->fraction, env)) == GBML_OK)
 			rc = split_rows(ds, split->eval, split->fraction, split->seed, src, env);
 	}
-	else if (ds->reorder_as_ranks && strcmp(ds->store->residence, "file") == 0 && ds->stored_addr == NULL &&
+	else if (ds->reorder_as_ranks && in_files(ds) && ds->stored_addr == NULL &&
 			 n < (int64_t) UINT32_MAX)
 		rc = keep_rows_as_ranks(ds, env, src, n);
 	else
@@ -682,7 +689,7 @@ check_split_budget(const gbml_dataset *ds, double fraction, gbml_env *env)
 				held = (int64_t) (fraction * (double) n + 1);
 	size_t		row = (size_t) ds->n_features * sizeof(float);
 	/* rows not in files (a GPU's): the eval set's features go to the host, a chunk of growth beside them */
-	bool		host = strcmp(ds->store->residence, "file") != 0;
+	bool		host = !in_files(ds);
 
 	return gbml_budget_check(env, (size_t) n * split_row_bytes(ds) + (size_t) held * META_ROW_BYTES +
 							 2 * (size_t) ds->chunk_rows * row +
@@ -710,7 +717,7 @@ split_rows(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
 			   *held;
 	int64_t		batch;
 	float	   *rows = NULL;
-	bool		eval_as_map = ds->reorder_as_map && strcmp(ds->store->residence, "file") == 0;
+	bool		eval_as_map = ds->reorder_as_map && in_files(ds);
 	int			rc;
 
 	kept = gbml_alloc_array(env, (size_t) (n > 0 ? n : 1), sizeof(int64_t));
@@ -765,7 +772,7 @@ split_rows(gbml_dataset *ds, gbml_dataset *eval, double fraction, uint64_t seed,
 	 * in files (the eval set is as big a share of the budget as the
 	 * training set), else to the host as a plain dataset.
 	 */
-	if (strcmp(ds->store->residence, "file") == 0)
+	if (in_files(ds))
 		gbml_dataset_stream_to(eval, ds->store_open, 0, false);
 	for (int64_t b = 0; b < n_held; b += batch)
 	{
@@ -921,7 +928,7 @@ gbml_dataset_copy_ranks(const gbml_dataset *src, gbml_dataset *out, gbml_env *en
 void
 gbml_dataset_close_files(gbml_dataset *ds)
 {
-	if (ds->store && strcmp(ds->store->residence, "file") == 0)
+	if (in_files(ds))
 	{
 		ds->store->destroy(ds->store);
 		ds->store = NULL;
