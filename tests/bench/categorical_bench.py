@@ -31,7 +31,7 @@ library gets the same ones:
     treats text columns as categorical).
 
 Protocol:
-  * SEEDS seeds (default 5: seeds 1..5; or a list "3,7,11").  Seed s gives the
+  * SEEDS seeds (default 20: seeds 1..20; or a list "3,7,11").  Seed s gives the
     80/20 train/test split (sklearn train_test_split(random_state=s), stratified
     by the label for the binary and multiclass tasks, plain random for ames)
     AND the model seed of every library.  gbml trains and scores on exactly the
@@ -95,6 +95,13 @@ Protocol:
     std, n - 1), train seconds (mean, and the median: on a shared 2-core machine
     one slow run under contention moves the mean); then gbml / best peer for
     each metric and gbml / CatBoost for the train time (means; medians beside).
+  * Paired by seed: the splits move every library's metric together (the seeds'
+    std, 0.01-0.03, is ten times the libraries' gaps), so each gbml line is
+    also compared with the best peer seed by seed: on how many seeds it is
+    ahead, and the mean difference with its standard error; "AHEAD" or
+    "BEHIND" only past twice that error, else "level".  With 5 seeds hpc_multi
+    showed gbml-Depthwise 0.7% behind XGBoost; over 20, +0.0008 +- 0.0009, level:
+    hence the default of 20 seeds (about 11 minutes here).
 
 gbml (in PostgreSQL, through psql; connection from the PG* variables): each CSV
 is loaded once into <short>_all (id integer, label, the feature columns with
@@ -112,7 +119,10 @@ SELECT id, gbml.predict_classes('catbench_hpcmc', t) FROM
 hpcmc_test t gives each row's K probabilities as a float8[] (element c + 1 =
 class c).
 
-Environment: SEEDS, TREES, DEPTH, LR, THREADS, BORDERS, GBML_PARAMS (extra gbml params, JSON), DATASETS (a subset,
+Environment: SEEDS, TREES, DEPTH, LR, THREADS, BORDERS, GBML_PARAMS (extra gbml params, JSON;
+VARIANT_PARAMS the same applied over a variant line's own), GBML_LINES (the gbml lines to
+run, default "gbml,gbml-L2,gbml-Depthwise"), CATBOOST_PARAMS and XGBOOST_PARAMS (params over
+the peer's, JSON: to measure what a peer's setting does), DATASETS (a subset,
 e.g. "mlc_churn,ames"; the short names churn, ames, hpc, hpcmc work too), PEERS
 (default "catboost,lightgbm,xgboost"), PEERS_ONLY=1 (no PostgreSQL at all),
 RESULTS_JSON (default /tmp/categorical_bench.json).
@@ -153,7 +163,7 @@ def reexec_in_venv():
 
 def config():
     e = os.environ
-    seeds = e.get("SEEDS", "5").strip()
+    seeds = e.get("SEEDS", "20").strip()
     seeds = [int(s) for s in seeds.split(",") if s.strip()] if "," in seeds else list(range(1, int(seeds) + 1))
     return {
         "seeds": seeds,
@@ -166,6 +176,8 @@ def config():
                      if d.strip()],
         "peers": [p.strip() for p in e.get("PEERS", ",".join(ALL_PEERS)).split(",") if p.strip()],
         "peers_only": e.get("PEERS_ONLY", "0") == "1",
+        "gbml_lines": [l.strip() for l in e.get("GBML_LINES", ",".join(["gbml"] + list(GBML_VARIANTS))).split(",")
+                       if l.strip()],
         "json": e.get("RESULTS_JSON", "/tmp/categorical_bench.json"),
     }
 
@@ -289,6 +301,7 @@ def run_catboost(cfg, task, X, y, cats, tr, te, seed):
               "thread_count": cfg["threads"], "verbose": False, "allow_writing_files": False}
     if cfg["borders"]:
         params["border_count"] = cfg["borders"]
+    params.update(json.loads(os.environ.get("CATBOOST_PARAMS", "{}")))
     t0 = time.perf_counter()
     pool = Pool(X.iloc[tr], y[tr], cat_features=cats)
     m = CatBoost(params)
@@ -334,6 +347,7 @@ def run_xgboost(cfg, task, Xc, y, cats, tr, te, seed):
         params["num_class"] = n_classes(y)
     if cfg["borders"]:
         params["max_bin"] = cfg["borders"] + 1
+    params.update(json.loads(os.environ.get("XGBOOST_PARAMS", "{}")))
     t0 = time.perf_counter()
     dtr = xgb.DMatrix(Xc.iloc[tr], label=y[tr], enable_categorical=True, nthread=cfg["threads"])
     m = xgb.train(params, dtr, num_boost_round=cfg["trees"])
@@ -442,6 +456,9 @@ def run_gbml(cfg, task, short, seed, n_test, variant=None):
     # GBML_PARAMS: extra gbml params as a JSON object (e.g. '{"one_hot_max_size": 16}')
     params.update(json.loads(os.environ.get("GBML_PARAMS", "{}")))
     params.update(GBML_VARIANTS.get(variant, {}))
+    # VARIANT_PARAMS: params over a variant's own (e.g. '{"one_hot_max_size": 255}' on gbml-Depthwise)
+    if variant:
+        params.update(json.loads(os.environ.get("VARIANT_PARAMS", "{}")))
     if variant == "gbml-Depthwise" and task == "multiclass":
         # XGBoost's softmax Newton step: hessian 2 p (1 - p) (gbml's default K/(K-1) p (1 - p), LightGBM's)
         params["multiclass_hessian_factor"] = 2
@@ -493,7 +510,22 @@ def summarise(task, per_seed):
     return s
 
 
-def print_table(name, spec, info, cfg, libs, summary, errors):
+def paired(per_seed, glib, peer, key, direction):
+    """gbml line GLIB against PEER seed by seed on metric KEY: (seeds where GLIB is ahead, seeds,
+    mean of GLIB - PEER, its standard error).  The seeds' splits move both libraries' metrics
+    together, so the paired difference says what the means' gap alone cannot: whether it is
+    more than the seeds' noise."""
+    import numpy as np
+    mine = {r["seed"]: r[key] for r in per_seed[glib]}
+    theirs = {r["seed"]: r[key] for r in per_seed[peer]}
+    seeds = sorted(set(mine) & set(theirs))
+    d = np.array([mine[s] - theirs[s] for s in seeds], dtype=np.float64)
+    ahead = int(np.sum(direction * d > 0))
+    se = float(np.std(d, ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
+    return ahead, len(seeds), float(np.mean(d)) if len(d) else 0.0, se
+
+
+def print_table(name, spec, info, cfg, libs, summary, errors, per_seed):
     task = spec["task"]
     ms = METRICS[task]
     print(f"\n== {name}: {spec['what']}; {info['rows']} rows, {info['features']} features "
@@ -505,7 +537,10 @@ def print_table(name, spec, info, cfg, libs, summary, errors):
     print("-" * len(hdr))
     for lib in libs:
         if lib in errors and lib not in summary:
-            print(f"{lib:14} error: {errors[lib].splitlines()[0][:200]}")
+            # the ERROR's line, not a NOTICE before it
+            lines = errors[lib].splitlines()
+            shown = next((l for l in lines if "ERROR" in l), lines[0] if lines else "")
+            print(f"{lib:14} error: {shown[:200]}")
             continue
         s = summary[lib]
         print(f"{lib:14}" + "".join(f" {s[k][0]:>12.{DIGITS.get(k, 4)}f} ± {s[k][1]:<7.{DIGITS.get(k, 4)}f}"
@@ -520,8 +555,13 @@ def print_table(name, spec, info, cfg, libs, summary, errors):
         for k, lab, d in ms:
             best = max(peers, key=lambda l: d * summary[l][k][0])
             r = g[k][0] / summary[best][k][0]
-            mine[k] = {"ratio": r, "best_peer": best}
-            parts.append(f"{lab} {r:.4f} (vs {best}; {'>' if d > 0 else '<'} 1 is better)")
+            ahead, n, diff, se = paired(per_seed, glib, best, k, d)
+            # a verdict only past twice the paired difference's standard error
+            verdict = "level" if abs(diff) <= 2 * se else ("AHEAD" if d * diff > 0 else "BEHIND")
+            mine[k] = {"ratio": r, "best_peer": best, "seeds_ahead": ahead, "seeds": n,
+                       "paired_difference": diff, "paired_standard_error": se, "verdict": verdict}
+            parts.append(f"{lab} {r:.4f} (vs {best}; {'>' if d > 0 else '<'} 1 is better; {verdict}: ahead on "
+                         f"{ahead}/{n} seeds, difference {diff:+.4f} ± {se:.4f} s.e.)")
         if "catboost" in summary:
             r = g["train_seconds"][0] / summary["catboost"]["train_seconds"][0]
             rm = g["train_seconds_median"] / summary["catboost"]["train_seconds_median"]
@@ -552,7 +592,10 @@ def main():
     if not os.path.isdir(DATA):
         print(f"categorical_bench: no data folder {DATA}; skipping")
         return
-    libs_all = ([] if cfg["peers_only"] else ["gbml"] + list(GBML_VARIANTS)) + cfg["peers"]
+    for l in cfg["gbml_lines"]:
+        if l != "gbml" and l not in GBML_VARIANTS:
+            raise SystemExit(f"GBML_LINES: unknown {l!r} (have gbml, {', '.join(GBML_VARIANTS)})")
+    libs_all = ([] if cfg["peers_only"] else cfg["gbml_lines"]) + cfg["peers"]
     versions = {"python": sys.version.split()[0]}
     for p in cfg["peers"]:
         versions[p] = __import__(p).__version__
@@ -584,11 +627,12 @@ def main():
         libs = libs_all if task == "binary" else [l for l in libs_all if l not in GBML_BINARY_VARIANTS]
         per_seed = {l: [] for l in libs}
         errors, extras = {}, {}
-        if "gbml" in libs:
+        gbml_libs = [l for l in libs if l.startswith("gbml")]
+        if gbml_libs:
             try:
                 info["pg_types"] = gbml_load(short, X, y, task, splits)
             except RuntimeError as e:
-                errors["gbml"] = f"loading the tables: {e}"
+                errors.update({l: f"loading the tables: {e}" for l in gbml_libs})
         for seed in cfg["seeds"]:
             tr, te = splits[seed]
             for lib in libs:
@@ -622,7 +666,7 @@ def main():
                       + f"  train {secs:.2f} s", flush=True)
         summary = {l: summarise(task, per_seed[l]) for l in libs
                    if per_seed[l] and not (l in errors and len(per_seed[l]) < len(cfg["seeds"]))}
-        ratios = print_table(name, spec, info, cfg, libs, summary, errors)
+        ratios = print_table(name, spec, info, cfg, libs, summary, errors, per_seed)
         results["datasets"][name] = {"info": info, "per_seed": per_seed, "summary": summary,
                                      "ratios": ratios, "errors": errors, "settings": extras}
         sys.stdout.flush()

@@ -9,7 +9,7 @@
 # the CSVs into tables, trains gbml with one gbml.train call per seed from the
 # table's columns, scores whole rows with gbml.predict, and runs the peers on
 # the same splits (its header has the protocol).  Settings come from the
-# environment: SEEDS (5), TREES (300), DEPTH (6), LR (0.05), THREADS (all
+# environment: SEEDS (20), TREES (300), DEPTH (6), LR (0.05), THREADS (all
 # cores), BORDERS (each library's default), DATASETS (mlc_churn,ames,hpc_data,hpc_multi),
 # PEERS, RESULTS_JSON (/tmp/categorical_bench.json).  PEERS_ONLY=1 needs no
 # cluster: run the python script directly.  Needs gbml installed (make install).
