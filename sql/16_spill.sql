@@ -260,10 +260,14 @@ SELECT shape, budgets_named(fit) AS outcome FROM (VALUES
 
 -- gbml.train with an eval_source, read after the training rows: its rows go
 -- to files from half of what the training rows leave free, and a budget with
--- no room for a chunk of them names the step (1 MB gave the plain message)
+-- no room for a chunk of them names the step (1 MB gave the plain message);
+-- with 3 categories, 2 MB left room for a chunk's per-row state but not for
+-- the buffer its features are written from (the plain message, found by
+-- tests/ops/differential.sh: now the per-row state is named)
 SELECT shape, budgets_named(fit) AS outcome FROM (VALUES
   ('kmeans one-hot', $q$SELECT gbml.train('nc_ev', 'kmeans', 'SELECT * FROM narrow_cats WHERE i %% 5 <> 0', '{"k": 3, "max_iter": 2, "one_hot": true, "exclude_columns": ["i"], "eval_source": "SELECT * FROM narrow_cats WHERE i %% 5 = 0", "memory_limit_mb": %s}')$q$),
   ('saga one-hot', $q$SELECT gbml.train('nc_ev', 'saga', 'SELECT * FROM narrow_cats WHERE i %% 5 <> 0', '{"label_column": "x1", "loss": "squared", "max_iter": 2, "exclude_columns": ["i"], "eval_source": "SELECT * FROM narrow_cats WHERE i %% 5 = 0", "memory_limit_mb": %s}')$q$),
+  ('saga one-hot, 3 categories', $q$SELECT gbml.train('nc_ev', 'saga', 'SELECT * FROM narrow_cats WHERE i %% 5 <> 0', '{"label_column": "x1", "loss": "squared", "max_iter": 2, "max_categories": 3, "exclude_columns": ["i"], "eval_source": "SELECT * FROM narrow_cats WHERE i %% 5 = 0", "memory_limit_mb": %s}')$q$),
   ('boost', $q$SELECT gbml.train('nc_ev', 'boost', 'SELECT * FROM narrow_cats WHERE i %% 5 <> 0', '{"label_column": "x1", "iterations": 2, "exclude_columns": ["i"], "eval_source": "SELECT * FROM narrow_cats WHERE i %% 5 = 0", "memory_limit_mb": %s}')$q$)
 ) AS shapes (shape, fit);
 -- ... and its one-hot encoding, made beside the training rows' (3 MB gave

@@ -133,16 +133,20 @@ static int start_streaming(gbml_dataset *ds, gbml_env *env);
  * allocation that failed.
  */
 static void
-say_meta_past_budget(const gbml_dataset *ds, gbml_env *env, int64_t cap)
+say_meta_past_budget(const gbml_dataset *ds, gbml_env *env, int64_t cap, size_t buffer_bytes)
 {
 	size_t		row_bytes = META_ROW_BYTES;
+	char		buffer[96] = "";
 
+	if (buffer_bytes > 0)
+		snprintf(buffer, sizeof(buffer), ", beside the %.1f MB buffer their features are written from",
+				 (double) buffer_bytes / 1048576.0);
 	gbml_error(env, GBML_EBUDGET,
 			   "memory limit exceeded by what stays in memory whatever goes to temporary files: each row's label, "
 			   "group, weight and hash (%zu bytes a row: %.1f MB for the %lld rows so far, and the next chunk's "
-			   "%lld rows); %.1f MB are in use and the limit is %.1f MB",
+			   "%lld rows%s); %.1f MB are in use and the limit is %.1f MB",
 			   row_bytes, (double) ((size_t) ds->n_rows * row_bytes) / 1048576.0, (long long) ds->n_rows,
-			   (long long) cap, (double) env->memory_used / 1048576.0, (double) env->memory_limit / 1048576.0);
+			   (long long) cap, buffer, (double) env->memory_used / 1048576.0, (double) env->memory_limit / 1048576.0);
 	gbml_hint(env, "Raise the \"memory_limit_mb\" parameter (or gbml.memory_limit) by %zu bytes for every row of the "
 			  "source (about %.0f MB for a million rows) beside what the training needs, or train on fewer rows.",
 			  row_bytes, (double) row_bytes * 1e6 / 1048576.0);
@@ -171,7 +175,7 @@ gbml_ds_stored_writable_chunk(gbml_dataset *ds, gbml_env *env)
 	if ((c = meta_chunk_alloc(env, cap)) == NULL)
 	{
 		if (env->error_code == GBML_EBUDGET)
-			say_meta_past_budget(ds, env, cap);
+			say_meta_past_budget(ds, env, cap, 0);
 		return NULL;
 	}
 	c->x = ds->store->buffer(ds->store, cap, ds->n_features);
@@ -179,7 +183,11 @@ gbml_ds_stored_writable_chunk(gbml_dataset *ds, gbml_env *env)
 	if (c->x == NULL)
 	{
 		gbml_ds_chunk_free(c, env);
-		gbml_dataset_store_error(ds, env, "a buffer for the next chunk");
+		/* no room for the buffer beside the rows' state so far: that state is what to budget for */
+		if (ds->store->error_code(ds->store) == GBML_EBUDGET)
+			say_meta_past_budget(ds, env, cap, (size_t) cap * (size_t) ds->n_features * sizeof(float));
+		else
+			gbml_dataset_store_error(ds, env, "a buffer for the next chunk");
 		return NULL;
 	}
 	if (gbml_ds_push_chunk(ds, env, c) != GBML_OK)
