@@ -121,7 +121,8 @@ class c).
 
 Environment: SEEDS, TREES, DEPTH, LR, THREADS, BORDERS, GBML_PARAMS (extra gbml params, JSON;
 VARIANT_PARAMS the same applied over a variant line's own), GBML_LINES (the gbml lines to
-run, default "gbml,gbml-L2,gbml-Depthwise"), CATBOOST_PARAMS and XGBOOST_PARAMS (params over
+run, default "gbml,gbml-L2,gbml-Depthwise"), PEERS_FROM (an earlier RESULTS_JSON whose
+peers' results to reuse instead of running them again), CATBOOST_PARAMS and XGBOOST_PARAMS (params over
 the peer's, JSON: to measure what a peer's setting does), DATASETS (a subset,
 e.g. "mlc_churn,ames"; the short names churn, ames, hpc, hpcmc work too), PEERS
 (default "catboost,lightgbm,xgboost"), PEERS_ONLY=1 (no PostgreSQL at all),
@@ -179,6 +180,7 @@ def config():
         "gbml_lines": [l.strip() for l in e.get("GBML_LINES", ",".join(["gbml"] + list(GBML_VARIANTS))).split(",")
                        if l.strip()],
         "json": e.get("RESULTS_JSON", "/tmp/categorical_bench.json"),
+        "peers_from": e.get("PEERS_FROM") or None,
     }
 
 
@@ -577,6 +579,29 @@ def print_table(name, spec, info, cfg, libs, summary, errors, per_seed):
 
 # -------------------------------------------------------------------- main
 
+def peers_from(cfg, name, libs):
+    """PEERS_FROM (an earlier run's RESULTS_JSON): the peers' per-seed results on dataset NAME
+    taken from it instead of rerun (a split and a peer's seed give the same model each run), so
+    trying a gbml setting takes gbml's time only.  Only with the same trees, depth, lr and borders."""
+    if not cfg["peers_from"]:
+        return {}
+    with open(cfg["peers_from"]) as f:
+        old = json.load(f)
+    for k in ("trees", "depth", "lr", "borders"):
+        if old["config"].get(k) != cfg[k]:
+            raise SystemExit(f"PEERS_FROM: {cfg['peers_from']} ran with {k} {old['config'].get(k)}, not {cfg[k]}")
+    got = {}
+    for lib in libs:
+        if lib.startswith("gbml"):
+            continue
+        rows = [r for r in old["datasets"].get(name, {}).get("per_seed", {}).get(lib, []) if r["seed"] in cfg["seeds"]]
+        if len(rows) != len(cfg["seeds"]):
+            raise SystemExit(f"PEERS_FROM: {cfg['peers_from']} has {len(rows)} of the {len(cfg['seeds'])} seeds "
+                             f"of {lib} on {name}")
+        got[lib] = sorted(rows, key=lambda r: cfg["seeds"].index(r["seed"]))
+    return got
+
+
 def main():
     import numpy as np
     cfg = config()
@@ -627,6 +652,9 @@ def main():
         libs = libs_all if task == "binary" else [l for l in libs_all if l not in GBML_BINARY_VARIANTS]
         per_seed = {l: [] for l in libs}
         errors, extras = {}, {}
+        earlier = peers_from(cfg, name, libs)
+        for lib, rows in earlier.items():
+            per_seed[lib] = rows
         gbml_libs = [l for l in libs if l.startswith("gbml")]
         if gbml_libs:
             try:
@@ -636,7 +664,7 @@ def main():
         for seed in cfg["seeds"]:
             tr, te = splits[seed]
             for lib in libs:
-                if lib in errors:
+                if lib in errors or lib in earlier:
                     continue
                 try:
                     if lib.startswith("gbml"):
