@@ -281,6 +281,16 @@ SELECT i, ((hashint4(i * 3 + 7) % 1000) / 100.0)::float8 AS x0, ((hashint4(i * 4
   FROM generate_series(1, 40000) AS i;
 SELECT budgets_named($q$SELECT gbml.train('oh_ev', 'kmeans', 'SELECT * FROM onehot_ev WHERE i %% 5 <> 0', '{"k": 4, "max_iter": 2, "one_hot": true, "exclude_columns": ["i"], "categorical_columns": ["c0"], "eval_source": "SELECT * FROM onehot_ev WHERE i %% 5 = 0", "threads": 2, "memory_limit_mb": %s}')$q$)
        AS kmeans_one_hot_eval_source;
+-- ... whose first chunk fills in memory, growing: with 9 numeric columns and
+-- a weight, the check counted its features only, then its growth failed
+-- (3 MB gave the plain message; found by tests/ops/differential.sh)
+CREATE TABLE nine_ev AS
+SELECT i, x[1] AS x1, x[2] AS x2, x[3] AS x3, x[4] AS x4, x[5] AS x5, x[6] AS x6, x[7] AS x7, x[8] AS x8, x[9] AS x9,
+       'k' || (abs(hashint4(i * 11 + 5)) % 4) AS kind, (1 + i % 3)::real AS w
+  FROM (SELECT i, ARRAY(SELECT ((hashint4(i * 31 + j) % 1000) / 100.0)::float8 FROM generate_series(1, 9) AS j) AS x
+          FROM generate_series(1, 40000) AS i) s;
+SELECT budgets_named($q$SELECT gbml.train('nine_ev', 'kmeans', 'SELECT * FROM nine_ev WHERE i %% 5 <> 0', '{"k": 1, "max_iter": 1, "init": "random", "one_hot": true, "exclude_columns": ["i"], "weight_column": "w", "eval_source": "SELECT * FROM nine_ev WHERE i %% 5 = 0", "memory_limit_mb": %s}')$q$)
+       AS kmeans_one_hot_eval_source_weighted;
 
 -- temp_tablespaces: the files go there (they went to the database's own
 -- tablespace); the eval source, read after the training rows went to files,

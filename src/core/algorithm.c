@@ -334,7 +334,7 @@ gbml_plan_spill(const gbml_algorithm *algo, const gbml_env *env, gbml_dataset *d
 }
 
 int
-gbml_plan_spill_after(gbml_env *env, gbml_dataset *ds, const char *what)
+gbml_plan_spill_after(gbml_env *env, gbml_dataset *ds, int n_features, const char *what)
 {
 	size_t		free_bytes;
 	size_t		chunk;
@@ -344,8 +344,14 @@ gbml_plan_spill_after(gbml_env *env, gbml_dataset *ds, const char *what)
 	free_bytes = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
 	if ((int64_t) (free_bytes / 2 / sizeof(float)) < ds->stream_from)
 		ds->stream_from = (int64_t) (free_bytes / 2 / sizeof(float));
-	/* streaming, it holds a chunk being filled (and its rows' state, which grows with them) */
-	chunk = ds->chunk_bytes > 0 ? ds->chunk_bytes : (size_t) 64 << 20;
+	/*
+	 * The first chunk fills in memory whatever the threshold, growing by
+	 * doubling: with the rows' width known, what its last doubling holds
+	 * (narrow rows' label, group and weight outweigh their features: the
+	 * chunk's feature bytes alone passed 3 MB here, then its growth failed)
+	 */
+	chunk = n_features > 0 ? gbml_dataset_first_chunk_peak_bytes(ds, n_features)
+		: ds->chunk_bytes > 0 ? ds->chunk_bytes : (size_t) 64 << 20;
 	return gbml_budget_check(env, chunk, "%s: a chunk of its rows", what);
 }
 

@@ -160,9 +160,9 @@ void		gbml_plan_spill(const gbml_algorithm *algo, const gbml_env *env, gbml_data
  * rows go to temporary files from half of what is free now, if that is
  * sooner, and when not even a chunk of them fits beside what is held, an
  * ERROR that names the step (what: "reading the eval set ...").  Call
- * before its first row.
+ * before its first row; n_features, its rows' width when known (0: not).
  */
-int			gbml_plan_spill_after(gbml_env *env, gbml_dataset *ds, const char *what);
+int			gbml_plan_spill_after(gbml_env *env, gbml_dataset *ds, int n_features, const char *what);
 
 /*
  * Small chunks for a small budget: a chunk holds at most 1/16 of env's

@@ -285,16 +285,44 @@ gbml_ds_push_chunk(gbml_dataset *ds, gbml_env *env, gbml_chunk *c)
 	return GBML_OK;
 }
 
-/* Capacity at which the first chunk stops growing: full size, or GROW_LIMIT_BYTES. */
+/* The chunk size of ds's rows once its first row says they have n_features (the chunk bytes' target). */
+static int64_t
+chunk_rows_for(const gbml_dataset *ds, int n_features)
+{
+	size_t		row_bytes = (size_t) n_features * sizeof(float);
+	size_t		target = ds->chunk_bytes > 0 && ds->chunk_bytes < TARGET_CHUNK_BYTES ?
+		ds->chunk_bytes : TARGET_CHUNK_BYTES;
+
+	if (row_bytes * (size_t) ds->chunk_rows <= target)
+		return ds->chunk_rows;
+	return (int64_t) (target / row_bytes) < 16 ? 16 : (int64_t) (target / row_bytes);
+}
+
+/* The first chunk's last capacity for rows of n_features in chunks of chunk_rows: full size, or GROW_LIMIT_BYTES. */
+static int64_t
+first_chunk_limit_for(int64_t chunk_rows, int n_features)
+{
+	size_t		row_bytes = (size_t) n_features * sizeof(float) + 16;
+	int64_t		cap = chunk_rows < FIRST_CHUNK_CAPACITY ? chunk_rows : FIRST_CHUNK_CAPACITY;
+
+	while (cap < chunk_rows && (size_t) cap * row_bytes < GROW_LIMIT_BYTES)
+		cap = cap * 2 < chunk_rows ? cap * 2 : chunk_rows;
+	return cap;
+}
+
 int64_t
 gbml_ds_first_chunk_limit(const gbml_dataset *ds)
 {
-	size_t		row_bytes = (size_t) ds->n_features * sizeof(float) + 16;
-	int64_t		cap = ds->chunk_rows < FIRST_CHUNK_CAPACITY ? ds->chunk_rows : FIRST_CHUNK_CAPACITY;
+	return first_chunk_limit_for(ds->chunk_rows, ds->n_features);
+}
 
-	while (cap < ds->chunk_rows && (size_t) cap * row_bytes < GROW_LIMIT_BYTES)
-		cap = cap * 2 < ds->chunk_rows ? cap * 2 : ds->chunk_rows;
-	return cap;
+size_t
+gbml_dataset_first_chunk_peak_bytes(const gbml_dataset *ds, int n_features)
+{
+	int64_t		cap = first_chunk_limit_for(chunk_rows_for(ds, n_features), n_features);
+
+	/* its last doubling holds each array's old half beside the new (features, then label, group, weight) */
+	return (size_t) cap * ((size_t) n_features * sizeof(float) + 16) * 3 / 2;
 }
 
 /* Returns a chunk with room for one more row, allocating or growing as needed. */
@@ -423,18 +451,8 @@ gbml_dataset_append(gbml_dataset *ds, gbml_env *env, const gbml_row *row, bool r
 						  (long long) rowno, row->n_features, GBML_MAX_FEATURES);
 	if (ds->n_features == 0)
 	{
-		size_t		row_bytes = (size_t) row->n_features * sizeof(float);
-
+		ds->chunk_rows = chunk_rows_for(ds, row->n_features);
 		ds->n_features = row->n_features;
-		size_t		target = ds->chunk_bytes > 0 && ds->chunk_bytes < TARGET_CHUNK_BYTES ?
-			ds->chunk_bytes : TARGET_CHUNK_BYTES;
-
-		if (row_bytes * (size_t) ds->chunk_rows > target)
-		{
-			ds->chunk_rows = (int64_t) (target / row_bytes);
-			if (ds->chunk_rows < 16)
-				ds->chunk_rows = 16;
-		}
 	}
 	else if (row->n_features != ds->n_features)
 		return gbml_error(env, GBML_EINVAL, "row %lld: features has %d elements, expected %d like the first row",

@@ -248,6 +248,13 @@ void		gbml_dataset_release_reader_buffers(const gbml_dataset *ds, gbml_env *env)
  * (1-based, counting rows already held).  require_label: a NULL label is an
  * error (else stored as 0).
  */
+/*
+ * The most memory the first chunk of ds's rows takes while it fills, for
+ * rows of n_features (its arrays grow by doubling, the old beside the new):
+ * what must be free to start a dataset before its first row.
+ */
+size_t		gbml_dataset_first_chunk_peak_bytes(const gbml_dataset *ds, int n_features);
+
 int			gbml_dataset_append(gbml_dataset *ds, gbml_env *env, const gbml_row *row,
 								bool require_label);
 

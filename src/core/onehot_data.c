@@ -281,7 +281,7 @@ encode_set(const gbml_onehot *e, const gbml_dataset *src, const gbml_onehot_opti
 	 * what is free now, and without room for a chunk of them, a named ERROR.
 	 */
 	snprintf(step, sizeof(step), "one-hot encoding %s", what);
-	if ((rc = gbml_plan_spill_after(env, out, step)) != GBML_OK)
+	if ((rc = gbml_plan_spill_after(env, out, e->n_cols, step)) != GBML_OK)
 		return rc;
 	/* rows that went to files encode to more floats still: those go to files from the start */
 	if (out->store_open == NULL && env->temp_create && src->store && strcmp(src->store->residence, "file") == 0)

@@ -356,7 +356,9 @@ train_here(gbml_env *env, gbml_parsed_params *pp, const gbml_algorithm *algo, co
 	columns = gbml_read_source(env, pp, source, ds, flags, NULL, NULL, what);
 	if (pp->common.eval_source)
 	{
-		GBML_CHECK(env, gbml_plan_spill_after(env, eval, "reading the eval set (eval_source) after the training rows"),
+		/* its rows have the training rows' width (the same columns) */
+		GBML_CHECK(env, gbml_plan_spill_after(env, eval, ds->n_features,
+											  "reading the eval set (eval_source) after the training rows"),
 				   "gbml.train (eval_source)");
 		gbml_read_source(env, pp, pp->common.eval_source, eval, flags, columns, NULL, "gbml.train (eval_source)");
 		if (eval->n_rows == 0)
