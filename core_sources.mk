@@ -25,6 +25,7 @@ CORE_SOURCES = \
 	src/core/boost_loss.c \
 	src/core/metrics.c \
 	src/core/env.c \
+	src/core/rng_normal.c \
 	src/core/strbuf.c \
 	src/core/dataset.c \
 	src/core/dataset_stored.c \
@@ -66,6 +67,7 @@ CORE_SOURCES = \
 
 # Unit tests (tests/unit); main.c, test_util.c, harness.h and test_util.h are always included.
 UNIT_TEST_SOURCES = \
+	tests/unit/test_rng.c \
 	tests/unit/test_boost.c \
 	tests/unit/test_boost_loss.c \
 	tests/unit/test_metrics.c \

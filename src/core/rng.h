@@ -8,6 +8,7 @@
 #define GBML_RNG_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct gbml_rng
@@ -72,14 +73,28 @@ gbml_rng_uniform(gbml_rng *r)
 	return (double) (gbml_rng_next(r) >> 11) * 0x1.0p-53;
 }
 
-/* A standard normal draw (Box-Muller, the cosine half): two uniforms, the first moved into (0, 1]. */
+/* The ziggurat behind gbml_rng_normal (rng_normal.c): its layers, their right edges x and inner shares. */
+#define GBML_NORMAL_LAYERS 128
+#define GBML_NORMAL_TAIL 3.442619855899	/* x[1]: where the base layer's tail starts */
+extern const double gbml_normal_layer_x[GBML_NORMAL_LAYERS + 1];
+extern const double gbml_normal_layer_inner[GBML_NORMAL_LAYERS];
+extern double gbml_rng_normal_slow(gbml_rng *r, double u, int layer);
+
+/*
+ * A standard normal draw (a ziggurat): one output's top 53 bits give u in
+ * [-1, 1), its low 7 bits the layer; u inside the layer's inner rectangle
+ * (98.8% of draws) is the draw scaled, the rest take the slow path.
+ */
 static inline double
 gbml_rng_normal(gbml_rng *r)
 {
-	double		u1 = 1.0 - gbml_rng_uniform(r),
-				u2 = gbml_rng_uniform(r);
+	uint64_t	bits = gbml_rng_next(r);
+	double		u = 2.0 * ((double) (bits >> 11) * 0x1.0p-53) - 1.0;
+	int			layer = (int) (bits & (GBML_NORMAL_LAYERS - 1));
 
-	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+	if (fabs(u) < gbml_normal_layer_inner[layer])
+		return u * gbml_normal_layer_x[layer];
+	return gbml_rng_normal_slow(r, u, layer);
 }
 
 /* Uniform integer in [0, n), n > 0 (Lemire's multiply-shift, unbiased enough for n < 2^32). */
