@@ -136,6 +136,13 @@ typedef struct gbml_env
 	void	   *temp_ctx;
 
 	int			threads;		/* >= 1 */
+	/*
+	 * Boosting's trees take a thread for each this many bins of their rows
+	 * (rows x features), up to `threads`; 0: `threads` whatever the size
+	 * (a count the caller chose; the unit tests).  The glue sets
+	 * GBML_BINS_PER_THREAD when the count is gbml.threads' default.
+	 */
+	int64_t		bins_per_thread;
 	gbml_device device;			/* resolved: CPU or GPU (a trainer may fall back to CPU) */
 	bool		device_auto;	/* chosen by "auto": a trainer may still pick the CPU */
 	int			gpu_id;
@@ -163,6 +170,9 @@ typedef struct gbml_env
 
 /* A malloc-backed environment (unit tests, benchmarks). */
 void		gbml_env_init_malloc(gbml_env *env, int threads);
+
+/* What a boosting tree's passes need per thread when the thread count is the setting's (env->bins_per_thread). */
+#define GBML_BINS_PER_THREAD ((int64_t) 1 << 18)
 
 void	   *gbml_alloc(gbml_env *env, size_t size);
 void	   *gbml_alloc0(gbml_env *env, size_t size);

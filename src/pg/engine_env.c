@@ -267,6 +267,7 @@ gbml_env_bind(gbml_env *env, MemoryContext mcxt, const char *what)
 	env->alloc_ctx = bd;
 	env->memory_limit = (size_t) gbml_setting_memory_limit_kb * 1024;
 	env->threads = gbml_setting_threads;
+	env->bins_per_thread = GBML_BINS_PER_THREAD;	/* (the setting's count: small trainings take fewer) */
 	env->device = GBML_DEVICE_CPU;
 	env->gpu_id = gbml_setting_gpu_id;
 	ps->what = what;
@@ -320,7 +321,10 @@ gbml_env_configure(gbml_env *env, const gbml_common_params *common, const char *
 	char		reason[300] = "";
 
 	if (common->threads_given)
+	{
 		env->threads = (int) common->threads;
+		env->bins_per_thread = 0;	/* asked for: used as asked */
+	}
 	if (common->memory_limit_given)
 		env->memory_limit = (size_t) (common->memory_limit_mb * 1048576.0);
 	if (common->gpu_id_given)

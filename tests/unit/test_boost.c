@@ -441,6 +441,38 @@ TEST(boost_deterministic_across_threads_split_noise)
 }
 
 /*
+ * With the setting's thread count (env->bins_per_thread set), a small
+ * training's trees run on one thread (20,000 rows x 6 features is under
+ * one thread's share), a big enough one on every thread, and a count asked
+ * for (bins_per_thread 0) is used as asked; the same bytes each way.
+ */
+TEST(boost_tree_threads_follow_the_rows_bins)
+{
+	int64_t		per_thread[3] = {GBML_BINS_PER_THREAD, 1000, 0};
+	int			expect[3] = {1, 2, 2};
+	uint8_t    *models[3] = {NULL, NULL, NULL};
+	size_t		lens[3];
+	gbml_env	envs[3];
+	gbml_param_value v[] = {tu_num("iterations", 4), tu_num("depth", 4), tu_str("loss", "Logloss")};
+
+	for (int i = 0; i < 3; i++)
+	{
+		gbml_dataset ds;
+
+		gbml_env_init_malloc(&envs[i], 2);
+		envs[i].bins_per_thread = per_thread[i];
+		make_data(&ds, &envs[i], DATA_BINARY, 20000, 6, 5, 0.05);
+		CHECK(gbml_train_values(&envs[i], "boost", v, 3, &ds, NULL, &models[i], &lens[i]) == GBML_OK);
+		CHECK(envs[i].threads == expect[i]);
+		gbml_dataset_free(&ds, &envs[i]);
+	}
+	CHECK(models[0] && models[1] && models[2] && lens[0] == lens[1] && lens[0] == lens[2] &&
+		  memcmp(models[0], models[1], lens[0]) == 0 && memcmp(models[0], models[2], lens[0]) == 0);
+	for (int i = 0; i < 3; i++)
+		gbml_free(&envs[i], models[i]);
+}
+
+/*
  * random_strength adds CatBoost's noise to the split scores: 0 is the
  * default and leaves the model's bytes as they were; a noise far below the
  * scores' differences chooses the same trees; a huge one picks splits at
