@@ -79,7 +79,7 @@ const gbml_param_spec gbml_common_param_specs[] = {
 	"where to train: auto (a real GPU when the data is big enough, else CPU), cpu, gpu, or hybrid (K-Means: the GPU and the CPU threads share each iteration; other trainers: gpu); default: the gbml.device setting"},
 	{"threads", GBML_PARAM_INT, CP(threads), 0, 1024, 0, NULL, NULL,
 	"CPU threads for training, used as given; 0 = the gbml.threads setting, of which boosting's trees take one "
-	"per 262,144 bins of their rows (rows x features), so small trainings do not wait on busy cores"},
+	"per 131,072 bins of their rows (rows x features), so small trainings do not wait on busy cores"},
 	{"gpu_id", GBML_PARAM_INT, CP(gpu_id), 0, 1023, 0, NULL, NULL,
 	"GPU to use; default: the gbml.gpu_id setting"},
 	{"memory_limit_mb", GBML_PARAM_REAL, CP(memory_limit_mb), 0, 1e9, 0, NULL, NULL,

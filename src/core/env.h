@@ -172,7 +172,7 @@ typedef struct gbml_env
 void		gbml_env_init_malloc(gbml_env *env, int threads);
 
 /* What a boosting tree's passes need per thread when the thread count is the setting's (env->bins_per_thread). */
-#define GBML_BINS_PER_THREAD ((int64_t) 1 << 18)
+#define GBML_BINS_PER_THREAD ((int64_t) 1 << 17)
 
 void	   *gbml_alloc(gbml_env *env, size_t size);
 void	   *gbml_alloc0(gbml_env *env, size_t size);
