@@ -72,6 +72,9 @@ Protocol:
                 hessian, 2 p (1 - p) (multiclass_hessian_factor 2; gbml's
                 default is LightGBM's K/(K-1) p (1 - p), a step 1.5 x as long
                 at K = 4).
+      gbml-DW-noise  gbml-Depthwise with CatBoost's split noise
+                (random_strength 1, CatBoost's default): XGBoost's tree shape
+                and categories regularised as CatBoost regularises its splits.
                 Each gbml line gets its own ratio line.
     BORDERS=n sets the quantisation of all four to n borders (CatBoost and gbml
     border_count n, LightGBM max_bin n, XGBoost max_bin n + 1).
@@ -121,7 +124,7 @@ class c).
 
 Environment: SEEDS, TREES, DEPTH, LR, THREADS, BORDERS, GBML_PARAMS (extra gbml params, JSON;
 VARIANT_PARAMS the same applied over a variant line's own), GBML_LINES (the gbml lines to
-run, default "gbml,gbml-L2,gbml-Depthwise"), PEERS_FROM (an earlier RESULTS_JSON whose
+run, default "gbml,gbml-L2,gbml-Depthwise,gbml-DW-noise"), PEERS_FROM (an earlier RESULTS_JSON whose
 peers' results to reuse instead of running them again), CATBOOST_PARAMS and XGBOOST_PARAMS (params over
 the peer's, JSON: to measure what a peer's setting does), DATASETS (a subset,
 e.g. "mlc_churn,ames"; the short names churn, ames, hpc, hpcmc work too), PEERS
@@ -428,6 +431,9 @@ GBML_VARIANTS = {"gbml-L2": {"score_function": "L2", "random_strength": 1},
                  "gbml-Depthwise": {"grow_policy": "Depthwise", "l2_leaf_reg": 1, "border_count": 254,
                                     "border_type": "Median", "leaf_estimation_iterations": 1,
                                     "one_hot_max_size": 4, "categorical_split": "sets"}}
+# the same with CatBoost's split noise (random_strength 1, CatBoost's default): XGBoost's tree shape
+# and categories with CatBoost's regularising noise (stop 45: ahead of every peer on Ames and hpc)
+GBML_VARIANTS["gbml-DW-noise"] = dict(GBML_VARIANTS["gbml-Depthwise"], random_strength=1)
 # variants for binary tasks only (the others run on every task)
 GBML_BINARY_VARIANTS = {"gbml-L2"}
 
@@ -461,7 +467,7 @@ def run_gbml(cfg, task, short, seed, n_test, variant=None):
     # VARIANT_PARAMS: params over a variant's own (e.g. '{"one_hot_max_size": 255}' on gbml-Depthwise)
     if variant:
         params.update(json.loads(os.environ.get("VARIANT_PARAMS", "{}")))
-    if variant == "gbml-Depthwise" and task == "multiclass":
+    if variant in ("gbml-Depthwise", "gbml-DW-noise") and task == "multiclass":
         # XGBoost's softmax Newton step: hessian 2 p (1 - p) (gbml's default K/(K-1) p (1 - p), LightGBM's)
         params["multiclass_hessian_factor"] = 2
     psql(f"DROP TABLE IF EXISTS {short}_train, {short}_test;\n"
