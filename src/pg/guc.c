@@ -48,7 +48,7 @@ gbml_define_settings(void)
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gbml.threads",
 							"CPU threads a gbml training or scoring call may use in this backend.",
-							"Each backend has its own pool; keep it small on busy servers.",
+							"Each backend has its own pool; keep it small on busy servers. Boosting's trees take one per 131,072 bins of their rows (rows x features); a \"threads\" param is used as given.",
 							&gbml_setting_threads, 2, 1, 1024,
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gbml.gpu_id",
