@@ -81,18 +81,28 @@ extern const double gbml_normal_layer_inner[GBML_NORMAL_LAYERS];
 extern double gbml_rng_normal_slow(gbml_rng *r, double u, int layer);
 
 /*
- * A standard normal draw (a ziggurat): one output's top 53 bits give u in
- * [-1, 1), its low 7 bits the layer; u inside the layer's inner rectangle
- * (98.8% of draws) is the draw scaled, the rest take the slow path.
+ * A ziggurat point: one output's top 53 bits give *u in [-1, 1), its low 7
+ * bits the layer (returned); true when u is inside the layer's inner
+ * rectangle (98.8% of points), where u x the layer's width is the draw.
  */
+static inline bool
+gbml_rng_normal_point(gbml_rng *r, double *u, int *layer)
+{
+	uint64_t	bits = gbml_rng_next(r);
+
+	*u = 2.0 * ((double) (bits >> 11) * 0x1.0p-53) - 1.0;
+	*layer = (int) (bits & (GBML_NORMAL_LAYERS - 1));
+	return fabs(*u) < gbml_normal_layer_inner[*layer];
+}
+
+/* A standard normal draw (a ziggurat): a point inside its layer's rectangle, else the slow path. */
 static inline double
 gbml_rng_normal(gbml_rng *r)
 {
-	uint64_t	bits = gbml_rng_next(r);
-	double		u = 2.0 * ((double) (bits >> 11) * 0x1.0p-53) - 1.0;
-	int			layer = (int) (bits & (GBML_NORMAL_LAYERS - 1));
+	double		u;
+	int			layer;
 
-	if (fabs(u) < gbml_normal_layer_inner[layer])
+	if (gbml_rng_normal_point(r, &u, &layer))
 		return u * gbml_normal_layer_x[layer];
 	return gbml_rng_normal_slow(r, u, layer);
 }

@@ -128,13 +128,7 @@ gbml_rng_normal_slow(gbml_rng *r, double u, int layer)
 			if (f1 + gbml_rng_uniform(r) * (f0 - f1) < 1.0)
 				return x;
 		}
-		{
-			uint64_t	bits = gbml_rng_next(r);
-
-			u = 2.0 * ((double) (bits >> 11) * 0x1.0p-53) - 1.0;
-			layer = (int) (bits & (GBML_NORMAL_LAYERS - 1));
-			if (fabs(u) < gbml_normal_layer_inner[layer])
-				return u * lx[layer];
-		}
+		if (gbml_rng_normal_point(r, &u, &layer))
+			return u * lx[layer];
 	}
 }
