@@ -1360,7 +1360,7 @@ boost_trainer_arrays(trainer *T, const gbml_dataset *ds)
 	int			rc;
 
 	/* a shard's passes are over its own rows (boost_loop sets a coordinator's) */
-	T->threads = T->env->threads = boost_tree_threads(T, T->train.n);
+	boost_use_tree_threads(T, T->train.n);
 
 	if ((rc = setup_layout(T)) != GBML_OK)
 		return rc;
@@ -2023,20 +2023,22 @@ grow_iteration(trainer *T, int64_t it, bool *grown)
  * count a tree uses one thread per env->bins_per_thread of the bins of
  * `rows` rows (the whole training's on a coordinator, a shard's own on a
  * shard); a count the call asked for (the "threads" param) is used as
- * asked.  The bytes do not depend on it.
+ * asked.  The bytes do not depend on it.  Set in env too: the loss's passes
+ * read env's count, and the run report says what the trees used.
  */
-int
-boost_tree_threads(const trainer *T, int64_t rows)
+void
+boost_use_tree_threads(trainer *T, int64_t rows)
 {
 	int64_t		bins = rows * (int64_t) (T->n_features > 0 ? T->n_features : 1);
 	int64_t		by_work;
 
 	if (T->env->bins_per_thread <= 0)
-		return T->threads;
+		return;
 	by_work = bins / T->env->bins_per_thread;
 	if (by_work < 1)
-		return 1;
-	return by_work < T->threads ? (int) by_work : T->threads;
+		by_work = 1;
+	if (by_work < T->threads)
+		T->threads = T->env->threads = (int) by_work;
 }
 
 /* Grows the trees: one an iteration (a class), each iteration scored on the eval set (early stopping), cancel checked. */
@@ -2046,8 +2048,7 @@ boost_loop(trainer *T, boost_run *run)
 	const gbml_boost_params *p = T->p;
 	gbml_env   *env = T->env;
 
-	/* the loss's passes read env's count: theirs too (and the run report says what the trees used) */
-	T->threads = env->threads = boost_tree_threads(T, T->n_global > T->train.n ? T->n_global : T->train.n);
+	boost_use_tree_threads(T, T->n_global > T->train.n ? T->n_global : T->train.n);
 	for (int64_t it = 0; it < p->iterations; it++)
 	{
 		bool		grown;

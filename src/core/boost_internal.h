@@ -406,8 +406,8 @@ int			boost_trainer_rows(trainer *T, const gbml_dataset *ds, const gbml_dataset 
  * boost_trainer_arrays makes them.
  */
 int			boost_trainer_bins(trainer *T, const gbml_dataset *ds, const gbml_dataset *eval, int64_t n_global);
-/* The threads a tree's passes over `rows` rows take (env->bins_per_thread; boost.c says why). */
-int			boost_tree_threads(const trainer *T, int64_t rows);
+/* Sets the threads a tree's passes over `rows` rows take, in T and its env (env->bins_per_thread; boost.c says why). */
+void		boost_use_tree_threads(trainer *T, int64_t rows);
 int			boost_trainer_arrays(trainer *T, const gbml_dataset *ds);
 /* Room in the forest for one more tree (a shard keeps every tree the coordinator sends). */
 int			boost_forest_reserve(trainer *T);
