@@ -467,8 +467,8 @@ def run_gbml(cfg, task, short, seed, n_test, variant=None):
     # VARIANT_PARAMS: params over a variant's own (e.g. '{"one_hot_max_size": 255}' on gbml-Depthwise)
     if variant:
         params.update(json.loads(os.environ.get("VARIANT_PARAMS", "{}")))
-    if variant in ("gbml-Depthwise", "gbml-DW-noise") and task == "multiclass":
-        # XGBoost's softmax Newton step: hessian 2 p (1 - p) (gbml's default K/(K-1) p (1 - p), LightGBM's)
+    if GBML_VARIANTS.get(variant, {}).get("grow_policy") == "Depthwise" and task == "multiclass":
+        # the lines with XGBoost's settings take its softmax Newton step: hessian 2 p (1 - p) (gbml's default K/(K-1) p (1 - p), LightGBM's)
         params["multiclass_hessian_factor"] = 2
     psql(f"DROP TABLE IF EXISTS {short}_train, {short}_test;\n"
          f"CREATE TABLE {short}_train AS SELECT a.* FROM {short}_all a JOIN {short}_split s USING (id)"
@@ -585,17 +585,25 @@ def print_table(name, spec, info, cfg, libs, summary, errors, per_seed):
 
 # -------------------------------------------------------------------- main
 
-def peers_from(cfg, name, libs):
-    """PEERS_FROM (an earlier run's RESULTS_JSON): the peers' per-seed results on dataset NAME
-    taken from it instead of rerun (a split and a peer's seed give the same model each run), so
-    trying a gbml setting takes gbml's time only.  Only with the same trees, depth, lr and borders."""
+def load_peers_from(cfg):
+    """PEERS_FROM (an earlier run's RESULTS_JSON), read once and checked: None without it.  Only
+    with the same trees, depth, lr and borders."""
     if not cfg["peers_from"]:
-        return {}
+        return None
     with open(cfg["peers_from"]) as f:
         old = json.load(f)
     for k in ("trees", "depth", "lr", "borders"):
         if old["config"].get(k) != cfg[k]:
             raise SystemExit(f"PEERS_FROM: {cfg['peers_from']} ran with {k} {old['config'].get(k)}, not {cfg[k]}")
+    return old
+
+
+def peers_from(cfg, old, name, libs):
+    """The peers' per-seed results on dataset NAME taken from OLD (load_peers_from) instead of
+    rerun (a split and a peer's seed give the same model each run), so trying a gbml setting
+    takes gbml's time only."""
+    if old is None:
+        return {}
     got = {}
     for lib in libs:
         if lib.startswith("gbml"):
@@ -611,6 +619,7 @@ def peers_from(cfg, name, libs):
 def main():
     import numpy as np
     cfg = config()
+    earlier_run = load_peers_from(cfg)
     names = []
     for d in cfg["datasets"]:
         d = SHORT.get(d, d)
@@ -658,7 +667,7 @@ def main():
         libs = libs_all if task == "binary" else [l for l in libs_all if l not in GBML_BINARY_VARIANTS]
         per_seed = {l: [] for l in libs}
         errors, extras = {}, {}
-        earlier = peers_from(cfg, name, libs)
+        earlier = peers_from(cfg, earlier_run, name, libs)
         for lib, rows in earlier.items():
             per_seed[lib] = rows
         gbml_libs = [l for l in libs if l.startswith("gbml")]
