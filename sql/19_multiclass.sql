@@ -84,6 +84,18 @@ SELECT (SELECT string_agg(f ->> 'transform' || coalesce(' ' || (f ->> 'class'), 
 SELECT gbml.model_info('jobs_ctr') -> 'categorical' AS categorical,
        (SELECT avg((gbml.predict('jobs_ctr', j) = class)::int) FROM jobs j WHERE hashint4(id) % 4 = 0) > 0.95 AS accurate;
 
+-- a class only the eval rows have (an eval share can hold a rare class's every row): the class
+-- count is the largest label of both + 1, the class gets a small probability; queue's statistics
+-- stay one a training class
+SELECT gbml.train('jobs_rare', 'boost', 'SELECT * FROM jobs WHERE hashint4(id) % 4 <> 0',
+       '{"label_column": "class", "exclude_columns": ["id"], "loss": "MultiClass", "iterations": 20, "depth": 3,
+         "eval_source": "SELECT id, size, hour, queue, CASE WHEN id % 100 = 0 THEN 4 ELSE class END AS class FROM jobs WHERE hashint4(id) % 4 = 0"}') > 0 AS trained;
+SELECT i ->> 'classes' AS classes, (i ->> 'trees')::int AS trees,
+       (SELECT count(*) FROM jsonb_array_elements(gbml.model_json('jobs_rare') -> 'categorical' -> 'model_features') AS f
+         WHERE f ->> 'class' IS NOT NULL) AS class_statistics,
+       (SELECT max((gbml.predict_classes('jobs_rare', j))[5]) FROM jobs j) < 0.05 AS rare_class_unlikely
+  FROM gbml.model_info('jobs_rare') AS i;
+
 -- errors
 SELECT gbml.predict_proba('jobs', j) FROM jobs j LIMIT 1;
 SELECT gbml.predict_classes(gbml.boost_fit(f, y, '{"iterations": 2}'), ARRAY[1, 2]::real[]) FROM jobs_arrays;

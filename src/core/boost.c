@@ -158,7 +158,7 @@ const gbml_param_spec gbml_boost_param_specs[] = {
 	"order of their gradient ratio in that node, as XGBoost and LightGBM do; at most 254 categories, ctr "
 	"beyond)"},
 	{"classes_count", GBML_PARAM_INT, BP(classes_count), 0, GBML_BOOST_MAX_CLASSES, 0, NULL, NULL,
-	"MultiClass: the number of classes, when some class has no training row; 0: the largest label + 1"},
+	"MultiClass: the number of classes, when some class has no row; 0: the largest label of the training and eval rows + 1"},
 	{"multiclass_hessian_factor", GBML_PARAM_REAL, BP(multiclass_hessian_factor), 0, 100, 0, NULL, NULL,
 	"MultiClass: the factor f of each class's hessian w f p (1 - p), which sets the size of the leaves' "
 	"Newton steps; 0: K/(K-1) (Friedman's, LightGBM's); XGBoost's multi:softprob takes 2"},
@@ -907,7 +907,7 @@ ctr_params(const trainer *T)
 	cp.border_sample_size = T->p->border_sample_size;
 	cp.seed = (uint64_t) T->p->random_seed;
 	cp.binary_target = T->kind == GBML_LOSS_LOGLOSS;
-	cp.classes = T->kind == GBML_LOSS_MULTICLASS ? T->n_classes : 0;
+	cp.classes = T->kind == GBML_LOSS_MULTICLASS ? T->train_classes : 0;	/* (a coordinator counts its gathered labels) */
 	cp.sets = T->p->categorical_split == 1;
 	return cp;
 }
@@ -1016,21 +1016,27 @@ check_labels(trainer *T, const boost_data *d, const char *which)
 	if (T->kind == GBML_LOSS_MULTICLASS)
 	{
 		/*
-		 * The eval labels are checked against the training's class count; a
-		 * shard's (shard_part) may be fewer than the union's, or none: the
-		 * union's comes with the base score, and its eval labels are checked then
+		 * Without classes_count the class count is the largest label of the
+		 * training and eval rows + 1: an eval share split from the rows can
+		 * hold a rare class's every row, and the user has one table.  A
+		 * shard's (shard_part) counts may be fewer than the union's, or none:
+		 * the union's (boost_rows_local.c's class count term takes the eval
+		 * labels too) comes with the base score, and its eval labels are
+		 * checked then.
 		 */
 		bool		part = T->shard_part;
 		int			k;
-		int			rc = gbml_boost_multiclass_count(d->label, d->n, T->n_classes > 0 && !part ? T->n_classes :
-													 T->p->classes_count, which, part, &k, T->env);
+		int			rc = gbml_boost_multiclass_count(d->label, d->n, T->p->classes_count, which,
+													 part || d == &T->eval, &k, T->env);
 
 		if (part && d == &T->eval)
 			T->eval_classes = k;
 		else if (part)
 			T->n_classes = k > 1 ? k : 1;	/* (at least a column of predictions until then) */
-		else if (rc == GBML_OK && T->n_classes == 0)
+		else if (rc == GBML_OK && k > T->n_classes)
 			T->n_classes = k;
+		if (!part && d == &T->train)
+			T->train_classes = k;
 		return rc;
 	}
 	/*
@@ -1720,7 +1726,8 @@ exact_terms(trainer *T, int which, int k, int64_t *sum, double *scale, double *m
 
 /*
  * MultiClass across servers: the union's class count (classes_count, or
- * the largest label + 1; every shard checked its labels against it), and
+ * the largest label + 1 of the training and eval rows, the shards' and
+ * an eval_source's here; every shard checks its labels against it), and
  * its arrays of class base scores.
  */
 static int
@@ -1731,7 +1738,8 @@ union_class_count(trainer *T)
 
 	if ((rc = T->rows->term_maxima(T, BOOST_TERMS_CLASS_COUNT, 0, &top)) != GBML_OK)
 		return rc;
-	T->n_classes = T->p->classes_count > 0 ? (int) T->p->classes_count : (int) top;
+	/* (T->n_classes so far: the class count of this server's eval rows, an eval_source's) */
+	T->n_classes = T->p->classes_count > 0 ? (int) T->p->classes_count : (int) fmax(top, T->n_classes);
 	if (T->n_classes < 2)
 	{
 		gbml_error(T->env, GBML_EINVAL, "boost: MultiClass needs at least 2 classes; the labels have only class 0");

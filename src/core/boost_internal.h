@@ -175,6 +175,13 @@ typedef struct trainer
 	 */
 	bool		shard_part;
 	int			eval_classes;
+	/*
+	 * MultiClass on one server without classes_count: the training labels'
+	 * largest + 1 (n_classes takes the eval labels' too), the count of
+	 * categorical statistics, as a coordinator counts them from the
+	 * training labels it gathers
+	 */
+	int			train_classes;
 
 	bool		on_gpu;			/* the level passes run on the device */
 	gbml_boost_gpu gpu;

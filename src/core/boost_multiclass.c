@@ -24,11 +24,10 @@ gbml_boost_multiclass_count(const float *label, int64_t n, int64_t classes_count
 							  which, GBML_BOOST_MAX_CLASSES, y);
 		if (classes_count > 0 && y >= (double) classes_count)
 		{
-			gbml_error(env, GBML_EINVAL, "boost: %slabel %g is not below the class count %lld (classes_count, "
-					   "or the training labels' largest + 1)", which, y, (long long) classes_count);
-			/* an eval share split from the rows can hold a rare class's every row */
-			return gbml_hint(env, "Set \"classes_count\" to the number of classes; a class need not have a "
-							 "training row.");
+			gbml_error(env, GBML_EINVAL, "boost: %slabel %g is not below the class count %lld (classes_count)",
+					   which, y, (long long) classes_count);
+			return gbml_hint(env, "Set \"classes_count\" to the number of classes, or leave it out: the class "
+							 "count is then the largest label of the training and eval rows + 1.");
 		}
 		if (y > top)
 			top = y;

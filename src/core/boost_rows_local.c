@@ -809,6 +809,14 @@ local_terms(trainer *T, int which, int k, const double *scale, double *max, int6
 		T->kept_terms_kind = 0;
 		local_row_terms(T, base, k, d, eval ? T->eval_pred : T->pred, eval ? T->eval_pred_all : T->pred_all, scale,
 						max, sum);
+		if (which == BOOST_TERMS_CLASS_COUNT && T->has_eval)
+		{
+			/* the class count is the largest label of the training and eval rows + 1 (boost.c, check_labels) */
+			double		eval_top;
+
+			gbml_boost_class_count_max(T->eval.label, T->eval.n, &eval_top);
+			max[0] = fmax(max[0], eval_top);
+		}
 		return GBML_OK;
 	}
 	return local_query_fold(T, d, eval ? T->eval_pred : T->pred, which, k, scale, max, sum);

@@ -461,7 +461,7 @@ bs_apply_pending(bs_shard *sh, const bs_pending_msg *pm)
 		/* one server checks the eval labels against the training's class count: the union's */
 		if (sh->T.kind == GBML_LOSS_MULTICLASS && sh->T.has_eval && sh->T.eval_classes > pm->classes)
 			return gbml_error(sh->env, GBML_EINVAL, "boost: eval label %d is not below the class count %lld "
-							  "(classes_count, or the training labels' largest + 1)", sh->T.eval_classes - 1,
+							  "(classes_count)", sh->T.eval_classes - 1,
 							  (long long) pm->classes);
 		if (sh->T.kind == GBML_LOSS_MULTICLASS &&
 			(rc = boost_trainer_classes(&sh->T, (int) pm->classes, pm->class_base)) != GBML_OK)

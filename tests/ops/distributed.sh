@@ -140,6 +140,12 @@ mc='"iterations": 8, "depth": 4, "border_sample_size": 5000, "loss": "MultiClass
 out=$(same_bytes bm boost rk "$mc, \"eval_metric\": \"Accuracy\", \"subsample\": 0.8" \
   "(SELECT (gbml.model_info(model) ->> 'classes')::int FROM gbml.models WHERE name = 'bm_dist') = 5")
 check "boosting with the MultiClass loss (five classes; the union's class count and base scores, a tree a class): the same bytes" t "$out"
+# an eval_source (the coordinator's rows) with a class no training row has: the class count takes it
+# (before, the shards trained five classes and the eval metric read past the predictions' columns)
+out=$(same_bytes bme boost rk "$mc, \"eval_source\": \"SELECT id, features, (label + id % 2)::real AS label, qid, qid_split FROM rk_local WHERE id % 97 = 0\"" \
+  "(SELECT (gbml.model_info(model) ->> 'classes')::int = 6 AND (gbml.model_info(model) -> 'metrics' ->> 'eval_value')::float8 BETWEEN 0 AND 10
+      FROM gbml.models WHERE name = 'bme_dist')")
+check "MultiClass with an eval_source holding a sixth class: six classes, a sane eval metric, the same bytes" t "$out"
 # eval_fraction: each shard holds out the rows one server would (by their contents); the eval metric
 # each tree is an exact sum over the shards, early stopping and the best model's cut are one server's
 ev='"iterations": 200, "depth": 5, "learning_rate": 0.5, "border_sample_size": 5000, "exclude_columns": ["id"], "eval_fraction": 0.2, "early_stopping_rounds": 5'

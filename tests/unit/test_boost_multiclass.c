@@ -365,6 +365,47 @@ TEST(boost_multiclass_classes_count_keeps_an_absent_class)
 	gbml_dataset_free(&ds, &env);
 }
 
+/*
+ * An eval label the training rows lack (an eval share can hold a rare
+ * class's every row): without classes_count the class count is the largest
+ * label of both + 1, so the model has the class, with a small probability,
+ * and trees the same as classes_count's (the params differ: recorded).
+ */
+TEST(boost_multiclass_eval_only_class_counts)
+{
+	gbml_env	env;
+	gbml_dataset ds,
+				ev;
+	uint8_t    *model = NULL,
+			   *counted = NULL;
+	size_t		len,
+				counted_len;
+	gbml_scorer sc;
+	gbml_param_value v[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 10)};
+	gbml_param_value v4[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 10), tu_num("classes_count", 4)};
+	double		prob[4];
+
+	gbml_env_init_malloc(&env, 1);
+	make_classes(&ds, &env, 600, 3, 5, 0);
+	make_classes(&ev, &env, 200, 3, 6, 0);
+	ev.chunks[0]->label[11] = 3;
+	CHECK(gbml_train_values(&env, "boost", v, 2, &ds, &ev, &model, &len) == GBML_OK);
+	CHECK(gbml_train_values(&env, "boost", v4, 3, &ds, &ev, &counted, &counted_len) == GBML_OK);
+	CHECK(gbml_scorer_load(&sc, &env, model, len) == GBML_OK);
+	CHECK(sc.n_classes == 4);
+	CHECK(tu_meta_number(&env, model, len, "trees") == 40);
+	CHECK(gbml_scorer_classes(&sc, &env, gbml_dataset_row(&ds, 0, 0), 3, prob) == GBML_OK);
+	CHECK(prob[3] < 0.05 && prob[3] > 0);
+	CHECK_NEAR(tu_meta_number(&env, model, len, "eval_value"), tu_meta_number(&env, counted, counted_len, "eval_value"),
+			   0);
+	gbml_scorer_free(&sc, &env);
+	gbml_free(&env, model);
+	gbml_free(&env, counted);
+	gbml_dataset_free(&ds, &env);
+	gbml_dataset_free(&ev, &env);
+	CHECK(env.memory_used == 0);
+}
+
 /* Trains with v on rows whose labels are set by `label` (NULL: the generator's); the status, env.error set. */
 static int
 train_labels(gbml_env *env, const gbml_param_value *v, int nv, float bad_label, bool on_eval)
@@ -391,6 +432,7 @@ TEST(boost_multiclass_bad_labels_and_parameters)
 	gbml_env	env;
 	gbml_param_value mc[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 2)};
 	gbml_param_value two[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 2), tu_num("classes_count", 2)};
+	gbml_param_value three[] = {tu_str("loss", "MultiClass"), tu_num("iterations", 2), tu_num("classes_count", 3)};
 	gbml_param_value rmse_acc[] = {tu_str("loss", "RMSE"), tu_str("eval_metric", "Accuracy")};
 	gbml_param_value mc_auc[] = {tu_str("loss", "MultiClass"), tu_str("eval_metric", "AUC")};
 	gbml_param_value mc_l2[] = {tu_str("loss", "MultiClass"), tu_str("score_function", "L2")};
@@ -400,9 +442,10 @@ TEST(boost_multiclass_bad_labels_and_parameters)
 	CHECK(strstr(env.error, "class ids") != NULL);
 	CHECK(train_labels(&env, mc, 2, -1, false) == GBML_EINVAL);
 	CHECK(train_labels(&env, mc, 2, 5000, false) == GBML_EINVAL);
-	/* an eval label the training rows have no class for */
-	CHECK(train_labels(&env, mc, 2, 3, true) == GBML_EINVAL);
-	CHECK(strstr(env.error, "eval label 3 is not below") != NULL);
+	/* an eval label past classes_count (without it the class count takes the eval labels too) */
+	CHECK(train_labels(&env, three, 3, 3, true) == GBML_EINVAL);
+	CHECK(strstr(env.error, "eval label 3 is not below the class count 3") != NULL);
+	CHECK(train_labels(&env, mc, 2, 3, true) == GBML_OK);
 	CHECK(train_labels(&env, two, 3, NAN, false) == GBML_EINVAL);
 	CHECK(strstr(env.error, "class count 2") != NULL);
 	CHECK(train_labels(&env, rmse_acc, 2, NAN, false) == GBML_EINVAL);
