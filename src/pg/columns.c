@@ -611,11 +611,14 @@ static void
 probe_columns(gbml_column_plan *p, const char *base, const char *what)
 {
 	char	   *q = probe_query(p, psprintf("(%s)", base));
+	MemoryContext plan_cxt = CurrentMemoryContext;
 
 	if (q == NULL)
 		return;
 	if (SPI_execute(q, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
 		ereport(ERROR, (errmsg("%s: could not read the categorical values and array lengths of the source", what)));
+	/* the categories live with the plan, not in SPI's procedure context (current after the call) */
+	MemoryContextSwitchTo(plan_cxt);
 	for (int i = 0, k = 0; i < p->n_columns; i++)
 	{
 		gbml_column *c = &p->cols[i];

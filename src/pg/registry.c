@@ -252,9 +252,16 @@ gbml_read_source(gbml_env *env, const gbml_parsed_params *pp, const char *source
 	int64		rowno = 0;
 	source_reader sr = {.n_feature_cols = 1,.own_plan = columns == NULL,.input_flags = input_flags,.what = what};
 	bool		by_columns;
+	MemoryContext caller = CurrentMemoryContext;
 
 	if (SPI_execute(probe, true, 0) != SPI_OK_SELECT)
 		ereport(ERROR, (errmsg("%s: could not read source", what)));
+	/*
+	 * An SPI call returns in SPI's procedure context, which SPI_finish
+	 * deletes: the column plan and its schema made here are the caller's
+	 * (a shard's session keeps them past SPI_finish, for its later steps)
+	 */
+	MemoryContextSwitchTo(caller);
 	td = CreateTupleDescCopy(SPI_tuptable->tupdesc);
 	by_columns = columns != NULL || cp->feature_columns.n > 0 || gbml_attno(td, cp->features_column) == 0;
 	if (!by_columns)

@@ -190,6 +190,14 @@ open_session(shard_session *s, const gbml_algorithm *algo, const char *source, J
 	 */
 	MemoryContextSwitchTo(s->mcxt);
 	s->plan = gbml_read_source(&s->env, &s->pp, source, s->ds, flags, NULL, given, what);
+	/*
+	 * (Until stop 46 the plan was made after an SPI call, in SPI's context:
+	 * freed here, then read by the session's steps, which trained from a
+	 * garbled schema or refused their requests.)
+	 */
+	if (s->plan && (GetMemoryChunkContext(s->plan) != s->mcxt ||
+					GetMemoryChunkContext((void *) gbml_column_plan_schema(s->plan)) != s->mcxt))
+		elog(ERROR, "%s: the shard session's column plan is not in its memory context", what);
 	SPI_finish();
 	gbml_dataset_finish_appends(s->ds, &s->env);
 	GBML_CHECK(&s->env, gbml_dataset_canonicalize(s->ds, &s->env), what);
