@@ -673,17 +673,33 @@ done:
 	return choice_finish(&bc, rc, env);
 }
 
+/* Columns of an m-row sample sorted in one batch: within SAMPLE_BATCH_BYTES, at least one, at most d. */
+static int64_t
+sample_batch_columns(int64_t m, int d)
+{
+	int64_t		batch = (int64_t) (SAMPLE_BATCH_BYTES / ((size_t) (m > 0 ? m : 1) * sizeof(float)));
+
+	return batch < 1 ? 1 : batch > d ? d : batch;
+}
+
+size_t
+gbml_boost_borders_work_bytes(int64_t m, int d, int threads)
+{
+	size_t		rows = (size_t) (m > 0 ? m : 1);
+
+	return rows * (size_t) sample_batch_columns(m, d) * sizeof(float) + (size_t) threads * 2 * rows * sizeof(uint32_t);
+}
+
 int
 gbml_boost_borders_from_sample(const float *rows, int64_t m, int d, const bool *has_missing, int border_count,
 							   gbml_boost_border_type type, gbml_boost_borders *out, gbml_env *env)
 {
-	int64_t		batch = (int64_t) (SAMPLE_BATCH_BYTES / ((size_t) (m > 0 ? m : 1) * sizeof(float)));
+	int64_t		batch = sample_batch_columns(m, d);
 	float	   *colbuf = NULL;
 	uint32_t   *scratch = NULL;
 	border_choice bc;
 	int			rc;
 
-	batch = batch < 1 ? 1 : batch > d ? d : batch;
 	if ((rc = choice_begin(&bc, out, d, border_count, type, env)) != GBML_OK)
 		goto done;
 	memcpy(out->has_missing, has_missing, sizeof(bool) * (size_t) d);

@@ -71,6 +71,8 @@ int64_t		gbml_boost_sample_positions(int64_t n, int64_t m, uint64_t seed, int64_
  * gbml_boost_borders_build chooses from the same sample (a coordinator's,
  * from its shards' rows).
  */
+/* The work space gbml_boost_borders_from_sample takes beside its m x d sample (a batch of columns, the sort's). */
+size_t		gbml_boost_borders_work_bytes(int64_t m, int d, int threads);
 int			gbml_boost_borders_from_sample(const float *rows, int64_t m, int d, const bool *has_missing,
 										   int border_count, gbml_boost_border_type type,
 										   gbml_boost_borders *out, gbml_env *env);

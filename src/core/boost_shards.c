@@ -441,6 +441,17 @@ setup_borders(trainer *T, boost_shards *B, int64_t m, int d, const bool *missing
 	const gbml_boost_params *p = T->p;
 	int			rc;
 
+	/*
+	 * Beside the sample's rows (held): their places on the shards (and in
+	 * the union's order when a sample), with categorical inputs every
+	 * row's global position, and the borders' work space
+	 */
+	if ((rc = gbml_budget_check(T->env, (size_t) (m > 0 ? m : 1) * sizeof(int64_t) * (m < T->n_global ? 2 : 1) +
+								(T->cat.n_cat > 0 ? (size_t) T->n_global * sizeof(int64_t) : 0) +
+								gbml_boost_borders_work_bytes(m, d, T->env->threads),
+								"boost: the border sample's places on the shards%s and the borders' sort",
+								T->cat.n_cat > 0 ? ", every row's place in the union's order" : "")) != GBML_OK)
+		return rc;
 	if ((rc = sample_lists(T, B, m, p->subsample < 1 && !with_groups, T->cat.n_cat > 0 && !with_groups)) != GBML_OK ||
 		(rc = grouped_order(T, B, with_groups)) != GBML_OK ||
 		(rc = gather_sample(T, B, rows, d)) != GBML_OK ||
@@ -476,6 +487,11 @@ boost_shards_setup(trainer *T, const gbml_dataset *ds, int64_t n_eval_here)
 		return gbml_error(env, GBML_EINVAL, "boost: the shards hold %lld rows, the coordinator expected %lld",
 						  (long long) T->n_global, (long long) ds->n_rows);
 	m = T->n_global < T->p->border_sample_size ? T->n_global : T->p->border_sample_size;
+	/* the sample is held here whole (rows) */
+	if ((rc = gbml_budget_check(env, (size_t) (m > 0 ? m : 1) * (size_t) (d > 0 ? d : 1) * sizeof(float),
+								"boost: the border sample gathered from the shards (%lld rows of %d features, "
+								"border_sample_size)", (long long) m, d)) != GBML_OK)
+		return rc;
 	missing = gbml_alloc_array(env, (size_t) (d > 0 ? d : 1), sizeof(bool));
 	rows = gbml_alloc_array(env, (size_t) (m > 0 ? m : 1) * (size_t) (d > 0 ? d : 1), sizeof(float));
 	B->n_groups = gbml_alloc0(env, sizeof(int64_t) * (size_t) B->ch.n_shards);

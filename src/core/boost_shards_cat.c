@@ -156,7 +156,8 @@ take_ids(void *arg, int s, int64_t first, int64_t count, gbml_msg_reader *r)
 static int
 gather_ids(trainer *T, boost_shards *B, float *label)
 {
-	int64_t		page = CAT_PAGE_BYTES / ((int64_t) (T->cat.n_cat + 1) * (int64_t) sizeof(float));
+	size_t		row_bytes = (size_t) (T->cat.n_cat + 1) * sizeof(float);
+	int64_t		page = gbml_shard_page_rows(&B->ch, row_bytes, CAT_PAGE_BYTES / (int64_t) row_bytes);
 	cat_pages	P = {.T = T,.B = B,.label = label};
 	int			rc;
 
@@ -222,7 +223,9 @@ send_bins(trainer *T, boost_shards *B, const gbml_boost_bins *D)
 {
 	cat_pages	P = {.T = T,.B = B,.D = D};
 
-	return gbml_shard_pages(&B->ch, BS_OP_CAT_BINS, CAT_PAGE_BYTES / D->n_features, put_bins, NULL, &P);
+	return gbml_shard_pages(&B->ch, BS_OP_CAT_BINS,
+							gbml_shard_page_rows(&B->ch, (size_t) D->n_features, CAT_PAGE_BYTES / D->n_features),
+							put_bins, NULL, &P);
 }
 
 int

@@ -234,6 +234,26 @@ gbml_shard_reply_done(const gbml_shard_channel *ch, int s, const gbml_msg_reader
 					  ch->link->name(ch->link->ctx, s));
 }
 
+int64_t
+gbml_shard_page_rows(const gbml_shard_channel *ch, size_t row_bytes, int64_t max_rows)
+{
+	const gbml_env *env = ch->env;
+	int64_t		rows = max_rows,
+				most = 1;
+
+	if (env->memory_limit != 0)
+	{
+		size_t		room = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
+		int64_t		fit = (int64_t) (room / 16 / (row_bytes > 0 ? row_bytes : 1));
+
+		rows = fit < rows ? fit : rows;
+	}
+	for (int s = 0; s < ch->n_shards; s++)
+		most = ch->n_rows[s] > most ? ch->n_rows[s] : most;
+	rows = most < rows ? most : rows;
+	return rows > 0 ? rows : 1;
+}
+
 int
 gbml_shard_pages(gbml_shard_channel *ch, int64_t op, int64_t page, gbml_shard_page_put put,
 				 gbml_shard_page_take take, void *arg)

@@ -179,6 +179,13 @@ int			gbml_shard_reply_done(const gbml_shard_channel *ch, int s, const gbml_msg_
  */
 typedef void (*gbml_shard_page_put) (void *arg, gbml_strbuf *m, int s, int64_t first, int64_t count);
 typedef int (*gbml_shard_page_take) (void *arg, int s, int64_t first, int64_t count, gbml_msg_reader *r);
+/*
+ * Rows of a page of row_bytes a row the coordinator holds while it is
+ * exchanged: at most max_rows, no more than the largest shard's rows, and
+ * within a sixteenth of the budget's room (its copies, and the other pages
+ * beside it), at least one.  The model bytes do not depend on it.
+ */
+int64_t		gbml_shard_page_rows(const gbml_shard_channel *ch, size_t row_bytes, int64_t max_rows);
 int			gbml_shard_pages(gbml_shard_channel *ch, int64_t op, int64_t page, gbml_shard_page_put put,
 							 gbml_shard_page_take take, void *arg);
 

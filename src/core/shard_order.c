@@ -136,7 +136,8 @@ gbml_shard_hashes_free(gbml_shard_hashes *h, gbml_env *env)
 typedef struct order_cursor
 {
 	int			words;
-	uint64_t   *hash;			/* GBML_SHARD_ORDER_PAGE x words */
+	int64_t		page;			/* rows a page (order_page_rows) */
+	uint64_t   *hash;			/* page x words */
 	int64_t		have;			/* rows in the page */
 	int64_t		at;				/* the next row of the page */
 	int64_t		fetched;		/* the shard's rows fetched so far */
@@ -159,7 +160,7 @@ fetch_pages(gbml_shard_channel *ch, order_cursor *o, int64_t op_hashes)
 		gbml_strbuf *m = gbml_shard_request_to(ch, s, op_hashes);
 
 		gbml_msg_put_i64(m, o[s].fetched);
-		gbml_msg_put_i64(m, need ? GBML_SHARD_ORDER_PAGE : 0);
+		gbml_msg_put_i64(m, need ? o[s].page : 0);
 	}
 	if ((rc = gbml_shard_send_each(ch)) != GBML_OK)
 		return rc;
@@ -170,7 +171,7 @@ fetch_pages(gbml_shard_channel *ch, order_cursor *o, int64_t op_hashes)
 
 		if (!gbml_shard_reply(ch, s, &r))
 			continue;
-		count = gbml_msg_get_count(&r, GBML_SHARD_ORDER_PAGE);
+		count = gbml_msg_get_count(&r, o[s].page);
 		if (o[s].at == o[s].have && o[s].fetched < ch->n_rows[s] && count == 0)
 			r.bad = true;		/* a page it owes: without it the merge would wait forever */
 		if (count > 0 && !r.bad)
@@ -247,9 +248,21 @@ merge_pages(gbml_shard_channel *ch, order_cursor *o, int64_t n_global, int64_t *
 	return true;
 }
 
-/* The merge of pages of `words` keys a row (2, or 3 with the group id first). */
+/*
+ * Rows of the merge's pages: at most GBML_SHARD_ORDER_PAGE (the shards'
+ * limit), fewer for small shards or a small budget; each shard's page of
+ * `words` keys a row, and with ranks its page of global indices.
+ */
+static int64_t
+order_page_rows(const gbml_shard_channel *ch, int words, bool ranks)
+{
+	return gbml_shard_page_rows(ch, sizeof(uint64_t) * (size_t) (words + ranks) * (size_t) ch->n_shards,
+								GBML_SHARD_ORDER_PAGE);
+}
+
+/* The merge of pages of `words` keys a row (2, or 3 with the group id first), `page` rows each. */
 static int
-merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes, int words,
+merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes, int words, int64_t page,
 			gbml_shard_order_visit visit, gbml_shard_order_flush flush, void *arg)
 {
 	gbml_env   *env = ch->env;
@@ -268,8 +281,9 @@ merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes, int wor
 	for (int s = 0; s < ch->n_shards; s++)
 	{
 		o[s].words = words;
+		o[s].page = page;
 		if (ch->n_rows[s] > 0 &&
-			(o[s].hash = gbml_alloc_array(env, (size_t) GBML_SHARD_ORDER_PAGE * (size_t) words,
+			(o[s].hash = gbml_alloc_array(env, (size_t) page * (size_t) words,
 										  sizeof(uint64_t))) == NULL)
 		{
 			rc = env->error_code;
@@ -307,7 +321,7 @@ int
 gbml_shard_merge_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes,
 					   gbml_shard_order_visit visit, gbml_shard_order_flush flush, void *arg)
 {
-	return merge_order(ch, n_global, op_hashes, 2, visit, flush, arg);
+	return merge_order(ch, n_global, op_hashes, 2, order_page_rows(ch, 2, false), visit, flush, arg);
 }
 
 /* The pages of global indices being sent back (gbml_shard_send_ranks). */
@@ -316,7 +330,8 @@ typedef struct rank_pages
 	gbml_shard_channel *ch;
 	int64_t		n_global;
 	int64_t		op_ranks;
-	int64_t   **rank;			/* per shard: GBML_SHARD_ORDER_PAGE */
+	int64_t		page;			/* the merge's rows a page */
+	int64_t   **rank;			/* per shard: page */
 	int64_t    *filled;
 	int64_t    *sent;
 	void		(*also_visit) (void *arg, int shard, int64_t local, int64_t global);
@@ -329,7 +344,7 @@ rank_visit(void *arg, int shard, int64_t local, int64_t global)
 {
 	rank_pages *P = arg;
 
-	if (P->filled[shard] == GBML_SHARD_ORDER_PAGE)
+	if (P->filled[shard] == P->page)
 		return false;
 	P->rank[shard][P->filled[shard]++] = global;	/* the pages go in the shard's row order */
 	if (P->also_visit)
@@ -364,7 +379,7 @@ send_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes, int word
 {
 	gbml_env   *env = ch->env;
 	int			S = ch->n_shards;
-	rank_pages	P = {ch, n_global, op_ranks, NULL, NULL, NULL, also_visit, arg};
+	rank_pages	P = {ch, n_global, op_ranks, order_page_rows(ch, words, true), NULL, NULL, NULL, also_visit, arg};
 	int			rc = GBML_OK;
 
 	P.rank = gbml_alloc0(env, sizeof(int64_t *) * (size_t) S);
@@ -375,11 +390,11 @@ send_ranks(gbml_shard_channel *ch, int64_t n_global, int64_t op_hashes, int word
 	for (int s = 0; rc == GBML_OK && s < S; s++)
 	{
 		if (ch->n_rows[s] > 0 &&
-			(P.rank[s] = gbml_alloc_array(env, (size_t) GBML_SHARD_ORDER_PAGE, sizeof(int64_t))) == NULL)
+			(P.rank[s] = gbml_alloc_array(env, (size_t) P.page, sizeof(int64_t))) == NULL)
 			rc = env->error_code;
 	}
 	if (rc == GBML_OK)
-		rc = merge_order(ch, n_global, op_hashes, words, rank_visit, rank_flush, &P);
+		rc = merge_order(ch, n_global, op_hashes, words, P.page, rank_visit, rank_flush, &P);
 	for (int s = 0; P.rank && s < S; s++)
 		gbml_free(env, P.rank[s]);
 	gbml_free(env, P.rank);
@@ -406,7 +421,7 @@ int
 gbml_shard_merge_grouped_order(gbml_shard_channel *ch, int64_t n_global, int64_t op_grouped_hashes,
 							   gbml_shard_order_visit visit, gbml_shard_order_flush flush, void *arg)
 {
-	return merge_order(ch, n_global, op_grouped_hashes, 3, visit, flush, arg);
+	return merge_order(ch, n_global, op_grouped_hashes, 3, order_page_rows(ch, 3, false), visit, flush, arg);
 }
 
 int

@@ -88,6 +88,11 @@ check "k-means++ on a features array: the sharded table gives the single-server 
   "$(same_bytes km kmeans pts "\"k\": 6, \"random_seed\": 3")"
 out=$(q coord postgres "SELECT rows FROM gbml.models WHERE name = 'km_dist'" 2>&1)
 check "the sharded model records every row of both shards" 24010 "$out"
+# under a small budget: the coordinator's pages of the shards' row order (8 MB a shard whatever the
+# rows, before stop 46: a plain "memory limit exceeded") are sized to the rows and the budget
+check "k-means++ under memory_limit_mb 4: the same bytes as one server (and as without the limit)" t \
+  "$(same_bytes kms kmeans pts "\"k\": 6, \"random_seed\": 3, \"memory_limit_mb\": 4" \
+     "(SELECT model FROM gbml.models WHERE name = 'kms_dist') = (SELECT model FROM gbml.models WHERE name = 'km_dist')")"
 
 check "number columns (another column order on one shard), random init, spherical: the same bytes" t \
   "$(same_bytes kc kmeans cols '"k": 5, "init": "random", "spherical": true, "n_init": 2, "exclude_columns": ["id"]')"
@@ -110,6 +115,12 @@ check "... and scores the rows like it" t "$out"
 bst='"iterations": 30, "depth": 5, "border_sample_size": 5000, "exclude_columns": ["id"]'
 check "boosting (RMSE, a sampled border set) on the sharded table gives the single-server model bytes" t \
   "$(same_bytes b boost pts "$bst")"
+check "... under memory_limit_mb 6 (the sample's places and sort checked against it): the same bytes" t \
+  "$(same_bytes bsm boost pts "$bst, \"memory_limit_mb\": 6" \
+     "(SELECT model FROM gbml.models WHERE name = 'bsm_dist') = (SELECT model FROM gbml.models WHERE name = 'b_dist')")"
+err=$(q_err coord postgres "SELECT gbml.train('bsm2', 'boost', 'pts', '{$bst, \"border_sample_size\": 24010, \"memory_limit_mb\": 1}')")
+check_match "... under memory_limit_mb 1: an ERROR naming what did not fit, with the limit to set" \
+  'memory limit exceeded by what stays in memory.*(border sample|ordering the).*HINT:.*at least [0-9]+ MB' "$(echo $err)"
 check "boosting with Logloss: the same bytes" t \
   "$(same_bytes bl boost pts "$bst, \"loss\": \"Logloss\"")"
 bc='"iterations": 20, "depth": 4, "label_column": "a", "exclude_columns": ["id"]'
