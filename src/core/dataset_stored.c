@@ -505,6 +505,14 @@ order_ties(gbml_dataset *ds, gbml_env *env, row_key *keys, int64_t n)
 			gbml_free(env, rows);
 			gbml_free(env, x);
 			gbml_free(env, addr);
+			rows = NULL;
+			x = NULL;
+			addr = NULL;
+			/* a long run of duplicate rows is held whole beside the keys */
+			if ((rc = gbml_budget_check(env, (size_t) m * (d * sizeof(float) + sizeof(float *) + sizeof(int64_t)),
+										"ordering %lld rows with the same hash (duplicate rows) by their contents",
+										(long long) m)) != GBML_OK)
+				break;
 			cap = m;
 			rows = gbml_alloc_array(env, (size_t) cap * d, sizeof(float));
 			x = gbml_alloc_array(env, (size_t) cap, sizeof(float *));

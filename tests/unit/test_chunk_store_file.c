@@ -1289,6 +1289,42 @@ TEST(file_store_eval_split_through_a_map_keeps_the_canonical_order)
 }
 
 /*
+ * Rows in files with one hash (3,000 copies of a row, 600 features) are
+ * put in content order fetched together, 7 MB beside the sort's keys:
+ * past the budget that is an ERROR naming the duplicate rows (it was the
+ * plain "memory limit exceeded: 0.2 MB needed"), within it the host order.
+ */
+TEST(file_store_duplicate_rows_past_the_budget_are_named)
+{
+	gbml_env	env;
+	gbml_dataset host,
+				files;
+	int64_t    *same = calloc(3000, sizeof(int64_t));	/* every row is row 0 */
+
+	gbml_env_init_malloc(&env, 1);
+	init_ds(&files, true);
+	fill_rows(&files, &env, 3000, same);
+	CHECK(gbml_dataset_seal(&files, &env) == GBML_OK);
+	env.memory_limit = env.memory_used + ((size_t) 2 << 20);
+	CHECK(gbml_dataset_canonicalize(&files, &env) == GBML_EBUDGET);
+	CHECK(strstr(env.error, "3000 rows with the same hash (duplicate rows)") != NULL);
+	CHECK(strstr(env.error, "HINT") == NULL && strstr(env.hint, "memory_limit_mb") != NULL);
+	gbml_dataset_free(&files, &env);
+	env.memory_limit = 0;
+	init_ds(&host, false);
+	init_ds(&files, true);
+	fill_rows(&host, &env, 3000, same);
+	fill_rows(&files, &env, 3000, same);
+	CHECK(gbml_dataset_canonicalize(&host, &env) == GBML_OK);
+	CHECK(gbml_dataset_canonicalize(&files, &env) == GBML_OK);
+	CHECK(same_rows(&host, &files, &env));
+	gbml_dataset_free(&host, &env);
+	gbml_dataset_free(&files, &env);
+	CHECK(env.memory_used == 0);
+	free(same);
+}
+
+/*
  * Categorical ids numbered as first seen, then renumbered (the training
  * aggregates' whole rows): features 0 and 5 hold a category (5 sometimes
  * none: NaN) whose final id the row fixes; the rows arrive shuffled and get
