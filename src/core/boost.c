@@ -1136,7 +1136,7 @@ check_row_state_budget(trainer *T, int64_t n, size_t cols)
 				other;
 
 	if (T->n_classes > 0)
-		row_bytes += cols * sizeof(double);		/* prob */
+		row_bytes += cols * sizeof(double) * (T->shard_part ? 2 : 1);	/* prob; a shard's iteration start */
 	if (boost_structure_by_weight(T))
 		row_bytes += sizeof(double);	/* newton_hess */
 	rows = (size_t) n * row_bytes;
@@ -1152,6 +1152,9 @@ check_row_state_budget(trainer *T, int64_t n, size_t cols)
 	/* bins in a file are walked through two buffers of at least a block each (boost_bins_walk.c) */
 	if (T->bins.stored)
 		other += 2 * (size_t) T->bins.block_rows * (size_t) T->bins.n_features;
+	/* a shard's reply to a level: each slot's histogram sums (G, H), in a message that grows by doubling */
+	if (T->shard_part)
+		other += 2 * (size_t) T->max_slots * (size_t) T->total_bins * 2 * sizeof(int64_t);
 	return gbml_budget_check(T->env, rows + hist + other,
 							 "boosting's per-row state (%zu bytes a row for %lld rows: predictions, gradients, leaf indexes) and its histograms (%.1f MB)%s",
 							 row_bytes, (long long) n, (double) hist / 1048576.0,
@@ -1941,9 +1944,18 @@ boost_trainer_classes(trainer *T, int k, const double *base)
 {
 	size_t		n = (size_t) T->train.n;
 
+	size_t		ne = T->has_eval ? (size_t) T->eval.n : 0;
+	int			rc;
+
+	/* the union's class count came after this shard's arrays were sized for its own: made beside them */
+	if (k != T->n_classes &&
+		(rc = gbml_budget_check(T->env, (3 * n + ne) * (size_t) k * sizeof(double),
+								"boosting's predictions for the union's %d classes (%zu bytes a row for %lld rows: "
+								"predictions, probabilities, the iteration's start; and the eval rows' %zu)", k,
+								3 * (size_t) k * sizeof(double), (long long) n, (size_t) k * sizeof(double))) != GBML_OK)
+		return rc;
 	if (k != T->n_classes)
 	{
-		size_t		ne = T->has_eval ? (size_t) T->eval.n : 0;
 		double	   *pred = gbml_alloc_array(T->env, n * (size_t) k, sizeof(double)),
 				   *prob = gbml_alloc_array(T->env, n * (size_t) k, sizeof(double)),
 				   *class_base = gbml_alloc_array(T->env, (size_t) k, sizeof(double)),

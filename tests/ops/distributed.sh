@@ -151,6 +151,14 @@ mc='"iterations": 8, "depth": 4, "border_sample_size": 5000, "loss": "MultiClass
 out=$(same_bytes bm boost rk "$mc, \"eval_metric\": \"Accuracy\", \"subsample\": 0.8" \
   "(SELECT (gbml.model_info(model) ->> 'classes')::int FROM gbml.models WHERE name = 'bm_dist') = 5")
 check "boosting with the MultiClass loss (five classes; the union's class count and base scores, a tree a class): the same bytes" t "$out"
+# a budget too small across servers: every step that does not fit says which, on the coordinator or a
+# shard (the differential probe found a shard's MultiClass iteration start and the coordinator's pages
+# of the row order past every check: the plain "memory limit exceeded: 0.3 MB needed")
+for mb in 1 2 3; do
+  err=$(q_err coord postgres "SELECT gbml.train('bms$mb', 'boost', 'rk', '{$mc, \"grow_policy\": \"Depthwise\", \"memory_limit_mb\": $mb}')")
+  check_match "MultiClass Depthwise at memory_limit_mb $mb: trained, or an ERROR naming the step that did not fit" \
+    '^$|memory limit exceeded by what stays in memory.*HINT:.*at least [0-9]+ MB' "$(echo $err)"
+done
 # an eval_source (the coordinator's rows) with a class no training row has: the class count takes it
 # (before, the shards trained five classes and the eval metric read past the predictions' columns)
 out=$(same_bytes bme boost rk "$mc, \"eval_source\": \"SELECT id, features, (label + id % 2)::real AS label, qid, qid_split FROM rk_local WHERE id % 97 = 0\"" \
