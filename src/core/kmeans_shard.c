@@ -300,7 +300,10 @@ km_shard_potential_bound(const km_shard *sh, int T)
 			s += (double) sh->w.cand[(size_t) j * GBML_KM_CAND_LANES + t] * sh->w.cand[(size_t) j * GBML_KM_CAND_LANES + t];
 		cmax = fmax(cmax, sqrt(s));
 	}
-	return fmin(sh->closest_max, (sh->xnorm_local + cmax) * (sh->xnorm_local + cmax) * 1.0001);
+	/* spherical: the rows count at unit norm (their scale), as the coordinator's first grid assumes */
+	double		xnorm = sh->w.spherical ? 1.0 : sh->xnorm_local;
+
+	return fmin(sh->closest_max, (xnorm + cmax) * (xnorm + cmax) * 1.0001);
 }
 
 /* A candidate pass's grid: its terms fit (km_grid_fits) and its float distances cannot overflow. */

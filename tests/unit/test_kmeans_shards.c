@@ -85,6 +85,20 @@ TEST(kmeans_shards_random_spherical_same_bytes)
 	tu_check_same_bytes("kmeans", "random, spherical", sh_fill, &s, v, 4);
 }
 
+/*
+ * k-means++ in the spherical mode on rows far from unit norm (the first
+ * feature's 100): a shard bounded its candidate pass by the rows' raw norm
+ * against the coordinator's grid for unit rows, and refused the pass as a
+ * malformed request (the differential probe, seed 174).
+ */
+TEST(kmeans_shards_kmeanspp_spherical_same_bytes)
+{
+	sh_data		s = {4000, 5, 0, 0, 0};
+	gbml_param_value v[] = {tu_num("k", 4), tu_bool("spherical", true), tu_num("random_seed", 6)};
+
+	tu_check_same_bytes("kmeans", "k-means++, spherical", sh_fill, &s, v, 3);
+}
+
 TEST(kmeans_shards_duplicates_and_empty_clusters_same_bytes)
 {
 	/* 6 distinct points on 3000 rows (each on both shards), k 9: random init takes duplicates */
