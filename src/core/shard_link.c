@@ -12,6 +12,7 @@
 
 /* Eval rows a page carries at most: about 64 MB. */
 #define EVAL_PAGE_BYTES ((size_t) 64 << 20)
+#define EVAL_PAGE_MIN_ROWS 256	/* fewer rows a page under a small budget, not fewer than these */
 
 int
 gbml_shard_answer(const gbml_shard_ops *ops, void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
@@ -412,6 +413,10 @@ gbml_shard_eval_rows_page(const gbml_dataset *eval, int n_features, gbml_msg_rea
 		return GBML_OK;
 	}
 	m = first >= n ? 0 : (n - first < count ? n - first : count);
+	/* the page's rows fetched, and their copy in the reply (a message that grows by doubling) */
+	if (m > 0 && (rc = gbml_budget_check(env, (size_t) m * (sizeof(int64_t) + 3 * (sizeof(float) * (size_t) n_features + 16)),
+										 "a page of %lld held-out rows for the coordinator", (long long) m)) != GBML_OK)
+		return rc;
 	gbml_msg_put_i64(reply, eval ? eval->group_state : 0);
 	gbml_msg_put_i64(reply, n_features);
 	gbml_msg_put_i64(reply, m);
@@ -544,6 +549,20 @@ gbml_shards_gather_eval_paged(const gbml_shard_link *link, uint32_t magic, const
 	}
 	/* the rows the shards train on are at least as wide as their eval rows (raw, when they encode): a page fits */
 	page = page_rows > 0 && page_rows < eval_page_rows(d) ? page_rows : eval_page_rows(d);
+	/*
+	 * Within a sixteenth of the budget's room (the shards' is the same
+	 * limit, and a page is held there about three times: rows, reply and
+	 * its growth), at least EVAL_PAGE_MIN_ROWS; a shard without training
+	 * rows may hold only held-out ones, so its training rows do not bound it
+	 */
+	if (env->memory_limit != 0)
+	{
+		size_t		room = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
+		int64_t		fit = (int64_t) (room / 16 / (sizeof(float) * (size_t) (d > 0 ? d : 1) + 16));
+
+		fit = fit > EVAL_PAGE_MIN_ROWS ? fit : EVAL_PAGE_MIN_ROWS;
+		page = fit < page ? fit : page;
+	}
 	next = gbml_alloc0(env, sizeof(int64_t) * (size_t) ch.n_shards);
 	more = gbml_alloc0(env, sizeof(bool) * (size_t) ch.n_shards);
 	if (next == NULL || more == NULL)

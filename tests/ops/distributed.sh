@@ -177,6 +177,9 @@ check "ranking with eval queries (NDCG on the held-out queries, early stopping):
 out=$(same_bytes kef kmeans pts "\"k\": 4, \"eval_fraction\": 0.2" \
   "(SELECT (gbml.model_info(model) ->> 'eval_rows')::int BETWEEN 3000 AND 6600 FROM gbml.models WHERE name = 'kef_dist')")
 check "K-Means with eval_fraction (the held-out rows gathered to the coordinator): the same bytes" t "$out"
+check "... under memory_limit_mb 3 (the held-out rows gathered in pages the budget holds): the same bytes" t \
+  "$(same_bytes kfs kmeans pts "\"k\": 4, \"eval_fraction\": 0.2, \"memory_limit_mb\": 3" \
+     "(SELECT model FROM gbml.models WHERE name = 'kfs_dist') = (SELECT model FROM gbml.models WHERE name = 'kef_dist')")"
 # the linear model with an eval set ($2: its params): its eval objective within 1e-6 of one server's at the optimum
 saga_eval_close() {
   q coord postgres "SELECT gbml.train('$1_dist', 'saga', 'pts', '{$lin, $2}');
