@@ -240,7 +240,8 @@ def cancelled(alg, src, params, ms):
     rc, out, err = psql(f"{PRE}SET statement_timeout = {ms}; SELECT gbml.train('diff{SEED}', '{alg}', "
                         f"$q${src}$q$, '{json.dumps(params)}') IS NULL",
                         extra=["-v", "ON_ERROR_STOP=0", "-c",
-                               "SELECT 'LEFT ' || count(*) FROM pg_ls_tmpdir() "
+                               # (the session's timeout would cancel this too on a busy machine: "?")
+                               "SET statement_timeout = 0; SELECT 'LEFT ' || count(*) FROM pg_ls_tmpdir() "
                                "WHERE name LIKE 'pgsql_tmp' || pg_backend_pid() || '.%'"])
     left = ([ln[5:] for ln in out.split("\n") if ln.startswith("LEFT ")] or ["?"])[0]
     if left != "0":
