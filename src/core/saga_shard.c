@@ -62,7 +62,8 @@ sg_open(const gbml_dataset *ds, const gbml_dataset *eval, const void *algo_param
 		}
 		ds = &sh->xds;
 	}
-	if (ds->has_missing)
+	/* (a shard whose every row eval_fraction held out keeps the raw rows' flag, and no row to encode) */
+	if (ds->has_missing && ds->n_rows > 0)
 	{
 		sg_close(sh);
 		return gbml_error(env, GBML_EINVAL, "saga: features must be finite (NaN or infinite values found)");

@@ -30,6 +30,7 @@ typedef struct os_data
 {
 	gbml_feature_schema *schema;
 	bool		squared;		/* regression labels for the linear model */
+	int64_t		lone;			/* > 0: row lone - 1 alone on the first of two shards */
 } os_data;
 
 static void
@@ -75,6 +76,9 @@ os_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files,
 		/* 3 shards: the first empty; 2: a third of the rows on the first */
 		int			owner = n_shards == 3 ? 1 + (int) ((i * 7) % 5 < 2) : (int) ((i * 13) % 3 == 0);
 
+		if (d->lone > 0)
+			owner = i == d->lone - 1 ? 0 : 1;
+
 		if (shard >= 0 && owner != shard)
 			continue;
 		os_row(i, x, &row.label);
@@ -88,7 +92,7 @@ os_fill(gbml_dataset *ds, gbml_env *env, int shard, int n_shards, bool to_files,
 
 TEST(onehot_shards_kmeans_gives_one_servers_bytes)
 {
-	os_data		d = {os_schema(), false};
+	os_data		d = {os_schema(), false, 0};
 	gbml_param_value v[] = {tu_num("k", 4), tu_bool("one_hot", true), tu_num("random_seed", 5)};
 
 	gbml_param_value ve[] = {tu_num("k", 4), tu_bool("one_hot", true), tu_num("eval_fraction", 0.2)};
@@ -167,7 +171,7 @@ os_compare_saga(void *arg, const char *name, int n_shards, const uint8_t *m, siz
 /* The linear model: one server's encoding (the 5 most frequent of each input, by the union's counts), its optimum. */
 TEST(onehot_shards_saga_keeps_one_servers_categories)
 {
-	os_data		d = {os_schema(), true};
+	os_data		d = {os_schema(), true, 0};
 	gbml_param_value v[] = {tu_str("loss", "squared"), tu_num("alpha", 1e-2), tu_bool("standardize", true),
 	tu_num("max_categories", 5), tu_num("tol", 1e-12), tu_num("max_iter", 20000)};
 	gbml_param_value ve[] = {tu_str("loss", "squared"), tu_num("alpha", 1e-2), tu_bool("standardize", true),
@@ -183,10 +187,38 @@ TEST(onehot_shards_saga_keeps_one_servers_categories)
 	tu_schema_free(d.schema);
 }
 
+/*
+ * A shard whose every row eval_fraction holds out, one with a NULL region:
+ * its raw rows' missing-value flag outlived them, and with no row to
+ * encode the shard refused to open ("features must be finite"; the
+ * differential probe, seed 187).  One server's encoding and optimum.
+ */
+TEST(onehot_shards_saga_shard_whose_rows_are_all_held_out)
+{
+	os_data		d = {os_schema(), true, 0};
+	gbml_param_value ve[] = {tu_str("loss", "squared"), tu_num("alpha", 1e-2), tu_bool("standardize", true),
+	tu_num("max_categories", 5), tu_num("eval_fraction", 0.25), tu_num("tol", 1e-12), tu_num("max_iter", 20000)};
+	int64_t		i = -1;
+	float		x[OS_COLS],
+				label;
+
+	/* the first held-out row whose region is NULL */
+	do
+	{
+		i = tu_first_held_out("saga", ve, 7, os_fill, &d, i + 1);
+		if (i >= 0)
+			os_row(i, x, &label);
+	} while (i >= 0 && !isnan(x[1]));
+	CHECK(i >= 0);
+	d.lone = i + 1;
+	tu_check_sharded("saga", "one-hot saga, a shard's one row held out", os_fill, &d, ve, 7, 6, os_compare_saga, &d);
+	tu_schema_free(d.schema);
+}
+
 /* A shard's counts message summed; damaged or foreign ones refused whole; encoding by absent counts refused. */
 TEST(onehot_shards_counts_messages_are_checked)
 {
-	os_data		d = {os_schema(), false};
+	os_data		d = {os_schema(), false, 0};
 	gbml_env	env;
 	gbml_dataset ds;
 	gbml_strbuf msg;
