@@ -454,7 +454,12 @@ setup_borders(trainer *T, boost_shards *B, int64_t m, int d, const bool *missing
 		return rc;
 	if ((rc = sample_lists(T, B, m, p->subsample < 1 && !with_groups, T->cat.n_cat > 0 && !with_groups)) != GBML_OK ||
 		(rc = grouped_order(T, B, with_groups)) != GBML_OK ||
-		(rc = gather_sample(T, B, rows, d)) != GBML_OK ||
+		(rc = gather_sample(T, B, rows, d)) != GBML_OK)
+		return rc;
+	/* again with what the merge and the queries' lists hold now */
+	if ((rc = gbml_budget_check(T->env, gbml_boost_borders_work_bytes(m, d, T->env->threads) +
+								(size_t) (d > 0 ? d : 1) * ((size_t) p->border_count + 1) * sizeof(float),
+								"boost: the borders' sort of the border sample (%lld rows)", (long long) m)) != GBML_OK ||
 		(rc = gbml_boost_borders_from_sample(rows, m, d, missing, (int) p->border_count,
 											 (gbml_boost_border_type) p->border_type, &T->borders,
 											 T->env)) != GBML_OK ||
