@@ -312,7 +312,8 @@ def saga_across(case, tbl, base, small):
             a, b = float(loc.split()[1]), float(dist.split()[1])
             if loc.split()[2] == "tol" and abs(a - b) > 1e-6 * max(abs(a), 1e-3):
                 results["objective" + name] = f"ERR: the objective across servers {b!r} is not one server's {a!r}"
-        elif loc.startswith("OBJ") != dist.startswith("OBJ"):
+        elif loc.startswith("OBJ") != dist.startswith("OBJ") and not (name == "_small" and "HINT" in loc + dist):
+            # (under a small budget one server may need more than a shard: a named ERROR is an answer)
             results["outcome" + name] = "ERR: one server and the shards disagree on training at all"
     bad = {k: v for k, v in results.items()
            if v.startswith("ERR") and ("HINT" not in v or PLAIN.search(v) or "disagree" in v or "objective" in v)}
