@@ -1942,9 +1942,8 @@ boost_select_class(trainer *T, int cls)
 int
 boost_trainer_classes(trainer *T, int k, const double *base)
 {
-	size_t		n = (size_t) T->train.n;
-
-	size_t		ne = T->has_eval ? (size_t) T->eval.n : 0;
+	size_t		n = (size_t) T->train.n,
+				ne = T->has_eval ? (size_t) T->eval.n : 0;
 	int			rc;
 
 	/* the union's class count came after this shard's arrays were sized for its own: made beside them */

@@ -235,20 +235,26 @@ gbml_shard_reply_done(const gbml_shard_channel *ch, int s, const gbml_msg_reader
 					  ch->link->name(ch->link->ctx, s));
 }
 
+/* Rows of row_bytes within a sixteenth of the budget's room, at most max_rows (no budget: max_rows). */
+static int64_t
+budget_page_rows(const gbml_env *env, size_t row_bytes, int64_t max_rows)
+{
+	size_t		room;
+	int64_t		fit;
+
+	if (env->memory_limit == 0)
+		return max_rows;
+	room = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
+	fit = (int64_t) (room / 16 / (row_bytes > 0 ? row_bytes : 1));
+	return fit < max_rows ? fit : max_rows;
+}
+
 int64_t
 gbml_shard_page_rows(const gbml_shard_channel *ch, size_t row_bytes, int64_t max_rows)
 {
-	const gbml_env *env = ch->env;
-	int64_t		rows = max_rows,
+	int64_t		rows = budget_page_rows(ch->env, row_bytes, max_rows),
 				most = 1;
 
-	if (env->memory_limit != 0)
-	{
-		size_t		room = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
-		int64_t		fit = (int64_t) (room / 16 / (row_bytes > 0 ? row_bytes : 1));
-
-		rows = fit < rows ? fit : rows;
-	}
 	for (int s = 0; s < ch->n_shards; s++)
 		most = ch->n_rows[s] > most ? ch->n_rows[s] : most;
 	rows = most < rows ? most : rows;
@@ -555,10 +561,8 @@ gbml_shards_gather_eval_paged(const gbml_shard_link *link, uint32_t magic, const
 	 * its growth), at least EVAL_PAGE_MIN_ROWS; a shard without training
 	 * rows may hold only held-out ones, so its training rows do not bound it
 	 */
-	if (env->memory_limit != 0)
 	{
-		size_t		room = env->memory_limit > env->memory_used ? env->memory_limit - env->memory_used : 0;
-		int64_t		fit = (int64_t) (room / 16 / (sizeof(float) * (size_t) (d > 0 ? d : 1) + 16));
+		int64_t		fit = budget_page_rows(env, sizeof(float) * (size_t) (d > 0 ? d : 1) + 16, page);
 
 		fit = fit > EVAL_PAGE_MIN_ROWS ? fit : EVAL_PAGE_MIN_ROWS;
 		page = fit < page ? fit : page;
