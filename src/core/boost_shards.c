@@ -397,11 +397,27 @@ static int
 setup_union(trainer *T, boost_shards *B, const gbml_dataset *ds, int64_t n_eval_here, bool *missing,
 			bool *with_groups)
 {
-	int			rc;
+	int			n_cat,
+				rc;
 
 	if ((rc = hello_tails(T, B, ds->n_features, missing, with_groups)) != GBML_OK ||
 		(rc = boost_resolve_loss(T, *with_groups ? 1 : 0)) != GBML_OK ||
 		(*with_groups && (rc = index_groups(T, B, query_needs_whole(T))) != GBML_OK))
+		return rc;
+	n_cat = gbml_schema_n_categorical(ds->schema);
+	/*
+	 * Categorical inputs: the union's ids here (an eval_source's too), and
+	 * later every row's label, place in the union's order and derived bins
+	 * (at least one a categorical input), whatever went to the shards' files
+	 */
+	if (n_cat > 0 &&
+		(rc = gbml_budget_check(T->env, (size_t) T->n_global * ((size_t) n_cat * (sizeof(float) + 1) + sizeof(float) +
+																sizeof(int64_t)) +
+								(size_t) n_eval_here * (size_t) n_cat * sizeof(float),
+								"boost: the union's categorical ids, labels, places and derived bins on the coordinator "
+								"(%zu bytes a row for %lld rows)",
+								(size_t) n_cat * (sizeof(float) + 1) + sizeof(float) + sizeof(int64_t),
+								(long long) T->n_global)) != GBML_OK)
 		return rc;
 	return gbml_boost_ctr_begin(&T->cat, ds->schema, ds->n_features, T->n_global, n_eval_here, T->env);
 }
