@@ -41,6 +41,10 @@ gbml_shard_hashes_build(gbml_shard_hashes *h, const gbml_dataset *ds, gbml_env *
 
 	h->n = ds->n_rows;
 	h->words = 2;
+	if ((rc = gbml_budget_check(env, (size_t) (h->n > 0 ? h->n : 1) * 2 * sizeof(uint64_t),
+								"the shard's row hashes for the union's order (16 bytes a row for %lld rows)",
+								(long long) h->n)) != GBML_OK)
+		return rc;
 	h->hash = gbml_alloc_array(env, (size_t) (h->n > 0 ? h->n : 1) * 2, sizeof(uint64_t));
 	if (h->hash == NULL)
 		return env->error_code;
@@ -75,6 +79,15 @@ gbml_shard_hashes_build_grouped(gbml_shard_hashes *h, const gbml_dataset *ds, gb
 
 	if ((rc = gbml_shard_hashes_build(h, ds, env)) != GBML_OK)
 		return rc;
+	/* beside the pairs: the rows' groups to sort and the triples they become */
+	if ((rc = gbml_budget_check(env, (size_t) (h->n > 0 ? h->n : 1) * (sizeof(gbml_group_order_key) +
+																		3 * sizeof(uint64_t)),
+								"the shard's rows ordered by group id for the union's order (%zu bytes a row for %lld rows)",
+								sizeof(gbml_group_order_key) + 3 * sizeof(uint64_t), (long long) h->n)) != GBML_OK)
+	{
+		gbml_shard_hashes_free(h, env);
+		return rc;
+	}
 	rows = gbml_alloc_array(env, (size_t) (h->n > 0 ? h->n : 1), sizeof(gbml_group_order_key));
 	triples = gbml_alloc_array(env, (size_t) (h->n > 0 ? h->n : 1) * 3, sizeof(uint64_t));
 	if (rows == NULL || triples == NULL)
