@@ -310,7 +310,8 @@ def saga_across(case, tbl, base, small):
         results["local" + name], results["dist" + name] = loc, dist
         if loc.startswith("OBJ") and dist.startswith("OBJ"):
             a, b = float(loc.split()[1]), float(dist.split()[1])
-            if loc.split()[2] == "tol" and abs(a - b) > 1e-6 * max(abs(a), 1e-3):
+            # (only where both say they converged: OWL-QN at max_iter says it did not, as SAGA does)
+            if loc.split()[2] == "tol" and dist.split()[2] != "max_iter" and abs(a - b) > 1e-6 * max(abs(a), 1e-3):
                 results["objective" + name] = f"ERR: the objective across servers {b!r} is not one server's {a!r}"
         elif loc.startswith("OBJ") != dist.startswith("OBJ") and not (name == "_small" and "HINT" in loc + dist):
             # (under a small budget one server may need more than a shard: a named ERROR is an answer)
