@@ -155,6 +155,8 @@ bs_ranks(bs_shard *sh, gbml_msg_reader *r)
 		r->bad |= gbml_msg_get_i64(r) != 0 || gbml_msg_get_i64(r) != 0;
 		return GBML_OK;
 	}
+	if (sh->T.row_rank != NULL && gbml_shard_ranks_trailing_page(&sh->ranks, r))
+		return GBML_OK;
 	if (sh->phase != BS_ROWS || !sh->needs_ranks || sh->T.row_rank != NULL)
 		return gbml_error(sh->env, GBML_EINVAL, "boost shard: global row indices out of order");
 	if ((rc = gbml_shard_ranks_receive(&sh->ranks, sh->T.train.n, r, sh->env, &complete)) != GBML_OK)

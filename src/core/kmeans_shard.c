@@ -164,6 +164,8 @@ km_shard_ranks(km_shard *sh, gbml_msg_reader *r)
 	bool		complete;
 	int			rc;
 
+	if (sh->hashes.hash == NULL && gbml_shard_ranks_trailing_page(&sh->ranks, r))
+		return GBML_OK;
 	if (sh->hashes.hash == NULL)
 		return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: the global row order arrived twice");
 	if ((rc = gbml_shard_ranks_receive(&sh->ranks, sh->ds->n_rows, r, sh->env, &complete)) != GBML_OK)
@@ -562,8 +564,18 @@ km_shard_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 	{
 		case KM_OP_HASHES:
 			if (sh->hashes.hash == NULL)
-				return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: row hashes asked for after the global row order");
-			gbml_shard_hashes_page(&sh->hashes, &r, reply);
+			{
+				/* its order is whole: the merge's later rounds ask it for empty pages while others' go on */
+				int64_t		offset = gbml_msg_get_i64(&r),
+							count = gbml_msg_get_i64(&r);
+
+				if (r.bad || offset != sh->ds->n_rows || count != 0)
+					return gbml_error(sh->env, GBML_EINVAL,
+									  "kmeans shard: row hashes asked for after the global row order");
+				gbml_msg_put_i64(reply, 0);
+			}
+			else
+				gbml_shard_hashes_page(&sh->hashes, &r, reply);
 			rc = GBML_OK;
 			break;
 		case KM_OP_RANKS:

@@ -437,6 +437,25 @@ gbml_shard_merge_grouped_order(gbml_shard_channel *ch, int64_t n_global, int64_t
 	return merge_order(ch, n_global, op_grouped_hashes, 3, order_page_rows(ch, 3, false), visit, flush, arg);
 }
 
+bool
+gbml_shard_ranks_trailing_page(const gbml_shard_ranks *o, gbml_msg_reader *r)
+{
+	gbml_msg_reader peek = *r;
+	int64_t		n_global,
+				offset,
+				count;
+
+	if (o->rank == NULL || o->ranked != o->n)
+		return false;
+	n_global = gbml_msg_get_i64(&peek);
+	offset = gbml_msg_get_i64(&peek);
+	count = gbml_msg_get_i64(&peek);
+	if (peek.bad || n_global != o->n_global || offset != o->n || count != 0)
+		return false;
+	*r = peek;
+	return true;
+}
+
 int
 gbml_shard_ranks_receive(gbml_shard_ranks *o, int64_t n, gbml_msg_reader *r, gbml_env *env, bool *complete)
 {

@@ -103,6 +103,12 @@ typedef struct gbml_shard_ranks
  */
 int			gbml_shard_ranks_receive(gbml_shard_ranks *o, int64_t n, gbml_msg_reader *r, gbml_env *env,
 									 bool *complete);
+/*
+ * Whether *r is an empty page after the order was whole (read then): the
+ * coordinator sends every shard a page each round, and a shard whose rows
+ * were all placed gets empty ones while the others' pages go on.
+ */
+bool		gbml_shard_ranks_trailing_page(const gbml_shard_ranks *o, gbml_msg_reader *r);
 /* The local row whose global index is g, or -1. */
 int64_t		gbml_shard_ranks_local(const gbml_shard_ranks *o, int64_t g);
 void		gbml_shard_ranks_free(gbml_shard_ranks *o, gbml_env *env);

@@ -239,6 +239,23 @@ TEST(boost_shards_subsample_same_bytes)
 }
 
 /*
+ * subsample with one row alone on the last shard: its order is whole at
+ * that row's place, and the coordinator's later pages of global indices
+ * (700 rows a page here) bring it empty ones, which it refused as "global
+ * row indices out of order" (the differential probe, seed 311, at 2 MB,
+ * where the pages are small; a shard of over 1M rows would too).
+ */
+TEST(boost_shards_subsample_a_lone_row_takes_empty_pages)
+{
+	bsh_data	s = {3100, 5, false, false, false, 0, 0, false, 0, 0, 0, false, false};
+	gbml_param_value v[] = {tu_num("iterations", 4), tu_num("depth", 3), tu_num("subsample", 0.6),
+	tu_num("random_seed", 9)};
+
+	s.lone = 40;
+	tu_check_same_bytes("boost", "RMSE, subsample, a lone row on a shard", bsh_fill, &s, v, 4);
+}
+
+/*
  * random_strength: the noise scale's maximum (with the gradients' maxima)
  * and sum of squares (one more round trip a tree) over every row, drawn by
  * subsample or not, come from the shards, so the split draws and the bytes

@@ -148,6 +148,15 @@ TEST(kmeans_shards_a_shard_whose_rows_are_all_held_out)
 	tu_check_same_bytes("kmeans", "a shard whose one row is held out", sh_fill, &s, v, 3);
 }
 
+/* One row alone on the last shard: its order is whole early, and the later pages it gets are empty (as boosting's). */
+TEST(kmeans_shards_a_lone_row_takes_empty_pages)
+{
+	sh_data		s = {3000, 6, 0, 0, 40};
+	gbml_param_value v[] = {tu_num("k", 4), tu_num("random_seed", 3)};
+
+	tu_check_same_bytes("kmeans", "a lone row on a shard", sh_fill, &s, v, 2);
+}
+
 TEST(kmeans_shards_failing_shard_names_it)
 {
 	sh_data		s = {3000, 5, 0, 0, 0};
