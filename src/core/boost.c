@@ -1946,20 +1946,23 @@ boost_trainer_classes(trainer *T, int k, const double *base)
 				ne = T->has_eval ? (size_t) T->eval.n : 0;
 	int			rc;
 
-	/* the union's class count came after this shard's arrays were sized for its own: made beside them */
-	if (k != T->n_classes &&
-		(rc = gbml_budget_check(T->env, (3 * n + ne) * (size_t) k * sizeof(double),
-								"boosting's predictions for the union's %d classes (%zu bytes a row for %lld rows: "
-								"predictions, probabilities, the iteration's start; and the eval rows' %zu)", k,
-								3 * (size_t) k * sizeof(double), (long long) n, (size_t) k * sizeof(double))) != GBML_OK)
-		return rc;
 	if (k != T->n_classes)
 	{
-		double	   *pred = gbml_alloc_array(T->env, n * (size_t) k, sizeof(double)),
-				   *prob = gbml_alloc_array(T->env, n * (size_t) k, sizeof(double)),
-				   *class_base = gbml_alloc_array(T->env, (size_t) k, sizeof(double)),
-				   *eval_pred = ne ? gbml_alloc_array(T->env, ne * (size_t) k, sizeof(double)) : NULL;
+		double	   *pred,
+				   *prob,
+				   *class_base,
+				   *eval_pred;
 
+		/* the union's class count came after this shard's arrays were sized for its own: made beside them */
+		if ((rc = gbml_budget_check(T->env, (3 * n + ne) * (size_t) k * sizeof(double),
+									"boosting's predictions for the union's %d classes (%zu bytes a row for %lld rows: "
+									"predictions, probabilities, the iteration's start; and the eval rows' %zu)", k,
+									3 * (size_t) k * sizeof(double), (long long) n, (size_t) k * sizeof(double))) != GBML_OK)
+			return rc;
+		pred = gbml_alloc_array(T->env, n * (size_t) k, sizeof(double));
+		prob = gbml_alloc_array(T->env, n * (size_t) k, sizeof(double));
+		class_base = gbml_alloc_array(T->env, (size_t) k, sizeof(double));
+		eval_pred = ne ? gbml_alloc_array(T->env, ne * (size_t) k, sizeof(double)) : NULL;
 		if (pred == NULL || prob == NULL || class_base == NULL || (ne && eval_pred == NULL))
 		{
 			gbml_free(T->env, pred);

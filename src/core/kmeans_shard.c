@@ -563,19 +563,10 @@ km_shard_step(void *state, const uint8_t *req, size_t len, gbml_strbuf *reply)
 	switch (op)
 	{
 		case KM_OP_HASHES:
-			if (sh->hashes.hash == NULL)
-			{
-				/* its order is whole: the merge's later rounds ask it for empty pages while others' go on */
-				int64_t		offset = gbml_msg_get_i64(&r),
-							count = gbml_msg_get_i64(&r);
-
-				if (r.bad || offset != sh->ds->n_rows || count != 0)
-					return gbml_error(sh->env, GBML_EINVAL,
-									  "kmeans shard: row hashes asked for after the global row order");
-				gbml_msg_put_i64(reply, 0);
-			}
-			else
-				gbml_shard_hashes_page(&sh->hashes, &r, reply);
+			/* (an empty page is answered after the order too: gbml_shard_hashes_page) */
+			gbml_shard_hashes_page(&sh->hashes, &r, reply);
+			if (r.bad && sh->hashes.hash == NULL)
+				return gbml_error(sh->env, GBML_EINVAL, "kmeans shard: row hashes asked for after the global row order");
 			rc = GBML_OK;
 			break;
 		case KM_OP_RANKS:

@@ -124,6 +124,12 @@ gbml_shard_hashes_page(const gbml_shard_hashes *h, gbml_msg_reader *r, gbml_strb
 	int64_t		offset = gbml_msg_get_count(r, h->n),
 				count = gbml_msg_get_count(r, GBML_SHARD_ORDER_PAGE);
 
+	if (!r->bad && h->hash == NULL && offset == h->n && count == 0)
+	{
+		/* the order is whole: the merge's later rounds ask for empty pages while other shards' go on */
+		gbml_msg_put_i64(reply, 0);
+		return;
+	}
 	if (r->bad || h->hash == NULL)
 	{
 		r->bad = true;

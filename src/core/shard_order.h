@@ -44,7 +44,10 @@ typedef struct gbml_shard_hashes
 int			gbml_shard_hashes_build(gbml_shard_hashes *h, const gbml_dataset *ds, gbml_env *env);
 /* ... grouped: the group id (as an unsigned key in the signed order) first, in the training order with groups. */
 int			gbml_shard_hashes_build_grouped(gbml_shard_hashes *h, const gbml_dataset *ds, gbml_env *env);
-/* The answer to a request's (offset, count): count, then count rows' hashes (h->words each). */
+/*
+ * The answer to a request's (offset, count): count, then count rows' hashes (h->words each);
+ * after the hashes were freed (the order whole), an empty page at the end still gets count 0.
+ */
 void		gbml_shard_hashes_page(const gbml_shard_hashes *h, gbml_msg_reader *r, gbml_strbuf *reply);
 void		gbml_shard_hashes_free(gbml_shard_hashes *h, gbml_env *env);
 
