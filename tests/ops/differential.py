@@ -229,9 +229,10 @@ LABELS = {"yr": "yr", "lbin": "(yr > 0.9)::int::real", "lcls": "floor(abs(yr) * 
           "lrank": "floor(abs(yr) * 2)::real"}
 
 
-def train(name, alg, src, params, where="COORD"):
+def train(name, alg, src, params, where="COORD", what="md5(model)"):
+    """The model's md5 (or `what` of the model just trained), or ERR: and the message."""
     sql = (f"{PRE}SELECT gbml.train('diff{SEED}', '{alg}', $q${src}$q$, '{json.dumps(params)}') IS NULL; "
-           f"SELECT md5(model) FROM gbml.models WHERE name = 'diff{SEED}' ORDER BY version DESC LIMIT 1")
+           f"SELECT {what} FROM gbml.models WHERE name = 'diff{SEED}' ORDER BY version DESC LIMIT 1")
     return outcome(*psql(sql, where))
 
 
@@ -290,11 +291,9 @@ def array_paths(alg, base, label, grouped, shape, small, tbl):
 
 def trained_objective(alg, src, params):
     """SAGA's objective and stop reason ("OBJ value reason"), or ERR: and the message."""
-    sql = (f"{PRE}SELECT gbml.train('diff{SEED}', '{alg}', $q${src}$q$, '{json.dumps(params)}') IS NULL; "
-           f"SELECT 'OBJ ' || (m ->> 'objective') || ' ' || coalesce(m ->> 'stop_reason', m ->> 'solver') "
-           f"FROM (SELECT gbml.model_info(model) AS m FROM gbml.models WHERE name = 'diff{SEED}' "
-           f"ORDER BY version DESC LIMIT 1) x")
-    return outcome(*psql(sql))
+    return train("", alg, src, params,
+                 what="'OBJ ' || (gbml.model_info(model) ->> 'objective') || ' ' || "
+                      "(gbml.model_info(model) ->> 'stop_reason')")
 
 
 def saga_across(case, tbl, base, small):
