@@ -460,19 +460,18 @@ setup_borders(trainer *T, boost_shards *B, int64_t m, int d, const bool *missing
 	/*
 	 * Beside the sample's rows (held): their places on the shards (and in
 	 * the union's order when a sample), with categorical inputs every
-	 * row's global position, and the borders' work space
+	 * row's global position (the borders' sort is checked once they are in)
 	 */
 	if ((rc = gbml_budget_check(T->env, (size_t) (m > 0 ? m : 1) * sizeof(int64_t) * (m < T->n_global ? 2 : 1) +
-								(T->cat.n_cat > 0 ? (size_t) T->n_global * sizeof(int64_t) : 0) +
-								gbml_boost_borders_work_bytes(m, d, T->env->threads),
-								"boost: the border sample's places on the shards%s and the borders' sort",
-								T->cat.n_cat > 0 ? ", every row's place in the union's order" : "")) != GBML_OK)
+								(T->cat.n_cat > 0 ? (size_t) T->n_global * sizeof(int64_t) : 0),
+								"boost: the border sample's places on the shards%s",
+								T->cat.n_cat > 0 ? " and every row's place in the union's order" : "")) != GBML_OK)
 		return rc;
 	if ((rc = sample_lists(T, B, m, p->subsample < 1 && !with_groups, T->cat.n_cat > 0 && !with_groups)) != GBML_OK ||
 		(rc = grouped_order(T, B, with_groups)) != GBML_OK ||
 		(rc = gather_sample(T, B, rows, d)) != GBML_OK)
 		return rc;
-	/* again with what the merge and the queries' lists hold now */
+	/* the borders' sort, beside what the merge and the queries' lists hold now */
 	if ((rc = gbml_budget_check(T->env, gbml_boost_borders_work_bytes(m, d, T->env->threads) +
 								(size_t) (d > 0 ? d : 1) * ((size_t) p->border_count + 1) * sizeof(float),
 								"boost: the borders' sort of the border sample (%lld rows)", (long long) m)) != GBML_OK ||
